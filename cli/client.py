@@ -1,0 +1,69 @@
+"""Client side of the CLI: a channel to the gateway, bearer metadata, and output as text or JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import grpc
+from google.protobuf import json_format
+from recallatron.gateway.v1 import gateway_pb2_grpc
+
+from servicekit import clients
+
+
+class Gateway:
+    """Stubs of the public services plus the caller's credential."""
+
+    def __init__(self, addr: str, token: str | None) -> None:
+        self.channel = clients.channel(addr)
+        self.memory = gateway_pb2_grpc.MemoryServiceStub(self.channel)
+        self.admin = gateway_pb2_grpc.AdminServiceStub(self.channel)
+        self.metadata = (("authorization", f"Bearer {token}"),) if token else ()
+
+    def close(self) -> None:
+        """Closes the channel."""
+        self.channel.close()
+
+
+def member_token(args) -> str:
+    """The caller's token from --token or RECALLATRON_TOKEN; exits with a message when neither is set."""
+    token = args.token or os.environ.get("RECALLATRON_TOKEN")
+    if not token:
+        raise SystemExit("no token: pass --token or set RECALLATRON_TOKEN (`recallatron member add` prints one)")
+    return token
+
+
+def operator_token(args, default_path: Path) -> str:
+    """The operator credential from --operator-token or the data folder."""
+    if getattr(args, "operator_token", None):
+        return args.operator_token
+    try:
+        return default_path.read_text().strip()
+    except OSError:
+        raise SystemExit(f"no operator credential: pass --operator-token or run `recallatron up` "
+                         f"(it writes {default_path})") from None
+
+
+def to_json(message) -> str:
+    """Protobuf JSON with proto field names and every field, defaults included."""
+    return json_format.MessageToJson(message, preserving_proto_field_name=True,
+                                     always_print_fields_with_no_presence=True, indent=2)
+
+
+def emit(message, as_json: bool, text: str) -> None:
+    """Prints ``message`` as protobuf JSON, or ``text`` for people."""
+    print(to_json(message) if as_json else text)
+
+
+def fail(exc: grpc.RpcError) -> int:
+    """Prints the status code name and message of a failed call; returns exit status 1."""
+    print(f"{exc.code().name}: {exc.details()}", file=sys.stderr)
+    return 1
+
+
+def dump(obj) -> str:
+    """Plain JSON for non-protobuf output."""
+    return json.dumps(obj, indent=2, sort_keys=True)

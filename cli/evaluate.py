@@ -1,0 +1,171 @@
+"""``recallatron load`` and ``recallatron eval``: real data through the running gateway.
+
+For each corpus (a folder with memories.jsonl and queries.jsonl): a fresh workspace and member,
+memories loaded through Remember, a wait until the embedding backlog is empty, every query asked
+through Recall, metrics as ../shared/eval/README.md defines them (cli.retrieval_metrics).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+
+from cli import client
+from cli.retrieval_metrics import KEYS, average, score_query
+
+MIN_RESULTS = 50
+BACKLOG_TIMEOUT_SECONDS = 1800
+LOAD_THREADS = 4
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """Rows of a JSON Lines file; SystemExit naming the line when one is not JSON."""
+    rows = []
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise SystemExit(f"{path}:{n}: not JSON ({exc.msg})") from None
+    return rows
+
+
+def corpora(dataset: Path) -> list[Path]:
+    """The corpus folders of a dataset: itself, or its sub-folders holding memories.jsonl."""
+    if (dataset / "memories.jsonl").is_file():
+        return [dataset]
+    found = sorted(p for p in dataset.iterdir() if (p / "memories.jsonl").is_file()) if dataset.is_dir() else []
+    if not found:
+        raise SystemExit(f"{dataset}: no memories.jsonl here or in its sub-folders")
+    return found
+
+
+def _progress(label: str, done: int, total: int) -> None:
+    if sys.stderr.isatty() or done == total or done % 500 == 0:
+        print(f"\r{label}: {done}/{total}", end="\n" if done == total else "", file=sys.stderr, flush=True)
+
+
+def _occurred(value) -> "datetime.datetime | None":
+    if not value:
+        return None
+    dt = datetime.datetime.fromisoformat(value)
+    return dt if dt.tzinfo else dt.replace(tzinfo=datetime.timezone.utc)
+
+
+def load_rows(gw: client.Gateway, token: str, rows: list[dict], purpose: int, label: str = "load") -> dict[str, str]:
+    """Remembers every row (workspace audience) as the member of ``token``; returns dataset id -> memory id."""
+    md = (("authorization", f"Bearer {token}"),)
+
+    def one(row: dict) -> tuple[str, str]:
+        req = g.RememberRequest(purpose=purpose, kind=m.KIND_NOTE, title=row.get("title") or "",
+                                body=row["body"], audience=m.AUDIENCE_WORKSPACE,
+                                request_id=f"load:{row['id']}")
+        when = _occurred(row.get("occurred_at"))
+        if when is not None:
+            req.occurred_at.FromDatetime(when)
+        return row["id"], gw.memory.Remember(req, metadata=md, timeout=60).memory.id
+
+    ids = {}
+    with ThreadPoolExecutor(LOAD_THREADS) as pool:
+        for n, (key, mid) in enumerate(pool.map(one, rows), start=1):
+            ids[key] = mid
+            _progress(label, n, len(rows))
+    return ids
+
+
+def load_file(gw: client.Gateway, workspace_id: str, path: str, purpose: int) -> int:
+    """``recallatron load``: adds a member to the workspace and remembers every row of ``path``."""
+    rows = read_jsonl(Path(path))
+    member = gw.admin.AddMember(g.AddMemberRequest(workspace_id=workspace_id, display_name="loader"),
+                                metadata=gw.metadata)
+    return len(load_rows(gw, member.token, rows, purpose))
+
+
+def wait_for_backlog(gw: client.Gateway) -> None:
+    """Blocks until the embedding backlog is empty, showing it while it drains."""
+    deadline = time.monotonic() + BACKLOG_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        backlog = gw.admin.GetStatus(g.GetStatusRequest(), metadata=gw.metadata).embedding_backlog
+        if backlog == 0:
+            return
+        print(f"\rembedding backlog: {backlog}   ", end="", file=sys.stderr, flush=True)
+        time.sleep(1.0)
+    raise SystemExit("the embedding backlog did not drain; is the embed service up? (`recallatron status`)")
+
+
+def evaluate_corpus(gw: client.Gateway, folder: Path, mode: int, top_k: int, skip_rerank: bool) -> dict:
+    """Loads one corpus into a fresh workspace and scores its queries; returns metrics and the member token."""
+    ws = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=f"eval {folder.name}"), metadata=gw.metadata)
+    member = gw.admin.AddMember(g.AddMemberRequest(workspace_id=ws.workspace_id, display_name="eval"),
+                                metadata=gw.metadata)
+    ids = load_rows(gw, member.token, read_jsonl(folder / "memories.jsonl"), m.PURPOSE_CONVERSATION,
+                    f"{folder.name} memories")
+    back = {v: k for k, v in ids.items()}
+    wait_for_backlog(gw)
+    queries = read_jsonl(folder / "queries.jsonl")
+    md = (("authorization", f"Bearer {member.token}"),)
+    per_query, per_category, dense_down = [], {}, 0
+    for n, q in enumerate(queries, start=1):
+        resp = gw.memory.Recall(g.RecallRequest(query=q["question"], purpose=m.PURPOSE_CONVERSATION, mode=mode,
+                                                top_k=top_k, skip_rerank=skip_rerank), metadata=md, timeout=60)
+        dense_down += not resp.dense_available
+        ranked = [back.get(it.memory.id, "") for it in resp.items]
+        scores = score_query(ranked, set(q["relevant_ids"]))
+        per_query.append(scores)
+        per_category.setdefault(str(q.get("category_name") or q.get("category", "")), []).append(scores)
+        _progress(f"{folder.name} queries", n, len(queries))
+    return {"per_query": per_query, "per_category": per_category, "token": member.token,
+            "workspace_id": ws.workspace_id, "dense_unavailable": dense_down}
+
+
+def _table(rows: dict[str, dict]) -> str:
+    head = f"{'corpus':<16}" + "".join(f"{k:>11}" for k in KEYS) + f"{'queries':>9}"
+    lines = [head, "-" * len(head)]
+    for name, res in rows.items():
+        lines.append(f"{name:<16}" + "".join(f"{res[k]:>11.3f}" for k in KEYS) + f"{res['queries']:>9}")
+    return "\n".join(lines)
+
+
+def evaluate(gw: client.Gateway, dataset: Path, mode: int, top_k: int, skip_rerank: bool) -> tuple[dict, dict]:
+    """Evaluates every corpus of ``dataset``; returns the report and the raw per-corpus results."""
+    results = {f.name: evaluate_corpus(gw, f, mode, top_k, skip_rerank) for f in corpora(dataset)}
+    categories: dict[str, list] = {}
+    for r in results.values():
+        for cat, qs in r["per_category"].items():
+            categories.setdefault(cat, []).extend(qs)
+    report = {"overall": average([q for r in results.values() for q in r["per_query"]]),
+              "per_corpus": {name: average(r["per_query"]) for name, r in results.items()},
+              "per_category": {c: average(qs) for c, qs in sorted(categories.items())},
+              "dense_unavailable_queries": sum(r["dense_unavailable"] for r in results.values())}
+    return report, results
+
+
+def print_report(report: dict, mode_name: str) -> None:
+    """The human-readable form of an evaluation report."""
+    print(f"mode: {mode_name}")
+    print(_table({**report["per_corpus"], "overall": report["overall"]}))
+    if len(report["per_category"]) > 1:
+        print(_table({f"cat {c}": v for c, v in report["per_category"].items()}))
+    if report["dense_unavailable_queries"]:
+        print(f"warning: the dense arm was unavailable for {report['dense_unavailable_queries']} queries")
+
+
+def run_eval(gw: client.Gateway, args) -> int:
+    """``recallatron eval``: prints a table, or with --json one object with ``overall`` and ``per_corpus``."""
+    from cli.main import MODES
+    if args.top_k < 1:
+        raise SystemExit("--top-k must be at least 1")
+    report, _ = evaluate(gw, Path(args.dataset), MODES[args.mode], max(MIN_RESULTS, args.top_k), args.no_rerank)
+    if args.json:
+        print(client.dump({"mode": args.mode, **report}))
+    else:
+        print_report(report, args.mode)
+    return 0

@@ -1,0 +1,56 @@
+"""``recallatron serve NAME``: run one service in the foreground until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+from servicekit.metrics import serve_metrics
+from servicekit.settings import Settings
+
+log = logging.getLogger("recallatron.serve")
+SERVICES = ("store", "embed", "rank", "gateway")
+
+
+def start(name: str, settings: Settings):
+    """Starts service ``name`` and returns an object with ``stop()``. SystemExit on bad configuration."""
+    if name == "store":
+        from store_service.database import StartupError
+        from store_service.server import StoreService
+        if not settings.database_url:
+            raise SystemExit("the store needs DATABASE_URL (the control-plane database); "
+                             "`recallatron up` sets it to the embedded server")
+        try:
+            return StoreService(settings.database_url, settings.store_addr, settings.embed_addr,
+                                batch_size=settings.embed_batch_size, pool_max=settings.db_pool_max)
+        except StartupError as exc:
+            raise SystemExit(f"store cannot start: {exc}") from None
+    if name == "embed":
+        from embed_service.server import EmbedService
+        return EmbedService(settings.embed_addr, settings.reranker_model, block=False)
+    if name == "rank":
+        from rank_service.server import start as start_rank
+        return start_rank(settings.rank_addr)
+    if name == "gateway":
+        from gateway.recall import RecallConfig
+        from gateway.server import GatewayService
+        config = RecallConfig(candidate_limit=settings.candidate_limit, embed_deadline=settings.embed_deadline_seconds,
+                              rerank_deadline=settings.rerank_deadline_seconds, rerank_top_n=settings.rerank_top_n)
+        return GatewayService(settings.gateway_addr, settings.store_addr, settings.embed_addr, settings.rank_addr,
+                              settings.operator_token_path, config)
+    raise SystemExit(f"unknown service {name!r}; choose one of {', '.join(SERVICES)}")
+
+
+def run(name: str, settings: Settings) -> int:
+    """Serves until a signal arrives; returns the exit status."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    service = start(name, settings)
+    port = serve_metrics(settings.metrics_addr, settings.metrics_port(name))
+    log.info("%s serving; metrics on http://%s:%d/metrics", name, settings.metrics_addr, port)
+    stop.wait()
+    log.info("%s stopping", name)
+    service.stop()
+    return 0

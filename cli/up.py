@@ -1,0 +1,143 @@
+"""``recallatron up``: the whole system locally, each service its own process, supervised.
+
+Starts the embedded PostgreSQL unless ``DATABASE_URL`` is set, writes the operator credential into
+the data folder (mode 0600, never logged), starts ``recallatron serve NAME`` for the four services,
+prints one line containing ``ready`` once all answer SERVING, restarts a process that dies (backoff
+1 s doubling to 30 s), and stops everything cleanly on SIGTERM or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from servicekit import clients
+from servicekit.settings import Settings
+
+ORDER = ("rank", "embed", "store", "gateway")
+READY_TIMEOUT_SECONDS = 300
+BACKOFF_START, BACKOFF_MAX = 1.0, 30.0
+
+
+def ensure_operator_token(path: Path) -> None:
+    """Creates the operator credential file (0600) unless it exists."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("rco_" + secrets.token_urlsafe(32) + "\n")
+
+
+class Supervisor:
+    """Runs and restarts the service processes."""
+
+    def __init__(self, settings: Settings, env: dict[str, str], stopping: threading.Event) -> None:
+        self.settings, self.env, self.stopping = settings, env, stopping
+        self.logs = settings.home / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.backoff = {name: BACKOFF_START for name in ORDER}
+
+    def spawn(self, name: str) -> None:
+        """Starts ``recallatron serve NAME`` with its log in <home>/logs/NAME.log."""
+        log = open(self.logs / f"{name}.log", "ab")
+        self.procs[name] = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", name], env=self.env,
+                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def addr(self, name: str) -> str:
+        """The dialable address of a service."""
+        addr = getattr(self.settings, f"{name}_addr")
+        return addr.replace("0.0.0.0", "127.0.0.1").replace("[::]", "127.0.0.1")
+
+    def wait_ready(self) -> bool:
+        """Waits until every service answers SERVING; False on timeout, stop, or a process that exits."""
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        channels = {n: clients.channel(self.addr(n)) for n in ORDER}
+        try:
+            while time.monotonic() < deadline and not self.stopping.is_set():
+                for name, proc in self.procs.items():
+                    if proc.poll() is not None:
+                        print(f"recallatron: {name} exited with status {proc.returncode} during start-up; "
+                              f"see {self.logs / (name + '.log')}", file=sys.stderr, flush=True)
+                        return False
+                if all(clients.is_serving(ch) for ch in channels.values()):
+                    return True
+                self.stopping.wait(0.5)
+            return False
+        finally:
+            for ch in channels.values():
+                ch.close()
+
+    def watch(self) -> None:
+        """Restarts dead processes with backoff until asked to stop."""
+        while not self.stopping.wait(1.0):
+            for name, proc in list(self.procs.items()):
+                if proc.poll() is None:
+                    continue
+                delay = self.backoff[name]
+                print(f"recallatron: {name} exited ({proc.returncode}); restarting in {delay:.0f}s", flush=True)
+                if self.stopping.wait(delay):
+                    return
+                self.backoff[name] = min(delay * 2, BACKOFF_MAX)
+                self.spawn(name)
+
+    def stop(self) -> None:
+        """SIGTERM to every process (gateway first), then SIGKILL after 15 s."""
+        self.stopping.set()
+        for name in reversed(ORDER):
+            proc = self.procs.get(name)
+            if proc and proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def run(settings: Settings) -> int:
+    """Brings the system up and blocks until SIGTERM or Ctrl-C; returns the exit status."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    settings.home.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env["RECALLATRON_HOME"] = str(settings.home.resolve())
+    pg = None
+    if not settings.database_url:
+        from servicekit.embedded_pg import EmbeddedPostgres
+        pg = EmbeddedPostgres(settings.home / "pg")
+        env["DATABASE_URL"] = pg.control_url
+        where = f"embedded PostgreSQL in {settings.home / 'pg'}"
+    else:
+        where = "DATABASE_URL"
+    ensure_operator_token(settings.operator_token_path)
+    env["RECALLATRON_OPERATOR_TOKEN_FILE"] = str(settings.operator_token_path.resolve())
+    sup = Supervisor(settings, env, stop)
+    status = 0
+    try:
+        for name in ORDER:
+            sup.spawn(name)
+        if sup.wait_ready():
+            print(f"recallatron ready: gateway on {settings.gateway_addr}, database: {where}, "
+                  f"operator token in {settings.operator_token_path}", flush=True)
+            watcher = threading.Thread(target=sup.watch, daemon=True)
+            watcher.start()
+            stop.wait()
+        elif not stop.is_set():
+            print(f"recallatron: services did not become ready; logs in {sup.logs}", file=sys.stderr, flush=True)
+            status = 1
+    finally:
+        sup.stop()
+        if pg is not None:
+            pg.stop()
+        print("recallatron stopped", flush=True)
+    return status

@@ -1,0 +1,105 @@
+"""The embed service: batched embedding and re-ranking over gRPC.
+
+Health is SERVING once the bi-encoder is loaded; the re-ranker's availability is reported
+separately (GetModelInfo) because recall works without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from recallatron.embed.v1 import embed_pb2 as e
+from recallatron.embed.v1 import embed_pb2_grpc
+
+from embed_service.models import DIMENSIONS, INPUT_VERSION, MAX_BATCH, MODEL_ID, BiEncoder, Reranker, compose
+from servicekit.errors import InvalidArgument, Unavailable
+from servicekit.server import Running, start_server
+
+log = logging.getLogger(__name__)
+MAX_TEXT_CHARS = 262_144
+
+
+def _check_batch(n: int, what: str) -> None:
+    if not 1 <= n <= MAX_BATCH:
+        raise InvalidArgument(f"{what} must hold 1..{MAX_BATCH} items", field=what)
+
+
+def _check_texts(texts, what: str) -> None:
+    if any(len(t) > MAX_TEXT_CHARS for t in texts):
+        raise InvalidArgument(f"each of {what} must be at most {MAX_TEXT_CHARS} characters", field=what)
+
+
+class EmbedServicer(embed_pb2_grpc.EmbedServiceServicer):
+    """Implements recallatron.embed.v1.EmbedService."""
+
+    def __init__(self, encoder: BiEncoder | None, reranker: Reranker) -> None:
+        self.encoder = encoder
+        self.reranker = reranker
+
+    def _encode(self, texts: list[str]):
+        if self.encoder is None:
+            raise Unavailable("the bi-encoder is not loaded yet")
+        return [e.Vector(values=v.tolist()) for v in self.encoder.encode(texts)]
+
+    def EmbedDocuments(self, request, context):
+        _check_batch(len(request.documents), "documents")
+        texts = [compose(d.title, d.body) for d in request.documents]
+        _check_texts(texts, "documents")
+        return e.EmbedDocumentsResponse(vectors=self._encode(texts), model_id=MODEL_ID, input_version=INPUT_VERSION)
+
+    def EmbedQueries(self, request, context):
+        _check_batch(len(request.queries), "queries")
+        _check_texts(request.queries, "queries")
+        return e.EmbedQueriesResponse(vectors=self._encode(list(request.queries)), model_id=MODEL_ID,
+                                      input_version=INPUT_VERSION)
+
+    def Rerank(self, request, context):
+        if not self.reranker.available:
+            raise Unavailable(f"re-ranker unavailable: {self.reranker.error}")
+        _check_batch(len(request.documents), "documents")
+        passages = [compose(d.title, d.body) for d in request.documents]
+        _check_texts([request.query, *passages], "documents")
+        scores = self.reranker.score(request.query, passages)
+        return e.RerankResponse(scores=scores.tolist(), model=self.reranker.name)
+
+    def GetModelInfo(self, request, context):
+        return e.GetModelInfoResponse(model_id=MODEL_ID, input_version=INPUT_VERSION, dimensions=DIMENSIONS,
+                                      reranker_available=self.reranker.available,
+                                      reranker_model=self.reranker.name, reranker_error=self.reranker.error)
+
+
+class EmbedService:
+    """A running embed service. Starts NOT_SERVING, loads the models, then turns SERVING.
+
+    ``encoder`` may be passed in (tests share one loaded model between restarts).
+    """
+
+    def __init__(self, bind: str, reranker_model: str, *, encoder: BiEncoder | None = None,
+                 reranker: Reranker | None = None, block: bool = True) -> None:
+        self.servicer = EmbedServicer(encoder, reranker or Reranker(""))
+        self.running: Running = start_server(
+            bind, [(embed_pb2_grpc.add_EmbedServiceServicer_to_server, self.servicer,
+                    e.DESCRIPTOR.services_by_name["EmbedService"].full_name)], serving=encoder is not None)
+        self._reranker_model = reranker_model
+        loader = threading.Thread(target=self._load, daemon=True, name="model-loader")
+        loader.start()
+        if block:
+            loader.join()
+
+    def _load(self) -> None:
+        if self.servicer.encoder is None:
+            self.servicer.encoder = BiEncoder()
+            log.info("bi-encoder %s loaded", MODEL_ID)
+        if not self.servicer.reranker.available and self._reranker_model:
+            self.servicer.reranker = Reranker(self._reranker_model)
+        self.running.set_serving(True)
+
+    @property
+    def port(self) -> int:
+        """The bound gRPC port."""
+        return self.running.port
+
+    def stop(self) -> None:
+        """Stops serving."""
+        self.running.stop()

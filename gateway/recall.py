@@ -1,0 +1,144 @@
+"""Recall orchestration across the store, embed and rank services (DESIGN.md, "Recall, in this order").
+
+1. candidates from the store's lexical and dense queries (readability applied in SQL);
+2. RRF in the rank service; 3. the permission walk over the store's verdicts;
+4. the cross-encoder over the rows that passed; 5. the response, with counts after the walk.
+Degrade contract: an embed failure (down, past its deadline, stamp mismatch) means
+``dense_available=false``; a re-ranker failure means ``reranked=false``. Neither is an error.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import grpc
+from prometheus_client import Counter
+from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+from recallatron.rank.v1 import rank_pb2, rank_pb2_grpc
+from recallatron.store.v1 import store_pb2, store_pb2_grpc
+
+from servicekit.caller import check_purpose_granted
+from servicekit.errors import InvalidArgument
+
+log = logging.getLogger(__name__)
+DEFAULT_TOP_K, MAX_TOP_K = 10, 200
+MAX_QUERY_CHARS = 32_768
+WALK_LIMIT = 500
+DEGRADED = Counter("recallatron_recall_degraded", "Recalls answered without an arm or stage.", ["stage"])
+MODES = (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID)
+
+
+@dataclass
+class RecallConfig:
+    """Deadlines and sizes of a recall (from settings)."""
+
+    candidate_limit: int = 100
+    embed_deadline: float = 2.0
+    rerank_deadline: float = 3.0
+    rerank_top_n: int = 50
+
+
+class Recaller:
+    """Runs one recall for an authenticated caller."""
+
+    def __init__(self, store: store_pb2_grpc.StoreServiceStub, embed: embed_pb2_grpc.EmbedServiceStub,
+                 rank: rank_pb2_grpc.RankServiceStub, config: RecallConfig) -> None:
+        self.store, self.embed, self.rank, self.config = store, embed, rank, config
+        self.pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="recall")
+
+    def recall(self, req: g.RecallRequest, caller: m.Caller, settings: store_pb2.WorkspaceSettings) -> g.RecallResponse:
+        """Answers a RecallRequest. INVALID_ARGUMENT for bad input, PERMISSION_DENIED for an ungranted purpose."""
+        query = req.query
+        if not query.strip():
+            raise InvalidArgument("query must not be empty", field="query")
+        if len(query) > MAX_QUERY_CHARS:
+            raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
+        check_purpose_granted(caller, req.purpose)
+        mode = req.mode or settings.default_mode or m.RECALL_MODE_HYBRID
+        if mode not in MODES:
+            raise InvalidArgument("mode must be lexical, dense or hybrid", field="mode")
+        if req.top_k < 0 or req.top_k > MAX_TOP_K:
+            raise InvalidArgument(f"top_k must be 0..{MAX_TOP_K} (0 means {DEFAULT_TOP_K})", field="top_k")
+        top_k = req.top_k or DEFAULT_TOP_K
+        limit = max(self.config.candidate_limit, top_k)
+
+        lexical_future = None
+        if mode in (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_HYBRID):
+            lexical_future = self.pool.submit(self.store.LexicalCandidates, store_pb2.LexicalCandidatesRequest(
+                caller=caller, purpose=req.purpose, query=query, limit=limit,
+                include_superseded=req.include_superseded))
+        dense_rows, dense_available = [], True
+        if mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
+            if req.include_superseded:
+                dense_available = False  # superseded memories have no vectors: history recall is lexical only
+            else:
+                dense_rows, dense_available = self._dense(query, caller, req.purpose, settings.dense_floor, limit)
+        lexical_rows = list(lexical_future.result().candidates) if lexical_future else []
+
+        arms = [rank_pb2.ArmRanking(arm=rank_pb2.ARM_LEXICAL, memory_ids=[c.memory_id for c in lexical_rows]),
+                rank_pb2.ArmRanking(arm=rank_pb2.ARM_DENSE, memory_ids=[c.memory_id for c in dense_rows])]
+        fused = self.rank.Fuse(rank_pb2.FuseRequest(arms=arms)).candidates[:WALK_LIMIT]
+        readable = self.store.CheckReadable(store_pb2.CheckReadableRequest(
+            caller=caller, memory_ids=[c.memory_id for c in fused])).readable_ids
+        passed = list(self.rank.Walk(rank_pb2.WalkRequest(candidates=fused, readable_ids=readable,
+                                                          limit=WALK_LIMIT)).candidates)
+        cosine = {c.memory_id: c.score for c in dense_rows}
+
+        head = passed[:max(top_k, self.config.rerank_top_n if not req.skip_rerank else 0)]
+        memories = {mem.id: mem for mem in self.store.GetMemories(store_pb2.GetMemoriesRequest(
+            caller=caller, memory_ids=[c.memory_id for c in head])).memories}
+        rerank_scores = {}
+        if not req.skip_rerank and passed:
+            rerank_scores = self._rerank(query, [c for c in passed[:self.config.rerank_top_n]
+                                                 if c.memory_id in memories], memories)
+        order = passed
+        if rerank_scores:
+            top = sorted(passed[:self.config.rerank_top_n], key=lambda c: -rerank_scores.get(c.memory_id, float("-inf")))
+            order = top + passed[self.config.rerank_top_n:]
+        items = []
+        for c in order[:top_k]:
+            mem = memories.get(c.memory_id)
+            if mem is None:  # changed between the walk and the fetch (forgotten): leave it out
+                continue
+            items.append(g.RecallItem(memory=mem, rank=len(items) + 1, lexical_rank=c.lexical_rank,
+                                      dense_rank=c.dense_rank, cosine=cosine.get(c.memory_id, 0.0),
+                                      fused_score=c.fused_score, rerank_score=rerank_scores.get(c.memory_id, 0.0)))
+        counts = g.RecallCounts(lexical=sum(1 for c in passed if c.lexical_rank),
+                                dense=sum(1 for c in passed if c.dense_rank), fused=len(passed), returned=len(items))
+        return g.RecallResponse(items=items, mode=mode, dense_available=dense_available,
+                                reranked=bool(rerank_scores), counts=counts)
+
+    def _dense(self, query: str, caller: m.Caller, purpose: int, floor: float, limit: int):
+        """Dense candidates and whether the arm could contribute; embed failures degrade, never raise."""
+        try:
+            resp = self.embed.EmbedQueries(embed_pb2.EmbedQueriesRequest(queries=[query]),
+                                           timeout=self.config.embed_deadline)
+        except grpc.RpcError as exc:
+            DEGRADED.labels("dense").inc()
+            log.warning("dense arm unavailable: %s", exc.code())
+            return [], False
+        out = self.store.DenseCandidates(store_pb2.DenseCandidatesRequest(
+            caller=caller, purpose=purpose, vector=resp.vectors[0].values, input_version=resp.input_version,
+            floor=floor, limit=limit))
+        if not out.stamp_current:
+            DEGRADED.labels("dense").inc()
+            return [], False
+        return list(out.candidates), True
+
+    def _rerank(self, query: str, head, memories) -> dict[str, float]:
+        """Cross-encoder scores of the head rows; empty when the re-ranker is unavailable or late."""
+        if not head:
+            return {}
+        documents = [embed_pb2.Document(title=memories[c.memory_id].title, body=memories[c.memory_id].body)
+                     for c in head]
+        try:
+            resp = self.embed.Rerank(embed_pb2.RerankRequest(query=query, documents=documents),
+                                     timeout=self.config.rerank_deadline)
+        except grpc.RpcError:
+            DEGRADED.labels("rerank").inc()
+            return {}
+        return {c.memory_id: float(s) for c, s in zip(head, resp.scores)}

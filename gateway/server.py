@@ -1,0 +1,190 @@
+"""The gateway: the public MemoryService and AdminService, orchestrating the internal services.
+
+It stays SERVING while the embed service or the re-ranker is down (recall degrades) and reports
+their state through AdminService.GetStatus and the ``recallatron_dependency_up`` gauge.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import grpc
+from prometheus_client import Gauge
+from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.gateway.v1 import gateway_pb2_grpc
+from recallatron.rank.v1 import rank_pb2_grpc
+from recallatron.store.v1 import store_pb2 as s
+from recallatron.store.v1 import store_pb2_grpc
+
+from gateway.auth import OperatorCredential, authenticate
+from gateway.recall import RecallConfig, Recaller
+from servicekit import clients
+from servicekit.errors import Unimplemented
+from servicekit.server import Running, start_server
+
+DEPENDENCY_UP = Gauge("recallatron_dependency_up", "1 when a dependency answers SERVING.", ["dependency"])
+WATCH_SECONDS = 2.0
+
+
+class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
+    """Implements recallatron.gateway.v1.MemoryService."""
+
+    def __init__(self, store: store_pb2_grpc.StoreServiceStub, recaller: Recaller) -> None:
+        self.store, self.recaller = store, recaller
+
+    def Remember(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.Remember(s.RememberRequest(
+            caller=auth.caller, purpose=request.purpose, kind=request.kind, title=request.title, body=request.body,
+            audience=request.audience, confidence=request.confidence if request.HasField("confidence") else None,
+            occurred_at=request.occurred_at if request.HasField("occurred_at") else None,
+            entities=request.entities, request_id=request.request_id))
+        return g.RememberResponse(memory=resp.memory)
+
+    def Read(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.Read(s.ReadRequest(caller=auth.caller, memory_id=request.id,
+                                             include_history=request.include_history))
+        return g.ReadResponse(memory=resp.memory)
+
+    def Recall(self, request, context):
+        auth = authenticate(self.store, context)
+        return self.recaller.recall(request, auth.caller, auth.settings)
+
+    def _later(self, name: str, context):
+        authenticate(self.store, context)
+        raise Unimplemented(f"{name} is not implemented yet")
+
+    def Derive(self, request, context):
+        return self._later("Derive", context)
+
+    def Correct(self, request, context):
+        return self._later("Correct", context)
+
+    def Supersede(self, request, context):
+        return self._later("Supersede", context)
+
+    def Forget(self, request, context):
+        return self._later("Forget", context)
+
+    def FindEntities(self, request, context):
+        return self._later("FindEntities", context)
+
+
+class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
+    """Implements recallatron.gateway.v1.AdminService, authorised by the operator credential."""
+
+    def __init__(self, store: store_pb2_grpc.StoreServiceStub, operator: OperatorCredential,
+                 dependencies: "DependencyWatch") -> None:
+        self.store, self.operator, self.dependencies = store, operator, dependencies
+
+    def CreateWorkspace(self, request, context):
+        self.operator.check(context)
+        resp = self.store.CreateWorkspace(s.CreateWorkspaceRequest(name=request.name))
+        return g.CreateWorkspaceResponse(workspace_id=resp.workspace_id)
+
+    def AddMember(self, request, context):
+        self.operator.check(context)
+        resp = self.store.AddMember(s.AddMemberRequest(workspace_id=request.workspace_id, role=request.role,
+                                                       purposes=request.purposes, display_name=request.display_name))
+        return g.AddMemberResponse(member_id=resp.member_id, token=resp.token)
+
+    def RevokeMember(self, request, context):
+        self.operator.check(context)
+        resp = self.store.RevokeMember(s.RevokeMemberRequest(workspace_id=request.workspace_id,
+                                                             member_id=request.member_id))
+        return g.RevokeMemberResponse(revoked=resp.revoked)
+
+    def GetStatus(self, request, context):
+        self.operator.check(context)
+        try:
+            backlog = self.store.GetStatus(s.GetStatusRequest(), timeout=10).embedding_backlog
+        except grpc.RpcError:
+            backlog = -1
+        return g.GetStatusResponse(embedding_backlog=backlog, dependencies=self.dependencies.snapshot())
+
+
+class DependencyWatch:
+    """Polls the internal services' health every few seconds; feeds GetStatus and metrics."""
+
+    def __init__(self, channels: dict[str, grpc.Channel], embed: embed_pb2_grpc.EmbedServiceStub,
+                 on_change=lambda state: None) -> None:
+        self.channels, self.embed, self.on_change = channels, embed, on_change
+        self._state: dict[str, g.DependencyStatus] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="dependency-watch")
+
+    def start(self) -> None:
+        """Checks once, then keeps polling in the background."""
+        self.poll()
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops polling."""
+        self._stop.set()
+
+    def poll(self) -> None:
+        """Checks every dependency now."""
+        state = {}
+        for name, ch in self.channels.items():
+            up = clients.is_serving(ch)
+            state[name] = g.DependencyStatus(name=name, serving=up, detail="" if up else "not SERVING")
+        try:
+            info = self.embed.GetModelInfo(embed_pb2.GetModelInfoRequest(), timeout=1.0)
+            state["reranker"] = g.DependencyStatus(name="reranker", serving=info.reranker_available,
+                                                   detail=info.reranker_error)
+        except grpc.RpcError:
+            state["reranker"] = g.DependencyStatus(name="reranker", serving=False, detail="embed service down")
+        for name, st in state.items():
+            DEPENDENCY_UP.labels(name).set(1 if st.serving else 0)
+        self._state = state
+        self.on_change(state)
+
+    def snapshot(self) -> list[g.DependencyStatus]:
+        """The last observed state, one entry per dependency."""
+        self.poll()
+        return list(self._state.values())
+
+    def _run(self) -> None:
+        while not self._stop.wait(WATCH_SECONDS):
+            self.poll()
+
+
+class GatewayService:
+    """A running gateway: channels to the internal services and the public gRPC server."""
+
+    def __init__(self, bind: str, store_addr: str, embed_addr: str, rank_addr: str, operator_token_path: Path,
+                 config: RecallConfig | None = None) -> None:
+        self.channels = {"store": clients.channel(store_addr), "embed": clients.channel(embed_addr),
+                         "rank": clients.channel(rank_addr)}
+        store = store_pb2_grpc.StoreServiceStub(self.channels["store"])
+        embed = embed_pb2_grpc.EmbedServiceStub(self.channels["embed"])
+        rank = rank_pb2_grpc.RankServiceStub(self.channels["rank"])
+        self.watch = DependencyWatch(self.channels, embed, self._follow)
+        recaller = Recaller(store, embed, rank, config or RecallConfig())
+        self.running: Running = start_server(bind, [
+            (gateway_pb2_grpc.add_MemoryServiceServicer_to_server, MemoryServicer(store, recaller),
+             g.DESCRIPTOR.services_by_name["MemoryService"].full_name),
+            (gateway_pb2_grpc.add_AdminServiceServicer_to_server,
+             AdminServicer(store, OperatorCredential(operator_token_path), self.watch),
+             g.DESCRIPTOR.services_by_name["AdminService"].full_name)], serving=False)
+        self.watch.start()
+
+    def _follow(self, state: dict[str, g.DependencyStatus]) -> None:
+        """SERVING needs the store and the rank service; the embed service and re-ranker only degrade recall."""
+        if hasattr(self, "running"):
+            self.running.set_serving(state["store"].serving and state["rank"].serving)
+
+    @property
+    def port(self) -> int:
+        """The bound gRPC port."""
+        return self.running.port
+
+    def stop(self) -> None:
+        """Stops serving and polling."""
+        self.watch.stop()
+        self.running.stop()
+        for ch in self.channels.values():
+            ch.close()

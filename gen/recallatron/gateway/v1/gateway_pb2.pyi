@@ -1,0 +1,285 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from recallatron.memory.v1 import memory_pb2 as _memory_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RememberRequest(_message.Message):
+    __slots__ = ("purpose", "kind", "title", "body", "audience", "confidence", "occurred_at", "entities", "request_id")
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    AUDIENCE_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    purpose: _memory_pb2.Purpose
+    kind: _memory_pb2.Kind
+    title: str
+    body: str
+    audience: _memory_pb2.Audience
+    confidence: float
+    occurred_at: _timestamp_pb2.Timestamp
+    entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
+    request_id: str
+    def __init__(self, purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RememberResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class ReadRequest(_message.Message):
+    __slots__ = ("id", "include_history")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_HISTORY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    include_history: bool
+    def __init__(self, id: _Optional[str] = ..., include_history: _Optional[bool] = ...) -> None: ...
+
+class ReadResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class RecallRequest(_message.Message):
+    __slots__ = ("query", "purpose", "mode", "top_k", "skip_rerank", "include_superseded")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    SKIP_RERANK_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    purpose: _memory_pb2.Purpose
+    mode: _memory_pb2.RecallMode
+    top_k: int
+    skip_rerank: bool
+    include_superseded: bool
+    def __init__(self, query: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., top_k: _Optional[int] = ..., skip_rerank: _Optional[bool] = ..., include_superseded: _Optional[bool] = ...) -> None: ...
+
+class RecallItem(_message.Message):
+    __slots__ = ("memory", "rank", "lexical_rank", "dense_rank", "cosine", "fused_score", "rerank_score")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    LEXICAL_RANK_FIELD_NUMBER: _ClassVar[int]
+    DENSE_RANK_FIELD_NUMBER: _ClassVar[int]
+    COSINE_FIELD_NUMBER: _ClassVar[int]
+    FUSED_SCORE_FIELD_NUMBER: _ClassVar[int]
+    RERANK_SCORE_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    rank: int
+    lexical_rank: int
+    dense_rank: int
+    cosine: float
+    fused_score: float
+    rerank_score: float
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., rank: _Optional[int] = ..., lexical_rank: _Optional[int] = ..., dense_rank: _Optional[int] = ..., cosine: _Optional[float] = ..., fused_score: _Optional[float] = ..., rerank_score: _Optional[float] = ...) -> None: ...
+
+class RecallCounts(_message.Message):
+    __slots__ = ("lexical", "dense", "fused", "returned")
+    LEXICAL_FIELD_NUMBER: _ClassVar[int]
+    DENSE_FIELD_NUMBER: _ClassVar[int]
+    FUSED_FIELD_NUMBER: _ClassVar[int]
+    RETURNED_FIELD_NUMBER: _ClassVar[int]
+    lexical: int
+    dense: int
+    fused: int
+    returned: int
+    def __init__(self, lexical: _Optional[int] = ..., dense: _Optional[int] = ..., fused: _Optional[int] = ..., returned: _Optional[int] = ...) -> None: ...
+
+class RecallResponse(_message.Message):
+    __slots__ = ("items", "mode", "dense_available", "reranked", "counts")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    DENSE_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    RERANKED_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[RecallItem]
+    mode: _memory_pb2.RecallMode
+    dense_available: bool
+    reranked: bool
+    counts: RecallCounts
+    def __init__(self, items: _Optional[_Iterable[_Union[RecallItem, _Mapping]]] = ..., mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., dense_available: _Optional[bool] = ..., reranked: _Optional[bool] = ..., counts: _Optional[_Union[RecallCounts, _Mapping]] = ...) -> None: ...
+
+class DeriveRequest(_message.Message):
+    __slots__ = ("source_ids", "kind", "title", "body", "confidence", "entities", "request_id")
+    SOURCE_IDS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    source_ids: _containers.RepeatedScalarFieldContainer[str]
+    kind: _memory_pb2.Kind
+    title: str
+    body: str
+    confidence: float
+    entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
+    request_id: str
+    def __init__(self, source_ids: _Optional[_Iterable[str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class DeriveResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class CorrectRequest(_message.Message):
+    __slots__ = ("id", "expected_revision", "title", "body", "confidence")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    expected_revision: int
+    title: str
+    body: str
+    confidence: float
+    def __init__(self, id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ...) -> None: ...
+
+class CorrectResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class SupersedeRequest(_message.Message):
+    __slots__ = ("id", "expected_revision", "kind", "title", "body", "audience", "confidence", "request_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    AUDIENCE_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    expected_revision: int
+    kind: _memory_pb2.Kind
+    title: str
+    body: str
+    audience: _memory_pb2.Audience
+    confidence: float
+    request_id: str
+    def __init__(self, id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class SupersedeResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class ForgetRequest(_message.Message):
+    __slots__ = ("id", "reason")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    reason: str
+    def __init__(self, id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ForgetResponse(_message.Message):
+    __slots__ = ("forgotten_ids",)
+    FORGOTTEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    forgotten_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, forgotten_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Entity(_message.Message):
+    __slots__ = ("id", "name")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class FindEntitiesRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class FindEntitiesResponse(_message.Message):
+    __slots__ = ("entities",)
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    entities: _containers.RepeatedCompositeFieldContainer[Entity]
+    def __init__(self, entities: _Optional[_Iterable[_Union[Entity, _Mapping]]] = ...) -> None: ...
+
+class CreateWorkspaceRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class CreateWorkspaceResponse(_message.Message):
+    __slots__ = ("workspace_id",)
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    def __init__(self, workspace_id: _Optional[str] = ...) -> None: ...
+
+class AddMemberRequest(_message.Message):
+    __slots__ = ("workspace_id", "role", "purposes", "display_name")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    PURPOSES_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    role: _memory_pb2.Role
+    purposes: _containers.RepeatedScalarFieldContainer[_memory_pb2.Purpose]
+    display_name: str
+    def __init__(self, workspace_id: _Optional[str] = ..., role: _Optional[_Union[_memory_pb2.Role, str]] = ..., purposes: _Optional[_Iterable[_Union[_memory_pb2.Purpose, str]]] = ..., display_name: _Optional[str] = ...) -> None: ...
+
+class AddMemberResponse(_message.Message):
+    __slots__ = ("member_id", "token")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    token: str
+    def __init__(self, member_id: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
+
+class RevokeMemberRequest(_message.Message):
+    __slots__ = ("workspace_id", "member_id")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    member_id: str
+    def __init__(self, workspace_id: _Optional[str] = ..., member_id: _Optional[str] = ...) -> None: ...
+
+class RevokeMemberResponse(_message.Message):
+    __slots__ = ("revoked",)
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    revoked: int
+    def __init__(self, revoked: _Optional[int] = ...) -> None: ...
+
+class GetStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DependencyStatus(_message.Message):
+    __slots__ = ("name", "serving", "detail")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SERVING_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    serving: bool
+    detail: str
+    def __init__(self, name: _Optional[str] = ..., serving: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class GetStatusResponse(_message.Message):
+    __slots__ = ("embedding_backlog", "dependencies")
+    EMBEDDING_BACKLOG_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENCIES_FIELD_NUMBER: _ClassVar[int]
+    embedding_backlog: int
+    dependencies: _containers.RepeatedCompositeFieldContainer[DependencyStatus]
+    def __init__(self, embedding_backlog: _Optional[int] = ..., dependencies: _Optional[_Iterable[_Union[DependencyStatus, _Mapping]]] = ...) -> None: ...

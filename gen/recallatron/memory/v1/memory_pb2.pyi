@@ -1,0 +1,174 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    KIND_UNSPECIFIED: _ClassVar[Kind]
+    KIND_NOTE: _ClassVar[Kind]
+    KIND_FACT: _ClassVar[Kind]
+    KIND_DECISION: _ClassVar[Kind]
+    KIND_SUMMARY: _ClassVar[Kind]
+
+class Purpose(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PURPOSE_UNSPECIFIED: _ClassVar[Purpose]
+    PURPOSE_CONVERSATION: _ClassVar[Purpose]
+    PURPOSE_TASKS: _ClassVar[Purpose]
+    PURPOSE_REPORTING: _ClassVar[Purpose]
+    PURPOSE_ADMINISTRATION: _ClassVar[Purpose]
+
+class Audience(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    AUDIENCE_UNSPECIFIED: _ClassVar[Audience]
+    AUDIENCE_WORKSPACE: _ClassVar[Audience]
+    AUDIENCE_MEMBER: _ClassVar[Audience]
+
+class Origin(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ORIGIN_UNSPECIFIED: _ClassVar[Origin]
+    ORIGIN_TOLD: _ClassVar[Origin]
+    ORIGIN_DERIVED: _ClassVar[Origin]
+    ORIGIN_MIGRATED: _ClassVar[Origin]
+
+class Role(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ROLE_UNSPECIFIED: _ClassVar[Role]
+    ROLE_MEMBER: _ClassVar[Role]
+    ROLE_ADMIN: _ClassVar[Role]
+
+class LinkType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LINK_TYPE_UNSPECIFIED: _ClassVar[LinkType]
+    LINK_TYPE_DERIVED_FROM: _ClassVar[LinkType]
+    LINK_TYPE_ABOUT: _ClassVar[LinkType]
+
+class RecallMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RECALL_MODE_UNSPECIFIED: _ClassVar[RecallMode]
+    RECALL_MODE_LEXICAL: _ClassVar[RecallMode]
+    RECALL_MODE_DENSE: _ClassVar[RecallMode]
+    RECALL_MODE_HYBRID: _ClassVar[RecallMode]
+KIND_UNSPECIFIED: Kind
+KIND_NOTE: Kind
+KIND_FACT: Kind
+KIND_DECISION: Kind
+KIND_SUMMARY: Kind
+PURPOSE_UNSPECIFIED: Purpose
+PURPOSE_CONVERSATION: Purpose
+PURPOSE_TASKS: Purpose
+PURPOSE_REPORTING: Purpose
+PURPOSE_ADMINISTRATION: Purpose
+AUDIENCE_UNSPECIFIED: Audience
+AUDIENCE_WORKSPACE: Audience
+AUDIENCE_MEMBER: Audience
+ORIGIN_UNSPECIFIED: Origin
+ORIGIN_TOLD: Origin
+ORIGIN_DERIVED: Origin
+ORIGIN_MIGRATED: Origin
+ROLE_UNSPECIFIED: Role
+ROLE_MEMBER: Role
+ROLE_ADMIN: Role
+LINK_TYPE_UNSPECIFIED: LinkType
+LINK_TYPE_DERIVED_FROM: LinkType
+LINK_TYPE_ABOUT: LinkType
+RECALL_MODE_UNSPECIFIED: RecallMode
+RECALL_MODE_LEXICAL: RecallMode
+RECALL_MODE_DENSE: RecallMode
+RECALL_MODE_HYBRID: RecallMode
+
+class Caller(_message.Message):
+    __slots__ = ("workspace_id", "member_id", "role", "granted_purposes")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_PURPOSES_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    member_id: str
+    role: Role
+    granted_purposes: _containers.RepeatedScalarFieldContainer[Purpose]
+    def __init__(self, workspace_id: _Optional[str] = ..., member_id: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ..., granted_purposes: _Optional[_Iterable[_Union[Purpose, str]]] = ...) -> None: ...
+
+class Link(_message.Message):
+    __slots__ = ("type", "target_memory_id", "target_entity_id", "target_entity_name")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ENTITY_NAME_FIELD_NUMBER: _ClassVar[int]
+    type: LinkType
+    target_memory_id: str
+    target_entity_id: str
+    target_entity_name: str
+    def __init__(self, type: _Optional[_Union[LinkType, str]] = ..., target_memory_id: _Optional[str] = ..., target_entity_id: _Optional[str] = ..., target_entity_name: _Optional[str] = ...) -> None: ...
+
+class Revision(_message.Message):
+    __slots__ = ("revision", "title", "body", "confidence", "replaced_at")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_AT_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    title: str
+    body: str
+    confidence: float
+    replaced_at: _timestamp_pb2.Timestamp
+    def __init__(self, revision: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., replaced_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Memory(_message.Message):
+    __slots__ = ("id", "revision", "kind", "title", "body", "audience", "audience_member_id", "purpose", "confidence", "origin", "superseded_by_id", "invalidation_reason", "created_by", "created_at", "updated_at", "occurred_at", "forgotten", "links", "history")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    AUDIENCE_FIELD_NUMBER: _ClassVar[int]
+    AUDIENCE_MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_BY_ID_FIELD_NUMBER: _ClassVar[int]
+    INVALIDATION_REASON_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_FIELD_NUMBER: _ClassVar[int]
+    LINKS_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    revision: int
+    kind: Kind
+    title: str
+    body: str
+    audience: Audience
+    audience_member_id: str
+    purpose: Purpose
+    confidence: float
+    origin: Origin
+    superseded_by_id: str
+    invalidation_reason: str
+    created_by: str
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    occurred_at: _timestamp_pb2.Timestamp
+    forgotten: bool
+    links: _containers.RepeatedCompositeFieldContainer[Link]
+    history: _containers.RepeatedCompositeFieldContainer[Revision]
+    def __init__(self, id: _Optional[str] = ..., revision: _Optional[int] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., audience_member_id: _Optional[str] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., confidence: _Optional[float] = ..., origin: _Optional[_Union[Origin, str]] = ..., superseded_by_id: _Optional[str] = ..., invalidation_reason: _Optional[str] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., forgotten: _Optional[bool] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., history: _Optional[_Iterable[_Union[Revision, _Mapping]]] = ...) -> None: ...
+
+class EntityMention(_message.Message):
+    __slots__ = ("entity_id", "name")
+    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    entity_id: str
+    name: str
+    def __init__(self, entity_id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,333 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from recallatron.memory.v1 import memory_pb2 as _memory_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class WorkspaceSettings(_message.Message):
+    __slots__ = ("dense_floor", "default_mode")
+    DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
+    dense_floor: float
+    default_mode: _memory_pb2.RecallMode
+    def __init__(self, dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ...) -> None: ...
+
+class CreateWorkspaceRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class CreateWorkspaceResponse(_message.Message):
+    __slots__ = ("workspace_id",)
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    def __init__(self, workspace_id: _Optional[str] = ...) -> None: ...
+
+class AddMemberRequest(_message.Message):
+    __slots__ = ("workspace_id", "role", "purposes", "display_name")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    PURPOSES_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    role: _memory_pb2.Role
+    purposes: _containers.RepeatedScalarFieldContainer[_memory_pb2.Purpose]
+    display_name: str
+    def __init__(self, workspace_id: _Optional[str] = ..., role: _Optional[_Union[_memory_pb2.Role, str]] = ..., purposes: _Optional[_Iterable[_Union[_memory_pb2.Purpose, str]]] = ..., display_name: _Optional[str] = ...) -> None: ...
+
+class AddMemberResponse(_message.Message):
+    __slots__ = ("member_id", "token")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    token: str
+    def __init__(self, member_id: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
+
+class RevokeMemberRequest(_message.Message):
+    __slots__ = ("workspace_id", "member_id")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    member_id: str
+    def __init__(self, workspace_id: _Optional[str] = ..., member_id: _Optional[str] = ...) -> None: ...
+
+class RevokeMemberResponse(_message.Message):
+    __slots__ = ("revoked",)
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    revoked: int
+    def __init__(self, revoked: _Optional[int] = ...) -> None: ...
+
+class AuthenticateRequest(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    def __init__(self, token: _Optional[str] = ...) -> None: ...
+
+class AuthenticateResponse(_message.Message):
+    __slots__ = ("caller", "settings")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    settings: WorkspaceSettings
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., settings: _Optional[_Union[WorkspaceSettings, _Mapping]] = ...) -> None: ...
+
+class RememberRequest(_message.Message):
+    __slots__ = ("caller", "purpose", "kind", "title", "body", "audience", "confidence", "occurred_at", "entities", "request_id")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    AUDIENCE_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    purpose: _memory_pb2.Purpose
+    kind: _memory_pb2.Kind
+    title: str
+    body: str
+    audience: _memory_pb2.Audience
+    confidence: float
+    occurred_at: _timestamp_pb2.Timestamp
+    entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
+    request_id: str
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RememberResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class ReadRequest(_message.Message):
+    __slots__ = ("caller", "memory_id", "include_history")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_HISTORY_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    memory_id: str
+    include_history: bool
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ..., include_history: _Optional[bool] = ...) -> None: ...
+
+class ReadResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class GetMemoriesRequest(_message.Message):
+    __slots__ = ("caller", "memory_ids")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetMemoriesResponse(_message.Message):
+    __slots__ = ("memories",)
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ...) -> None: ...
+
+class Candidate(_message.Message):
+    __slots__ = ("memory_id", "score")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    score: float
+    def __init__(self, memory_id: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
+
+class LexicalCandidatesRequest(_message.Message):
+    __slots__ = ("caller", "purpose", "query", "limit", "include_superseded")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    purpose: _memory_pb2.Purpose
+    query: str
+    limit: int
+    include_superseded: bool
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., include_superseded: _Optional[bool] = ...) -> None: ...
+
+class LexicalCandidatesResponse(_message.Message):
+    __slots__ = ("candidates",)
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    candidates: _containers.RepeatedCompositeFieldContainer[Candidate]
+    def __init__(self, candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ...) -> None: ...
+
+class DenseCandidatesRequest(_message.Message):
+    __slots__ = ("caller", "purpose", "vector", "input_version", "floor", "limit")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_FIELD_NUMBER: _ClassVar[int]
+    INPUT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    FLOOR_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    purpose: _memory_pb2.Purpose
+    vector: _containers.RepeatedScalarFieldContainer[float]
+    input_version: str
+    floor: float
+    limit: int
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., vector: _Optional[_Iterable[float]] = ..., input_version: _Optional[str] = ..., floor: _Optional[float] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class DenseCandidatesResponse(_message.Message):
+    __slots__ = ("candidates", "stamp_current")
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    STAMP_CURRENT_FIELD_NUMBER: _ClassVar[int]
+    candidates: _containers.RepeatedCompositeFieldContainer[Candidate]
+    stamp_current: bool
+    def __init__(self, candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., stamp_current: _Optional[bool] = ...) -> None: ...
+
+class CheckReadableRequest(_message.Message):
+    __slots__ = ("caller", "memory_ids")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CheckReadableResponse(_message.Message):
+    __slots__ = ("readable_ids",)
+    READABLE_IDS_FIELD_NUMBER: _ClassVar[int]
+    readable_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, readable_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeriveRequest(_message.Message):
+    __slots__ = ("caller", "source_ids", "kind", "title", "body", "confidence", "entities", "request_id")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_IDS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    source_ids: _containers.RepeatedScalarFieldContainer[str]
+    kind: _memory_pb2.Kind
+    title: str
+    body: str
+    confidence: float
+    entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
+    request_id: str
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., source_ids: _Optional[_Iterable[str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class DeriveResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class CorrectRequest(_message.Message):
+    __slots__ = ("caller", "memory_id", "expected_revision", "title", "body", "confidence")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    memory_id: str
+    expected_revision: int
+    title: str
+    body: str
+    confidence: float
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ...) -> None: ...
+
+class CorrectResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class SupersedeRequest(_message.Message):
+    __slots__ = ("caller", "memory_id", "expected_revision", "kind", "title", "body", "audience", "confidence", "request_id")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    AUDIENCE_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    memory_id: str
+    expected_revision: int
+    kind: _memory_pb2.Kind
+    title: str
+    body: str
+    audience: _memory_pb2.Audience
+    confidence: float
+    request_id: str
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class SupersedeResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class ForgetRequest(_message.Message):
+    __slots__ = ("caller", "memory_id", "reason")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    memory_id: str
+    reason: str
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ForgetResponse(_message.Message):
+    __slots__ = ("forgotten_ids",)
+    FORGOTTEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    forgotten_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, forgotten_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Entity(_message.Message):
+    __slots__ = ("id", "name")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class FindEntitiesRequest(_message.Message):
+    __slots__ = ("caller", "name")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    name: str
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., name: _Optional[str] = ...) -> None: ...
+
+class FindEntitiesResponse(_message.Message):
+    __slots__ = ("entities",)
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    entities: _containers.RepeatedCompositeFieldContainer[Entity]
+    def __init__(self, entities: _Optional[_Iterable[_Union[Entity, _Mapping]]] = ...) -> None: ...
+
+class GetStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetStatusResponse(_message.Message):
+    __slots__ = ("database_ok", "embedding_backlog", "workspaces")
+    DATABASE_OK_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_BACKLOG_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACES_FIELD_NUMBER: _ClassVar[int]
+    database_ok: bool
+    embedding_backlog: int
+    workspaces: int
+    def __init__(self, database_ok: _Optional[bool] = ..., embedding_backlog: _Optional[int] = ..., workspaces: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,66 @@
+"""Reciprocal Rank Fusion and the permission walk, as plain arithmetic.
+
+RRF (Cormack, Clarke and Buettcher, "Reciprocal Rank Fusion outperforms Condorcet and individual
+Rank Learning Methods", SIGIR 2009): score(d) = sum over arms of 1 / (k + rank_arm(d)), ranks
+1-based, k = 60. One entry per memory id. Ties break deterministically: best single-arm rank
+first, then memory id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servicekit.errors import InvalidArgument
+
+RRF_K = 60
+WALK_LIMIT = 500
+ARMS = ("lexical", "dense")
+
+
+@dataclass(frozen=True)
+class Fused:
+    """One fused candidate: id, RRF score and its 1-based rank per arm (0 when absent)."""
+
+    memory_id: str
+    score: float
+    ranks: dict[str, int]
+
+
+def _order(f: Fused) -> tuple:
+    """Sort key: higher score, then best single-arm rank, then memory id."""
+    return (-f.score, min(r for r in f.ranks.values() if r), f.memory_id)
+
+
+def fuse(arms: dict[str, list[str]], k: int = RRF_K) -> list[Fused]:
+    """Fuses best-first id lists keyed by arm name; returns candidates best first.
+
+    Raises InvalidArgument for k < 1, an unknown arm, or an id listed twice in one arm.
+    """
+    if k < 1:
+        raise InvalidArgument("k must be at least 1", field="k")
+    ranks: dict[str, dict[str, int]] = {}
+    for arm, ids in arms.items():
+        if arm not in ARMS:
+            raise InvalidArgument(f"unknown arm {arm!r}", field="arm")
+        if len(set(ids)) != len(ids):
+            raise InvalidArgument(f"arm {arm} lists an id twice", field="memory_ids")
+        for position, memory_id in enumerate(ids, start=1):
+            ranks.setdefault(memory_id, {})[arm] = position
+    fused = [Fused(mid, sum(1.0 / (k + r) for r in per_arm.values()), {a: per_arm.get(a, 0) for a in ARMS})
+             for mid, per_arm in ranks.items()]
+    fused.sort(key=_order)
+    return fused
+
+
+def walk(candidates: list[Fused], readable: set[str], limit: int = WALK_LIMIT, k: int = RRF_K) -> list[Fused]:
+    """Walks candidates in fused order, at most ``limit``, keeping the readable ones, then recomputes
+    per-arm ranks and fused scores over the rows that passed, so nothing reveals a hidden row."""
+    if limit < 1:
+        raise InvalidArgument("limit must be at least 1", field="limit")
+    passed = [c for c in candidates[:limit] if c.memory_id in readable]
+    arms = {}
+    for arm in ARMS:
+        in_arm = sorted((c for c in passed if c.ranks[arm]), key=lambda c: c.ranks[arm])
+        if in_arm:
+            arms[arm] = [c.memory_id for c in in_arm]
+    return fuse(arms, k)

@@ -1,0 +1,55 @@
+"""The rank service: RRF and the permission walk over gRPC (stateless)."""
+
+from __future__ import annotations
+
+from recallatron.rank.v1 import rank_pb2 as r
+from recallatron.rank.v1 import rank_pb2_grpc
+
+from rank_service.fusion import RRF_K, WALK_LIMIT, Fused, fuse, walk
+from servicekit.errors import InvalidArgument
+from servicekit.server import Running, start_server
+
+_ARM_NAMES = {r.ARM_LEXICAL: "lexical", r.ARM_DENSE: "dense"}
+
+
+def _to_proto(f: Fused) -> r.FusedCandidate:
+    return r.FusedCandidate(memory_id=f.memory_id, fused_score=f.score, lexical_rank=f.ranks["lexical"],
+                            dense_rank=f.ranks["dense"])
+
+
+def _from_proto(c: r.FusedCandidate) -> Fused:
+    if c.lexical_rank < 0 or c.dense_rank < 0:
+        raise InvalidArgument("ranks must not be negative", field="candidates")
+    return Fused(c.memory_id, c.fused_score, {"lexical": c.lexical_rank, "dense": c.dense_rank})
+
+
+def _k(value: int) -> int:
+    if value < 0:
+        raise InvalidArgument("k must not be negative", field="k")
+    return value or RRF_K
+
+
+class RankServicer(rank_pb2_grpc.RankServiceServicer):
+    """Implements recallatron.rank.v1.RankService."""
+
+    def Fuse(self, request, context):
+        arms = {}
+        for arm in request.arms:
+            name = _ARM_NAMES.get(arm.arm)
+            if name is None or name in arms:
+                raise InvalidArgument("each arm must be lexical or dense, at most once", field="arms")
+            arms[name] = list(arm.memory_ids)
+        return r.FuseResponse(candidates=[_to_proto(f) for f in fuse(arms, _k(request.k))])
+
+    def Walk(self, request, context):
+        if request.limit < 0:
+            raise InvalidArgument("limit must not be negative", field="limit")
+        passed = walk([_from_proto(c) for c in request.candidates], set(request.readable_ids),
+                      request.limit or WALK_LIMIT, _k(request.k))
+        return r.WalkResponse(candidates=[_to_proto(f) for f in passed])
+
+
+def start(bind: str) -> Running:
+    """Starts the rank service on ``bind``."""
+    return start_server(bind, [(rank_pb2_grpc.add_RankServiceServicer_to_server, RankServicer(),
+                                r.DESCRIPTOR.services_by_name["RankService"].full_name)])

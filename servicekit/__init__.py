@@ -1,0 +1,1 @@
+"""Plumbing every Recallatron service shares: settings, the server factory, errors, metrics, clients."""

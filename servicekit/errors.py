@@ -1,0 +1,116 @@
+"""Domain errors and their one mapping to gRPC status codes (DESIGN.md, "Running and observing").
+
+Handlers raise a ``ServiceError`` subclass; ``ErrorInterceptor`` turns it into a status carrying a
+``google.rpc.ErrorInfo`` detail (AIP-193). Errors from a downstream service keep their code when a
+caller could have caused them, become UNAVAILABLE when the dependency is down, and anything else
+becomes INTERNAL with a generic message while the trace goes only to the log.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+DOMAIN = "recallatron"
+log = logging.getLogger(__name__)
+
+
+class ServiceError(Exception):
+    """Base of every error a caller can cause; ``code`` is the gRPC status it maps to."""
+
+    code = grpc.StatusCode.INTERNAL
+    reason = "INTERNAL"
+
+    def __init__(self, message: str, **metadata: object) -> None:
+        super().__init__(message)
+        self.message = message
+        self.metadata = {k: str(v) for k, v in metadata.items()}
+
+
+class InvalidArgument(ServiceError):
+    """Malformed or out-of-range input."""
+    code, reason = grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT"
+
+
+class NotFound(ServiceError):
+    """Missing, or not readable by the caller: the two are indistinguishable (AIP-211)."""
+    code, reason = grpc.StatusCode.NOT_FOUND, "NOT_FOUND"
+
+
+class PermissionDenied(ServiceError):
+    """Readable but not the caller's to change, or a purpose not granted."""
+    code, reason = grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED"
+
+
+class Aborted(ServiceError):
+    """Revision conflict (AIP-154); metadata carries ``current_revision``."""
+    code, reason = grpc.StatusCode.ABORTED, "REVISION_CONFLICT"
+
+
+class FailedPrecondition(ServiceError):
+    """Refused derivation or a superseded target."""
+    code, reason = grpc.StatusCode.FAILED_PRECONDITION, "FAILED_PRECONDITION"
+
+
+class Unauthenticated(ServiceError):
+    """Missing or bad credential."""
+    code, reason = grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED"
+
+
+class Unavailable(ServiceError):
+    """A dependency (database, model, service) is down."""
+    code, reason = grpc.StatusCode.UNAVAILABLE, "UNAVAILABLE"
+
+
+class Unimplemented(ServiceError):
+    """An operation designed in the contract but not built yet."""
+    code, reason = grpc.StatusCode.UNIMPLEMENTED, "UNIMPLEMENTED"
+
+
+# Codes a caller can cause: passed through unchanged when a downstream service returns them.
+CALLER_CODES = frozenset({
+    grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.OUT_OF_RANGE,
+})
+DOWN_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+
+def to_status(code: grpc.StatusCode, message: str, reason: str, metadata: dict[str, str] | None = None):
+    """Builds a ``grpc.Status`` with an ErrorInfo detail, for ``context.abort_with_status``."""
+    info = error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN, metadata=metadata or {})
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    proto = status_pb2.Status(code=getattr(code_pb2, code.name), message=message, details=[detail])
+    return rpc_status.to_status(proto)
+
+
+def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
+    """Reads the ErrorInfo detail of a failed call, if it has one."""
+    status = rpc_status.from_call(err)
+    for detail in status.details if status else ():
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return info
+    return None
+
+
+def status_for(exc: BaseException) -> grpc.Status:
+    """Maps any exception raised in a handler to the status the caller receives."""
+    if isinstance(exc, ServiceError):
+        return to_status(exc.code, exc.message, exc.reason, exc.metadata)
+    if isinstance(exc, grpc.RpcError) and isinstance(exc, grpc.Call):
+        code = exc.code()
+        if code in CALLER_CODES:
+            info = error_info(exc)
+            return to_status(code, exc.details() or code.name, info.reason if info else code.name,
+                             dict(info.metadata) if info else None)
+        if code in DOWN_CODES:
+            return to_status(grpc.StatusCode.UNAVAILABLE, "a dependency is unavailable; retry later", "UNAVAILABLE")
+    log.exception("unhandled error in handler", exc_info=exc)
+    return to_status(grpc.StatusCode.INTERNAL, "internal error", "INTERNAL")

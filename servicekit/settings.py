@@ -1,0 +1,62 @@
+"""Typed settings, parsed once from environment variables (pydantic-settings).
+
+Every variable is prefixed ``RECALLATRON_`` except ``DATABASE_URL``. Defaults are documented in
+README.md ("Configuration"). Invalid values stop start-up with a message naming the variable.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """All configuration of all services; each service reads the part it needs."""
+
+    model_config = SettingsConfigDict(env_prefix="RECALLATRON_", extra="ignore")
+
+    home: Path = Field(Path(".recallatron"), description="data folder: embedded PostgreSQL, operator token, logs")
+    database_url: str | None = Field(None, validation_alias="DATABASE_URL",
+                                     description="control-plane database URL; unset means the embedded server")
+
+    gateway_addr: str = "localhost:50051"
+    store_addr: str = "127.0.0.1:50052"
+    embed_addr: str = "127.0.0.1:50053"
+    rank_addr: str = "127.0.0.1:50054"
+    gateway_metrics_port: int = Field(9451, ge=0, le=65535)
+    store_metrics_port: int = Field(9452, ge=0, le=65535)
+    embed_metrics_port: int = Field(9453, ge=0, le=65535)
+    rank_metrics_port: int = Field(9454, ge=0, le=65535)
+    metrics_addr: str = "127.0.0.1"
+
+    operator_token_file: Path | None = Field(None, description="default: <home>/operator-token")
+
+    embed_deadline_seconds: float = Field(2.0, gt=0, description="query embedding deadline before degrading")
+    rerank_deadline_seconds: float = Field(3.0, gt=0)
+    rerank_top_n: int = Field(50, ge=1, le=256, description="passed rows the cross-encoder scores")
+    reranker_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+    candidate_limit: int = Field(100, ge=1, le=1000, description="rows each arm contributes before fusion")
+    embed_batch_size: int = Field(32, ge=1, le=256, description="memories per embedding-job batch")
+    db_pool_max: int = Field(8, ge=1, le=100, description="connections per database pool")
+
+    @property
+    def operator_token_path(self) -> Path:
+        """Where the operator credential lives (written by ``recallatron up``)."""
+        return self.operator_token_file or self.home / "operator-token"
+
+    def metrics_port(self, service: str) -> int:
+        """The Prometheus port of ``service`` (0 means any free port)."""
+        return getattr(self, f"{service}_metrics_port")
+
+
+@lru_cache(maxsize=1)
+def load() -> Settings:
+    """Parses the environment once. Raises SystemExit with a readable message on invalid values."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        lines = [f"  RECALLATRON_{'.'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()]
+        raise SystemExit("invalid configuration:\n" + "\n".join(lines)) from None

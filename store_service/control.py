@@ -1,0 +1,112 @@
+"""Control plane: workspaces, members, credentials and authentication."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from dataclasses import dataclass
+
+from recallatron.memory.v1 import memory_pb2 as m
+
+from servicekit.errors import InvalidArgument, NotFound, Unauthenticated
+from store_service.database import Databases, new_db_name
+from store_service.vocabulary import MODE_OF, PURPOSE_OF, PURPOSES, ROLE_OF, ROLES, enum_value, parse_uuid
+
+TOKEN_PREFIX = "rct_"
+MAX_TOKEN_CHARS = 512
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A workspace row: where its database is and its retrieval settings."""
+
+    id: uuid.UUID
+    db_name: str
+    dense_floor: float
+    default_mode: int
+
+
+def token_digest(token: str) -> bytes:
+    """SHA-256 of a token: the only form in which a token is stored."""
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+class ControlPlane:
+    """Workspace and member administration over the control-plane database."""
+
+    def __init__(self, dbs: Databases) -> None:
+        self.dbs = dbs
+
+    def create_workspace(self, name: str) -> uuid.UUID:
+        """Creates the workspace row and its database. INVALID_ARGUMENT for a bad name."""
+        name = name.strip()
+        if not 1 <= len(name) <= 200:
+            raise InvalidArgument("workspace name must be 1..200 characters", field="name")
+        ws_id = uuid.uuid4()
+        db_name = new_db_name(ws_id)
+        self.dbs.create_workspace_db(db_name)
+        with self.dbs.control.connection() as conn:
+            conn.execute("INSERT INTO workspace (id, name, db_name) VALUES (%s, %s, %s)", (ws_id, name, db_name))
+        return ws_id
+
+    def add_member(self, workspace_id: str, role: int, purposes: list[int], display_name: str) -> tuple[uuid.UUID, str]:
+        """Adds a member and issues a token granted ``purposes`` (all four when empty)."""
+        ws = parse_uuid(workspace_id, "workspace_id", missing_is_not_found=True)
+        role_name = "member" if role == m.ROLE_UNSPECIFIED else enum_value(ROLES, role, "role")
+        granted = sorted({enum_value(PURPOSES, p, "purposes") for p in purposes}) or sorted(PURPOSES.values())
+        if len(display_name) > 200:
+            raise InvalidArgument("display_name must be at most 200 characters", field="display_name")
+        member_id, cred_id = uuid.uuid4(), uuid.uuid4()
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        with self.dbs.control.connection() as conn, conn.transaction():
+            if conn.execute("SELECT 1 FROM workspace WHERE id = %s", (ws,)).fetchone() is None:
+                raise NotFound("workspace not found")
+            conn.execute("INSERT INTO member (id, workspace_id, role, display_name) VALUES (%s, %s, %s, %s)",
+                         (member_id, ws, role_name, display_name))
+            conn.execute("INSERT INTO credential (id, member_id, token_sha256, purposes) VALUES (%s, %s, %s, %s)",
+                         (cred_id, member_id, token_digest(token), granted))
+        return member_id, token
+
+    def revoke_member(self, workspace_id: str, member_id: str) -> int:
+        """Revokes every live credential of a member; NOT_FOUND for an unknown member."""
+        ws = parse_uuid(workspace_id, "workspace_id", missing_is_not_found=True)
+        mem = parse_uuid(member_id, "member_id", missing_is_not_found=True)
+        with self.dbs.control.connection() as conn, conn.transaction():
+            if conn.execute("SELECT 1 FROM member WHERE id = %s AND workspace_id = %s", (mem, ws)).fetchone() is None:
+                raise NotFound("member not found")
+            cur = conn.execute("UPDATE credential SET revoked_at = now() WHERE member_id = %s AND revoked_at IS NULL",
+                               (mem,))
+            return cur.rowcount
+
+    def authenticate(self, token: str) -> tuple[m.Caller, Workspace]:
+        """Resolves a bearer token; UNAUTHENTICATED for an unknown, revoked or malformed one."""
+        if not token or len(token) > MAX_TOKEN_CHARS:
+            raise Unauthenticated("missing or invalid token")
+        with self.dbs.control.connection() as conn:
+            row = conn.execute(
+                """SELECT w.id, w.db_name, w.dense_floor, w.default_mode, mb.id, mb.role, c.purposes
+                     FROM credential c JOIN member mb ON mb.id = c.member_id JOIN workspace w ON w.id = mb.workspace_id
+                    WHERE c.token_sha256 = %s AND c.revoked_at IS NULL""", (token_digest(token),)).fetchone()
+        if row is None:
+            raise Unauthenticated("missing or invalid token")
+        ws_id, db_name, floor, mode, member_id, role, purposes = row
+        caller = m.Caller(workspace_id=str(ws_id), member_id=str(member_id), role=ROLE_OF[role],
+                          granted_purposes=[PURPOSE_OF[p] for p in purposes])
+        return caller, Workspace(ws_id, db_name, floor, MODE_OF[mode])
+
+    def workspace(self, workspace_id: str) -> Workspace:
+        """Looks a workspace up by id; NOT_FOUND when unknown."""
+        ws = parse_uuid(workspace_id, "workspace_id", missing_is_not_found=True)
+        with self.dbs.control.connection() as conn:
+            row = conn.execute("SELECT id, db_name, dense_floor, default_mode FROM workspace WHERE id = %s",
+                               (ws,)).fetchone()
+        if row is None:
+            raise NotFound("workspace not found")
+        return Workspace(row[0], row[1], row[2], MODE_OF[row[3]])
+
+    def workspaces(self) -> list[Workspace]:
+        """Every workspace."""
+        with self.dbs.control.connection() as conn:
+            rows = conn.execute("SELECT id, db_name, dense_floor, default_mode FROM workspace ORDER BY created_at").fetchall()
+        return [Workspace(r[0], r[1], r[2], MODE_OF[r[3]]) for r in rows]

@@ -1,0 +1,155 @@
+"""Connections and schema: the control-plane database and one database per workspace.
+
+Schema changes go through yoyo-migrations (``migrations/control`` and ``migrations/workspace``).
+A migrated template database makes creating a workspace database a cheap ``CREATE DATABASE ...
+TEMPLATE`` copy.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections import OrderedDict
+from pathlib import Path
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import ConnectionPool
+from yoyo import get_backend, read_migrations
+
+log = logging.getLogger(__name__)
+MIGRATIONS = Path(__file__).parent / "migrations"
+TEMPLATE_DB = "recallatron_ws_template"
+MIN_PGVECTOR = (0, 8)
+_TEMPLATE_LOCK_KEY = 0x7265_6361  # pg advisory lock id serialising template (re)builds
+
+
+class StartupError(RuntimeError):
+    """The database server lacks something the store needs; the message says what."""
+
+
+def _url(base: str, dbname: str) -> str:
+    return make_conninfo(base, dbname=dbname)
+
+
+def _yoyo_url(conninfo: str) -> str:
+    """yoyo wants a URL; build one from any libpq conninfo (Unix socket hosts go in the query)."""
+    p = conninfo_to_dict(conninfo)
+    from urllib.parse import quote, urlencode
+    user = quote(p.get("user", ""), safe="")
+    pw = (":" + quote(p["password"], safe="")) if p.get("password") else ""
+    host = p.get("host", "")
+    query = {}
+    netloc_host = host
+    if host.startswith("/"):
+        query["host"], netloc_host = host, ""
+    port = f":{p['port']}" if p.get("port") else ""
+    auth = f"{user}{pw}@" if user else ""
+    q = ("?" + urlencode(query)) if query else ""
+    return f"postgresql+psycopg://{auth}{netloc_host}{port}/{quote(p.get('dbname', ''), safe='')}{q}"
+
+
+def migrate(conninfo: str, tree: str) -> None:
+    """Applies every pending migration of ``tree`` ("control" or "workspace") to one database."""
+    backend = get_backend(_yoyo_url(conninfo))
+    migrations = read_migrations(str(MIGRATIONS / tree))
+    with backend.lock():
+        backend.apply_migrations(backend.to_apply(migrations))
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    register_vector(conn)
+
+
+def check_server(conninfo: str) -> None:
+    """Checks the rights and extensions the store needs; raises StartupError naming what is missing."""
+    try:
+        with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute(
+                "SELECT rolcreatedb OR rolsuper, current_user FROM pg_roles WHERE rolname = current_user").fetchone()
+            if not row or not row[0]:
+                raise StartupError(f"role {row[1] if row else '?'} lacks CREATEDB: the store creates one database "
+                                   "per workspace (ALTER ROLE ... CREATEDB)")
+            ext = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+            if ext is None:
+                raise StartupError("the pgvector extension is not installed on the server (need 0.8 or newer)")
+            version = tuple(int(x) for x in ext[0].split(".")[:2])
+            if version < MIN_PGVECTOR:
+                raise StartupError(f"pgvector {ext[0]} is too old: iterative index scans need 0.8 or newer")
+    except psycopg.OperationalError as exc:
+        raise StartupError(f"cannot connect to the control-plane database: {exc}") from exc
+
+
+class Databases:
+    """The control-plane pool and a bounded LRU of workspace pools."""
+
+    def __init__(self, control_conninfo: str, pool_max: int = 8, max_workspace_pools: int = 32) -> None:
+        self.control_conninfo = control_conninfo
+        self.pool_max = pool_max
+        self.max_workspace_pools = max_workspace_pools
+        self.control = ConnectionPool(control_conninfo, min_size=1, max_size=pool_max, open=False,
+                                      check=ConnectionPool.check_connection, name="control")
+        self._pools: OrderedDict[str, ConnectionPool] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def open(self) -> None:
+        """Checks the server, migrates the control plane and the template, opens the control pool."""
+        check_server(self.control_conninfo)
+        migrate(self.control_conninfo, "control")
+        self._ensure_template()
+        self.control.open(wait=True, timeout=30)
+
+    def close(self) -> None:
+        """Closes every pool."""
+        with self._lock:
+            for pool in self._pools.values():
+                pool.close()
+            self._pools.clear()
+        self.control.close()
+
+    def _ensure_template(self) -> None:
+        with psycopg.connect(self.control_conninfo, autocommit=True) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (_TEMPLATE_LOCK_KEY,))
+            try:
+                exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (TEMPLATE_DB,)).fetchone()
+                if not exists:
+                    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE_DB)))
+                migrate(_url(self.control_conninfo, TEMPLATE_DB), "workspace")
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_TEMPLATE_LOCK_KEY,))
+
+    def create_workspace_db(self, db_name: str) -> None:
+        """Creates a workspace database as a copy of the migrated template, then migrates it."""
+        with psycopg.connect(self.control_conninfo, autocommit=True) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (_TEMPLATE_LOCK_KEY,))
+            try:
+                conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                    sql.Identifier(db_name), sql.Identifier(TEMPLATE_DB)))
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_TEMPLATE_LOCK_KEY,))
+        migrate(_url(self.control_conninfo, db_name), "workspace")
+
+    def workspace(self, db_name: str) -> ConnectionPool:
+        """The pool of one workspace database, opened on first use; least recently used pools close."""
+        with self._lock:
+            pool = self._pools.get(db_name)
+            if pool is not None:
+                self._pools.move_to_end(db_name)
+                return pool
+            pool = ConnectionPool(_url(self.control_conninfo, db_name), min_size=1, max_size=self.pool_max,
+                                  configure=_configure, open=False, check=ConnectionPool.check_connection,
+                                  name=db_name)
+            pool.open(wait=True, timeout=30)
+            self._pools[db_name] = pool
+            while len(self._pools) > self.max_workspace_pools:
+                _, old = self._pools.popitem(last=False)
+                old.close()
+            return pool
+
+
+def new_db_name(workspace_id: uuid.UUID) -> str:
+    """Database name of a workspace: ``recallatron_ws_<32 hex>``."""
+    return f"recallatron_ws_{workspace_id.hex}"

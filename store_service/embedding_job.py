@@ -1,0 +1,117 @@
+"""The embedding job: turns queued memories into vectors through the embed service.
+
+Work is queued in ``embedding_job`` in the same transaction as the memory write. The worker claims
+a batch with ``FOR UPDATE SKIP LOCKED`` (so several store processes can share the work), embeds it
+through the embed service, and writes each vector only if the memory still has the revision that
+was queued and is neither forgotten nor superseded. If the embed service is down the transaction
+rolls back, the jobs stay queued, and the worker backs off exponentially (0.5 s doubling to 15 s);
+the backlog drains by itself once the service is back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import grpc
+import numpy as np
+from prometheus_client import Counter, Gauge
+from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
+
+from store_service.control import ControlPlane
+from store_service.database import Databases
+
+log = logging.getLogger(__name__)
+BACKLOG = Gauge("recallatron_embedding_backlog", "Embedding jobs waiting, over all workspaces.")
+EMBEDDED = Counter("recallatron_embedding_vectors_written", "Vectors written by the embedding job.")
+FAILURES = Counter("recallatron_embedding_batch_failures", "Embedding batches that failed and were retried.")
+BACKOFF_START, BACKOFF_MAX, IDLE_POLL = 0.5, 15.0, 0.5
+EMBED_TIMEOUT_SECONDS = 60.0
+
+
+def backlog(dbs: Databases, control: ControlPlane) -> int:
+    """Jobs waiting, summed over every workspace database."""
+    total = 0
+    for ws in control.workspaces():
+        with dbs.workspace(ws.db_name).connection() as conn:
+            total += conn.execute("SELECT count(*) FROM embedding_job").fetchone()[0]
+    return total
+
+
+class EmbeddingWorker:
+    """A background thread that drains every workspace's embedding queue."""
+
+    def __init__(self, dbs: Databases, control: ControlPlane, embed: embed_pb2_grpc.EmbedServiceStub,
+                 batch_size: int = 32) -> None:
+        self.dbs, self.control, self.embed, self.batch_size = dbs, control, embed, batch_size
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="embedding-worker", daemon=True)
+
+    def start(self) -> None:
+        """Starts the worker thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops the worker after its current batch."""
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=EMBED_TIMEOUT_SECONDS)
+
+    def wake(self) -> None:
+        """Nudges the worker to look for work now (called after a write)."""
+        self._wake.set()
+
+    def _run(self) -> None:
+        delay = BACKOFF_START
+        while not self._stop.is_set():
+            try:
+                done = sum(self.run_once(ws.db_name) for ws in self.control.workspaces())
+                BACKLOG.set(backlog(self.dbs, self.control))
+                delay = BACKOFF_START
+                if done == 0:
+                    self._wake.wait(IDLE_POLL)
+                    self._wake.clear()
+            except grpc.RpcError as exc:
+                FAILURES.inc()
+                log.warning("embed service unavailable (%s); retrying in %.1fs", exc.code(), delay)
+                self._stop.wait(delay)
+                delay = min(delay * 2, BACKOFF_MAX)
+            except Exception:  # noqa: BLE001 - the worker must survive a bad cycle (database restart, ...)
+                FAILURES.inc()
+                log.exception("embedding cycle failed; retrying in %.1fs", delay)
+                self._stop.wait(delay)
+                delay = min(delay * 2, BACKOFF_MAX)
+
+    def run_once(self, db_name: str) -> int:
+        """Embeds one batch of one workspace; returns how many jobs it completed.
+
+        Raises grpc.RpcError when the embed service fails; the batch then stays queued.
+        """
+        with self.dbs.workspace(db_name).connection() as conn, conn.transaction():
+            rows = conn.execute(
+                """SELECT j.memory_id, j.memory_revision, m.title, m.body
+                     FROM embedding_job j JOIN memory m ON m.id = j.memory_id
+                    ORDER BY j.enqueued_at, j.memory_id
+                    LIMIT %s FOR UPDATE OF j SKIP LOCKED""", (self.batch_size,)).fetchall()
+            if not rows:
+                return 0
+            resp = self.embed.EmbedDocuments(
+                embed_pb2.EmbedDocumentsRequest(documents=[embed_pb2.Document(title=r[2], body=r[3]) for r in rows]),
+                timeout=EMBED_TIMEOUT_SECONDS)
+            for (mid, rev, _, _), vec in zip(rows, resp.vectors):
+                cur = conn.execute(
+                    """INSERT INTO memory_embedding (memory_id, memory_revision, model_id, input_version, embedding)
+                       SELECT m.id, m.revision, %s, %s, %s FROM memory m
+                        WHERE m.id = %s AND m.revision = %s AND m.forgotten_at IS NULL AND m.superseded_by_id IS NULL
+                       ON CONFLICT (memory_id) DO UPDATE SET memory_revision = EXCLUDED.memory_revision,
+                           model_id = EXCLUDED.model_id, input_version = EXCLUDED.input_version,
+                           embedding = EXCLUDED.embedding, created_at = now()""",
+                    (resp.model_id, resp.input_version, np.asarray(vec.values, dtype=np.float32), mid, rev))
+                EMBEDDED.inc(cur.rowcount)
+            conn.execute(
+                "DELETE FROM embedding_job j USING unnest(%s::uuid[], %s::bigint[]) AS d(id, rev) "
+                "WHERE j.memory_id = d.id AND j.memory_revision = d.rev",
+                ([r[0] for r in rows], [r[1] for r in rows]))
+            return len(rows)

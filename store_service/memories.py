@@ -1,0 +1,166 @@
+"""The memory operations that read and write rows: remember, read, fetch, readability verdicts."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+
+import psycopg
+from google.protobuf import timestamp_pb2
+from recallatron.memory.v1 import memory_pb2 as m
+from recallatron.store.v1 import store_pb2 as s
+
+from servicekit.caller import check_purpose_granted
+from servicekit.errors import InvalidArgument, NotFound
+from store_service.readability import CHAIN_READABLE, caller_params
+from store_service.vocabulary import (KIND_OF, KINDS, MAX_REQUEST_ID_CHARS, ORIGIN_OF, PURPOSE_OF, check_confidence,
+                                      check_text, enum_value, parse_uuid)
+
+MAX_IDS = 1_000
+_COLUMNS = """m.id, m.revision, m.kind, m.title, m.body, m.audience_member_id, m.purpose, m.confidence,
+              m.origin, m.superseded_by_id, m.invalidation_reason, m.created_by, m.created_at, m.updated_at,
+              m.occurred_at, m.forgotten_at"""
+
+
+def _ts(value) -> timestamp_pb2.Timestamp | None:
+    if value is None:
+        return None
+    ts = timestamp_pb2.Timestamp()
+    ts.FromDatetime(value)
+    return ts
+
+
+def to_memory(row) -> m.Memory:
+    """Converts a row selected with ``_COLUMNS`` to a Memory message."""
+    (mid, rev, kind, title, body, aud, purpose, conf, origin, sup, reason, by, created, updated,
+     occurred, forgotten) = row
+    msg = m.Memory(id=str(mid), revision=rev, kind=KIND_OF[kind], title=title, body=body,
+                   audience=m.AUDIENCE_WORKSPACE if aud is None else m.AUDIENCE_MEMBER,
+                   audience_member_id=str(aud) if aud else "", purpose=PURPOSE_OF[purpose], confidence=conf,
+                   origin=ORIGIN_OF[origin], superseded_by_id=str(sup) if sup else "",
+                   invalidation_reason=reason or "", created_by=str(by), created_at=_ts(created),
+                   updated_at=_ts(updated), forgotten=forgotten is not None)
+    if occurred is not None:
+        msg.occurred_at.CopyFrom(_ts(occurred))
+    return msg
+
+
+def parse_ids(ids, field: str = "memory_ids") -> list[uuid.UUID]:
+    """Parses a list of ids for a lookup: malformed ones cannot exist, so they are dropped."""
+    if len(ids) > MAX_IDS:
+        raise InvalidArgument(f"at most {MAX_IDS} ids per call", field=field)
+    out = []
+    for value in ids:
+        try:
+            out.append(uuid.UUID(value))
+        except ValueError:
+            continue
+    return out
+
+
+def readable_ids(conn: psycopg.Connection, caller: m.Caller, ids: list[uuid.UUID]) -> set[uuid.UUID]:
+    """Ids whose own row and whole derived_from chain the caller may read (one query)."""
+    if not ids:
+        return set()
+    rows = conn.execute(CHAIN_READABLE, {**caller_params(caller), "ids": ids}).fetchall()
+    return {r[0] for r in rows}
+
+
+def remember(conn: psycopg.Connection, req: s.RememberRequest) -> m.Memory:
+    """Stores a told memory and queues its embedding in one transaction.
+
+    INVALID_ARGUMENT for bad fields; PERMISSION_DENIED for a purpose not granted. With a
+    ``request_id`` already used by this member, returns the first result and writes nothing.
+    """
+    caller = req.caller
+    purpose = check_purpose_granted(caller, req.purpose)
+    kind = "note" if req.kind == m.KIND_UNSPECIFIED else enum_value(KINDS, req.kind, "kind")
+    check_text(req.title, req.body)
+    confidence = check_confidence(req.confidence) if req.HasField("confidence") else 1.0
+    if req.audience == m.AUDIENCE_WORKSPACE:
+        audience = None
+    elif req.audience == m.AUDIENCE_MEMBER:
+        audience = uuid.UUID(caller.member_id)
+    else:
+        raise InvalidArgument("audience must be workspace or member", field="audience")
+    if len(req.request_id) > MAX_REQUEST_ID_CHARS:
+        raise InvalidArgument(f"request_id is longer than {MAX_REQUEST_ID_CHARS} characters", field="request_id")
+    if req.entities:
+        raise InvalidArgument("entity mentions are not supported yet", field="entities")
+    occurred = req.occurred_at.ToDatetime(tzinfo=datetime.timezone.utc) if req.HasField("occurred_at") else None
+    member = uuid.UUID(caller.member_id)
+    request_id = req.request_id or None
+    with conn.transaction():
+        if request_id:
+            row = conn.execute(f"SELECT {_COLUMNS} FROM memory m WHERE m.created_by = %s AND m.request_id = %s",
+                               (member, request_id)).fetchone()
+            if row is not None:
+                return to_memory(row)
+        mid = uuid.uuid4()
+        row = conn.execute(
+            f"""INSERT INTO memory AS m (id, kind, title, body, audience_member_id, purpose, confidence, origin,
+                                   created_by, occurred_at, request_id)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, 'told', %s, %s, %s)
+                ON CONFLICT (created_by, request_id) DO NOTHING
+                RETURNING {_COLUMNS}""",
+            (mid, kind, req.title, req.body, audience, purpose, confidence, member, occurred, request_id)).fetchone()
+        if row is None:  # a concurrent retry with the same request_id won the insert
+            row = conn.execute(f"SELECT {_COLUMNS} FROM memory m WHERE m.created_by = %s AND m.request_id = %s",
+                               (member, request_id)).fetchone()
+            return to_memory(row)
+        conn.execute("INSERT INTO embedding_job (memory_id, memory_revision) VALUES (%s, 1)", (mid,))
+    return to_memory(row)
+
+
+def _links(conn: psycopg.Connection, caller: m.Caller, mid: uuid.UUID) -> list[m.Link]:
+    rows = conn.execute(
+        """SELECT l.link_type, l.target_memory_id, e.id, e.name FROM memory_link l
+             LEFT JOIN entity e ON e.id = l.target_entity_id WHERE l.memory_id = %s ORDER BY l.link_type""",
+        (mid,)).fetchall()
+    targets = [r[1] for r in rows if r[1] is not None]
+    visible = readable_ids(conn, caller, targets)
+    links = []
+    for link_type, target, entity_id, entity_name in rows:
+        if link_type == "derived_from" and target in visible:
+            links.append(m.Link(type=m.LINK_TYPE_DERIVED_FROM, target_memory_id=str(target)))
+        elif link_type == "about":
+            links.append(m.Link(type=m.LINK_TYPE_ABOUT, target_entity_id=str(entity_id),
+                                target_entity_name=entity_name))
+    return links
+
+
+def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
+    """One memory the caller may read (own row and chain), with readable links and optional history.
+
+    NOT_FOUND when it does not exist or is not readable: both go down the same path.
+    """
+    mid = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
+    if mid not in readable_ids(conn, req.caller, [mid]):
+        raise NotFound("memory not found")
+    row = conn.execute(f"SELECT {_COLUMNS} FROM memory m WHERE m.id = %s", (mid,)).fetchone()
+    memory = to_memory(row)
+    memory.links.extend(_links(conn, req.caller, mid))
+    if req.include_history:
+        for rev, title, body, conf, replaced in conn.execute(
+                "SELECT revision, title, body, confidence, replaced_at FROM memory_revision "
+                "WHERE memory_id = %s ORDER BY revision DESC", (mid,)):
+            memory.history.append(m.Revision(revision=rev, title=title, body=body, confidence=conf,
+                                              replaced_at=_ts(replaced)))
+    return memory
+
+
+def get_memories(conn: psycopg.Connection, caller: m.Caller, ids) -> list[m.Memory]:
+    """Readable memories by id in the order asked; unreadable or unknown ids are absent."""
+    wanted = parse_ids(ids)
+    ok = readable_ids(conn, caller, wanted)
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM memory m WHERE m.id = ANY(%s)", ([i for i in wanted if i in ok],))
+    by_id = {r[0]: to_memory(r) for r in rows}
+    return [by_id[i] for i in wanted if i in by_id]
+
+
+def readable_verdicts(conn: psycopg.Connection, caller: m.Caller, ids) -> list[str]:
+    """The asked ids the caller may read, in the order asked."""
+    wanted = parse_ids(ids)
+    ok = readable_ids(conn, caller, wanted)
+    return [str(i) for i in wanted if i in ok]
+

@@ -1,0 +1,184 @@
+"""The store service: gRPC front of the control plane, the memory operations and the candidate queries."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+import psycopg
+from recallatron.embed.v1 import embed_pb2_grpc
+from recallatron.memory.v1 import memory_pb2 as m
+from recallatron.store.v1 import store_pb2 as s
+from recallatron.store.v1 import store_pb2_grpc
+
+from servicekit import clients
+from servicekit.caller import check_purpose_granted
+from servicekit.errors import InvalidArgument, Unavailable, Unimplemented
+from servicekit.server import Running, start_server
+from store_service import candidates, memories
+from store_service.control import ControlPlane, Workspace
+from store_service.database import Databases
+from store_service.embedding_job import EmbeddingWorker, backlog
+
+log = logging.getLogger(__name__)
+MAX_LIMIT = 1_000
+MAX_QUERY_CHARS = 32_768
+
+
+def _limit(value: int) -> int:
+    if not 1 <= value <= MAX_LIMIT:
+        raise InvalidArgument(f"limit must be 1..{MAX_LIMIT}", field="limit")
+    return value
+
+
+class StoreServicer(store_pb2_grpc.StoreServiceServicer):
+    """Implements recallatron.store.v1.StoreService over PostgreSQL."""
+
+    def __init__(self, dbs: Databases, worker: EmbeddingWorker | None = None) -> None:
+        self.dbs = dbs
+        self.control = ControlPlane(dbs)
+        self.worker = worker
+        self._workspaces: dict[str, Workspace] = {}
+        self._ws_lock = threading.Lock()
+
+    def _conn(self, caller: m.Caller):
+        """A pooled connection to the caller's workspace database (workspace rows are immutable, so cached)."""
+        with self._ws_lock:
+            ws = self._workspaces.get(caller.workspace_id)
+        if ws is None:
+            ws = self.control.workspace(caller.workspace_id)
+            with self._ws_lock:
+                self._workspaces[caller.workspace_id] = ws
+        return self.dbs.workspace(ws.db_name).connection()
+
+    # Control plane.
+    def CreateWorkspace(self, request, context):
+        return s.CreateWorkspaceResponse(workspace_id=str(self.control.create_workspace(request.name)))
+
+    def AddMember(self, request, context):
+        member_id, token = self.control.add_member(request.workspace_id, request.role, list(request.purposes),
+                                                   request.display_name)
+        return s.AddMemberResponse(member_id=str(member_id), token=token)
+
+    def RevokeMember(self, request, context):
+        return s.RevokeMemberResponse(revoked=self.control.revoke_member(request.workspace_id, request.member_id))
+
+    def Authenticate(self, request, context):
+        caller, ws = self.control.authenticate(request.token)
+        settings = s.WorkspaceSettings(dense_floor=ws.dense_floor, default_mode=ws.default_mode)
+        return s.AuthenticateResponse(caller=caller, settings=settings)
+
+    # Memory operations.
+    def Remember(self, request, context):
+        with self._conn(request.caller) as conn:
+            memory = memories.remember(conn, request)
+        if self.worker:
+            self.worker.wake()
+        return s.RememberResponse(memory=memory)
+
+    def Read(self, request, context):
+        with self._conn(request.caller) as conn:
+            return s.ReadResponse(memory=memories.read(conn, request))
+
+    def GetMemories(self, request, context):
+        with self._conn(request.caller) as conn:
+            return s.GetMemoriesResponse(memories=memories.get_memories(conn, request.caller, request.memory_ids))
+
+    def CheckReadable(self, request, context):
+        with self._conn(request.caller) as conn:
+            return s.CheckReadableResponse(
+                readable_ids=memories.readable_verdicts(conn, request.caller, request.memory_ids))
+
+    def LexicalCandidates(self, request, context):
+        purpose = check_purpose_granted(request.caller, request.purpose)
+        limit = _limit(request.limit)
+        if len(request.query) > MAX_QUERY_CHARS:
+            raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
+        with self._conn(request.caller) as conn:
+            rows = candidates.lexical(conn, request.caller, purpose, request.query.replace("\x00", " "), limit,
+                                      request.include_superseded)
+        return s.LexicalCandidatesResponse(candidates=[s.Candidate(memory_id=str(i), score=v) for i, v in rows])
+
+    def DenseCandidates(self, request, context):
+        purpose = check_purpose_granted(request.caller, request.purpose)
+        limit = _limit(request.limit)
+        if len(request.vector) != candidates.DIMENSIONS:
+            raise InvalidArgument(f"vector must have {candidates.DIMENSIONS} dimensions", field="vector")
+        vector = np.asarray(request.vector, dtype=np.float32)
+        if not np.all(np.isfinite(vector)):
+            raise InvalidArgument("vector must be finite", field="vector")
+        if not 0.0 <= request.floor <= 1.0:
+            raise InvalidArgument("floor must be between 0 and 1", field="floor")
+        with self._conn(request.caller) as conn:
+            rows, current = candidates.dense(conn, request.caller, purpose, vector, request.input_version,
+                                             request.floor, limit)
+        return s.DenseCandidatesResponse(candidates=[s.Candidate(memory_id=str(i), score=v) for i, v in rows],
+                                         stamp_current=current)
+
+    def Derive(self, request, context):
+        raise Unimplemented("Derive is not implemented yet")
+
+    def Correct(self, request, context):
+        raise Unimplemented("Correct is not implemented yet")
+
+    def Supersede(self, request, context):
+        raise Unimplemented("Supersede is not implemented yet")
+
+    def Forget(self, request, context):
+        raise Unimplemented("Forget is not implemented yet")
+
+    def FindEntities(self, request, context):
+        raise Unimplemented("FindEntities is not implemented yet")
+
+    def GetStatus(self, request, context):
+        try:
+            total = backlog(self.dbs, self.control)
+            count = len(self.control.workspaces())
+        except psycopg.Error as exc:
+            raise Unavailable("database unavailable") from exc
+        return s.GetStatusResponse(database_ok=True, embedding_backlog=total, workspaces=count)
+
+
+class StoreService:
+    """A running store: database pools, the gRPC server, the embedding worker and a health watcher."""
+
+    def __init__(self, database_url: str, bind: str, embed_addr: str, *, batch_size: int = 32,
+                 pool_max: int = 8) -> None:
+        self.dbs = Databases(database_url, pool_max=pool_max)
+        self.dbs.open()
+        self.embed_channel = clients.channel(embed_addr)
+        control = ControlPlane(self.dbs)
+        self.worker = EmbeddingWorker(self.dbs, control, embed_pb2_grpc.EmbedServiceStub(self.embed_channel),
+                                      batch_size=batch_size)
+        servicer = StoreServicer(self.dbs, self.worker)
+        self.running: Running = start_server(bind, [(store_pb2_grpc.add_StoreServiceServicer_to_server, servicer,
+                                                     s.DESCRIPTOR.services_by_name["StoreService"].full_name)])
+        self.worker.start()
+        self._stop = threading.Event()
+        self._watch = threading.Thread(target=self._watch_database, daemon=True, name="db-health")
+        self._watch.start()
+
+    @property
+    def port(self) -> int:
+        """The bound gRPC port."""
+        return self.running.port
+
+    def _watch_database(self) -> None:
+        """Health follows the control-plane database: NOT_SERVING while it does not answer."""
+        while not self._stop.wait(2.0):
+            try:
+                with self.dbs.control.connection(timeout=2.0) as conn:
+                    conn.execute("SELECT 1")
+                self.running.set_serving(True)
+            except Exception:  # noqa: BLE001 - any failure means the database cannot serve
+                self.running.set_serving(False)
+
+    def stop(self) -> None:
+        """Stops serving, the worker and the pools."""
+        self._stop.set()
+        self.running.stop()
+        self.worker.stop()
+        self.embed_channel.close()
+        self.dbs.close()
+

@@ -1,0 +1,68 @@
+"""The one mapping between proto enums and the strings stored in PostgreSQL, and input limits."""
+
+from __future__ import annotations
+
+import uuid
+
+from recallatron.memory.v1 import memory_pb2 as m
+
+from servicekit.caller import PURPOSE_NAMES
+from servicekit.errors import InvalidArgument, NotFound
+
+KINDS = {m.KIND_NOTE: "note", m.KIND_FACT: "fact", m.KIND_DECISION: "decision", m.KIND_SUMMARY: "summary"}
+PURPOSES = PURPOSE_NAMES
+ORIGINS = {m.ORIGIN_TOLD: "told", m.ORIGIN_DERIVED: "derived", m.ORIGIN_MIGRATED: "migrated"}
+ROLES = {m.ROLE_MEMBER: "member", m.ROLE_ADMIN: "admin"}
+MODES = {m.RECALL_MODE_LEXICAL: "lexical", m.RECALL_MODE_DENSE: "dense", m.RECALL_MODE_HYBRID: "hybrid"}
+
+KIND_OF = {v: k for k, v in KINDS.items()}
+PURPOSE_OF = {v: k for k, v in PURPOSES.items()}
+ORIGIN_OF = {v: k for k, v in ORIGINS.items()}
+ROLE_OF = {v: k for k, v in ROLES.items()}
+MODE_OF = {v: k for k, v in MODES.items()}
+
+# A body of at most 64 KiB of UTF-8 stays far inside PostgreSQL's 1 MB tsvector limit.
+MAX_BODY_BYTES = 65_536
+MAX_TITLE_CHARS = 1_000
+MAX_REQUEST_ID_CHARS = 200
+
+
+def enum_value(mapping: dict[int, str], value: int, field: str) -> str:
+    """The stored string of an enum value; INVALID_ARGUMENT for unspecified or unknown values."""
+    try:
+        return mapping[value]
+    except KeyError:
+        allowed = ", ".join(sorted(mapping.values()))
+        raise InvalidArgument(f"{field} must be one of: {allowed}", field=field) from None
+
+
+def parse_uuid(value: str, field: str = "id", *, missing_is_not_found: bool = False) -> uuid.UUID:
+    """Parses a UUID; a malformed one is INVALID_ARGUMENT (or NOT_FOUND where asked)."""
+    try:
+        return uuid.UUID(value)
+    except (ValueError, AttributeError, TypeError):
+        if missing_is_not_found:
+            raise NotFound(f"{field} not found") from None
+        raise InvalidArgument(f"{field} must be a UUID", field=field) from None
+
+
+def check_text(title: str, body: str) -> None:
+    """Validates a memory's title and body; INVALID_ARGUMENT naming the limit when off."""
+    if not body or not body.strip():
+        raise InvalidArgument("body must not be empty or blank", field="body")
+    size = len(body.encode("utf-8"))
+    if size > MAX_BODY_BYTES:
+        raise InvalidArgument(f"body is {size} bytes; the limit is {MAX_BODY_BYTES} bytes of UTF-8",
+                              field="body", limit=MAX_BODY_BYTES)
+    if len(title) > MAX_TITLE_CHARS:
+        raise InvalidArgument(f"title is longer than {MAX_TITLE_CHARS} characters", field="title",
+                              limit=MAX_TITLE_CHARS)
+    if "\x00" in body or "\x00" in title:
+        raise InvalidArgument("title and body must not contain NUL characters", field="body")
+
+
+def check_confidence(value: float) -> float:
+    """Validates a confidence in 0..1 (NaN refused)."""
+    if not (0.0 <= value <= 1.0):
+        raise InvalidArgument("confidence must be between 0 and 1", field="confidence")
+    return value

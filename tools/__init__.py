@@ -1,0 +1,1 @@
+"""Developer tools (code generation); not shipped as part of the services."""
