@@ -7,7 +7,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 _OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
-            ("grpc.enable_retries", 0)]
+            ("grpc.enable_retries", 0),
+            # Reconnect quickly after a peer restarts, so a returning service is used within seconds.
+            ("grpc.initial_reconnect_backoff_ms", 250),
+            ("grpc.min_reconnect_backoff_ms", 250),
+            ("grpc.max_reconnect_backoff_ms", 2000)]
 
 
 def channel(addr: str) -> grpc.Channel:

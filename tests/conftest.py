@@ -1,0 +1,140 @@
+"""Shared fixtures: a real embedded PostgreSQL with pgvector, the real MiniLM model, and the four
+services running in this process on free ports. Nothing here skips: a missing database fails."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.gateway.v1 import gateway_pb2_grpc
+from recallatron.memory.v1 import memory_pb2 as m
+
+from embed_service.models import BiEncoder
+from embed_service.server import EmbedService
+from gateway.recall import RecallConfig
+from gateway.server import GatewayService
+from rank_service.server import start as start_rank
+from servicekit import clients
+from servicekit.embedded_pg import EmbeddedPostgres
+from store_service.server import StoreService
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def pg(tmp_path_factory):
+    """A real PostgreSQL 18 + pgvector in a temp folder (or DATABASE_URL when the test run sets it)."""
+    if os.environ.get("RECALLATRON_TEST_DATABASE_URL"):
+        yield os.environ["RECALLATRON_TEST_DATABASE_URL"]
+        return
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg"))
+    yield server.control_url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def encoder():
+    """The real all-MiniLM-L6-v2, loaded once per test session."""
+    return BiEncoder()
+
+
+@dataclass
+class Stack:
+    """The four services in-process, plus helpers to act as operator and members."""
+
+    store: StoreService
+    embed: EmbedService
+    rank: object
+    gateway: GatewayService
+    channel: grpc.Channel
+    operator_token: str
+    encoder: BiEncoder
+    embed_bind: str
+
+    @property
+    def memory(self) -> gateway_pb2_grpc.MemoryServiceStub:
+        return gateway_pb2_grpc.MemoryServiceStub(self.channel)
+
+    @property
+    def admin(self) -> gateway_pb2_grpc.AdminServiceStub:
+        return gateway_pb2_grpc.AdminServiceStub(self.channel)
+
+    def op(self):
+        return (("authorization", f"Bearer {self.operator_token}"),)
+
+    def workspace(self, name: str = "test") -> str:
+        return self.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=name), metadata=self.op()).workspace_id
+
+    def member(self, workspace_id: str, role=m.ROLE_MEMBER, purposes=()) -> "Member":
+        resp = self.admin.AddMember(g.AddMemberRequest(workspace_id=workspace_id, role=role, purposes=purposes),
+                                    metadata=self.op())
+        return Member(resp.member_id, resp.token, self)
+
+    def wait_backlog_empty(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.admin.GetStatus(g.GetStatusRequest(), metadata=self.op()).embedding_backlog == 0:
+                return
+            time.sleep(0.2)
+        raise AssertionError("embedding backlog did not drain")
+
+
+@dataclass
+class Member:
+    """A member's id and token, with shortcuts for the public calls."""
+
+    id: str
+    token: str
+    stack: Stack
+
+    def md(self):
+        return (("authorization", f"Bearer {self.token}"),)
+
+    def remember(self, body: str, title: str = "", audience=m.AUDIENCE_WORKSPACE, purpose=m.PURPOSE_CONVERSATION,
+                 **kw) -> m.Memory:
+        req = g.RememberRequest(purpose=purpose, kind=m.KIND_NOTE, title=title, body=body, audience=audience, **kw)
+        return self.stack.memory.Remember(req, metadata=self.md()).memory
+
+    def recall(self, query: str, purpose=m.PURPOSE_CONVERSATION, **kw) -> g.RecallResponse:
+        return self.stack.memory.Recall(g.RecallRequest(query=query, purpose=purpose, **kw), metadata=self.md())
+
+    def read(self, memory_id: str, **kw) -> m.Memory:
+        return self.stack.memory.Read(g.ReadRequest(id=memory_id, **kw), metadata=self.md()).memory
+
+
+@pytest.fixture(scope="session")
+def stack(pg, encoder, tmp_path_factory):
+    """All four services wired together on free loopback ports."""
+    token_path = Path(tmp_path_factory.mktemp("op")) / "operator-token"
+    token_path.write_text("rco_test_operator\n")
+    embed = EmbedService("127.0.0.1:0", "", encoder=encoder)
+    embed_bind = f"127.0.0.1:{embed.port}"
+    rank = start_rank("127.0.0.1:0")
+    store = StoreService(pg, "127.0.0.1:0", embed_bind)
+    gateway = GatewayService("127.0.0.1:0", f"127.0.0.1:{store.port}", embed_bind, f"127.0.0.1:{rank.port}",
+                             token_path, RecallConfig(embed_deadline=5.0))
+    channel = clients.channel(f"127.0.0.1:{gateway.port}")
+    deadline = time.monotonic() + 30
+    while not clients.is_serving(channel) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    s = Stack(store, embed, rank, gateway, channel, "rco_test_operator", encoder, embed_bind)
+    yield s
+    channel.close()
+    gateway.stop()
+    store.stop()
+    rank.stop()
+    s.embed.stop()
+
+
+def code_of(call, *args, **kwargs) -> grpc.StatusCode:
+    """Calls and returns the status code (OK when it succeeds)."""
+    try:
+        call(*args, **kwargs)
+    except grpc.RpcError as exc:
+        return exc.code()
+    return grpc.StatusCode.OK
