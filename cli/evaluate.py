@@ -92,11 +92,16 @@ def load_file(gw: client.Gateway, workspace_id: str, path: str, purpose: int) ->
 def wait_for_backlog(gw: client.Gateway) -> None:
     """Blocks until the embedding backlog is empty, showing it while it drains."""
     deadline = time.monotonic() + BACKLOG_TIMEOUT_SECONDS
+    tty, shown = sys.stderr.isatty(), 0.0
     while time.monotonic() < deadline:
         backlog = gw.admin.GetStatus(g.GetStatusRequest(), metadata=gw.metadata).embedding_backlog
         if backlog == 0:
+            if tty:
+                print(file=sys.stderr)
             return
-        print(f"\rembedding backlog: {backlog}   ", end="", file=sys.stderr, flush=True)
+        if tty or time.monotonic() - shown >= 10:
+            print(f"\rembedding backlog: {backlog}   ", end="" if tty else "\n", file=sys.stderr, flush=True)
+            shown = time.monotonic()
         time.sleep(1.0)
     raise SystemExit("the embedding backlog did not drain; is the embed service up? (`recallatron status`)")
 
@@ -122,7 +127,7 @@ def evaluate_corpus(gw: client.Gateway, folder: Path, mode: int, top_k: int, ski
         per_query.append(scores)
         per_category.setdefault(str(q.get("category_name") or q.get("category", "")), []).append(scores)
         _progress(f"{folder.name} queries", n, len(queries))
-    return {"per_query": per_query, "per_category": per_category, "token": member.token,
+    return {"per_query": per_query, "per_category": per_category, "token": member.token, "ids": ids,
             "workspace_id": ws.workspace_id, "dense_unavailable": dense_down}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -42,14 +43,18 @@ class Supervisor:
         self.settings, self.env, self.stopping = settings, env, stopping
         self.logs = settings.home / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
+        self.run_dir = settings.home / "run"
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen] = {}
         self.backoff = {name: BACKOFF_START for name in ORDER}
 
     def spawn(self, name: str) -> None:
-        """Starts ``recallatron serve NAME`` with its log in <home>/logs/NAME.log."""
+        """Starts ``recallatron serve NAME``; log in <home>/logs/NAME.log, pid in <home>/run/NAME.pid."""
         log = open(self.logs / f"{name}.log", "ab")
-        self.procs[name] = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", name], env=self.env,
-                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", name], env=self.env,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs[name] = proc
+        (self.run_dir / f"{name}.pid").write_text(f"{proc.pid}\n")
 
     def addr(self, name: str) -> str:
         """The dialable address of a service."""
@@ -103,11 +108,30 @@ class Supervisor:
                 proc.wait()
 
 
+def busy_ports(settings: Settings) -> list[str]:
+    """The configured gRPC addresses that something already listens on (another stack, say)."""
+    busy = []
+    for name in ORDER:
+        host, _, port = getattr(settings, f"{name}_addr").rpartition(":")
+        host = host.strip("[]") or "127.0.0.1"
+        try:
+            with socket.create_connection((host, int(port)), timeout=0.5):
+                busy.append(f"{name} ({host}:{port})")
+        except OSError:
+            continue
+    return busy
+
+
 def run(settings: Settings) -> int:
     """Brings the system up and blocks until SIGTERM or Ctrl-C; returns the exit status."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    busy = busy_ports(settings)
+    if busy:
+        print(f"recallatron: already in use: {', '.join(busy)}. Is another `recallatron up` running? "
+              "Stop it, or set RECALLATRON_<SERVICE>_ADDR to other ports.", file=sys.stderr, flush=True)
+        return 1
     settings.home.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env["RECALLATRON_HOME"] = str(settings.home.resolve())

@@ -1,0 +1,177 @@
+"""`recallatron up` as a user runs it: separate processes, the embedded database in its own data
+folder, `ready`, grpcurl (list, describe, a Recall call with JSON, health), the CLI's --json output
+and failure codes, /metrics, restart of a dead service, and a clean stop on SIGTERM."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+GRPCURL = str(Path(sys.executable).parent / "grpcurl")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    ports = {name: free_port() for name in ("gateway", "store", "embed", "rank")}
+    metrics = {name: free_port() for name in ports}
+    env.update({"RECALLATRON_HOME": str(home), "PYTHONUNBUFFERED": "1"})
+    for name in ports:
+        host = "localhost" if name == "gateway" else "127.0.0.1"
+        env[f"RECALLATRON_{name.upper()}_ADDR"] = f"{host}:{ports[name]}"
+        env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = str(metrics[name])
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if "ready" in line:
+            break
+    assert any("ready" in line for line in lines), "".join(lines)
+    yield {"proc": proc, "env": env, "home": home, "gateway": f"localhost:{ports['gateway']}", "metrics": metrics}
+    if proc.poll() is None:
+        proc.kill()
+
+
+def cli(system, *args, token=None, check=True):
+    env = dict(system["env"])
+    if token:
+        env["RECALLATRON_TOKEN"] = token
+    out = subprocess.run([sys.executable, "-m", "cli.main", *args, "--gateway", system["gateway"]], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+def grpcurl(system, *args, token=None, data=None):
+    cmd = [GRPCURL, "-plaintext"]
+    if token:
+        cmd += ["-H", f"authorization: Bearer {token}"]
+    if data is not None:
+        cmd += ["-d", json.dumps(data)]
+    out = subprocess.run(cmd + [system["gateway"], *args], capture_output=True, text=True, timeout=60)
+    return out
+
+
+@pytest.fixture(scope="module")
+def member(system):
+    ws = json.loads(cli(system, "workspace", "create", "cli tests", "--json").stdout)["workspace_id"]
+    added = json.loads(cli(system, "member", "add", "--workspace", ws, "--json").stdout)
+    assert added["token"].startswith("rct_") and added["member_id"]
+    return {"workspace": ws, **added}
+
+
+def test_operator_token_written_private(system):
+    path = system["home"] / "operator-token"
+    assert path.stat().st_mode & 0o077 == 0
+    assert path.read_text().strip() not in (system["home"] / "logs" / "gateway.log").read_text()
+
+
+def test_remember_read_recall_with_json(system, member):
+    out = cli(system, "remember", "--kind", "fact", "--title", "Pets", "--audience", "member",
+              "Maria's parrot is called Captain and speaks Portuguese.", "--json", token=member["token"])
+    mem = json.loads(out.stdout)["memory"]
+    assert mem["kind"] == "KIND_FACT" and mem["audience"] == "AUDIENCE_MEMBER" and mem["revision"] == "1"
+    read = json.loads(cli(system, "read", mem["id"], "--json", token=member["token"]).stdout)["memory"]
+    assert read["body"] == "Maria's parrot is called Captain and speaks Portuguese."
+    resp = json.loads(cli(system, "recall", "parrot", "--mode", "lexical", "--json", token=member["token"]).stdout)
+    # Every field is printed, defaults included.
+    assert resp["dense_available"] is True and resp["reranked"] is False
+    assert resp["items"][0]["memory"]["id"] == mem["id"] and resp["items"][0]["dense_rank"] == 0
+    assert resp["counts"] == {"lexical": 1, "dense": 0, "fused": 1, "returned": 1}
+    text = cli(system, "recall", "parrot", token=member["token"]).stdout
+    assert "dense_available=" in text and "reranked=false" in text and mem["id"] in text
+
+
+def test_cli_failures_print_the_status_code(system, member):
+    out = cli(system, "read", "00000000-0000-0000-0000-000000000000", token=member["token"], check=False)
+    assert out.returncode == 1 and out.stderr.startswith("NOT_FOUND:")
+    out = cli(system, "remember", "  ", token=member["token"], check=False)
+    assert out.returncode == 1 and out.stderr.startswith("INVALID_ARGUMENT:")
+    out = cli(system, "recall", "x", token="rct_bogus", check=False)
+    assert out.returncode == 1 and out.stderr.startswith("UNAUTHENTICATED:")
+    out = cli(system, "recall", "x", "--mode", "fuzzy", token=member["token"], check=False)
+    assert out.returncode == 2  # argparse usage error
+
+
+def test_grpcurl_list_describe_call_and_health(system, member):
+    listed = grpcurl(system, "list")
+    assert listed.returncode == 0, listed.stderr
+    for svc in ("recallatron.gateway.v1.MemoryService", "recallatron.gateway.v1.AdminService",
+                "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"):
+        assert svc in listed.stdout
+    described = grpcurl(system, "describe", "recallatron.gateway.v1.MemoryService")
+    assert "rpc Recall" in described.stdout and "rpc Forget" in described.stdout
+    msg = grpcurl(system, "describe", "recallatron.gateway.v1.RecallResponse")
+    assert "dense_available" in msg.stdout and "reranked" in msg.stdout
+    call = grpcurl(system, "recallatron.gateway.v1.MemoryService/Recall", token=member["token"],
+                   data={"query": "parrot", "purpose": "PURPOSE_CONVERSATION", "top_k": 5})
+    assert call.returncode == 0, call.stderr
+    assert json.loads(call.stdout)["items"][0]["memory"]["title"] == "Pets"
+    health = grpcurl(system, "grpc.health.v1.Health/Check")
+    assert json.loads(health.stdout) == {"status": "SERVING"}
+    denied = grpcurl(system, "recallatron.gateway.v1.MemoryService/Recall", data={"query": "parrot"})
+    assert "Unauthenticated" in denied.stderr
+
+
+def test_status_command_reports_backlog_and_dependencies(system):
+    status = json.loads(cli(system, "status", "--json").stdout)
+    deps = {d["name"]: d["serving"] for d in status["dependencies"]}
+    assert deps["store"] and deps["embed"] and deps["rank"] and deps["reranker"] is False
+    assert int(status["embedding_backlog"]) >= 0
+
+
+def test_metrics_endpoints(system, member):
+    cli(system, "recall", "parrot", token=member["token"])
+    gw = urllib.request.urlopen(f"http://127.0.0.1:{system['metrics']['gateway']}/metrics").read().decode()
+    assert ('grpc_server_handled_total{grpc_code="OK",grpc_method="Recall",'
+            'grpc_service="recallatron.gateway.v1.MemoryService",grpc_type="unary"}') in gw
+    assert "grpc_server_handling_seconds_bucket" in gw and "recallatron_dependency_up" in gw
+    assert member["token"] not in gw and member["member_id"] not in gw and "parrot" not in gw
+    store = urllib.request.urlopen(f"http://127.0.0.1:{system['metrics']['store']}/metrics").read().decode()
+    assert "recallatron_embedding_backlog" in store
+
+
+def test_dead_service_is_restarted(system, member):
+    pid_file = system["home"] / "run" / "rank.pid"
+    old = int(pid_file.read_text())
+    os.kill(old, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if cli(system, "recall", "parrot", token=member["token"], check=False).returncode == 0:
+            break
+        time.sleep(1)
+    assert cli(system, "recall", "parrot", token=member["token"]).returncode == 0
+    assert int(pid_file.read_text()) != old
+
+
+def test_sigterm_stops_everything(system):
+    proc = system["proc"]
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "recallatron stopped" in out
+    for name in ("gateway", "store", "embed", "rank"):
+        pid = int((system["home"] / "run" / f"{name}.pid").read_text())
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert grpcurl(system, "list").returncode != 0
