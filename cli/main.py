@@ -77,8 +77,46 @@ def build_parser() -> argparse.ArgumentParser:
     rm.add_argument("--audience", default="workspace", choices=AUDIENCES)
     rm.add_argument("--confidence", type=float)
     rm.add_argument("--request-id", default="")
+    rm.add_argument("--about", action="append", default=[], help="entity name to mention (repeatable)")
+    rm.add_argument("--about-id", action="append", default=[], help="existing entity id to mention (repeatable)")
     rm.add_argument("body")
     gateway_opts(rm)
+
+    dv = sub.add_parser("derive", help="derive a memory from readable sources")
+    dv.add_argument("--source", action="append", required=True, help="source memory id (repeatable)")
+    dv.add_argument("--kind", default="summary", choices=KINDS)
+    dv.add_argument("--title", default="")
+    dv.add_argument("--request-id", default="")
+    dv.add_argument("--about", action="append", default=[], help="entity name to mention (repeatable)")
+    dv.add_argument("body")
+    gateway_opts(dv)
+
+    co = sub.add_parser("correct", help="fix a memory in place under its current revision")
+    co.add_argument("id")
+    co.add_argument("--revision", type=int, required=True, help="the revision you read")
+    co.add_argument("--title")
+    co.add_argument("--confidence", type=float)
+    co.add_argument("body")
+    gateway_opts(co)
+
+    su = sub.add_parser("supersede", help="replace a memory by a new one")
+    su.add_argument("id")
+    su.add_argument("--revision", type=int, required=True)
+    su.add_argument("--kind", default="note", choices=KINDS)
+    su.add_argument("--title", default="")
+    su.add_argument("--audience", choices=AUDIENCES, help="may narrow to member; default: keep")
+    su.add_argument("--request-id", default="")
+    su.add_argument("body")
+    gateway_opts(su)
+
+    fg = sub.add_parser("forget", help="forget a memory and everything derived from it")
+    fg.add_argument("id")
+    fg.add_argument("--reason", required=True)
+    gateway_opts(fg)
+
+    en = sub.add_parser("entities", help="look entities up by name")
+    en.add_argument("name")
+    gateway_opts(en)
 
     rd = sub.add_parser("read", help="read one memory")
     rd.add_argument("id")
@@ -90,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--mode", choices=MODES)
     rc.add_argument("--top-k", type=int, default=10)
     rc.add_argument("--no-rerank", action="store_true")
+    rc.add_argument("--about-id", action="append", default=[], help="only memories about this entity id")
+    rc.add_argument("--history", action="store_true", help="include superseded memories (keyword arm only)")
     gateway_opts(rc)
 
     ld = sub.add_parser("load", help="load memories from a JSONL file in the ../shared/eval format")
@@ -107,15 +147,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _mentions(names: list[str], ids: list[str]) -> list[m.EntityMention]:
+    return [m.EntityMention(name=n) for n in names] + [m.EntityMention(entity_id=i) for i in ids]
+
+
 def _ts(memory: m.Memory) -> str:
     return memory.created_at.ToDatetime(tzinfo=datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def _describe(memory: m.Memory) -> str:
     aud = "workspace" if memory.audience == m.AUDIENCE_WORKSPACE else f"member {memory.audience_member_id}"
-    return (f"{memory.id}  revision {memory.revision}  {m.Kind.Name(memory.kind)[5:].lower()}  "
+    text = (f"{memory.id}  revision {memory.revision}  {m.Kind.Name(memory.kind)[5:].lower()}  "
             f"{aud}  {m.Purpose.Name(memory.purpose)[8:].lower()}  created {_ts(memory)}\n"
             f"  {memory.title}\n  {memory.body}")
+    if memory.superseded_by_id:
+        text += f"\n  superseded by {memory.superseded_by_id}"
+    for link in memory.links:
+        target = link.target_memory_id or f"{link.target_entity_name} ({link.target_entity_id})"
+        text += f"\n  {m.LinkType.Name(link.type)[10:].lower()} {target}"
+    for rev in memory.history:
+        text += f"\n  revision {rev.revision}: {rev.title} | {rev.body}"
+    return text
 
 
 def _recall_text(resp: g.RecallResponse) -> str:
@@ -154,16 +206,36 @@ def run(args, settings) -> int:
         elif args.command == "remember":
             resp = gw.memory.Remember(g.RememberRequest(
                 purpose=PURPOSES[args.purpose], kind=KINDS[args.kind], title=args.title, body=args.body,
-                audience=AUDIENCES[args.audience], confidence=args.confidence, request_id=args.request_id),
-                metadata=md)
+                audience=AUDIENCES[args.audience], confidence=args.confidence, request_id=args.request_id,
+                entities=_mentions(args.about, args.about_id)), metadata=md)
             client.emit(resp, args.json, _describe(resp.memory))
+        elif args.command == "derive":
+            resp = gw.memory.Derive(g.DeriveRequest(
+                source_ids=args.source, kind=KINDS[args.kind], title=args.title, body=args.body,
+                request_id=args.request_id, entities=_mentions(args.about, [])), metadata=md)
+            client.emit(resp, args.json, _describe(resp.memory))
+        elif args.command == "correct":
+            resp = gw.memory.Correct(g.CorrectRequest(id=args.id, expected_revision=args.revision, title=args.title,
+                                                      body=args.body, confidence=args.confidence), metadata=md)
+            client.emit(resp, args.json, _describe(resp.memory))
+        elif args.command == "supersede":
+            resp = gw.memory.Supersede(g.SupersedeRequest(
+                id=args.id, expected_revision=args.revision, kind=KINDS[args.kind], title=args.title, body=args.body,
+                audience=AUDIENCES.get(args.audience, 0), request_id=args.request_id), metadata=md)
+            client.emit(resp, args.json, _describe(resp.memory))
+        elif args.command == "forget":
+            resp = gw.memory.Forget(g.ForgetRequest(id=args.id, reason=args.reason), metadata=md)
+            client.emit(resp, args.json, "forgot " + ", ".join(resp.forgotten_ids))
+        elif args.command == "entities":
+            resp = gw.memory.FindEntities(g.FindEntitiesRequest(name=args.name), metadata=md)
+            client.emit(resp, args.json, "\n".join(f"{e.id}  {e.name}" for e in resp.entities) or "no entities")
         elif args.command == "read":
             resp = gw.memory.Read(g.ReadRequest(id=args.id, include_history=args.history), metadata=md)
             client.emit(resp, args.json, _describe(resp.memory))
         elif args.command == "recall":
             resp = gw.memory.Recall(g.RecallRequest(
                 query=args.question, purpose=PURPOSES[args.purpose], mode=MODES.get(args.mode, 0), top_k=args.top_k,
-                skip_rerank=args.no_rerank), metadata=md)
+                skip_rerank=args.no_rerank, entity_ids=args.about_id, include_superseded=args.history), metadata=md)
             client.emit(resp, args.json, _recall_text(resp))
         elif args.command == "load":
             from cli.evaluate import load_file

@@ -70,13 +70,13 @@ class Recaller:
         if mode in (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_HYBRID):
             lexical_future = self.pool.submit(self.store.LexicalCandidates, store_pb2.LexicalCandidatesRequest(
                 caller=caller, purpose=req.purpose, query=query, limit=limit,
-                include_superseded=req.include_superseded))
+                include_superseded=req.include_superseded, entity_ids=req.entity_ids))
         dense_rows, dense_available = [], True
         if mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
             if req.include_superseded:
                 dense_available = False  # superseded memories have no vectors: history recall is lexical only
             else:
-                dense_rows, dense_available = self._dense(query, caller, req.purpose, settings.dense_floor, limit)
+                dense_rows, dense_available = self._dense(query, caller, req, settings.dense_floor, limit)
         lexical_rows = list(lexical_future.result().candidates) if lexical_future else []
 
         arms = [rank_pb2.ArmRanking(arm=rank_pb2.ARM_LEXICAL, memory_ids=[c.memory_id for c in lexical_rows]),
@@ -112,7 +112,7 @@ class Recaller:
         return g.RecallResponse(items=items, mode=mode, dense_available=dense_available,
                                 reranked=bool(rerank_scores), counts=counts)
 
-    def _dense(self, query: str, caller: m.Caller, purpose: int, floor: float, limit: int):
+    def _dense(self, query: str, caller: m.Caller, req: g.RecallRequest, floor: float, limit: int):
         """Dense candidates and whether the arm could contribute; embed failures degrade, never raise."""
         try:
             resp = self.embed.EmbedQueries(embed_pb2.EmbedQueriesRequest(queries=[query]),
@@ -122,8 +122,8 @@ class Recaller:
             log.warning("dense arm unavailable: %s", exc.code())
             return [], False
         out = self.store.DenseCandidates(store_pb2.DenseCandidatesRequest(
-            caller=caller, purpose=purpose, vector=resp.vectors[0].values, input_version=resp.input_version,
-            floor=floor, limit=limit))
+            caller=caller, purpose=req.purpose, vector=resp.vectors[0].values, input_version=resp.input_version,
+            floor=floor, limit=limit, entity_ids=req.entity_ids))
         if not out.stamp_current:
             DEGRADED.labels("dense").inc()
             return [], False

@@ -21,7 +21,6 @@ from recallatron.store.v1 import store_pb2_grpc
 from gateway.auth import OperatorCredential, authenticate
 from gateway.recall import RecallConfig, Recaller
 from servicekit import clients
-from servicekit.errors import Unimplemented
 from servicekit.server import Running, start_server
 
 DEPENDENCY_UP = Gauge("recallatron_dependency_up", "1 when a dependency answers SERVING.", ["dependency"])
@@ -53,24 +52,41 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         auth = authenticate(self.store, context)
         return self.recaller.recall(request, auth.caller, auth.settings)
 
-    def _later(self, name: str, context):
-        authenticate(self.store, context)
-        raise Unimplemented(f"{name} is not implemented yet")
-
     def Derive(self, request, context):
-        return self._later("Derive", context)
+        auth = authenticate(self.store, context)
+        resp = self.store.Derive(s.DeriveRequest(
+            caller=auth.caller, source_ids=request.source_ids, kind=request.kind, title=request.title,
+            body=request.body, confidence=request.confidence if request.HasField("confidence") else None,
+            entities=request.entities, request_id=request.request_id))
+        return g.DeriveResponse(memory=resp.memory)
 
     def Correct(self, request, context):
-        return self._later("Correct", context)
+        auth = authenticate(self.store, context)
+        resp = self.store.Correct(s.CorrectRequest(
+            caller=auth.caller, memory_id=request.id, expected_revision=request.expected_revision,
+            title=request.title if request.HasField("title") else None,
+            body=request.body if request.HasField("body") else None,
+            confidence=request.confidence if request.HasField("confidence") else None))
+        return g.CorrectResponse(memory=resp.memory)
 
     def Supersede(self, request, context):
-        return self._later("Supersede", context)
+        auth = authenticate(self.store, context)
+        resp = self.store.Supersede(s.SupersedeRequest(
+            caller=auth.caller, memory_id=request.id, expected_revision=request.expected_revision, kind=request.kind,
+            title=request.title, body=request.body, audience=request.audience,
+            confidence=request.confidence if request.HasField("confidence") else None,
+            request_id=request.request_id))
+        return g.SupersedeResponse(memory=resp.memory)
 
     def Forget(self, request, context):
-        return self._later("Forget", context)
+        auth = authenticate(self.store, context)
+        resp = self.store.Forget(s.ForgetRequest(caller=auth.caller, memory_id=request.id, reason=request.reason))
+        return g.ForgetResponse(forgotten_ids=resp.forgotten_ids)
 
     def FindEntities(self, request, context):
-        return self._later("FindEntities", context)
+        auth = authenticate(self.store, context)
+        resp = self.store.FindEntities(s.FindEntitiesRequest(caller=auth.caller, name=request.name))
+        return g.FindEntitiesResponse(entities=[g.Entity(id=e.id, name=e.name) for e in resp.entities])
 
 
 class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):

@@ -66,11 +66,6 @@ class Unavailable(ServiceError):
     code, reason = grpc.StatusCode.UNAVAILABLE, "UNAVAILABLE"
 
 
-class Unimplemented(ServiceError):
-    """An operation designed in the contract but not built yet."""
-    code, reason = grpc.StatusCode.UNIMPLEMENTED, "UNIMPLEMENTED"
-
-
 # Codes a caller can cause: passed through unchanged when a downstream service returns them.
 CALLER_CODES = frozenset({
     grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED,

@@ -34,10 +34,16 @@ TS_CONFIG = "english"
 DIMENSIONS = 384
 
 
-def _scope(include_superseded: bool) -> str:
-    """Candidate rows: readable, of the recalled purpose, not superseded unless history is asked."""
+def _scope(include_superseded: bool, entity_filter: bool) -> str:
+    """Candidate rows: readable, of the recalled purpose, not superseded unless history is asked,
+    and, with an entity filter, about one of ``%(entities)s``."""
     clause = f"{READABLE} AND m.purpose = %(purpose)s"
-    return clause if include_superseded else clause + " AND m.superseded_by_id IS NULL"
+    if not include_superseded:
+        clause += " AND m.superseded_by_id IS NULL"
+    if entity_filter:
+        clause += (" AND EXISTS (SELECT 1 FROM memory_link l WHERE l.memory_id = m.id AND l.link_type = 'about'"
+                   " AND l.target_entity_id = ANY(%(entities)s))")
+    return clause
 
 
 def query_terms(conn: psycopg.Connection, text: str) -> list[str]:
@@ -49,13 +55,14 @@ def query_terms(conn: psycopg.Connection, text: str) -> list[str]:
 
 
 def lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str, limit: int,
-            include_superseded: bool) -> list[tuple[uuid.UUID, float]]:
+            include_superseded: bool, entity_ids: list[uuid.UUID] = ()) -> list[tuple[uuid.UUID, float]]:
     """Ranked (memory id, BM25 score) pairs, best first, ties by id; empty when no term survives."""
     terms = query_terms(conn, text)
     if not terms:
         return []
-    params = {**caller_params(caller), "purpose": purpose, "terms": terms, "quoted": [_quote(t) for t in terms]}
-    scope = _scope(include_superseded)
+    params = {**caller_params(caller), "purpose": purpose, "terms": terms, "quoted": [_quote(t) for t in terms],
+              "entities": list(entity_ids)}
+    scope = _scope(include_superseded, bool(entity_ids))
     # Document frequency of each term and corpus statistics over the readable scope (GIN-assisted).
     stats = conn.execute(
         f"""SELECT t.term,
@@ -105,7 +112,7 @@ def _quote(term: str) -> str:
 
 
 def dense(conn: psycopg.Connection, caller: m.Caller, purpose: str, vector: np.ndarray, input_version: str,
-          floor: float, limit: int) -> tuple[list[tuple[uuid.UUID, float]], bool]:
+          floor: float, limit: int, entity_ids: list[uuid.UUID] = ()) -> tuple[list[tuple[uuid.UUID, float]], bool]:
     """Ranked (memory id, cosine) pairs at or above ``floor``, best first, and whether the stamp is current.
 
     Only vectors of the memory's current revision and of ``input_version`` are searched: vectors
@@ -113,7 +120,7 @@ def dense(conn: psycopg.Connection, caller: m.Caller, purpose: str, vector: np.n
     vectors but none with this stamp (the caller then reports the dense arm unavailable).
     """
     params = {**caller_params(caller), "purpose": purpose, "q": vector, "stamp": input_version,
-              "limit": limit, "max_distance": 1.0 - floor}
+              "limit": limit, "max_distance": 1.0 - floor, "entities": list(entity_ids)}
     with conn.transaction():
         conn.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
         conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, min(limit, 1000)))))
@@ -121,7 +128,7 @@ def dense(conn: psycopg.Connection, caller: m.Caller, purpose: str, vector: np.n
             f"""WITH nn AS MATERIALIZED (
                     SELECT e.memory_id, e.embedding <=> %(q)s AS distance
                       FROM memory_embedding e JOIN memory m ON m.id = e.memory_id
-                     WHERE {_scope(False)} AND e.input_version = %(stamp)s AND e.memory_revision = m.revision
+                     WHERE {_scope(False, bool(entity_ids))} AND e.input_version = %(stamp)s AND e.memory_revision = m.revision
                      ORDER BY e.embedding <=> %(q)s
                      LIMIT %(limit)s)
                 SELECT memory_id, 1 - distance FROM nn WHERE distance <= %(max_distance)s

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from dataclasses import dataclass
 
 import psycopg
 from google.protobuf import timestamp_pb2
@@ -12,12 +13,13 @@ from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, NotFound
+from store_service import entities
 from store_service.readability import CHAIN_READABLE, caller_params
 from store_service.vocabulary import (KIND_OF, KINDS, MAX_REQUEST_ID_CHARS, ORIGIN_OF, PURPOSE_OF, check_confidence,
                                       check_text, enum_value, parse_uuid)
 
 MAX_IDS = 1_000
-_COLUMNS = """m.id, m.revision, m.kind, m.title, m.body, m.audience_member_id, m.purpose, m.confidence,
+COLUMNS = """m.id, m.revision, m.kind, m.title, m.body, m.audience_member_id, m.purpose, m.confidence,
               m.origin, m.superseded_by_id, m.invalidation_reason, m.created_by, m.created_at, m.updated_at,
               m.occurred_at, m.forgotten_at"""
 
@@ -31,7 +33,7 @@ def _ts(value) -> timestamp_pb2.Timestamp | None:
 
 
 def to_memory(row) -> m.Memory:
-    """Converts a row selected with ``_COLUMNS`` to a Memory message."""
+    """Converts a row selected with ``COLUMNS`` to a Memory message."""
     (mid, rev, kind, title, body, aud, purpose, conf, origin, sup, reason, by, created, updated,
      occurred, forgotten) = row
     msg = m.Memory(id=str(mid), revision=rev, kind=KIND_OF[kind], title=title, body=body,
@@ -66,11 +68,68 @@ def readable_ids(conn: psycopg.Connection, caller: m.Caller, ids: list[uuid.UUID
     return {r[0] for r in rows}
 
 
+@dataclass
+class NewMemory:
+    """A validated memory about to be inserted."""
+
+    kind: str
+    title: str
+    body: str
+    audience: uuid.UUID | None
+    purpose: str
+    confidence: float
+    origin: str
+    occurred_at: datetime.datetime | None = None
+
+
+def by_request_id(conn: psycopg.Connection, caller: m.Caller, request_id: str) -> m.Memory | None:
+    """The memory this member already created under ``request_id`` (AIP-155 retries), if any."""
+    if not request_id:
+        return None
+    row = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.created_by = %s AND m.request_id = %s",
+                       (uuid.UUID(caller.member_id), request_id)).fetchone()
+    return to_memory(row) if row else None
+
+
+def check_request_id(request_id: str) -> None:
+    """INVALID_ARGUMENT for an over-long request id."""
+    if len(request_id) > MAX_REQUEST_ID_CHARS:
+        raise InvalidArgument(f"request_id is longer than {MAX_REQUEST_ID_CHARS} characters", field="request_id")
+
+
+def insert(conn: psycopg.Connection, caller: m.Caller, new: NewMemory, request_id: str,
+           entity_ids: list[uuid.UUID], sources: list[uuid.UUID] = ()) -> m.Memory:
+    """Inserts a memory with its links and queues its embedding; must run inside a transaction.
+
+    With a ``request_id`` a concurrent retry that already inserted wins and its memory is returned.
+    """
+    member = uuid.UUID(caller.member_id)
+    row = conn.execute(
+        f"""INSERT INTO memory AS m (id, kind, title, body, audience_member_id, purpose, confidence, origin,
+                               created_by, occurred_at, request_id)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (created_by, request_id) DO NOTHING
+            RETURNING {COLUMNS}""",
+        (uuid.uuid4(), new.kind, new.title, new.body, new.audience, new.purpose, new.confidence, new.origin, member,
+         new.occurred_at, request_id or None)).fetchone()
+    if row is None:  # a concurrent retry with the same request_id won the insert
+        return by_request_id(conn, caller, request_id)
+    mid = row[0]
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO memory_link (memory_id, link_type, target_memory_id) VALUES (%s, 'derived_from', %s)",
+                        [(mid, src) for src in sources])
+        cur.executemany("INSERT INTO memory_link (memory_id, link_type, target_entity_id) VALUES (%s, 'about', %s)",
+                        [(mid, ent) for ent in entity_ids])
+    conn.execute("INSERT INTO embedding_job (memory_id, memory_revision) VALUES (%s, 1)", (mid,))
+    return to_memory(row)
+
+
 def remember(conn: psycopg.Connection, req: s.RememberRequest) -> m.Memory:
     """Stores a told memory and queues its embedding in one transaction.
 
-    INVALID_ARGUMENT for bad fields; PERMISSION_DENIED for a purpose not granted. With a
-    ``request_id`` already used by this member, returns the first result and writes nothing.
+    INVALID_ARGUMENT for bad fields; PERMISSION_DENIED for a purpose not granted; NOT_FOUND for an
+    entity id the caller cannot see. With a ``request_id`` already used by this member, returns the
+    first result and writes nothing.
     """
     caller = req.caller
     purpose = check_purpose_granted(caller, req.purpose)
@@ -83,33 +142,17 @@ def remember(conn: psycopg.Connection, req: s.RememberRequest) -> m.Memory:
         audience = uuid.UUID(caller.member_id)
     else:
         raise InvalidArgument("audience must be workspace or member", field="audience")
-    if len(req.request_id) > MAX_REQUEST_ID_CHARS:
-        raise InvalidArgument(f"request_id is longer than {MAX_REQUEST_ID_CHARS} characters", field="request_id")
-    if req.entities:
-        raise InvalidArgument("entity mentions are not supported yet", field="entities")
+    check_request_id(req.request_id)
+    entities.check_mentions(req.entities)
     occurred = req.occurred_at.ToDatetime(tzinfo=datetime.timezone.utc) if req.HasField("occurred_at") else None
-    member = uuid.UUID(caller.member_id)
-    request_id = req.request_id or None
     with conn.transaction():
-        if request_id:
-            row = conn.execute(f"SELECT {_COLUMNS} FROM memory m WHERE m.created_by = %s AND m.request_id = %s",
-                               (member, request_id)).fetchone()
-            if row is not None:
-                return to_memory(row)
-        mid = uuid.uuid4()
-        row = conn.execute(
-            f"""INSERT INTO memory AS m (id, kind, title, body, audience_member_id, purpose, confidence, origin,
-                                   created_by, occurred_at, request_id)
-                VALUES (%s, %s, %s, %s, %s, %s, %s, 'told', %s, %s, %s)
-                ON CONFLICT (created_by, request_id) DO NOTHING
-                RETURNING {_COLUMNS}""",
-            (mid, kind, req.title, req.body, audience, purpose, confidence, member, occurred, request_id)).fetchone()
-        if row is None:  # a concurrent retry with the same request_id won the insert
-            row = conn.execute(f"SELECT {_COLUMNS} FROM memory m WHERE m.created_by = %s AND m.request_id = %s",
-                               (member, request_id)).fetchone()
-            return to_memory(row)
-        conn.execute("INSERT INTO embedding_job (memory_id, memory_revision) VALUES (%s, 1)", (mid,))
-    return to_memory(row)
+        first = by_request_id(conn, caller, req.request_id)
+        if first is not None:
+            return first
+        entity_ids = entities.resolve_mentions(conn, caller, req.entities)
+        memory = insert(conn, caller, NewMemory(kind, req.title, req.body, audience, purpose, confidence, "told",
+                                                occurred), req.request_id, entity_ids)
+    return memory
 
 
 def _links(conn: psycopg.Connection, caller: m.Caller, mid: uuid.UUID) -> list[m.Link]:
@@ -137,7 +180,7 @@ def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
     mid = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
     if mid not in readable_ids(conn, req.caller, [mid]):
         raise NotFound("memory not found")
-    row = conn.execute(f"SELECT {_COLUMNS} FROM memory m WHERE m.id = %s", (mid,)).fetchone()
+    row = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = %s", (mid,)).fetchone()
     memory = to_memory(row)
     memory.links.extend(_links(conn, req.caller, mid))
     if req.include_history:
@@ -153,7 +196,7 @@ def get_memories(conn: psycopg.Connection, caller: m.Caller, ids) -> list[m.Memo
     """Readable memories by id in the order asked; unreadable or unknown ids are absent."""
     wanted = parse_ids(ids)
     ok = readable_ids(conn, caller, wanted)
-    rows = conn.execute(f"SELECT {_COLUMNS} FROM memory m WHERE m.id = ANY(%s)", ([i for i in wanted if i in ok],))
+    rows = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = ANY(%s)", ([i for i in wanted if i in ok],))
     by_id = {r[0]: to_memory(r) for r in rows}
     return [by_id[i] for i in wanted if i in by_id]
 

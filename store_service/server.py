@@ -14,9 +14,9 @@ from recallatron.store.v1 import store_pb2_grpc
 
 from servicekit import clients
 from servicekit.caller import check_purpose_granted
-from servicekit.errors import InvalidArgument, Unavailable, Unimplemented
+from servicekit.errors import InvalidArgument, Unavailable
 from servicekit.server import Running, start_server
-from store_service import candidates, memories
+from store_service import candidates, entities, lifecycle, memories
 from store_service.control import ControlPlane, Workspace
 from store_service.database import Databases
 from store_service.embedding_job import EmbeddingWorker, backlog
@@ -73,8 +73,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def Remember(self, request, context):
         with self._conn(request.caller) as conn:
             memory = memories.remember(conn, request)
-        if self.worker:
-            self.worker.wake()
+        self._wake()
         return s.RememberResponse(memory=memory)
 
     def Read(self, request, context):
@@ -97,7 +96,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
         with self._conn(request.caller) as conn:
             rows = candidates.lexical(conn, request.caller, purpose, request.query.replace("\x00", " "), limit,
-                                      request.include_superseded)
+                                      request.include_superseded, entities.parse_filter(request.entity_ids))
         return s.LexicalCandidatesResponse(candidates=[s.Candidate(memory_id=str(i), score=v) for i, v in rows])
 
     def DenseCandidates(self, request, context):
@@ -112,24 +111,40 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             raise InvalidArgument("floor must be between 0 and 1", field="floor")
         with self._conn(request.caller) as conn:
             rows, current = candidates.dense(conn, request.caller, purpose, vector, request.input_version,
-                                             request.floor, limit)
+                                             request.floor, limit, entities.parse_filter(request.entity_ids))
         return s.DenseCandidatesResponse(candidates=[s.Candidate(memory_id=str(i), score=v) for i, v in rows],
                                          stamp_current=current)
 
     def Derive(self, request, context):
-        raise Unimplemented("Derive is not implemented yet")
+        with self._conn(request.caller) as conn:
+            memory = lifecycle.derive(conn, request)
+        self._wake()
+        return s.DeriveResponse(memory=memory)
 
     def Correct(self, request, context):
-        raise Unimplemented("Correct is not implemented yet")
+        with self._conn(request.caller) as conn:
+            memory = lifecycle.correct(conn, request)
+        self._wake()
+        return s.CorrectResponse(memory=memory)
 
     def Supersede(self, request, context):
-        raise Unimplemented("Supersede is not implemented yet")
+        with self._conn(request.caller) as conn:
+            memory = lifecycle.supersede(conn, request)
+        self._wake()
+        return s.SupersedeResponse(memory=memory)
 
     def Forget(self, request, context):
-        raise Unimplemented("Forget is not implemented yet")
+        with self._conn(request.caller) as conn:
+            return s.ForgetResponse(forgotten_ids=lifecycle.forget(conn, request))
 
     def FindEntities(self, request, context):
-        raise Unimplemented("FindEntities is not implemented yet")
+        with self._conn(request.caller) as conn:
+            found = entities.find(conn, request.caller, request.name)
+        return s.FindEntitiesResponse(entities=[s.Entity(id=str(i), name=n) for i, n in found])
+
+    def _wake(self) -> None:
+        if self.worker:
+            self.worker.wake()
 
     def GetStatus(self, request, context):
         try:

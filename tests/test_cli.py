@@ -114,6 +114,32 @@ def test_cli_failures_print_the_status_code(system, member):
     assert out.returncode == 2  # argparse usage error
 
 
+def test_lifecycle_commands(system, member):
+    tok = member["token"]
+    mem = json.loads(cli(system, "remember", "--about", "Captain", "The parrot eats sunflower seeds.", "--json",
+                         token=tok).stdout)["memory"]
+    fixed = json.loads(cli(system, "correct", mem["id"], "--revision", "1", "The parrot eats millet.", "--json",
+                           token=tok).stdout)["memory"]
+    assert fixed["revision"] == "2"
+    stale = cli(system, "correct", mem["id"], "--revision", "1", "again", token=tok, check=False)
+    assert stale.returncode == 1 and stale.stderr.startswith("ABORTED:") and "current 2" in stale.stderr
+    history = cli(system, "read", mem["id"], "--history", token=tok).stdout
+    assert "revision 1:" in history and "sunflower" in history and "about Captain" in history
+    derived = json.loads(cli(system, "derive", "--source", mem["id"], "Diet summary: millet.", "--json",
+                             token=tok).stdout)["memory"]
+    assert derived["origin"] == "ORIGIN_DERIVED"
+    new = json.loads(cli(system, "supersede", mem["id"], "--revision", "2", "--kind", "fact",
+                         "The parrot now eats pellets.", "--json", token=tok).stdout)["memory"]
+    assert new["kind"] == "KIND_FACT"
+    again = cli(system, "supersede", mem["id"], "--revision", "2", "x", token=tok, check=False)
+    assert again.stderr.startswith("FAILED_PRECONDITION:")
+    gone = json.loads(cli(system, "forget", mem["id"], "--reason", "test", "--json", token=tok).stdout)
+    assert gone["forgotten_ids"] == [mem["id"], derived["id"]]
+    assert cli(system, "read", derived["id"], token=tok, check=False).stderr.startswith("NOT_FOUND:")
+    ents = json.loads(cli(system, "entities", "captain", "--json", token=tok).stdout)["entities"]
+    assert ents == []  # its only memory is forgotten
+
+
 def test_grpcurl_list_describe_call_and_health(system, member):
     listed = grpcurl(system, "list")
     assert listed.returncode == 0, listed.stderr

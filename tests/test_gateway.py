@@ -198,13 +198,6 @@ def test_admin_bad_input(stack):
     assert code_of(stack.admin.AddMember, g.AddMemberRequest(workspace_id=ws, role=5), metadata=op) == INVALID
 
 
-@pytest.mark.parametrize("rpc,req", [("Derive", g.DeriveRequest()), ("Correct", g.CorrectRequest()),
-                                     ("Supersede", g.SupersedeRequest()), ("Forget", g.ForgetRequest()),
-                                     ("FindEntities", g.FindEntitiesRequest())])
-def test_later_operations_are_unimplemented(stack, world, rpc, req):
-    assert code_of(getattr(stack.memory, rpc), req, metadata=world["bob"].md()) == grpc.StatusCode.UNIMPLEMENTED
-
-
 def test_status_reports_dependencies(stack, world):
     resp = stack.admin.GetStatus(g.GetStatusRequest(), metadata=stack.op())
     state = {d.name: d.serving for d in resp.dependencies}

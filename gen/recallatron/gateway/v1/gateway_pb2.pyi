@@ -53,20 +53,22 @@ class ReadResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class RecallRequest(_message.Message):
-    __slots__ = ("query", "purpose", "mode", "top_k", "skip_rerank", "include_superseded")
+    __slots__ = ("query", "purpose", "mode", "top_k", "skip_rerank", "include_superseded", "entity_ids")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     SKIP_RERANK_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_IDS_FIELD_NUMBER: _ClassVar[int]
     query: str
     purpose: _memory_pb2.Purpose
     mode: _memory_pb2.RecallMode
     top_k: int
     skip_rerank: bool
     include_superseded: bool
-    def __init__(self, query: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., top_k: _Optional[int] = ..., skip_rerank: _Optional[bool] = ..., include_superseded: _Optional[bool] = ...) -> None: ...
+    entity_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, query: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., top_k: _Optional[int] = ..., skip_rerank: _Optional[bool] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RecallItem(_message.Message):
     __slots__ = ("memory", "rank", "lexical_rank", "dense_rank", "cosine", "fused_score", "rerank_score")

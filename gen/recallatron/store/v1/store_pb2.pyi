@@ -147,18 +147,20 @@ class Candidate(_message.Message):
     def __init__(self, memory_id: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
 
 class LexicalCandidatesRequest(_message.Message):
-    __slots__ = ("caller", "purpose", "query", "limit", "include_superseded")
+    __slots__ = ("caller", "purpose", "query", "limit", "include_superseded", "entity_ids")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_IDS_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     purpose: _memory_pb2.Purpose
     query: str
     limit: int
     include_superseded: bool
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., include_superseded: _Optional[bool] = ...) -> None: ...
+    entity_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LexicalCandidatesResponse(_message.Message):
     __slots__ = ("candidates",)
@@ -167,20 +169,22 @@ class LexicalCandidatesResponse(_message.Message):
     def __init__(self, candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ...) -> None: ...
 
 class DenseCandidatesRequest(_message.Message):
-    __slots__ = ("caller", "purpose", "vector", "input_version", "floor", "limit")
+    __slots__ = ("caller", "purpose", "vector", "input_version", "floor", "limit", "entity_ids")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
     INPUT_VERSION_FIELD_NUMBER: _ClassVar[int]
     FLOOR_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_IDS_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     purpose: _memory_pb2.Purpose
     vector: _containers.RepeatedScalarFieldContainer[float]
     input_version: str
     floor: float
     limit: int
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., vector: _Optional[_Iterable[float]] = ..., input_version: _Optional[str] = ..., floor: _Optional[float] = ..., limit: _Optional[int] = ...) -> None: ...
+    entity_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., vector: _Optional[_Iterable[float]] = ..., input_version: _Optional[str] = ..., floor: _Optional[float] = ..., limit: _Optional[int] = ..., entity_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DenseCandidatesResponse(_message.Message):
     __slots__ = ("candidates", "stamp_current")

@@ -1,0 +1,74 @@
+"""Entities as mentions: a UUID and a name, never merged, no attributes, no edges.
+
+An entity is visible to a caller only through a memory the caller can read that is about it, so an
+entity id nobody readable mentions is indistinguishable from a missing one (NOT_FOUND).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+from recallatron.memory.v1 import memory_pb2 as m
+
+from servicekit.errors import InvalidArgument, NotFound
+from store_service.readability import READABLE, caller_params
+
+MAX_MENTIONS = 32
+MAX_NAME_CHARS = 200
+
+# Entities (``e``) about which the caller can read at least one memory.
+VISIBLE = f"""EXISTS (SELECT 1 FROM memory_link l JOIN memory m ON m.id = l.memory_id
+                 WHERE l.target_entity_id = e.id AND l.link_type = 'about' AND {READABLE})"""
+
+
+def check_mentions(mentions) -> None:
+    """INVALID_ARGUMENT for too many mentions, a malformed id, or an empty or over-long name."""
+    if len(mentions) > MAX_MENTIONS:
+        raise InvalidArgument(f"at most {MAX_MENTIONS} entity mentions", field="entities")
+    for mention in mentions:
+        if mention.entity_id:
+            try:
+                uuid.UUID(mention.entity_id)
+            except ValueError:
+                raise NotFound("entity not found", field="entities") from None
+        elif not mention.name.strip() or len(mention.name) > MAX_NAME_CHARS:
+            raise InvalidArgument(f"an entity mention needs an entity_id or a name of 1..{MAX_NAME_CHARS} characters",
+                                  field="entities")
+
+
+def resolve_mentions(conn: psycopg.Connection, caller: m.Caller, mentions) -> list[uuid.UUID]:
+    """Entity ids for mentions: existing ids the caller can see, new entities for names (never merged)."""
+    ids: list[uuid.UUID] = []
+    for mention in mentions:
+        if mention.entity_id:
+            eid = uuid.UUID(mention.entity_id)
+            seen = conn.execute(f"SELECT 1 FROM entity e WHERE e.id = %(id)s AND {VISIBLE}",
+                                {**caller_params(caller), "id": eid}).fetchone()
+            if seen is None:
+                raise NotFound("entity not found", field="entities")
+        else:
+            eid = uuid.uuid4()
+            conn.execute("INSERT INTO entity (id, name) VALUES (%s, %s)", (eid, mention.name.strip()))
+        if eid not in ids:
+            ids.append(eid)
+    return ids
+
+
+def find(conn: psycopg.Connection, caller: m.Caller, name: str) -> list[tuple[uuid.UUID, str]]:
+    """Entities named ``name`` (case-insensitive) about which the caller can read a memory."""
+    name = name.strip()
+    if not name or len(name) > MAX_NAME_CHARS:
+        raise InvalidArgument(f"name must be 1..{MAX_NAME_CHARS} characters", field="name")
+    return conn.execute(f"SELECT e.id, e.name FROM entity e WHERE lower(e.name) = lower(%(name)s) AND {VISIBLE} "
+                        "ORDER BY e.created_at, e.id", {**caller_params(caller), "name": name}).fetchall()
+
+
+def parse_filter(entity_ids) -> list[uuid.UUID]:
+    """Entity ids of a recall filter; INVALID_ARGUMENT for a malformed one or more than 100."""
+    if len(entity_ids) > 100:
+        raise InvalidArgument("at most 100 entity_ids", field="entity_ids")
+    try:
+        return [uuid.UUID(e) for e in entity_ids]
+    except ValueError:
+        raise InvalidArgument("entity_ids must be UUIDs", field="entity_ids") from None

@@ -1,0 +1,201 @@
+"""The changing operations: derive, correct, supersede, forget (DESIGN.md, "The seven operations").
+
+Each locks the rows it reads before judging them (``FOR NO KEY UPDATE``, which still lets the
+embedding job's foreign-key checks through, so the two cannot deadlock), so concurrent calls serialise: one of twenty
+racing corrections wins and the rest get ABORTED with the current revision; one of several racing
+supersedes leaves the successor and the rest get FAILED_PRECONDITION.
+
+Who may change a memory: a member-only memory, its member; a workspace memory, its creator or an
+admin. Readable but not changeable is PERMISSION_DENIED; not readable is NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+from recallatron.memory.v1 import memory_pb2 as m
+from recallatron.store.v1 import store_pb2 as s
+
+from servicekit.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from store_service import entities
+from store_service.memories import (COLUMNS, NewMemory, by_request_id, check_request_id, insert, readable_ids,
+                                    to_memory)
+from store_service.readability import caller_params
+from store_service.vocabulary import KINDS, check_confidence, check_text, enum_value, parse_uuid
+
+MAX_SOURCES = 100
+
+
+def _locked(conn: psycopg.Connection, caller: m.Caller, memory_id: str, *, for_change: bool):
+    """Locks a memory and returns its row; NOT_FOUND unless readable (chain included), and with
+    ``for_change`` PERMISSION_DENIED unless the caller may change it."""
+    mid = parse_uuid(memory_id, "memory_id", missing_is_not_found=True)
+    row = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = %s FOR NO KEY UPDATE", (mid,)).fetchone()
+    if row is None or mid not in readable_ids(conn, caller, [mid]):
+        raise NotFound("memory not found")
+    if for_change and not may_change(caller, row):
+        raise PermissionDenied("you may read this memory but not change it: a workspace memory is changed by its "
+                               "creator or an admin, a member-only memory by its member")
+    return row
+
+
+def may_change(caller: m.Caller, row) -> bool:
+    """The change rule, over a row selected with ``COLUMNS``."""
+    audience, created_by = row[5], row[11]
+    me = uuid.UUID(caller.member_id)
+    if audience is not None:
+        return audience == me
+    return created_by == me or caller.role == m.ROLE_ADMIN
+
+
+def _check_revision(row, expected: int) -> None:
+    if expected <= 0:
+        raise InvalidArgument("expected_revision is required (the revision you read)", field="expected_revision")
+    if row[9] is not None:
+        raise FailedPrecondition("memory is superseded; change its successor instead",
+                                 superseded_by_id=row[9])
+    if row[1] != expected:
+        raise Aborted(f"revision conflict: expected {expected}, current {row[1]}", current_revision=row[1])
+
+
+def _drop_vector(conn: psycopg.Connection, mid: uuid.UUID) -> None:
+    conn.execute("DELETE FROM memory_embedding WHERE memory_id = %s", (mid,))
+    conn.execute("DELETE FROM embedding_job WHERE memory_id = %s", (mid,))
+
+
+def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
+    """A new memory from readable sources; audience and purpose are the sources' intersection.
+
+    NOT_FOUND for a source the caller cannot read (same as a missing one); FAILED_PRECONDITION when
+    the intersection is empty (two different members, or two different purposes); nothing is written.
+    """
+    caller = req.caller
+    if not req.source_ids:
+        raise InvalidArgument("derive needs at least one source", field="source_ids")
+    if len(req.source_ids) > MAX_SOURCES:
+        raise InvalidArgument(f"at most {MAX_SOURCES} sources", field="source_ids")
+    kind = "note" if req.kind == m.KIND_UNSPECIFIED else enum_value(KINDS, req.kind, "kind")
+    check_text(req.title, req.body)
+    confidence = check_confidence(req.confidence) if req.HasField("confidence") else 1.0
+    check_request_id(req.request_id)
+    entities.check_mentions(req.entities)
+    sources = list(dict.fromkeys(parse_uuid(i, "source_ids", missing_is_not_found=True) for i in req.source_ids))
+    with conn.transaction():
+        first = by_request_id(conn, caller, req.request_id)
+        if first is not None:
+            return first
+        rows = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = ANY(%s) ORDER BY m.id FOR SHARE",
+                            (sources,)).fetchall()
+        if len(rows) != len(sources) or readable_ids(conn, caller, sources) != set(sources):
+            raise NotFound("source memory not found")
+        audiences = {r[5] for r in rows} - {None}
+        purposes = {r[6] for r in rows}
+        if len(audiences) > 1 or len(purposes) > 1:
+            raise FailedPrecondition("the sources' audiences or purposes do not intersect: a derivation may not "
+                                     "mix members or purposes")
+        audience = next(iter(audiences), None)
+        entity_ids = entities.resolve_mentions(conn, caller, req.entities)
+        return insert(conn, caller, NewMemory(kind, req.title, req.body, audience, purposes.pop(), confidence,
+                                              "derived"), req.request_id, entity_ids, sources)
+
+
+def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
+    """Fixes title, body or confidence in place; revision + 1; the old state becomes history; the
+    vector is dropped and re-queued. ABORTED (with ``current_revision``) on a revision mismatch."""
+    if not (req.HasField("title") or req.HasField("body") or req.HasField("confidence")):
+        raise InvalidArgument("give a new title, body or confidence", field="body")
+    with conn.transaction():
+        row = _locked(conn, req.caller, req.memory_id, for_change=True)
+        _check_revision(row, req.expected_revision)
+        mid, rev, title, body, conf = row[0], row[1], row[3], row[4], row[7]
+        new_title = req.title if req.HasField("title") else title
+        new_body = req.body if req.HasField("body") else body
+        check_text(new_title, new_body)
+        new_conf = check_confidence(req.confidence) if req.HasField("confidence") else conf
+        conn.execute("INSERT INTO memory_revision (memory_id, revision, title, body, confidence) "
+                     "VALUES (%s, %s, %s, %s, %s)", (mid, rev, title, body, conf))
+        updated = conn.execute(
+            f"""UPDATE memory m SET title = %s, body = %s, confidence = %s, revision = revision + 1, updated_at = now()
+                 WHERE m.id = %s RETURNING {COLUMNS}""", (new_title, new_body, new_conf, mid)).fetchone()
+        _drop_vector(conn, mid)
+        conn.execute("INSERT INTO embedding_job (memory_id, memory_revision) VALUES (%s, %s)", (mid, rev + 1))
+    return to_memory(updated)
+
+
+def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
+    """Replaces a memory by a new one with the same purpose; the audience may narrow from the
+    workspace to the caller, never widen (INVALID_ARGUMENT). A superseded target is FAILED_PRECONDITION."""
+    caller = req.caller
+    check_text(req.title, req.body)
+    confidence = check_confidence(req.confidence) if req.HasField("confidence") else 1.0
+    check_request_id(req.request_id)
+    with conn.transaction():
+        first = by_request_id(conn, caller, req.request_id)
+        if first is not None:
+            return first
+        row = _locked(conn, caller, req.memory_id, for_change=True)
+        _check_revision(row, req.expected_revision)
+        old_audience = row[5]
+        if req.audience == m.AUDIENCE_UNSPECIFIED:
+            audience = old_audience
+        elif req.audience == m.AUDIENCE_MEMBER:
+            audience = uuid.UUID(caller.member_id)
+        elif req.audience == m.AUDIENCE_WORKSPACE:
+            if old_audience is not None:
+                raise InvalidArgument("the audience may narrow from the workspace to you, never widen",
+                                      field="audience")
+            audience = None
+        else:
+            raise InvalidArgument("audience must be workspace or member", field="audience")
+        kind = row[2] if req.kind == m.KIND_UNSPECIFIED else enum_value(KINDS, req.kind, "kind")
+        successor = insert(conn, caller, NewMemory(kind, req.title, req.body, audience, row[6], confidence, "told"),
+                           req.request_id, [])
+        conn.execute("UPDATE memory SET superseded_by_id = %s, updated_at = now() WHERE id = %s",
+                     (uuid.UUID(successor.id), row[0]))
+        _drop_vector(conn, row[0])
+    return successor
+
+
+def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
+    """Erases a memory and everything derived from it, transitively, keeping tombstones.
+
+    Returns the ids forgotten that the caller could read (target first); forgetting again is a
+    no-op returning the target alone. Title, body, history, search data and vectors are erased;
+    each derived tombstone names the forgotten source.
+    """
+    caller = req.caller
+    if len(req.reason) > 1000:
+        raise InvalidArgument("reason must be at most 1000 characters", field="reason")
+    reason = req.reason.strip() or "forgotten on request"
+    with conn.transaction():
+        mid = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
+        tomb = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = %s FOR NO KEY UPDATE", (mid,)).fetchone()
+        if tomb is not None and tomb[15] is not None and _was_changeable(conn, caller, tomb):
+            return [str(mid)]
+        _locked(conn, caller, req.memory_id, for_change=True)
+        closure = [r[0] for r in conn.execute(
+            """WITH RECURSIVE d(id) AS (
+                   SELECT %s::uuid
+                 UNION
+                   SELECT l.memory_id FROM memory_link l JOIN d ON l.target_memory_id = d.id
+                    WHERE l.link_type = 'derived_from')
+               SELECT m.id FROM memory m JOIN d ON d.id = m.id WHERE m.forgotten_at IS NULL
+               ORDER BY m.id FOR NO KEY UPDATE OF m""", (mid,))]
+        visible = readable_ids(conn, caller, closure)
+        conn.execute(
+            """UPDATE memory SET title = '', body = '', forgotten_at = now(), updated_at = now(),
+                      invalidation_reason = CASE WHEN id = %(target)s THEN %(reason)s
+                                                 ELSE 'forgotten with its source ' || %(target)s::text END
+                WHERE id = ANY(%(ids)s)""", {"target": mid, "reason": reason, "ids": closure})
+        conn.execute("DELETE FROM memory_revision WHERE memory_id = ANY(%s)", (closure,))
+        conn.execute("DELETE FROM memory_embedding WHERE memory_id = ANY(%s)", (closure,))
+        conn.execute("DELETE FROM embedding_job WHERE memory_id = ANY(%s)", (closure,))
+    return [str(mid)] + [str(i) for i in closure if i != mid and i in visible]
+
+
+def _was_changeable(conn: psycopg.Connection, caller: m.Caller, tomb) -> bool:
+    """For a tombstone: could the caller have read and changed it (audience, purpose, creator)?"""
+    audience, purpose = tomb[5], tomb[6]
+    visible = (audience is None or str(audience) == caller.member_id) and purpose in caller_params(caller)["purposes"]
+    return visible and may_change(caller, tomb)

@@ -1,0 +1,339 @@
+"""Derive, Correct, Supersede, Forget, entities and idempotency through the gateway, with bad input,
+the change rule, concurrency races, and forget checked against every read path and the database."""
+
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import numpy as np
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+
+from conftest import code_of
+from store_service.control import ControlPlane
+from servicekit.errors import error_info
+
+INVALID, NOT_FOUND, DENIED = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED
+ABORTED, PRECONDITION = grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION
+ALL_MODES = (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID)
+
+
+def word() -> str:
+    """A unique nonsense word, so a lexical recall finds exactly the memories that carry it."""
+    return "zq" + uuid.uuid4().hex[:10]
+
+
+@pytest.fixture(scope="module")
+def team(stack):
+    ws = stack.workspace("lifecycle")
+    return {"ws": ws, "alice": stack.member(ws), "bob": stack.member(ws),
+            "admin": stack.member(ws, role=m.ROLE_ADMIN), "stack": stack}
+
+
+def derive(member, sources, body, **kw):
+    req = g.DeriveRequest(source_ids=sources, kind=m.KIND_SUMMARY, title="derived", body=body, **kw)
+    return member.stack.memory.Derive(req, metadata=member.md()).memory
+
+
+def correct(member, memory_id, revision, **kw):
+    req = g.CorrectRequest(id=memory_id, expected_revision=revision, **kw)
+    return member.stack.memory.Correct(req, metadata=member.md()).memory
+
+
+def supersede(member, memory_id, revision, body, **kw):
+    req = g.SupersedeRequest(id=memory_id, expected_revision=revision, kind=m.KIND_FACT, title="new", body=body, **kw)
+    return member.stack.memory.Supersede(req, metadata=member.md()).memory
+
+
+def forget(member, memory_id, reason="asked"):
+    return member.stack.memory.Forget(g.ForgetRequest(id=memory_id, reason=reason), metadata=member.md()).forgotten_ids
+
+
+def found(member, text, **kw) -> list[str]:
+    return [it.memory.id for it in member.recall(text, **kw).items]
+
+
+def ws_db(stack, workspace_id):
+    """A direct connection to a workspace database, to check what is really stored."""
+    db_name = ControlPlane(stack.store.dbs).workspace(workspace_id).db_name
+    return psycopg.connect(make_conninfo(stack.store.dbs.control_conninfo, dbname=db_name), autocommit=True)
+
+
+# Derive ---------------------------------------------------------------------------------------
+
+def test_derive_intersects_audience_and_links_sources(team):
+    alice = team["alice"]
+    w = word()
+    shared = alice.remember(f"{w} shared fact")
+    private = alice.remember(f"{w} private fact", audience=m.AUDIENCE_MEMBER)
+    d = derive(alice, [shared.id, private.id], f"{w} summary of both")
+    assert d.origin == m.ORIGIN_DERIVED and d.audience == m.AUDIENCE_MEMBER and d.audience_member_id == alice.id
+    assert d.purpose == m.PURPOSE_CONVERSATION
+    links = {link.target_memory_id for link in alice.read(d.id).links if link.type == m.LINK_TYPE_DERIVED_FROM}
+    assert links == {shared.id, private.id}
+    only_shared = derive(alice, [shared.id], f"{w} summary")
+    assert only_shared.audience == m.AUDIENCE_WORKSPACE
+    assert only_shared.id in found(team["bob"], w, mode=m.RECALL_MODE_LEXICAL, top_k=50)
+    assert d.id not in found(team["bob"], w, mode=m.RECALL_MODE_LEXICAL, top_k=50)
+
+
+def test_derive_refuses_mixed_purposes_and_writes_nothing(team):
+    alice = team["alice"]
+    w = word()
+    conv = alice.remember(f"{w} chat", purpose=m.PURPOSE_CONVERSATION)
+    task = alice.remember(f"{w} ticket", purpose=m.PURPOSE_TASKS)
+    marker = word()
+    assert code_of(derive, alice, [conv.id, task.id], f"{marker} mixed") == PRECONDITION
+    for purpose in (m.PURPOSE_CONVERSATION, m.PURPOSE_TASKS):
+        assert found(alice, marker, purpose=purpose, mode=m.RECALL_MODE_LEXICAL) == []
+
+
+def test_derive_bad_sources(team):
+    alice, bob = team["alice"], team["bob"]
+    private = alice.remember(f"{word()} alice only", audience=m.AUDIENCE_MEMBER)
+    assert code_of(derive, bob, [], "nothing") == INVALID
+    assert code_of(derive, bob, ["not-a-uuid"], "x") == NOT_FOUND
+    assert code_of(derive, bob, [str(uuid.uuid4())], "x") == NOT_FOUND
+    with pytest.raises(grpc.RpcError) as hidden:
+        derive(bob, [private.id], "x")
+    with pytest.raises(grpc.RpcError) as missing:
+        derive(bob, [str(uuid.uuid4())], "x")
+    assert (hidden.value.code(), hidden.value.details()) == (missing.value.code(), missing.value.details())
+    shared = alice.remember(f"{word()} shared")
+    assert code_of(derive, bob, [shared.id], "   ") == INVALID
+    # A member derived from another's private memory plus a shared one: still not readable.
+    assert code_of(derive, bob, [shared.id, private.id], "x") == NOT_FOUND
+
+
+# Correct --------------------------------------------------------------------------------------
+
+def test_correct_bumps_revision_keeps_history_and_reindexes(team):
+    alice, stack = team["alice"], team["stack"]
+    old, new = word(), word()
+    mem = alice.remember(f"The door code is {old}.")
+    fixed = correct(alice, mem.id, 1, body=f"The door code is {new}.")
+    assert fixed.revision == 2 and fixed.body.endswith(f"{new}.")
+    # The keyword arm matches the new text at once and never the old.
+    assert found(alice, new, mode=m.RECALL_MODE_LEXICAL) == [mem.id]
+    assert found(alice, old, mode=m.RECALL_MODE_LEXICAL) == []
+    history = alice.read(mem.id, include_history=True).history
+    assert [(h.revision, h.body) for h in history] == [(1, f"The door code is {old}.")]
+    assert team["bob"].read(mem.id, include_history=True).history[0].revision == 1  # readable by any reader
+    assert alice.read(mem.id).history == []
+    stack.wait_backlog_empty()
+    with ws_db(stack, team["ws"]) as conn:
+        rev, = conn.execute("SELECT memory_revision FROM memory_embedding WHERE memory_id = %s", (mem.id,)).fetchone()
+    assert rev == 2
+
+
+def test_correct_conflict_is_aborted_with_current_revision(team):
+    alice = team["alice"]
+    mem = alice.remember(f"{word()} v1")
+    correct(alice, mem.id, 1, body="v2 text")
+    with pytest.raises(grpc.RpcError) as err:
+        correct(alice, mem.id, 1, body="v3 text")
+    assert err.value.code() == ABORTED
+    assert error_info(err.value).metadata["current_revision"] == "2"
+    assert code_of(correct, alice, mem.id, 0, body="x") == INVALID  # missing expected revision
+    assert code_of(correct, alice, mem.id, 2) == INVALID  # nothing to change
+    assert code_of(correct, alice, mem.id, 2, body=" ") == INVALID
+    assert code_of(correct, alice, mem.id, 2, confidence=2.0) == INVALID
+    assert code_of(correct, alice, "nope", 2, body="x") == NOT_FOUND
+
+
+def test_change_rule(team):
+    alice, bob, admin = team["alice"], team["bob"], team["admin"]
+    shared = alice.remember(f"{word()} shared by alice")
+    private = alice.remember(f"{word()} alice private", audience=m.AUDIENCE_MEMBER)
+    assert code_of(correct, bob, shared.id, 1, body="bob edits") == DENIED
+    assert code_of(forget, bob, shared.id) == DENIED
+    assert code_of(supersede, bob, shared.id, 1, "bob replaces") == DENIED
+    assert code_of(correct, bob, private.id, 1, body="x") == NOT_FOUND
+    assert correct(admin, shared.id, 1, body="admin curates").revision == 2
+    # Nobody reads another member's private memories, admins included.
+    assert code_of(admin.read, private.id) == NOT_FOUND
+    assert code_of(forget, admin, private.id) == NOT_FOUND
+    assert correct(alice, private.id, 1, body="alice edits her own").revision == 2
+
+
+def test_twenty_racing_corrections_leave_one_winner(team):
+    alice = team["alice"]
+    mem = alice.remember(f"{word()} contested")
+    barrier = threading.Barrier(20)
+
+    def attempt(i):
+        barrier.wait()
+        return code_of(correct, alice, mem.id, 1, body=f"writer {i}")
+
+    with ThreadPoolExecutor(20) as pool:
+        codes = list(pool.map(attempt, range(20)))
+    assert codes.count(grpc.StatusCode.OK) == 1 and codes.count(ABORTED) == 19
+    assert alice.read(mem.id).revision == 2
+    assert len(alice.read(mem.id, include_history=True).history) == 1
+
+
+def test_correct_racing_the_embedding_job_never_keeps_old_text_vector(team, encoder):
+    alice, stack = team["alice"], team["stack"]
+    ids = []
+    for i in range(6):
+        mem = alice.remember(f"Original statement number {i} about glaciers melting in Patagonia.")
+        time.sleep(0.05 * i)  # vary the interleaving with the worker
+        correct(alice, mem.id, 1, body=f"Corrected statement {i}: the bakery on Elm Street sells rye bread.")
+        ids.append(mem.id)
+    stack.wait_backlog_empty()
+    with ws_db(stack, team["ws"]) as conn:
+        from pgvector.psycopg import register_vector
+        register_vector(conn)
+        for i, mid in enumerate(ids):
+            rev, vec = conn.execute("SELECT e.memory_revision, e.embedding FROM memory_embedding e "
+                                    "JOIN memory m ON m.id = e.memory_id AND m.revision = e.memory_revision "
+                                    "WHERE e.memory_id = %s", (mid,)).fetchone()
+            want = encoder.encode([f"Corrected statement {i}: the bakery on Elm Street sells rye bread."])[0]
+            assert rev == 2 and float(np.dot(vec.to_numpy(), want)) > 0.999
+
+
+# Supersede ------------------------------------------------------------------------------------
+
+def test_supersede_replaces_and_hides_the_old(team):
+    alice = team["alice"]
+    w_old, w_new = word(), word()
+    old = alice.remember(f"{w_old} the meeting is on Monday")
+    new = supersede(alice, old.id, 1, f"{w_new} the meeting moved to Tuesday", audience=m.AUDIENCE_MEMBER)
+    assert new.purpose == old.purpose and new.audience == m.AUDIENCE_MEMBER and new.kind == m.KIND_FACT
+    assert alice.read(old.id).superseded_by_id == new.id
+    assert found(alice, w_old, mode=m.RECALL_MODE_LEXICAL) == []
+    assert found(alice, w_old, mode=m.RECALL_MODE_LEXICAL, include_superseded=True) == [old.id]
+    history = alice.recall(w_old, include_superseded=True)
+    assert not history.dense_available and [it.memory.id for it in history.items] == [old.id]
+    assert code_of(supersede, alice, old.id, 1, "again") == PRECONDITION
+    assert code_of(correct, alice, old.id, 1, body="edit old") == PRECONDITION
+
+
+def test_supersede_may_narrow_never_widen(team):
+    alice = team["alice"]
+    private = alice.remember(f"{word()} mine", audience=m.AUDIENCE_MEMBER)
+    assert code_of(supersede, alice, private.id, 1, "widened", audience=m.AUDIENCE_WORKSPACE) == INVALID
+    assert alice.read(private.id).superseded_by_id == ""
+    assert code_of(supersede, alice, private.id, 0, "no revision") == INVALID
+    assert code_of(supersede, alice, private.id, 5, "stale") == ABORTED
+    kept = supersede(alice, private.id, 1, "still mine")
+    assert kept.audience == m.AUDIENCE_MEMBER
+
+
+def test_racing_supersedes_leave_one_successor(team):
+    alice = team["alice"]
+    old = alice.remember(f"{word()} contested plan")
+    marker = word()
+    barrier = threading.Barrier(8)
+
+    def attempt(i):
+        barrier.wait()
+        return code_of(supersede, alice, old.id, 1, f"{marker} plan {i}")
+
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(attempt, range(8)))
+    assert codes.count(grpc.StatusCode.OK) == 1
+    assert all(c in (PRECONDITION, ABORTED) for c in codes if c != grpc.StatusCode.OK)
+    assert len(found(alice, marker, mode=m.RECALL_MODE_LEXICAL, top_k=20)) == 1
+
+
+# Forget ---------------------------------------------------------------------------------------
+
+def test_forget_erases_everywhere_transitively(team, encoder):
+    alice, bob, stack = team["alice"], team["bob"], team["stack"]
+    secret = word()
+    src = alice.remember(f"My locker combination is {secret}, near the gym.", title=f"locker {secret}")
+    correct(alice, src.id, 1, body=f"My locker combination is {secret}, the blue locker near the gym.")
+    child = derive(alice, [src.id], f"Summary: locker {secret}")
+    grandchild = derive(bob, [child.id], f"Digest mentioning {secret}")
+    stack.wait_backlog_empty()
+    assert set(found(bob, secret, mode=m.RECALL_MODE_LEXICAL)) == {src.id, child.id, grandchild.id}
+
+    forgotten = list(forget(alice, src.id, "asked by the owner"))
+    assert forgotten[0] == src.id and set(forgotten) == {src.id, child.id, grandchild.id}
+    for member in (alice, bob):
+        for mode in ALL_MODES:
+            assert not set(found(member, f"locker combination {secret}", mode=mode, top_k=50)) & set(forgotten)
+        for mid in forgotten:
+            assert code_of(member.read, mid) == NOT_FOUND
+    assert forget(alice, src.id) == [src.id]  # forgetting twice is fine
+    with ws_db(stack, team["ws"]) as conn:
+        rows = conn.execute("SELECT id, title, body, tsv::text, forgotten_at IS NOT NULL, invalidation_reason, kind, "
+                            "purpose FROM memory WHERE id = ANY(%s)", (forgotten,)).fetchall()
+        assert all(r[1] == "" and r[2] == "" and r[3] == "" and r[4] for r in rows)
+        reasons = {str(r[0]): r[5] for r in rows}
+        assert reasons[src.id] == "asked by the owner"
+        assert reasons[grandchild.id] == f"forgotten with its source {src.id}"
+        for table in ("memory_revision", "memory_embedding", "embedding_job"):
+            assert conn.execute(f"SELECT count(*) FROM {table} WHERE memory_id = ANY(%s)", (forgotten,)).fetchone()[0] == 0
+        dump = conn.execute("SELECT string_agg(m::text, ' ') FROM memory m").fetchone()[0]
+        assert secret not in dump
+
+
+def test_forget_response_hides_unreadable_descendants(team):
+    alice, bob = team["alice"], team["bob"]
+    src = alice.remember(f"{word()} public note")
+    shared_child = derive(bob, [src.id], "bob's digest")
+    private_child = derive(bob, [src.id, bob.remember("bob private", audience=m.AUDIENCE_MEMBER).id], "mine")
+    ids = forget(alice, src.id)
+    assert shared_child.id in ids and private_child.id not in ids
+    assert code_of(bob.read, private_child.id) == NOT_FOUND
+
+
+# Entities -------------------------------------------------------------------------------------
+
+def test_entities_are_mentions_never_merged(team):
+    alice, bob, stack = team["alice"], team["bob"], team["stack"]
+    name = "Jordan " + word()
+    first = alice.remember("Jordan likes hiking.", entities=[m.EntityMention(name=name)])
+    second = alice.remember("A different Jordan plays chess.", entities=[m.EntityMention(name=name)])
+    ents = stack.memory.FindEntities(g.FindEntitiesRequest(name=name.upper()), metadata=alice.md()).entities
+    assert len(ents) == 2 and {e.name for e in ents} == {name}
+    e1 = next(link.target_entity_id for link in alice.read(first.id).links if link.type == m.LINK_TYPE_ABOUT)
+    third = alice.remember("Jordan went hiking again.", entities=[m.EntityMention(entity_id=e1)])
+    about = alice.recall("Jordan", entity_ids=[e1], mode=m.RECALL_MODE_LEXICAL)
+    assert {it.memory.id for it in about.items} == {first.id, third.id}
+    assert second.id not in [it.memory.id for it in about.items]
+    private_name = "Secret " + word()
+    alice.remember("private mention", audience=m.AUDIENCE_MEMBER, entities=[m.EntityMention(name=private_name)])
+    assert stack.memory.FindEntities(g.FindEntitiesRequest(name=private_name), metadata=bob.md()).entities == []
+    hidden_id = stack.memory.FindEntities(g.FindEntitiesRequest(name=private_name), metadata=alice.md()).entities[0].id
+    assert code_of(bob.remember, "x", entities=[m.EntityMention(entity_id=hidden_id)]) == NOT_FOUND
+    assert code_of(bob.remember, "x", entities=[m.EntityMention(name="")]) == INVALID
+    assert code_of(bob.recall, "x", entity_ids=["bad"]) == INVALID
+    assert code_of(stack.memory.FindEntities, g.FindEntitiesRequest(name=" "), metadata=bob.md()) == INVALID
+
+
+# Idempotency ----------------------------------------------------------------------------------
+
+def test_retry_after_client_timeout_yields_one_memory(team):
+    alice, stack = team["alice"], team["stack"]
+    marker = word()
+    req = g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, body=f"{marker} retried", audience=m.AUDIENCE_WORKSPACE,
+                            request_id="retry-" + marker)
+    timed_out = False
+    for _ in range(20):
+        try:
+            stack.memory.Remember(req, metadata=alice.md(), timeout=0.005)
+        except grpc.RpcError as exc:
+            timed_out = exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            if timed_out:
+                break
+    assert timed_out
+    time.sleep(1.0)
+    again = stack.memory.Remember(req, metadata=alice.md()).memory
+    assert found(alice, marker, mode=m.RECALL_MODE_LEXICAL) == [again.id]
+
+
+def test_request_id_on_derive_and_supersede(team):
+    alice = team["alice"]
+    src = alice.remember(f"{word()} base")
+    d1 = derive(alice, [src.id], "digest", request_id="d-" + src.id)
+    assert derive(alice, [src.id], "digest", request_id="d-" + src.id).id == d1.id
+    s1 = supersede(alice, src.id, 1, "replacement", request_id="s-" + src.id)
+    assert supersede(alice, src.id, 1, "replacement", request_id="s-" + src.id).id == s1.id
