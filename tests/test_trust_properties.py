@@ -1,0 +1,204 @@
+"""Property-based test of the trust model (hypothesis).
+
+Each example builds a fresh workspace with three members (one admin) holding random purpose
+grants, runs a random program of remember, derive, correct, supersede and forget calls, and checks
+every call's status against a small reference model of DESIGN.md's rules. Then, as every member and
+for every purpose, it asks Recall in all three modes (re-rank on and off), Read on every id and
+FindEntities on every entity name, and asserts:
+- nothing ineligible appears in any item, count, link or entity list;
+- everything eligible and matching is found (the keyword arm returns exactly the eligible set);
+- an ungranted purpose is PERMISSION_DENIED, an unreadable id NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+
+import grpc
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+
+PURPOSES = [m.PURPOSE_CONVERSATION, m.PURPOSE_TASKS, m.PURPOSE_REPORTING, m.PURPOSE_ADMINISTRATION]
+MODES = [m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID]
+OK = grpc.StatusCode.OK
+EXAMPLES = int(os.environ.get("RECALLATRON_PROPERTY_EXAMPLES", "300"))
+
+
+@dataclass
+class Mem:
+    """The reference model of one memory."""
+
+    id: str
+    audience: str | None
+    purpose: int
+    creator: str
+    entity: str
+    sources: list[str] = field(default_factory=list)
+    revision: int = 1
+    superseded: bool = False
+    forgotten: bool = False
+
+
+class Model:
+    """DESIGN.md's rules over the model memories."""
+
+    def __init__(self, grants: dict[str, set[int]], admins: set[str]) -> None:
+        self.grants, self.admins, self.mems = grants, admins, {}
+
+    def own_readable(self, mem: Mem, who: str) -> bool:
+        return (not mem.forgotten and mem.audience in (None, who) and mem.purpose in self.grants[who])
+
+    def readable(self, mem_id: str, who: str) -> bool:
+        mem = self.mems[mem_id]
+        return self.own_readable(mem, who) and all(self.readable(s, who) for s in mem.sources)
+
+    def may_change(self, mem: Mem, who: str) -> bool:
+        return mem.audience == who if mem.audience else (mem.creator == who or who in self.admins)
+
+    def eligible(self, who: str, purpose: int) -> set[str]:
+        return {i for i, mem in self.mems.items()
+                if mem.purpose == purpose and not mem.superseded and self.readable(i, who)}
+
+    def change_code(self, mem_id: str, who: str) -> grpc.StatusCode:
+        if not self.readable(mem_id, who):
+            return grpc.StatusCode.NOT_FOUND
+        if not self.may_change(self.mems[mem_id], who):
+            return grpc.StatusCode.PERMISSION_DENIED
+        return OK
+
+    def forget(self, mem_id: str) -> None:
+        todo = [mem_id]
+        while todo:
+            cur = todo.pop()
+            if not self.mems[cur].forgotten or cur == mem_id:
+                self.mems[cur].forgotten = True
+                todo += [i for i, mem in self.mems.items() if cur in mem.sources and not mem.forgotten]
+
+
+def call(fn, req, md):
+    try:
+        return OK, fn(req, metadata=md)
+    except grpc.RpcError as exc:
+        return exc.code(), None
+
+
+ops = st.lists(st.tuples(st.sampled_from(["remember", "remember", "derive", "correct", "supersede", "forget"]),
+                         st.integers(0, 2), st.integers(0, 50), st.integers(0, 50), st.integers(0, 3),
+                         st.sampled_from([m.AUDIENCE_WORKSPACE, m.AUDIENCE_MEMBER, m.AUDIENCE_UNSPECIFIED])),
+               min_size=2, max_size=10)
+grant_sets = st.lists(st.sets(st.sampled_from(PURPOSES), min_size=1), min_size=3, max_size=3)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(program=ops, grants=grant_sets)
+def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, program, grants):
+    ws = stack.workspace("property")
+    members = [stack.member(ws, role=m.ROLE_ADMIN if i == 2 else m.ROLE_MEMBER, purposes=sorted(grants[i]))
+               for i in range(3)]
+    who = [mb.id for mb in members]
+    model = Model({who[i]: set(grants[i]) for i in range(3)}, {who[2]})
+    word = "pw" + uuid.uuid4().hex[:8]  # every body carries it: a one-term lexical query matches all
+    api = stack.memory
+
+    for n, (op, actor, a, b, p, aud) in enumerate(program):
+        me, md, ids = who[actor], members[actor].md(), list(model.mems)
+        if op == "remember" or not ids:
+            purpose = PURPOSES[p]
+            aud = aud or m.AUDIENCE_WORKSPACE
+            code, resp = call(api.Remember, g.RememberRequest(
+                purpose=purpose, body=f"{word} note {n}", audience=aud,
+                entities=[m.EntityMention(name=f"ent{n}")]), md)
+            assert code == (OK if purpose in model.grants[me] else grpc.StatusCode.PERMISSION_DENIED)
+            if code == OK:
+                model.mems[resp.memory.id] = Mem(resp.memory.id, me if aud == m.AUDIENCE_MEMBER else None,
+                                                 purpose, me, f"ent{n}")
+        elif op == "derive":
+            sources = list(dict.fromkeys([ids[a % len(ids)], ids[b % len(ids)]]))
+            code, resp = call(api.Derive, g.DeriveRequest(source_ids=sources, body=f"{word} derived {n}",
+                                                          entities=[m.EntityMention(name=f"ent{n}")]), md)
+            if not all(model.readable(s, me) for s in sources):
+                want = grpc.StatusCode.NOT_FOUND
+            elif len({model.mems[s].audience for s in sources} - {None}) > 1 or \
+                    len({model.mems[s].purpose for s in sources}) > 1:
+                want = grpc.StatusCode.FAILED_PRECONDITION
+            else:
+                want = OK
+            assert code == want, (op, code, want)
+            if code == OK:
+                src = [model.mems[s] for s in sources]
+                audience = next((s.audience for s in src if s.audience), None)
+                model.mems[resp.memory.id] = Mem(resp.memory.id, audience, src[0].purpose, me, f"ent{n}", sources)
+        else:
+            target = model.mems[ids[a % len(ids)]]
+            want = model.change_code(target.id, me)
+            if op == "forget":
+                if target.forgotten and target.audience in (None, me) and target.purpose in model.grants[me] \
+                        and model.may_change(target, me):
+                    want = OK
+                code, _ = call(api.Forget, g.ForgetRequest(id=target.id, reason="test"), md)
+                assert code == want, (op, code, want)
+                if code == OK:
+                    model.forget(target.id)
+                continue
+            if want == OK and target.superseded:
+                want = grpc.StatusCode.FAILED_PRECONDITION
+            if op == "correct":
+                code, resp = call(api.Correct, g.CorrectRequest(id=target.id, expected_revision=target.revision,
+                                                                body=f"{word} corrected {n}"), md)
+                assert code == want, (op, code, want)
+                if code == OK:
+                    target.revision += 1
+            else:
+                if want == OK and aud == m.AUDIENCE_WORKSPACE and target.audience is not None:
+                    want = grpc.StatusCode.INVALID_ARGUMENT
+                code, resp = call(api.Supersede, g.SupersedeRequest(
+                    id=target.id, expected_revision=target.revision, body=f"{word} successor {n}", audience=aud), md)
+                assert code == want, (op, code, want)
+                if code == OK:
+                    target.superseded = True
+                    audience = me if aud == m.AUDIENCE_MEMBER else target.audience
+                    model.mems[resp.memory.id] = Mem(resp.memory.id, audience, target.purpose, me, "")
+
+    everything = set(model.mems)
+    for i, member in enumerate(members):
+        me, md = who[i], member.md()
+        for purpose in PURPOSES:
+            if purpose not in model.grants[me]:
+                code, _ = call(api.Recall, g.RecallRequest(query=word, purpose=purpose), md)
+                assert code == grpc.StatusCode.PERMISSION_DENIED
+                continue
+            for mode in MODES:
+                for skip in ((False, True) if mode == m.RECALL_MODE_HYBRID else (False,)):
+                    code, resp = call(api.Recall, g.RecallRequest(query=word, purpose=purpose, mode=mode, top_k=200,
+                                                                  skip_rerank=skip), md)
+                    assert code == OK
+                    eligible = model.eligible(me, purpose)
+                    got = [it.memory.id for it in resp.items]
+                    # Nothing ineligible anywhere; ids outside this example never appear either.
+                    assert set(got) <= eligible, (mode, set(got) - eligible)
+                    for it in resp.items:
+                        assert {link.target_memory_id for link in it.memory.links} <= eligible | everything
+                        assert it.memory.purpose == purpose and not it.memory.superseded_by_id
+                    assert resp.counts.returned == len(got) and resp.counts.fused <= len(eligible)
+                    assert resp.counts.lexical == sum(1 for it in resp.items if it.lexical_rank)
+                    ranks = sorted(it.lexical_rank for it in resp.items if it.lexical_rank)
+                    assert ranks == list(range(1, len(ranks) + 1))  # recomputed over rows that passed
+                    if mode == m.RECALL_MODE_LEXICAL:
+                        assert set(got) == eligible  # everything eligible and matching is found
+        for mem_id in everything:
+            code, resp = call(api.Read, g.ReadRequest(id=mem_id, include_history=True), md)
+            readable = model.readable(mem_id, me)
+            assert code == (OK if readable else grpc.StatusCode.NOT_FOUND)
+            if readable:
+                for link in resp.memory.links:
+                    if link.type == m.LINK_TYPE_DERIVED_FROM:
+                        assert model.readable(link.target_memory_id, me)
+        for name in {mem.entity for mem in model.mems.values() if mem.entity}:
+            code, resp = call(api.FindEntities, g.FindEntitiesRequest(name=name), md)
+            visible = any(mem.entity == name and model.readable(i, me) for i, mem in model.mems.items())
+            assert code == OK and len(resp.entities) == (1 if visible else 0), name
