@@ -56,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     wc.add_argument("name")
     gateway_opts(wc, operator=True)
 
+    wst = ws.add_parser("settings", help="change a workspace's dense floor or default mode")
+    wst.add_argument("--workspace", required=True)
+    wst.add_argument("--floor", type=float, help="dense-arm cosine floor, 0..1")
+    wst.add_argument("--default-mode", choices=MODES)
+    gateway_opts(wst, operator=True)
+
     mb = sub.add_parser("member", help="members").add_subparsers(dest="action", required=True)
     ma = mb.add_parser("add", help="add a member and print its token")
     ma.add_argument("--workspace", required=True)
@@ -70,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("status", help="embedding backlog and dependency state")
     gateway_opts(st, operator=True)
+
+    rb = sub.add_parser("rebuild-embeddings", help="re-embed missing or stale vectors (or --all) and show progress")
+    rb.add_argument("--all", action="store_true", help="re-embed every live memory")
+    rb.add_argument("--no-wait", action="store_true", help="queue the work and return")
+    gateway_opts(rb, operator=True)
 
     rm = sub.add_parser("remember", help="store a memory")
     rm.add_argument("--kind", default="note", choices=KINDS)
@@ -188,9 +199,28 @@ def run(args, settings) -> int:
     gw = client.Gateway(addr, token)
     md = gw.metadata
     try:
-        if args.command == "workspace":
+        if args.command == "workspace" and args.action == "create":
             resp = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=args.name), metadata=md)
             client.emit(resp, args.json, resp.workspace_id)
+        elif args.command == "workspace":
+            resp = gw.admin.UpdateWorkspaceSettings(g.UpdateWorkspaceSettingsRequest(
+                workspace_id=args.workspace, dense_floor=args.floor, default_mode=MODES.get(args.default_mode, 0)),
+                metadata=md)
+            client.emit(resp, args.json, f"dense_floor={resp.dense_floor:.2f} "
+                                         f"default_mode={m.RecallMode.Name(resp.default_mode)[12:].lower()}")
+        elif args.command == "rebuild-embeddings":
+            from cli.evaluate import wait_for_backlog
+            resp = gw.admin.RebuildEmbeddings(g.RebuildEmbeddingsRequest(all=args.all), metadata=md)
+            client.emit(resp, args.json, f"queued {resp.queued} memories for {resp.input_version}")
+            if not args.no_wait:
+                try:
+                    wait_for_backlog(gw)
+                except KeyboardInterrupt:
+                    print("stopped watching; the queue stays and drains on its own (run again to resume)",
+                          file=sys.stderr)
+                    return 130
+                if not args.json:
+                    print("embedding backlog empty: the index is current")
         elif args.command == "member" and args.action == "add":
             resp = gw.admin.AddMember(g.AddMemberRequest(workspace_id=args.workspace, role=ROLES[args.role],
                                                          purposes=args.purposes, display_name=args.name), metadata=md)

@@ -113,6 +113,19 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
                                                              member_id=request.member_id))
         return g.RevokeMemberResponse(revoked=resp.revoked)
 
+    def UpdateWorkspaceSettings(self, request, context):
+        self.operator.check(context)
+        resp = self.store.UpdateWorkspaceSettings(s.UpdateWorkspaceSettingsRequest(
+            workspace_id=request.workspace_id, default_mode=request.default_mode,
+            dense_floor=request.dense_floor if request.HasField("dense_floor") else None))
+        return g.UpdateWorkspaceSettingsResponse(dense_floor=resp.settings.dense_floor,
+                                                 default_mode=resp.settings.default_mode)
+
+    def RebuildEmbeddings(self, request, context):
+        self.operator.check(context)
+        resp = self.store.RebuildEmbeddings(s.RebuildEmbeddingsRequest(all=request.all))
+        return g.RebuildEmbeddingsResponse(queued=resp.queued, input_version=resp.input_version)
+
     def GetStatus(self, request, context):
         self.operator.check(context)
         try:

@@ -11,7 +11,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.errors import InvalidArgument, NotFound, Unauthenticated
 from store_service.database import Databases, new_db_name
-from store_service.vocabulary import MODE_OF, PURPOSE_OF, PURPOSES, ROLE_OF, ROLES, enum_value, parse_uuid
+from store_service.vocabulary import MODE_OF, MODES, PURPOSE_OF, PURPOSES, ROLE_OF, ROLES, enum_value, parse_uuid
 
 TOKEN_PREFIX = "rct_"
 MAX_TOKEN_CHARS = 512
@@ -94,6 +94,20 @@ class ControlPlane:
         caller = m.Caller(workspace_id=str(ws_id), member_id=str(member_id), role=ROLE_OF[role],
                           granted_purposes=[PURPOSE_OF[p] for p in purposes])
         return caller, Workspace(ws_id, db_name, floor, MODE_OF[mode])
+
+    def update_settings(self, workspace_id: str, dense_floor: float | None, default_mode: int) -> Workspace:
+        """Changes a workspace's floor and/or default mode; NOT_FOUND or INVALID_ARGUMENT as fits."""
+        ws = parse_uuid(workspace_id, "workspace_id", missing_is_not_found=True)
+        if dense_floor is not None and not 0.0 <= dense_floor <= 1.0:
+            raise InvalidArgument("dense_floor must be between 0 and 1", field="dense_floor")
+        mode = None if default_mode == m.RECALL_MODE_UNSPECIFIED else enum_value(MODES, default_mode, "default_mode")
+        with self.dbs.control.connection() as conn:
+            row = conn.execute(
+                """UPDATE workspace SET dense_floor = coalesce(%s, dense_floor), default_mode = coalesce(%s, default_mode)
+                    WHERE id = %s RETURNING id, db_name, dense_floor, default_mode""", (dense_floor, mode, ws)).fetchone()
+        if row is None:
+            raise NotFound("workspace not found")
+        return Workspace(row[0], row[1], row[2], MODE_OF[row[3]])
 
     def workspace(self, workspace_id: str) -> Workspace:
         """Looks a workspace up by id; NOT_FOUND when unknown."""

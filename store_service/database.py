@@ -100,6 +100,9 @@ class Databases:
         check_server(self.control_conninfo)
         migrate(self.control_conninfo, "control")
         self._ensure_template()
+        with psycopg.connect(self.control_conninfo, autocommit=True) as conn:
+            for (db_name,) in conn.execute("SELECT db_name FROM workspace ORDER BY created_at"):
+                migrate(_url(self.control_conninfo, db_name), "workspace")  # existing workspaces catch up
         self.control.open(wait=True, timeout=30)
 
     def close(self) -> None:

@@ -3,8 +3,10 @@
 Work is queued in ``embedding_job`` in the same transaction as the memory write. The worker claims
 a batch with ``FOR UPDATE SKIP LOCKED`` (so several store processes can share the work), embeds it
 through the embed service, and writes each vector only if the memory still has the revision that
-was queued and is neither forgotten nor superseded. If the embed service is down the transaction
-rolls back, the jobs stay queued, and the worker backs off exponentially (0.5 s doubling to 15 s);
+was queued and is neither forgotten nor superseded. Each cycle it asks the embed service for its
+input-version stamp and re-queues vectors of any other stamp, so a model or composition change
+rebuilds the index on its own. If the embed service is down the transaction
+rolls back, the jobs stay queued, and the worker backs off exponentially (0.5 s doubling to 5 s);
 the backlog drains by itself once the service is back.
 """
 
@@ -26,8 +28,33 @@ log = logging.getLogger(__name__)
 BACKLOG = Gauge("recallatron_embedding_backlog", "Embedding jobs waiting, over all workspaces.")
 EMBEDDED = Counter("recallatron_embedding_vectors_written", "Vectors written by the embedding job.")
 FAILURES = Counter("recallatron_embedding_batch_failures", "Embedding batches that failed and were retried.")
-BACKOFF_START, BACKOFF_MAX, IDLE_POLL = 0.5, 15.0, 0.5
+BACKOFF_START, BACKOFF_MAX, IDLE_POLL = 0.5, 5.0, 0.5
 EMBED_TIMEOUT_SECONDS = 60.0
+
+
+LIVE = "m.forgotten_at IS NULL AND m.superseded_by_id IS NULL"
+
+
+def requeue(conn, input_version: str, everything: bool = False) -> int:
+    """Queues live memories whose vector is missing, of another input version or of an older
+    revision (or every live memory with ``everything``); returns how many jobs were added."""
+    stale = "TRUE" if everything else "e.memory_id IS NULL OR e.input_version <> %(v)s OR e.memory_revision <> m.revision"
+    cur = conn.execute(
+        f"""INSERT INTO embedding_job (memory_id, memory_revision)
+            SELECT m.id, m.revision FROM memory m LEFT JOIN memory_embedding e ON e.memory_id = m.id
+             WHERE {LIVE} AND ({stale})
+            ON CONFLICT (memory_id) DO NOTHING""", {"v": input_version})
+    return cur.rowcount
+
+
+def requeue_other_versions(conn, input_version: str) -> int:
+    """Queues memories whose vector has another input version (index-assisted; empty almost always)."""
+    cur = conn.execute(
+        f"""INSERT INTO embedding_job (memory_id, memory_revision)
+            SELECT m.id, m.revision FROM memory_embedding e JOIN memory m ON m.id = e.memory_id
+             WHERE e.input_version <> %s AND {LIVE}
+            ON CONFLICT (memory_id) DO NOTHING""", (input_version,))
+    return cur.rowcount
 
 
 def backlog(dbs: Databases, control: ControlPlane) -> int:
@@ -63,11 +90,20 @@ class EmbeddingWorker:
         """Nudges the worker to look for work now (called after a write)."""
         self._wake.set()
 
+    def current_version(self) -> str:
+        """The embed service's input-version stamp; raises grpc.RpcError when it is down."""
+        return self.embed.GetModelInfo(embed_pb2.GetModelInfoRequest(), timeout=5.0).input_version
+
     def _run(self) -> None:
         delay = BACKOFF_START
         while not self._stop.is_set():
             try:
-                done = sum(self.run_once(ws.db_name) for ws in self.control.workspaces())
+                version = self.current_version()
+                done = 0
+                for ws in self.control.workspaces():
+                    with self.dbs.workspace(ws.db_name).connection() as conn:
+                        done += requeue_other_versions(conn, version)  # a model change re-queues on its own
+                    done += self.run_once(ws.db_name)
                 BACKLOG.set(backlog(self.dbs, self.control))
                 delay = BACKOFF_START
                 if done == 0:

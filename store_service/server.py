@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 
+import grpc
 import numpy as np
 import psycopg
 from recallatron.embed.v1 import embed_pb2_grpc
@@ -19,7 +20,7 @@ from servicekit.server import Running, start_server
 from store_service import candidates, entities, lifecycle, memories
 from store_service.control import ControlPlane, Workspace
 from store_service.database import Databases
-from store_service.embedding_job import EmbeddingWorker, backlog
+from store_service.embedding_job import EmbeddingWorker, backlog, requeue
 
 log = logging.getLogger(__name__)
 MAX_LIMIT = 1_000
@@ -145,6 +146,27 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def _wake(self) -> None:
         if self.worker:
             self.worker.wake()
+
+    def UpdateWorkspaceSettings(self, request, context):
+        ws = self.control.update_settings(request.workspace_id,
+                                          request.dense_floor if request.HasField("dense_floor") else None,
+                                          request.default_mode)
+        return s.UpdateWorkspaceSettingsResponse(
+            settings=s.WorkspaceSettings(dense_floor=ws.dense_floor, default_mode=ws.default_mode))
+
+    def RebuildEmbeddings(self, request, context):
+        if self.worker is None:
+            raise Unavailable("no embedding worker in this store")
+        try:
+            version = self.worker.current_version()
+        except grpc.RpcError as exc:
+            raise Unavailable("the embed service is unavailable, so the current input version is unknown") from exc
+        queued = 0
+        for ws in self.control.workspaces():
+            with self.dbs.workspace(ws.db_name).connection() as conn:
+                queued += requeue(conn, version, request.all)
+        self._wake()
+        return s.RebuildEmbeddingsResponse(queued=queued, input_version=version)
 
     def GetStatus(self, request, context):
         try:

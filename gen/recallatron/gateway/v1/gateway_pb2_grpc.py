@@ -465,6 +465,16 @@ class AdminServiceStub:
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetStatusRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetStatusResponse.FromString,
                 _registered_method=True)
+        self.UpdateWorkspaceSettings = channel.unary_unary(
+                '/recallatron.gateway.v1.AdminService/UpdateWorkspaceSettings',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.UpdateWorkspaceSettingsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.UpdateWorkspaceSettingsResponse.FromString,
+                _registered_method=True)
+        self.RebuildEmbeddings = channel.unary_unary(
+                '/recallatron.gateway.v1.AdminService/RebuildEmbeddings',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RebuildEmbeddingsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RebuildEmbeddingsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -500,6 +510,20 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateWorkspaceSettings(self, request, context):
+        """Changes a workspace's retrieval settings (dense floor, default mode).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RebuildEmbeddings(self, request, context):
+        """Queues missing or stale embeddings (or all); the job drains the queue while recall keeps answering.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -522,6 +546,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.GetStatus,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetStatusRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetStatusResponse.SerializeToString,
+            ),
+            'UpdateWorkspaceSettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateWorkspaceSettings,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.UpdateWorkspaceSettingsRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.UpdateWorkspaceSettingsResponse.SerializeToString,
+            ),
+            'RebuildEmbeddings': grpc.unary_unary_rpc_method_handler(
+                    servicer.RebuildEmbeddings,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RebuildEmbeddingsRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RebuildEmbeddingsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -634,6 +668,60 @@ class AdminService:
             '/recallatron.gateway.v1.AdminService/GetStatus',
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetStatusRequest.SerializeToString,
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateWorkspaceSettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.AdminService/UpdateWorkspaceSettings',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.UpdateWorkspaceSettingsRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.UpdateWorkspaceSettingsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RebuildEmbeddings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.AdminService/RebuildEmbeddings',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RebuildEmbeddingsRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RebuildEmbeddingsResponse.FromString,
             options,
             channel_credentials,
             insecure,

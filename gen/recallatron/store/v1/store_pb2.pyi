@@ -10,6 +10,36 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class UpdateWorkspaceSettingsRequest(_message.Message):
+    __slots__ = ("workspace_id", "dense_floor", "default_mode")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    dense_floor: float
+    default_mode: _memory_pb2.RecallMode
+    def __init__(self, workspace_id: _Optional[str] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ...) -> None: ...
+
+class UpdateWorkspaceSettingsResponse(_message.Message):
+    __slots__ = ("settings",)
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: WorkspaceSettings
+    def __init__(self, settings: _Optional[_Union[WorkspaceSettings, _Mapping]] = ...) -> None: ...
+
+class RebuildEmbeddingsRequest(_message.Message):
+    __slots__ = ("all",)
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    all: bool
+    def __init__(self, all: _Optional[bool] = ...) -> None: ...
+
+class RebuildEmbeddingsResponse(_message.Message):
+    __slots__ = ("queued", "input_version")
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    INPUT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    queued: int
+    input_version: str
+    def __init__(self, queued: _Optional[int] = ..., input_version: _Optional[str] = ...) -> None: ...
+
 class WorkspaceSettings(_message.Message):
     __slots__ = ("dense_floor", "default_mode")
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]

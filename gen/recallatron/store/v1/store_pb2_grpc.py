@@ -115,6 +115,16 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.GetStatusRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.GetStatusResponse.FromString,
                 _registered_method=True)
+        self.UpdateWorkspaceSettings = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/UpdateWorkspaceSettings',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.UpdateWorkspaceSettingsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.UpdateWorkspaceSettingsResponse.FromString,
+                _registered_method=True)
+        self.RebuildEmbeddings = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/RebuildEmbeddings',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsResponse.FromString,
+                _registered_method=True)
 
 
 class StoreServiceServicer:
@@ -234,6 +244,22 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateWorkspaceSettings(self, request, context):
+        """Changes a workspace's retrieval settings. NOT_FOUND for an unknown workspace; INVALID_ARGUMENT
+        for a floor outside 0..1 or an unknown mode.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RebuildEmbeddings(self, request, context):
+        """Queues embeddings that are missing or stale (another input version or revision), or every
+        live memory with `all`. UNAVAILABLE when the embed service cannot name its input version.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -316,6 +342,16 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.GetStatus,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.GetStatusRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.GetStatusResponse.SerializeToString,
+            ),
+            'UpdateWorkspaceSettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateWorkspaceSettings,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.UpdateWorkspaceSettingsRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.UpdateWorkspaceSettingsResponse.SerializeToString,
+            ),
+            'RebuildEmbeddings': grpc.unary_unary_rpc_method_handler(
+                    servicer.RebuildEmbeddings,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -751,6 +787,60 @@ class StoreService:
             '/recallatron.store.v1.StoreService/GetStatus',
             recallatron_dot_store_dot_v1_dot_store__pb2.GetStatusRequest.SerializeToString,
             recallatron_dot_store_dot_v1_dot_store__pb2.GetStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateWorkspaceSettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/UpdateWorkspaceSettings',
+            recallatron_dot_store_dot_v1_dot_store__pb2.UpdateWorkspaceSettingsRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.UpdateWorkspaceSettingsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RebuildEmbeddings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/RebuildEmbeddings',
+            recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsResponse.FromString,
             options,
             channel_credentials,
             insecure,
