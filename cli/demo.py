@@ -71,9 +71,9 @@ def main() -> int:
               flush=True)
         gw = client.Gateway(settings.gateway_addr, client.operator_token(args, settings.operator_token_path))
         t0 = time.monotonic()
-        report, results = evaluate(gw, data, m.RECALL_MODE_HYBRID, 50, False)
+        reports, results = evaluate(gw, data, {"hybrid": (m.RECALL_MODE_HYBRID, False)}, 50)
         print()
-        print_report(report, "hybrid")
+        print_report(reports["hybrid"], "hybrid")
         print(f"evaluation took {time.monotonic() - t0:.1f}s")
         first = next(iter(results))
         folder = data if (data / "memories.jsonl").exists() else data / first

@@ -106,8 +106,9 @@ def wait_for_backlog(gw: client.Gateway) -> None:
     raise SystemExit("the embedding backlog did not drain; is the embed service up? (`recallatron status`)")
 
 
-def evaluate_corpus(gw: client.Gateway, folder: Path, mode: int, top_k: int, skip_rerank: bool) -> dict:
-    """Loads one corpus into a fresh workspace and scores its queries; returns metrics and the member token."""
+def evaluate_corpus(gw: client.Gateway, folder: Path, variants: dict[str, tuple[int, bool]], top_k: int) -> dict:
+    """Loads one corpus into a fresh workspace once, then asks every query under each variant
+    (name -> (mode, skip_rerank)); returns per-variant scores, the member token and the id map."""
     ws = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=f"eval {folder.name}"), metadata=gw.metadata)
     member = gw.admin.AddMember(g.AddMemberRequest(workspace_id=ws.workspace_id, display_name="eval"),
                                 metadata=gw.metadata)
@@ -117,18 +118,21 @@ def evaluate_corpus(gw: client.Gateway, folder: Path, mode: int, top_k: int, ski
     wait_for_backlog(gw)
     queries = read_jsonl(folder / "queries.jsonl")
     md = (("authorization", f"Bearer {member.token}"),)
-    per_query, per_category, dense_down = [], {}, 0
-    for n, q in enumerate(queries, start=1):
-        resp = gw.memory.Recall(g.RecallRequest(query=q["question"], purpose=m.PURPOSE_CONVERSATION, mode=mode,
-                                                top_k=top_k, skip_rerank=skip_rerank), metadata=md, timeout=60)
-        dense_down += not resp.dense_available
-        ranked = [back.get(it.memory.id, "") for it in resp.items]
-        scores = score_query(ranked, set(q["relevant_ids"]))
-        per_query.append(scores)
-        per_category.setdefault(str(q.get("category_name") or q.get("category", "")), []).append(scores)
-        _progress(f"{folder.name} queries", n, len(queries))
-    return {"per_query": per_query, "per_category": per_category, "token": member.token, "ids": ids,
-            "workspace_id": ws.workspace_id, "dense_unavailable": dense_down}
+    runs = {}
+    for name, (mode, skip_rerank) in variants.items():
+        per_query, per_category, dense_down, reranked = [], {}, 0, 0
+        for n, q in enumerate(queries, start=1):
+            resp = gw.memory.Recall(g.RecallRequest(query=q["question"], purpose=m.PURPOSE_CONVERSATION, mode=mode,
+                                                    top_k=top_k, skip_rerank=skip_rerank), metadata=md, timeout=60)
+            dense_down += not resp.dense_available
+            reranked += resp.reranked
+            scores = score_query([back.get(it.memory.id, "") for it in resp.items], set(q["relevant_ids"]))
+            per_query.append(scores)
+            per_category.setdefault(str(q.get("category_name") or q.get("category", "")), []).append(scores)
+            _progress(f"{folder.name} queries ({name})", n, len(queries))
+        runs[name] = {"per_query": per_query, "per_category": per_category, "dense_unavailable": dense_down,
+                      "reranked": reranked}
+    return {"runs": runs, "token": member.token, "ids": ids, "workspace_id": ws.workspace_id}
 
 
 def _table(rows: dict[str, dict]) -> str:
@@ -139,18 +143,25 @@ def _table(rows: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def evaluate(gw: client.Gateway, dataset: Path, mode: int, top_k: int, skip_rerank: bool) -> tuple[dict, dict]:
-    """Evaluates every corpus of ``dataset``; returns the report and the raw per-corpus results."""
-    results = {f.name: evaluate_corpus(gw, f, mode, top_k, skip_rerank) for f in corpora(dataset)}
-    categories: dict[str, list] = {}
-    for r in results.values():
-        for cat, qs in r["per_category"].items():
-            categories.setdefault(cat, []).extend(qs)
-    report = {"overall": average([q for r in results.values() for q in r["per_query"]]),
-              "per_corpus": {name: average(r["per_query"]) for name, r in results.items()},
-              "per_category": {c: average(qs) for c, qs in sorted(categories.items())},
-              "dense_unavailable_queries": sum(r["dense_unavailable"] for r in results.values())}
-    return report, results
+def evaluate(gw: client.Gateway, dataset: Path, variants: dict[str, tuple[int, bool]],
+             top_k: int) -> tuple[dict[str, dict], dict]:
+    """Evaluates every corpus of ``dataset`` under each variant; returns a report per variant and
+    the raw per-corpus results."""
+    results = {f.name: evaluate_corpus(gw, f, variants, top_k) for f in corpora(dataset)}
+    reports = {}
+    for name in variants:
+        runs = {corpus: r["runs"][name] for corpus, r in results.items()}
+        categories: dict[str, list] = {}
+        for run in runs.values():
+            for cat, qs in run["per_category"].items():
+                categories.setdefault(cat, []).extend(qs)
+        reports[name] = {
+            "overall": average([q for run in runs.values() for q in run["per_query"]]),
+            "per_corpus": {corpus: average(run["per_query"]) for corpus, run in runs.items()},
+            "per_category": {c: average(qs) for c, qs in sorted(categories.items())},
+            "dense_unavailable_queries": sum(run["dense_unavailable"] for run in runs.values()),
+            "reranked_queries": sum(run["reranked"] for run in runs.values())}
+    return reports, results
 
 
 def print_report(report: dict, mode_name: str) -> None:
@@ -163,14 +174,56 @@ def print_report(report: dict, mode_name: str) -> None:
         print(f"warning: the dense arm was unavailable for {report['dense_unavailable_queries']} queries")
 
 
+def _side_by_side(reports: dict[str, dict], key: str) -> str:
+    """One metric, variants as columns, overall and per-category rows."""
+    names = list(reports)
+    rows = ["overall"] + [f"cat {c}" for c in next(iter(reports.values()))["per_category"]]
+    head = f"{key:<22}" + "".join(f"{n:>16}" for n in names)
+    lines = [head, "-" * len(head)]
+    for row in rows:
+        cells = [r["overall"] if row == "overall" else r["per_category"][row[4:]] for r in reports.values()]
+        lines.append(f"{row:<22}" + "".join(f"{c[key]:>16.3f}" for c in cells))
+    return "\n".join(lines)
+
+
+def reranker_state(gw: client.Gateway) -> tuple[bool, str]:
+    """Whether the gateway's re-ranker is loaded, and why not."""
+    deps = gw.admin.GetStatus(g.GetStatusRequest(), metadata=gw.metadata).dependencies
+    rr = next((d for d in deps if d.name == "reranker"), None)
+    return (rr is not None and rr.serving), (rr.detail if rr else "unknown")
+
+
 def run_eval(gw: client.Gateway, args) -> int:
-    """``recallatron eval``: prints a table, or with --json one object with ``overall`` and ``per_corpus``."""
+    """``recallatron eval``: prints a table, or with --json one object with ``overall`` and ``per_corpus``.
+
+    With ``--ablate``: lexical, dense, hybrid and hybrid + re-rank on the same corpora in one run,
+    side by side (the re-rank column only when a cross-encoder is loaded; otherwise it says why).
+    """
     from cli.main import MODES
     if args.top_k < 1:
         raise SystemExit("--top-k must be at least 1")
-    report, _ = evaluate(gw, Path(args.dataset), MODES[args.mode], max(MIN_RESULTS, args.top_k), args.no_rerank)
+    top_k = max(MIN_RESULTS, args.top_k)
+    if not args.ablate:
+        reports, _ = evaluate(gw, Path(args.dataset), {args.mode: (MODES[args.mode], args.no_rerank)}, top_k)
+        report = reports[args.mode]
+        if args.json:
+            print(client.dump({"mode": args.mode, **report}))
+        else:
+            print_report(report, args.mode)
+        return 0
+    variants = {"lexical": (MODES["lexical"], True), "dense": (MODES["dense"], True),
+                "hybrid": (MODES["hybrid"], True)}
+    available, why = reranker_state(gw)
+    if available:
+        variants["hybrid+rerank"] = (MODES["hybrid"], False)
+    reports, _ = evaluate(gw, Path(args.dataset), variants, top_k)
+    rerank_note = "" if available else f"hybrid+rerank: not run, the re-ranker is unavailable ({why})"
     if args.json:
-        print(client.dump({"mode": args.mode, **report}))
-    else:
-        print_report(report, args.mode)
+        print(client.dump({"ablation": reports, "rerank": rerank_note or "run"}))
+        return 0
+    for key in ("recall@10", "ndcg@10", "mrr"):
+        print(_side_by_side(reports, key))
+        print()
+    if rerank_note:
+        print(rerank_note)
     return 0

@@ -154,7 +154,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--mode", default="hybrid", choices=MODES)
     ev.add_argument("--top-k", type=int, default=50, help="results per query (at least 50 are asked)")
     ev.add_argument("--no-rerank", action="store_true")
+    ev.add_argument("--ablate", action="store_true",
+                    help="lexical, dense, hybrid and hybrid + re-rank side by side, one load")
     gateway_opts(ev, operator=True)
+
+    cf = sub.add_parser("calibrate-floor", help="choose the dense cosine floor from on- and off-topic queries")
+    cf.add_argument("--dataset", required=True, help="corpora whose own queries are on-topic")
+    cf.add_argument("--off-topic", required=True, help="a dataset whose queries are off-topic for --dataset")
+    gateway_opts(cf, operator=True)
     return p
 
 
@@ -271,6 +278,9 @@ def run(args, settings) -> int:
             from cli.evaluate import load_file
             count = load_file(gw, args.workspace, args.file, PURPOSES[args.purpose])
             print(client.dump({"loaded": count}) if args.json else f"loaded {count} memories")
+        elif args.command == "calibrate-floor":
+            from cli.calibrate import run_calibrate
+            return run_calibrate(gw, args)
         elif args.command == "eval":
             from cli.evaluate import run_eval
             return run_eval(gw, args)

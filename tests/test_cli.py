@@ -191,6 +191,57 @@ def test_dead_service_is_restarted(system, member):
     assert int(pid_file.read_text()) != old
 
 
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory):
+    """A two-corpus dataset in the ../shared/eval format, and an off-topic one."""
+    root = tmp_path_factory.mktemp("data")
+    topics = {"c1": ["The lighthouse keeper polishes the lens every morning.", "Tomatoes need six hours of sun.",
+                     "The ferry to the island leaves at noon.", "Our cat sleeps on the radiator."],
+              "c2": ["The violinist tuned her instrument backstage.", "Snow closed the mountain pass overnight.",
+                     "The bakery sells rye bread on Fridays.", "A comet will be visible next week."]}
+    questions = {"c1": [("Who polishes the lighthouse lens?", 0), ("When does the ferry leave?", 2)],
+                 "c2": [("What closed the mountain pass?", 1), ("Which day is rye bread sold?", 2)]}
+    for corpus, bodies in topics.items():
+        (root / "on" / corpus).mkdir(parents=True)
+        (root / "on" / corpus / "memories.jsonl").write_text("".join(
+            json.dumps({"id": f"{corpus}-{i}", "title": "", "body": b, "occurred_at": None, "metadata": {}}) + "\n"
+            for i, b in enumerate(bodies)))
+        (root / "on" / corpus / "queries.jsonl").write_text("".join(
+            json.dumps({"id": f"{corpus}/q{i}", "question": q, "relevant_ids": [f"{corpus}-{r}"], "category": 1}) + "\n"
+            for i, (q, r) in enumerate(questions[corpus])))
+    (root / "off").mkdir()
+    (root / "off" / "memories.jsonl").write_text(json.dumps({"id": "x", "title": "", "body": "unused"}) + "\n")
+    (root / "off" / "queries.jsonl").write_text("".join(
+        json.dumps({"id": f"off/{i}", "question": q, "relevant_ids": []}) + "\n"
+        for i, q in enumerate(["Protein folding kinetics in E. coli", "Mitochondrial DNA mutation rates"])))
+    return root
+
+
+def test_eval_on_a_tiny_dataset(system, tiny_data):
+    out = json.loads(cli(system, "eval", "--dataset", str(tiny_data / "on"), "--json").stdout)
+    assert set(out["per_corpus"]) == {"c1", "c2"} and out["overall"]["queries"] == 4
+    assert out["overall"]["recall@5"] == 1.0 and out["overall"]["mrr"] == 1.0 and out["overall"]["ndcg@10"] == 1.0
+    assert set(out["overall"]) == {"recall@5", "recall@10", "recall@50", "ndcg@10", "mrr", "queries"}
+    table = cli(system, "eval", "--dataset", str(tiny_data / "on" / "c1")).stdout
+    assert "recall@10" in table and "c1" in table
+    ablate = json.loads(cli(system, "eval", "--dataset", str(tiny_data / "on"), "--ablate", "--json").stdout)
+    assert set(ablate["ablation"]) == {"lexical", "dense", "hybrid"}  # no cross-encoder here: no re-rank column
+    assert "unavailable" in ablate["rerank"]
+    assert ablate["ablation"]["hybrid"]["overall"]["mrr"] == 1.0
+    missing = cli(system, "eval", "--dataset", str(tiny_data / "nope"), check=False)
+    assert missing.returncode != 0 and "no memories.jsonl" in missing.stderr
+
+
+def test_calibrate_floor_on_a_tiny_dataset(system, tiny_data):
+    out = json.loads(cli(system, "calibrate-floor", "--dataset", str(tiny_data / "on"), "--off-topic",
+                         str(tiny_data / "off"), "--json").stdout)
+    assert out["counts"] == {"on_topic_pairs": 4, "lost_pairs": 0, "off_topic_queries": 4, "adversarial_queries": 0}
+    assert len(out["curve"]) == 101 and out["curve"][0]["fit_off_topic_blocked"] == 0.0
+    assert out["curve"][-1]["held_out_on_topic_kept"] == 0.0
+    if out["rule_satisfiable"]:
+        assert out["chosen"]["fit_on_topic_kept"] == 1.0 and out["chosen"]["fit_off_topic_blocked"] >= 0.95
+
+
 def test_sigterm_stops_everything(system):
     proc = system["proc"]
     proc.send_signal(signal.SIGTERM)
