@@ -3,7 +3,10 @@ PY := .venv/bin/python
 PIP := .venv/bin/pip
 DATA ?= ../shared/eval/locomo/conv-26
 
-.PHONY: setup proto proto-check demo test clean
+BUF_VERSION := 1.75.0
+BUF := .tools/node_modules/.bin/buf
+
+.PHONY: setup proto proto-check proto-lint demo test clean
 
 setup: .venv/.installed
 
@@ -21,10 +24,18 @@ proto: setup
 proto-check: setup
 	$(PY) -m tools.protogen --check
 
+# buf lint (STANDARD rules) and buf format on proto/; buf ships as an npm package.
+$(BUF):
+	mkdir -p .tools && cd .tools && npm install --silent --no-audit --no-fund @bufbuild/buf@$(BUF_VERSION) >/dev/null
+
+proto-lint:
+	@if command -v npm >/dev/null; then $(MAKE) --no-print-directory $(BUF) && $(BUF) lint && $(BUF) format -d --exit-code && echo "buf lint and format: clean"; \
+	else echo "npm not found: buf lint skipped"; fi
+
 demo: setup
 	$(PY) -m cli.demo --data $(DATA)
 
-test: setup proto-check
+test: setup proto-check proto-lint
 	$(PY) -m pytest -q tests
 
 clean:
