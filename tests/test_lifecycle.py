@@ -273,6 +273,13 @@ def test_forget_erases_everywhere_transitively(team, encoder):
             assert conn.execute(f"SELECT count(*) FROM {table} WHERE memory_id = ANY(%s)", (forgotten,)).fetchone()[0] == 0
         dump = conn.execute("SELECT string_agg(m::text, ' ') FROM memory m").fetchone()[0]
         assert secret not in dump
+        # A full rebuild of the vector index brings none of it back.
+        stack.admin.RebuildEmbeddings(g.RebuildEmbeddingsRequest(all=True), metadata=stack.op())
+        stack.wait_backlog_empty()
+        assert conn.execute("SELECT count(*) FROM memory_embedding WHERE memory_id = ANY(%s)",
+                            (forgotten,)).fetchone()[0] == 0
+    for mode in ALL_MODES:
+        assert not set(found(bob, f"locker combination {secret}", mode=mode, top_k=50)) & set(forgotten)
 
 
 def test_forget_response_hides_unreadable_descendants(team):
