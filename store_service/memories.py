@@ -155,21 +155,23 @@ def remember(conn: psycopg.Connection, req: s.RememberRequest) -> m.Memory:
     return memory
 
 
-def _links(conn: psycopg.Connection, caller: m.Caller, mid: uuid.UUID) -> list[m.Link]:
+def attach_links(conn: psycopg.Connection, caller: m.Caller, memories: dict[uuid.UUID, m.Memory]) -> None:
+    """Adds each memory's provenance (one query): derived_from links to sources the caller can read,
+    and about links to entities. A readable memory's sources are readable (the chain rule)."""
+    if not memories:
+        return
     rows = conn.execute(
-        """SELECT l.link_type, l.target_memory_id, e.id, e.name FROM memory_link l
-             LEFT JOIN entity e ON e.id = l.target_entity_id WHERE l.memory_id = %s ORDER BY l.link_type""",
-        (mid,)).fetchall()
-    targets = [r[1] for r in rows if r[1] is not None]
-    visible = readable_ids(conn, caller, targets)
-    links = []
-    for link_type, target, entity_id, entity_name in rows:
+        """SELECT l.memory_id, l.link_type, l.target_memory_id, e.id, e.name FROM memory_link l
+             LEFT JOIN entity e ON e.id = l.target_entity_id
+            WHERE l.memory_id = ANY(%s) ORDER BY l.memory_id, l.link_type, l.target_memory_id, e.id""",
+        (list(memories),)).fetchall()
+    visible = readable_ids(conn, caller, list({r[2] for r in rows if r[2] is not None}))
+    for mid, link_type, target, entity_id, entity_name in rows:
         if link_type == "derived_from" and target in visible:
-            links.append(m.Link(type=m.LINK_TYPE_DERIVED_FROM, target_memory_id=str(target)))
+            memories[mid].links.append(m.Link(type=m.LINK_TYPE_DERIVED_FROM, target_memory_id=str(target)))
         elif link_type == "about":
-            links.append(m.Link(type=m.LINK_TYPE_ABOUT, target_entity_id=str(entity_id),
-                                target_entity_name=entity_name))
-    return links
+            memories[mid].links.append(m.Link(type=m.LINK_TYPE_ABOUT, target_entity_id=str(entity_id),
+                                              target_entity_name=entity_name))
 
 
 def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
@@ -182,7 +184,7 @@ def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
         raise NotFound("memory not found")
     row = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = %s", (mid,)).fetchone()
     memory = to_memory(row)
-    memory.links.extend(_links(conn, req.caller, mid))
+    attach_links(conn, req.caller, {mid: memory})
     if req.include_history:
         for rev, title, body, conf, replaced in conn.execute(
                 "SELECT revision, title, body, confidence, replaced_at FROM memory_revision "
@@ -193,11 +195,13 @@ def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
 
 
 def get_memories(conn: psycopg.Connection, caller: m.Caller, ids) -> list[m.Memory]:
-    """Readable memories by id in the order asked; unreadable or unknown ids are absent."""
+    """Readable memories by id in the order asked, with their provenance; unreadable or unknown ids
+    are absent."""
     wanted = parse_ids(ids)
     ok = readable_ids(conn, caller, wanted)
     rows = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = ANY(%s)", ([i for i in wanted if i in ok],))
     by_id = {r[0]: to_memory(r) for r in rows}
+    attach_links(conn, caller, by_id)
     return [by_id[i] for i in wanted if i in by_id]
 
 

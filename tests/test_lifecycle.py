@@ -76,6 +76,8 @@ def test_derive_intersects_audience_and_links_sources(team):
     assert d.purpose == m.PURPOSE_CONVERSATION
     links = {link.target_memory_id for link in alice.read(d.id).links if link.type == m.LINK_TYPE_DERIVED_FROM}
     assert links == {shared.id, private.id}
+    item = next(it for it in alice.recall(w, mode=m.RECALL_MODE_LEXICAL, top_k=50).items if it.memory.id == d.id)
+    assert {link.target_memory_id for link in item.memory.links} == {shared.id, private.id}  # provenance in recall
     only_shared = derive(alice, [shared.id], f"{w} summary")
     assert only_shared.audience == m.AUDIENCE_WORKSPACE
     assert only_shared.id in found(team["bob"], w, mode=m.RECALL_MODE_LEXICAL, top_k=50)
