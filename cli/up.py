@@ -36,6 +36,13 @@ def ensure_operator_token(path: Path) -> None:
         f.write("rco_" + secrets.token_urlsafe(32) + "\n")
 
 
+def _die_with_parent() -> None:
+    """In the child: receive SIGTERM when the supervisor dies, even by SIGKILL (Linux prctl)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
 class Supervisor:
     """Runs and restarts the service processes."""
 
@@ -52,7 +59,8 @@ class Supervisor:
         """Starts ``recallatron serve NAME``; log in <home>/logs/NAME.log, pid in <home>/run/NAME.pid."""
         log = open(self.logs / f"{name}.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", name], env=self.env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_die_with_parent)
         self.procs[name] = proc
         (self.run_dir / f"{name}.pid").write_text(f"{proc.pid}\n")
 

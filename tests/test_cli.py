@@ -48,8 +48,12 @@ def system(tmp_path_factory):
             break
     assert any("ready" in line for line in lines), "".join(lines)
     yield {"proc": proc, "env": env, "home": home, "gateway": f"localhost:{ports['gateway']}", "metrics": metrics}
-    if proc.poll() is None:
-        proc.kill()
+    if proc.poll() is None:  # a test failed before the SIGTERM test: stop the stack cleanly
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def cli(system, *args, token=None, check=True):
@@ -240,6 +244,35 @@ def test_calibrate_floor_on_a_tiny_dataset(system, tiny_data):
     assert out["curve"][-1]["held_out_on_topic_kept"] == 0.0
     if out["rule_satisfiable"]:
         assert out["chosen"]["fit_on_topic_kept"] == 1.0 and out["chosen"]["fit_off_topic_blocked"] >= 0.95
+
+
+def test_children_die_with_a_killed_supervisor(tmp_path, pg):
+    """Even a SIGKILLed `up` leaves no service behind (the children ask for SIGTERM on parent death)."""
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update({"RECALLATRON_HOME": str(tmp_path), "PYTHONUNBUFFERED": "1", "DATABASE_URL": pg})
+    for name in ("gateway", "store", "embed", "rank"):
+        env[f"RECALLATRON_{name.upper()}_ADDR"] = f"127.0.0.1:{free_port()}"
+        env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = "0"
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    pid_file = tmp_path / "run" / "rank.pid"
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    rank = int(pid_file.read_text())
+    time.sleep(2)
+    assert proc.poll() is None  # the supervisor is still running when it is killed
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(rank, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(rank, 0)
 
 
 def test_sigterm_stops_everything(system):
