@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 
 import grpc
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from recallatron.gateway.v1 import gateway_pb2 as g
@@ -93,6 +94,7 @@ ops = st.lists(st.tuples(st.sampled_from(["remember", "remember", "derive", "cor
 grant_sets = st.lists(st.sets(st.sampled_from(PURPOSES), min_size=1), min_size=3, max_size=3)
 
 
+@pytest.mark.timeout(3000)  # hundreds of examples, each a fresh workspace: minutes, not the default 10
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(program=ops, grants=grant_sets)
