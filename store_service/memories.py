@@ -83,12 +83,22 @@ class NewMemory:
 
 
 def by_request_id(conn: psycopg.Connection, caller: m.Caller, request_id: str) -> m.Memory | None:
-    """The memory this member already created under ``request_id`` (AIP-155 retries), if any."""
+    """The memory this member already created under ``request_id`` (AIP-155 retries), if any.
+
+    A retry answers only with what the caller may read now: through a token narrowed to other
+    purposes, or after a forget, the first result is NOT_FOUND rather than shown (or written twice).
+    """
     if not request_id:
         return None
     row = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.created_by = %s AND m.request_id = %s",
                        (uuid.UUID(caller.member_id), request_id)).fetchone()
-    return to_memory(row) if row else None
+    if row is None:
+        return None
+    if row[0] not in readable_ids(conn, caller, [row[0]]):
+        raise NotFound("memory not found")
+    memory = to_memory(row)
+    attach_links(conn, caller, {row[0]: memory})
+    return memory
 
 
 def check_request_id(request_id: str) -> None:

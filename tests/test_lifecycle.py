@@ -339,6 +339,16 @@ def test_retry_after_client_timeout_yields_one_memory(team):
     assert found(alice, marker, mode=m.RECALL_MODE_LEXICAL) == [again.id]
 
 
+def test_request_id_retry_after_forget_is_not_found(team):
+    alice = team["alice"]
+    marker = word()
+    first = alice.remember(f"{marker} once", request_id="gone-" + marker)
+    forget(alice, first.id)
+    # Neither the tombstone nor a second copy: the first result is no longer readable.
+    assert code_of(alice.remember, f"{marker} once", request_id="gone-" + marker) == NOT_FOUND
+    assert found(alice, marker, mode=m.RECALL_MODE_LEXICAL) == []
+
+
 def test_request_id_on_derive_and_supersede(team):
     alice = team["alice"]
     src = alice.remember(f"{word()} base")
