@@ -3,7 +3,8 @@
 Handlers raise a ``ServiceError`` subclass; ``ErrorInterceptor`` turns it into a status carrying a
 ``google.rpc.ErrorInfo`` detail (AIP-193). Errors from a downstream service keep their code when a
 caller could have caused them, become UNAVAILABLE when the dependency is down, and anything else
-becomes INTERNAL with a generic message while the trace goes only to the log.
+becomes INTERNAL with a generic message while the trace goes only to the log. Database trouble is
+UNAVAILABLE (connection lost, pool exhausted) or ABORTED (deadlock, serialization failure).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import logging
 
 import grpc
+import psycopg
+import psycopg_pool
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
@@ -107,5 +110,10 @@ def status_for(exc: BaseException) -> grpc.Status:
                              dict(info.metadata) if info else None)
         if code in DOWN_CODES:
             return to_status(grpc.StatusCode.UNAVAILABLE, "a dependency is unavailable; retry later", "UNAVAILABLE")
+    if isinstance(exc, (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)):
+        return to_status(grpc.StatusCode.ABORTED, "concurrent change; retry the call", "CONCURRENT_CHANGE")
+    if isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout)):
+        log.warning("database unavailable: %s", exc)
+        return to_status(grpc.StatusCode.UNAVAILABLE, "the database is unavailable; retry later", "UNAVAILABLE")
     log.exception("unhandled error in handler", exc_info=exc)
     return to_status(grpc.StatusCode.INTERNAL, "internal error", "INTERNAL")

@@ -86,7 +86,10 @@ def check_server(conninfo: str) -> None:
 class Databases:
     """The control-plane pool and a bounded LRU of workspace pools."""
 
-    def __init__(self, control_conninfo: str, pool_max: int = 8, max_workspace_pools: int = 32) -> None:
+    def __init__(self, control_conninfo: str, pool_max: int = 4, max_workspace_pools: int = 16) -> None:
+        """Connections stay within ``pool_max * (max_workspace_pools + 1)`` (80 by default, under
+        PostgreSQL's default 100): workspace pools open connections on demand, close idle ones
+        after a minute, and the least recently used pool closes beyond ``max_workspace_pools``."""
         self.control_conninfo = control_conninfo
         self.pool_max = pool_max
         self.max_workspace_pools = max_workspace_pools
@@ -142,9 +145,9 @@ class Databases:
             if pool is not None:
                 self._pools.move_to_end(db_name)
                 return pool
-            pool = ConnectionPool(_url(self.control_conninfo, db_name), min_size=1, max_size=self.pool_max,
-                                  configure=_configure, open=False, check=ConnectionPool.check_connection,
-                                  name=db_name)
+            pool = ConnectionPool(_url(self.control_conninfo, db_name), min_size=0, max_size=self.pool_max,
+                                  max_idle=60.0, configure=_configure, open=False,
+                                  check=ConnectionPool.check_connection, name=db_name)
             pool.open(wait=True, timeout=30)
             self._pools[db_name] = pool
             while len(self._pools) > self.max_workspace_pools:

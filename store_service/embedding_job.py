@@ -29,6 +29,7 @@ BACKLOG = Gauge("recallatron_embedding_backlog", "Embedding jobs waiting, over a
 EMBEDDED = Counter("recallatron_embedding_vectors_written", "Vectors written by the embedding job.")
 FAILURES = Counter("recallatron_embedding_batch_failures", "Embedding batches that failed and were retried.")
 BACKOFF_START, BACKOFF_MAX, IDLE_POLL = 0.5, 5.0, 0.5
+SWEEP_SECONDS = 60.0
 EMBED_TIMEOUT_SECONDS = 60.0
 
 
@@ -57,23 +58,29 @@ def requeue_other_versions(conn, input_version: str) -> int:
     return cur.rowcount
 
 
-def backlog(dbs: Databases, control: ControlPlane) -> int:
-    """Jobs waiting, summed over every workspace database."""
-    total = 0
-    for ws in control.workspaces():
-        with dbs.workspace(ws.db_name).connection() as conn:
-            total += conn.execute("SELECT count(*) FROM embedding_job").fetchone()[0]
-    return total
+def queued(dbs: Databases, db_name: str) -> int:
+    """Jobs waiting in one workspace database."""
+    with dbs.workspace(db_name).connection() as conn:
+        return conn.execute("SELECT count(*) FROM embedding_job").fetchone()[0]
 
 
 class EmbeddingWorker:
-    """A background thread that drains every workspace's embedding queue."""
+    """A background thread that drains the embedding queues of the workspaces that have work.
+
+    Writes mark their workspace as having work (``wake``), so an idle workspace costs nothing; a
+    sweep over every workspace runs at start, when the input-version stamp changes, and every
+    ``SWEEP_SECONDS`` as a safety net (jobs left by another store process, say).
+    """
 
     def __init__(self, dbs: Databases, control: ControlPlane, embed: embed_pb2_grpc.EmbedServiceStub,
                  batch_size: int = 32) -> None:
         self.dbs, self.control, self.embed, self.batch_size = dbs, control, embed, batch_size
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._active: set[str] = set()  # db names that may have queued jobs
+        self._version = ""
+        self._next_sweep = 0.0
         self._thread = threading.Thread(target=self._run, name="embedding-worker", daemon=True)
 
     def start(self) -> None:
@@ -86,25 +93,57 @@ class EmbeddingWorker:
         self._wake.set()
         self._thread.join(timeout=EMBED_TIMEOUT_SECONDS)
 
-    def wake(self) -> None:
-        """Nudges the worker to look for work now (called after a write)."""
+    def wake(self, db_name: str | None = None) -> None:
+        """Notes that ``db_name`` has new work (None: look everywhere) and nudges the worker."""
+        with self._lock:
+            if db_name is None:
+                self._next_sweep = 0.0
+            else:
+                self._active.add(db_name)
         self._wake.set()
+
+    def backlog(self) -> int:
+        """Jobs waiting: counted in every workspace that may have work (the others have none)."""
+        with self._lock:
+            active = set(self._active)
+        if self._next_sweep == 0.0:  # not swept yet: nothing is known, count everywhere
+            active = {ws.db_name for ws in self.control.workspaces()}
+        return sum(queued(self.dbs, db) for db in sorted(active))
 
     def current_version(self) -> str:
         """The embed service's input-version stamp; raises grpc.RpcError when it is down."""
         return self.embed.GetModelInfo(embed_pb2.GetModelInfoRequest(), timeout=5.0).input_version
+
+    def _sweep(self, version: str) -> None:
+        """Re-queues vectors of another stamp and marks every workspace with queued jobs active."""
+        found = set()
+        for ws in self.control.workspaces():
+            with self.dbs.workspace(ws.db_name).connection() as conn:
+                requeue_other_versions(conn, version)  # a model change re-queues on its own
+                if conn.execute("SELECT EXISTS (SELECT 1 FROM embedding_job)").fetchone()[0]:
+                    found.add(ws.db_name)
+        with self._lock:
+            self._active |= found
+            self._next_sweep = time.monotonic() + SWEEP_SECONDS
+            self._version = version
 
     def _run(self) -> None:
         delay = BACKOFF_START
         while not self._stop.is_set():
             try:
                 version = self.current_version()
+                if version != self._version or time.monotonic() >= self._next_sweep:
+                    self._sweep(version)
+                with self._lock:
+                    active = sorted(self._active)
                 done = 0
-                for ws in self.control.workspaces():
-                    with self.dbs.workspace(ws.db_name).connection() as conn:
-                        done += requeue_other_versions(conn, version)  # a model change re-queues on its own
-                    done += self.run_once(ws.db_name)
-                BACKLOG.set(backlog(self.dbs, self.control))
+                for db_name in active:
+                    n = self.run_once(db_name)
+                    done += n
+                    if n < self.batch_size and queued(self.dbs, db_name) == 0:
+                        with self._lock:
+                            self._active.discard(db_name)
+                BACKLOG.set(self.backlog())
                 delay = BACKOFF_START
                 if done == 0:
                     self._wake.wait(IDLE_POLL)

@@ -20,7 +20,7 @@ from servicekit.server import Running, start_server
 from store_service import candidates, entities, lifecycle, memories
 from store_service.control import ControlPlane, Workspace
 from store_service.database import Databases
-from store_service.embedding_job import EmbeddingWorker, backlog, requeue
+from store_service.embedding_job import EmbeddingWorker, requeue
 
 log = logging.getLogger(__name__)
 MAX_LIMIT = 1_000
@@ -43,15 +43,19 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         self._workspaces: dict[str, Workspace] = {}
         self._ws_lock = threading.Lock()
 
-    def _conn(self, caller: m.Caller):
-        """A pooled connection to the caller's workspace database (workspace rows are immutable, so cached)."""
+    def _db_name(self, caller: m.Caller) -> str:
+        """The caller's workspace database (workspace rows never move, so the lookup is cached)."""
         with self._ws_lock:
             ws = self._workspaces.get(caller.workspace_id)
         if ws is None:
             ws = self.control.workspace(caller.workspace_id)
             with self._ws_lock:
                 self._workspaces[caller.workspace_id] = ws
-        return self.dbs.workspace(ws.db_name).connection()
+        return ws.db_name
+
+    def _conn(self, caller: m.Caller):
+        """A pooled connection to the caller's workspace database."""
+        return self.dbs.workspace(self._db_name(caller)).connection()
 
     # Control plane.
     def CreateWorkspace(self, request, context):
@@ -74,7 +78,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def Remember(self, request, context):
         with self._conn(request.caller) as conn:
             memory = memories.remember(conn, request)
-        self._wake()
+        self._wake(request.caller)
         return s.RememberResponse(memory=memory)
 
     def Read(self, request, context):
@@ -119,19 +123,19 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def Derive(self, request, context):
         with self._conn(request.caller) as conn:
             memory = lifecycle.derive(conn, request)
-        self._wake()
+        self._wake(request.caller)
         return s.DeriveResponse(memory=memory)
 
     def Correct(self, request, context):
         with self._conn(request.caller) as conn:
             memory = lifecycle.correct(conn, request)
-        self._wake()
+        self._wake(request.caller)
         return s.CorrectResponse(memory=memory)
 
     def Supersede(self, request, context):
         with self._conn(request.caller) as conn:
             memory = lifecycle.supersede(conn, request)
-        self._wake()
+        self._wake(request.caller)
         return s.SupersedeResponse(memory=memory)
 
     def Forget(self, request, context):
@@ -143,9 +147,10 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             found = entities.find(conn, request.caller, request.name)
         return s.FindEntitiesResponse(entities=[s.Entity(id=str(i), name=n) for i, n in found])
 
-    def _wake(self) -> None:
+    def _wake(self, caller: m.Caller | None) -> None:
+        """Tells the embedding worker that the caller's workspace (None: any) has new jobs."""
         if self.worker:
-            self.worker.wake()
+            self.worker.wake(self._db_name(caller) if caller is not None else None)
 
     def UpdateWorkspaceSettings(self, request, context):
         ws = self.control.update_settings(request.workspace_id,
@@ -165,12 +170,12 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         for ws in self.control.workspaces():
             with self.dbs.workspace(ws.db_name).connection() as conn:
                 queued += requeue(conn, version, request.all)
-        self._wake()
+        self._wake(None)
         return s.RebuildEmbeddingsResponse(queued=queued, input_version=version)
 
     def GetStatus(self, request, context):
         try:
-            total = backlog(self.dbs, self.control)
+            total = self.worker.backlog() if self.worker else 0
             count = len(self.control.workspaces())
         except psycopg.Error as exc:
             raise Unavailable("database unavailable") from exc
@@ -181,7 +186,7 @@ class StoreService:
     """A running store: database pools, the gRPC server, the embedding worker and a health watcher."""
 
     def __init__(self, database_url: str, bind: str, embed_addr: str, *, batch_size: int = 32,
-                 pool_max: int = 8) -> None:
+                 pool_max: int = 4) -> None:
         self.dbs = Databases(database_url, pool_max=pool_max)
         self.dbs.open()
         self.embed_channel = clients.channel(embed_addr)

@@ -40,6 +40,8 @@ def test_stale_stamp_is_never_searched_and_is_requeued(stack):
         rows, current = candidates.dense(conn, caller, "conversation", q, "other-model|v9", 0.3, 10)
         assert rows == [] and not current
         conn.execute("UPDATE memory_embedding SET input_version = 'old-model|v0' WHERE memory_id = %s", (mems[0].id,))
+        # Simulate an upgrade: the worker last saw another stamp, so its next cycle notices the change.
+        stack.store.worker._version = "old-model|v0"
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             stamps = {r[0] for r in conn.execute("SELECT input_version FROM memory_embedding")}
@@ -120,3 +122,16 @@ def test_filtered_dense_search_returns_the_full_count(stack):
     assert resp.dense_available and len(resp.items) == 25
     assert all(it.memory.audience == m.AUDIENCE_WORKSPACE for it in resp.items)
     assert len(bob.recall("where did we park the delivery van", mode=m.RECALL_MODE_DENSE, top_k=25).items) == 25
+
+
+def test_many_workspaces_stay_within_the_connection_budget(stack):
+    """Forty busy workspaces: the store's pools stay within 16 x 4 workspace connections."""
+    members = [stack.member(stack.workspace(f"budget {i}")) for i in range(40)]
+    for i, member in enumerate(members):
+        member.remember(f"Budget check note {i}.")
+        assert member.recall(f"note {i}", mode=m.RECALL_MODE_LEXICAL).items
+    with psycopg.connect(stack.store.dbs.control_conninfo, autocommit=True) as conn:
+        used = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname LIKE 'recallatron_ws_%'").fetchone()[0]
+    assert len(stack.store.dbs._pools) <= 16  # least recently used pools were closed
+    assert used <= 16 * 4 + 8  # workspace pools, plus transient migration and worker connections
+    stack.wait_backlog_empty()
