@@ -112,6 +112,9 @@ def status_for(exc: BaseException) -> grpc.Status:
             return to_status(grpc.StatusCode.UNAVAILABLE, "a dependency is unavailable; retry later", "UNAVAILABLE")
     if isinstance(exc, (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)):
         return to_status(grpc.StatusCode.ABORTED, "concurrent change; retry the call", "CONCURRENT_CHANGE")
+    if isinstance(exc, psycopg.DataError):  # a value PostgreSQL cannot store (validation missed it)
+        log.warning("data error from input: %s", exc)
+        return to_status(grpc.StatusCode.INVALID_ARGUMENT, "a value in the request is not valid", "INVALID_ARGUMENT")
     if isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout)):
         log.warning("database unavailable: %s", exc)
         return to_status(grpc.StatusCode.UNAVAILABLE, "the database is unavailable; retry later", "UNAVAILABLE")

@@ -41,7 +41,7 @@ class ControlPlane:
     def create_workspace(self, name: str) -> uuid.UUID:
         """Creates the workspace row and its database. INVALID_ARGUMENT for a bad name."""
         name = name.strip()
-        if not 1 <= len(name) <= 200:
+        if not 1 <= len(name) <= 200 or "\x00" in name:
             raise InvalidArgument("workspace name must be 1..200 characters", field="name")
         ws_id = uuid.uuid4()
         db_name = new_db_name(ws_id)
@@ -55,7 +55,7 @@ class ControlPlane:
         ws = parse_uuid(workspace_id, "workspace_id", missing_is_not_found=True)
         role_name = "member" if role == m.ROLE_UNSPECIFIED else enum_value(ROLES, role, "role")
         granted = sorted({enum_value(PURPOSES, p, "purposes") for p in purposes}) or sorted(PURPOSES.values())
-        if len(display_name) > 200:
+        if len(display_name) > 200 or "\x00" in display_name:
             raise InvalidArgument("display_name must be at most 200 characters", field="display_name")
         member_id, cred_id = uuid.uuid4(), uuid.uuid4()
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)

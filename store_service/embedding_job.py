@@ -1,12 +1,12 @@
 """The embedding job: turns queued memories into vectors through the embed service.
 
 Work is queued in ``embedding_job`` in the same transaction as the memory write. The worker claims
-a batch with ``FOR UPDATE SKIP LOCKED`` (so several store processes can share the work), embeds it
-through the embed service, and writes each vector only if the memory still has the revision that
-was queued and is neither forgotten nor superseded. Each cycle it asks the embed service for its
+a batch under a lease with ``FOR UPDATE SKIP LOCKED`` (so several store processes can share the
+work), embeds it through the embed service holding no locks, and writes each vector only if the
+memory still has the revision that was queued and is neither forgotten nor superseded. Each cycle it asks the embed service for its
 input-version stamp and re-queues vectors of any other stamp, so a model or composition change
-rebuilds the index on its own. If the embed service is down the transaction
-rolls back, the jobs stay queued, and the worker backs off exponentially (0.5 s doubling to 5 s);
+rebuilds the index on its own. If the embed service is down the jobs stay
+queued (their lease runs out), and the worker backs off exponentially (0.5 s doubling to 5 s);
 the backlog drains by itself once the service is back.
 """
 
@@ -18,6 +18,7 @@ import time
 
 import grpc
 import numpy as np
+import psycopg
 from prometheus_client import Counter, Gauge
 from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 
@@ -30,6 +31,7 @@ EMBEDDED = Counter("recallatron_embedding_vectors_written", "Vectors written by 
 FAILURES = Counter("recallatron_embedding_batch_failures", "Embedding batches that failed and were retried.")
 BACKOFF_START, BACKOFF_MAX, IDLE_POLL = 0.5, 5.0, 0.5
 SWEEP_SECONDS = 60.0
+LEASE_SECONDS = 120  # a claimed batch not finished by then (worker died) is claimed again
 EMBED_TIMEOUT_SECONDS = 60.0
 
 
@@ -138,7 +140,12 @@ class EmbeddingWorker:
                     active = sorted(self._active)
                 done = 0
                 for db_name in active:
-                    n = self.run_once(db_name)
+                    try:
+                        n = self.run_once(db_name)
+                    except psycopg.Error:  # one workspace's trouble must not stall the others
+                        log.exception("embedding batch failed in one workspace; it will be retried")
+                        FAILURES.inc()
+                        continue
                     done += n
                     if n < self.batch_size and queued(self.dbs, db_name) == 0:
                         with self._lock:
@@ -162,31 +169,57 @@ class EmbeddingWorker:
     def run_once(self, db_name: str) -> int:
         """Embeds one batch of one workspace; returns how many jobs it completed.
 
-        Raises grpc.RpcError when the embed service fails; the batch then stays queued.
+        Three steps, so no lock is held across the embed call: claim a batch under a lease
+        (``FOR UPDATE SKIP LOCKED``, committed at once); embed it; then, in one transaction, lock the
+        memories (``FOR SHARE``, in id order, so a concurrent correct, supersede or forget either
+        finishes first and is seen, or waits for this write and then deletes what it wrote) and
+        write each vector only for a memory still live at the queued revision. Raises
+        grpc.RpcError when the embed service fails; the lease then expires and the batch is retried.
         """
-        with self.dbs.workspace(db_name).connection() as conn, conn.transaction():
+        pool = self.dbs.workspace(db_name)
+        with pool.connection() as conn:
             rows = conn.execute(
-                """SELECT j.memory_id, j.memory_revision, m.title, m.body
-                     FROM embedding_job j JOIN memory m ON m.id = j.memory_id
-                    ORDER BY j.enqueued_at, j.memory_id
-                    LIMIT %s FOR UPDATE OF j SKIP LOCKED""", (self.batch_size,)).fetchall()
+                """UPDATE embedding_job SET claimed_until = now() + %s * interval '1 second'
+                    WHERE memory_id IN (
+                        SELECT j.memory_id FROM embedding_job j
+                         WHERE j.claimed_until IS NULL OR j.claimed_until < now()
+                         ORDER BY j.enqueued_at, j.memory_id LIMIT %s FOR UPDATE SKIP LOCKED)
+                RETURNING memory_id, memory_revision""", (LEASE_SECONDS, self.batch_size)).fetchall()
             if not rows:
                 return 0
-            resp = self.embed.EmbedDocuments(
-                embed_pb2.EmbedDocumentsRequest(documents=[embed_pb2.Document(title=r[2], body=r[3]) for r in rows]),
-                timeout=EMBED_TIMEOUT_SECONDS)
-            for (mid, rev, _, _), vec in zip(rows, resp.vectors):
-                cur = conn.execute(
+            texts = {r[0]: (r[1], r[2], r[3]) for r in conn.execute(
+                "SELECT id, revision, title, body FROM memory WHERE id = ANY(%s)", ([r[0] for r in rows],))}
+        batch = [(mid, rev) for mid, rev in rows if mid in texts and texts[mid][0] == rev]
+        if batch:
+            try:
+                resp = self.embed.EmbedDocuments(embed_pb2.EmbedDocumentsRequest(
+                    documents=[embed_pb2.Document(title=texts[mid][1], body=texts[mid][2]) for mid, _ in batch]),
+                    timeout=EMBED_TIMEOUT_SECONDS)
+                if len(resp.vectors) != len(batch):
+                    raise RuntimeError(f"embed service returned {len(resp.vectors)} vectors for {len(batch)} texts")
+            except BaseException:
+                with pool.connection() as conn:  # give the batch back at once rather than at lease end
+                    conn.execute("UPDATE embedding_job SET claimed_until = NULL WHERE memory_id = ANY(%s)",
+                                 ([r[0] for r in rows],))
+                raise
+        with pool.connection() as conn, conn.transaction():
+            ids = sorted(mid for mid, _ in batch)
+            live = {r[0]: r[1] for r in conn.execute(
+                f"SELECT m.id, m.revision FROM memory m WHERE m.id = ANY(%s) AND {LIVE} ORDER BY m.id FOR SHARE",
+                (ids,))}
+            for (mid, rev), vec in zip(batch, resp.vectors if batch else []):
+                if live.get(mid) != rev:
+                    continue  # corrected, superseded or forgotten meanwhile: its own job (if any) follows
+                conn.execute(
                     """INSERT INTO memory_embedding (memory_id, memory_revision, model_id, input_version, embedding)
-                       SELECT m.id, m.revision, %s, %s, %s FROM memory m
-                        WHERE m.id = %s AND m.revision = %s AND m.forgotten_at IS NULL AND m.superseded_by_id IS NULL
+                       VALUES (%s, %s, %s, %s, %s)
                        ON CONFLICT (memory_id) DO UPDATE SET memory_revision = EXCLUDED.memory_revision,
                            model_id = EXCLUDED.model_id, input_version = EXCLUDED.input_version,
                            embedding = EXCLUDED.embedding, created_at = now()""",
-                    (resp.model_id, resp.input_version, np.asarray(vec.values, dtype=np.float32), mid, rev))
-                EMBEDDED.inc(cur.rowcount)
+                    (mid, rev, resp.model_id, resp.input_version, np.asarray(vec.values, dtype=np.float32)))
+                EMBEDDED.inc()
             conn.execute(
                 "DELETE FROM embedding_job j USING unnest(%s::uuid[], %s::bigint[]) AS d(id, rev) "
                 "WHERE j.memory_id = d.id AND j.memory_revision = d.rev",
                 ([r[0] for r in rows], [r[1] for r in rows]))
-            return len(rows)
+        return len(rows)

@@ -32,7 +32,7 @@ def check_mentions(mentions) -> None:
                 uuid.UUID(mention.entity_id)
             except ValueError:
                 raise NotFound("entity not found", field="entities") from None
-        elif not mention.name.strip() or len(mention.name) > MAX_NAME_CHARS:
+        elif not mention.name.strip() or len(mention.name) > MAX_NAME_CHARS or "\x00" in mention.name:
             raise InvalidArgument(f"an entity mention needs an entity_id or a name of 1..{MAX_NAME_CHARS} characters",
                                   field="entities")
 
@@ -58,7 +58,7 @@ def resolve_mentions(conn: psycopg.Connection, caller: m.Caller, mentions) -> li
 def find(conn: psycopg.Connection, caller: m.Caller, name: str) -> list[tuple[uuid.UUID, str]]:
     """Entities named ``name`` (case-insensitive) about which the caller can read a memory."""
     name = name.strip()
-    if not name or len(name) > MAX_NAME_CHARS:
+    if not name or len(name) > MAX_NAME_CHARS or "\x00" in name:
         raise InvalidArgument(f"name must be 1..{MAX_NAME_CHARS} characters", field="name")
     return conn.execute(f"SELECT e.id, e.name FROM entity e WHERE lower(e.name) = lower(%(name)s) AND {VISIBLE} "
                         "ORDER BY e.created_at, e.id", {**caller_params(caller), "name": name}).fetchall()

@@ -20,11 +20,18 @@ from recallatron.store.v1 import store_pb2 as s
 from servicekit.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from store_service import entities
 from store_service.memories import (COLUMNS, NewMemory, by_request_id, check_request_id, insert, readable_ids,
-                                    to_memory)
+                                    request_key, to_memory)
 from store_service.readability import caller_params
 from store_service.vocabulary import KINDS, check_confidence, check_text, enum_value, parse_uuid
 
 MAX_SOURCES = 100
+# Ids of ``%(ids)s`` and everything up their derived_from chains.
+ANCESTORS = """WITH RECURSIVE up(id) AS (
+                   SELECT unnest(%(ids)s::uuid[])
+                 UNION
+                   SELECT l.target_memory_id FROM memory_link l JOIN up ON l.memory_id = up.id
+                    WHERE l.link_type = 'derived_from')
+               SELECT id FROM up"""
 
 
 def _locked(conn: psycopg.Connection, caller: m.Caller, memory_id: str, *, for_change: bool):
@@ -53,8 +60,7 @@ def _check_revision(row, expected: int) -> None:
     if expected <= 0:
         raise InvalidArgument("expected_revision is required (the revision you read)", field="expected_revision")
     if row[9] is not None:
-        raise FailedPrecondition("memory is superseded; change its successor instead",
-                                 superseded_by_id=row[9])
+        raise FailedPrecondition("memory is superseded; change its successor instead")
     if row[1] != expected:
         raise Aborted(f"revision conflict: expected {expected}, current {row[1]}", current_revision=row[1])
 
@@ -81,11 +87,16 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
     check_request_id(req.request_id)
     entities.check_mentions(req.entities)
     sources = list(dict.fromkeys(parse_uuid(i, "source_ids", missing_is_not_found=True) for i in req.source_ids))
+    key = request_key("derive", req.request_id)
     with conn.transaction():
-        first = by_request_id(conn, caller, req.request_id)
+        first = by_request_id(conn, caller, key)
         if first is not None:
             return first
-        rows = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = ANY(%s) ORDER BY m.id FOR SHARE",
+        # Lock the sources and every ancestor, in id order: a concurrent forget anywhere up the chain
+        # then either finishes first (and the sources read as gone) or sees this derivation.
+        conn.execute(f"""SELECT 1 FROM memory m WHERE m.id IN ({ANCESTORS}) ORDER BY m.id FOR SHARE""",
+                     {"ids": sources})
+        rows = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = ANY(%s) ORDER BY m.id",
                             (sources,)).fetchall()
         if len(rows) != len(sources) or readable_ids(conn, caller, sources) != set(sources):
             raise NotFound("source memory not found")
@@ -97,7 +108,7 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
         audience = next(iter(audiences), None)
         entity_ids = entities.resolve_mentions(conn, caller, req.entities)
         return insert(conn, caller, NewMemory(kind, req.title, req.body, audience, purposes.pop(), confidence,
-                                              "derived"), req.request_id, entity_ids, sources)
+                                              "derived"), key, entity_ids, sources)
 
 
 def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
@@ -119,7 +130,9 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
             f"""UPDATE memory m SET title = %s, body = %s, confidence = %s, revision = revision + 1, updated_at = now()
                  WHERE m.id = %s RETURNING {COLUMNS}""", (new_title, new_body, new_conf, mid)).fetchone()
         _drop_vector(conn, mid)
-        conn.execute("INSERT INTO embedding_job (memory_id, memory_revision) VALUES (%s, %s)", (mid, rev + 1))
+        conn.execute("""INSERT INTO embedding_job (memory_id, memory_revision) VALUES (%s, %s)
+                        ON CONFLICT (memory_id) DO UPDATE SET memory_revision = EXCLUDED.memory_revision,
+                            claimed_until = NULL, enqueued_at = now()""", (mid, rev + 1))
     return to_memory(updated)
 
 
@@ -130,11 +143,15 @@ def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
     check_text(req.title, req.body)
     confidence = check_confidence(req.confidence) if req.HasField("confidence") else 1.0
     check_request_id(req.request_id)
+    key = request_key(f"supersede:{req.memory_id}", req.request_id)
     with conn.transaction():
-        first = by_request_id(conn, caller, req.request_id)
+        first = by_request_id(conn, caller, key)
         if first is not None:
             return first
         row = _locked(conn, caller, req.memory_id, for_change=True)
+        first = by_request_id(conn, caller, key)  # a concurrent retry may have won while we waited
+        if first is not None:
+            return first
         _check_revision(row, req.expected_revision)
         old_audience = row[5]
         if req.audience == m.AUDIENCE_UNSPECIFIED:
@@ -149,8 +166,12 @@ def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
         else:
             raise InvalidArgument("audience must be workspace or member", field="audience")
         kind = row[2] if req.kind == m.KIND_UNSPECIFIED else enum_value(KINDS, req.kind, "kind")
+        # The successor keeps the old memory's sources: a forget of a source still reaches it.
+        sources = [r[0] for r in conn.execute(
+            "SELECT target_memory_id FROM memory_link WHERE memory_id = %s AND link_type = 'derived_from'",
+            (row[0],))]
         successor = insert(conn, caller, NewMemory(kind, req.title, req.body, audience, row[6], confidence, "told"),
-                           req.request_id, [])
+                           key, [], sources)
         conn.execute("UPDATE memory SET superseded_by_id = %s, updated_at = now() WHERE id = %s",
                      (uuid.UUID(successor.id), row[0]))
         _drop_vector(conn, row[0])
@@ -165,8 +186,8 @@ def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
     each derived tombstone names the forgotten source.
     """
     caller = req.caller
-    if len(req.reason) > 1000:
-        raise InvalidArgument("reason must be at most 1000 characters", field="reason")
+    if len(req.reason) > 1000 or "\x00" in req.reason:
+        raise InvalidArgument("reason must be at most 1000 characters, without NUL", field="reason")
     reason = req.reason.strip() or "forgotten on request"
     with conn.transaction():
         mid = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)

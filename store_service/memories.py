@@ -98,13 +98,30 @@ def by_request_id(conn: psycopg.Connection, caller: m.Caller, request_id: str) -
         raise NotFound("memory not found")
     memory = to_memory(row)
     attach_links(conn, caller, {row[0]: memory})
+    redact_successors(conn, caller, [memory])
     return memory
 
 
 def check_request_id(request_id: str) -> None:
-    """INVALID_ARGUMENT for an over-long request id."""
-    if len(request_id) > MAX_REQUEST_ID_CHARS:
-        raise InvalidArgument(f"request_id is longer than {MAX_REQUEST_ID_CHARS} characters", field="request_id")
+    """INVALID_ARGUMENT for an over-long request id or one with NUL."""
+    if len(request_id) > MAX_REQUEST_ID_CHARS or "\x00" in request_id:
+        raise InvalidArgument(f"request_id must be at most {MAX_REQUEST_ID_CHARS} characters, without NUL",
+                              field="request_id")
+
+
+def request_key(operation: str, request_id: str) -> str:
+    """The stored idempotency key: the operation (and its target) plus the client's request id, so a
+    request id reused for another operation never returns that operation's result."""
+    return f"{operation}:{request_id}" if request_id else ""
+
+
+def redact_successors(conn: psycopg.Connection, caller: m.Caller, memories: list[m.Memory]) -> None:
+    """Blanks ``superseded_by_id`` where the successor is not readable by the caller."""
+    successors = [uuid.UUID(mem.superseded_by_id) for mem in memories if mem.superseded_by_id]
+    visible = {str(i) for i in readable_ids(conn, caller, successors)}
+    for mem in memories:
+        if mem.superseded_by_id and mem.superseded_by_id not in visible:
+            mem.superseded_by_id = ""
 
 
 def insert(conn: psycopg.Connection, caller: m.Caller, new: NewMemory, request_id: str,
@@ -134,6 +151,17 @@ def insert(conn: psycopg.Connection, caller: m.Caller, new: NewMemory, request_i
     return to_memory(row)
 
 
+def occurred_at(req) -> datetime.datetime | None:
+    """The optional event time; INVALID_ARGUMENT outside years 1..9999 or with bad nanoseconds."""
+    if not req.HasField("occurred_at"):
+        return None
+    try:
+        return req.occurred_at.ToDatetime(tzinfo=datetime.timezone.utc)
+    except (ValueError, OverflowError):
+        raise InvalidArgument("occurred_at must be a valid timestamp between years 1 and 9999",
+                              field="occurred_at") from None
+
+
 def remember(conn: psycopg.Connection, req: s.RememberRequest) -> m.Memory:
     """Stores a told memory and queues its embedding in one transaction.
 
@@ -154,14 +182,15 @@ def remember(conn: psycopg.Connection, req: s.RememberRequest) -> m.Memory:
         raise InvalidArgument("audience must be workspace or member", field="audience")
     check_request_id(req.request_id)
     entities.check_mentions(req.entities)
-    occurred = req.occurred_at.ToDatetime(tzinfo=datetime.timezone.utc) if req.HasField("occurred_at") else None
+    occurred = occurred_at(req)
+    key = request_key("remember", req.request_id)
     with conn.transaction():
-        first = by_request_id(conn, caller, req.request_id)
+        first = by_request_id(conn, caller, key)
         if first is not None:
             return first
         entity_ids = entities.resolve_mentions(conn, caller, req.entities)
         memory = insert(conn, caller, NewMemory(kind, req.title, req.body, audience, purpose, confidence, "told",
-                                                occurred), req.request_id, entity_ids)
+                                                occurred), key, entity_ids)
     return memory
 
 
@@ -192,9 +221,13 @@ def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
     mid = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
     if mid not in readable_ids(conn, req.caller, [mid]):
         raise NotFound("memory not found")
-    row = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = %s", (mid,)).fetchone()
+    row = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = %s AND m.forgotten_at IS NULL",
+                       (mid,)).fetchone()
+    if row is None:  # forgotten between the verdict and the fetch
+        raise NotFound("memory not found")
     memory = to_memory(row)
     attach_links(conn, req.caller, {mid: memory})
+    redact_successors(conn, req.caller, [memory])
     if req.include_history:
         for rev, title, body, conf, replaced in conn.execute(
                 "SELECT revision, title, body, confidence, replaced_at FROM memory_revision "
@@ -209,9 +242,11 @@ def get_memories(conn: psycopg.Connection, caller: m.Caller, ids) -> list[m.Memo
     are absent."""
     wanted = parse_ids(ids)
     ok = readable_ids(conn, caller, wanted)
-    rows = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = ANY(%s)", ([i for i in wanted if i in ok],))
+    rows = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = ANY(%s) AND m.forgotten_at IS NULL",
+                        ([i for i in wanted if i in ok],))
     by_id = {r[0]: to_memory(r) for r in rows}
     attach_links(conn, caller, by_id)
+    redact_successors(conn, caller, list(by_id.values()))
     return [by_id[i] for i in wanted if i in by_id]
 
 

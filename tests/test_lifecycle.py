@@ -356,3 +356,73 @@ def test_request_id_on_derive_and_supersede(team):
     assert derive(alice, [src.id], "digest", request_id="d-" + src.id).id == d1.id
     s1 = supersede(alice, src.id, 1, "replacement", request_id="s-" + src.id)
     assert supersede(alice, src.id, 1, "replacement", request_id="s-" + src.id).id == s1.id
+
+
+def test_unreadable_successor_is_not_revealed(team):
+    alice, admin = team["alice"], team["admin"]
+    w = alice.remember(f"{word()} workspace plan")
+    private = supersede(admin, w.id, 1, "admin's private replacement", audience=m.AUDIENCE_MEMBER)
+    assert admin.read(w.id).superseded_by_id == private.id
+    assert alice.read(w.id).superseded_by_id == ""
+    with pytest.raises(grpc.RpcError) as err:
+        correct(alice, w.id, 1, body="edit")
+    assert err.value.code() == PRECONDITION and private.id not in err.value.details()
+    assert private.id not in str(error_info(err.value).metadata)
+
+
+def test_successor_of_a_derivation_is_forgotten_with_its_source(team):
+    alice = team["alice"]
+    src = alice.remember(f"{word()} source text")
+    child = derive(alice, [src.id], "copied source text")
+    successor = supersede(alice, child.id, 1, "still copies the source text")
+    assert {link.target_memory_id for link in alice.read(successor.id).links} == {src.id}
+    assert successor.id in forget(alice, src.id)
+    assert code_of(alice.read, successor.id) == NOT_FOUND
+
+
+def test_request_id_is_scoped_to_its_operation(team):
+    alice = team["alice"]
+    rid = "shared-" + word()
+    told = alice.remember(f"{word()} told", request_id=rid)
+    derived = derive(alice, [told.id], "derived", request_id=rid)
+    assert derived.id != told.id and derived.origin == m.ORIGIN_DERIVED
+    other = alice.remember(f"{word()} another target")
+    assert supersede(alice, other.id, 1, "replaces other", request_id=rid).id not in (told.id, derived.id)
+
+
+def test_concurrent_supersede_retries_return_the_one_successor(team):
+    alice = team["alice"]
+    old = alice.remember(f"{word()} to be replaced")
+    barrier = threading.Barrier(6)
+
+    def attempt(_):
+        barrier.wait()
+        return supersede(alice, old.id, 1, "the replacement", request_id="retry-" + old.id).id
+
+    with ThreadPoolExecutor(6) as pool:
+        ids = set(pool.map(attempt, range(6)))
+    assert len(ids) == 1
+
+
+@pytest.mark.parametrize("field", ["request_id", "entity", "reason", "find", "workspace"])
+def test_nul_characters_are_invalid_not_internal(team, field):
+    alice, stack = team["alice"], team["stack"]
+    if field == "request_id":
+        got = code_of(alice.remember, "body", request_id="a\x00b")
+    elif field == "entity":
+        got = code_of(alice.remember, "body", entities=[m.EntityMention(name="a\x00b")])
+    elif field == "reason":
+        got = code_of(forget, alice, alice.remember(f"{word()} x").id, "why\x00")
+    elif field == "find":
+        got = code_of(stack.memory.FindEntities, g.FindEntitiesRequest(name="a\x00b"), metadata=alice.md())
+    else:
+        got = code_of(stack.admin.CreateWorkspace, g.CreateWorkspaceRequest(name="a\x00b"), metadata=stack.op())
+    assert got == INVALID
+
+
+@pytest.mark.parametrize("seconds,nanos", [(-62135596801, 0), (253402300800, 0), (0, -1), (0, 1_000_000_000)])
+def test_out_of_range_occurred_at_is_invalid(team, seconds, nanos):
+    from google.protobuf.timestamp_pb2 import Timestamp
+    req = g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, body="when?", audience=m.AUDIENCE_WORKSPACE,
+                            occurred_at=Timestamp(seconds=seconds, nanos=nanos))
+    assert code_of(team["stack"].memory.Remember, req, metadata=team["alice"].md()) == INVALID
