@@ -426,3 +426,18 @@ def test_out_of_range_occurred_at_is_invalid(team, seconds, nanos):
     req = g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, body="when?", audience=m.AUDIENCE_WORKSPACE,
                             occurred_at=Timestamp(seconds=seconds, nanos=nanos))
     assert code_of(team["stack"].memory.Remember, req, metadata=team["alice"].md()) == INVALID
+
+
+def test_forget_racing_the_embedding_job_leaves_no_vector(team):
+    alice, stack = team["alice"], team["stack"]
+    gone = []
+    for i in range(8):
+        mem = alice.remember(f"Ephemeral note {i} about the staff party budget and its caterer.")
+        time.sleep(0.04 * i)  # vary where the forget lands relative to the worker's batch
+        forget(alice, mem.id)
+        gone.append(mem.id)
+    stack.wait_backlog_empty()
+    time.sleep(0.5)
+    with ws_db(stack, team["ws"]) as conn:
+        assert conn.execute("SELECT count(*) FROM memory_embedding WHERE memory_id = ANY(%s)",
+                            (gone,)).fetchone()[0] == 0
