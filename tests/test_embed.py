@@ -103,6 +103,16 @@ def test_recall_reranks_with_a_loaded_cross_encoder(stack, tiny_cross_encoder, t
         assert not off.reranked and all(it.rerank_score == 0 for it in off.items)
         assert [it.fused_score for it in off.items] == sorted((it.fused_score for it in off.items), reverse=True)
         ch.close()
+        # Past its deadline the fused order stands.
+        late = GatewayService("127.0.0.1:0", f"127.0.0.1:{stack.store.port}", f"127.0.0.1:{embed.port}",
+                              f"127.0.0.1:{stack.rank.port}", tmp_path / "no-operator-token",
+                              RecallConfig(rerank_top_n=5, rerank_deadline=1e-6))
+        ch = clients.channel(f"127.0.0.1:{late.port}")
+        req.skip_rerank = False
+        slow = gateway_pb2_grpc.MemoryServiceStub(ch).Recall(req, metadata=alice.md())
+        assert not slow.reranked and [it.memory.id for it in slow.items] == [it.memory.id for it in off.items]
+        ch.close()
+        late.stop()
     finally:
         gw.stop()
         embed.stop()

@@ -164,7 +164,9 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
                 if code == OK:
                     target.superseded = True
                     audience = me if aud == m.AUDIENCE_MEMBER else target.audience
-                    model.mems[resp.memory.id] = Mem(resp.memory.id, audience, target.purpose, me, "")
+                    # The successor keeps the old memory's sources (a forget of a source reaches it).
+                    model.mems[resp.memory.id] = Mem(resp.memory.id, audience, target.purpose, me, "",
+                                                     list(target.sources))
 
     everything = set(model.mems)
     for i, member in enumerate(members):
@@ -184,7 +186,11 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
                     # Nothing ineligible anywhere; ids outside this example never appear either.
                     assert set(got) <= eligible, (mode, set(got) - eligible)
                     for it in resp.items:
-                        assert {link.target_memory_id for link in it.memory.links} <= eligible | everything
+                        for link in it.memory.links:  # provenance shows only what the caller can read
+                            if link.type == m.LINK_TYPE_DERIVED_FROM:
+                                assert model.readable(link.target_memory_id, me)
+                            else:
+                                assert link.type == m.LINK_TYPE_ABOUT and link.target_entity_name
                         assert it.memory.purpose == purpose and not it.memory.superseded_by_id
                     assert resp.counts.returned == len(got) and resp.counts.fused <= len(eligible)
                     assert resp.counts.lexical == sum(1 for it in resp.items if it.lexical_rank)
