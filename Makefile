@@ -12,8 +12,8 @@ setup: .venv/.installed
 
 .venv/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
-	$(PIP) install --quiet --disable-pip-version-check -r requirements-dev.txt
-	$(PIP) install --quiet --disable-pip-version-check --no-deps -e .
+	$(PIP) install -qq --disable-pip-version-check -r requirements-dev.txt
+	$(PIP) install -qq --disable-pip-version-check --no-deps -e .
 	touch $@
 
 # The one pinned command that generates the Python protobuf code into gen/ (committed).
