@@ -23,7 +23,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from cli import client
-from cli.evaluate import _progress, corpora, load_rows, read_jsonl, wait_for_backlog
+from cli.evaluate import progress, corpora, load_rows, read_jsonl, wait_for_backlog
 
 BLOCK_SHARE = 0.95
 TOP = 200
@@ -63,11 +63,11 @@ def measure(gw: client.Gateway, dataset: Path, off_topic: Path) -> dict:
                 value = cos.get(ids.get(rel, ""))
                 obs["lost_pairs"] += value is None
                 obs["on"][_fit(q["id"])].append(-1.0 if value is None else value)
-            _progress(f"{folder.name} on-topic", n, len(queries))
+            progress(f"{folder.name} on-topic", n, len(queries))
         for n, q in enumerate(off_queries, start=1):
             hits = _dense(gw, md, q["question"])
             obs["off"][_fit(q["id"])].append(hits[0][1] if hits else -1.0)
-            _progress(f"{folder.name} off-topic", n, len(off_queries))
+            progress(f"{folder.name} off-topic", n, len(off_queries))
         adversarial = folder / "adversarial.jsonl"
         if adversarial.is_file():
             for q in read_jsonl(adversarial):

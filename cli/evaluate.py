@@ -48,7 +48,8 @@ def corpora(dataset: Path) -> list[Path]:
     return found
 
 
-def _progress(label: str, done: int, total: int) -> None:
+def progress(label: str, done: int, total: int) -> None:
+    """Shows ``label: done/total`` on stderr (every 500 rows and at the end when not a terminal)."""
     if sys.stderr.isatty() or done == total or done % 500 == 0:
         print(f"\r{label}: {done}/{total}", end="\n" if done == total else "", file=sys.stderr, flush=True)
 
@@ -77,7 +78,7 @@ def load_rows(gw: client.Gateway, token: str, rows: list[dict], purpose: int, la
     with ThreadPoolExecutor(LOAD_THREADS) as pool:
         for n, (key, mid) in enumerate(pool.map(one, rows), start=1):
             ids[key] = mid
-            _progress(label, n, len(rows))
+            progress(label, n, len(rows))
     return ids
 
 
@@ -129,7 +130,7 @@ def evaluate_corpus(gw: client.Gateway, folder: Path, variants: dict[str, tuple[
             scores = score_query([back.get(it.memory.id, "") for it in resp.items], set(q["relevant_ids"]))
             per_query.append(scores)
             per_category.setdefault(str(q.get("category_name") or q.get("category", "")), []).append(scores)
-            _progress(f"{folder.name} queries ({name})", n, len(queries))
+            progress(f"{folder.name} queries ({name})", n, len(queries))
         runs[name] = {"per_query": per_query, "per_category": per_category, "dense_unavailable": dense_down,
                       "reranked": reranked}
     return {"runs": runs, "token": member.token, "ids": ids, "workspace_id": ws.workspace_id}

@@ -9,7 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import psycopg
 import pytest
+from pgvector.psycopg import register_vector
+from psycopg.conninfo import make_conninfo
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
@@ -21,6 +24,7 @@ from gateway.server import GatewayService
 from rank_service.server import start as start_rank
 from servicekit import clients
 from servicekit.embedded_pg import EmbeddedPostgres
+from store_service.control import ControlPlane
 from store_service.server import StoreService
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -74,6 +78,13 @@ class Stack:
         resp = self.admin.AddMember(g.AddMemberRequest(workspace_id=workspace_id, role=role, purposes=purposes),
                                     metadata=self.op())
         return Member(resp.member_id, resp.token, self)
+
+    def db(self, workspace_id: str) -> psycopg.Connection:
+        """A direct connection to a workspace database, to check what is really stored."""
+        db_name = ControlPlane(self.store.dbs).workspace(workspace_id).db_name
+        conn = psycopg.connect(make_conninfo(self.store.dbs.control_conninfo, dbname=db_name), autocommit=True)
+        register_vector(conn)
+        return conn
 
     def wait_backlog_empty(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout

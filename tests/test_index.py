@@ -8,22 +8,12 @@ import grpc
 import numpy as np
 import psycopg
 import pytest
-from pgvector.psycopg import register_vector
-from psycopg.conninfo import make_conninfo
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from conftest import code_of
 from embed_service.models import INPUT_VERSION
 from store_service import candidates
-from store_service.control import ControlPlane
-
-
-def connect(stack, workspace_id):
-    db_name = ControlPlane(stack.store.dbs).workspace(workspace_id).db_name
-    conn = psycopg.connect(make_conninfo(stack.store.dbs.control_conninfo, dbname=db_name), autocommit=True)
-    register_vector(conn)
-    return conn
 
 
 def test_stale_stamp_is_never_searched_and_is_requeued(stack):
@@ -31,7 +21,7 @@ def test_stale_stamp_is_never_searched_and_is_requeued(stack):
     alice = stack.member(ws)
     mems = [alice.remember(f"Weather note {i}: heavy rain expected in the valley.") for i in range(3)]
     stack.wait_backlog_empty()
-    with connect(stack, ws) as conn:
+    with stack.db(ws) as conn:
         caller = m.Caller(workspace_id=ws, member_id=alice.id, granted_purposes=[m.PURPOSE_CONVERSATION])
         q = stack.encoder.encode(["rain in the valley"])[0]
         rows, current = candidates.dense(conn, caller, "conversation", q, INPUT_VERSION, 0.3, 10)
@@ -56,7 +46,7 @@ def test_rebuild_embeddings_queues_missing_and_all(stack):
     alice = stack.member(ws)
     mems = [alice.remember(f"Inventory item {i}: {n} boxes of nails.") for i, n in enumerate((3, 7, 12))]
     stack.wait_backlog_empty()
-    with connect(stack, ws) as conn:
+    with stack.db(ws) as conn:
         conn.execute("DELETE FROM memory_embedding WHERE memory_id = %s", (mems[1].id,))
         resp = stack.admin.RebuildEmbeddings(g.RebuildEmbeddingsRequest(), metadata=stack.op())
         assert resp.queued >= 1 and resp.input_version == INPUT_VERSION
@@ -109,7 +99,7 @@ def test_filtered_dense_search_returns_the_full_count(stack):
         v = q + rng.normal(0, scale, q.shape).astype(np.float32)
         return v / np.linalg.norm(v)
 
-    with connect(stack, ws) as conn, conn.cursor() as cur:
+    with stack.db(ws) as conn, conn.cursor() as cur:
         rows = [(uuid.uuid4(), bob.id, near(0.02)) for _ in range(3000)]
         rows += [(uuid.uuid4(), None, near(0.05)) for _ in range(40)]
         cur.executemany("INSERT INTO memory (id, kind, body, audience_member_id, purpose, origin, created_by) "

@@ -8,14 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import numpy as np
-import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from conftest import code_of
-from store_service.control import ControlPlane
 from servicekit.errors import error_info
 
 INVALID, NOT_FOUND, DENIED = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED
@@ -56,12 +53,6 @@ def forget(member, memory_id, reason="asked"):
 
 def found(member, text, **kw) -> list[str]:
     return [it.memory.id for it in member.recall(text, **kw).items]
-
-
-def ws_db(stack, workspace_id):
-    """A direct connection to a workspace database, to check what is really stored."""
-    db_name = ControlPlane(stack.store.dbs).workspace(workspace_id).db_name
-    return psycopg.connect(make_conninfo(stack.store.dbs.control_conninfo, dbname=db_name), autocommit=True)
 
 
 # Derive ---------------------------------------------------------------------------------------
@@ -128,7 +119,7 @@ def test_correct_bumps_revision_keeps_history_and_reindexes(team):
     assert team["bob"].read(mem.id, include_history=True).history[0].revision == 1  # readable by any reader
     assert alice.read(mem.id).history == []
     stack.wait_backlog_empty()
-    with ws_db(stack, team["ws"]) as conn:
+    with stack.db(team["ws"]) as conn:
         rev, = conn.execute("SELECT memory_revision FROM memory_embedding WHERE memory_id = %s", (mem.id,)).fetchone()
     assert rev == 2
 
@@ -188,9 +179,7 @@ def test_correct_racing_the_embedding_job_never_keeps_old_text_vector(team, enco
         correct(alice, mem.id, 1, body=f"Corrected statement {i}: the bakery on Elm Street sells rye bread.")
         ids.append(mem.id)
     stack.wait_backlog_empty()
-    with ws_db(stack, team["ws"]) as conn:
-        from pgvector.psycopg import register_vector
-        register_vector(conn)
+    with stack.db(team["ws"]) as conn:
         for i, mid in enumerate(ids):
             rev, vec = conn.execute("SELECT e.memory_revision, e.embedding FROM memory_embedding e "
                                     "JOIN memory m ON m.id = e.memory_id AND m.revision = e.memory_revision "
@@ -264,7 +253,7 @@ def test_forget_erases_everywhere_transitively(team, encoder):
         for mid in forgotten:
             assert code_of(member.read, mid) == NOT_FOUND
     assert forget(alice, src.id) == [src.id]  # forgetting twice is fine
-    with ws_db(stack, team["ws"]) as conn:
+    with stack.db(team["ws"]) as conn:
         rows = conn.execute("SELECT id, title, body, tsv::text, forgotten_at IS NOT NULL, invalidation_reason, kind, "
                             "purpose FROM memory WHERE id = ANY(%s)", (forgotten,)).fetchall()
         assert all(r[1] == "" and r[2] == "" and r[3] == "" and r[4] for r in rows)
@@ -315,6 +304,8 @@ def test_entities_are_mentions_never_merged(team):
     assert code_of(bob.remember, "x", entities=[m.EntityMention(entity_id=hidden_id)]) == NOT_FOUND
     assert code_of(bob.remember, "x", entities=[m.EntityMention(name="")]) == INVALID
     assert code_of(bob.recall, "x", entity_ids=["bad"]) == INVALID
+    assert code_of(bob.recall, "x", entity_ids=[str(uuid.uuid4()) for _ in range(101)]) == INVALID
+    assert bob.recall("Jordan", entity_ids=[str(uuid.uuid4())], mode=m.RECALL_MODE_LEXICAL).items == []
     assert code_of(stack.memory.FindEntities, g.FindEntitiesRequest(name=" "), metadata=bob.md()) == INVALID
 
 
@@ -438,6 +429,6 @@ def test_forget_racing_the_embedding_job_leaves_no_vector(team):
         gone.append(mem.id)
     stack.wait_backlog_empty()
     time.sleep(0.5)
-    with ws_db(stack, team["ws"]) as conn:
+    with stack.db(team["ws"]) as conn:
         assert conn.execute("SELECT count(*) FROM memory_embedding WHERE memory_id = ANY(%s)",
                             (gone,)).fetchone()[0] == 0
