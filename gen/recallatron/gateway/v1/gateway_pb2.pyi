@@ -1,6 +1,7 @@
 import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.rpc import status_pb2 as _status_pb2
 from recallatron.memory.v1 import memory_pb2 as _memory_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -37,6 +38,26 @@ class RememberResponse(_message.Message):
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     memory: _memory_pb2.Memory
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class RememberBatchRequest(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[RememberRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[RememberRequest, _Mapping]]] = ...) -> None: ...
+
+class RememberBatchResult(_message.Message):
+    __slots__ = ("memory", "error")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    error: _status_pb2.Status
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class RememberBatchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[RememberBatchResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[RememberBatchResult, _Mapping]]] = ...) -> None: ...
 
 class ReadRequest(_message.Message):
     __slots__ = ("id", "include_history")

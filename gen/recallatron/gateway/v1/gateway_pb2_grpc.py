@@ -46,6 +46,11 @@ class MemoryServiceStub:
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RememberRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RememberResponse.FromString,
                 _registered_method=True)
+        self.RememberBatch = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/RememberBatch',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RememberBatchRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RememberBatchResponse.FromString,
+                _registered_method=True)
         self.Read = channel.unary_unary(
                 '/recallatron.gateway.v1.MemoryService/Read',
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ReadRequest.SerializeToString,
@@ -95,6 +100,17 @@ class MemoryServiceServicer:
 
     def Remember(self, request, context):
         """Stores a new memory (origin told) for the stated purpose and audience.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RememberBatch(self, request, context):
+        """Stores up to 500 memories in one call, for imports. Each entry is validated and answered
+        exactly as a Remember of it would be (its own memory, or its own status with the same code and
+        message), and a failed entry fails only itself; entries answer as the same Remember calls made
+        in order would, request_id included. The whole call fails only for a bad token
+        (UNAUTHENTICATED), an empty or over-500 batch (INVALID_ARGUMENT), or an unavailable store.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -163,6 +179,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Remember,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RememberRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RememberResponse.SerializeToString,
+            ),
+            'RememberBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.RememberBatch,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RememberBatchRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RememberBatchResponse.SerializeToString,
             ),
             'Read': grpc.unary_unary_rpc_method_handler(
                     servicer.Read,
@@ -234,6 +255,33 @@ class MemoryService:
             '/recallatron.gateway.v1.MemoryService/Remember',
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RememberRequest.SerializeToString,
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RememberResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RememberBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/RememberBatch',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RememberBatchRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RememberBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

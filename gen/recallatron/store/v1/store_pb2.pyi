@@ -1,6 +1,7 @@
 import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.rpc import status_pb2 as _status_pb2
 from recallatron.memory.v1 import memory_pb2 as _memory_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -137,6 +138,50 @@ class RememberResponse(_message.Message):
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     memory: _memory_pb2.Memory
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class RememberBatchRequest(_message.Message):
+    __slots__ = ("caller", "requests")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    requests: _containers.RepeatedCompositeFieldContainer[RememberBatchEntry]
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., requests: _Optional[_Iterable[_Union[RememberBatchEntry, _Mapping]]] = ...) -> None: ...
+
+class RememberBatchEntry(_message.Message):
+    __slots__ = ("purpose", "kind", "title", "body", "audience", "confidence", "occurred_at", "entities", "request_id")
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    AUDIENCE_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    purpose: _memory_pb2.Purpose
+    kind: _memory_pb2.Kind
+    title: str
+    body: str
+    audience: _memory_pb2.Audience
+    confidence: float
+    occurred_at: _timestamp_pb2.Timestamp
+    entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
+    request_id: str
+    def __init__(self, purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RememberBatchResult(_message.Message):
+    __slots__ = ("memory", "error")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    error: _status_pb2.Status
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class RememberBatchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[RememberBatchResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[RememberBatchResult, _Mapping]]] = ...) -> None: ...
 
 class ReadRequest(_message.Message):
     __slots__ = ("caller", "memory_id", "include_history")

@@ -60,6 +60,11 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.RememberRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.RememberResponse.FromString,
                 _registered_method=True)
+        self.RememberBatch = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/RememberBatch',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.RememberBatchRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.RememberBatchResponse.FromString,
+                _registered_method=True)
         self.Read = channel.unary_unary(
                 '/recallatron.store.v1.StoreService/Read',
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ReadRequest.SerializeToString,
@@ -162,6 +167,16 @@ class StoreServiceServicer:
 
     def Remember(self, request, context):
         """Stores a new memory and queues its embedding in the same transaction.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RememberBatch(self, request, context):
+        """Stores up to 500 memories for one caller (imports): each entry is validated and answered
+        exactly as a Remember would be, and a failed entry fails only itself. The memories written
+        are inserted, linked and queued for embedding in one transaction. INVALID_ARGUMENT for the
+        whole call only when it has no entries or more than 500.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -287,6 +302,11 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.Remember,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.RememberRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.RememberResponse.SerializeToString,
+            ),
+            'RememberBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.RememberBatch,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.RememberBatchRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.RememberBatchResponse.SerializeToString,
             ),
             'Read': grpc.unary_unary_rpc_method_handler(
                     servicer.Read,
@@ -490,6 +510,33 @@ class StoreService:
             '/recallatron.store.v1.StoreService/Remember',
             recallatron_dot_store_dot_v1_dot_store__pb2.RememberRequest.SerializeToString,
             recallatron_dot_store_dot_v1_dot_store__pb2.RememberResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RememberBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/RememberBatch',
+            recallatron_dot_store_dot_v1_dot_store__pb2.RememberBatchRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.RememberBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,
