@@ -1,14 +1,25 @@
 """The candidate queries of the two retrieval arms, readability applied inside each in SQL.
 
 Lexical arm: Okapi BM25 (Robertson and Zaragoza, "The Probabilistic Relevance Framework: BM25 and
-Beyond", 2009; k1 = 1.2, b = 0.75) computed over the stored ``tsvector`` ('english' configuration):
-term frequency is the lexeme's position count, document length the number of distinct lexemes
-(``length(tsvector)``, cheap), document frequencies and average length counted over the rows the
-caller can read for the recalled purpose,
-so that hidden memories cannot shape the ranking. Any user text is accepted: it is reduced to
-lexemes by ``to_tsvector`` (which never raises on text), so operators, quotes and punctuation are
-just characters. With three or more query terms, terms present in 15% or more of the readable rows
-are dropped (DESIGN.md, recall step 2).
+Beyond", 2009; k1 = 1.2, b = 0.75) over the keyword index of ``store_service.lexical_index``:
+lexemes from ``store_service.analysis`` (the same function at index and query time), term
+frequency the lexeme's occurrences, document length the number of distinct lexemes. Document
+frequencies, row count and average length are the maintained statistics summed over the
+partitions the caller can read for the recalled purpose (its own member partition and the
+workspace's, superseded ones only for history), so hidden memories cannot shape the ranking and
+nothing is recounted per query. Any user text is accepted. With three or more query terms, terms
+present in 15% or more of the readable rows are dropped (DESIGN.md, recall step 2), except that
+the rarest term is always kept, so a question never loses every term.
+
+Top-k without scoring every matching row: the threshold technique of Fagin, Lotem and Naor
+("Optimal aggregation algorithms for middleware", 2003; NRA with a final random-access step). Each
+query term's postings are read per readable partition in ascending document length (an index
+order), in chunks that double. A posting's BM25 contribution ``idf * W(tf, len)`` falls as the
+length grows, and ``tf`` is at most the partition's maintained ``max_tf``, so after each chunk the
+term's unread postings contribute at most ``idf * W(max_tf, last length read)``. Reading stops when
+the limit-th best score already seen exceeds the sum of those bounds (no unseen memory can enter);
+memories that might still change the answer get their missing term frequencies by primary key,
+and the exact top k is returned: the same ranking a full BM25 scoring gives (ties by id).
 
 Dense arm: cosine over the pgvector HNSW index with iterative index scans (pgvector 0.8+), so a
 filtered search still returns the requested count; rows below the cosine floor are dropped.
@@ -16,6 +27,7 @@ filtered search still returns the requested count; rows below the cosine floor a
 
 from __future__ import annotations
 
+import heapq
 import math
 import uuid
 
@@ -24,17 +36,17 @@ import psycopg
 from psycopg import sql
 from recallatron.memory.v1 import memory_pb2 as m
 
+from store_service import analysis
+from store_service.lexical_index import WORKSPACE
 from store_service.readability import READABLE, caller_params
 
 BM25_K1 = 1.2
 BM25_B = 0.75
 COMMON_TERM_SHARE = 0.15
 COMMON_TERM_MIN_TERMS = 3
-MAX_QUERY_TERMS = 64
-# Title positions count as much as body positions: 0, 1 and 2 gave LoCoMo lexical recall@10
-# 0.619, 0.617, 0.610 (nDCG@10 0.487, 0.487, 0.484): no reason to favour either.
-TITLE_WEIGHT = 1.0
-TS_CONFIG = "english"
+MAX_QUERY_TERMS = analysis.MAX_QUERY_TERMS
+# Postings read per partition stream in the first round; each further round doubles it.
+FIRST_CHUNK = 256
 DIMENSIONS = 384
 
 
@@ -50,73 +62,168 @@ def _scope(include_superseded: bool, entity_filter: bool) -> str:
     return clause
 
 
-def query_terms(conn: psycopg.Connection, text: str) -> list[str]:
-    """The distinct lexemes of user text under the 'english' configuration, in first-seen order."""
-    rows = conn.execute(
-        "SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s)) ORDER BY positions[1]",
-        (TS_CONFIG, text)).fetchall()
-    return [r[0] for r in rows][:MAX_QUERY_TERMS]
+def query_terms(text: str) -> list[str]:
+    """The distinct lexemes of user text, in first-seen order (``analysis.query_terms``)."""
+    return analysis.query_terms(text)
+
+
+def _w(tf: float, length: float, avg: float) -> float:
+    """BM25's saturated term frequency: ``tf (k1 + 1) / (tf + k1 (1 - b + b len / avg))``."""
+    return tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * length / avg))
+
+
+def kept_terms(terms: list[str], df: dict[str, int], n: int) -> list[str]:
+    """The query terms BM25 scores: those present at all; from three terms up, those in fewer than
+    15% of the ``n`` readable rows, plus the rarest term (first asked among equals) always."""
+    present = [t for t in terms if df.get(t, 0) > 0]
+    if len(terms) < COMMON_TERM_MIN_TERMS or not present:
+        return present
+    rarest = min(present, key=lambda t: df[t])
+    return [t for t in present if t == rarest or df[t] / n < COMMON_TERM_SHARE]
 
 
 def lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str, limit: int,
             include_superseded: bool, entity_ids: list[uuid.UUID] = ()) -> list[tuple[uuid.UUID, float]]:
-    """Ranked (memory id, BM25 score) pairs, best first, ties by id; empty when no term survives."""
-    terms = query_terms(conn, text)
-    if not terms:
+    """Ranked (memory id, BM25 score) pairs, best first, ties by id; empty when no term survives.
+
+    ``purpose`` is a stored purpose string; one the caller was not granted reads nothing.
+    """
+    terms = query_terms(text)
+    params = caller_params(caller)
+    if not terms or purpose not in params["purposes"]:
         return []
-    params = {**caller_params(caller), "purpose": purpose, "terms": terms, "quoted": [_quote(t) for t in terms],
-              "entities": list(entity_ids)}
-    scope = _scope(include_superseded, bool(entity_ids))
-    # Corpus statistics and document frequencies over the readable scope. With three or more terms
-    # only "is df at least 15% of n?" matters for a common term, so each count stops at that cap.
-    n, avg_len = conn.execute(
-        f"SELECT count(*), coalesce(avg(length(m.tsv)), 0) FROM memory m WHERE {scope}", params).fetchone()
+    audiences = [WORKSPACE, uuid.UUID(caller.member_id)]
+    superseded = [False, True] if include_superseded else [False]
+    if entity_ids:
+        return _lexical_filtered(conn, {**params, "purpose": purpose, "entities": list(entity_ids)}, terms,
+                                 limit, include_superseded)
+    n, total = conn.execute(
+        """SELECT coalesce(sum(doc_count), 0)::bigint, coalesce(sum(total_len), 0)::bigint FROM lexical_partition
+            WHERE purpose = %s AND audience = ANY(%s) AND superseded = ANY(%s)""",
+        (purpose, audiences, superseded)).fetchone()
     if n == 0:
         return []
-    drop_common = len(terms) >= COMMON_TERM_MIN_TERMS
-    cap = max(1, math.ceil(COMMON_TERM_SHARE * n)) if drop_common else n
     stats = conn.execute(
-        f"""SELECT t.term, (SELECT count(*) FROM (SELECT 1 FROM memory m WHERE {scope}
-                                                     AND m.tsv @@ t.quoted::tsquery LIMIT %(cap)s) hit)
-              FROM unnest(%(terms)s::text[], %(quoted)s::text[]) AS t(term, quoted)""",
-        {**params, "cap": cap}).fetchall()
-    df = {term: count for term, count in stats if count > 0}
-    if drop_common:
-        df = {t: c for t, c in df.items() if c / n < COMMON_TERM_SHARE}
-    if not df:
+        """SELECT lexeme, audience, superseded, df, max_tf FROM lexical_df
+            WHERE lexeme = ANY(%s) AND purpose = %s AND audience = ANY(%s) AND superseded = ANY(%s) AND df > 0""",
+        (terms, purpose, audiences, superseded)).fetchall()
+    df: dict[str, int] = {}
+    for lexeme, _, _, count, _ in stats:
+        df[lexeme] = df.get(lexeme, 0) + count
+    kept = kept_terms(terms, df, n)
+    if not kept:
         return []
-    # BM25 idf with the +1 inside the log (Lucene's variant) so it is never negative.
-    idf = {t: math.log(1 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
-    kept = list(idf)
-    query = sql.SQL(" || ").join(sql.SQL("{}::tsquery").format(sql.Literal(_quote(t))) for t in kept)
-    rows = conn.execute(
-        sql.SQL(f"""
-        WITH q AS (SELECT unnest(%(kept)s::text[]) AS term, unnest(%(idf)s::float8[]) AS idf),
-        hits AS (
-            SELECT m.id, m.tsv FROM memory m WHERE {scope} AND m.tsv @@ ({{query}})
-        ),
-        doc AS (SELECT h.id, length(h.tsv) AS len, h.tsv FROM hits h)
-        SELECT d.id,
-               sum(q.idf * (tf.tf * (%(k1)s + 1)) /
-                   (tf.tf + %(k1)s * (1 - %(b)s + %(b)s * d.len / greatest(%(avg)s, 1))))::float8 AS score
-          FROM doc d
-          CROSS JOIN LATERAL (SELECT u.lexeme,
-                                     %(title_weight)s * cardinality(array_positions(u.weights, 'A')) +
-                                     cardinality(array_positions(u.weights, 'B')) AS tf
-                                FROM unnest(d.tsv) u) tf
-          JOIN q ON q.term = tf.lexeme
-         WHERE tf.tf > 0
-         GROUP BY d.id
-         ORDER BY score DESC, d.id
-         LIMIT %(limit)s""").format(query=query),
-        {**params, "kept": kept, "idf": [idf[t] for t in kept], "k1": BM25_K1, "b": BM25_B,
-         "avg": float(avg_len), "limit": limit, "title_weight": TITLE_WEIGHT}).fetchall()
-    return [(r[0], r[1]) for r in rows]
+    avg = max(total / n, 1.0)
+    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in kept}
+    streams = [_Stream(lexeme, audience, sup, max_tf) for lexeme, audience, sup, _, max_tf in stats if lexeme in idf]
+    return _threshold_top_k(conn, purpose, streams, idf, avg, limit)
 
 
-def _quote(term: str) -> str:
-    """A lexeme as a quoted tsquery operand (single quotes and backslashes doubled)."""
-    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+class _Stream:
+    """One term's postings in one partition, read in (length, id) order."""
+
+    __slots__ = ("after_id", "after_len", "audience", "done", "lexeme", "max_tf", "superseded")
+
+    def __init__(self, lexeme: str, audience: uuid.UUID, superseded: bool, max_tf: int) -> None:
+        self.lexeme, self.audience, self.superseded, self.max_tf = lexeme, audience, superseded, max(max_tf, 1)
+        self.after_len, self.after_id, self.done = -1, WORKSPACE, False
+
+
+def _threshold_top_k(conn: psycopg.Connection, purpose: str, streams: list[_Stream], idf: dict[str, float],
+                     avg: float, limit: int) -> list[tuple[uuid.UUID, float]]:
+    """Exact BM25 top ``limit`` by sorted access with bounds, then random access (module docstring)."""
+    terms = list(idf)
+    seen: dict[uuid.UUID, list] = {}  # id -> [known score, terms seen (set), length]
+    chunk = FIRST_CHUNK
+    while True:
+        live = [s for s in streams if not s.done]
+        rows = conn.execute(
+            """SELECT s.i, p.memory_id, p.tf, p.doc_len
+                 FROM unnest(%s::text[], %s::uuid[], %s::bool[], %s::int[], %s::uuid[]) WITH ORDINALITY
+                      AS s(lexeme, audience, superseded, after_len, after_id, i)
+                CROSS JOIN LATERAL (
+                      SELECT p.memory_id, p.tf, p.doc_len FROM lexical_posting p
+                       WHERE p.lexeme = s.lexeme AND p.purpose = %s AND p.audience = s.audience
+                         AND p.superseded = s.superseded AND (p.doc_len, p.memory_id) > (s.after_len, s.after_id)
+                       ORDER BY p.doc_len, p.memory_id LIMIT %s) p""",
+            ([s.lexeme for s in live], [s.audience for s in live], [s.superseded for s in live],
+             [s.after_len for s in live], [s.after_id for s in live], purpose, chunk)).fetchall()
+        fetched = [0] * len(live)
+        for i, memory_id, tf, length in rows:
+            stream = live[i - 1]
+            fetched[i - 1] += 1
+            stream.after_len, stream.after_id = length, memory_id
+            entry = seen.get(memory_id)
+            if entry is None:
+                entry = seen[memory_id] = [0.0, set(), length]
+            entry[0] += idf[stream.lexeme] * _w(tf, length, avg)
+            entry[1].add(stream.lexeme)
+        for stream, count in zip(live, fetched):
+            stream.done = count < chunk
+        bound = {t: 0.0 for t in terms}  # the most an unread posting of each term can still add
+        for s in streams:
+            if not s.done:
+                bound[s.lexeme] = max(bound[s.lexeme], idf[s.lexeme] * _w(s.max_tf, s.after_len, avg))
+        threshold = sum(bound.values())
+        if threshold == 0.0:  # every posting read: the known scores are exact
+            return _best(((mid, e[0]) for mid, e in seen.items()), limit)
+        if len(seen) >= limit:
+            kth = heapq.nlargest(limit, (e[0] for e in seen.values()))[-1]
+            if kth > threshold:
+                open_ = {mid: e for mid, e in seen.items()
+                         if e[0] + sum(bound[t] for t in terms if t not in e[1]) >= kth}
+                _complete(conn, open_, terms, idf, avg)
+                return _best(((mid, e[0]) for mid, e in open_.items()), limit)
+        chunk *= 2
+
+
+def _complete(conn: psycopg.Connection, entries: dict[uuid.UUID, list], terms: list[str], idf: dict[str, float],
+              avg: float) -> None:
+    """Adds the contributions not yet read to ``entries`` (by primary key), making their scores exact."""
+    missing = [mid for mid, e in entries.items() if len(e[1]) < len(terms)]
+    if not missing:
+        return
+    for memory_id, lexeme, tf in conn.execute(
+            "SELECT memory_id, lexeme, tf FROM lexical_posting WHERE memory_id = ANY(%s) AND lexeme = ANY(%s)",
+            (missing, terms)):
+        entry = entries[memory_id]
+        if lexeme not in entry[1]:
+            entry[0] += idf[lexeme] * _w(tf, entry[2], avg)
+            entry[1].add(lexeme)
+
+
+def _best(scored, limit: int) -> list[tuple[uuid.UUID, float]]:
+    """The ``limit`` best (id, score) pairs, score descending then id ascending."""
+    return heapq.nsmallest(limit, scored, key=lambda r: (-r[1], r[0]))
+
+
+def _lexical_filtered(conn: psycopg.Connection, params: dict, terms: list[str], limit: int,
+                      include_superseded: bool) -> list[tuple[uuid.UUID, float]]:
+    """BM25 over the rows about the given entities: a small set, so its statistics are counted
+    (exactly as the scope defines them) and every matching row is scored."""
+    scope = _scope(include_superseded, True)
+    docs = dict(conn.execute(
+        f"""SELECT d.memory_id, d.doc_len FROM memory m JOIN lexical_document d ON d.memory_id = m.id
+             WHERE {scope}""", params).fetchall())
+    if not docs:
+        return []
+    postings = conn.execute(
+        "SELECT memory_id, lexeme, tf FROM lexical_posting WHERE memory_id = ANY(%s) AND lexeme = ANY(%s)",
+        (list(docs), terms)).fetchall()
+    df: dict[str, int] = {}
+    for _, lexeme, _ in postings:
+        df[lexeme] = df.get(lexeme, 0) + 1
+    n = len(docs)
+    kept = kept_terms(terms, df, n)
+    if not kept:
+        return []
+    avg = max(sum(docs.values()) / n, 1.0)
+    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in kept}
+    scores: dict[uuid.UUID, float] = {}
+    for memory_id, lexeme, tf in postings:
+        if lexeme in idf:
+            scores[memory_id] = scores.get(memory_id, 0.0) + idf[lexeme] * _w(tf, docs[memory_id], avg)
+    return _best(scores.items(), limit)
 
 
 def dense(conn: psycopg.Connection, caller: m.Caller, purpose: str, vector: np.ndarray, input_version: str,

@@ -1,22 +1,215 @@
-"""Keyword-arm postings and statistics, maintained in the write transaction (issue 7, item 2).
+"""The keyword arm's index, maintained in the memory's own write transaction.
 
-Stub: the write paths already call ``add_memories`` for every memory they insert; the postings
-and per-partition statistics are filled in here.
+Every live memory has a ``lexical_document`` row (its partition and length) and one
+``lexical_posting`` per lexeme (term frequency). A partition is (audience, purpose, superseded):
+the audience is the one member of a member-only memory or ``WORKSPACE`` (the nil uuid) for the
+whole workspace. ``lexical_df`` and ``lexical_partition`` keep, per partition, each lexeme's
+document frequency and the row count and total length, so a caller's BM25 statistics are sums over
+the few partitions it may read: exactly what a recount over its readable rows would give, and never
+a number that includes a memory it cannot read.
+
+Who calls what (all inside the caller's transaction):
+- ``add_memories``: remember, derive, the successor of a supersede, any import;
+- ``reindex_text``: correct (new text, same partition);
+- ``mark_superseded``: supersede (the old memory moves to its partition's superseded twin);
+- ``remove_memories``: forget (the memory and everything derived from it).
+
+Concurrency: every writer of a workspace takes one transaction-scoped advisory lock before touching
+the statistics, so statistics rows are never locked in two orders (no deadlocks) and the sums stay
+exact; the lock is held only from the index write to commit. Lexemes come from
+``store_service.analysis`` (the same function at query time).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections import defaultdict
+from collections.abc import Iterable
 
 import psycopg
 
+from store_service import analysis
+
+# The audience key of workspace memories (member ids are random uuids, never nil).
+WORKSPACE = uuid.UUID(int=0)
+# pg_advisory_xact_lock key of the statistics (per database, so per workspace): "lexi".
+_STATS_LOCK_KEY = 0x6C65_7869
+
+Partition = tuple[uuid.UUID, str, bool]  # (audience, purpose, superseded)
+
+
+def audience_key(audience_member_id: uuid.UUID | None) -> uuid.UUID:
+    """The partition audience of a memory: its member, or ``WORKSPACE``."""
+    return WORKSPACE if audience_member_id is None else audience_member_id
+
+
+class _Delta:
+    """Changes to postings and statistics gathered in Python and written in a few statements."""
+
+    def __init__(self) -> None:
+        self.docs: list[tuple] = []  # (memory_id, audience, purpose, superseded, doc_len)
+        self.postings: list[tuple] = []  # (memory_id, lexeme, audience, purpose, superseded, tf, doc_len)
+        self.df: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])  # (lexeme, part) -> [ddf, max_tf]
+        self.parts: dict[Partition, list[int]] = defaultdict(lambda: [0, 0])  # part -> [dcount, dlen]
+
+    def count(self, part: Partition, terms: dict[str, int], sign: int) -> None:
+        self.parts[part][0] += sign
+        self.parts[part][1] += sign * len(terms)
+        for lexeme, tf in terms.items():
+            entry = self.df[(lexeme, *part)]
+            entry[0] += sign
+            entry[1] = max(entry[1], tf if sign > 0 else 0)
+
+    def add(self, memory_id: uuid.UUID, part: Partition, terms: dict[str, int]) -> None:
+        self.docs.append((memory_id, *part, len(terms)))
+        self.postings.extend((memory_id, lexeme, *part, tf, len(terms)) for lexeme, tf in terms.items())
+        self.count(part, terms, +1)
+
+    def write(self, conn: psycopg.Connection) -> None:
+        cur = conn.cursor()
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_STATS_LOCK_KEY,))
+        if self.docs:
+            cur.execute("""INSERT INTO lexical_document (memory_id, audience, purpose, superseded, doc_len)
+                           SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::bool[], %s::int[])""",
+                        _columns(self.docs, 5))
+        if self.postings:
+            cur.execute("""INSERT INTO lexical_posting (memory_id, lexeme, audience, purpose, superseded, tf, doc_len)
+                           SELECT * FROM unnest(%s::uuid[], %s::text[], %s::uuid[], %s::text[], %s::bool[],
+                                                %s::int[], %s::int[])""", _columns(self.postings, 7))
+        df = sorted((k + tuple(v)) for k, v in self.df.items() if v[0] or v[1])
+        if df:
+            cur.execute("""INSERT INTO lexical_df AS d (lexeme, audience, purpose, superseded, df, max_tf)
+                           SELECT * FROM unnest(%s::text[], %s::uuid[], %s::text[], %s::bool[], %s::bigint[],
+                                                %s::int[])
+                           ON CONFLICT (lexeme, purpose, audience, superseded)
+                           DO UPDATE SET df = d.df + EXCLUDED.df, max_tf = greatest(d.max_tf, EXCLUDED.max_tf)""",
+                        _columns(df, 6))
+        parts = sorted((k + tuple(v)) for k, v in self.parts.items() if v[0] or v[1])
+        if parts:
+            cur.execute("""INSERT INTO lexical_partition AS p (audience, purpose, superseded, doc_count, total_len)
+                           SELECT * FROM unnest(%s::uuid[], %s::text[], %s::bool[], %s::bigint[], %s::bigint[])
+                           ON CONFLICT (purpose, audience, superseded)
+                           DO UPDATE SET doc_count = p.doc_count + EXCLUDED.doc_count,
+                                         total_len = p.total_len + EXCLUDED.total_len""",
+                        _columns(parts, 5))
+
+
+def _columns(rows: list[tuple], width: int) -> list[list]:
+    """Row tuples as ``width`` column lists (for ``unnest`` of arrays)."""
+    return [list(col) for col in zip(*rows)] if rows else [[] for _ in range(width)]
+
 
 def add_memories(conn: psycopg.Connection,
-                 rows: list[tuple[uuid.UUID, uuid.UUID | None, str, str, str]]) -> None:
-    """Records newly inserted memories in the keyword-arm postings and statistics.
+                 rows: Iterable[tuple[uuid.UUID, uuid.UUID | None, str, str, str]]) -> None:
+    """Indexes new, live memories: ``(memory_id, audience_member_id or None, purpose, title, body)``.
 
-    Called once per insert statement, inside the transaction that inserted them, with one
-    ``(memory_id, audience_member_id, purpose, title, body)`` per memory (``audience_member_id``
-    None means the workspace audience; ``purpose`` is the stored name). Currently a no-op.
+    Call once per transaction with every new row (a batch import passes the whole batch).
     """
-    del conn, rows
+    delta = _Delta()
+    for memory_id, audience, purpose, title, body in rows:
+        delta.add(memory_id, (audience_key(audience), purpose, False), analysis.document_terms(title, body))
+    if delta.docs:
+        delta.write(conn)
+
+
+def _indexed(conn: psycopg.Connection, ids: list[uuid.UUID],
+             superseded: bool | None = None) -> dict[uuid.UUID, tuple[Partition, dict[str, int]]]:
+    """The partition and terms of indexed memories among ``ids`` (optionally only live or superseded)."""
+    cur = conn.cursor()
+    cur.execute("""SELECT d.memory_id, d.audience, d.purpose, d.superseded, p.lexeme, p.tf
+                     FROM lexical_document d LEFT JOIN lexical_posting p ON p.memory_id = d.memory_id
+                    WHERE d.memory_id = ANY(%s) AND (%s::bool IS NULL OR d.superseded = %s::bool)""",
+                (list(ids), superseded, superseded))
+    out: dict[uuid.UUID, tuple[Partition, dict[str, int]]] = {}
+    for memory_id, audience, purpose, sup, lexeme, tf in cur.fetchall():
+        _, terms = out.setdefault(memory_id, ((audience, purpose, sup), {}))
+        if lexeme is not None:
+            terms[lexeme] = tf
+    return out
+
+
+def remove_memories(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
+    """Removes memories from the index (forget); ids not indexed are ignored."""
+    found = _indexed(conn, ids)
+    if not found:
+        return
+    delta = _Delta()
+    for part, terms in found.values():
+        delta.count(part, terms, -1)
+    delta.write(conn)
+    conn.cursor().execute("DELETE FROM lexical_document WHERE memory_id = ANY(%s)", (list(found),))
+
+
+def mark_superseded(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
+    """Moves live memories to their partition's superseded twin (supersede)."""
+    found = _indexed(conn, ids, superseded=False)
+    if not found:
+        return
+    delta = _Delta()
+    for (audience, purpose, _), terms in found.values():
+        delta.count((audience, purpose, False), terms, -1)
+        delta.count((audience, purpose, True), terms, +1)
+    delta.write(conn)
+    cur = conn.cursor()
+    cur.execute("UPDATE lexical_document SET superseded = true WHERE memory_id = ANY(%s)", (list(found),))
+    cur.execute("UPDATE lexical_posting SET superseded = true WHERE memory_id = ANY(%s)", (list(found),))
+
+
+def reindex_text(conn: psycopg.Connection, memory_id: uuid.UUID, title: str, body: str) -> None:
+    """Replaces a memory's terms after its text changed in place (correct); the partition stays."""
+    found = _indexed(conn, [memory_id])
+    if memory_id not in found:
+        return
+    part, old = found[memory_id]
+    conn.cursor().execute("DELETE FROM lexical_document WHERE memory_id = %s", (memory_id,))
+    delta = _Delta()
+    delta.count(part, old, -1)
+    delta.add(memory_id, part, analysis.document_terms(title, body))
+    delta.write(conn)
+
+
+def reindex_all(conn) -> None:
+    """Rebuilds every table of the index from the memory rows (the migration; any DB-API connection
+    to a workspace database). Forgotten memories are not indexed."""
+    cur = conn.cursor()
+    cur.execute("TRUNCATE lexical_posting, lexical_df, lexical_partition, lexical_document")
+    last = WORKSPACE
+    while True:
+        cur.execute("""SELECT id, audience_member_id, purpose, superseded_by_id IS NOT NULL, title, body
+                         FROM memory WHERE forgotten_at IS NULL AND id > %s ORDER BY id LIMIT 2000""", (last,))
+        batch = cur.fetchall()
+        if not batch:
+            return
+        delta = _Delta()
+        for memory_id, audience, purpose, sup, title, body in batch:
+            delta.add(memory_id, (audience_key(audience), purpose, sup), analysis.document_terms(title, body))
+        delta.write(conn)
+        last = batch[-1][0]
+
+
+def recount(conn: psycopg.Connection) -> tuple[dict, dict]:
+    """The statistics recounted from the memory rows, keyed as the maintained tables are (for tests
+    and ``recallatron`` checks): ``({(lexeme, audience, purpose, superseded): df}, {partition:
+    (doc_count, total_len)})``, zero entries left out."""
+    df: dict[tuple, int] = defaultdict(int)
+    parts: dict[Partition, list[int]] = defaultdict(lambda: [0, 0])
+    rows = conn.execute("""SELECT audience_member_id, purpose, superseded_by_id IS NOT NULL, title, body
+                             FROM memory WHERE forgotten_at IS NULL""").fetchall()
+    for audience, purpose, sup, title, body in rows:
+        part = (audience_key(audience), purpose, sup)
+        terms = analysis.document_terms(title, body)
+        parts[part][0] += 1
+        parts[part][1] += len(terms)
+        for lexeme in terms:
+            df[(lexeme, *part)] += 1
+    return dict(df), {k: tuple(v) for k, v in parts.items()}
+
+
+def maintained(conn: psycopg.Connection) -> tuple[dict, dict]:
+    """The maintained statistics in ``recount``'s shape (zero entries left out)."""
+    df = {(lx, aud, p, s): n for lx, aud, p, s, n in conn.execute(
+        "SELECT lexeme, audience, purpose, superseded, df FROM lexical_df WHERE df > 0")}
+    parts = {(aud, p, s): (n, total) for aud, p, s, n, total in conn.execute(
+        "SELECT audience, purpose, superseded, doc_count, total_len FROM lexical_partition "
+        "WHERE doc_count > 0 OR total_len > 0")}
+    return df, parts

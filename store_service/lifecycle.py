@@ -17,12 +17,32 @@ import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
-from servicekit.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
-from store_service import entities
-from store_service.memories import (COLUMNS, NewMemory, by_request_id, check_request_id, insert, readable_ids,
-                                    request_key, to_memory)
+from servicekit.errors import (
+    Aborted,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+)
+from store_service import entities, lexical_index
+from store_service.memories import (
+    COLUMNS,
+    NewMemory,
+    by_request_id,
+    check_request_id,
+    insert,
+    readable_ids,
+    request_key,
+    to_memory,
+)
 from store_service.readability import caller_params
-from store_service.vocabulary import KINDS, check_confidence, check_text, enum_value, parse_uuid
+from store_service.vocabulary import (
+    KINDS,
+    check_confidence,
+    check_text,
+    enum_value,
+    parse_uuid,
+)
 
 MAX_SOURCES = 100
 # Ids of ``%(ids)s`` and everything up their derived_from chains.
@@ -130,6 +150,7 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
             f"""UPDATE memory m SET title = %s, body = %s, confidence = %s, revision = revision + 1, updated_at = now()
                  WHERE m.id = %s RETURNING {COLUMNS}""", (new_title, new_body, new_conf, mid)).fetchone()
         _drop_vector(conn, mid)
+        lexical_index.reindex_text(conn, mid, new_title, new_body)
         conn.execute("""INSERT INTO embedding_job (memory_id, memory_revision) VALUES (%s, %s)
                         ON CONFLICT (memory_id) DO UPDATE SET memory_revision = EXCLUDED.memory_revision,
                             claimed_until = NULL, enqueued_at = now()""", (mid, rev + 1))
@@ -174,6 +195,7 @@ def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
                            key, [], sources)
         conn.execute("UPDATE memory SET superseded_by_id = %s, updated_at = now() WHERE id = %s",
                      (uuid.UUID(successor.id), row[0]))
+        lexical_index.mark_superseded(conn, [row[0]])
         _drop_vector(conn, row[0])
     return successor
 
@@ -204,6 +226,7 @@ def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
                SELECT m.id FROM memory m JOIN d ON d.id = m.id WHERE m.forgotten_at IS NULL
                ORDER BY m.id FOR NO KEY UPDATE OF m""", (mid,))]
         visible = readable_ids(conn, caller, closure)
+        lexical_index.remove_memories(conn, closure)
         conn.execute(
             """UPDATE memory SET title = '', body = '', forgotten_at = now(), updated_at = now(),
                       invalidation_reason = CASE WHEN id = %(target)s THEN %(reason)s

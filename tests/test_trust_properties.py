@@ -7,7 +7,8 @@ for every purpose, it asks Recall in all three modes (re-rank on and off), Read 
 FindEntities on every entity name, and asserts:
 - nothing ineligible appears in any item, count, link or entity list;
 - everything eligible and matching is found (the keyword arm returns exactly the eligible set);
-- an ungranted purpose is PERMISSION_DENIED, an unreadable id NOT_FOUND.
+- an ungranted purpose is PERMISSION_DENIED, an unreadable id NOT_FOUND;
+- the keyword statistics maintained by the writes equal a full recount of the stored rows.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
+
+from store_service import lexical_index
 
 PURPOSES = [m.PURPOSE_CONVERSATION, m.PURPOSE_TASKS, m.PURPOSE_REPORTING, m.PURPOSE_ADMINISTRATION]
 MODES = [m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID]
@@ -167,6 +170,15 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
                     # The successor keeps the old memory's sources (a forget of a source reaches it).
                     model.mems[resp.memory.id] = Mem(resp.memory.id, audience, target.purpose, me, "",
                                                      list(target.sources))
+
+    # The keyword statistics maintained by every write equal a full recount of the stored rows, and
+    # their partition sums equal the model's live memories (so nothing is counted twice or lost).
+    with stack.db(ws) as conn:
+        df, parts = lexical_index.maintained(conn)
+        assert (df, parts) == lexical_index.recount(conn)
+        live = [mem for mem in model.mems.values() if not mem.forgotten]
+        assert sum(count for count, _ in parts.values()) == len(live)
+        assert sum(count for (_, _, sup), (count, _) in parts.items() if sup) == sum(mem.superseded for mem in live)
 
     everything = set(model.mems)
     for i, member in enumerate(members):

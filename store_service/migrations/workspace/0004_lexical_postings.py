@@ -1,0 +1,74 @@
+"""The keyword arm's own index: postings and maintained statistics instead of a generated tsvector.
+
+Lexemes now come from ``store_service.analysis`` (Python, the same function at index and query
+time), so they cannot be a generated column. This migration creates the tables, re-indexes every
+existing memory in batches (memories stay readable throughout: nothing they are read by changes),
+builds the statistics from the postings it wrote, and drops the old ``tsv`` column and its GIN index.
+"""
+
+from yoyo import step
+
+__depends__ = {"0003_embedding_job_lease"}
+
+SCHEMA = """
+-- One row per indexed memory, whatever its text: its audience partition (the nil uuid for the
+-- whole workspace), purpose, whether it is superseded, and its length (distinct lexemes).
+CREATE TABLE lexical_document (
+    memory_id uuid PRIMARY KEY REFERENCES memory (id),
+    audience uuid NOT NULL,
+    purpose text NOT NULL,
+    superseded boolean NOT NULL,
+    doc_len integer NOT NULL CHECK (doc_len >= 0)
+);
+
+-- One row per (memory, lexeme): the term frequency, and the partition and length repeated so a
+-- term's postings of one partition are read in length order from the index alone.
+CREATE TABLE lexical_posting (
+    memory_id uuid NOT NULL REFERENCES lexical_document (memory_id) ON DELETE CASCADE,
+    lexeme text NOT NULL,
+    audience uuid NOT NULL,
+    purpose text NOT NULL,
+    superseded boolean NOT NULL,
+    tf integer NOT NULL CHECK (tf >= 1),
+    doc_len integer NOT NULL,
+    PRIMARY KEY (memory_id, lexeme)
+);
+CREATE INDEX lexical_posting_stream ON lexical_posting (lexeme, purpose, audience, superseded, doc_len, memory_id)
+    INCLUDE (tf);
+
+-- Maintained statistics, per partition (audience, purpose, superseded): document frequency and the
+-- largest term frequency seen of each lexeme (only ever raised: it is an upper bound), and the row
+-- count and total length. A caller's statistics are the sums over the partitions it can read.
+-- No CHECK (>= 0) on the counts: a decrement arrives as the proposed row of an upsert, which
+-- PostgreSQL checks before it finds the conflict.
+CREATE TABLE lexical_df (
+    lexeme text NOT NULL,
+    purpose text NOT NULL,
+    audience uuid NOT NULL,
+    superseded boolean NOT NULL,
+    df bigint NOT NULL,
+    max_tf integer NOT NULL,
+    PRIMARY KEY (lexeme, purpose, audience, superseded)
+);
+CREATE TABLE lexical_partition (
+    purpose text NOT NULL,
+    audience uuid NOT NULL,
+    superseded boolean NOT NULL,
+    doc_count bigint NOT NULL,
+    total_len bigint NOT NULL,
+    PRIMARY KEY (purpose, audience, superseded)
+);
+"""
+
+
+def apply_step(conn):
+    from store_service import lexical_index
+
+    cur = conn.cursor()
+    cur.execute(SCHEMA)
+    lexical_index.reindex_all(conn)
+    cur.execute("DROP INDEX IF EXISTS memory_tsv_gin")
+    cur.execute("ALTER TABLE memory DROP COLUMN IF EXISTS tsv")
+
+
+steps = [step(apply_step)]
