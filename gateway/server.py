@@ -42,6 +42,18 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
             entities=request.entities, request_id=request.request_id))
         return g.RememberResponse(memory=resp.memory)
 
+    def RememberBatch(self, request, context):
+        auth = authenticate(self.store, context)  # once; the store checks the batch size and each entry
+        resp = self.store.RememberBatch(s.RememberBatchRequest(caller=auth.caller, requests=[
+            s.RememberBatchEntry(purpose=r.purpose, kind=r.kind, title=r.title, body=r.body, audience=r.audience,
+                                 confidence=r.confidence if r.HasField("confidence") else None,
+                                 occurred_at=r.occurred_at if r.HasField("occurred_at") else None,
+                                 entities=r.entities, request_id=r.request_id)
+            for r in request.requests]))
+        return g.RememberBatchResponse(results=[
+            g.RememberBatchResult(memory=r.memory) if r.HasField("memory") else g.RememberBatchResult(error=r.error)
+            for r in resp.results])
+
     def Read(self, request, context):
         auth = authenticate(self.store, context)
         resp = self.store.Read(s.ReadRequest(caller=auth.caller, memory_id=request.id,

@@ -78,13 +78,18 @@ CALLER_CODES = frozenset({
 DOWN_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 
-def to_status(code: grpc.StatusCode, message: str, reason: str, metadata: dict[str, str] | None = None):
-    """Builds a ``grpc.Status`` with an ErrorInfo detail, for ``context.abort_with_status``."""
+def status_proto(code: grpc.StatusCode, message: str, reason: str,
+                 metadata: dict[str, str] | None = None) -> status_pb2.Status:
+    """A ``google.rpc.Status`` with an ErrorInfo detail (also the per-entry error of a batch)."""
     info = error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN, metadata=metadata or {})
     detail = any_pb2.Any()
     detail.Pack(info)
-    proto = status_pb2.Status(code=getattr(code_pb2, code.name), message=message, details=[detail])
-    return rpc_status.to_status(proto)
+    return status_pb2.Status(code=getattr(code_pb2, code.name), message=message, details=[detail])
+
+
+def to_status(code: grpc.StatusCode, message: str, reason: str, metadata: dict[str, str] | None = None):
+    """Builds a ``grpc.Status`` with an ErrorInfo detail, for ``context.abort_with_status``."""
+    return rpc_status.to_status(status_proto(code, message, reason, metadata))
 
 
 def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
@@ -100,23 +105,30 @@ def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
 
 def status_for(exc: BaseException) -> grpc.Status:
     """Maps any exception raised in a handler to the status the caller receives."""
+    return rpc_status.to_status(status_proto_for(exc))
+
+
+def status_proto_for(exc: BaseException) -> status_pb2.Status:
+    """The ``google.rpc.Status`` of ``status_for``: the one mapping, also used per entry of a batch."""
     if isinstance(exc, ServiceError):
-        return to_status(exc.code, exc.message, exc.reason, exc.metadata)
+        return status_proto(exc.code, exc.message, exc.reason, exc.metadata)
     if isinstance(exc, grpc.RpcError) and isinstance(exc, grpc.Call):
         code = exc.code()
         if code in CALLER_CODES:
             info = error_info(exc)
-            return to_status(code, exc.details() or code.name, info.reason if info else code.name,
-                             dict(info.metadata) if info else None)
+            return status_proto(code, exc.details() or code.name, info.reason if info else code.name,
+                                dict(info.metadata) if info else None)
         if code in DOWN_CODES:
-            return to_status(grpc.StatusCode.UNAVAILABLE, "a dependency is unavailable; retry later", "UNAVAILABLE")
+            return status_proto(grpc.StatusCode.UNAVAILABLE, "a dependency is unavailable; retry later",
+                                "UNAVAILABLE")
     if isinstance(exc, (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)):
-        return to_status(grpc.StatusCode.ABORTED, "concurrent change; retry the call", "CONCURRENT_CHANGE")
+        return status_proto(grpc.StatusCode.ABORTED, "concurrent change; retry the call", "CONCURRENT_CHANGE")
     if isinstance(exc, psycopg.DataError):  # a value PostgreSQL cannot store (validation missed it)
         log.warning("data error from input: %s", exc)
-        return to_status(grpc.StatusCode.INVALID_ARGUMENT, "a value in the request is not valid", "INVALID_ARGUMENT")
+        return status_proto(grpc.StatusCode.INVALID_ARGUMENT, "a value in the request is not valid",
+                            "INVALID_ARGUMENT")
     if isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout)):
         log.warning("database unavailable: %s", exc)
-        return to_status(grpc.StatusCode.UNAVAILABLE, "the database is unavailable; retry later", "UNAVAILABLE")
+        return status_proto(grpc.StatusCode.UNAVAILABLE, "the database is unavailable; retry later", "UNAVAILABLE")
     log.exception("unhandled error in handler", exc_info=exc)
-    return to_status(grpc.StatusCode.INTERNAL, "internal error", "INTERNAL")
+    return status_proto(grpc.StatusCode.INTERNAL, "internal error", "INTERNAL")

@@ -20,6 +20,9 @@ from servicekit.metrics import MetricsInterceptor
 log = logging.getLogger(__name__)
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+# Largest request a server accepts (gRPC's default is 4 MiB): a full RememberBatch, 500 bodies of
+# up to 64 KiB, must fit. The channels of servicekit.clients accept the same.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
 class ErrorInterceptor(grpc.ServerInterceptor):
@@ -73,7 +76,8 @@ def start_server(bind: str, registrations, *, max_workers: int = 16, serving: bo
     cannot be bound.
     """
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
-                         interceptors=[MetricsInterceptor(), ErrorInterceptor()])
+                         interceptors=[MetricsInterceptor(), ErrorInterceptor()],
+                         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
     names = []
     for add, servicer, name in registrations:
         add(servicer, server)

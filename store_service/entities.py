@@ -38,21 +38,56 @@ def check_mentions(mentions) -> None:
 
 
 def resolve_mentions(conn: psycopg.Connection, caller: m.Caller, mentions) -> list[uuid.UUID]:
-    """Entity ids for mentions: existing ids the caller can see, new entities for names (never merged)."""
-    ids: list[uuid.UUID] = []
-    for mention in mentions:
-        if mention.entity_id:
-            eid = uuid.UUID(mention.entity_id)
-            seen = conn.execute(f"SELECT 1 FROM entity e WHERE e.id = %(id)s AND {VISIBLE}",
-                                {**caller_params(caller), "id": eid}).fetchone()
-            if seen is None:
-                raise NotFound("entity not found", field="entities")
-        else:
-            eid = uuid.uuid4()
-            conn.execute("INSERT INTO entity (id, name) VALUES (%s, %s)", (eid, mention.name.strip()))
-        if eid not in ids:
-            ids.append(eid)
-    return ids
+    """Entity ids for mentions: existing ids the caller can see, new entities for names (never merged).
+
+    NOT_FOUND (and nothing written) when an id is not one the caller can see.
+    """
+    check_visible(mentions, visible_ids(conn, caller, mentioned_ids(mentions)))
+    return create_named(conn, [mentions])[0]
+
+
+def mentioned_ids(mentions) -> set[uuid.UUID]:
+    """The entity ids named by mentions already checked by ``check_mentions``."""
+    return {uuid.UUID(mention.entity_id) for mention in mentions if mention.entity_id}
+
+
+def visible_ids(conn: psycopg.Connection, caller: m.Caller, ids: set[uuid.UUID]) -> set[uuid.UUID]:
+    """Of ``ids``, the entities the caller can read a memory about (one query; none when empty)."""
+    if not ids:
+        return set()
+    rows = conn.execute(f"SELECT e.id FROM entity e WHERE e.id = ANY(%(ids)s) AND {VISIBLE}",
+                        {**caller_params(caller), "ids": list(ids)}).fetchall()
+    return {r[0] for r in rows}
+
+
+def check_visible(mentions, visible: set[uuid.UUID]) -> None:
+    """NOT_FOUND unless every entity id mentioned is in ``visible``."""
+    if not mentioned_ids(mentions) <= visible:
+        raise NotFound("entity not found", field="entities")
+
+
+def create_named(conn: psycopg.Connection, mention_lists) -> list[list[uuid.UUID]]:
+    """Entity ids of each list of checked, visible mentions, in order and without repeats: the ids
+    given, and a new entity for each name (all inserted in one statement)."""
+    out: list[list[uuid.UUID]] = []
+    new_ids: list[uuid.UUID] = []
+    new_names: list[str] = []
+    for mentions in mention_lists:
+        ids: list[uuid.UUID] = []
+        for mention in mentions:
+            if mention.entity_id:
+                eid = uuid.UUID(mention.entity_id)
+            else:
+                eid = uuid.uuid4()
+                new_ids.append(eid)
+                new_names.append(mention.name.strip())
+            if eid not in ids:
+                ids.append(eid)
+        out.append(ids)
+    if new_ids:
+        conn.execute("INSERT INTO entity (id, name) SELECT * FROM unnest(%s::uuid[], %s::text[])",
+                     (new_ids, new_names))
+    return out
 
 
 def find(conn: psycopg.Connection, caller: m.Caller, name: str) -> list[tuple[uuid.UUID, str]]:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime
+import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psycopg
 from google.protobuf import timestamp_pb2
@@ -12,13 +13,18 @@ from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.caller import check_purpose_granted
-from servicekit.errors import InvalidArgument, NotFound
-from store_service import entities
+from servicekit.errors import InvalidArgument, NotFound, ServiceError
+from store_service import entities, lexical_index
 from store_service.readability import CHAIN_READABLE, caller_params
 from store_service.vocabulary import (KIND_OF, KINDS, MAX_REQUEST_ID_CHARS, ORIGIN_OF, PURPOSE_OF, check_confidence,
                                       check_text, enum_value, parse_uuid)
 
+log = logging.getLogger(__name__)
 MAX_IDS = 1_000
+MAX_BATCH = 500
+# Database errors one memory's values can cause (validation should have caught them): in a batch
+# they fail only that memory, found by retrying the batch row by row under savepoints.
+ROW_ERRORS = (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded)
 COLUMNS = """m.id, m.revision, m.kind, m.title, m.body, m.audience_member_id, m.purpose, m.confidence,
               m.origin, m.superseded_by_id, m.invalidation_reason, m.created_by, m.created_at, m.updated_at,
               m.occurred_at, m.forgotten_at"""
@@ -82,24 +88,44 @@ class NewMemory:
     occurred_at: datetime.datetime | None = None
 
 
+@dataclass
+class Insert:
+    """One memory for ``insert_many``: its validated fields, stored request key ("" for none), the
+    entities it is about and the memories it is derived from."""
+
+    new: NewMemory
+    key: str
+    entity_ids: list[uuid.UUID]
+    sources: list[uuid.UUID] = field(default_factory=list)
+
+
 def by_request_id(conn: psycopg.Connection, caller: m.Caller, request_id: str) -> m.Memory | None:
     """The memory this member already created under ``request_id`` (AIP-155 retries), if any.
 
     A retry answers only with what the caller may read now: through a token narrowed to other
     purposes, or after a forget, the first result is NOT_FOUND rather than shown (or written twice).
     """
-    if not request_id:
-        return None
-    row = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.created_by = %s AND m.request_id = %s",
-                       (uuid.UUID(caller.member_id), request_id)).fetchone()
-    if row is None:
-        return None
-    if row[0] not in readable_ids(conn, caller, [row[0]]):
-        raise NotFound("memory not found")
-    memory = to_memory(row)
-    attach_links(conn, caller, {row[0]: memory})
-    redact_successors(conn, caller, [memory])
-    return memory
+    found = by_request_ids(conn, caller, [request_id]).get(request_id)
+    if isinstance(found, ServiceError):
+        raise found
+    return found
+
+
+def by_request_ids(conn: psycopg.Connection, caller: m.Caller, keys) -> dict[str, m.Memory | NotFound]:
+    """``by_request_id`` for many keys in three queries: key -> first result (or its NOT_FOUND);
+    keys never used are absent."""
+    keys = sorted({k for k in keys if k})
+    if not keys:
+        return {}
+    rows = conn.execute(f"SELECT {COLUMNS}, m.request_id FROM memory m WHERE m.created_by = %s "
+                        "AND m.request_id = ANY(%s)", (uuid.UUID(caller.member_id), keys)).fetchall()
+    ok = readable_ids(conn, caller, [r[0] for r in rows])
+    found: dict[str, m.Memory | NotFound] = {r[-1]: NotFound("memory not found") for r in rows if r[0] not in ok}
+    shown = {r[0]: to_memory(r[:-1]) for r in rows if r[0] in ok}
+    attach_links(conn, caller, shown)
+    redact_successors(conn, caller, list(shown.values()))
+    found.update({r[-1]: shown[r[0]] for r in rows if r[0] in ok})
+    return found
 
 
 def check_request_id(request_id: str) -> None:
@@ -128,27 +154,55 @@ def insert(conn: psycopg.Connection, caller: m.Caller, new: NewMemory, request_i
            entity_ids: list[uuid.UUID], sources: list[uuid.UUID] = ()) -> m.Memory:
     """Inserts a memory with its links and queues its embedding; must run inside a transaction.
 
-    With a ``request_id`` a concurrent retry that already inserted wins and its memory is returned.
+    ``insert_many`` of one: with a ``request_id`` a concurrent retry that already inserted wins and
+    its memory is returned (NOT_FOUND when the caller may not read it now).
     """
+    result = insert_many(conn, caller, [Insert(new, request_id, entity_ids, list(sources))])[0]
+    if isinstance(result, ServiceError):
+        raise result
+    return result
+
+
+def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert]) -> list[m.Memory | NotFound]:
+    """Inserts memories with their links, queues their embeddings and adds them to the keyword
+    index, in one statement each however many there are; must run inside a transaction.
+
+    Request keys must be distinct among ``items``. An item whose key a concurrent call inserted
+    first is not written: its result is that call's memory, as ``by_request_id`` answers it.
+    """
+    if not items:
+        return []
     member = uuid.UUID(caller.member_id)
-    row = conn.execute(
+    ids = [uuid.uuid4() for _ in items]
+    news = [it.new for it in items]
+    rows = conn.execute(
         f"""INSERT INTO memory AS m (id, kind, title, body, audience_member_id, purpose, confidence, origin,
                                created_by, occurred_at, request_id)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+            SELECT i, k, t, b, a, p, c, o, %s, w, r
+              FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::uuid[], %s::text[], %s::float8[],
+                          %s::text[], %s::timestamptz[], %s::text[]) AS u(i, k, t, b, a, p, c, o, w, r)
             ON CONFLICT (created_by, request_id) DO NOTHING
             RETURNING {COLUMNS}""",
-        (uuid.uuid4(), new.kind, new.title, new.body, new.audience, new.purpose, new.confidence, new.origin, member,
-         new.occurred_at, request_id or None)).fetchone()
-    if row is None:  # a concurrent retry with the same request_id won the insert
-        return by_request_id(conn, caller, request_id)
-    mid = row[0]
-    with conn.cursor() as cur:
-        cur.executemany("INSERT INTO memory_link (memory_id, link_type, target_memory_id) VALUES (%s, 'derived_from', %s)",
-                        [(mid, src) for src in sources])
-        cur.executemany("INSERT INTO memory_link (memory_id, link_type, target_entity_id) VALUES (%s, 'about', %s)",
-                        [(mid, ent) for ent in entity_ids])
-    conn.execute("INSERT INTO embedding_job (memory_id, memory_revision) VALUES (%s, 1)", (mid,))
-    return to_memory(row)
+        (member, ids, [n.kind for n in news], [n.title for n in news], [n.body for n in news],
+         [n.audience for n in news], [n.purpose for n in news], [n.confidence for n in news],
+         [n.origin for n in news], [n.occurred_at for n in news], [it.key or None for it in items])).fetchall()
+    stored = {r[0]: r for r in rows}
+    written = [(mid, it) for mid, it in zip(ids, items) if mid in stored]
+    links = [(mid, "derived_from", src, None) for mid, it in written for src in it.sources]
+    links += [(mid, "about", None, ent) for mid, it in written for ent in it.entity_ids]
+    if links:
+        conn.execute("""INSERT INTO memory_link (memory_id, link_type, target_memory_id, target_entity_id)
+                        SELECT * FROM unnest(%s::uuid[], %s::text[], %s::uuid[], %s::uuid[])""",
+                     [list(col) for col in zip(*links)])
+    if written:
+        conn.execute("INSERT INTO embedding_job (memory_id, memory_revision) SELECT unnest(%s::uuid[]), 1",
+                     ([mid for mid, _ in written],))
+        lexical_index.add_memories(conn, [(mid, it.new.audience, it.new.purpose, it.new.title, it.new.body)
+                                          for mid, it in written])
+    # A concurrent call with the same request key won those inserts.
+    firsts = by_request_ids(conn, caller, [it.key for mid, it in zip(ids, items) if mid not in stored])
+    return [to_memory(stored[mid]) if mid in stored else firsts.get(it.key, NotFound("memory not found"))
+            for mid, it in zip(ids, items)]
 
 
 def occurred_at(req) -> datetime.datetime | None:
@@ -162,14 +216,128 @@ def occurred_at(req) -> datetime.datetime | None:
                               field="occurred_at") from None
 
 
+@dataclass
+class Prepared:
+    """A validated Remember, before the database: the memory, its entity mentions, its request key."""
+
+    new: NewMemory
+    mentions: list
+    key: str
+
+
 def remember(conn: psycopg.Connection, req: s.RememberRequest) -> m.Memory:
-    """Stores a told memory and queues its embedding in one transaction.
+    """Stores a told memory and queues its embedding in one transaction (a batch of one).
 
     INVALID_ARGUMENT for bad fields; PERMISSION_DENIED for a purpose not granted; NOT_FOUND for an
     entity id the caller cannot see. With a ``request_id`` already used by this member, returns the
     first result and writes nothing.
     """
-    caller = req.caller
+    result = remember_batch(conn, req.caller, [req])[0]
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+def remember_batch(conn: psycopg.Connection, caller: m.Caller, reqs) -> list[m.Memory | Exception]:
+    """Remembers 1..500 memories (RememberRequest or RememberBatchEntry messages) for one caller.
+
+    Each entry's result is what a Remember of it would give, in order: its memory, or the error it
+    would fail with (a ``ServiceError``, or a database error one row's values caused, mapped by
+    ``servicekit.errors``). Entries answer as the same Remember calls made one after another would:
+    a request id already used, or used by an earlier entry, answers with that first result.
+    Validation runs first, row by row; the rows written are inserted in one transaction with a few
+    multi-row statements. Only when one of those fails on a row's values is the batch redone row by
+    row under savepoints, so that row alone fails.
+    """
+    check_batch_size(len(reqs))
+    results: list[m.Memory | Exception | None] = [None] * len(reqs)
+    prepared: dict[int, Prepared] = {}
+    for i, req in enumerate(reqs):
+        try:
+            prepared[i] = prepare_remember(caller, req)
+        except ServiceError as exc:
+            results[i] = exc
+    if prepared:
+        try:
+            with conn.transaction():
+                written = _write_prepared(conn, caller, prepared, row_by_row=False)
+        except ROW_ERRORS as exc:
+            log.warning("a batch row failed in the database (%s); retrying row by row", type(exc).__name__)
+            with conn.transaction():
+                written = _write_prepared(conn, caller, prepared, row_by_row=True)
+        for i, result in written.items():
+            results[i] = result
+    return results
+
+
+def check_batch_size(count: int) -> None:
+    """INVALID_ARGUMENT for a batch of no entries or more than ``MAX_BATCH``."""
+    if not 1 <= count <= MAX_BATCH:
+        raise InvalidArgument(f"a batch holds 1..{MAX_BATCH} memories; this one has {count}",
+                              field="requests", limit=MAX_BATCH)
+
+
+def _write_prepared(conn: psycopg.Connection, caller: m.Caller, prepared: dict[int, Prepared],
+                    row_by_row: bool) -> dict[int, m.Memory | Exception]:
+    """Writes validated entries inside the caller's transaction: first results of used request
+    ids, entity checks, then one ``insert_many`` (or, with ``row_by_row``, one per entry under its
+    own savepoint, a failure answering for that entry alone)."""
+    out: dict[int, m.Memory | Exception] = {}
+    firsts = by_request_ids(conn, caller, [p.key for p in prepared.values()])
+    visible = entities.visible_ids(conn, caller, {e for p in prepared.values()
+                                                  for e in entities.mentioned_ids(p.mentions)})
+    todo: list[int] = []
+    for i, p in prepared.items():
+        if p.key in firsts:
+            out[i] = firsts[p.key]
+            continue
+        try:
+            entities.check_visible(p.mentions, visible)
+        except ServiceError as exc:
+            out[i] = exc
+            continue
+        todo.append(i)
+    if not row_by_row:
+        owners: dict[str, int] = {}  # request key -> the first entry written with it
+        fresh = []
+        for i in todo:
+            if prepared[i].key not in owners:
+                fresh.append(i)
+                if prepared[i].key:
+                    owners[prepared[i].key] = i
+        for i, result in zip(fresh, _insert_prepared(conn, caller, [prepared[i] for i in fresh])):
+            out[i] = result
+        for i in todo:
+            if i not in out:  # a repeat of an earlier entry's request key
+                out[i] = out[owners[prepared[i].key]]
+        return out
+    done: dict[str, m.Memory | Exception] = {}  # request key -> the result that stands for it
+    for i in todo:
+        key = prepared[i].key
+        if key in done:
+            out[i] = done[key]
+            continue
+        try:
+            with conn.transaction():  # a savepoint
+                out[i] = _insert_prepared(conn, caller, [prepared[i]])[0]
+        except ROW_ERRORS as exc:
+            out[i] = exc
+            continue
+        if key:
+            done[key] = out[i]
+    return out
+
+
+def _insert_prepared(conn: psycopg.Connection, caller: m.Caller,
+                     entries: list[Prepared]) -> list[m.Memory | NotFound]:
+    """Creates the named entities of entries already checked, then inserts the memories."""
+    entity_ids = entities.create_named(conn, [p.mentions for p in entries])
+    return insert_many(conn, caller, [Insert(p.new, p.key, ids) for p, ids in zip(entries, entity_ids)])
+
+
+def prepare_remember(caller: m.Caller, req) -> Prepared:
+    """Validates a Remember (or one batch entry) without the database; raises the ServiceError a
+    Remember of it fails with."""
     purpose = check_purpose_granted(caller, req.purpose)
     kind = "note" if req.kind == m.KIND_UNSPECIFIED else enum_value(KINDS, req.kind, "kind")
     check_text(req.title, req.body)
@@ -183,15 +351,8 @@ def remember(conn: psycopg.Connection, req: s.RememberRequest) -> m.Memory:
     check_request_id(req.request_id)
     entities.check_mentions(req.entities)
     occurred = occurred_at(req)
-    key = request_key("remember", req.request_id)
-    with conn.transaction():
-        first = by_request_id(conn, caller, key)
-        if first is not None:
-            return first
-        entity_ids = entities.resolve_mentions(conn, caller, req.entities)
-        memory = insert(conn, caller, NewMemory(kind, req.title, req.body, audience, purpose, confidence, "told",
-                                                occurred), key, entity_ids)
-    return memory
+    return Prepared(NewMemory(kind, req.title, req.body, audience, purpose, confidence, "told", occurred),
+                    list(req.entities), request_key("remember", req.request_id))
 
 
 def attach_links(conn: psycopg.Connection, caller: m.Caller, memories: dict[uuid.UUID, m.Memory]) -> None:

@@ -15,7 +15,7 @@ from recallatron.store.v1 import store_pb2_grpc
 
 from servicekit import clients
 from servicekit.caller import check_purpose_granted
-from servicekit.errors import InvalidArgument, Unavailable
+from servicekit.errors import InvalidArgument, Unavailable, status_proto_for
 from servicekit.server import Running, start_server
 from store_service import candidates, entities, lifecycle, memories
 from store_service.control import ControlPlane, Workspace
@@ -80,6 +80,15 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             memory = memories.remember(conn, request)
         self._wake(request.caller)
         return s.RememberResponse(memory=memory)
+
+    def RememberBatch(self, request, context):
+        memories.check_batch_size(len(request.requests))  # before taking a connection
+        with self._conn(request.caller) as conn:
+            results = memories.remember_batch(conn, request.caller, request.requests)
+        self._wake(request.caller)
+        return s.RememberBatchResponse(results=[
+            s.RememberBatchResult(error=status_proto_for(r)) if isinstance(r, Exception)
+            else s.RememberBatchResult(memory=r) for r in results])
 
     def Read(self, request, context):
         with self._conn(request.caller) as conn:
