@@ -1,7 +1,7 @@
 """``recallatron load`` and ``recallatron eval``: real data through the running gateway.
 
 For each corpus (a folder with memories.jsonl and queries.jsonl): a fresh workspace and member,
-memories loaded through Remember, a wait until the embedding backlog is empty, every query asked
+memories loaded through RememberBatch, a wait until the embedding backlog is empty, every query asked
 through Recall, metrics as ../shared/eval/README.md defines them (cli.retrieval_metrics).
 """
 
@@ -14,6 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from google.rpc import code_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
@@ -23,6 +24,9 @@ from cli.retrieval_metrics import KEYS, average, score_query
 MIN_RESULTS = 50
 BACKLOG_TIMEOUT_SECONDS = 1800
 LOAD_THREADS = 4
+BATCH_ROWS = 500  # RememberBatch's limit
+BATCH_BYTES = 8 * 1024 * 1024  # and a bound on a request's size (bodies may be 64 KiB each)
+SHOWN_ERRORS = 5
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -61,33 +65,86 @@ def _occurred(value) -> "datetime.datetime | None":
     return dt if dt.tzinfo else dt.replace(tzinfo=datetime.timezone.utc)
 
 
-def load_rows(gw: client.Gateway, token: str, rows: list[dict], purpose: int, label: str = "load") -> dict[str, str]:
-    """Remembers every row (workspace audience) as the member of ``token``; returns dataset id -> memory id."""
+def _request(row: dict, purpose: int) -> g.RememberRequest:
+    """The Remember of one dataset row (workspace audience, request id ``load:<row id>``)."""
+    req = g.RememberRequest(purpose=purpose, kind=m.KIND_NOTE, title=row.get("title") or "",
+                            body=row.get("body") or "", audience=m.AUDIENCE_WORKSPACE, request_id=f"load:{row['id']}")
+    when = _occurred(row.get("occurred_at"))
+    if when is not None:
+        req.occurred_at.FromDatetime(when)
+    return req
+
+
+def _batches(rows: list[dict]) -> list[list[dict]]:
+    """Consecutive rows in batches of at most ``BATCH_ROWS`` rows and about ``BATCH_BYTES`` of text."""
+    batches: list[list[dict]] = []
+    size = 0
+    for row in rows:
+        row_size = len((row.get("body") or "").encode()) + len((row.get("title") or "").encode())
+        if not batches or len(batches[-1]) >= BATCH_ROWS or (size + row_size > BATCH_BYTES and batches[-1]):
+            batches.append([])
+            size = 0
+        batches[-1].append(row)
+        size += row_size
+    return batches
+
+
+def remember_rows(gw: client.Gateway, token: str, rows: list[dict], purpose: int,
+                  label: str = "load") -> tuple[dict[str, str], list[tuple[str, str, str]]]:
+    """Remembers every row as the member of ``token`` through RememberBatch (``LOAD_THREADS``
+    concurrent batches). Returns dataset id -> memory id of the rows stored, and (dataset id, status
+    code name, message) of each row that failed, in file order."""
     md = (("authorization", f"Bearer {token}"),)
 
-    def one(row: dict) -> tuple[str, str]:
-        req = g.RememberRequest(purpose=purpose, kind=m.KIND_NOTE, title=row.get("title") or "",
-                                body=row["body"], audience=m.AUDIENCE_WORKSPACE,
-                                request_id=f"load:{row['id']}")
-        when = _occurred(row.get("occurred_at"))
-        if when is not None:
-            req.occurred_at.FromDatetime(when)
-        return row["id"], gw.memory.Remember(req, metadata=md, timeout=60).memory.id
+    def send(batch: list[dict]) -> list[tuple[dict, g.RememberBatchResult]]:
+        resp = gw.memory.RememberBatch(g.RememberBatchRequest(requests=[_request(r, purpose) for r in batch]),
+                                       metadata=md, timeout=300)
+        return list(zip(batch, resp.results))
 
-    ids = {}
+    ids: dict[str, str] = {}
+    errors: list[tuple[str, str, str]] = []
+    done = 0
     with ThreadPoolExecutor(LOAD_THREADS) as pool:
-        for n, (key, mid) in enumerate(pool.map(one, rows), start=1):
-            ids[key] = mid
-            progress(label, n, len(rows))
+        for results in pool.map(send, _batches(rows)):
+            for row, result in results:
+                if result.HasField("memory"):
+                    ids[row["id"]] = result.memory.id
+                else:
+                    errors.append((str(row["id"]), code_pb2.Code.Name(result.error.code), result.error.message))
+            done += len(results)
+            progress(label, done, len(rows))
+    return ids, errors
+
+
+def report_row_errors(errors: list[tuple[str, str, str]], total: int) -> None:
+    """Prints how many rows failed and the first few, with their status code and message, to stderr."""
+    print(f"{len(errors)} of {total} rows failed", file=sys.stderr)
+    for row_id, code, message in errors[:SHOWN_ERRORS]:
+        print(f"  row {row_id}: {code}: {message}", file=sys.stderr)
+    if len(errors) > SHOWN_ERRORS:
+        print(f"  ... and {len(errors) - SHOWN_ERRORS} more", file=sys.stderr)
+
+
+def load_rows(gw: client.Gateway, token: str, rows: list[dict], purpose: int, label: str = "load") -> dict[str, str]:
+    """Remembers every row (workspace audience) as the member of ``token``; returns dataset id -> memory id.
+
+    Exits (status 1) after reporting them when any row fails: an evaluation needs every row."""
+    ids, errors = remember_rows(gw, token, rows, purpose, label)
+    if errors:
+        report_row_errors(errors, len(rows))
+        raise SystemExit(1)
     return ids
 
 
-def load_file(gw: client.Gateway, workspace_id: str, path: str, purpose: int) -> int:
-    """``recallatron load``: adds a member to the workspace and remembers every row of ``path``."""
+def load_file(gw: client.Gateway, workspace_id: str, path: str, purpose: int) -> tuple[int, list[tuple[str, str, str]]]:
+    """``recallatron load``: adds a member to the workspace and remembers every row of ``path``.
+
+    Returns how many rows are stored, and the rows that failed (see ``remember_rows``)."""
     rows = read_jsonl(Path(path))
     member = gw.admin.AddMember(g.AddMemberRequest(workspace_id=workspace_id, display_name="loader"),
                                 metadata=gw.metadata)
-    return len(load_rows(gw, member.token, rows, purpose))
+    ids, errors = remember_rows(gw, member.token, rows, purpose)
+    return len(ids), errors
 
 
 def wait_for_backlog(gw: client.Gateway) -> None:

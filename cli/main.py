@@ -275,9 +275,12 @@ def run(args, settings) -> int:
                 skip_rerank=args.no_rerank, entity_ids=args.about_id, include_superseded=args.history), metadata=md)
             client.emit(resp, args.json, _recall_text(resp))
         elif args.command == "load":
-            from cli.evaluate import load_file
-            count = load_file(gw, args.workspace, args.file, PURPOSES[args.purpose])
+            from cli.evaluate import load_file, report_row_errors
+            count, errors = load_file(gw, args.workspace, args.file, PURPOSES[args.purpose])
             print(client.dump({"loaded": count}) if args.json else f"loaded {count} memories")
+            if errors:
+                report_row_errors(errors, count + len(errors))
+                return 1
         elif args.command == "calibrate-floor":
             from cli.calibrate import run_calibrate
             return run_calibrate(gw, args)

@@ -246,6 +246,31 @@ def test_calibrate_floor_on_a_tiny_dataset(system, tiny_data):
         assert out["chosen"]["fit_on_topic_kept"] == 1.0 and out["chosen"]["fit_off_topic_blocked"] >= 0.95
 
 
+def test_load_stores_good_rows_and_reports_failed_ones(system, member, tmp_path):
+    """`load` goes through RememberBatch: a bad row fails alone, is counted and shown on stderr, exit 1."""
+    rows = [{"id": "ok-1", "title": "Harbour", "body": "The harbour master rings the brass bell at dusk.",
+             "occurred_at": "2023-05-08T13:56:00", "metadata": {}},
+            {"id": "bad-1", "title": "", "body": "   ", "occurred_at": None, "metadata": {}},
+            {"id": "ok-2", "title": "", "body": "Fishermen mend their nets on the quay every Tuesday.",
+             "occurred_at": None, "metadata": {}},
+            {"id": "bad-2", "title": "t" * 1001, "body": "A title far too long.", "occurred_at": None, "metadata": {}}]
+    path = tmp_path / "memories.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = cli(system, "load", "--workspace", member["workspace"], str(path), "--json", check=False)
+    assert out.returncode == 1
+    assert json.loads(out.stdout) == {"loaded": 2}
+    assert "2 of 4 rows failed" in out.stderr
+    assert "row bad-1: INVALID_ARGUMENT: body must not be empty or blank" in out.stderr
+    assert "row bad-2: INVALID_ARGUMENT: title is longer than 1000 characters" in out.stderr
+    resp = json.loads(cli(system, "recall", "harbour brass bell", "--mode", "lexical", "--json",
+                          token=member["token"]).stdout)
+    assert resp["items"][0]["memory"]["body"] == "The harbour master rings the brass bell at dusk."
+    assert resp["items"][0]["memory"]["occurred_at"] == "2023-05-08T13:56:00Z"
+    (tmp_path / "good.jsonl").write_text(json.dumps(rows[2] | {"id": "ok-3"}) + "\n")
+    out = cli(system, "load", "--workspace", member["workspace"], str(tmp_path / "good.jsonl"))
+    assert out.stdout.strip() == "loaded 1 memories" and "failed" not in out.stderr
+
+
 def test_children_die_with_a_killed_supervisor(tmp_path, pg):
     """Even a SIGKILLed `up` leaves no service behind (the children ask for SIGTERM on parent death)."""
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
