@@ -174,7 +174,9 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
         return []
     member = uuid.UUID(caller.member_id)
     ids = [uuid.uuid4() for _ in items]
-    news = [it.new for it in items]
+    # Rows go in request-key order, so concurrent batches sharing keys wait on each other in one order.
+    order = sorted(range(len(items)), key=lambda j: items[j].key)
+    news = [items[j].new for j in order]
     rows = conn.execute(
         f"""INSERT INTO memory AS m (id, kind, title, body, audience_member_id, purpose, confidence, origin,
                                created_by, occurred_at, request_id)
@@ -183,9 +185,9 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
                           %s::text[], %s::timestamptz[], %s::text[]) AS u(i, k, t, b, a, p, c, o, w, r)
             ON CONFLICT (created_by, request_id) DO NOTHING
             RETURNING {COLUMNS}""",
-        (member, ids, [n.kind for n in news], [n.title for n in news], [n.body for n in news],
+        (member, [ids[j] for j in order], [n.kind for n in news], [n.title for n in news], [n.body for n in news],
          [n.audience for n in news], [n.purpose for n in news], [n.confidence for n in news],
-         [n.origin for n in news], [n.occurred_at for n in news], [it.key or None for it in items])).fetchall()
+         [n.origin for n in news], [n.occurred_at for n in news], [items[j].key or None for j in order])).fetchall()
     stored = {r[0]: r for r in rows}
     written = [(mid, it) for mid, it in zip(ids, items) if mid in stored]
     links = [(mid, "derived_from", src, None) for mid, it in written for src in it.sources]

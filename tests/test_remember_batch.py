@@ -4,6 +4,7 @@ and recallable."""
 
 import datetime
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
@@ -219,3 +220,17 @@ def test_insert_many_returns_the_winner_of_a_request_id_race(stack, team):
                                                             memories.Insert(fresh, "remember:race-2", [])])
     assert lost.id == first.id and lost.body == first.body
     assert won.id not in ("", first.id) and alice.read(won.id).body == "The carpenter mended the mast."
+
+
+def test_racing_identical_batches_store_each_row_once(stack, team):
+    """The same batch sent four times at once: every call answers with the same ids, each row stored once."""
+    alice = team["alice"]
+    requests = [entry(f"Racing row {i}: the signal flag number {i} was hoisted.", request_id=f"rb-{i}")
+                for i in range(120)]
+    before = stored_count(stack, team["ws"], alice.id)
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: batch(alice, requests), range(4)))
+    ids = [[r.memory.id for r in results] for results in answers]
+    assert all(code(r) == OK for results in answers for r in results)
+    assert ids[1] == ids[0] and ids[2] == ids[0] and ids[3] == ids[0] and len(set(ids[0])) == 120
+    assert stored_count(stack, team["ws"], alice.id) == before + 120
