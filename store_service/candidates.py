@@ -13,13 +13,15 @@ the rarest term is always kept, so a question never loses every term.
 
 Top-k without scoring every matching row: the threshold technique of Fagin, Lotem and Naor
 ("Optimal aggregation algorithms for middleware", 2003; NRA with a final random-access step). Each
-query term's postings are read per readable partition in ascending document length (an index
-order), in chunks that double. A posting's BM25 contribution ``idf * W(tf, len)`` falls as the
-length grows, and ``tf`` is at most the partition's maintained ``max_tf``, so after each chunk the
-term's unread postings contribute at most ``idf * W(max_tf, last length read)``. Reading stops when
-the limit-th best score already seen exceeds the sum of those bounds (no unseen memory can enter);
-memories that might still change the answer get their missing term frequencies by primary key,
-and the exact top k is returned: the same ranking a full BM25 scoring gives (ties by id).
+query term's postings are read per readable partition in ascending ``r = len / tf`` (an index
+order), in chunks that double. A posting's BM25 contribution is
+``idf (k1 + 1) / (1 + k1 (1 - b) / tf + k1 b r / avg)``; ``tf`` is at most the partition's
+maintained ``max_tf`` and ``r`` at least the last one read, so after each chunk the term's unread
+postings contribute at most ``idf (k1 + 1) / (1 + k1 (1 - b) / max_tf + k1 b r_last / avg)``.
+Reading stops when the limit-th best score already seen exceeds the sum of those bounds (no unseen
+memory can enter) and few seen memories are still undecided; those get their missing term
+frequencies by primary key, and the exact top k is returned: the same ranking a full BM25 scoring
+gives (ties by id).
 
 Dense arm: cosine over the pgvector HNSW index with iterative index scans (pgvector 0.8+), so a
 filtered search still returns the requested count; rows below the cosine floor are dropped.
@@ -47,6 +49,14 @@ COMMON_TERM_MIN_TERMS = 3
 MAX_QUERY_TERMS = analysis.MAX_QUERY_TERMS
 # Postings read per partition stream in the first round; each further round doubles it.
 FIRST_CHUNK = 256
+# Up to this many postings of the kept terms, one aggregate statement scores them all (measured
+# crossover, see docs/retrieval.md); beyond it, the threshold reading below.
+EXHAUSTIVE_MAX_POSTINGS = 40_000
+# Scores equal to this many decimals are ties, broken by id: sums of the same terms in another
+# order differ in the last bits, and identical texts must rank the same way on every path.
+TIE_DIGITS = 9
+# Undecided memories completed by primary key at most (times the limit); more means read on.
+MAX_OPEN_PER_RESULT = 4
 DIMENSIONS = 384
 
 
@@ -70,6 +80,11 @@ def query_terms(text: str) -> list[str]:
 def _w(tf: float, length: float, avg: float) -> float:
     """BM25's saturated term frequency: ``tf (k1 + 1) / (tf + k1 (1 - b + b len / avg))``."""
     return tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * length / avg))
+
+
+def _w_bound(max_tf: int, len_per_tf: float, avg: float) -> float:
+    """The most ``_w`` can be for a posting with ``tf <= max_tf`` and ``len / tf >= len_per_tf``."""
+    return (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B) / max_tf + BM25_K1 * BM25_B * len_per_tf / avg)
 
 
 def kept_terms(terms: list[str], df: dict[str, int], n: int) -> list[str]:
@@ -115,18 +130,41 @@ def lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str,
         return []
     avg = max(total / n, 1.0)
     idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in kept}
+    if sum(df[t] for t in kept) <= EXHAUSTIVE_MAX_POSTINGS:
+        return _score_all(conn, purpose, audiences, superseded, idf, avg, limit)
     streams = [_Stream(lexeme, audience, sup, max_tf) for lexeme, audience, sup, _, max_tf in stats if lexeme in idf]
     return _threshold_top_k(conn, purpose, streams, idf, avg, limit)
+
+
+def _score_all(conn: psycopg.Connection, purpose: str, audiences: list[uuid.UUID], superseded: list[bool],
+               idf: dict[str, float], avg: float, limit: int) -> list[tuple[uuid.UUID, float]]:
+    """Exact BM25 top ``limit`` scoring every readable posting of the kept terms in one statement
+    (cheaper than reading in rounds when the terms are rare enough)."""
+    rows = conn.execute(
+        """SELECT p.memory_id,
+                  sum(q.idf * p.tf * (%(k1)s + 1)
+                      / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s)))::float8 AS score
+             FROM unnest(%(terms)s::text[], %(idf)s::float8[]) AS q(lexeme, idf)
+             JOIN lexical_posting p ON p.lexeme = q.lexeme AND p.purpose = %(purpose)s
+                                   AND p.audience = ANY(%(audiences)s) AND p.superseded = ANY(%(superseded)s)
+            GROUP BY p.memory_id
+            ORDER BY round(sum(q.idf * p.tf * (%(k1)s + 1)
+                      / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s)))::numeric, %(digits)s) DESC,
+                     p.memory_id
+            LIMIT %(limit)s""",
+        {"terms": list(idf), "idf": list(idf.values()), "k1": BM25_K1, "b": BM25_B, "avg": avg,
+         "purpose": purpose, "audiences": audiences, "superseded": superseded, "limit": limit, "digits": TIE_DIGITS}).fetchall()
+    return [(r[0], r[1]) for r in rows]
 
 
 class _Stream:
     """One term's postings in one partition, read in (length, id) order."""
 
-    __slots__ = ("after_id", "after_len", "audience", "done", "lexeme", "max_tf", "superseded")
+    __slots__ = ("after_id", "after_key", "audience", "done", "lexeme", "max_tf", "superseded")
 
     def __init__(self, lexeme: str, audience: uuid.UUID, superseded: bool, max_tf: int) -> None:
         self.lexeme, self.audience, self.superseded, self.max_tf = lexeme, audience, superseded, max(max_tf, 1)
-        self.after_len, self.after_id, self.done = -1, WORKSPACE, False
+        self.after_key, self.after_id, self.done = -1.0, WORKSPACE, False
 
 
 def _threshold_top_k(conn: psycopg.Connection, purpose: str, streams: list[_Stream], idf: dict[str, float],
@@ -138,21 +176,22 @@ def _threshold_top_k(conn: psycopg.Connection, purpose: str, streams: list[_Stre
     while True:
         live = [s for s in streams if not s.done]
         rows = conn.execute(
-            """SELECT s.i, p.memory_id, p.tf, p.doc_len
-                 FROM unnest(%s::text[], %s::uuid[], %s::bool[], %s::int[], %s::uuid[]) WITH ORDINALITY
-                      AS s(lexeme, audience, superseded, after_len, after_id, i)
+            """SELECT s.i, p.memory_id, p.tf, p.doc_len, p.len_per_tf
+                 FROM unnest(%s::text[], %s::uuid[], %s::bool[], %s::float8[], %s::uuid[]) WITH ORDINALITY
+                      AS s(lexeme, audience, superseded, after_key, after_id, i)
                 CROSS JOIN LATERAL (
-                      SELECT p.memory_id, p.tf, p.doc_len FROM lexical_posting p
+                      SELECT p.memory_id, p.tf, p.doc_len, p.len_per_tf FROM lexical_posting p
                        WHERE p.lexeme = s.lexeme AND p.purpose = %s AND p.audience = s.audience
-                         AND p.superseded = s.superseded AND (p.doc_len, p.memory_id) > (s.after_len, s.after_id)
-                       ORDER BY p.doc_len, p.memory_id LIMIT %s) p""",
+                         AND p.superseded = s.superseded
+                         AND (p.len_per_tf, p.memory_id) > (s.after_key, s.after_id)
+                       ORDER BY p.len_per_tf, p.memory_id LIMIT %s) p""",
             ([s.lexeme for s in live], [s.audience for s in live], [s.superseded for s in live],
-             [s.after_len for s in live], [s.after_id for s in live], purpose, chunk)).fetchall()
+             [s.after_key for s in live], [s.after_id for s in live], purpose, chunk)).fetchall()
         fetched = [0] * len(live)
-        for i, memory_id, tf, length in rows:
+        for i, memory_id, tf, length, key in rows:
             stream = live[i - 1]
             fetched[i - 1] += 1
-            stream.after_len, stream.after_id = length, memory_id
+            stream.after_key, stream.after_id = key, memory_id
             entry = seen.get(memory_id)
             if entry is None:
                 entry = seen[memory_id] = [0.0, set(), length]
@@ -163,7 +202,7 @@ def _threshold_top_k(conn: psycopg.Connection, purpose: str, streams: list[_Stre
         bound = {t: 0.0 for t in terms}  # the most an unread posting of each term can still add
         for s in streams:
             if not s.done:
-                bound[s.lexeme] = max(bound[s.lexeme], idf[s.lexeme] * _w(s.max_tf, s.after_len, avg))
+                bound[s.lexeme] = max(bound[s.lexeme], idf[s.lexeme] * _w_bound(s.max_tf, s.after_key, avg))
         threshold = sum(bound.values())
         if threshold == 0.0:  # every posting read: the known scores are exact
             return _best(((mid, e[0]) for mid, e in seen.items()), limit)
@@ -172,8 +211,10 @@ def _threshold_top_k(conn: psycopg.Connection, purpose: str, streams: list[_Stre
             if kth > threshold:
                 open_ = {mid: e for mid, e in seen.items()
                          if e[0] + sum(bound[t] for t in terms if t not in e[1]) >= kth}
-                _complete(conn, open_, terms, idf, avg)
-                return _best(((mid, e[0]) for mid, e in open_.items()), limit)
+                undecided = sum(1 for e in open_.values() if len(e[1]) < len(terms))
+                if undecided <= MAX_OPEN_PER_RESULT * limit:
+                    _complete(conn, open_, terms, idf, avg)
+                    return _best(((mid, e[0]) for mid, e in open_.items()), limit)
         chunk *= 2
 
 
@@ -193,8 +234,8 @@ def _complete(conn: psycopg.Connection, entries: dict[uuid.UUID, list], terms: l
 
 
 def _best(scored, limit: int) -> list[tuple[uuid.UUID, float]]:
-    """The ``limit`` best (id, score) pairs, score descending then id ascending."""
-    return heapq.nsmallest(limit, scored, key=lambda r: (-r[1], r[0]))
+    """The ``limit`` best (id, score) pairs, score (to ``TIE_DIGITS`` decimals) descending, then id."""
+    return heapq.nsmallest(limit, scored, key=lambda r: (-round(r[1], TIE_DIGITS), r[0]))
 
 
 def _lexical_filtered(conn: psycopg.Connection, params: dict, terms: list[str], limit: int,

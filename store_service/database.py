@@ -56,8 +56,13 @@ def migrate(conninfo: str, tree: str) -> None:
     """Applies every pending migration of ``tree`` ("control" or "workspace") to one database."""
     backend = get_backend(_yoyo_url(conninfo))
     migrations = read_migrations(str(MIGRATIONS / tree))
-    with backend.lock():
-        backend.apply_migrations(backend.to_apply(migrations))
+    try:
+        with backend.lock():
+            backend.apply_migrations(backend.to_apply(migrations))
+    finally:
+        # Closed here, not left to the garbage collector: a Python migration step keeps the backend
+        # reachable, and an open session on the template database blocks CREATE DATABASE ... TEMPLATE.
+        backend.connection.close()
 
 
 def _configure(conn: psycopg.Connection) -> None:

@@ -22,7 +22,8 @@ CREATE TABLE lexical_document (
 );
 
 -- One row per (memory, lexeme): the term frequency, and the partition and length repeated so a
--- term's postings of one partition are read in length order from the index alone.
+-- term's postings of one partition are read in impact order (length per occurrence, ascending:
+-- BM25's contribution falls as it grows) from the index alone.
 CREATE TABLE lexical_posting (
     memory_id uuid NOT NULL REFERENCES lexical_document (memory_id) ON DELETE CASCADE,
     lexeme text NOT NULL,
@@ -31,10 +32,11 @@ CREATE TABLE lexical_posting (
     superseded boolean NOT NULL,
     tf integer NOT NULL CHECK (tf >= 1),
     doc_len integer NOT NULL,
-    PRIMARY KEY (memory_id, lexeme)
+    len_per_tf double precision GENERATED ALWAYS AS (doc_len::double precision / tf) STORED,
+    PRIMARY KEY (memory_id, lexeme) INCLUDE (tf)
 );
-CREATE INDEX lexical_posting_stream ON lexical_posting (lexeme, purpose, audience, superseded, doc_len, memory_id)
-    INCLUDE (tf);
+CREATE INDEX lexical_posting_stream ON lexical_posting (lexeme, purpose, audience, superseded, len_per_tf, memory_id)
+    INCLUDE (tf, doc_len);
 
 -- Maintained statistics, per partition (audience, purpose, superseded): document frequency and the
 -- largest term frequency seen of each lexeme (only ever raised: it is an upper bound), and the row
