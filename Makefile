@@ -5,15 +5,22 @@ DATA ?= ../shared/eval/locomo/conv-26
 
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
+ONNX_MODEL := .venv/share/recallatron/all-MiniLM-L6-v2/model.onnx
 
 .PHONY: setup proto proto-check proto-lint demo test clean
 
-setup: .venv/.installed
+setup: .venv/.installed $(ONNX_MODEL)
 
 .venv/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
 	$(PIP) install -qq --disable-pip-version-check -r requirements-dev.txt
 	$(PIP) install -qq --disable-pip-version-check --no-deps -e .
+	touch $@
+
+# The bi-encoder exported to ONNX from the packaged MiniLM weights (offline, verified against
+# sentence-transformers; a no-op when current). The embed service exports it at start if missing.
+$(ONNX_MODEL): .venv/.installed embed_service/export_onnx.py
+	$(PY) -m embed_service.export_onnx
 	touch $@
 
 # The one pinned command that generates the Python protobuf code into gen/ (committed).

