@@ -49,18 +49,27 @@ def _reference(rows, terms, limit):
 
 
 @pytest.fixture(params=["threshold", "score-all"])
-def early_stops(request, monkeypatch):
-    """Either path of the store: the threshold reading (forced, with a tiny first chunk) or one
-    statement scoring every posting; and a count of the searches that stopped early."""
-    monkeypatch.setattr(candidates, "FIRST_CHUNK", 2)
+def path(request, monkeypatch):
+    """Either path of the store: the threshold reading (forced, from a depth of 2) or one statement
+    scoring every posting."""
+    monkeypatch.setattr(candidates, "FIRST_DEPTH", 2)
     monkeypatch.setattr(candidates, "EXHAUSTIVE_MAX_POSTINGS", 0 if request.param == "threshold" else 10**9)
-    stops = []
-    complete = candidates._complete
-    monkeypatch.setattr(candidates, "_complete", lambda *a: (stops.append(1), complete(*a)))
-    return stops
+    return request.param
 
 
-def test_early_stopping_equals_full_scoring(stack, early_stops):
+class Spy:
+    """A connection that records the depth of every threshold round it runs."""
+
+    def __init__(self, conn) -> None:
+        self.conn, self.depths = conn, []
+
+    def execute(self, query, params=None):
+        if query is candidates._PREFIX_ROUND:
+            self.depths.append(params["depth"])
+        return self.conn.execute(query, params)
+
+
+def test_early_stopping_equals_full_scoring(stack, path):
     rng = random.Random(7)
     ws = stack.workspace("topk")
     alice, bob = stack.member(ws), stack.member(ws)
@@ -81,7 +90,7 @@ def test_early_stopping_equals_full_scoring(stack, early_stops):
         api.Forget(g.ForgetRequest(id=mem.id, reason="test"), metadata=md)
     caller = m.Caller(workspace_id=ws, member_id=alice.id, role=m.ROLE_MEMBER,
                       granted_purposes=[m.PURPOSE_CONVERSATION])
-    compared = 0
+    compared, early, rounds = 0, 0, 0
     with stack.db(ws) as conn:
         readable = conn.execute(
             """SELECT id, title, body FROM memory WHERE forgotten_at IS NULL AND superseded_by_id IS NULL
@@ -91,11 +100,19 @@ def test_early_stopping_equals_full_scoring(stack, early_stops):
         for q in range(60):
             query = " ".join(rng.sample(WORDS, rng.randint(1, 5)))
             for limit in (1, 5, 30):
-                got = candidates.lexical(conn, caller, "conversation", query, limit, False)
+                spy = Spy(conn)
+                got = candidates.lexical(spy, caller, "conversation", query, limit, False)
                 want = _reference(readable, analysis.query_terms(query), limit)
+                if spy.depths:
+                    rounds += len(spy.depths) > 1
+                    deepest = max(sum(1 for _, t, b in readable if w in analysis.document_terms(t, b))
+                                  for w in analysis.query_terms(query))
+                    early += spy.depths[-1] < deepest  # decided before reading every posting
                 assert [g[0] for g in got] == [w[0] for w in want], (query, limit)
                 assert all(abs(g[1] - w[1]) < 1e-9 for g, w in zip(got, want))
                 compared += bool(want)
     assert compared > 100  # most queries match something: the comparison is not vacuous
-    if candidates.EXHAUSTIVE_MAX_POSTINGS == 0:
-        assert len(early_stops) > 20  # and many of them stopped early
+    if path == "threshold":  # many searches took several rounds, and many stopped early
+        assert rounds > 20 and early > 20, (rounds, early)
+    else:
+        assert rounds == 0

@@ -33,7 +33,7 @@ CREATE TABLE lexical_posting (
     tf integer NOT NULL CHECK (tf >= 1),
     doc_len integer NOT NULL,
     len_per_tf double precision GENERATED ALWAYS AS (doc_len::double precision / tf) STORED,
-    PRIMARY KEY (memory_id, lexeme) INCLUDE (tf)
+    PRIMARY KEY (memory_id, lexeme) INCLUDE (tf, doc_len)
 );
 CREATE INDEX lexical_posting_stream ON lexical_posting (lexeme, purpose, audience, superseded, len_per_tf, memory_id)
     INCLUDE (tf, doc_len);
