@@ -2,7 +2,7 @@
 
 Lexemes now come from ``store_service.analysis`` (Python, the same function at index and query
 time), so they cannot be a generated column. This migration creates the tables, re-indexes every
-existing memory in batches (memories stay readable throughout: nothing they are read by changes),
+existing memory in batches (memories stay readable throughout; writes wait for it to finish),
 builds the statistics from the postings it wrote, and drops the old ``tsv`` column and its GIN index.
 """
 
@@ -67,6 +67,9 @@ def apply_step(conn):
     from store_service import lexical_index
 
     cur = conn.cursor()
+    # Readers go on; writers wait until this transaction commits, so no memory written meanwhile
+    # can be missed by the re-index.
+    cur.execute("LOCK TABLE memory IN SHARE MODE")
     cur.execute(SCHEMA)
     lexical_index.reindex_all(conn)
     cur.execute("DROP INDEX IF EXISTS memory_tsv_gin")
