@@ -120,18 +120,18 @@ def lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str,
     if entity_ids:
         return _lexical_filtered(conn, {**params, "purpose": purpose, "entities": list(entity_ids)}, terms,
                                  limit, include_superseded)
-    n, total = conn.execute(
-        """SELECT coalesce(sum(doc_count), 0)::bigint, coalesce(sum(total_len), 0)::bigint FROM lexical_partition
+    parts = conn.execute(
+        """SELECT id, doc_count, total_len FROM lexical_partition
             WHERE purpose = %s AND audience = ANY(%s) AND superseded = ANY(%s)""",
-        (purpose, audiences, superseded)).fetchone()
-    if n == 0:
+        (purpose, audiences, superseded)).fetchall()
+    n, total, part_ids = sum(r[1] for r in parts), sum(r[2] for r in parts), [r[0] for r in parts]
+    if n <= 0:
         return []
     stats = conn.execute(
-        """SELECT lexeme, audience, superseded, df, max_tf FROM lexical_df
-            WHERE lexeme = ANY(%s) AND purpose = %s AND audience = ANY(%s) AND superseded = ANY(%s) AND df > 0""",
-        (terms, purpose, audiences, superseded)).fetchall()
+        "SELECT lexeme, df, max_tf FROM lexical_df WHERE lexeme = ANY(%s) AND partition_id = ANY(%s) AND df > 0",
+        (terms, part_ids)).fetchall()
     df: dict[str, int] = {}
-    for lexeme, _, _, count, _ in stats:
+    for lexeme, count, _ in stats:
         df[lexeme] = df.get(lexeme, 0) + count
     kept = kept_terms(terms, df, n)
     if not kept:
@@ -139,15 +139,15 @@ def lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str,
     avg = max(total / n, 1.0)
     idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in kept}
     if sum(df[t] for t in kept) <= EXHAUSTIVE_MAX_POSTINGS:
-        return _score_all(conn, purpose, audiences, superseded, idf, avg, limit)
+        return _score_all(conn, part_ids, idf, avg, limit)
     max_tf: dict[str, int] = {}
-    for lexeme, _, _, _, most in stats:
+    for lexeme, _, most in stats:
         max_tf[lexeme] = max(max_tf.get(lexeme, 1), most)
-    return _threshold_top_k(conn, purpose, audiences, superseded, idf, max_tf, avg, limit)
+    return _threshold_top_k(conn, part_ids, idf, max_tf, avg, limit)
 
 
-def _score_all(conn: psycopg.Connection, purpose: str, audiences: list[uuid.UUID], superseded: list[bool],
-               idf: dict[str, float], avg: float, limit: int) -> list[tuple[uuid.UUID, float]]:
+def _score_all(conn: psycopg.Connection, part_ids: list[int], idf: dict[str, float], avg: float,
+               limit: int) -> list[tuple[uuid.UUID, float]]:
     """Exact BM25 top ``limit`` scoring every readable posting of the kept terms in one statement
     (cheaper than reading in rounds when the terms are rare enough)."""
     rows = conn.execute(
@@ -155,15 +155,14 @@ def _score_all(conn: psycopg.Connection, purpose: str, audiences: list[uuid.UUID
                   sum(q.idf * p.tf * (%(k1)s + 1)
                       / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s)))::float8 AS score
              FROM unnest(%(terms)s::text[], %(idf)s::float8[]) AS q(lexeme, idf)
-             JOIN lexical_posting p ON p.lexeme = q.lexeme AND p.purpose = %(purpose)s
-                                   AND p.audience = ANY(%(audiences)s) AND p.superseded = ANY(%(superseded)s)
+             JOIN lexical_posting p ON p.lexeme = q.lexeme AND p.partition_id = ANY(%(parts)s)
             GROUP BY p.memory_id
             ORDER BY round(sum(q.idf * p.tf * (%(k1)s + 1)
                       / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s)))::numeric, %(digits)s) DESC,
                      p.memory_id
             LIMIT %(limit)s""",
         {"terms": list(idf), "idf": list(idf.values()), "k1": BM25_K1, "b": BM25_B, "avg": avg,
-         "purpose": purpose, "audiences": audiences, "superseded": superseded, "limit": limit, "digits": TIE_DIGITS}).fetchall()
+         "parts": part_ids, "limit": limit, "digits": TIE_DIGITS}).fetchall()
     return [(r[0], r[1]) for r in rows]
 
 
@@ -178,14 +177,13 @@ WITH q AS (
 pre AS (  -- the first %(depth)s postings of each term in each readable partition, by len/tf
     SELECT q.i, p.memory_id, q.idf * p.tf * (%(k1)s + 1)
                / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s)) AS part,
-           a.audience, s.superseded, p.len_per_tf
-      FROM q CROSS JOIN unnest(%(audiences)s::uuid[]) AS a(audience) CROSS JOIN unnest(%(sups)s::bool[]) AS s(superseded)
+           a.partition_id, p.len_per_tf
+      FROM q CROSS JOIN unnest(%(parts)s::int[]) AS a(partition_id)
      CROSS JOIN LATERAL (
            SELECT p.memory_id, p.tf, p.doc_len, p.len_per_tf FROM lexical_posting p
-            WHERE p.lexeme = q.lexeme AND p.purpose = %(purpose)s AND p.audience = a.audience
-              AND p.superseded = s.superseded
+            WHERE p.lexeme = q.lexeme AND p.partition_id = a.partition_id
             ORDER BY p.len_per_tf, p.memory_id LIMIT %(depth)s) p),
-streams AS (SELECT i, audience, superseded, count(*) AS n, max(len_per_tf) AS last FROM pre GROUP BY 1, 2, 3),
+streams AS (SELECT i, partition_id, count(*) AS n, max(len_per_tf) AS last FROM pre GROUP BY 1, 2),
 bound AS (  -- the most an unread posting of each term can add: 0 once every stream of it ended
     SELECT q.i, coalesce(max(q.idf * (%(k1)s + 1) / (1 + %(k1)s * (1 - %(b)s) / q.max_tf
                                                      + %(k1)s * %(b)s * s.last / %(avg)s))
@@ -210,12 +208,11 @@ SELECT go.ok, e.memory_id, e.score FROM go LEFT JOIN LATERAL (
 """
 
 
-def _threshold_top_k(conn: psycopg.Connection, purpose: str, audiences: list[uuid.UUID], superseded: list[bool],
-                     idf: dict[str, float], max_tf: dict[str, int], avg: float,
-                     limit: int) -> list[tuple[uuid.UUID, float]]:
+def _threshold_top_k(conn: psycopg.Connection, part_ids: list[int], idf: dict[str, float], max_tf: dict[str, int],
+                     avg: float, limit: int) -> list[tuple[uuid.UUID, float]]:
     """Exact BM25 top ``limit`` by reading each term's postings to a growing depth (module docstring)."""
     params = {"terms": list(idf), "idf": list(idf.values()), "max_tf": [max(max_tf[t], 1) for t in idf],
-              "audiences": audiences, "sups": superseded, "purpose": purpose, "k1": BM25_K1, "b": BM25_B,
+              "parts": part_ids, "k1": BM25_K1, "b": BM25_B,
               "avg": avg, "limit": limit, "cap": MAX_OPEN_PER_RESULT * limit, "digits": TIE_DIGITS}
     depth = max(FIRST_DEPTH, limit)
     while True:

@@ -47,51 +47,54 @@ class _Delta:
     """Changes to postings and statistics gathered in Python and written in a few statements."""
 
     def __init__(self) -> None:
-        self.docs: list[tuple] = []  # (memory_id, audience, purpose, superseded, doc_len)
-        self.postings: list[tuple] = []  # (memory_id, lexeme, audience, purpose, superseded, tf, doc_len)
-        self.df: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])  # (lexeme, part) -> [ddf, max_tf]
-        self.parts: dict[Partition, list[int]] = defaultdict(lambda: [0, 0])  # part -> [dcount, dlen]
+        self.docs: list[tuple] = []  # (memory_id, partition, doc_len)
+        self.postings: list[tuple] = []  # (memory_id, lexeme, partition, tf, doc_len)
+        self.df: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])  # (lexeme, partition) -> [ddf, max_tf]
+        self.parts: dict[Partition, list[int]] = defaultdict(lambda: [0, 0])  # partition -> [dcount, dlen]
 
     def count(self, part: Partition, terms: dict[str, int], sign: int) -> None:
         self.parts[part][0] += sign
         self.parts[part][1] += sign * len(terms)
         for lexeme, tf in terms.items():
-            entry = self.df[(lexeme, *part)]
+            entry = self.df[(lexeme, part)]
             entry[0] += sign
             entry[1] = max(entry[1], tf if sign > 0 else 0)
 
     def add(self, memory_id: uuid.UUID, part: Partition, terms: dict[str, int]) -> None:
-        self.docs.append((memory_id, *part, len(terms)))
-        self.postings.extend((memory_id, lexeme, *part, tf, len(terms)) for lexeme, tf in terms.items())
+        length = len(terms)
+        self.docs.append((memory_id, part, length))
+        self.postings.extend((memory_id, lexeme, part, tf, length) for lexeme, tf in terms.items())
         self.count(part, terms, +1)
 
-    def write(self, conn: psycopg.Connection) -> None:
+    def write(self, conn: psycopg.Connection) -> dict[Partition, int]:
+        """Writes everything under the workspace's statistics lock; returns the partition ids."""
         cur = conn.cursor()
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_STATS_LOCK_KEY,))
+        parts = sorted(self.parts.items())
+        cur.execute("""INSERT INTO lexical_partition AS p (audience, purpose, superseded, doc_count, total_len)
+                       SELECT * FROM unnest(%s::uuid[], %s::text[], %s::bool[], %s::bigint[], %s::bigint[])
+                       ON CONFLICT (purpose, audience, superseded)
+                       DO UPDATE SET doc_count = p.doc_count + EXCLUDED.doc_count,
+                                     total_len = p.total_len + EXCLUDED.total_len
+                       RETURNING p.id, p.audience, p.purpose, p.superseded""",
+                    _columns([(*part, n, length) for part, (n, length) in parts], 5))
+        ids = {(aud, purpose, sup): pid for pid, aud, purpose, sup in cur.fetchall()}
         if self.docs:
-            cur.execute("""INSERT INTO lexical_document (memory_id, audience, purpose, superseded, doc_len)
-                           SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::bool[], %s::int[])""",
-                        _columns(self.docs, 5))
+            cur.execute("""INSERT INTO lexical_document (memory_id, partition_id, doc_len)
+                           SELECT * FROM unnest(%s::uuid[], %s::int[], %s::int[])""",
+                        _columns([(mid, ids[part], length) for mid, part, length in self.docs], 3))
         if self.postings:
-            cur.execute("""INSERT INTO lexical_posting (memory_id, lexeme, audience, purpose, superseded, tf, doc_len)
-                           SELECT * FROM unnest(%s::uuid[], %s::text[], %s::uuid[], %s::text[], %s::bool[],
-                                                %s::int[], %s::int[])""", _columns(self.postings, 7))
-        df = sorted((k + tuple(v)) for k, v in self.df.items() if v[0] or v[1])
+            cur.execute("""INSERT INTO lexical_posting (memory_id, lexeme, partition_id, tf, doc_len)
+                           SELECT * FROM unnest(%s::uuid[], %s::text[], %s::int[], %s::int[], %s::int[])""",
+                        _columns([(mid, lx, ids[part], tf, length) for mid, lx, part, tf, length in self.postings], 5))
+        df = sorted((lexeme, ids[part], d, most) for (lexeme, part), (d, most) in self.df.items() if d or most)
         if df:
-            cur.execute("""INSERT INTO lexical_df AS d (lexeme, audience, purpose, superseded, df, max_tf)
-                           SELECT * FROM unnest(%s::text[], %s::uuid[], %s::text[], %s::bool[], %s::bigint[],
-                                                %s::int[])
-                           ON CONFLICT (lexeme, purpose, audience, superseded)
+            cur.execute("""INSERT INTO lexical_df AS d (lexeme, partition_id, df, max_tf)
+                           SELECT * FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::int[])
+                           ON CONFLICT (lexeme, partition_id)
                            DO UPDATE SET df = d.df + EXCLUDED.df, max_tf = greatest(d.max_tf, EXCLUDED.max_tf)""",
-                        _columns(df, 6))
-        parts = sorted((k + tuple(v)) for k, v in self.parts.items() if v[0] or v[1])
-        if parts:
-            cur.execute("""INSERT INTO lexical_partition AS p (audience, purpose, superseded, doc_count, total_len)
-                           SELECT * FROM unnest(%s::uuid[], %s::text[], %s::bool[], %s::bigint[], %s::bigint[])
-                           ON CONFLICT (purpose, audience, superseded)
-                           DO UPDATE SET doc_count = p.doc_count + EXCLUDED.doc_count,
-                                         total_len = p.total_len + EXCLUDED.total_len""",
-                        _columns(parts, 5))
+                        _columns(df, 4))
+        return ids
 
 
 def _columns(rows: list[tuple], width: int) -> list[list]:
@@ -116,9 +119,10 @@ def _indexed(conn: psycopg.Connection, ids: list[uuid.UUID],
              superseded: bool | None = None) -> dict[uuid.UUID, tuple[Partition, dict[str, int]]]:
     """The partition and terms of indexed memories among ``ids`` (optionally only live or superseded)."""
     cur = conn.cursor()
-    cur.execute("""SELECT d.memory_id, d.audience, d.purpose, d.superseded, p.lexeme, p.tf
-                     FROM lexical_document d LEFT JOIN lexical_posting p ON p.memory_id = d.memory_id
-                    WHERE d.memory_id = ANY(%s) AND (%s::bool IS NULL OR d.superseded = %s::bool)""",
+    cur.execute("""SELECT d.memory_id, p.audience, p.purpose, p.superseded, x.lexeme, x.tf
+                     FROM lexical_document d JOIN lexical_partition p ON p.id = d.partition_id
+                     LEFT JOIN lexical_posting x ON x.memory_id = d.memory_id
+                    WHERE d.memory_id = ANY(%s) AND (%s::bool IS NULL OR p.superseded = %s::bool)""",
                 (list(ids), superseded, superseded))
     out: dict[uuid.UUID, tuple[Partition, dict[str, int]]] = {}
     for memory_id, audience, purpose, sup, lexeme, tf in cur.fetchall():
@@ -126,6 +130,12 @@ def _indexed(conn: psycopg.Connection, ids: list[uuid.UUID],
         if lexeme is not None:
             terms[lexeme] = tf
     return out
+
+
+def _delete(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
+    cur = conn.cursor()
+    cur.execute("DELETE FROM lexical_posting WHERE memory_id = ANY(%s)", (ids,))
+    cur.execute("DELETE FROM lexical_document WHERE memory_id = ANY(%s)", (ids,))
 
 
 def remove_memories(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
@@ -137,7 +147,7 @@ def remove_memories(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
     for part, terms in found.values():
         delta.count(part, terms, -1)
     delta.write(conn)
-    conn.cursor().execute("DELETE FROM lexical_document WHERE memory_id = ANY(%s)", (list(found),))
+    _delete(conn, list(found))
 
 
 def mark_superseded(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
@@ -149,10 +159,13 @@ def mark_superseded(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
     for (audience, purpose, _), terms in found.values():
         delta.count((audience, purpose, False), terms, -1)
         delta.count((audience, purpose, True), terms, +1)
-    delta.write(conn)
+    part_ids = delta.write(conn)
+    moves = [(mid, part_ids[(audience, purpose, True)]) for mid, ((audience, purpose, _), _) in found.items()]
     cur = conn.cursor()
-    cur.execute("UPDATE lexical_document SET superseded = true WHERE memory_id = ANY(%s)", (list(found),))
-    cur.execute("UPDATE lexical_posting SET superseded = true WHERE memory_id = ANY(%s)", (list(found),))
+    for table in ("lexical_document", "lexical_posting"):
+        cur.execute(f"""UPDATE {table} t SET partition_id = m.partition_id
+                          FROM unnest(%s::uuid[], %s::int[]) AS m(memory_id, partition_id)
+                         WHERE t.memory_id = m.memory_id""", _columns(moves, 2))
 
 
 def reindex_text(conn: psycopg.Connection, memory_id: uuid.UUID, title: str, body: str) -> None:
@@ -161,7 +174,7 @@ def reindex_text(conn: psycopg.Connection, memory_id: uuid.UUID, title: str, bod
     if memory_id not in found:
         return
     part, old = found[memory_id]
-    conn.cursor().execute("DELETE FROM lexical_document WHERE memory_id = %s", (memory_id,))
+    _delete(conn, [memory_id])
     delta = _Delta()
     delta.count(part, old, -1)
     delta.add(memory_id, part, analysis.document_terms(title, body))
@@ -172,7 +185,7 @@ def reindex_all(conn) -> None:
     """Rebuilds every table of the index from the memory rows (the migration; any DB-API connection
     to a workspace database). Forgotten memories are not indexed."""
     cur = conn.cursor()
-    cur.execute("TRUNCATE lexical_posting, lexical_df, lexical_partition, lexical_document")
+    cur.execute("TRUNCATE lexical_posting, lexical_df, lexical_document, lexical_partition")
     last = WORKSPACE
     while True:
         cur.execute("""SELECT id, audience_member_id, purpose, superseded_by_id IS NOT NULL, title, body
@@ -208,7 +221,8 @@ def recount(conn: psycopg.Connection) -> tuple[dict, dict]:
 def maintained(conn: psycopg.Connection) -> tuple[dict, dict]:
     """The maintained statistics in ``recount``'s shape (zero entries left out)."""
     df = {(lx, aud, p, s): n for lx, aud, p, s, n in conn.execute(
-        "SELECT lexeme, audience, purpose, superseded, df FROM lexical_df WHERE df > 0")}
+        """SELECT d.lexeme, p.audience, p.purpose, p.superseded, d.df
+             FROM lexical_df d JOIN lexical_partition p ON p.id = d.partition_id WHERE d.df > 0""")}
     parts = {(aud, p, s): (n, total) for aud, p, s, n, total in conn.execute(
         "SELECT audience, purpose, superseded, doc_count, total_len FROM lexical_partition "
         "WHERE doc_count > 0 OR total_len > 0")}

@@ -65,7 +65,8 @@ def test_migration_reindexes_existing_memories(pg):
             "SELECT column_name FROM information_schema.columns WHERE table_name = 'memory'")}
         assert "tsv" not in columns
         indexed = {r[0]: r[1:] for r in conn.execute(
-            "SELECT memory_id, audience, purpose, superseded FROM lexical_document")}
+            """SELECT d.memory_id, p.audience, p.purpose, p.superseded
+                 FROM lexical_document d JOIN lexical_partition p ON p.id = d.partition_id""")}
         assert set(indexed) == set(ids) | {successor}  # every live memory, the forgotten one not
         assert indexed[ids[1]] == (lexical_index.WORKSPACE, "conversation", True)
         assert indexed[ids[2]] == (alice, "conversation", False)
