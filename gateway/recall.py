@@ -1,8 +1,16 @@
 """Recall orchestration across the store, embed and rank services (DESIGN.md, "Recall, in this order").
 
-1. candidates from the store's lexical and dense queries (readability applied in SQL);
-2. RRF in the rank service; 3. the permission walk over the store's verdicts;
+1. candidates from the store's lexical and dense queries (readability applied in SQL), each row
+   carrying the store's walk verdict (its whole derived_from chain readable);
+2. RRF and the permission walk over those verdicts in the rank service, one call;
+3. the memories of the head that passed, one store call (which checks readability again);
 4. the cross-encoder over the rows that passed; 5. the response, with counts after the walk.
+
+The internal round trips of a hybrid recall, in order: Authenticate; LexicalCandidates (in flight
+while) EmbedQueries then DenseCandidates; FuseAndWalk; GetMemories; Rerank when asked for and the
+re-ranker was last reported available. Nothing about the caller is cached: every recall
+authenticates, so a revoked token fails on its next call.
+
 Degrade contract: an embed failure (down, past its deadline, stamp mismatch) means
 ``dense_available=false``; a re-ranker failure means ``reranked=false``. Neither is an error.
 """
@@ -10,7 +18,7 @@ Degrade contract: an embed failure (down, past its deadline, stamp mismatch) mea
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
@@ -43,12 +51,18 @@ class RecallConfig:
 
 
 class Recaller:
-    """Runs one recall for an authenticated caller."""
+    """Runs one recall for an authenticated caller.
+
+    ``reranker_up`` answers whether the embed service last reported its re-ranker available (the
+    gateway's dependency watch, refreshed every few seconds); while it says no, recall skips the
+    Rerank call and answers ``reranked=false`` at once, as a failed call would.
+    """
 
     def __init__(self, store: store_pb2_grpc.StoreServiceStub, embed: embed_pb2_grpc.EmbedServiceStub,
-                 rank: rank_pb2_grpc.RankServiceStub, config: RecallConfig) -> None:
+                 rank: rank_pb2_grpc.RankServiceStub, config: RecallConfig,
+                 reranker_up: Callable[[], bool] = lambda: True) -> None:
         self.store, self.embed, self.rank, self.config = store, embed, rank, config
-        self.pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="recall")
+        self.reranker_up = reranker_up
 
     def recall(self, req: g.RecallRequest, caller: m.Caller, settings: store_pb2.WorkspaceSettings) -> g.RecallResponse:
         """Answers a RecallRequest. INVALID_ARGUMENT for bad input, PERMISSION_DENIED for an ungranted purpose."""
@@ -66,33 +80,38 @@ class Recaller:
         top_k = req.top_k or DEFAULT_TOP_K
         limit = max(self.config.candidate_limit, top_k)
 
-        lexical_future = None
+        lexical_call = None
         if mode in (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_HYBRID):
-            lexical_future = self.pool.submit(self.store.LexicalCandidates, store_pb2.LexicalCandidatesRequest(
+            # In flight on the channel (no thread of ours) while the query is embedded.
+            lexical_call = self.store.LexicalCandidates.future(store_pb2.LexicalCandidatesRequest(
                 caller=caller, purpose=req.purpose, query=query, limit=limit,
                 include_superseded=req.include_superseded, entity_ids=req.entity_ids))
         dense_rows, dense_available = [], True
-        if mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
-            if req.include_superseded:
-                dense_available = False  # superseded memories have no vectors: history recall is lexical only
-            else:
-                dense_rows, dense_available = self._dense(query, caller, req, settings.dense_floor, limit)
-        lexical_rows = list(lexical_future.result().candidates) if lexical_future else []
-
-        arms = [rank_pb2.ArmRanking(arm=rank_pb2.ARM_LEXICAL, memory_ids=[c.memory_id for c in lexical_rows]),
-                rank_pb2.ArmRanking(arm=rank_pb2.ARM_DENSE, memory_ids=[c.memory_id for c in dense_rows])]
-        fused = self.rank.Fuse(rank_pb2.FuseRequest(arms=arms)).candidates[:WALK_LIMIT]
-        readable = self.store.CheckReadable(store_pb2.CheckReadableRequest(
-            caller=caller, memory_ids=[c.memory_id for c in fused])).readable_ids
-        passed = list(self.rank.Walk(rank_pb2.WalkRequest(candidates=fused, readable_ids=readable,
-                                                          limit=WALK_LIMIT)).candidates)
+        try:
+            if mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
+                if req.include_superseded:
+                    dense_available = False  # superseded memories have no vectors: history recall is lexical only
+                else:
+                    dense_rows, dense_available = self._dense(query, caller, req, settings.dense_floor, limit)
+            lexical_rows = list(lexical_call.result().candidates) if lexical_call else []
+        finally:
+            if lexical_call is not None:
+                lexical_call.cancel()  # a no-op once it has completed
+        passed = self._fuse_and_walk(lexical_rows, dense_rows)
         cosine = {c.memory_id: c.score for c in dense_rows}
 
-        head = passed[:max(top_k, self.config.rerank_top_n if not req.skip_rerank else 0)]
-        memories = {mem.id: mem for mem in self.store.GetMemories(store_pb2.GetMemoriesRequest(
-            caller=caller, memory_ids=[c.memory_id for c in head])).memories}
+        rerank = not req.skip_rerank
+        if rerank and not self.reranker_up():  # last reported unavailable: skip the call, as if it failed
+            rerank = False
+            if passed:
+                DEGRADED.labels("rerank").inc()
+        head = passed[:max(top_k, self.config.rerank_top_n if rerank else 0)]
+        memories = {}
+        if head:
+            memories = {mem.id: mem for mem in self.store.GetMemories(store_pb2.GetMemoriesRequest(
+                caller=caller, memory_ids=[c.memory_id for c in head])).memories}
         rerank_scores = {}
-        if not req.skip_rerank and passed:
+        if rerank and passed:
             rerank_scores = self._rerank(query, [c for c in passed[:self.config.rerank_top_n]
                                                  if c.memory_id in memories], memories)
         order = passed
@@ -111,6 +130,21 @@ class Recaller:
                                 dense=sum(1 for c in passed if c.dense_rank), fused=len(passed), returned=len(items))
         return g.RecallResponse(items=items, mode=mode, dense_available=dense_available,
                                 reranked=bool(rerank_scores), counts=counts)
+
+    def _fuse_and_walk(self, lexical_rows, dense_rows) -> list[rank_pb2.FusedCandidate]:
+        """RRF and the walk over the store's verdicts, in one rank call (none when no arm found a row).
+
+        A row both arms returned passes only when both verdicts say readable (they come from two
+        queries, and a forget may land between them)."""
+        if not lexical_rows and not dense_rows:
+            return []
+        rows = lexical_rows + dense_rows
+        hidden = {c.memory_id for c in rows if not c.chain_readable}
+        readable = [c.memory_id for c in rows if c.chain_readable and c.memory_id not in hidden]
+        arms = [rank_pb2.ArmRanking(arm=rank_pb2.ARM_LEXICAL, memory_ids=[c.memory_id for c in lexical_rows]),
+                rank_pb2.ArmRanking(arm=rank_pb2.ARM_DENSE, memory_ids=[c.memory_id for c in dense_rows])]
+        return list(self.rank.FuseAndWalk(rank_pb2.FuseAndWalkRequest(
+            arms=arms, readable_ids=list(dict.fromkeys(readable)), limit=WALK_LIMIT)).candidates)
 
     def _dense(self, query: str, caller: m.Caller, req: g.RecallRequest, floor: float, limit: int):
         """Dense candidates and whether the arm could contribute; embed failures degrade, never raise."""

@@ -188,6 +188,12 @@ class DependencyWatch:
         self.poll()
         return list(self._state.values())
 
+    def reranker_up(self) -> bool:
+        """Whether the embed service last reported its re-ranker available (at most WATCH_SECONDS
+        old; true before the first poll, so recall tries it)."""
+        state = self._state.get("reranker")
+        return state is None or state.serving
+
     def _run(self) -> None:
         while not self._stop.wait(WATCH_SECONDS):
             self.poll()
@@ -204,7 +210,7 @@ class GatewayService:
         embed = embed_pb2_grpc.EmbedServiceStub(self.channels["embed"])
         rank = rank_pb2_grpc.RankServiceStub(self.channels["rank"])
         self.watch = DependencyWatch(self.channels, embed, self._follow)
-        recaller = Recaller(store, embed, rank, config or RecallConfig())
+        recaller = Recaller(store, embed, rank, config or RecallConfig(), reranker_up=self.watch.reranker_up)
         self.running: Running = start_server(bind, [
             (gateway_pb2_grpc.add_MemoryServiceServicer_to_server, MemoryServicer(store, recaller),
              g.DESCRIPTOR.services_by_name["MemoryService"].full_name),

@@ -29,24 +29,38 @@ def _k(value: int) -> int:
     return value or RRF_K
 
 
+def _limit(value: int) -> int:
+    if value < 0:
+        raise InvalidArgument("limit must not be negative", field="limit")
+    return value or WALK_LIMIT
+
+
+def _arms(arms) -> dict[str, list[str]]:
+    """The arms' lists keyed by name; INVALID_ARGUMENT for an unknown arm or one given twice."""
+    out = {}
+    for arm in arms:
+        name = _ARM_NAMES.get(arm.arm)
+        if name is None or name in out:
+            raise InvalidArgument("each arm must be lexical or dense, at most once", field="arms")
+        out[name] = list(arm.memory_ids)
+    return out
+
+
 class RankServicer(rank_pb2_grpc.RankServiceServicer):
     """Implements recallatron.rank.v1.RankService."""
 
     def Fuse(self, request, context):
-        arms = {}
-        for arm in request.arms:
-            name = _ARM_NAMES.get(arm.arm)
-            if name is None or name in arms:
-                raise InvalidArgument("each arm must be lexical or dense, at most once", field="arms")
-            arms[name] = list(arm.memory_ids)
-        return r.FuseResponse(candidates=[_to_proto(f) for f in fuse(arms, _k(request.k))])
+        return r.FuseResponse(candidates=[_to_proto(f) for f in fuse(_arms(request.arms), _k(request.k))])
 
     def Walk(self, request, context):
-        if request.limit < 0:
-            raise InvalidArgument("limit must not be negative", field="limit")
         passed = walk([_from_proto(c) for c in request.candidates], set(request.readable_ids),
-                      request.limit or WALK_LIMIT, _k(request.k))
+                      _limit(request.limit), _k(request.k))
         return r.WalkResponse(candidates=[_to_proto(f) for f in passed])
+
+    def FuseAndWalk(self, request, context):
+        k, limit = _k(request.k), _limit(request.limit)
+        passed = walk(fuse(_arms(request.arms), k), set(request.readable_ids), limit, k)
+        return r.FuseAndWalkResponse(candidates=[_to_proto(f) for f in passed])
 
 
 def start(bind: str) -> Running:

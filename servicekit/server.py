@@ -14,6 +14,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from servicekit import clients
 from servicekit.errors import status_for
 from servicekit.metrics import MetricsInterceptor
 
@@ -77,7 +78,8 @@ def start_server(bind: str, registrations, *, max_workers: int = 16, serving: bo
     """
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
                          interceptors=[MetricsInterceptor(), ErrorInterceptor()],
-                         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
+                         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                                  *clients.KEEPALIVE_SERVER_OPTIONS])
     names = []
     for add, servicer, name in registrations:
         add(servicer, server)

@@ -33,6 +33,13 @@ def _limit(value: int) -> int:
     return value
 
 
+def _with_verdicts(conn, caller: m.Caller, rows) -> list[s.Candidate]:
+    """Candidate messages of ranked (id, score) rows, each with the walk's chain verdict (one query
+    over the rows already chosen, so the verdicts never change which rows an arm returns)."""
+    readable = {str(i) for i in memories.readable_ids(conn, caller, [i for i, _ in rows])}
+    return [s.Candidate(memory_id=str(i), score=v, chain_readable=str(i) in readable) for i, v in rows]
+
+
 class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     """Implements recallatron.store.v1.StoreService over PostgreSQL."""
 
@@ -111,7 +118,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         with self._conn(request.caller) as conn:
             rows = candidates.lexical(conn, request.caller, purpose, request.query.replace("\x00", " "), limit,
                                       request.include_superseded, entities.parse_filter(request.entity_ids))
-        return s.LexicalCandidatesResponse(candidates=[s.Candidate(memory_id=str(i), score=v) for i, v in rows])
+            return s.LexicalCandidatesResponse(candidates=_with_verdicts(conn, request.caller, rows))
 
     def DenseCandidates(self, request, context):
         purpose = check_purpose_granted(request.caller, request.purpose)
@@ -126,8 +133,8 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         with self._conn(request.caller) as conn:
             rows, current = candidates.dense(conn, request.caller, purpose, vector, request.input_version,
                                              request.floor, limit, entities.parse_filter(request.entity_ids))
-        return s.DenseCandidatesResponse(candidates=[s.Candidate(memory_id=str(i), score=v) for i, v in rows],
-                                         stamp_current=current)
+            return s.DenseCandidatesResponse(candidates=_with_verdicts(conn, request.caller, rows),
+                                             stamp_current=current)
 
     def Derive(self, request, context):
         with self._conn(request.caller) as conn:

@@ -1,8 +1,13 @@
 """Reciprocal Rank Fusion and the walk: exact arithmetic, tie-breaks, recomputation, bad input."""
 
+import grpc
 import pytest
+from recallatron.rank.v1 import rank_pb2 as r
+from recallatron.rank.v1 import rank_pb2_grpc
 
 from rank_service.fusion import fuse, walk
+from rank_service.server import start as start_rank
+from servicekit import clients
 from servicekit.errors import InvalidArgument
 
 
@@ -51,3 +56,31 @@ def test_walk_stops_at_its_limit():
     assert len(walk(fused, {f.memory_id for f in fused}, limit=3)) == 3
     with pytest.raises(InvalidArgument):
         walk(fused, set(), limit=0)
+
+
+def test_fuse_and_walk_equals_walk_of_fuse_over_grpc():
+    running = start_rank("127.0.0.1:0")
+    channel = clients.channel(f"127.0.0.1:{running.port}")
+    try:
+        rank = rank_pb2_grpc.RankServiceStub(channel)
+        arms = [r.ArmRanking(arm=r.ARM_LEXICAL, memory_ids=["hidden", "a", "b", "c"]),
+                r.ArmRanking(arm=r.ARM_DENSE, memory_ids=["b", "hidden", "d"])]
+        readable = ["a", "b", "d", "not-a-candidate"]
+        results = {}
+        for limit in (0, 2):
+            fused = rank.Fuse(r.FuseRequest(arms=arms)).candidates
+            two_calls = rank.Walk(r.WalkRequest(candidates=fused, readable_ids=readable, limit=limit)).candidates
+            one_call = rank.FuseAndWalk(r.FuseAndWalkRequest(arms=arms, readable_ids=readable, limit=limit)).candidates
+            assert list(one_call) == list(two_calls)
+            results[limit] = one_call
+        assert [c.memory_id for c in results[0]] == ["b", "a", "d"]
+        assert (results[0][0].lexical_rank, results[0][0].dense_rank) == (2, 1)  # recomputed without "hidden"
+        assert len(results[2]) < len(results[0])
+        for bad in (r.FuseAndWalkRequest(arms=arms, limit=-1), r.FuseAndWalkRequest(arms=arms, k=-1),
+                    r.FuseAndWalkRequest(arms=[arms[0], arms[0]]), r.FuseAndWalkRequest(arms=[r.ArmRanking()])):
+            with pytest.raises(grpc.RpcError) as err:
+                rank.FuseAndWalk(bad)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    finally:
+        channel.close()
+        running.stop()

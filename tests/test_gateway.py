@@ -1,9 +1,11 @@
 """Remember, Read and Recall end to end through the gateway, against real PostgreSQL and MiniLM."""
 
 import uuid
+from collections import Counter
 
 import grpc
 import pytest
+from prometheus_client import REGISTRY
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
@@ -203,3 +205,40 @@ def test_status_reports_dependencies(stack, world):
     state = {d.name: d.serving for d in resp.dependencies}
     assert state == {"store": True, "embed": True, "rank": True, "reranker": False}
     assert resp.embedding_backlog >= 0
+
+
+# Internal RPCs a recall may make (the dependency watch's health checks and the embedding job's
+# calls are left out: they run in the background).
+RECALL_RPCS = {"Authenticate", "LexicalCandidates", "EmbedQueries", "DenseCandidates", "Fuse", "Walk",
+               "FuseAndWalk", "CheckReadable", "GetMemories", "Rerank"}
+
+
+def internal_calls(run) -> Counter:
+    """The recall RPCs the internal services handled while ``run()`` ran, by method."""
+    def handled() -> Counter:
+        counts = Counter()
+        for metric in REGISTRY.collect():
+            for sample in metric.samples if metric.name == "grpc_server_handled" else ():
+                if (sample.name.endswith("_total") and sample.labels["grpc_method"] in RECALL_RPCS
+                        and not sample.labels["grpc_service"].startswith("recallatron.gateway.")):
+                    counts[sample.labels["grpc_method"]] += int(sample.value)
+        return counts
+
+    before = handled()
+    run()
+    return handled() - before
+
+
+def test_recall_takes_the_short_path(world):
+    bob = world["bob"]
+    degraded = REGISTRY.get_sample_value("recallatron_recall_degraded_total", {"stage": "rerank"}) or 0.0
+    # Re-rank asked for, but the embed service reports no re-ranker: no Rerank call, reranked=false.
+    calls = internal_calls(lambda: bob.recall("kitten shelter"))
+    assert calls == Counter({"Authenticate": 1, "LexicalCandidates": 1, "EmbedQueries": 1, "DenseCandidates": 1,
+                             "FuseAndWalk": 1, "GetMemories": 1})
+    assert REGISTRY.get_sample_value("recallatron_recall_degraded_total", {"stage": "rerank"}) == degraded + 1
+    calls = internal_calls(lambda: bob.recall("sourdough", mode=m.RECALL_MODE_LEXICAL, skip_rerank=True))
+    assert calls == Counter({"Authenticate": 1, "LexicalCandidates": 1, "FuseAndWalk": 1, "GetMemories": 1})
+    # Nothing found: nothing to fuse, walk or fetch.
+    calls = internal_calls(lambda: bob.recall("zyzzogeton", mode=m.RECALL_MODE_LEXICAL))
+    assert calls == Counter({"Authenticate": 1, "LexicalCandidates": 1})

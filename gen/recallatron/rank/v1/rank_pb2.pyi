@@ -67,3 +67,21 @@ class WalkResponse(_message.Message):
     CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     candidates: _containers.RepeatedCompositeFieldContainer[FusedCandidate]
     def __init__(self, candidates: _Optional[_Iterable[_Union[FusedCandidate, _Mapping]]] = ...) -> None: ...
+
+class FuseAndWalkRequest(_message.Message):
+    __slots__ = ("arms", "readable_ids", "limit", "k")
+    ARMS_FIELD_NUMBER: _ClassVar[int]
+    READABLE_IDS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    arms: _containers.RepeatedCompositeFieldContainer[ArmRanking]
+    readable_ids: _containers.RepeatedScalarFieldContainer[str]
+    limit: int
+    k: int
+    def __init__(self, arms: _Optional[_Iterable[_Union[ArmRanking, _Mapping]]] = ..., readable_ids: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., k: _Optional[int] = ...) -> None: ...
+
+class FuseAndWalkResponse(_message.Message):
+    __slots__ = ("candidates",)
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    candidates: _containers.RepeatedCompositeFieldContainer[FusedCandidate]
+    def __init__(self, candidates: _Optional[_Iterable[_Union[FusedCandidate, _Mapping]]] = ...) -> None: ...

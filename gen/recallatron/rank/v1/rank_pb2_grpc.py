@@ -45,6 +45,11 @@ class RankServiceStub:
                 request_serializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.WalkRequest.SerializeToString,
                 response_deserializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.WalkResponse.FromString,
                 _registered_method=True)
+        self.FuseAndWalk = channel.unary_unary(
+                '/recallatron.rank.v1.RankService/FuseAndWalk',
+                request_serializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.FuseAndWalkRequest.SerializeToString,
+                response_deserializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.FuseAndWalkResponse.FromString,
+                _registered_method=True)
 
 
 class RankServiceServicer:
@@ -68,6 +73,17 @@ class RankServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FuseAndWalk(self, request, context):
+        """Fuse, then Walk, in one call: fuses the arms' lists, walks the fused candidates in rank order
+        (at most `limit`) keeping those the store judged readable, and recomputes per-arm ranks and
+        fused scores over the rows that passed. The answer equals Walk(Fuse(arms), readable_ids); the
+        recall path uses it so a recall costs one call to this service. INVALID_ARGUMENT as for Fuse,
+        or for a negative limit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RankServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -80,6 +96,11 @@ def add_RankServiceServicer_to_server(servicer, server):
                     servicer.Walk,
                     request_deserializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.WalkRequest.FromString,
                     response_serializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.WalkResponse.SerializeToString,
+            ),
+            'FuseAndWalk': grpc.unary_unary_rpc_method_handler(
+                    servicer.FuseAndWalk,
+                    request_deserializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.FuseAndWalkRequest.FromString,
+                    response_serializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.FuseAndWalkResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -137,6 +158,33 @@ class RankService:
             '/recallatron.rank.v1.RankService/Walk',
             recallatron_dot_rank_dot_v1_dot_rank__pb2.WalkRequest.SerializeToString,
             recallatron_dot_rank_dot_v1_dot_rank__pb2.WalkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FuseAndWalk(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.rank.v1.RankService/FuseAndWalk',
+            recallatron_dot_rank_dot_v1_dot_rank__pb2.FuseAndWalkRequest.SerializeToString,
+            recallatron_dot_rank_dot_v1_dot_rank__pb2.FuseAndWalkResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -214,12 +214,14 @@ class GetMemoriesResponse(_message.Message):
     def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ...) -> None: ...
 
 class Candidate(_message.Message):
-    __slots__ = ("memory_id", "score")
+    __slots__ = ("memory_id", "score", "chain_readable")
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_READABLE_FIELD_NUMBER: _ClassVar[int]
     memory_id: str
     score: float
-    def __init__(self, memory_id: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
+    chain_readable: bool
+    def __init__(self, memory_id: _Optional[str] = ..., score: _Optional[float] = ..., chain_readable: _Optional[bool] = ...) -> None: ...
 
 class LexicalCandidatesRequest(_message.Message):
     __slots__ = ("caller", "purpose", "query", "limit", "include_superseded", "entity_ids")

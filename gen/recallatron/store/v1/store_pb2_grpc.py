@@ -197,14 +197,16 @@ class StoreServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def LexicalCandidates(self, request, context):
-        """Keyword-arm candidates: readable rows of one purpose, ranked by a tsvector query.
+        """Keyword-arm candidates: readable rows of one purpose, ranked by a tsvector query, each with the
+        permission walk's verdict (Candidate.chain_readable), so recall needs no CheckReadable call.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def DenseCandidates(self, request, context):
-        """Meaning-arm candidates: readable rows of one purpose whose cosine to the query vector reaches the floor.
+        """Meaning-arm candidates: readable rows of one purpose whose cosine to the query vector reaches the
+        floor, each with the permission walk's verdict (Candidate.chain_readable).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
