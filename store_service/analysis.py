@@ -7,8 +7,9 @@ exactly as the same string in a memory. The rules (documented with examples in
 
 1. Unicode NFKC, invisible characters removed (every format character, category Cf: zero-width
    space, joiners, soft hyphen, word joiner, byte-order mark, bidirectional marks, ...), lone
-   surrogates and control characters treated as spaces. Case folding (``str.casefold``) is applied
-   to each lexeme, after camelCase boundaries have been seen.
+   surrogates and control characters treated as spaces; after NFKC the hyphen U+2010 (and so the
+   non-breaking hyphen U+2011) and the minus sign U+2212 become ``-``. Case folding
+   (``str.casefold``) is applied to each lexeme, after camelCase boundaries have been seen.
 2. Text is cut at whitespace and at punctuation that never joins a token (brackets, quotes, ``,;!?``
    and the like; a comma between digits joins). The joiners ``/ \\ @ : . - _ + ~ # %`` and currency
    symbols stay inside a token.
@@ -102,6 +103,10 @@ _CF, _MARKS, _CURRENCY = _scan_unicode()
 # (cannot be stored as UTF-8) and C0/C1 controls, NUL included.
 _INVISIBLE = re.compile(f"[{_CF}]")
 _TO_SPACE = re.compile(r"[\ud800-\udfff\x00-\x08\x0e-\x1f\x7f-\x9f]")
+# After NFKC: the hyphen (U+2010, which NFKC makes of the non-breaking hyphen U+2011) and the minus
+# sign (U+2212, also made of super- and subscript minus) are the ASCII hyphen-minus, so a key, date or
+# signed number written with them (typeset text, LLM output) keeps its whole: QA\u20103141 = QA-3141.
+_HYPHENS = str.maketrans({"\u2010": "-", "\u2212": "-"})
 
 _WORDCH = rf"\w{_MARKS}"  # letters, digits, underscore, combining marks
 _JOIN = rf"./\\:@#+~%\-'\u2019{_CURRENCY}"  # characters that may stay inside a token
@@ -382,7 +387,7 @@ def _joined(tok: str, out: list[str], level: int) -> None:
 def _normalise(text: str) -> str:
     text = _TO_SPACE.sub(" ", text)
     text = _INVISIBLE.sub("", text)
-    text = unicodedata.normalize("NFKC", text)
+    text = unicodedata.normalize("NFKC", text).translate(_HYPHENS)
     return _INVISIBLE.sub("", text)
 
 

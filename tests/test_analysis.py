@@ -45,6 +45,11 @@ CASES = [
     ("rtl\u200fmark", {"rtlmark"}, set()),
     ("cafe\u0301", {"café"}, set()),
     ("ABC", {"abc"}, {"ABC"}),
+    # hyphen U+2010, non-breaking hyphen U+2011 and minus sign U+2212 are the ASCII hyphen-minus
+    ("QA\u20103141", {"qa-3141", "qa", "3141"}, set()),
+    ("due 2024\u201111\u201105", {"2024-11-05", "2024-11", "2024", "11", "05"}, set()),
+    ("\u221218.5", {"-18.5", "18.5"}, set()),
+    ("B\u2010cell", {"b-cell", "b", "cell"}, set()),
     # hyphenated keys with letters and digits
     ("ABC-1234", {"abc-1234", "abc", "1234"}, {"-1234"}),
     ("See JIRA-77.", {"jira-77", "jira", "77"}, {"jira-77."}),
