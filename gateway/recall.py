@@ -125,7 +125,8 @@ class Recaller:
                 continue
             items.append(g.RecallItem(memory=mem, rank=len(items) + 1, lexical_rank=c.lexical_rank,
                                       dense_rank=c.dense_rank, cosine=cosine.get(c.memory_id, 0.0),
-                                      fused_score=c.fused_score, rerank_score=rerank_scores.get(c.memory_id, 0.0)))
+                                      fused_score=c.fused_score, rerank_score=rerank_scores.get(c.memory_id, 0.0),
+                                      identifier_matches=c.identifier_matches, all_terms=c.all_terms))
         counts = g.RecallCounts(lexical=sum(1 for c in passed if c.lexical_rank),
                                 dense=sum(1 for c in passed if c.dense_rank), fused=len(passed), returned=len(items))
         return g.RecallResponse(items=items, mode=mode, dense_available=dense_available,
@@ -143,8 +144,13 @@ class Recaller:
         readable = [c.memory_id for c in rows if c.chain_readable and c.memory_id not in hidden]
         arms = [rank_pb2.ArmRanking(arm=rank_pb2.ARM_LEXICAL, memory_ids=[c.memory_id for c in lexical_rows]),
                 rank_pb2.ArmRanking(arm=rank_pb2.ARM_DENSE, memory_ids=[c.memory_id for c in dense_rows])]
+        # Precedence only when both arms answered: alone, the keyword arm's BM25 order already puts
+        # exact matches first, and lexical mode stays plain BM25.
+        precedence = {c.memory_id: rank_pb2.Precedence(identifier_matches=c.identifier_matches, all_terms=c.all_terms)
+                      for c in lexical_rows if c.identifier_matches or c.all_terms} if lexical_rows and dense_rows else {}
         return list(self.rank.FuseAndWalk(rank_pb2.FuseAndWalkRequest(
-            arms=arms, readable_ids=list(dict.fromkeys(readable)), limit=WALK_LIMIT)).candidates)
+            arms=arms, readable_ids=list(dict.fromkeys(readable)), limit=WALK_LIMIT,
+            precedence=precedence)).candidates)
 
     def _dense(self, query: str, caller: m.Caller, req: g.RecallRequest, floor: float, limit: int):
         """Dense candidates and whether the arm could contribute; embed failures degrade, never raise."""

@@ -14,13 +14,15 @@ _ARM_NAMES = {r.ARM_LEXICAL: "lexical", r.ARM_DENSE: "dense"}
 
 def _to_proto(f: Fused) -> r.FusedCandidate:
     return r.FusedCandidate(memory_id=f.memory_id, fused_score=f.score, lexical_rank=f.ranks["lexical"],
-                            dense_rank=f.ranks["dense"])
+                            dense_rank=f.ranks["dense"], identifier_matches=f.identifier_matches,
+                            all_terms=f.all_terms)
 
 
 def _from_proto(c: r.FusedCandidate) -> Fused:
-    if c.lexical_rank < 0 or c.dense_rank < 0:
-        raise InvalidArgument("ranks must not be negative", field="candidates")
-    return Fused(c.memory_id, c.fused_score, {"lexical": c.lexical_rank, "dense": c.dense_rank})
+    if c.lexical_rank < 0 or c.dense_rank < 0 or c.identifier_matches < 0:
+        raise InvalidArgument("ranks and identifier counts must not be negative", field="candidates")
+    return Fused(c.memory_id, c.fused_score, {"lexical": c.lexical_rank, "dense": c.dense_rank},
+                 c.identifier_matches, c.all_terms)
 
 
 def _k(value: int) -> int:
@@ -59,7 +61,8 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
 
     def FuseAndWalk(self, request, context):
         k, limit = _k(request.k), _limit(request.limit)
-        passed = walk(fuse(_arms(request.arms), k), set(request.readable_ids), limit, k)
+        matches = {mid: (p.identifier_matches, p.all_terms) for mid, p in request.precedence.items()}
+        passed = walk(fuse(_arms(request.arms), k, matches), set(request.readable_ids), limit, k)
         return r.FuseAndWalkResponse(candidates=[_to_proto(f) for f in passed])
 
 

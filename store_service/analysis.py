@@ -426,6 +426,13 @@ def document_terms(title: str, body: str) -> dict[str, int]:
     return dict(counts)
 
 
+def identifier_terms(terms: list[str]) -> list[str]:
+    """The identifiers among lexemes: those with a character that is not a letter or digit inside,
+    i.e. whole joined tokens (keys, dates and year-months, versions, addresses, paths, code names,
+    tags, amounts, signed or separated numbers), never ordinary words, stems or bare numbers."""
+    return [t for t in terms if not t.isalnum()]
+
+
 def query_terms(text: str) -> list[str]:
     """Distinct lexemes of user text in first-seen order, at most MAX_QUERY_TERMS."""
     return list(dict.fromkeys(analyze(text)))[:MAX_QUERY_TERMS]

@@ -111,10 +111,34 @@ def lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str,
 
     ``purpose`` is a stored purpose string; one the caller was not granted reads nothing.
     """
+    return _lexical(conn, caller, purpose, text, limit, include_superseded, entity_ids)[0]
+
+
+def lexical_with_matches(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str, limit: int,
+                         include_superseded: bool,
+                         entity_ids: list[uuid.UUID] = ()) -> list[tuple[uuid.UUID, float, int, bool]]:
+    """``lexical``'s rows with, for fusion's precedence, how many of the question's identifiers
+    (``analysis.identifier_terms``) each memory contains and whether it contains every scored term
+    (two or more): one more primary-key query over the rows returned."""
+    rows, kept = _lexical(conn, caller, purpose, text, limit, include_superseded, entity_ids)
+    identifiers = analysis.identifier_terms(kept)
+    counts = {}
+    if rows and (identifiers or len(kept) >= 2):
+        counts = {r[0]: (r[1], r[2]) for r in conn.execute(
+            """SELECT memory_id, count(*) FILTER (WHERE lexeme = ANY(%(ids)s))::int, count(*)::int
+                 FROM lexical_posting WHERE memory_id = ANY(%(rows)s) AND lexeme = ANY(%(kept)s)
+                GROUP BY memory_id""", {"ids": identifiers, "rows": [r[0] for r in rows], "kept": kept})}
+    return [(mid, score, counts.get(mid, (0, 0))[0], len(kept) >= 2 and counts.get(mid, (0, 0))[1] == len(kept))
+            for mid, score in rows]
+
+
+def _lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str, limit: int,
+             include_superseded: bool, entity_ids: list[uuid.UUID]) -> tuple[list[tuple[uuid.UUID, float]], list[str]]:
+    """``lexical``'s rows and the terms BM25 scored."""
     terms = query_terms(text)
     params = caller_params(caller)
     if not terms or purpose not in params["purposes"]:
-        return []
+        return [], []
     audiences = [WORKSPACE, uuid.UUID(caller.member_id)]
     superseded = [False, True] if include_superseded else [False]
     if entity_ids:
@@ -126,7 +150,7 @@ def lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str,
         (purpose, audiences, superseded)).fetchall()
     n, total, part_ids = sum(r[1] for r in parts), sum(r[2] for r in parts), [r[0] for r in parts]
     if n <= 0:
-        return []
+        return [], []
     stats = conn.execute(
         "SELECT lexeme, df, max_tf FROM lexical_df WHERE lexeme = ANY(%s) AND partition_id = ANY(%s) AND df > 0",
         (terms, part_ids)).fetchall()
@@ -135,15 +159,15 @@ def lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str,
         df[lexeme] = df.get(lexeme, 0) + count
     kept = kept_terms(terms, df, n)
     if not kept:
-        return []
+        return [], []
     avg = max(total / n, 1.0)
     idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in kept}
     if sum(df[t] for t in kept) <= EXHAUSTIVE_MAX_POSTINGS:
-        return _score_all(conn, part_ids, idf, avg, limit)
+        return _score_all(conn, part_ids, idf, avg, limit), kept
     max_tf: dict[str, int] = {}
     for lexeme, _, most in stats:
         max_tf[lexeme] = max(max_tf.get(lexeme, 1), most)
-    return _threshold_top_k(conn, part_ids, idf, max_tf, avg, limit)
+    return _threshold_top_k(conn, part_ids, idf, max_tf, avg, limit), kept
 
 
 def _score_all(conn: psycopg.Connection, part_ids: list[int], idf: dict[str, float], avg: float,
@@ -228,7 +252,7 @@ def _best(scored, limit: int) -> list[tuple[uuid.UUID, float]]:
 
 
 def _lexical_filtered(conn: psycopg.Connection, params: dict, terms: list[str], limit: int,
-                      include_superseded: bool) -> list[tuple[uuid.UUID, float]]:
+                      include_superseded: bool) -> tuple[list[tuple[uuid.UUID, float]], list[str]]:
     """BM25 over the rows about the given entities: a small set, so its statistics are counted
     (exactly as the scope defines them) and every matching row is scored."""
     scope = _scope(include_superseded, True)
@@ -236,7 +260,7 @@ def _lexical_filtered(conn: psycopg.Connection, params: dict, terms: list[str], 
         f"""SELECT d.memory_id, d.doc_len FROM memory m JOIN lexical_document d ON d.memory_id = m.id
              WHERE {scope}""", params).fetchall())
     if not docs:
-        return []
+        return [], []
     postings = conn.execute(
         "SELECT memory_id, lexeme, tf FROM lexical_posting WHERE memory_id = ANY(%s) AND lexeme = ANY(%s)",
         (list(docs), terms)).fetchall()
@@ -246,14 +270,14 @@ def _lexical_filtered(conn: psycopg.Connection, params: dict, terms: list[str], 
     n = len(docs)
     kept = kept_terms(terms, df, n)
     if not kept:
-        return []
+        return [], []
     avg = max(sum(docs.values()) / n, 1.0)
     idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in kept}
     scores: dict[uuid.UUID, float] = {}
     for memory_id, lexeme, tf in postings:
         if lexeme in idf:
             scores[memory_id] = scores.get(memory_id, 0.0) + idf[lexeme] * _w(tf, docs[memory_id], avg)
-    return _best(scores.items(), limit)
+    return _best(scores.items(), limit), kept
 
 
 def dense(conn: psycopg.Connection, caller: m.Caller, purpose: str, vector: np.ndarray, input_version: str,

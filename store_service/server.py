@@ -34,10 +34,13 @@ def _limit(value: int) -> int:
 
 
 def _with_verdicts(conn, caller: m.Caller, rows) -> list[s.Candidate]:
-    """Candidate messages of ranked (id, score) rows, each with the walk's chain verdict (one query
-    over the rows already chosen, so the verdicts never change which rows an arm returns)."""
-    readable = {str(i) for i in memories.readable_ids(conn, caller, [i for i, _ in rows])}
-    return [s.Candidate(memory_id=str(i), score=v, chain_readable=str(i) in readable) for i, v in rows]
+    """Candidate messages of ranked (id, score[, identifier matches, all terms]) rows, each with the
+    walk's chain verdict (one query over the rows already chosen, so the verdicts never change
+    which rows an arm returns)."""
+    readable = {str(i) for i in memories.readable_ids(conn, caller, [r[0] for r in rows])}
+    return [s.Candidate(memory_id=str(r[0]), score=r[1], chain_readable=str(r[0]) in readable,
+                        identifier_matches=r[2] if len(r) > 2 else 0, all_terms=len(r) > 3 and r[3])
+            for r in rows]
 
 
 class StoreServicer(store_pb2_grpc.StoreServiceServicer):
@@ -116,8 +119,9 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         if len(request.query) > MAX_QUERY_CHARS:
             raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
         with self._conn(request.caller) as conn:
-            rows = candidates.lexical(conn, request.caller, purpose, request.query.replace("\x00", " "), limit,
-                                      request.include_superseded, entities.parse_filter(request.entity_ids))
+            query = request.query.replace("\x00", " ")
+            rows = candidates.lexical_with_matches(conn, request.caller, purpose, query, limit,
+                                                   request.include_superseded, entities.parse_filter(request.entity_ids))
             return s.LexicalCandidatesResponse(candidates=_with_verdicts(conn, request.caller, rows))
 
     def DenseCandidates(self, request, context):

@@ -30,6 +30,24 @@ def test_ties_break_by_best_single_arm_rank_then_id():
     assert fuse({"lexical": ["y", "x", "w"], "dense": ["x", "y", "z"]}) == fused
 
 
+def test_identifier_precedence_orders_by_matches_then_rrf():
+    # d is the dense arm's favourite and second lexically (a near miss: ABC-1235); e holds the typed
+    # identifier, first lexically, under the dense floor. With precedence e comes first, then RRF.
+    arms = {"lexical": ["e", "d", "f"], "dense": ["d", "g", "f"]}
+    assert [f.memory_id for f in fuse(arms)] == ["d", "f", "e", "g"]
+    fused = fuse(arms, matches={"e": (2, False), "d": (1, False)})
+    assert [f.memory_id for f in fused] == ["e", "d", "f", "g"]
+    assert [f.identifier_matches for f in fused] == [2, 1, 0, 0]
+    # Holding every scored term comes after identifiers, before RRF.
+    assert [f.memory_id for f in fuse(arms, matches={"g": (0, True), "e": (1, False)})] == ["e", "g", "d", "f"]
+    assert fused[0].score == pytest.approx(1 / 61)  # scores are RRF's, untouched
+    # The walk keeps the precedence over the rows that passed.
+    passed = walk(fused, {"d", "e", "g"})
+    assert [f.memory_id for f in passed] == ["e", "d", "g"]
+    with pytest.raises(InvalidArgument):
+        fuse(arms, matches={"e": (-1, False)})
+
+
 def test_one_entry_per_memory_and_duplicates_refused():
     assert len(fuse({"lexical": ["a"], "dense": ["a"]})) == 1
     with pytest.raises(InvalidArgument):
@@ -76,7 +94,13 @@ def test_fuse_and_walk_equals_walk_of_fuse_over_grpc():
         assert [c.memory_id for c in results[0]] == ["b", "a", "d"]
         assert (results[0][0].lexical_rank, results[0][0].dense_rank) == (2, 1)  # recomputed without "hidden"
         assert len(results[2]) < len(results[0])
+        precedence = rank.FuseAndWalk(r.FuseAndWalkRequest(
+            arms=arms, readable_ids=readable, precedence={"d": r.Precedence(identifier_matches=1),
+                                                          "a": r.Precedence(all_terms=True)})).candidates
+        assert [(c.memory_id, c.identifier_matches, c.all_terms) for c in precedence] == [
+            ("d", 1, False), ("a", 0, True), ("b", 0, False)]
         for bad in (r.FuseAndWalkRequest(arms=arms, limit=-1), r.FuseAndWalkRequest(arms=arms, k=-1),
+                    r.FuseAndWalkRequest(arms=arms, precedence={"a": r.Precedence(identifier_matches=-1)}),
                     r.FuseAndWalkRequest(arms=[arms[0], arms[0]]), r.FuseAndWalkRequest(arms=[r.ArmRanking()])):
             with pytest.raises(grpc.RpcError) as err:
                 rank.FuseAndWalk(bad)

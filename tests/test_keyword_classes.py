@@ -11,8 +11,9 @@ mode, in hybrid mode (embeddings drained, re-rank off) and in hybrid mode with t
 string (another ticket number, the month and day swapped, the next patch version, another host with
 the same path, the same local part at another domain, the same parts without the whole) and must
 rank lower; at least one of them must be returned by the keyword arm, so it really competes.
-Hybrid rank 1 with both arms up is marked as an expected failure (see HYBRID_RANK1): the keyword
-arm ranks every target first there too, but equal-weight fusion lets the dense arm's choice win.
+In hybrid mode with both arms up the target is first too: identifier precedence in fusion (see
+rank_service/fusion.py). Without it, 27 to 30 of the 106 cases were not first (MiniLM cannot tell
+ABC-1234 from ABC-1235, and equal-weight RRF let its choice tie or beat the exact match).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ CASES = [
          "We reached 1,000,000 registered users in March, two months ahead of plan.",
          "We reached 100,000 registered users in the first summer.",
          "Marketing wants 10,000,000 registered users by the end of next year."),
-    case("number-typed-without-separators", "1000000 users milestone",
+    case("number-typed-without-separators", "1000000 downloads milestone",
          "The 1,000,000 downloads milestone party is booked for Friday.",
          "The 100,000 downloads milestone came with a blog post."),
     case("number-plus-sign", "+3 seconds drift",
@@ -519,18 +520,6 @@ def test_hybrid_keyword_arm_ranks_target_first(corpus, c):
     assert [it.lexical_rank for it in resp.items if it.memory.id == target] == [1], top(resp)
 
 
-# Measured on this table (embeddings drained, re-rank off): 27 to 30 of the 106 cases are not first
-# in hybrid mode (three runs; which ones varies with the random memory ids that break RRF ties). The keyword arm ranks the target first (test above), but MiniLM cannot tell
-# ABC-1234 from ABC-1235 or 2024-03-15 from 2024-03-16, so a near miss it ranks higher (lexical 2,
-# dense 1) beats or ties (broken by memory id) the target (lexical 1, dense 2 or worse); a target
-# under the dense floor gets 1/61 only and falls below rows that both arms return weakly
-# ("what happened on 2024-03-15?": outside the top 10). RRF with equal arm weights, not the text
-# analysis: remove this mark once fusion favours exact identifier matches.
-HYBRID_RANK1 = pytest.mark.xfail(strict=False, reason="issue 8 'What must hold': hybrid rank 1 is not met by "
-                                 "equal-weight RRF on identifier questions (see comment)")
-
-
-@HYBRID_RANK1
 @pytest.mark.parametrize("c", CASES, ids=IDS)
 def test_hybrid_target_first(corpus, c):
     resp = corpus["member"].recall(c.question, mode=HYBRID, top_k=10, skip_rerank=True)

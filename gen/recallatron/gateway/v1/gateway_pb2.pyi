@@ -92,7 +92,7 @@ class RecallRequest(_message.Message):
     def __init__(self, query: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., top_k: _Optional[int] = ..., skip_rerank: _Optional[bool] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RecallItem(_message.Message):
-    __slots__ = ("memory", "rank", "lexical_rank", "dense_rank", "cosine", "fused_score", "rerank_score")
+    __slots__ = ("memory", "rank", "lexical_rank", "dense_rank", "cosine", "fused_score", "rerank_score", "identifier_matches", "all_terms")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     LEXICAL_RANK_FIELD_NUMBER: _ClassVar[int]
@@ -100,6 +100,8 @@ class RecallItem(_message.Message):
     COSINE_FIELD_NUMBER: _ClassVar[int]
     FUSED_SCORE_FIELD_NUMBER: _ClassVar[int]
     RERANK_SCORE_FIELD_NUMBER: _ClassVar[int]
+    IDENTIFIER_MATCHES_FIELD_NUMBER: _ClassVar[int]
+    ALL_TERMS_FIELD_NUMBER: _ClassVar[int]
     memory: _memory_pb2.Memory
     rank: int
     lexical_rank: int
@@ -107,7 +109,9 @@ class RecallItem(_message.Message):
     cosine: float
     fused_score: float
     rerank_score: float
-    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., rank: _Optional[int] = ..., lexical_rank: _Optional[int] = ..., dense_rank: _Optional[int] = ..., cosine: _Optional[float] = ..., fused_score: _Optional[float] = ..., rerank_score: _Optional[float] = ...) -> None: ...
+    identifier_matches: int
+    all_terms: bool
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., rank: _Optional[int] = ..., lexical_rank: _Optional[int] = ..., dense_rank: _Optional[int] = ..., cosine: _Optional[float] = ..., fused_score: _Optional[float] = ..., rerank_score: _Optional[float] = ..., identifier_matches: _Optional[int] = ..., all_terms: _Optional[bool] = ...) -> None: ...
 
 class RecallCounts(_message.Message):
     __slots__ = ("lexical", "dense", "fused", "returned")

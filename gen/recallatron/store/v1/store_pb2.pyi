@@ -214,14 +214,18 @@ class GetMemoriesResponse(_message.Message):
     def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ...) -> None: ...
 
 class Candidate(_message.Message):
-    __slots__ = ("memory_id", "score", "chain_readable")
+    __slots__ = ("memory_id", "score", "chain_readable", "identifier_matches", "all_terms")
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     CHAIN_READABLE_FIELD_NUMBER: _ClassVar[int]
+    IDENTIFIER_MATCHES_FIELD_NUMBER: _ClassVar[int]
+    ALL_TERMS_FIELD_NUMBER: _ClassVar[int]
     memory_id: str
     score: float
     chain_readable: bool
-    def __init__(self, memory_id: _Optional[str] = ..., score: _Optional[float] = ..., chain_readable: _Optional[bool] = ...) -> None: ...
+    identifier_matches: int
+    all_terms: bool
+    def __init__(self, memory_id: _Optional[str] = ..., score: _Optional[float] = ..., chain_readable: _Optional[bool] = ..., identifier_matches: _Optional[int] = ..., all_terms: _Optional[bool] = ...) -> None: ...
 
 class LexicalCandidatesRequest(_message.Message):
     __slots__ = ("caller", "purpose", "query", "limit", "include_superseded", "entity_ids")
