@@ -23,9 +23,14 @@ DIMENSIONS = 384
 DOCUMENT_COMPOSITION = "title-newline-body.v1"
 INPUT_VERSION = f"{MODEL_ID}|{DOCUMENT_COMPOSITION}"
 MAX_BATCH = 256
-# ONNX Runtime intra-op threads: one query is latency-bound and this machine has 2 cores shared by
-# four services; measured in bench/embed_bench.py.
+# ONNX Runtime intra-op threads. One: a query runs in the calling thread (no pool threads spinning
+# on a 2-core machine shared by four services and PostgreSQL), and a query and a document batch
+# run side by side on the two cores. Measured against 2 in bench/embed_bench.py (--onnx-threads).
 ONNX_THREADS = 1
+# Padded tokens per ONNX run when encoding many texts (rows x longest row): measured on the shared
+# eval memories, groups this small beat padded batches of 32 by 1.6 to 1.9x in CPU time (less padding,
+# cache-sized activations).
+ONNX_BATCH_TOKENS = 256
 
 
 def compose(title: str, body: str) -> str:
@@ -66,11 +71,13 @@ class OnnxEncoder:
         options.log_severity_level = 3  # errors only
         self.session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
 
-    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+    def encode(self, texts: list[str], max_tokens: int = ONNX_BATCH_TOKENS) -> np.ndarray:
         """Unit vectors, float32, shape (len(texts), 384), in input order.
 
-        Texts are sorted by token count and run ``batch_size`` at a time, each batch padded only to
-        its own longest text (less padding, same vectors: padding is masked out).
+        Texts are sorted by token count and run in groups of similar length whose padded size
+        (rows x longest row) stays within ``max_tokens`` (one text at least): little padding, and
+        activations small enough to stay in cache. Padding is masked out, so grouping does not
+        change the vectors.
         """
         out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
         if not texts:
@@ -78,14 +85,19 @@ class OnnxEncoder:
         encodings = [self.tokenizer.encode(texts[0])] if len(texts) == 1 else self.tokenizer.encode_batch(list(texts))
         lengths = np.fromiter((len(enc.ids) for enc in encodings), dtype=np.int64, count=len(encodings))
         order = np.argsort(lengths, kind="stable")
-        for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
-            ids = np.zeros((len(rows), int(lengths[rows].max())), dtype=np.int64)
+        start = 0
+        while start < len(order):
+            end = start + 1  # ascending lengths: the last row of a group sets its width
+            while end < len(order) and lengths[order[end]] * (end + 1 - start) <= max_tokens:
+                end += 1
+            rows = order[start:end]
+            ids = np.zeros((len(rows), int(lengths[rows[-1]])), dtype=np.int64)
             mask = np.zeros_like(ids)
             for r, i in enumerate(rows):
                 ids[r, :lengths[i]] = encodings[i].ids
                 mask[r, :lengths[i]] = 1
             out[rows] = self.session.run(["embedding"], {"input_ids": ids, "attention_mask": mask})[0]
+            start = end
         return out
 
 
