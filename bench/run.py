@@ -14,7 +14,7 @@ Steps (details in each module's docstring and bench/RESULTS.md):
 3. The figures as markdown on stdout; with ``--write`` also into bench/RESULTS.md (replacing the
    "Latest run" section, keeping everything else), and the raw numbers in ``.bench/last-run.json``.
 
-Usage: ``python -m bench.run [--sizes 10000,100000] [--probe 4000] [--write] [--rebuild]``
+Usage: ``python -m bench.run [--sizes 10000,100000] [--probe 4000] [--write] [--rebuild] [--build-only]``
 """
 
 from __future__ import annotations
@@ -190,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port-base", type=int, default=50150)
     parser.add_argument("--rebuild", action="store_true", help="build the workspaces again instead of reusing them")
     parser.add_argument("--write", action="store_true", help="also write bench/RESULTS.md")
+    parser.add_argument("--build-only", action="store_true",
+                        help="build (or check) the workspaces and stop: no probe, no measurement")
     parser.add_argument("--label", default="", help="a note for the results heading")
     args = parser.parse_args(argv)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
@@ -206,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     encoder = BiEncoder()
     res["floor_encoder"] = floor_encoder(encoder)
     BENCH_DIR.mkdir(exist_ok=True)
+    if args.build_only:
+        args.probe = 0
     if args.probe:
         probe_home = BENCH_DIR / "probe"
         shutil.rmtree(probe_home, ignore_errors=True)
@@ -236,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
             if entry.get("migrations") != workspace.migrations():
                 print(f"bench: note: workspace {size} was built with migrations {entry.get('migrations')}; "
                       f"this checkout has {workspace.migrations()}", file=sys.stderr, flush=True)
+            if args.build_only:
+                print(f"bench: workspace of {size:,} ready ({'built now' if entry['built_now'] else 'reused'})",
+                      file=sys.stderr, flush=True)
+                continue
             print(f"bench: measuring {size:,} ({len(questions)} questions)", file=sys.stderr, flush=True)
             r = measure.measure_workspace(stack, entry, encoder, questions, args.clients, args.rounds)
             r["workspace"] = {k: v for k, v in entry.items() if k not in ("core_ids", "token")}
@@ -243,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         gw.close()
     finally:
         stack.stop()
+    if args.build_only:
+        return 0
     res["seconds"] = time.monotonic() - started
     res["load_end"] = "load average {:.1f} / {:.1f} / {:.1f}".format(*os.getloadavg())
     title = f"{LATEST}" + (f" ({args.label})" if args.label else "")
