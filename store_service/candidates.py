@@ -65,6 +65,10 @@ EXHAUSTIVE_MAX_POSTINGS = 40_000
 TIE_DIGITS = 9
 # Undecided memories completed by primary key at most (times the limit); more means read on.
 MAX_OPEN_PER_RESULT = 4
+# A question of at most this many scored terms that holds an identifier is a lookup, and memories
+# holding the identifier take precedence in hybrid fusion. Longer questions (claims, stories) only
+# mention identifiers in passing: on SciFact, precedence for them cost 0.035 nDCG@10 (docs/retrieval.md).
+IDENTIFIER_LOOKUP_MAX_TERMS = 4
 DIMENSIONS = 384
 
 
@@ -118,10 +122,13 @@ def lexical_with_matches(conn: psycopg.Connection, caller: m.Caller, purpose: st
                          include_superseded: bool,
                          entity_ids: list[uuid.UUID] = ()) -> list[tuple[uuid.UUID, float, int, bool]]:
     """``lexical``'s rows with, for fusion's precedence, how many of the question's identifiers
-    (``analysis.identifier_terms``) each memory contains and whether it contains every scored term
-    (two or more): one more primary-key query over the rows returned."""
+    (``analysis.identifier_terms``) each memory contains, counted only for lookups (at most
+    ``IDENTIFIER_LOOKUP_MAX_TERMS`` scored terms besides the identifiers' parts), and whether it contains every scored term (two or
+    more): one more primary-key query over the rows returned."""
     rows, kept = _lexical(conn, caller, purpose, text, limit, include_superseded, entity_ids)
     identifiers = analysis.identifier_terms(kept)
+    if _question_size(kept, identifiers) > IDENTIFIER_LOOKUP_MAX_TERMS:
+        identifiers = []
     counts = {}
     if rows and (identifiers or len(kept) >= 2):
         counts = {r[0]: (r[1], r[2]) for r in conn.execute(
@@ -130,6 +137,12 @@ def lexical_with_matches(conn: psycopg.Connection, caller: m.Caller, purpose: st
                 GROUP BY memory_id""", {"ids": identifiers, "rows": [r[0] for r in rows], "kept": kept})}
     return [(mid, score, counts.get(mid, (0, 0))[0], len(kept) >= 2 and counts.get(mid, (0, 0))[1] == len(kept))
             for mid, score in rows]
+
+
+def _question_size(kept: list[str], identifiers: list[str]) -> int:
+    """Scored terms, not counting the parts of identifiers (``2024-03-15`` is one term, not five)."""
+    parts = {p for ident in identifiers for p in analysis.query_terms(ident)[1:]}
+    return sum(1 for t in kept if t not in parts)
 
 
 def _lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str, limit: int,

@@ -1,0 +1,126 @@
+"""Hybrid fusion rules side by side on the shared eval data, in process, by nDCG@10.
+
+The keyword arm is the product's: its analyzer, its kept terms (15% rule) and BM25 weights from
+``store_service.candidates``. The dense arm is exact MiniLM kNN, with the 0.30 floor and 100 rows
+per arm. Compared: plain RRF, and the precedence rules ``rank_service.fusion`` can apply ("shipped"
+is what the product does: identifiers for lookups, then every scored term).
+
+    .venv/bin/python -m tools.fusion_ablation [--data ../shared/eval]
+
+Embeddings are cached in /tmp/recallatron-fusion-ablation/ (minutes to compute on a CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from cli.retrieval_metrics import ndcg_at
+from store_service import analysis, candidates
+
+CACHE = Path("/tmp/recallatron-fusion-ablation")
+FLOOR, PER_ARM, RRF_K = 0.30, 100, 60
+
+
+def _jsonl(path: Path) -> list[dict]:
+    with path.open() as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _encode(texts: list[str], key: str, encoder: list) -> np.ndarray:
+    """Unit vectors of ``texts``, cached by ``key``; the encoder loads on first need."""
+    CACHE.mkdir(exist_ok=True)
+    path = CACHE / f"{key}.npy"
+    if path.exists():
+        return np.load(path)
+    if not encoder:
+        from embed_service.models import BiEncoder
+        encoder.append(BiEncoder())
+    vectors = encoder[0].encode(texts)
+    np.save(path, vectors)
+    return vectors
+
+
+def _rules(kept: list[str], docs: list[dict], lexical: list[int]) -> dict:
+    """Precedence key functions (lower sorts first) by rule name, for one question."""
+    on_list = set(lexical)
+    identifiers = analysis.identifier_terms(kept)
+    lookup = candidates._question_size(kept, identifiers) <= candidates.IDENTIFIER_LOOKUP_MAX_TERMS
+
+    def held(i: int, terms: list[str]) -> int:
+        return sum(1 for t in terms if t in docs[i]) if i in on_list else 0
+
+    def every(i: int) -> bool:
+        return len(kept) >= 2 and held(i, kept) == len(kept)
+
+    return {"rrf": lambda i: 0,
+            "identifiers first (every question)": lambda i: -held(i, identifiers),
+            "all scored terms first": lambda i: not every(i),
+            "identifiers (every question), then all terms": lambda i: (-held(i, identifiers), not every(i)),
+            "shipped: identifiers (lookups), then all terms":
+                lambda i: (-held(i, identifiers) if lookup else 0, not every(i))}
+
+
+def _fuse(lexical: list[int], dense: list[int], key, ids: list[str]) -> list[str]:
+    ranks: dict[int, list[int]] = {}
+    for arm in (lexical, dense):
+        for rank, i in enumerate(arm, 1):
+            ranks.setdefault(i, []).append(rank)
+    both = bool(lexical and dense)
+    order = sorted(ranks, key=lambda i: (key(i) if both else 0, -sum(1 / (RRF_K + r) for r in ranks[i]),
+                                         min(ranks[i]), ids[i]))
+    return [ids[i] for i in order]
+
+
+def corpus_scores(folder: Path, key: str, encoder: list) -> tuple[dict[str, float], int]:
+    """Mean nDCG@10 per rule over one corpus, and its question count."""
+    mems, queries = _jsonl(folder / "memories.jsonl"), _jsonl(folder / "queries.jsonl")
+    ids = [m["id"] for m in mems]
+    docs = [analysis.document_terms(m.get("title") or "", m["body"]) for m in mems]
+    n, avg = len(docs), max(sum(len(d) for d in docs) / len(docs), 1.0)
+    df: dict[str, int] = {}
+    for d in docs:
+        for t in d:
+            df[t] = df.get(t, 0) + 1
+    doc_vectors = _encode([f"{m['title']}\n{m['body']}" if m.get("title") else m["body"] for m in mems],
+                          f"{key}-memories", encoder)
+    query_vectors = _encode([q["question"] for q in queries], f"{key}-queries", encoder)
+    totals: dict[str, float] = {}
+    for q, qv in zip(queries, query_vectors):
+        kept = candidates.kept_terms(analysis.query_terms(q["question"]), df, n)
+        idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in kept}
+        bm25 = {i: sum(idf[t] * candidates._w(d[t], len(d), avg) for t in kept if t in d)
+                for i, d in enumerate(docs) if any(t in d for t in kept)}
+        lexical = sorted(bm25, key=lambda i: (-round(bm25[i], candidates.TIE_DIGITS), ids[i]))[:PER_ARM]
+        cosine = doc_vectors @ qv
+        dense = [int(i) for i in np.argsort(-cosine)[:PER_ARM] if cosine[i] >= FLOOR]
+        relevant = set(q["relevant_ids"])
+        for name, rule in _rules(kept, docs, lexical).items():
+            totals[name] = totals.get(name, 0.0) + ndcg_at(_fuse(lexical, dense, rule, ids), relevant, 10)
+    return {k: v / len(queries) for k, v in totals.items()}, len(queries)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "eval")
+    data = ap.parse_args().data
+    encoder: list = []
+    pooled: dict[str, float] = {}
+    count = 0
+    for conv in sorted((data / "locomo").iterdir()):
+        scores, n = corpus_scores(conv, conv.name, encoder)
+        count += n
+        for k, v in scores.items():
+            pooled[k] = pooled.get(k, 0.0) + v * n
+    scifact, _ = corpus_scores(data / "scifact", "scifact", encoder)
+    print("| fusion | LoCoMo nDCG@10 | SciFact nDCG@10 |\n|---|---|---|")
+    for name in scifact:
+        print(f"| {name} | {pooled[name] / count:.4f} | {scifact[name]:.4f} |")
+
+
+if __name__ == "__main__":
+    main()
