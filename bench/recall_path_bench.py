@@ -1,7 +1,8 @@
 """Recall through the services against its floor, in one run (issue 7, item 5: a shorter path).
 
-Builds the four services in this process on free loopback ports, as tests/conftest.py does, on an
-embedded PostgreSQL in a temporary folder (or ``DATABASE_URL``); loads the first LoCoMo
+Builds the four services in this process on free loopback ports, as tests/conftest.py does (or,
+with ``--up``, one process each as ``recallatron up`` runs them), on an embedded PostgreSQL in a
+temporary folder (or ``DATABASE_URL``); loads the first LoCoMo
 conversations of ``../shared/eval/locomo`` (``--conversations``, default 4: 2,080 real dialog
 turns) into one workspace through ``Remember``; waits for the embeddings; then asks the questions
 of those conversations (``--queries``, spread evenly) and times, per question and interleaved so
@@ -18,7 +19,7 @@ both see the same machine load:
 Prints p50 / p95 per mode, the ratio of recall p50 to floor p50 (issue 7 asks for <= 1.5), and the
 internal gRPC calls one recall makes (read from the services' ``grpc_server_handled`` counters).
 
-Usage: ``.venv/bin/python bench/recall_path_bench.py [--queries 150] [--conversations 4] [--json]``
+Usage: ``.venv/bin/python bench/recall_path_bench.py [--up] [--queries 150] [--conversations 4] [--json]``
 """
 
 from __future__ import annotations
@@ -27,10 +28,14 @@ import argparse
 import json
 import os
 import random
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -40,6 +45,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import psycopg
 from pgvector.psycopg import register_vector
 from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
 from psycopg.conninfo import make_conninfo
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
@@ -53,7 +59,6 @@ from rank_service.server import start as start_rank
 from servicekit import clients
 from servicekit.embedded_pg import EmbeddedPostgres
 from store_service import candidates
-from store_service.control import ControlPlane
 from store_service.server import StoreService
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,17 +87,81 @@ def pct(values: list[float], q: float) -> float:
     return 1000 * ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
-class Bench:
-    """The in-process stack, one workspace of LoCoMo memories, and the timed calls."""
+class InProcess:
+    """The four services in this process on free loopback ports, as tests/conftest.py builds them."""
 
     def __init__(self, pg_url: str, encoder: BiEncoder, token_path: Path) -> None:
-        self.encoder = encoder
         self.embed = EmbedService("127.0.0.1:0", "", encoder=encoder)
         self.rank = start_rank("127.0.0.1:0")
         self.store = StoreService(pg_url, "127.0.0.1:0", f"127.0.0.1:{self.embed.port}")
         self.gateway = GatewayService("127.0.0.1:0", f"127.0.0.1:{self.store.port}", f"127.0.0.1:{self.embed.port}",
                                       f"127.0.0.1:{self.rank.port}", token_path, RecallConfig(candidate_limit=LIMIT))
-        self.channel = clients.channel(f"127.0.0.1:{self.gateway.port}")
+        self.gateway_addr = f"127.0.0.1:{self.gateway.port}"
+
+    def handled(self) -> Counter:
+        """grpc_server_handled counts of the recall RPCs of the internal services, keyed by method."""
+        return _handled(REGISTRY.collect())
+
+    def stop(self) -> None:
+        self.gateway.stop()
+        self.store.stop()
+        self.rank.stop()
+        self.embed.stop()
+
+
+class Up:
+    """``recallatron up`` in a temporary home: four service processes on ports ``base+1..4``, their
+    metrics on ``base+11..14``, the control plane on ``pg_url`` (PostgreSQL of this bench)."""
+
+    def __init__(self, pg_url: str, token_path: Path, home: Path, base: int) -> None:
+        ports = {"gateway": base + 1, "store": base + 2, "embed": base + 3, "rank": base + 4}
+        env = dict(os.environ, RECALLATRON_HOME=str(home), DATABASE_URL=pg_url, PYTHONUNBUFFERED="1",
+                   RECALLATRON_OPERATOR_TOKEN_FILE=str(token_path), RECALLATRON_CANDIDATE_LIMIT=str(LIMIT))
+        for name, port in ports.items():
+            env[f"RECALLATRON_{name.upper()}_ADDR"] = f"127.0.0.1:{port}"
+            env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = str(port + 10)
+        self.metrics = [f"http://127.0.0.1:{ports[n] + 10}/metrics" for n in ("store", "embed", "rank")]
+        self.gateway_addr = f"127.0.0.1:{ports['gateway']}"
+        self.proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up"], cwd=ROOT, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in self.proc.stdout:
+            if "recallatron ready" in line:
+                break
+        else:
+            raise SystemExit(f"recallatron up did not start; logs in {home / 'logs'}")
+        threading.Thread(target=self.proc.stdout.read, daemon=True).start()  # keep its pipe drained
+
+    def handled(self) -> Counter:
+        """grpc_server_handled counts of the recall RPCs, scraped from the services' /metrics."""
+        families = []
+        for url in self.metrics:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                families += text_string_to_metric_families(resp.read().decode())
+        return _handled(families)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=60)
+
+
+def _handled(families) -> Counter:
+    counts = Counter()
+    for metric in families:
+        if metric.name != "grpc_server_handled":
+            continue
+        for sample in metric.samples:
+            if (sample.name.endswith("_total") and sample.labels["grpc_service"] in INTERNAL
+                    and sample.labels["grpc_method"] in RECALL_RPCS):
+                counts[sample.labels["grpc_method"]] += int(sample.value)
+    return counts
+
+
+class Bench:
+    """One workspace of LoCoMo memories on a running stack, and the timed calls."""
+
+    def __init__(self, stack: InProcess | Up, encoder: BiEncoder, pg_url: str) -> None:
+        self.stack, self.encoder, self.pg_url = stack, encoder, pg_url
+        self.channel = clients.channel(stack.gateway_addr)
         deadline = time.monotonic() + 60
         while not clients.is_serving(self.channel) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -119,9 +188,13 @@ class Bench:
         while self.admin.GetStatus(g.GetStatusRequest(), metadata=self.op).embedding_backlog:
             time.sleep(0.5)
         print(f"embedded them in {time.monotonic() - start:.1f} s", file=sys.stderr)
-        self.caller, _ = ControlPlane(self.store.dbs).authenticate(member.token)
-        db_name = ControlPlane(self.store.dbs).workspace(ws.workspace_id).db_name
-        self.conn = psycopg.connect(make_conninfo(self.store.dbs.control_conninfo, dbname=db_name), autocommit=True)
+        self.caller = m.Caller(workspace_id=ws.workspace_id, member_id=member.member_id, role=m.ROLE_MEMBER,
+                               granted_purposes=[m.PURPOSE_CONVERSATION, m.PURPOSE_TASKS, m.PURPOSE_REPORTING,
+                                                 m.PURPOSE_ADMINISTRATION])  # a new member holds all four
+        with psycopg.connect(self.pg_url) as control:
+            db_name = control.execute("SELECT db_name FROM workspace WHERE id = %s",
+                                      (ws.workspace_id,)).fetchone()[0]
+        self.conn = psycopg.connect(make_conninfo(self.pg_url, dbname=db_name), autocommit=True)
         register_vector(self.conn)
 
     def recall(self, query: str, mode: int, skip_rerank: bool = True) -> g.RecallResponse:
@@ -160,31 +233,14 @@ class Bench:
         for label, mode, skip in [("lexical", m.RECALL_MODE_LEXICAL, True), ("dense", m.RECALL_MODE_DENSE, True),
                                   ("hybrid", m.RECALL_MODE_HYBRID, True),
                                   ("hybrid, re-rank asked", m.RECALL_MODE_HYBRID, False)]:
-            before = handled()
+            before = self.stack.handled()
             self.recall(query, mode, skip)
-            out[label] = dict(handled() - before)
+            out[label] = dict(self.stack.handled() - before)
         return out
 
-    def stop(self) -> None:
+    def close(self) -> None:
         self.conn.close()
         self.channel.close()
-        self.gateway.stop()
-        self.store.stop()
-        self.rank.stop()
-        self.embed.stop()
-
-
-def handled() -> Counter:
-    """grpc_server_handled counts of the recall RPCs of the internal services, keyed by method."""
-    counts = Counter()
-    for metric in REGISTRY.collect():
-        if metric.name != "grpc_server_handled":
-            continue
-        for sample in metric.samples:
-            if (sample.name.endswith("_total") and sample.labels["grpc_service"] in INTERNAL
-                    and sample.labels["grpc_method"] in RECALL_RPCS):
-                counts[sample.labels["grpc_method"]] += int(sample.value)
-    return counts
 
 
 def main() -> int:
@@ -193,6 +249,9 @@ def main() -> int:
     parser.add_argument("--conversations", type=int, default=4, help="LoCoMo conversations loaded (in name order)")
     parser.add_argument("--queries", type=int, default=150, help="questions timed, spread over the conversations")
     parser.add_argument("--warmup", type=int, default=20, help="questions asked first, untimed")
+    parser.add_argument("--up", action="store_true",
+                        help="run the services as `recallatron up` does (one process each) instead of in this process")
+    parser.add_argument("--port-base", type=int, default=50250, help="with --up: gRPC ports base+1..4, metrics base+11..14")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args()
 
@@ -213,19 +272,26 @@ def main() -> int:
         if not pg_url:
             server = EmbeddedPostgres(Path(tmp) / "pg")
             pg_url = server.control_url
-        bench = Bench(pg_url, BiEncoder(), token_path)
+        encoder = BiEncoder()
+        if args.up:
+            stack = Up(pg_url, token_path, Path(tmp) / "home", args.port_base)
+        else:
+            stack = InProcess(pg_url, encoder, token_path)
+        bench = Bench(stack, encoder, pg_url)
         try:
             bench.load(rows)
             bench.timed(warmup)
             times = bench.timed(timed_questions)
             calls = bench.internal_calls(timed_questions[0])
         finally:
-            bench.stop()
+            bench.close()
+            stack.stop()
             if server is not None:
                 server.stop()
 
     print(f"\n{len(rows)} LoCoMo memories ({', '.join(f.name for f in folders)}), {len(timed_questions)} questions, "
-          f"single client, {os.cpu_count()} cores; times in ms")
+          f"single client, {os.cpu_count()} cores, services {'in separate processes' if args.up else 'in-process'}, "
+          f"query encoder {getattr(encoder, 'backend', 'sentence-transformers')}; times in ms")
     print(f"{'mode':<24}{'recall p50':>11}{'p95':>8}{'floor p50':>11}{'p95':>8}{'ratio p50':>11}   internal calls")
     figures = {}
     for name in ("lexical", "dense", "hybrid", "hybrid, re-rank asked"):
