@@ -21,7 +21,7 @@ ORIGIN_OF = {v: k for k, v in ORIGINS.items()}
 ROLE_OF = {v: k for k, v in ROLES.items()}
 MODE_OF = {v: k for k, v in MODES.items()}
 
-# A body of at most 64 KiB of UTF-8 stays far inside PostgreSQL's 1 MB tsvector limit.
+# A body of at most 64 KiB of UTF-8 bounds one memory's analysis, postings and embedding input.
 MAX_BODY_BYTES = 65_536
 MAX_TITLE_CHARS = 1_000
 MAX_REQUEST_ID_CHARS = 200
