@@ -76,9 +76,10 @@ class RankServiceServicer:
     def FuseAndWalk(self, request, context):
         """Fuse, then Walk, in one call: fuses the arms' lists, walks the fused candidates in rank order
         (at most `limit`) keeping those the store judged readable, and recomputes per-arm ranks and
-        fused scores over the rows that passed. The answer equals Walk(Fuse(arms), readable_ids); the
-        recall path uses it so a recall costs one call to this service. INVALID_ARGUMENT as for Fuse,
-        or for a negative limit.
+        fused scores over the rows that passed. Without precedence the answer equals
+        Walk(Fuse(arms), readable_ids); with it, candidates are ordered by precedence first (see
+        FuseAndWalkRequest.precedence). The recall path uses it so a recall costs one call to this
+        service. INVALID_ARGUMENT as for Fuse, or for a negative limit or identifier count.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
