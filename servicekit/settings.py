@@ -39,7 +39,7 @@ class Settings(BaseSettings):
     rerank_top_n: int = Field(50, ge=1, le=256, description="passed rows the cross-encoder scores")
     reranker_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
     candidate_limit: int = Field(100, ge=1, le=1000, description="rows each arm contributes before fusion")
-    embed_batch_size: int = Field(32, ge=1, le=256, description="memories per embedding-job batch")
+    embed_batch_size: int = Field(128, ge=1, le=256, description="memories per embedding-job batch")
     db_pool_max: int = Field(4, ge=1, le=50, description="connections per database pool (16 workspace pools + control)")
 
     @property

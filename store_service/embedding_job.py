@@ -3,18 +3,29 @@
 Work is queued in ``embedding_job`` in the same transaction as the memory write. The worker claims
 a batch under a lease with ``FOR UPDATE SKIP LOCKED`` (so several store processes can share the
 work), embeds it through the embed service holding no locks, and writes each vector only if the
-memory still has the revision that was queued and is neither forgotten nor superseded. Each cycle it asks the embed service for its
-input-version stamp and re-queues vectors of any other stamp, so a model or composition change
-rebuilds the index on its own. If the embed service is down the jobs stay
-queued (their lease runs out), and the worker backs off exponentially (0.5 s doubling to 5 s);
-the backlog drains by itself once the service is back.
+memory still has the revision that was queued and is neither forgotten nor superseded. Each cycle
+it asks the embed service for its input-version stamp and re-queues vectors of any other stamp, so
+a model or composition change rebuilds the index on its own. If the embed service is down the jobs
+stay queued (their lease is given back), and the worker backs off exponentially (0.5 s doubling to
+5 s); the backlog drains by itself once the service is back.
+
+Identical texts are embedded once: every vector is stored with the sha256 of its exact embed input
+(``embed_service.models.compose(title, body)``), and a claimed memory whose input hash already has
+a vector at the current stamp gets a copy of it, written under the same rules as a computed one
+(the same model on the same input gives the same vector). Only the other texts, each distinct text
+once, go to ``EmbedDocuments``.
+
+While a backlog lasts, one workspace's batches run as a pipeline: the next batch is claimed while
+the current one is being embedded, and the current one is written while the next is embedded.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
+from dataclasses import dataclass, field
 
 import grpc
 import numpy as np
@@ -22,20 +33,31 @@ import psycopg
 from prometheus_client import Counter, Gauge
 from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 
+from embed_service.models import compose
 from store_service.control import ControlPlane
 from store_service.database import Databases
 
 log = logging.getLogger(__name__)
 BACKLOG = Gauge("recallatron_embedding_backlog", "Embedding jobs waiting, over all workspaces.")
 EMBEDDED = Counter("recallatron_embedding_vectors_written", "Vectors written by the embedding job.")
+REUSED = Counter("recallatron_embedding_vectors_reused",
+                 "Vectors written by the embedding job as copies of the vector of an identical text.")
 FAILURES = Counter("recallatron_embedding_batch_failures", "Embedding batches that failed and were retried.")
 BACKOFF_START, BACKOFF_MAX, IDLE_POLL = 0.5, 5.0, 0.5
 SWEEP_SECONDS = 60.0
+BACKLOG_SECONDS = 1.0  # the backlog gauge is recounted at most this often
 LEASE_SECONDS = 120  # a claimed batch not finished by then (worker died) is claimed again
 EMBED_TIMEOUT_SECONDS = 60.0
+DEFAULT_BATCH_SIZE = 128  # memories per claimed batch (RECALLATRON_EMBED_BATCH_SIZE)
+PIPELINE_BATCHES = 8  # batches of one workspace per visit before the next workspace gets a turn
 
 
 LIVE = "m.forgotten_at IS NULL AND m.superseded_by_id IS NULL"
+
+
+def input_sha256(title: str, body: str) -> bytes:
+    """The sha256 of a memory's exact embed input (``compose(title, body)``, UTF-8)."""
+    return hashlib.sha256(compose(title, body).encode("utf-8")).digest()
 
 
 def requeue(conn, input_version: str, everything: bool = False) -> int:
@@ -66,6 +88,25 @@ def queued(dbs: Databases, db_name: str) -> int:
         return conn.execute("SELECT count(*) FROM embedding_job").fetchone()[0]
 
 
+def has_jobs(dbs: Databases, db_name: str) -> bool:
+    """Whether one workspace database has any job queued (without counting them)."""
+    with dbs.workspace(db_name).connection() as conn:
+        return conn.execute("SELECT EXISTS (SELECT 1 FROM embedding_job)").fetchone()[0]
+
+
+@dataclass
+class _Batch:
+    """One claimed batch: the jobs, the memories still at the queued revision with their input
+    hashes, the vectors found for some hashes, and the distinct texts still to embed."""
+
+    version: str
+    jobs: list[tuple[object, int]]
+    items: list[tuple[object, int, bytes]] = field(default_factory=list)
+    found: dict[bytes, tuple[str, np.ndarray]] = field(default_factory=dict)  # hash -> (model_id, vector)
+    todo: dict[bytes, tuple[str, str]] = field(default_factory=dict)  # hash -> (title, body), to embed
+    written: bool = False
+
+
 class EmbeddingWorker:
     """A background thread that drains the embedding queues of the workspaces that have work.
 
@@ -75,7 +116,7 @@ class EmbeddingWorker:
     """
 
     def __init__(self, dbs: Databases, control: ControlPlane, embed: embed_pb2_grpc.EmbedServiceStub,
-                 batch_size: int = 32) -> None:
+                 batch_size: int = DEFAULT_BATCH_SIZE) -> None:
         self.dbs, self.control, self.embed, self.batch_size = dbs, control, embed, batch_size
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -83,6 +124,7 @@ class EmbeddingWorker:
         self._active: set[str] = set()  # db names that may have queued jobs
         self._version = ""
         self._next_sweep = 0.0
+        self._next_gauge = 0.0
         self._thread = threading.Thread(target=self._run, name="embedding-worker", daemon=True)
 
     def start(self) -> None:
@@ -129,6 +171,14 @@ class EmbeddingWorker:
             self._next_sweep = time.monotonic() + SWEEP_SECONDS
             self._version = version
 
+    def _publish_backlog(self, force: bool = False) -> None:
+        """Sets the backlog gauge, recounting at most every ``BACKLOG_SECONDS`` (a count of a long
+        queue after every batch cost as much as the batch's own writes)."""
+        now = time.monotonic()
+        if force or now >= self._next_gauge:
+            BACKLOG.set(self.backlog())
+            self._next_gauge = now + BACKLOG_SECONDS
+
     def _run(self) -> None:
         delay = BACKOFF_START
         while not self._stop.is_set():
@@ -141,16 +191,16 @@ class EmbeddingWorker:
                 done = 0
                 for db_name in active:
                     try:
-                        n = self.run_once(db_name)
+                        n = self.run_once(db_name, max_batches=PIPELINE_BATCHES)
                     except psycopg.Error:  # one workspace's trouble must not stall the others
                         log.exception("embedding batch failed in one workspace; it will be retried")
                         FAILURES.inc()
                         continue
                     done += n
-                    if n < self.batch_size and queued(self.dbs, db_name) == 0:
+                    if n < self.batch_size and not has_jobs(self.dbs, db_name):
                         with self._lock:
                             self._active.discard(db_name)
-                BACKLOG.set(self.backlog())
+                self._publish_backlog(force=done == 0)
                 delay = BACKOFF_START
                 if done == 0:
                     self._wake.wait(IDLE_POLL)
@@ -160,66 +210,156 @@ class EmbeddingWorker:
                 log.warning("embed service unavailable (%s); retrying in %.1fs", exc.code(), delay)
                 self._stop.wait(delay)
                 delay = min(delay * 2, BACKOFF_MAX)
-            except Exception:  # noqa: BLE001 - the worker must survive a bad cycle (database restart, ...)
+            except Exception:  # the worker must survive a bad cycle (database restart, ...)
                 FAILURES.inc()
                 log.exception("embedding cycle failed; retrying in %.1fs", delay)
                 self._stop.wait(delay)
                 delay = min(delay * 2, BACKOFF_MAX)
 
-    def run_once(self, db_name: str) -> int:
-        """Embeds one batch of one workspace; returns how many jobs it completed.
+    def run_once(self, db_name: str, max_batches: int = 1) -> int:
+        """Embeds up to ``max_batches`` batches of one workspace; returns how many jobs it completed.
 
-        Three steps, so no lock is held across the embed call: claim a batch under a lease
-        (``FOR UPDATE SKIP LOCKED``, committed at once); embed it; then, in one transaction, lock the
-        memories (``FOR SHARE``, in id order, so a concurrent correct, supersede or forget either
-        finishes first and is seen, or waits for this write and then deletes what it wrote) and
-        write each vector only for a memory still live at the queued revision. Raises
-        grpc.RpcError when the embed service fails; the lease then expires and the batch is retried.
+        Three steps per batch, so no lock is held across the embed call: claim a batch under a
+        lease (``FOR UPDATE SKIP LOCKED``, committed at once) and, in the same short transaction,
+        read its texts and look up the vectors of identical inputs at the current stamp; embed the
+        remaining distinct texts; then, in one transaction, lock the memories (``FOR SHARE``, in id
+        order, so a concurrent correct, supersede or forget either finishes first and is seen, or
+        waits for this write and then deletes what it wrote), write each vector (computed or copied)
+        only for a memory still live at the queued revision, and delete the batch's jobs. While
+        batches come full, the next one is claimed while the current one is embedded, and the
+        current one is written while the next one is embedded (one embed call in flight at most).
+        Raises grpc.RpcError when the embed service fails; the unwritten batches' leases are then
+        given back at once and they are retried.
         """
         pool = self.dbs.workspace(db_name)
+        version = self._version or self.current_version()
+        cur = self._claim(pool, version)
+        if cur is None:
+            return 0
+        batches, done = 1, 0
+        fut = self._embed_async(cur)
+        nxt = nfut = None
+        try:
+            while cur is not None:
+                nxt = nfut = None
+                if batches < max_batches and len(cur.jobs) == self.batch_size and not self._stop.is_set():
+                    nxt = self._claim(pool, version)  # overlaps the current embed call
+                    batches += nxt is not None
+                resp = self._result(cur, fut)
+                fut = None
+                if nxt is not None:
+                    nfut = self._embed_async(nxt)  # the next embed call runs while this batch is written
+                if resp is not None and resp.input_version != cur.version:
+                    # The model changed under us: give the batch back, and sweep (re-queue) first.
+                    log.info("embed service stamp changed (%s); re-sweeping", resp.input_version)
+                    with self._lock:
+                        self._next_sweep = 0.0
+                    self._release(pool, cur)
+                    cur.written = True
+                else:
+                    done += self._write(pool, cur, resp)
+                cur, fut = nxt, nfut
+            return done
+        except BaseException:
+            for f in (fut, nfut):
+                if f is not None:
+                    f.cancel()
+            for b in (cur, nxt):
+                if b is not None and not b.written:
+                    try:
+                        self._release(pool, b)
+                    except psycopg.Error:
+                        log.exception("could not give back an embedding lease (it runs out by itself)")
+            raise
+
+    def _claim(self, pool, version: str) -> _Batch | None:
+        """Claims a batch under a lease, reads its texts and finds the vectors of identical inputs."""
         with pool.connection() as conn:
-            rows = conn.execute(
+            jobs = conn.execute(
                 """UPDATE embedding_job SET claimed_until = now() + %s * interval '1 second'
                     WHERE memory_id IN (
                         SELECT j.memory_id FROM embedding_job j
                          WHERE j.claimed_until IS NULL OR j.claimed_until < now()
                          ORDER BY j.enqueued_at, j.memory_id LIMIT %s FOR UPDATE SKIP LOCKED)
                 RETURNING memory_id, memory_revision""", (LEASE_SECONDS, self.batch_size)).fetchall()
-            if not rows:
-                return 0
+            if not jobs:
+                return None
+            batch = _Batch(version, jobs)
             texts = {r[0]: (r[1], r[2], r[3]) for r in conn.execute(
-                "SELECT id, revision, title, body FROM memory WHERE id = ANY(%s)", ([r[0] for r in rows],))}
-        batch = [(mid, rev) for mid, rev in rows if mid in texts and texts[mid][0] == rev]
-        if batch:
-            try:
-                resp = self.embed.EmbedDocuments(embed_pb2.EmbedDocumentsRequest(
-                    documents=[embed_pb2.Document(title=texts[mid][1], body=texts[mid][2]) for mid, _ in batch]),
-                    timeout=EMBED_TIMEOUT_SECONDS)
-                if len(resp.vectors) != len(batch):
-                    raise RuntimeError(f"embed service returned {len(resp.vectors)} vectors for {len(batch)} texts")
-            except BaseException:
-                with pool.connection() as conn:  # give the batch back at once rather than at lease end
-                    conn.execute("UPDATE embedding_job SET claimed_until = NULL WHERE memory_id = ANY(%s)",
-                                 ([r[0] for r in rows],))
-                raise
+                "SELECT id, revision, title, body FROM memory WHERE id = ANY(%s)", ([j[0] for j in jobs],))}
+            inputs: dict[bytes, tuple[str, str]] = {}
+            for mid, rev in jobs:
+                if mid in texts and texts[mid][0] == rev:
+                    h = input_sha256(texts[mid][1], texts[mid][2])
+                    batch.items.append((mid, rev, h))
+                    inputs.setdefault(h, (texts[mid][1], texts[mid][2]))
+            if inputs:
+                for h, model_id, vec in conn.execute(
+                        """SELECT DISTINCT ON (input_sha256) input_sha256, model_id, embedding FROM memory_embedding
+                            WHERE input_version = %s AND input_sha256 = ANY(%s)
+                            ORDER BY input_sha256""", (version, list(inputs))):
+                    batch.found[bytes(h)] = (model_id, vec)
+            batch.todo = {h: t for h, t in inputs.items() if h not in batch.found}
+        return batch
+
+    def _embed_async(self, batch: _Batch):
+        """Starts the embed call of a batch's distinct unknown texts (None when there are none)."""
+        if not batch.todo:
+            return None
+        return self.embed.EmbedDocuments.future(embed_pb2.EmbedDocumentsRequest(
+            documents=[embed_pb2.Document(title=t, body=b) for t, b in batch.todo.values()]),
+            timeout=EMBED_TIMEOUT_SECONDS)
+
+    def _result(self, batch: _Batch, fut):
+        """The embed call's response (None when nothing was sent); raises on failure."""
+        if fut is None:
+            return None
+        resp = fut.result()
+        if len(resp.vectors) != len(batch.todo):
+            raise RuntimeError(f"embed service returned {len(resp.vectors)} vectors for {len(batch.todo)} texts")
+        return resp
+
+    def _release(self, pool, batch: _Batch) -> None:
+        """Gives a batch's leases back at once rather than at lease end."""
+        with pool.connection() as conn:
+            conn.execute("UPDATE embedding_job SET claimed_until = NULL WHERE memory_id = ANY(%s)",
+                         ([j[0] for j in batch.jobs],))
+
+    def _write(self, pool, batch: _Batch, resp) -> int:
+        """Writes a batch's vectors for the memories still live at the queued revision, and deletes
+        its jobs, in one transaction; returns how many jobs it completed."""
+        vectors: dict[bytes, tuple[str, str, object, bool]] = {
+            h: (model_id, batch.version, vec, True) for h, (model_id, vec) in batch.found.items()}
+        if resp is not None:
+            for h, vec in zip(batch.todo, resp.vectors):
+                vectors[h] = (resp.model_id, resp.input_version, np.asarray(vec.values, dtype=np.float32), False)
         with pool.connection() as conn, conn.transaction():
-            ids = sorted(mid for mid, _ in batch)
+            ids = sorted(mid for mid, _, _ in batch.items)
             live = {r[0]: r[1] for r in conn.execute(
                 f"SELECT m.id, m.revision FROM memory m WHERE m.id = ANY(%s) AND {LIVE} ORDER BY m.id FOR SHARE",
-                (ids,))}
-            for (mid, rev), vec in zip(batch, resp.vectors if batch else []):
+                (ids,))} if ids else {}
+            params, reused = [], 0
+            for mid, rev, h in batch.items:
                 if live.get(mid) != rev:
                     continue  # corrected, superseded or forgotten meanwhile: its own job (if any) follows
-                conn.execute(
-                    """INSERT INTO memory_embedding (memory_id, memory_revision, model_id, input_version, embedding)
-                       VALUES (%s, %s, %s, %s, %s)
-                       ON CONFLICT (memory_id) DO UPDATE SET memory_revision = EXCLUDED.memory_revision,
-                           model_id = EXCLUDED.model_id, input_version = EXCLUDED.input_version,
-                           embedding = EXCLUDED.embedding, created_at = now()""",
-                    (mid, rev, resp.model_id, resp.input_version, np.asarray(vec.values, dtype=np.float32)))
-                EMBEDDED.inc()
+                model_id, version, vec, copied = vectors[h]
+                params.append((mid, rev, model_id, version, vec, h))
+                reused += copied
+            if params:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        """INSERT INTO memory_embedding
+                               (memory_id, memory_revision, model_id, input_version, embedding, input_sha256)
+                           VALUES (%s, %s, %s, %s, %s, %s)
+                           ON CONFLICT (memory_id) DO UPDATE SET memory_revision = EXCLUDED.memory_revision,
+                               model_id = EXCLUDED.model_id, input_version = EXCLUDED.input_version,
+                               embedding = EXCLUDED.embedding, input_sha256 = EXCLUDED.input_sha256,
+                               created_at = now()""", params)
             conn.execute(
                 "DELETE FROM embedding_job j USING unnest(%s::uuid[], %s::bigint[]) AS d(id, rev) "
                 "WHERE j.memory_id = d.id AND j.memory_revision = d.rev",
-                ([r[0] for r in rows], [r[1] for r in rows]))
-        return len(rows)
+                ([j[0] for j in batch.jobs], [j[1] for j in batch.jobs]))
+        batch.written = True
+        EMBEDDED.inc(len(params))
+        REUSED.inc(reused)
+        return len(batch.jobs)

@@ -205,7 +205,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
 class StoreService:
     """A running store: database pools, the gRPC server, the embedding worker and a health watcher."""
 
-    def __init__(self, database_url: str, bind: str, embed_addr: str, *, batch_size: int = 32,
+    def __init__(self, database_url: str, bind: str, embed_addr: str, *, batch_size: int = 128,
                  pool_max: int = 4) -> None:
         self.dbs = Databases(database_url, pool_max=pool_max)
         self.dbs.open()
