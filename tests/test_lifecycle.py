@@ -266,7 +266,7 @@ def test_forget_erases_everywhere_transitively(team, encoder):
         assert secret not in dump
         # A full rebuild of the vector index brings none of it back.
         stack.admin.RebuildEmbeddings(g.RebuildEmbeddingsRequest(all=True), metadata=stack.op())
-        stack.wait_backlog_empty()
+        stack.wait_backlog_empty(timeout=900)  # every workspace of the session is re-embedded
         assert conn.execute("SELECT count(*) FROM memory_embedding WHERE memory_id = ANY(%s)",
                             (forgotten,)).fetchone()[0] == 0
     for mode in ALL_MODES:
