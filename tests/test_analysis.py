@@ -146,7 +146,16 @@ def test_table_is_large_enough():
 
 def test_whole_before_parts_and_order():
     assert analyze("ABC-1234 then 2024-03-15") == [
-        "abc-1234", "abc", "1234", "2024-03-15", "2024-03", "2024", "03", "15"]
+        "abc-1234", "abc1234", "abc", "1234", "2024-03-15", "2024-03", "2024", "03", "15"]
+
+
+def test_forms_people_type_for_keys_versions_and_amounts():
+    # Found in review: a key typed without its hyphen, a version by major.minor, an amount by its
+    # integer part; short gene-like names stay unjoined (SciFact parity).
+    assert "abc1234" in analyze("ABC-1234") and analyze("ABC1234") == ["abc1234"]
+    assert "gata3" not in analyze("GATA-3")
+    assert "2.3" in analyze("v2.3.1") and "2.3" in analyze("2.3")
+    assert {"1,250", "1250"} <= set(analyze("$1,250.00")) and {"1,250", "1250"} <= set(analyze("$1,250"))
 
 
 def test_stop_words_are_postgresql_english_list():
