@@ -130,7 +130,8 @@ def tables(res: dict) -> str:
         rate = f"{ing['rows'] / ing['seconds']:.0f}/s" if ing.get("seconds") else "-"
         drains = ", ".join(f"{d['rows']:,} in {d['seconds']:.0f} s ({d['rate']:.0f}/s)" for d in e.get("drains", []))
         reuse = e.get("reuse")
-        reuse_s = f"{reuse['rows']:,} in {reuse['seconds']:.0f} s" if reuse else "none"
+        reuse_s = (f"{reuse['rows']:,} in {reuse['seconds']:.0f} s (bench-only step)" if reuse else
+                   "by the store's worker (in the drain)" if e.get("reuse_path") == "worker" else "none")
         state = "built in this run" if e.get("built_now") else f"reused (built {e.get('finished', '?')})"
         out.append(f"| {int(size):,} | {state} | {e.get('commit')} | {e.get('ingest_form', '-')} | {rate} | "
                    f"{drains or '-'} | {reuse_s} |")

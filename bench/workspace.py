@@ -9,10 +9,13 @@ where it stopped without duplicating rows). While rows are written the embed ser
 drains through the store's own embedding job, watched through ``AdminService.GetStatus``.
 
 Rows past the unique texts (only at 1,000,000) are copies of earlier rows. Their vectors are not
-computed again: ``reuse_vectors`` writes, for each queued copy, the vector of an identical text
-(same title and body, so the same embedding input) already embedded at the current input-version
-stamp, under the same rules as the store's worker (job row locked, memory live at the queued
-revision, job deleted in the same transaction). It is a bench-only step, described in
+computed again: the store's embedding job copies the vector of an identical embed input (it keeps
+the input's sha256 with every vector, migration 0005), so the product itself builds the workspace.
+Only as a fallback, when the workspace holds vectors written before that migration (no input hash,
+so the worker cannot match them), ``reuse_vectors`` writes, for each queued copy, the vector of an
+identical text (same title and body, so the same embedding input) already embedded at the current
+input-version stamp, under the same rules as the store's worker (job row locked, memory live at the
+queued revision, job deleted in the same transaction). It is a bench-only step, described in
 bench/RESULTS.md; any queued row without an identical embedded text is left to the worker.
 
 Built workspaces are recorded in ``<bench home>/bench-workspaces.json`` keyed by size and recipe
@@ -134,6 +137,17 @@ def drain(gw: client.Gateway, label: str = "embedding backlog") -> dict:
     else:
         rate = b0 / seconds if seconds else 0.0
     return {"rows": b0, "seconds": round(seconds, 1), "rate": round(rate, 1)}
+
+
+def unhashed_vectors(conninfo: str, input_version: str) -> bool:
+    """Whether the workspace holds vectors at the current stamp without an input hash (written before
+    migration 0005, or by a build without it), which the store's worker cannot reuse."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        try:
+            return conn.execute("SELECT EXISTS (SELECT 1 FROM memory_embedding WHERE input_version = %s "
+                                "AND input_sha256 IS NULL)", (input_version,)).fetchone()[0]
+        except psycopg.errors.UndefinedColumn:
+            return True
 
 
 def reuse_vectors(conninfo: str, input_version: str) -> dict:
@@ -278,8 +292,11 @@ def ensure(stack: Stack, gw: client.Gateway, size: int, *, rebuild: bool = False
                           file=sys.stderr, flush=True)
                 if phase_end > unique_end:
                     import uuid
-                    entry["reuse"] = reuse_vectors(stack.pg_conninfo(new_db_name(uuid.UUID(entry["workspace_id"]))),
-                                                   input_version)
+                    conninfo = stack.pg_conninfo(new_db_name(uuid.UUID(entry["workspace_id"])))
+                    if unhashed_vectors(conninfo, input_version):  # fallback: vectors from before 0005
+                        entry["reuse"] = reuse_vectors(conninfo, input_version)
+                    else:  # the product path: the store's worker copies vectors of identical inputs
+                        entry["reuse_path"] = "worker"
             finally:
                 stack.resume_embed()
             result = drain(gw, f"{key} embedding backlog")

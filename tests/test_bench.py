@@ -90,7 +90,7 @@ def test_bench_end_to_end(tmp_path, encoder):
         ch.close()
         entry = workspace.ensure(stack, gw, size, eval_dir=eval_dir, max_unique=max_unique, input_version=version)
         assert entry["complete"] and entry["built_now"] and entry["done"] == size
-        assert entry["reuse"]["rows"] == size - max_unique
+        assert entry.get("reuse_path") == "worker" and "reuse" not in entry  # the product copied the vectors
         assert set(entry["core_ids"]) == {r.key for r in core}
         assert workspace.workspace_counts(stack, entry["workspace_id"]) == {"rows": size, "vectors": size, "jobs": 0}
         again = workspace.ensure(stack, gw, size, eval_dir=eval_dir, max_unique=max_unique, input_version=version)
