@@ -23,10 +23,11 @@ DIMENSIONS = 384
 DOCUMENT_COMPOSITION = "title-newline-body.v1"
 INPUT_VERSION = f"{MODEL_ID}|{DOCUMENT_COMPOSITION}"
 MAX_BATCH = 256
-# ONNX Runtime intra-op threads. One: a query runs in the calling thread (no pool threads spinning
-# on a 2-core machine shared by four services and PostgreSQL), and a query and a document batch
-# run side by side on the two cores. Measured against 2 in bench/embed_bench.py (--onnx-threads).
-ONNX_THREADS = 1
+# ONNX Runtime intra-op threads: the calling thread plus one pool thread, which sleeps between runs
+# instead of spinning (the 2 cores are shared with three other services and PostgreSQL). One query
+# is compute-bound at about 3.8 ms on one core here and about 2.6 ms on two; under load the two
+# settings measured alike. Compare with bench/embed_bench.py --onnx-threads 1,2.
+ONNX_THREADS = 2
 # Padded tokens per ONNX run when encoding many texts (rows x longest row): measured on the shared
 # eval memories, groups this small beat padded batches of 32 by 1.6 to 1.9x in CPU time (less padding,
 # cache-sized activations).
@@ -66,6 +67,7 @@ class OnnxEncoder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or ONNX_THREADS
         options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3  # errors only
