@@ -15,8 +15,9 @@ a vector at the current stamp gets a copy of it, written under the same rules as
 (the same model on the same input gives the same vector). Only the other texts, each distinct text
 once, go to ``EmbedDocuments``.
 
-While a backlog lasts, one workspace's batches run as a pipeline: the next batch is claimed while
-the current one is being embedded, and the current one is written while the next is embedded.
+While a backlog lasts in a single workspace, its batches run as a pipeline: the next batch is
+claimed while the current one is being embedded, and the current one is written while the next is
+embedded. With several workspaces waiting, each gets one batch in turn.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ BACKLOG_SECONDS = 1.0  # the backlog gauge is recounted at most this often
 LEASE_SECONDS = 120  # a claimed batch not finished by then (worker died) is claimed again
 EMBED_TIMEOUT_SECONDS = 60.0
 DEFAULT_BATCH_SIZE = 128  # memories per claimed batch (RECALLATRON_EMBED_BATCH_SIZE)
-PIPELINE_BATCHES = 8  # batches of one workspace per visit before the next workspace gets a turn
+PIPELINE_BATCHES = 8  # pipelined batches per visit while only one workspace has work
 
 
 LIVE = "m.forgotten_at IS NULL AND m.superseded_by_id IS NULL"
@@ -189,9 +190,11 @@ class EmbeddingWorker:
                 with self._lock:
                     active = sorted(self._active)
                 done = 0
+                # A long pipeline only while one workspace has work: with several, one batch each in turn.
+                pipeline = PIPELINE_BATCHES if len(active) == 1 else 1
                 for db_name in active:
                     try:
-                        n = self.run_once(db_name, max_batches=PIPELINE_BATCHES)
+                        n = self.run_once(db_name, max_batches=pipeline)
                     except psycopg.Error:  # one workspace's trouble must not stall the others
                         log.exception("embedding batch failed in one workspace; it will be retried")
                         FAILURES.inc()
