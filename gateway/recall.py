@@ -144,10 +144,13 @@ class Recaller:
         readable = [c.memory_id for c in rows if c.chain_readable and c.memory_id not in hidden]
         arms = [rank_pb2.ArmRanking(arm=rank_pb2.ARM_LEXICAL, memory_ids=[c.memory_id for c in lexical_rows]),
                 rank_pb2.ArmRanking(arm=rank_pb2.ARM_DENSE, memory_ids=[c.memory_id for c in dense_rows])]
-        # Precedence only when both arms answered: alone, the keyword arm's BM25 order already puts
-        # exact matches first, and lexical mode stays plain BM25.
-        precedence = {c.memory_id: rank_pb2.Precedence(identifier_matches=c.identifier_matches, all_terms=c.all_terms)
-                      for c in lexical_rows if c.identifier_matches or c.all_terms} if lexical_rows and dense_rows else {}
+        # Identifier precedence whenever the keyword arm answered (BM25's length normalisation can put
+        # a short near miss above a long memory holding the exact key); all-terms precedence only
+        # against the dense arm's votes, so lexical mode is otherwise plain BM25.
+        both = bool(lexical_rows and dense_rows)
+        precedence = {c.memory_id: rank_pb2.Precedence(identifier_matches=c.identifier_matches,
+                                                       all_terms=both and c.all_terms)
+                      for c in lexical_rows if c.identifier_matches or (both and c.all_terms)}
         return list(self.rank.FuseAndWalk(rank_pb2.FuseAndWalkRequest(
             arms=arms, readable_ids=list(dict.fromkeys(readable)), limit=WALK_LIMIT,
             precedence=precedence)).candidates)

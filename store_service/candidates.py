@@ -180,7 +180,7 @@ def _lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str
     max_tf: dict[str, int] = {}
     for lexeme, _, most in stats:
         max_tf[lexeme] = max(max_tf.get(lexeme, 1), most)
-    return _threshold_top_k(conn, part_ids, idf, max_tf, avg, limit), kept
+    return _threshold_top_k(conn, part_ids, idf, max_tf, avg, limit, max(df[t] for t in kept)), kept
 
 
 def _score_all(conn: psycopg.Connection, part_ids: list[int], idf: dict[str, float], avg: float,
@@ -233,20 +233,23 @@ agg AS (  -- per memory seen: the known part of its score and the most the unsee
 kth AS (SELECT coalesce((SELECT known FROM agg ORDER BY known DESC LIMIT 1 OFFSET %(limit)s - 1), 0) AS kth),
 decided AS (SELECT (SELECT tau FROM tau) = 0 OR (SELECT kth FROM kth) > (SELECT tau FROM tau) AS ok),
 open AS (SELECT memory_id FROM agg WHERE known + unseen >= (SELECT kth FROM kth) AND (SELECT ok FROM decided)),
-go AS (SELECT (SELECT ok FROM decided) AND (SELECT count(*) FROM open) <= %(cap)s AS ok),
-exact AS (
+go AS (SELECT (SELECT ok FROM decided)
+              AND ((SELECT tau FROM tau) = 0 OR (SELECT count(*) FROM open) <= %(cap)s) AS ok),
+exact AS (  -- everything read (tau = 0): the known scores are exact; else complete the open rows
     SELECT p.memory_id, sum(q.idf * p.tf * (%(k1)s + 1)
                             / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s)))::float8 AS score
       FROM open o CROSS JOIN q JOIN lexical_posting p ON p.memory_id = o.memory_id AND p.lexeme = q.lexeme
-     WHERE (SELECT ok FROM go)
-     GROUP BY p.memory_id)
+     WHERE (SELECT ok FROM go) AND (SELECT tau FROM tau) > 0
+     GROUP BY p.memory_id
+    UNION ALL
+    SELECT memory_id, known::float8 FROM agg WHERE (SELECT ok FROM go) AND (SELECT tau FROM tau) = 0)
 SELECT go.ok, e.memory_id, e.score FROM go LEFT JOIN LATERAL (
     SELECT * FROM exact ORDER BY round(score::numeric, %(digits)s) DESC, memory_id LIMIT %(limit)s) e ON go.ok
 """
 
 
 def _threshold_top_k(conn: psycopg.Connection, part_ids: list[int], idf: dict[str, float], max_tf: dict[str, int],
-                     avg: float, limit: int) -> list[tuple[uuid.UUID, float]]:
+                     avg: float, limit: int, longest: int) -> list[tuple[uuid.UUID, float]]:
     """Exact BM25 top ``limit`` by reading each term's postings to a growing depth (module docstring)."""
     params = {"terms": list(idf), "idf": list(idf.values()), "max_tf": [max(max_tf[t], 1) for t in idf],
               "parts": part_ids, "k1": BM25_K1, "b": BM25_B,
@@ -256,6 +259,8 @@ def _threshold_top_k(conn: psycopg.Connection, part_ids: list[int], idf: dict[st
         rows = conn.execute(_PREFIX_ROUND, {**params, "depth": depth}).fetchall()
         if rows[0][0]:
             return [(r[1], r[2]) for r in rows if r[1] is not None]
+        if depth > longest:  # cannot happen: a round past every stream's end always decides
+            raise RuntimeError("threshold reading did not decide after reading every posting")
         depth *= DEPTH_GROWTH
 
 

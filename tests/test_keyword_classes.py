@@ -90,6 +90,20 @@ CASES = [
          "We reached 1,000,000 registered users in March, two months ahead of plan.",
          "We reached 100,000 registered users in the first summer.",
          "Marketing wants 10,000,000 registered users by the end of next year."),
+    # Found in review: a long memory holding the exact string against a short one holding parts
+    # (BM25's length normalisation alone ranked the short near miss first).
+    case("date-long-memory", "2023-11-07",
+         "Quarterly planning notes: the team agreed to freeze the public API, to move the billing "
+         "migration behind a feature flag, to hire two more support engineers before summer, to "
+         "retire the old reporting cluster, and to hold the customer advisory board on 2023-11-07 "
+         "in the Lisbon office with remote dial-in for everyone who cannot travel that week.",
+         "Standup moved from 2023-11-06 to 2023-12-07."),
+    case("key-long-memory", "QA-4821",
+         "Regression triage summary for the release train: the crash on resume is tracked as QA-4821, "
+         "the flaky upload test was quarantined, the translation strings were handed to the vendor, "
+         "the accessibility audit found three contrast issues, and the performance budget for the "
+         "start screen was met on every supported device in the lab this sprint.",
+         "QA-4820 duplicates QA-4822; 4821 users affected."),
     case("number-typed-without-separators", "1000000 downloads milestone",
          "The 1,000,000 downloads milestone party is booked for Friday.",
          "The 100,000 downloads milestone came with a blog post."),

@@ -116,3 +116,25 @@ def test_early_stopping_equals_full_scoring(stack, path):
         assert rounds > 20 and early > 20, (rounds, early)
     else:
         assert rounds == 0
+
+
+def test_threshold_reading_ends_on_many_ties(stack, monkeypatch):
+    # Found in review: hundreds of memories with the same score at the cut-off kept the rounds
+    # going (the undecided set never got small) until the depth overflowed. Once every posting is
+    # read the known scores are exact, so the reading must stop there with the exact answer.
+    monkeypatch.setattr(candidates, "FIRST_DEPTH", 2)
+    monkeypatch.setattr(candidates, "EXHAUSTIVE_MAX_POSTINGS", 0)
+    ws = stack.workspace("ties")
+    alice = stack.member(ws)
+    stack.memory.RememberBatch(g.RememberBatchRequest(requests=[
+        g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, body="the parrot", audience=m.AUDIENCE_WORKSPACE)
+        for _ in range(300)]), metadata=alice.md())
+    caller = m.Caller(workspace_id=ws, member_id=alice.id, granted_purposes=[m.PURPOSE_CONVERSATION])
+    with stack.db(ws) as conn:
+        rows = conn.execute("SELECT id, title, body FROM memory").fetchall()
+        for limit in (1, 5, 100):
+            spy = Spy(conn)
+            got = candidates.lexical(spy, caller, "conversation", "parrot", limit, False)
+            assert [r[0] for r in got] == [r[0] for r in _reference(rows, ["parrot"], limit)]
+            assert got == sorted(got, key=lambda r: r[0])  # all tie: by id
+            assert spy.depths[-1] <= 300 * candidates.DEPTH_GROWTH
