@@ -1,11 +1,15 @@
 """Exports the packaged all-MiniLM-L6-v2 to ONNX for the embed service (``python -m embed_service.export_onnx``).
 
-``make setup`` runs this once; the embed service runs :func:`ensure_exported` at start and exports
-then if the file is missing or was made from other weights (about 5 s, offline). The graph takes
-``input_ids`` and ``attention_mask`` (int64, shape (batch, sequence), both axes dynamic) and
-returns ``embedding`` (float32, shape (batch, 384)): the BERT encoder, mean pooling over the
-attention mask and L2 normalisation, exactly the sentence-transformers pipeline of this model
-(modules.json: Transformer, Pooling mean, Normalize). Tokenization stays outside the graph
+``make setup`` runs this once, into :func:`default_path` (inside the venv). The embed service's
+``BiEncoder`` checks the file at start and exports it then if it is missing or was made from other
+source files (about 10 s, offline); if that fails too it runs sentence-transformers and says so.
+
+The graph (``torch.onnx.export``, TorchScript exporter, opset 17) takes ``input_ids`` and
+``attention_mask`` (int64, shape (batch, sequence), both axes dynamic) and returns ``embedding``
+(float32, shape (batch, 384)): the BERT encoder, mean pooling over the attention mask and L2
+normalisation, the sentence-transformers pipeline of this model (modules.json: Transformer,
+Pooling mean, Normalize). onnxruntime's offline transformer optimizer then fuses attention, layer
+norms and GELU into its CPU kernels. Tokenization stays outside the graph
 (``embed_service.models.OnnxEncoder`` uses the model's own ``tokenizer.json``).
 
 An export is kept only after it is verified: the ONNX vectors of a fixed probe set (short, empty,
@@ -116,8 +120,10 @@ def _pooled_module(src: Path):
             self.bert = bert
 
         def forward(self, input_ids, attention_mask):
-            # The encoder layers called directly with the classic additive mask: transformers'
-            # mask helpers take Python branches on shapes that tracing would freeze.
+            # The encoder layers called directly with an additive mask built as transformers 4
+            # built it (expand, invert, masked_fill): transformers 5's mask helpers take Python
+            # branches on shapes that tracing would freeze, and this is the form onnxruntime's
+            # attention fusion recognises.
             hidden = self.bert.embeddings(input_ids=input_ids)
             mask = attention_mask.to(hidden.dtype)
             batch, length = attention_mask.shape
