@@ -169,6 +169,13 @@ def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
         first = by_request_id(conn, caller, key)
         if first is not None:
             return first
+        # Lock everything up the target's derived_from chain first, in id order, as derive does: a
+        # concurrent forget of an ancestor then either finishes first (and the target reads as
+        # gone) or waits and finds the successor through the links it inherits. Without this a
+        # successor of a forgotten source stayed live and indexed, readable by nobody.
+        target = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
+        conn.execute(f"SELECT 1 FROM memory m WHERE m.id IN ({ANCESTORS}) AND m.id <> %(target)s "
+                     "ORDER BY m.id FOR SHARE", {"ids": [target], "target": target})
         row = _locked(conn, caller, req.memory_id, for_change=True)
         first = by_request_id(conn, caller, key)  # a concurrent retry may have won while we waited
         if first is not None:
