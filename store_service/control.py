@@ -11,16 +11,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.errors import InvalidArgument, NotFound, Unauthenticated
 from store_service.database import Databases, new_db_name
-from store_service.vocabulary import (
-    MODE_OF,
-    MODES,
-    PURPOSE_OF,
-    PURPOSES,
-    ROLE_OF,
-    ROLES,
-    enum_value,
-    parse_uuid,
-)
+from store_service.vocabulary import MODE_OF, MODES, PURPOSE_OF, PURPOSES, ROLE_OF, ROLES, enum_value, parse_uuid
 
 TOKEN_PREFIX = "rct_"
 MAX_TOKEN_CHARS = 512

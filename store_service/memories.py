@@ -16,17 +16,8 @@ from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, NotFound, ServiceError
 from store_service import entities, lexical_index
 from store_service.readability import CHAIN_READABLE, caller_params
-from store_service.vocabulary import (
-    KIND_OF,
-    KINDS,
-    MAX_REQUEST_ID_CHARS,
-    ORIGIN_OF,
-    PURPOSE_OF,
-    check_confidence,
-    check_text,
-    enum_value,
-    parse_uuid,
-)
+from store_service.vocabulary import (KIND_OF, KINDS, MAX_REQUEST_ID_CHARS, ORIGIN_OF, PURPOSE_OF, check_confidence,
+                                      check_text, enum_value, parse_uuid)
 
 log = logging.getLogger(__name__)
 MAX_IDS = 1_000
@@ -221,7 +212,7 @@ def occurred_at(req) -> datetime.datetime | None:
     if not req.HasField("occurred_at"):
         return None
     try:
-        return req.occurred_at.ToDatetime(tzinfo=datetime.UTC)
+        return req.occurred_at.ToDatetime(tzinfo=datetime.timezone.utc)
     except (ValueError, OverflowError):
         raise InvalidArgument("occurred_at must be a valid timestamp between years 1 and 9999",
                               field="occurred_at") from None
