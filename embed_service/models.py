@@ -2,7 +2,7 @@
 and an optional cross-encoder re-ranker loaded from a configured path or name.
 
 The input-version stamp names the model and how a memory's text is composed for embedding; vectors
-with different stamps are never compared (DESIGN.md, "The memory").
+with different stamps are never compared (README.md, "How recall works", step 3).
 """
 
 from __future__ import annotations

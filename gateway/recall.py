@@ -1,4 +1,4 @@
-"""Recall orchestration across the store, embed and rank services (DESIGN.md, "Recall, in this order").
+"""Recall orchestration across the store, embed and rank services (README.md, "How recall works").
 
 1. candidates from the store's lexical and dense queries (readability applied in SQL), each row
    carrying the store's walk verdict (its whole derived_from chain readable);

@@ -1,4 +1,4 @@
-"""Domain errors and their one mapping to gRPC status codes (DESIGN.md, "Running and observing").
+"""Domain errors and their one mapping to gRPC status codes (the table below is the only one).
 
 Handlers raise a ``ServiceError`` subclass; ``ErrorInterceptor`` turns it into a status carrying a
 ``google.rpc.ErrorInfo`` detail (AIP-193). Errors from a downstream service keep their code when a

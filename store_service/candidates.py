@@ -8,7 +8,7 @@ frequencies, row count and average length are the maintained statistics summed o
 partitions the caller can read for the recalled purpose (its own member partition and the
 workspace's, superseded ones only for history), so hidden memories cannot shape the ranking and
 nothing is recounted per query. Any user text is accepted. With three or more query terms, terms
-present in 15% or more of the readable rows are dropped (DESIGN.md, recall step 2), except that
+present in 15% or more of the readable rows are dropped (README.md, "How recall works", step 2), except that
 the rarest term is always kept, so a question never loses every term.
 
 Top-k without scoring every matching row. Each posting stores ``r = len / tf``, and the index
@@ -123,8 +123,8 @@ def lexical_with_matches(conn: psycopg.Connection, caller: m.Caller, purpose: st
                          entity_ids: list[uuid.UUID] = ()) -> list[tuple[uuid.UUID, float, int, bool]]:
     """``lexical``'s rows with, for fusion's precedence, how many of the question's identifiers
     (``analysis.identifier_terms``) each memory contains, counted only for lookups (at most
-    ``IDENTIFIER_LOOKUP_MAX_TERMS`` scored terms besides the identifiers' parts), and whether it contains every scored term (two or
-    more): one more primary-key query over the rows returned."""
+    ``IDENTIFIER_LOOKUP_MAX_TERMS`` scored terms besides the identifiers' parts), and whether it
+    contains every scored term (two or more): one more primary-key query over the rows returned."""
     rows, kept = _lexical(conn, caller, purpose, text, limit, include_superseded, entity_ids)
     identifiers = analysis.identifier_terms(kept)
     if _question_size(kept, identifiers) > IDENTIFIER_LOOKUP_MAX_TERMS:

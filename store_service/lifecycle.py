@@ -1,4 +1,4 @@
-"""The changing operations: derive, correct, supersede, forget (DESIGN.md, "The seven operations").
+"""The changing operations: derive, correct, supersede, forget (README.md, "Using it" and "Who sees what").
 
 Each locks the rows it reads before judging them (``FOR NO KEY UPDATE``, which still lets the
 embedding job's foreign-key checks through, so the two cannot deadlock), so concurrent calls serialise: one of twenty

@@ -2,7 +2,7 @@
 
 A memory is readable by a caller when it is in the caller's workspace (its database), its audience
 is the workspace or that member, its purpose is among the caller's granted purposes, and it is not
-forgotten (DESIGN.md, "Who sees what"). The walk adds: every memory up its ``derived_from`` chain is
+forgotten (README.md, "Who sees what"). The walk adds: every memory up its ``derived_from`` chain is
 readable too (``CHAIN_READABLE``).
 
 Fragments take the named parameters ``%(member_id)s`` (uuid) and ``%(purposes)s`` (text[]).

@@ -2,8 +2,8 @@
 
 Each example builds a fresh workspace with three members (one admin) holding random purpose
 grants, runs a random program of remember, derive, correct, supersede and forget calls, and checks
-every call's status against a small reference model of DESIGN.md's rules. Then, as every member and
-for every purpose, it asks Recall in all three modes (re-rank on and off), Read on every id and
+every call's status against a small reference model of the rules in README.md, "Who sees what".
+Then, as every member and for every purpose, it asks Recall in all three modes (re-rank on and off), Read on every id and
 FindEntities on every entity name, and asserts:
 - nothing ineligible appears in any item, count, link or entity list;
 - everything eligible and matching is found (the keyword arm returns exactly the eligible set);
@@ -48,7 +48,7 @@ class Mem:
 
 
 class Model:
-    """DESIGN.md's rules over the model memories."""
+    """README.md's rules ("Who sees what") over the model memories."""
 
     def __init__(self, grants: dict[str, set[int]], admins: set[str]) -> None:
         self.grants, self.admins, self.mems = grants, admins, {}
