@@ -53,7 +53,6 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 COMMON_TERM_SHARE = 0.15
 COMMON_TERM_MIN_TERMS = 3
-MAX_QUERY_TERMS = analysis.MAX_QUERY_TERMS
 # Postings read per partition stream in the first round, and the factor of each further round.
 FIRST_DEPTH = 1_000
 DEPTH_GROWTH = 4
@@ -82,11 +81,6 @@ def _scope(include_superseded: bool, entity_filter: bool) -> str:
         clause += (" AND EXISTS (SELECT 1 FROM memory_link l WHERE l.memory_id = m.id AND l.link_type = 'about'"
                    " AND l.target_entity_id = ANY(%(entities)s))")
     return clause
-
-
-def query_terms(text: str) -> list[str]:
-    """The distinct lexemes of user text, in first-seen order (``analysis.query_terms``)."""
-    return analysis.query_terms(text)
 
 
 def _w(tf: float, length: float, avg: float) -> float:
@@ -148,7 +142,7 @@ def _question_size(kept: list[str], identifiers: list[str]) -> int:
 def _lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str, limit: int,
              include_superseded: bool, entity_ids: list[uuid.UUID]) -> tuple[list[tuple[uuid.UUID, float]], list[str]]:
     """``lexical``'s rows and the terms BM25 scored."""
-    terms = query_terms(text)
+    terms = analysis.query_terms(text)
     params = caller_params(caller)
     if not terms or purpose not in params["purposes"]:
         return [], []

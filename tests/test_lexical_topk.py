@@ -138,3 +138,41 @@ def test_threshold_reading_ends_on_many_ties(stack, monkeypatch):
             assert [r[0] for r in got] == [r[0] for r in _reference(rows, ["parrot"], limit)]
             assert got == sorted(got, key=lambda r: r[0])  # all tie: by id
             assert spy.depths[-1] <= 300 * candidates.DEPTH_GROWTH
+
+
+def test_entity_filtered_scoring_counts_only_what_the_caller_reads(stack):
+    # The entity-filter path counts its statistics over the filtered readable rows: it must equal
+    # full BM25 over exactly those rows, and another member's member-only rows about the same
+    # entity must change nothing.
+    rng = random.Random(11)
+    ws = stack.workspace("topk-entity")
+    alice, bob = stack.member(ws), stack.member(ws)
+    about = [m.EntityMention(name="Jordan")]
+    first = alice.remember(_text(rng), entities=about)
+    entity = next(link.target_entity_id for link in alice.read(first.id).links if link.type == m.LINK_TYPE_ABOUT)
+    mention = [m.EntityMention(entity_id=entity)]
+    for i in range(40):
+        alice.remember(_text(rng), entities=mention if i % 2 else [])
+    caller = m.Caller(workspace_id=ws, member_id=alice.id, granted_purposes=[m.PURPOSE_CONVERSATION])
+    with stack.db(ws) as conn:
+        def scope():
+            return conn.execute(
+                """SELECT m.id, m.title, m.body FROM memory m JOIN memory_link l ON l.memory_id = m.id
+                    WHERE l.link_type = 'about' AND l.target_entity_id = %s AND m.forgotten_at IS NULL
+                      AND (m.audience_member_id IS NULL OR m.audience_member_id = %s)""",
+                (uuid.UUID(entity), uuid.UUID(alice.id))).fetchall()
+
+        queries = [" ".join(rng.sample(WORDS, rng.randint(1, 4))) for _ in range(30)]
+        before = {q: candidates.lexical(conn, caller, "conversation", q, 10, False, [uuid.UUID(entity)])
+                  for q in queries}
+        rows = scope()
+        assert len(rows) == 21
+        for q in queries:
+            want = _reference(rows, analysis.query_terms(q), 10)
+            assert [r[0] for r in before[q]] == [w[0] for w in want], q
+            assert all(abs(g_[1] - w[1]) < 1e-9 for g_, w in zip(before[q], want))
+        for _ in range(20):  # bob's member-only rows about Jordan: invisible to alice's scoring
+            bob.remember(_text(rng), audience=m.AUDIENCE_MEMBER, entities=mention)
+        assert scope() == rows
+        for q in queries:
+            assert candidates.lexical(conn, caller, "conversation", q, 10, False, [uuid.UUID(entity)]) == before[q]

@@ -443,27 +443,25 @@ def test_forget_racing_supersede_of_a_derivation_leaves_no_live_successor(stack)
 
     ws = stack.workspace("race-supersede")
     alice = stack.member(ws)
-    outcomes = set()
     for i in range(25):
         src = alice.remember(f"source {i} quokka")
         der = derive(alice, [src.id], f"derived {i} quokka")
         barrier = threading.Barrier(2)
 
-        def sup():
+        def sup(barrier=barrier, der=der, i=i):
             barrier.wait()
             try:
                 return supersede(alice, der.id, 1, f"successor {i} quokka").id
             except grpc.RpcError as exc:
                 return exc.code()
 
-        def fgt():
+        def fgt(barrier=barrier, src=src):
             barrier.wait()
             return forget(alice, src.id)
 
         with ThreadPoolExecutor(2) as pool:
             s, f = pool.submit(sup), pool.submit(fgt)
             result, forgotten = s.result(), list(f.result())
-        outcomes.add("superseded first" if isinstance(result, str) else result.name)
         if isinstance(result, str):
             assert result in forgotten  # the forget reached the successor
         else:
@@ -476,4 +474,3 @@ def test_forget_racing_supersede_of_a_derivation_leaves_no_live_successor(stack)
         assert orphans == []
         assert lexical_index.maintained(conn) == lexical_index.recount(conn)
         assert lexical_index.maintained(conn)[1] == {}  # everything was forgotten: no partition counts
-    assert outcomes  # at least one ordering ran (both usually do)
