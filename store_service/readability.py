@@ -12,24 +12,21 @@ from __future__ import annotations
 
 from recallatron.memory.v1 import memory_pb2
 
+from store_service.provenance import UP
 from store_service.vocabulary import PURPOSES
 
-# Own-row readability of a memory aliased ``m``.
-READABLE = """(m.forgotten_at IS NULL
-  AND (m.audience_member_id IS NULL OR m.audience_member_id = %(member_id)s)
+# Audience and purpose of a memory aliased ``m`` admit the caller (whether or not it is forgotten).
+IN_SCOPE = """((m.audience_member_id IS NULL OR m.audience_member_id = %(member_id)s)
   AND m.purpose = ANY(%(purposes)s))"""
 
+# Own-row readability of a memory aliased ``m``.
+READABLE = f"(m.forgotten_at IS NULL AND {IN_SCOPE})"
+
 # Ids (from ``%(ids)s``, uuid[]) whose own row and whole derived_from chain are readable.
-CHAIN_READABLE = f"""
-WITH RECURSIVE chain(start_id, id) AS (
-    SELECT i, i FROM unnest(%(ids)s::uuid[]) AS i
-  UNION
-    SELECT c.start_id, l.target_memory_id
-      FROM chain c JOIN memory_link l ON l.memory_id = c.id AND l.link_type = 'derived_from'
-)
-SELECT c.start_id
-  FROM chain c LEFT JOIN memory m ON m.id = c.id
- GROUP BY c.start_id
+CHAIN_READABLE = f"""{UP}
+SELECT w.start_id
+  FROM walk w LEFT JOIN memory m ON m.id = w.id
+ GROUP BY w.start_id
 HAVING bool_and(m.id IS NOT NULL AND {READABLE})"""
 
 
