@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.errors import InvalidArgument, NotFound, Unauthenticated
-from store_service.database import Databases, new_db_name
+from store_service.database import Databases, named, new_db_name
 from store_service.vocabulary import MODE_OF, MODES, PURPOSE_OF, PURPOSES, ROLE_OF, ROLES, enum_value, parse_uuid
 
 TOKEN_PREFIX = "rct_"
@@ -25,6 +25,15 @@ class Workspace:
     db_name: str
     dense_floor: float
     default_mode: int
+
+
+# The columns of a workspace row, as ``_workspace`` reads them.
+WORKSPACE_COLUMNS = "id, db_name, dense_floor, default_mode"
+
+
+def _workspace(row) -> Workspace:
+    """A Workspace of a named row selected with ``WORKSPACE_COLUMNS``."""
+    return Workspace(row.id, row.db_name, row.dense_floor, MODE_OF[row.default_mode])
 
 
 def token_digest(token: str) -> bytes:
@@ -84,16 +93,15 @@ class ControlPlane:
         if not token or len(token) > MAX_TOKEN_CHARS:
             raise Unauthenticated("missing or invalid token")
         with self.dbs.control.connection() as conn:
-            row = conn.execute(
-                """SELECT w.id, w.db_name, w.dense_floor, w.default_mode, mb.id, mb.role, c.purposes
+            row = named(conn).execute(
+                """SELECT w.id, w.db_name, w.dense_floor, w.default_mode, mb.id AS member_id, mb.role, c.purposes
                      FROM credential c JOIN member mb ON mb.id = c.member_id JOIN workspace w ON w.id = mb.workspace_id
                     WHERE c.token_sha256 = %s AND c.revoked_at IS NULL""", (token_digest(token),)).fetchone()
         if row is None:
             raise Unauthenticated("missing or invalid token")
-        ws_id, db_name, floor, mode, member_id, role, purposes = row
-        caller = m.Caller(workspace_id=str(ws_id), member_id=str(member_id), role=ROLE_OF[role],
-                          granted_purposes=[PURPOSE_OF[p] for p in purposes])
-        return caller, Workspace(ws_id, db_name, floor, MODE_OF[mode])
+        caller = m.Caller(workspace_id=str(row.id), member_id=str(row.member_id), role=ROLE_OF[row.role],
+                          granted_purposes=[PURPOSE_OF[p] for p in row.purposes])
+        return caller, _workspace(row)
 
     def update_settings(self, workspace_id: str, dense_floor: float | None, default_mode: int) -> Workspace:
         """Changes a workspace's floor and/or default mode; NOT_FOUND or INVALID_ARGUMENT as fits."""
@@ -102,25 +110,25 @@ class ControlPlane:
             raise InvalidArgument("dense_floor must be between 0 and 1", field="dense_floor")
         mode = None if default_mode == m.RECALL_MODE_UNSPECIFIED else enum_value(MODES, default_mode, "default_mode")
         with self.dbs.control.connection() as conn:
-            row = conn.execute(
-                """UPDATE workspace SET dense_floor = coalesce(%s, dense_floor), default_mode = coalesce(%s, default_mode)
-                    WHERE id = %s RETURNING id, db_name, dense_floor, default_mode""", (dense_floor, mode, ws)).fetchone()
+            row = named(conn).execute(
+                f"""UPDATE workspace
+                       SET dense_floor = coalesce(%s, dense_floor), default_mode = coalesce(%s, default_mode)
+                     WHERE id = %s RETURNING {WORKSPACE_COLUMNS}""", (dense_floor, mode, ws)).fetchone()
         if row is None:
             raise NotFound("workspace not found")
-        return Workspace(row[0], row[1], row[2], MODE_OF[row[3]])
+        return _workspace(row)
 
     def workspace(self, workspace_id: str) -> Workspace:
         """Looks a workspace up by id; NOT_FOUND when unknown."""
         ws = parse_uuid(workspace_id, "workspace_id", missing_is_not_found=True)
         with self.dbs.control.connection() as conn:
-            row = conn.execute("SELECT id, db_name, dense_floor, default_mode FROM workspace WHERE id = %s",
-                               (ws,)).fetchone()
+            row = named(conn).execute(f"SELECT {WORKSPACE_COLUMNS} FROM workspace WHERE id = %s", (ws,)).fetchone()
         if row is None:
             raise NotFound("workspace not found")
-        return Workspace(row[0], row[1], row[2], MODE_OF[row[3]])
+        return _workspace(row)
 
     def workspaces(self) -> list[Workspace]:
         """Every workspace."""
         with self.dbs.control.connection() as conn:
-            rows = conn.execute("SELECT id, db_name, dense_floor, default_mode FROM workspace ORDER BY created_at").fetchall()
-        return [Workspace(r[0], r[1], r[2], MODE_OF[r[3]]) for r in rows]
+            rows = named(conn).execute(f"SELECT {WORKSPACE_COLUMNS} FROM workspace ORDER BY created_at").fetchall()
+        return [_workspace(r) for r in rows]

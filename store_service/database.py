@@ -17,6 +17,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import namedtuple_row
 from psycopg_pool import ConnectionPool
 from yoyo import get_backend, read_migrations
 
@@ -29,6 +30,13 @@ _TEMPLATE_LOCK_KEY = 0x7265_6361  # pg advisory lock id serialising template (re
 
 class StartupError(RuntimeError):
     """The database server lacks something the store needs; the message says what."""
+
+
+def named(conn: psycopg.Connection) -> psycopg.Cursor:
+    """A cursor of ``conn`` whose rows are named tuples, one field per selected column, named as the
+    column or its alias (``psycopg.rows.namedtuple_row``): the store reads ``row.revision``, never
+    ``row[1]``. Set per cursor, not per connection, so it holds on any connection a caller passes."""
+    return conn.cursor(row_factory=namedtuple_row)
 
 
 def _url(base: str, dbname: str) -> str:
@@ -73,17 +81,19 @@ def check_server(conninfo: str) -> None:
     """Checks the rights and extensions the store needs; raises StartupError naming what is missing."""
     try:
         with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
-            row = conn.execute(
-                "SELECT rolcreatedb OR rolsuper, current_user FROM pg_roles WHERE rolname = current_user").fetchone()
-            if not row or not row[0]:
-                raise StartupError(f"role {row[1] if row else '?'} lacks CREATEDB: the store creates one database "
+            role = named(conn).execute("SELECT rolcreatedb OR rolsuper AS may_create, current_user AS name "
+                                       "FROM pg_roles WHERE rolname = current_user").fetchone()
+            if not role or not role.may_create:
+                raise StartupError(f"role {role.name if role else '?'} lacks CREATEDB: the store creates one database "
                                    "per workspace (ALTER ROLE ... CREATEDB)")
-            ext = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+            ext = named(conn).execute(
+                "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'").fetchone()
             if ext is None:
                 raise StartupError("the pgvector extension is not installed on the server (need 0.8 or newer)")
-            version = tuple(int(x) for x in ext[0].split(".")[:2])
+            version = tuple(int(x) for x in ext.default_version.split(".")[:2])
             if version < MIN_PGVECTOR:
-                raise StartupError(f"pgvector {ext[0]} is too old: iterative index scans need 0.8 or newer")
+                raise StartupError(f"pgvector {ext.default_version} is too old: iterative index scans need 0.8 "
+                                   "or newer")
     except psycopg.OperationalError as exc:
         raise StartupError(f"cannot connect to the control-plane database: {exc}") from exc
 
@@ -109,8 +119,8 @@ class Databases:
         migrate(self.control_conninfo, "control")
         self._ensure_template()
         with psycopg.connect(self.control_conninfo, autocommit=True) as conn:
-            for (db_name,) in conn.execute("SELECT db_name FROM workspace ORDER BY created_at"):
-                migrate(_url(self.control_conninfo, db_name), "workspace")  # existing workspaces catch up
+            for ws in named(conn).execute("SELECT db_name FROM workspace ORDER BY created_at"):
+                migrate(_url(self.control_conninfo, ws.db_name), "workspace")  # existing workspaces catch up
         self.control.open(wait=True, timeout=30)
 
     def close(self) -> None:

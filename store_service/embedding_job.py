@@ -36,7 +36,7 @@ from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 
 from embed_service.models import compose
 from store_service.control import ControlPlane
-from store_service.database import Databases
+from store_service.database import Databases, named
 
 log = logging.getLogger(__name__)
 BACKLOG = Gauge("recallatron_embedding_backlog", "Embedding jobs waiting, over all workspaces.")
@@ -86,13 +86,18 @@ def requeue_other_versions(conn, input_version: str) -> int:
 def queued(dbs: Databases, db_name: str) -> int:
     """Jobs waiting in one workspace database."""
     with dbs.workspace(db_name).connection() as conn:
-        return conn.execute("SELECT count(*) FROM embedding_job").fetchone()[0]
+        return named(conn).execute("SELECT count(*) AS jobs FROM embedding_job").fetchone().jobs
+
+
+def _any_job(conn: psycopg.Connection) -> bool:
+    """Whether the workspace database of ``conn`` has any job queued (without counting them)."""
+    return named(conn).execute("SELECT EXISTS (SELECT 1 FROM embedding_job) AS found").fetchone().found
 
 
 def has_jobs(dbs: Databases, db_name: str) -> bool:
     """Whether one workspace database has any job queued (without counting them)."""
     with dbs.workspace(db_name).connection() as conn:
-        return conn.execute("SELECT EXISTS (SELECT 1 FROM embedding_job)").fetchone()[0]
+        return _any_job(conn)
 
 
 @dataclass
@@ -101,7 +106,7 @@ class _Batch:
     hashes, the vectors found for some hashes, and the distinct texts still to embed."""
 
     version: str
-    jobs: list[tuple[object, int]]
+    jobs: list  # named rows (memory_id, memory_revision)
     items: list[tuple[object, int, bytes]] = field(default_factory=list)
     found: dict[bytes, tuple[str, np.ndarray]] = field(default_factory=dict)  # hash -> (model_id, vector)
     todo: dict[bytes, tuple[str, str]] = field(default_factory=dict)  # hash -> (title, body), to embed
@@ -165,7 +170,7 @@ class EmbeddingWorker:
         for ws in self.control.workspaces():
             with self.dbs.workspace(ws.db_name).connection() as conn:
                 requeue_other_versions(conn, version)  # a model change re-queues on its own
-                if conn.execute("SELECT EXISTS (SELECT 1 FROM embedding_job)").fetchone()[0]:
+                if _any_job(conn):
                     found.add(ws.db_name)
         with self._lock:
             self._active |= found
@@ -278,7 +283,7 @@ class EmbeddingWorker:
     def _claim(self, pool, version: str) -> _Batch | None:
         """Claims a batch under a lease, reads its texts and finds the vectors of identical inputs."""
         with pool.connection() as conn:
-            jobs = conn.execute(
+            jobs = named(conn).execute(
                 """UPDATE embedding_job SET claimed_until = now() + %s * interval '1 second'
                     WHERE memory_id IN (
                         SELECT j.memory_id FROM embedding_job j
@@ -288,20 +293,21 @@ class EmbeddingWorker:
             if not jobs:
                 return None
             batch = _Batch(version, jobs)
-            texts = {r[0]: (r[1], r[2], r[3]) for r in conn.execute(
-                "SELECT id, revision, title, body FROM memory WHERE id = ANY(%s)", ([j[0] for j in jobs],))}
+            texts = {r.id: r for r in named(conn).execute(
+                "SELECT id, revision, title, body FROM memory WHERE id = ANY(%s)", ([j.memory_id for j in jobs],))}
             inputs: dict[bytes, tuple[str, str]] = {}
-            for mid, rev in jobs:
-                if mid in texts and texts[mid][0] == rev:
-                    h = input_sha256(texts[mid][1], texts[mid][2])
-                    batch.items.append((mid, rev, h))
-                    inputs.setdefault(h, (texts[mid][1], texts[mid][2]))
+            for job in jobs:
+                text = texts.get(job.memory_id)
+                if text is not None and text.revision == job.memory_revision:
+                    h = input_sha256(text.title, text.body)
+                    batch.items.append((job.memory_id, job.memory_revision, h))
+                    inputs.setdefault(h, (text.title, text.body))
             if inputs:
-                for h, model_id, vec in conn.execute(
+                for known in named(conn).execute(
                         """SELECT DISTINCT ON (input_sha256) input_sha256, model_id, embedding FROM memory_embedding
                             WHERE input_version = %s AND input_sha256 = ANY(%s)
                             ORDER BY input_sha256""", (version, list(inputs))):
-                    batch.found[bytes(h)] = (model_id, vec)
+                    batch.found[bytes(known.input_sha256)] = (known.model_id, known.embedding)
             batch.todo = {h: t for h, t in inputs.items() if h not in batch.found}
         return batch
 
@@ -326,7 +332,7 @@ class EmbeddingWorker:
         """Gives a batch's leases back at once rather than at lease end."""
         with pool.connection() as conn:
             conn.execute("UPDATE embedding_job SET claimed_until = NULL WHERE memory_id = ANY(%s)",
-                         ([j[0] for j in batch.jobs],))
+                         ([j.memory_id for j in batch.jobs],))
 
     def _write(self, pool, batch: _Batch, resp) -> int:
         """Writes a batch's vectors for the memories still live at the queued revision, and deletes
@@ -338,7 +344,7 @@ class EmbeddingWorker:
                 vectors[h] = (resp.model_id, resp.input_version, np.asarray(vec.values, dtype=np.float32), False)
         with pool.connection() as conn, conn.transaction():
             ids = sorted(mid for mid, _, _ in batch.items)
-            live = {r[0]: r[1] for r in conn.execute(
+            live = {r.id: r.revision for r in named(conn).execute(
                 f"SELECT m.id, m.revision FROM memory m WHERE m.id = ANY(%s) AND {LIVE} ORDER BY m.id FOR SHARE",
                 (ids,))} if ids else {}
             params, reused = [], 0
@@ -361,7 +367,7 @@ class EmbeddingWorker:
             conn.execute(
                 "DELETE FROM embedding_job j USING unnest(%s::uuid[], %s::bigint[]) AS d(id, rev) "
                 "WHERE j.memory_id = d.id AND j.memory_revision = d.rev",
-                ([j[0] for j in batch.jobs], [j[1] for j in batch.jobs]))
+                ([j.memory_id for j in batch.jobs], [j.memory_revision for j in batch.jobs]))
         batch.written = True
         EMBEDDED.inc(len(params))
         REUSED.inc(reused)

@@ -12,6 +12,7 @@ import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.errors import InvalidArgument, NotFound
+from store_service.database import named
 from store_service.readability import READABLE, caller_params
 
 MAX_MENTIONS = 32
@@ -55,9 +56,9 @@ def visible_ids(conn: psycopg.Connection, caller: m.Caller, ids: set[uuid.UUID])
     """Of ``ids``, the entities the caller can read a memory about (one query; none when empty)."""
     if not ids:
         return set()
-    rows = conn.execute(f"SELECT e.id FROM entity e WHERE e.id = ANY(%(ids)s) AND {VISIBLE}",
-                        {**caller_params(caller), "ids": list(ids)}).fetchall()
-    return {r[0] for r in rows}
+    rows = named(conn).execute(f"SELECT e.id FROM entity e WHERE e.id = ANY(%(ids)s) AND {VISIBLE}",
+                               {**caller_params(caller), "ids": list(ids)}).fetchall()
+    return {r.id for r in rows}
 
 
 def check_visible(mentions, visible: set[uuid.UUID]) -> None:
@@ -90,13 +91,14 @@ def create_named(conn: psycopg.Connection, mention_lists) -> list[list[uuid.UUID
     return out
 
 
-def find(conn: psycopg.Connection, caller: m.Caller, name: str) -> list[tuple[uuid.UUID, str]]:
-    """Entities named ``name`` (case-insensitive) about which the caller can read a memory."""
+def find(conn: psycopg.Connection, caller: m.Caller, name: str) -> list:
+    """Entities named ``name`` (case-insensitive) about which the caller can read a memory: named
+    rows ``(id, name)``, oldest first."""
     name = name.strip()
     if not name or len(name) > MAX_NAME_CHARS or "\x00" in name:
         raise InvalidArgument(f"name must be 1..{MAX_NAME_CHARS} characters", field="name")
-    return conn.execute(f"SELECT e.id, e.name FROM entity e WHERE lower(e.name) = lower(%(name)s) AND {VISIBLE} "
-                        "ORDER BY e.created_at, e.id", {**caller_params(caller), "name": name}).fetchall()
+    return named(conn).execute(f"SELECT e.id, e.name FROM entity e WHERE lower(e.name) = lower(%(name)s) AND {VISIBLE} "
+                               "ORDER BY e.created_at, e.id", {**caller_params(caller), "name": name}).fetchall()
 
 
 def parse_filter(entity_ids) -> list[uuid.UUID]:

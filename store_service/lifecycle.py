@@ -25,6 +25,7 @@ from servicekit.errors import (
     PermissionDenied,
 )
 from store_service import entities, lexical_index
+from store_service.database import named
 from store_service.memories import (
     COLUMNS,
     NewMemory,
@@ -35,7 +36,8 @@ from store_service.memories import (
     request_key,
     to_memory,
 )
-from store_service.readability import caller_params
+from store_service.provenance import ANCESTORS, DOWN
+from store_service.readability import IN_SCOPE, caller_params
 from store_service.vocabulary import (
     KINDS,
     check_confidence,
@@ -45,20 +47,12 @@ from store_service.vocabulary import (
 )
 
 MAX_SOURCES = 100
-# Ids of ``%(ids)s`` and everything up their derived_from chains.
-ANCESTORS = """WITH RECURSIVE up(id) AS (
-                   SELECT unnest(%(ids)s::uuid[])
-                 UNION
-                   SELECT l.target_memory_id FROM memory_link l JOIN up ON l.memory_id = up.id
-                    WHERE l.link_type = 'derived_from')
-               SELECT id FROM up"""
-
 
 def _locked(conn: psycopg.Connection, caller: m.Caller, memory_id: str, *, for_change: bool):
     """Locks a memory and returns its row; NOT_FOUND unless readable (chain included), and with
     ``for_change`` PERMISSION_DENIED unless the caller may change it."""
     mid = parse_uuid(memory_id, "memory_id", missing_is_not_found=True)
-    row = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = %s FOR NO KEY UPDATE", (mid,)).fetchone()
+    row = named(conn).execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = %s FOR NO KEY UPDATE", (mid,)).fetchone()
     if row is None or mid not in readable_ids(conn, caller, [mid]):
         raise NotFound("memory not found")
     if for_change and not may_change(caller, row):
@@ -68,21 +62,20 @@ def _locked(conn: psycopg.Connection, caller: m.Caller, memory_id: str, *, for_c
 
 
 def may_change(caller: m.Caller, row) -> bool:
-    """The change rule, over a row selected with ``COLUMNS``."""
-    audience, created_by = row[5], row[11]
+    """The change rule, over a named row selected with ``COLUMNS``."""
     me = uuid.UUID(caller.member_id)
-    if audience is not None:
-        return audience == me
-    return created_by == me or caller.role == m.ROLE_ADMIN
+    if row.audience_member_id is not None:
+        return row.audience_member_id == me
+    return row.created_by == me or caller.role == m.ROLE_ADMIN
 
 
 def _check_revision(row, expected: int) -> None:
     if expected <= 0:
         raise InvalidArgument("expected_revision is required (the revision you read)", field="expected_revision")
-    if row[9] is not None:
+    if row.superseded_by_id is not None:
         raise FailedPrecondition("memory is superseded; change its successor instead")
-    if row[1] != expected:
-        raise Aborted(f"revision conflict: expected {expected}, current {row[1]}", current_revision=row[1])
+    if row.revision != expected:
+        raise Aborted(f"revision conflict: expected {expected}, current {row.revision}", current_revision=row.revision)
 
 
 def _drop_vector(conn: psycopg.Connection, mid: uuid.UUID) -> None:
@@ -116,12 +109,12 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
         # then either finishes first (and the sources read as gone) or sees this derivation.
         conn.execute(f"""SELECT 1 FROM memory m WHERE m.id IN ({ANCESTORS}) ORDER BY m.id FOR SHARE""",
                      {"ids": sources})
-        rows = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = ANY(%s) ORDER BY m.id",
-                            (sources,)).fetchall()
+        rows = named(conn).execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = ANY(%s) ORDER BY m.id",
+                                   (sources,)).fetchall()
         if len(rows) != len(sources) or readable_ids(conn, caller, sources) != set(sources):
             raise NotFound("source memory not found")
-        audiences = {r[5] for r in rows} - {None}
-        purposes = {r[6] for r in rows}
+        audiences = {r.audience_member_id for r in rows} - {None}
+        purposes = {r.purpose for r in rows}
         if len(audiences) > 1 or len(purposes) > 1:
             raise FailedPrecondition("the sources' audiences or purposes do not intersect: a derivation may not "
                                      "mix members or purposes")
@@ -139,14 +132,14 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
     with conn.transaction():
         row = _locked(conn, req.caller, req.memory_id, for_change=True)
         _check_revision(row, req.expected_revision)
-        mid, rev, title, body, conf = row[0], row[1], row[3], row[4], row[7]
-        new_title = req.title if req.HasField("title") else title
-        new_body = req.body if req.HasField("body") else body
+        mid, rev = row.id, row.revision
+        new_title = req.title if req.HasField("title") else row.title
+        new_body = req.body if req.HasField("body") else row.body
         check_text(new_title, new_body)
-        new_conf = check_confidence(req.confidence) if req.HasField("confidence") else conf
+        new_conf = check_confidence(req.confidence) if req.HasField("confidence") else row.confidence
         conn.execute("INSERT INTO memory_revision (memory_id, revision, title, body, confidence) "
-                     "VALUES (%s, %s, %s, %s, %s)", (mid, rev, title, body, conf))
-        updated = conn.execute(
+                     "VALUES (%s, %s, %s, %s, %s)", (mid, rev, row.title, row.body, row.confidence))
+        updated = named(conn).execute(
             f"""UPDATE memory m SET title = %s, body = %s, confidence = %s, revision = revision + 1, updated_at = now()
                  WHERE m.id = %s RETURNING {COLUMNS}""", (new_title, new_body, new_conf, mid)).fetchone()
         _drop_vector(conn, mid)
@@ -181,7 +174,7 @@ def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
         if first is not None:
             return first
         _check_revision(row, req.expected_revision)
-        old_audience = row[5]
+        old_audience = row.audience_member_id
         if req.audience == m.AUDIENCE_UNSPECIFIED:
             audience = old_audience
         elif req.audience == m.AUDIENCE_MEMBER:
@@ -193,17 +186,17 @@ def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
             audience = None
         else:
             raise InvalidArgument("audience must be workspace or member", field="audience")
-        kind = row[2] if req.kind == m.KIND_UNSPECIFIED else enum_value(KINDS, req.kind, "kind")
+        kind = row.kind if req.kind == m.KIND_UNSPECIFIED else enum_value(KINDS, req.kind, "kind")
         # The successor keeps the old memory's sources: a forget of a source still reaches it.
-        sources = [r[0] for r in conn.execute(
+        sources = [link.target_memory_id for link in named(conn).execute(
             "SELECT target_memory_id FROM memory_link WHERE memory_id = %s AND link_type = 'derived_from'",
-            (row[0],))]
-        successor = insert(conn, caller, NewMemory(kind, req.title, req.body, audience, row[6], confidence, "told"),
-                           key, [], sources)
+            (row.id,))]
+        successor = insert(conn, caller, NewMemory(kind, req.title, req.body, audience, row.purpose, confidence,
+                                                   "told"), key, [], sources)
         conn.execute("UPDATE memory SET superseded_by_id = %s, updated_at = now() WHERE id = %s",
-                     (uuid.UUID(successor.id), row[0]))
-        lexical_index.mark_superseded(conn, [row[0]])
-        _drop_vector(conn, row[0])
+                     (uuid.UUID(successor.id), row.id))
+        lexical_index.mark_superseded(conn, [row.id])
+        _drop_vector(conn, row.id)
     return successor
 
 
@@ -220,18 +213,16 @@ def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
     reason = req.reason.strip() or "forgotten on request"
     with conn.transaction():
         mid = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
-        tomb = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = %s FOR NO KEY UPDATE", (mid,)).fetchone()
-        if tomb is not None and tomb[15] is not None and _was_changeable(conn, caller, tomb):
+        # A tombstone the caller could have read (the readability rule, less the forgotten test)
+        # and changed: forgetting it again is a no-op.
+        tomb = named(conn).execute(f"SELECT {COLUMNS}, {IN_SCOPE} AS in_scope FROM memory m WHERE m.id = %(id)s "
+                                   "FOR NO KEY UPDATE", {**caller_params(caller), "id": mid}).fetchone()
+        if tomb is not None and tomb.forgotten_at is not None and tomb.in_scope and may_change(caller, tomb):
             return [str(mid)]
         _locked(conn, caller, req.memory_id, for_change=True)
-        closure = [r[0] for r in conn.execute(
-            """WITH RECURSIVE d(id) AS (
-                   SELECT %s::uuid
-                 UNION
-                   SELECT l.memory_id FROM memory_link l JOIN d ON l.target_memory_id = d.id
-                    WHERE l.link_type = 'derived_from')
-               SELECT m.id FROM memory m JOIN d ON d.id = m.id WHERE m.forgotten_at IS NULL
-               ORDER BY m.id FOR NO KEY UPDATE OF m""", (mid,))]
+        closure = [r.id for r in named(conn).execute(
+            f"""{DOWN} SELECT m.id FROM memory m JOIN walk w ON w.id = m.id WHERE m.forgotten_at IS NULL
+                 ORDER BY m.id FOR NO KEY UPDATE OF m""", {"ids": [mid]})]
         visible = readable_ids(conn, caller, closure)
         lexical_index.remove_memories(conn, closure)
         conn.execute(
@@ -244,9 +235,3 @@ def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
         conn.execute("DELETE FROM embedding_job WHERE memory_id = ANY(%s)", (closure,))
     return [str(mid)] + [str(i) for i in closure if i != mid and i in visible]
 
-
-def _was_changeable(conn: psycopg.Connection, caller: m.Caller, tomb) -> bool:
-    """For a tombstone: could the caller have read and changed it (audience, purpose, creator)?"""
-    audience, purpose = tomb[5], tomb[6]
-    visible = (audience is None or str(audience) == caller.member_id) and purpose in caller_params(caller)["purposes"]
-    return visible and may_change(caller, tomb)

@@ -15,6 +15,7 @@ from recallatron.store.v1 import store_pb2 as s
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, NotFound, ServiceError
 from store_service import entities, lexical_index
+from store_service.database import named
 from store_service.readability import CHAIN_READABLE, caller_params
 from store_service.vocabulary import (KIND_OF, KINDS, MAX_REQUEST_ID_CHARS, ORIGIN_OF, PURPOSE_OF, check_confidence,
                                       check_text, enum_value, parse_uuid)
@@ -39,17 +40,17 @@ def _ts(value) -> timestamp_pb2.Timestamp | None:
 
 
 def to_memory(row) -> m.Memory:
-    """Converts a row selected with ``COLUMNS`` to a Memory message."""
-    (mid, rev, kind, title, body, aud, purpose, conf, origin, sup, reason, by, created, updated,
-     occurred, forgotten) = row
-    msg = m.Memory(id=str(mid), revision=rev, kind=KIND_OF[kind], title=title, body=body,
+    """Converts a named row selected with ``COLUMNS`` (further columns ignored) to a Memory message."""
+    aud, sup = row.audience_member_id, row.superseded_by_id
+    msg = m.Memory(id=str(row.id), revision=row.revision, kind=KIND_OF[row.kind], title=row.title, body=row.body,
                    audience=m.AUDIENCE_WORKSPACE if aud is None else m.AUDIENCE_MEMBER,
-                   audience_member_id=str(aud) if aud else "", purpose=PURPOSE_OF[purpose], confidence=conf,
-                   origin=ORIGIN_OF[origin], superseded_by_id=str(sup) if sup else "",
-                   invalidation_reason=reason or "", created_by=str(by), created_at=_ts(created),
-                   updated_at=_ts(updated), forgotten=forgotten is not None)
-    if occurred is not None:
-        msg.occurred_at.CopyFrom(_ts(occurred))
+                   audience_member_id=str(aud) if aud else "", purpose=PURPOSE_OF[row.purpose],
+                   confidence=row.confidence, origin=ORIGIN_OF[row.origin], superseded_by_id=str(sup) if sup else "",
+                   invalidation_reason=row.invalidation_reason or "", created_by=str(row.created_by),
+                   created_at=_ts(row.created_at), updated_at=_ts(row.updated_at),
+                   forgotten=row.forgotten_at is not None)
+    if row.occurred_at is not None:
+        msg.occurred_at.CopyFrom(_ts(row.occurred_at))
     return msg
 
 
@@ -70,8 +71,8 @@ def readable_ids(conn: psycopg.Connection, caller: m.Caller, ids: list[uuid.UUID
     """Ids whose own row and whole derived_from chain the caller may read (one query)."""
     if not ids:
         return set()
-    rows = conn.execute(CHAIN_READABLE, {**caller_params(caller), "ids": ids}).fetchall()
-    return {r[0] for r in rows}
+    rows = named(conn).execute(CHAIN_READABLE, {**caller_params(caller), "ids": ids}).fetchall()
+    return {r.start_id for r in rows}
 
 
 @dataclass
@@ -117,14 +118,15 @@ def by_request_ids(conn: psycopg.Connection, caller: m.Caller, keys) -> dict[str
     keys = sorted({k for k in keys if k})
     if not keys:
         return {}
-    rows = conn.execute(f"SELECT {COLUMNS}, m.request_id FROM memory m WHERE m.created_by = %s "
-                        "AND m.request_id = ANY(%s)", (uuid.UUID(caller.member_id), keys)).fetchall()
-    ok = readable_ids(conn, caller, [r[0] for r in rows])
-    found: dict[str, m.Memory | NotFound] = {r[-1]: NotFound("memory not found") for r in rows if r[0] not in ok}
-    shown = {r[0]: to_memory(r[:-1]) for r in rows if r[0] in ok}
+    rows = named(conn).execute(f"SELECT {COLUMNS}, m.request_id FROM memory m WHERE m.created_by = %s "
+                               "AND m.request_id = ANY(%s)", (uuid.UUID(caller.member_id), keys)).fetchall()
+    ok = readable_ids(conn, caller, [r.id for r in rows])
+    found: dict[str, m.Memory | NotFound] = {r.request_id: NotFound("memory not found")
+                                             for r in rows if r.id not in ok}
+    shown = {r.id: to_memory(r) for r in rows if r.id in ok}
     attach_links(conn, caller, shown)
     redact_successors(conn, caller, list(shown.values()))
-    found.update({r[-1]: shown[r[0]] for r in rows if r[0] in ok})
+    found.update({r.request_id: shown[r.id] for r in rows if r.id in ok})
     return found
 
 
@@ -177,7 +179,7 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
     # Rows go in request-key order, so concurrent batches sharing keys wait on each other in one order.
     order = sorted(range(len(items)), key=lambda j: items[j].key)
     news = [items[j].new for j in order]
-    rows = conn.execute(
+    rows = named(conn).execute(
         f"""INSERT INTO memory AS m (id, kind, title, body, audience_member_id, purpose, confidence, origin,
                                created_by, occurred_at, request_id)
             SELECT i, k, t, b, a, p, c, o, %s, w, r
@@ -188,7 +190,7 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
         (member, [ids[j] for j in order], [n.kind for n in news], [n.title for n in news], [n.body for n in news],
          [n.audience for n in news], [n.purpose for n in news], [n.confidence for n in news],
          [n.origin for n in news], [n.occurred_at for n in news], [items[j].key or None for j in order])).fetchall()
-    stored = {r[0]: r for r in rows}
+    stored = {r.id: r for r in rows}
     written = [(mid, it) for mid, it in zip(ids, items) if mid in stored]
     links = [(mid, "derived_from", src, None) for mid, it in written for src in it.sources]
     links += [(mid, "about", None, ent) for mid, it in written for ent in it.entity_ids]
@@ -362,18 +364,19 @@ def attach_links(conn: psycopg.Connection, caller: m.Caller, memories: dict[uuid
     and about links to entities. A readable memory's sources are readable (the chain rule)."""
     if not memories:
         return
-    rows = conn.execute(
-        """SELECT l.memory_id, l.link_type, l.target_memory_id, e.id, e.name FROM memory_link l
-             LEFT JOIN entity e ON e.id = l.target_entity_id
+    rows = named(conn).execute(
+        """SELECT l.memory_id, l.link_type, l.target_memory_id, e.id AS entity_id, e.name AS entity_name
+             FROM memory_link l LEFT JOIN entity e ON e.id = l.target_entity_id
             WHERE l.memory_id = ANY(%s) ORDER BY l.memory_id, l.link_type, l.target_memory_id, e.id""",
         (list(memories),)).fetchall()
-    visible = readable_ids(conn, caller, list({r[2] for r in rows if r[2] is not None}))
-    for mid, link_type, target, entity_id, entity_name in rows:
-        if link_type == "derived_from" and target in visible:
-            memories[mid].links.append(m.Link(type=m.LINK_TYPE_DERIVED_FROM, target_memory_id=str(target)))
-        elif link_type == "about":
-            memories[mid].links.append(m.Link(type=m.LINK_TYPE_ABOUT, target_entity_id=str(entity_id),
-                                              target_entity_name=entity_name))
+    visible = readable_ids(conn, caller, list({r.target_memory_id for r in rows if r.target_memory_id is not None}))
+    for r in rows:
+        if r.link_type == "derived_from" and r.target_memory_id in visible:
+            memories[r.memory_id].links.append(m.Link(type=m.LINK_TYPE_DERIVED_FROM,
+                                                      target_memory_id=str(r.target_memory_id)))
+        elif r.link_type == "about":
+            memories[r.memory_id].links.append(m.Link(type=m.LINK_TYPE_ABOUT, target_entity_id=str(r.entity_id),
+                                                      target_entity_name=r.entity_name))
 
 
 def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
@@ -384,19 +387,19 @@ def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
     mid = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
     if mid not in readable_ids(conn, req.caller, [mid]):
         raise NotFound("memory not found")
-    row = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = %s AND m.forgotten_at IS NULL",
-                       (mid,)).fetchone()
+    row = named(conn).execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = %s AND m.forgotten_at IS NULL",
+                              (mid,)).fetchone()
     if row is None:  # forgotten between the verdict and the fetch
         raise NotFound("memory not found")
     memory = to_memory(row)
     attach_links(conn, req.caller, {mid: memory})
     redact_successors(conn, req.caller, [memory])
     if req.include_history:
-        for rev, title, body, conf, replaced in conn.execute(
+        for old in named(conn).execute(
                 "SELECT revision, title, body, confidence, replaced_at FROM memory_revision "
                 "WHERE memory_id = %s ORDER BY revision DESC", (mid,)):
-            memory.history.append(m.Revision(revision=rev, title=title, body=body, confidence=conf,
-                                              replaced_at=_ts(replaced)))
+            memory.history.append(m.Revision(revision=old.revision, title=old.title, body=old.body,
+                                              confidence=old.confidence, replaced_at=_ts(old.replaced_at)))
     return memory
 
 
@@ -405,9 +408,9 @@ def get_memories(conn: psycopg.Connection, caller: m.Caller, ids) -> list[m.Memo
     are absent."""
     wanted = parse_ids(ids)
     ok = readable_ids(conn, caller, wanted)
-    rows = conn.execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = ANY(%s) AND m.forgotten_at IS NULL",
-                        ([i for i in wanted if i in ok],))
-    by_id = {r[0]: to_memory(r) for r in rows}
+    rows = named(conn).execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = ANY(%s) AND m.forgotten_at IS NULL",
+                               ([i for i in wanted if i in ok],))
+    by_id = {r.id: to_memory(r) for r in rows}
     attach_links(conn, caller, by_id)
     redact_successors(conn, caller, list(by_id.values()))
     return [by_id[i] for i in wanted if i in by_id]

@@ -37,10 +37,13 @@ def _with_verdicts(conn, caller: m.Caller, rows) -> list[s.Candidate]:
     """Candidate messages of ranked (id, score[, identifier matches, all terms]) rows, each with the
     walk's chain verdict (one query over the rows already chosen, so the verdicts never change
     which rows an arm returns)."""
-    readable = {str(i) for i in memories.readable_ids(conn, caller, [r[0] for r in rows])}
-    return [s.Candidate(memory_id=str(r[0]), score=r[1], chain_readable=str(r[0]) in readable,
-                        identifier_matches=r[2] if len(r) > 2 else 0, all_terms=len(r) > 3 and r[3])
-            for r in rows]
+    readable = memories.readable_ids(conn, caller, [mid for mid, *_ in rows])
+    out = []
+    for mid, score, *precedence in rows:
+        identifier_matches, all_terms = precedence or (0, False)
+        out.append(s.Candidate(memory_id=str(mid), score=score, chain_readable=mid in readable,
+                               identifier_matches=identifier_matches, all_terms=all_terms))
+    return out
 
 
 class StoreServicer(store_pb2_grpc.StoreServiceServicer):
@@ -165,7 +168,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def FindEntities(self, request, context):
         with self._conn(request.caller) as conn:
             found = entities.find(conn, request.caller, request.name)
-        return s.FindEntitiesResponse(entities=[s.Entity(id=str(i), name=n) for i, n in found])
+        return s.FindEntitiesResponse(entities=[s.Entity(id=str(e.id), name=e.name) for e in found])
 
     def _wake(self, caller: m.Caller | None) -> None:
         """Tells the embedding worker that the caller's workspace (None: any) has new jobs."""
