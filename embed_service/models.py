@@ -16,9 +16,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np
 
+from servicekit.limits import DIMENSIONS
+
 log = logging.getLogger(__name__)
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-DIMENSIONS = 384
 # How a document's text is composed: title, newline, body. Change it and the stamp changes.
 DOCUMENT_COMPOSITION = "title-newline-body.v1"
 INPUT_VERSION = f"{MODEL_ID}|{DOCUMENT_COMPOSITION}"

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servicekit.errors import InvalidArgument
+from servicekit.limits import WALK_LIMIT
 
 RRF_K = 60
-WALK_LIMIT = 500
 ARMS = ("lexical", "dense")
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
-            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+from servicekit.limits import MAX_MESSAGE_BYTES
+
+_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.enable_retries", 0),
             # Reconnect quickly after a peer restarts, so a returning service is used within seconds.
             ("grpc.initial_reconnect_backoff_ms", 250),

@@ -12,6 +12,8 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from servicekit import limits
+
 
 class Settings(BaseSettings):
     """All configuration of all services; each service reads the part it needs."""
@@ -34,11 +36,13 @@ class Settings(BaseSettings):
 
     operator_token_file: Path | None = Field(None, description="default: <home>/operator-token")
 
-    embed_deadline_seconds: float = Field(2.0, gt=0, description="query embedding deadline before degrading")
-    rerank_deadline_seconds: float = Field(3.0, gt=0)
-    rerank_top_n: int = Field(50, ge=1, le=256, description="passed rows the cross-encoder scores")
+    embed_deadline_seconds: float = Field(limits.EMBED_DEADLINE_SECONDS, gt=0,
+                                          description="query embedding deadline before degrading")
+    rerank_deadline_seconds: float = Field(limits.RERANK_DEADLINE_SECONDS, gt=0)
+    rerank_top_n: int = Field(limits.RERANK_TOP_N, ge=1, le=256, description="passed rows the cross-encoder scores")
     reranker_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
-    candidate_limit: int = Field(100, ge=1, le=1000, description="rows each arm contributes before fusion")
+    candidate_limit: int = Field(limits.CANDIDATE_LIMIT, ge=1, le=limits.MAX_CANDIDATE_LIMIT,
+                                 description="rows each arm contributes before fusion")
     embed_batch_size: int = Field(128, ge=1, le=256, description="memories per embedding-job batch")
     db_pool_max: int = Field(4, ge=1, le=50, description="connections per database pool (16 workspace pools + control)")
 

@@ -16,6 +16,7 @@ from recallatron.store.v1 import store_pb2_grpc
 from servicekit import clients
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, Unavailable, status_proto_for
+from servicekit.limits import DIMENSIONS, MAX_CANDIDATE_LIMIT, MAX_QUERY_CHARS
 from servicekit.server import Running, start_server
 from store_service import candidates, entities, lifecycle, memories
 from store_service.control import ControlPlane, Workspace
@@ -23,13 +24,11 @@ from store_service.database import Databases
 from store_service.embedding_job import EmbeddingWorker, requeue
 
 log = logging.getLogger(__name__)
-MAX_LIMIT = 1_000
-MAX_QUERY_CHARS = 32_768
 
 
 def _limit(value: int) -> int:
-    if not 1 <= value <= MAX_LIMIT:
-        raise InvalidArgument(f"limit must be 1..{MAX_LIMIT}", field="limit")
+    if not 1 <= value <= MAX_CANDIDATE_LIMIT:
+        raise InvalidArgument(f"limit must be 1..{MAX_CANDIDATE_LIMIT}", field="limit")
     return value
 
 
@@ -130,8 +129,8 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def DenseCandidates(self, request, context):
         purpose = check_purpose_granted(request.caller, request.purpose)
         limit = _limit(request.limit)
-        if len(request.vector) != candidates.DIMENSIONS:
-            raise InvalidArgument(f"vector must have {candidates.DIMENSIONS} dimensions", field="vector")
+        if len(request.vector) != DIMENSIONS:
+            raise InvalidArgument(f"vector must have {DIMENSIONS} dimensions", field="vector")
         vector = np.asarray(request.vector, dtype=np.float32)
         if not np.all(np.isfinite(vector)):
             raise InvalidArgument("vector must be finite", field="vector")

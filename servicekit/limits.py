@@ -1,0 +1,39 @@
+"""Limits and defaults more than one service reads, each defined here once (README.md, "Configuration").
+
+The gateway checks a request first and the store again (it may be called directly), so both read
+the same numbers; the settings take their defaults from here, and the CLI may import them too.
+"""
+
+from __future__ import annotations
+
+# Width of an embedding: all-MiniLM-L6-v2 gives 384-d vectors (its model card), and the store's
+# ``memory_embedding.embedding`` column is ``vector(384)`` (migrations/workspace/0001_initial.sql).
+DIMENSIONS = 384
+
+# Longest recall question, in characters (README.md, "Configuration": limits).
+MAX_QUERY_CHARS = 32_768
+
+# Results of a recall: ``top_k`` 0 means DEFAULT_TOP_K; above MAX_TOP_K is INVALID_ARGUMENT.
+DEFAULT_TOP_K = 10
+MAX_TOP_K = 200
+
+# Fused candidates the permission walk visits at most, in fused order (README.md, "How recall
+# works", step 5); the rank service's default and what the gateway asks for.
+WALK_LIMIT = 500
+
+# Rows each retrieval arm contributes before fusion (RECALLATRON_CANDIDATE_LIMIT), and the most a
+# candidate query of the store returns.
+CANDIDATE_LIMIT = 100
+MAX_CANDIDATE_LIMIT = 1_000
+
+# Seconds recall waits for the query embedding and for the re-ranker before it degrades
+# (RECALLATRON_EMBED_DEADLINE_SECONDS, RECALLATRON_RERANK_DEADLINE_SECONDS).
+EMBED_DEADLINE_SECONDS = 2.0
+RERANK_DEADLINE_SECONDS = 3.0
+
+# Passed rows the cross-encoder scores (RECALLATRON_RERANK_TOP_N).
+RERANK_TOP_N = 50
+
+# Largest gRPC message a server accepts and a channel sends or receives (gRPC's default is 4 MiB):
+# a full RememberBatch, 500 bodies of up to 64 KiB, must fit.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
