@@ -29,13 +29,12 @@ from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.rank.v1 import rank_pb2, rank_pb2_grpc
 from recallatron.store.v1 import store_pb2, store_pb2_grpc
 
+from servicekit import limits
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument
+from servicekit.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, WALK_LIMIT
 
 log = logging.getLogger(__name__)
-DEFAULT_TOP_K, MAX_TOP_K = 10, 200
-MAX_QUERY_CHARS = 32_768
-WALK_LIMIT = 500
 DEGRADED = Counter("recallatron_recall_degraded", "Recalls answered without an arm or stage.", ["stage"])
 MODES = (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID)
 
@@ -44,10 +43,10 @@ MODES = (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID)
 class RecallConfig:
     """Deadlines and sizes of a recall (from settings)."""
 
-    candidate_limit: int = 100
-    embed_deadline: float = 2.0
-    rerank_deadline: float = 3.0
-    rerank_top_n: int = 50
+    candidate_limit: int = limits.CANDIDATE_LIMIT
+    embed_deadline: float = limits.EMBED_DEADLINE_SECONDS
+    rerank_deadline: float = limits.RERANK_DEADLINE_SECONDS
+    rerank_top_n: int = limits.RERANK_TOP_N
 
 
 class Recaller:
@@ -66,71 +65,71 @@ class Recaller:
 
     def recall(self, req: g.RecallRequest, caller: m.Caller, settings: store_pb2.WorkspaceSettings) -> g.RecallResponse:
         """Answers a RecallRequest. INVALID_ARGUMENT for bad input, PERMISSION_DENIED for an ungranted purpose."""
-        query = req.query
-        if not query.strip():
-            raise InvalidArgument("query must not be empty", field="query")
-        if len(query) > MAX_QUERY_CHARS:
-            raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
-        check_purpose_granted(caller, req.purpose)
-        mode = req.mode or settings.default_mode or m.RECALL_MODE_HYBRID
-        if mode not in MODES:
-            raise InvalidArgument("mode must be lexical, dense or hybrid", field="mode")
-        if req.top_k < 0 or req.top_k > MAX_TOP_K:
-            raise InvalidArgument(f"top_k must be 0..{MAX_TOP_K} (0 means {DEFAULT_TOP_K})", field="top_k")
-        top_k = req.top_k or DEFAULT_TOP_K
-        limit = max(self.config.candidate_limit, top_k)
+        ask = _validate(req, caller, settings, self.config.candidate_limit)
+        lexical_rows, dense_rows, dense_available = self._candidates(ask, caller, settings.dense_floor)
+        passed = self._fuse_and_walk(lexical_rows, dense_rows)
+        rerank = self._will_rerank(ask, passed)
+        memories = self._fetch(caller, passed[:max(ask.top_k, self.config.rerank_top_n if rerank else 0)])
+        rerank_scores = {}
+        if rerank and passed:
+            rerank_scores = self._rerank(ask.req.query, [c for c in passed[:self.config.rerank_top_n]
+                                                     if c.memory_id in memories], memories)
+        order = self._reranked_order(passed, rerank_scores)
+        items = _items(order[:ask.top_k], memories, {c.memory_id: c.score for c in dense_rows}, rerank_scores)
+        counts = g.RecallCounts(lexical=sum(1 for c in passed if c.lexical_rank),
+                                dense=sum(1 for c in passed if c.dense_rank), fused=len(passed), returned=len(items))
+        return g.RecallResponse(items=items, mode=ask.mode, dense_available=dense_available,
+                                reranked=bool(rerank_scores), counts=counts)
 
+    def _candidates(self, ask: _Ask, caller: m.Caller, floor: float):
+        """The two arms' candidate rows, ``(lexical, dense, dense_available)``: the keyword query is in
+        flight on the channel (no thread of ours) while the question is embedded and the dense arm
+        queried. Superseded memories have no vectors, so a history recall is lexical only."""
+        req = ask.req
         lexical_call = None
-        if mode in (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_HYBRID):
-            # In flight on the channel (no thread of ours) while the query is embedded.
+        if ask.mode in (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_HYBRID):
             lexical_call = self.store.LexicalCandidates.future(store_pb2.LexicalCandidatesRequest(
-                caller=caller, purpose=req.purpose, query=query, limit=limit,
+                caller=caller, purpose=req.purpose, query=req.query, limit=ask.limit,
                 include_superseded=req.include_superseded, entity_ids=req.entity_ids))
         dense_rows, dense_available = [], True
         try:
-            if mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
+            if ask.mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
                 if req.include_superseded:
-                    dense_available = False  # superseded memories have no vectors: history recall is lexical only
+                    dense_available = False
                 else:
-                    dense_rows, dense_available = self._dense(query, caller, req, settings.dense_floor, limit)
+                    dense_rows, dense_available = self._dense(req.query, caller, req, floor, ask.limit)
             lexical_rows = list(lexical_call.result().candidates) if lexical_call else []
         finally:
             if lexical_call is not None:
                 lexical_call.cancel()  # a no-op once it has completed
-        passed = self._fuse_and_walk(lexical_rows, dense_rows)
-        cosine = {c.memory_id: c.score for c in dense_rows}
+        return lexical_rows, dense_rows, dense_available
 
-        rerank = not req.skip_rerank
-        if rerank and not self.reranker_up():  # last reported unavailable: skip the call, as if it failed
-            rerank = False
+    def _will_rerank(self, ask: _Ask, passed) -> bool:
+        """Whether to call the re-ranker: asked for, and last reported available (else skipped, as if
+        the call had failed, and counted as a degraded recall when there was something to re-rank)."""
+        if ask.req.skip_rerank:
+            return False
+        if not self.reranker_up():
             if passed:
                 DEGRADED.labels("rerank").inc()
-        head = passed[:max(top_k, self.config.rerank_top_n if rerank else 0)]
-        memories = {}
-        if head:
-            memories = {mem.id: mem for mem in self.store.GetMemories(store_pb2.GetMemoriesRequest(
-                caller=caller, memory_ids=[c.memory_id for c in head])).memories}
-        rerank_scores = {}
-        if rerank and passed:
-            rerank_scores = self._rerank(query, [c for c in passed[:self.config.rerank_top_n]
-                                                 if c.memory_id in memories], memories)
-        order = passed
-        if rerank_scores:
-            top = sorted(passed[:self.config.rerank_top_n], key=lambda c: -rerank_scores.get(c.memory_id, float("-inf")))
-            order = top + passed[self.config.rerank_top_n:]
-        items = []
-        for c in order[:top_k]:
-            mem = memories.get(c.memory_id)
-            if mem is None:  # changed between the walk and the fetch (forgotten): leave it out
-                continue
-            items.append(g.RecallItem(memory=mem, rank=len(items) + 1, lexical_rank=c.lexical_rank,
-                                      dense_rank=c.dense_rank, cosine=cosine.get(c.memory_id, 0.0),
-                                      fused_score=c.fused_score, rerank_score=rerank_scores.get(c.memory_id, 0.0),
-                                      identifier_matches=c.identifier_matches, all_terms=c.all_terms))
-        counts = g.RecallCounts(lexical=sum(1 for c in passed if c.lexical_rank),
-                                dense=sum(1 for c in passed if c.dense_rank), fused=len(passed), returned=len(items))
-        return g.RecallResponse(items=items, mode=mode, dense_available=dense_available,
-                                reranked=bool(rerank_scores), counts=counts)
+            return False
+        return True
+
+    def _fetch(self, caller: m.Caller, head) -> dict[str, m.Memory]:
+        """The memories of the head rows by id, one store call (which checks readability again); a
+        row forgotten since the walk is absent."""
+        if not head:
+            return {}
+        return {mem.id: mem for mem in self.store.GetMemories(store_pb2.GetMemoriesRequest(
+            caller=caller, memory_ids=[c.memory_id for c in head])).memories}
+
+    def _reranked_order(self, passed, rerank_scores: dict[str, float]):
+        """The passed rows in answer order: the first ``rerank_top_n`` by cross-encoder score (a row
+        without one last among them, the sort being stable), the rest in fused order."""
+        if not rerank_scores:
+            return passed
+        n = self.config.rerank_top_n
+        return sorted(passed[:n], key=lambda c: -rerank_scores.get(c.memory_id, float("-inf"))) + passed[n:]
 
     def _fuse_and_walk(self, lexical_rows, dense_rows) -> list[rank_pb2.FusedCandidate]:
         """RRF and the walk over the store's verdicts, in one rank call (none when no arm found a row).
@@ -185,3 +184,49 @@ class Recaller:
             DEGRADED.labels("rerank").inc()
             return {}
         return {c.memory_id: float(s) for c, s in zip(head, resp.scores)}
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """A validated recall request, the mode in effect, how many results and how many candidate rows
+    each arm is asked for."""
+
+    req: g.RecallRequest
+    mode: int
+    top_k: int
+    limit: int
+
+
+def _validate(req: g.RecallRequest, caller: m.Caller, settings: store_pb2.WorkspaceSettings,
+              candidate_limit: int) -> _Ask:
+    """Checks a request before any call: INVALID_ARGUMENT for an empty or over-long question, an
+    unknown mode or purpose, ``top_k`` outside 0..MAX_TOP_K; PERMISSION_DENIED for an ungranted
+    purpose. The mode defaults to the workspace's, then hybrid; ``top_k`` 0 means DEFAULT_TOP_K."""
+    if not req.query.strip():
+        raise InvalidArgument("query must not be empty", field="query")
+    if len(req.query) > MAX_QUERY_CHARS:
+        raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
+    check_purpose_granted(caller, req.purpose)
+    mode = req.mode or settings.default_mode or m.RECALL_MODE_HYBRID
+    if mode not in MODES:
+        raise InvalidArgument("mode must be lexical, dense or hybrid", field="mode")
+    if req.top_k < 0 or req.top_k > MAX_TOP_K:
+        raise InvalidArgument(f"top_k must be 0..{MAX_TOP_K} (0 means {DEFAULT_TOP_K})", field="top_k")
+    top_k = req.top_k or DEFAULT_TOP_K
+    return _Ask(req, mode, top_k, max(candidate_limit, top_k))
+
+
+def _items(order, memories: dict[str, m.Memory], cosine: dict[str, float],
+           rerank_scores: dict[str, float]) -> list[g.RecallItem]:
+    """The response items of the rows in answer order, ranked 1.. over the rows still fetched (a
+    row forgotten between the walk and the fetch is left out), with each stage's figures."""
+    items = []
+    for c in order:
+        mem = memories.get(c.memory_id)
+        if mem is None:
+            continue
+        items.append(g.RecallItem(memory=mem, rank=len(items) + 1, lexical_rank=c.lexical_rank,
+                                  dense_rank=c.dense_rank, cosine=cosine.get(c.memory_id, 0.0),
+                                  fused_score=c.fused_score, rerank_score=rerank_scores.get(c.memory_id, 0.0),
+                                  identifier_matches=c.identifier_matches, all_terms=c.all_terms))
+    return items
