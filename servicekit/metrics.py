@@ -1,21 +1,50 @@
 """Prometheus metrics: the standard gRPC server metrics (go-grpc-prometheus names) and the endpoint.
 
+The metrics live in a ``prometheus_client`` registry: the process-wide default one, which the
+``/metrics`` endpoint serves, unless a server is given its own (tests read exact values from one).
 Labels never carry member, workspace or memory ids, nor query text.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 
 import grpc
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
 
-STARTED = Counter("grpc_server_started", "RPCs started on the server.",
-                  ["grpc_type", "grpc_service", "grpc_method"])
-HANDLED = Counter("grpc_server_handled", "RPCs completed on the server, regardless of success or failure.",
-                  ["grpc_type", "grpc_service", "grpc_method", "grpc_code"])
-HANDLING = Histogram("grpc_server_handling_seconds", "Response latency of RPCs handled by the server.",
-                     ["grpc_type", "grpc_service", "grpc_method"])
+from servicekit.interceptor import UnaryInterceptor
+
+_LABELS = ["grpc_type", "grpc_service", "grpc_method"]
+
+
+class ServerMetrics:
+    """The gRPC server metrics of one registry (each name can be registered once per registry)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.started = Counter("grpc_server_started", "RPCs started on the server.", _LABELS, registry=registry)
+        self.handled = Counter("grpc_server_handled", "RPCs completed on the server, regardless of success or failure.",
+                               [*_LABELS, "grpc_code"], registry=registry)
+        self.handling = Histogram("grpc_server_handling_seconds", "Response latency of RPCs handled by the server.",
+                                  _LABELS, registry=registry)
+
+
+_BY_REGISTRY: weakref.WeakKeyDictionary[CollectorRegistry, ServerMetrics] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def server_metrics(registry: CollectorRegistry = REGISTRY) -> ServerMetrics:
+    """The metrics in ``registry``, registered on first use: every server of a process that uses the
+    same registry counts into the same metrics."""
+    with _LOCK:
+        metrics = _BY_REGISTRY.get(registry)
+        if metrics is None:
+            metrics = _BY_REGISTRY[registry] = ServerMetrics(registry)
+        return metrics
+
+
+server_metrics(REGISTRY)  # registered at import, as the /metrics endpoint has always shown them
 
 
 def _split(method: str) -> tuple[str, str]:
@@ -23,34 +52,28 @@ def _split(method: str) -> tuple[str, str]:
     return service.lstrip("/"), name
 
 
-class MetricsInterceptor(grpc.ServerInterceptor):
-    """Counts and times unary RPCs, recording the status code after the handler has finished."""
+class MetricsInterceptor(UnaryInterceptor):
+    """Counts and times unary RPCs into ``registry``, recording the status code after the handler
+    (and the error mapping inside it) has finished."""
 
-    def intercept_service(self, continuation, handler_call_details):
-        handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
-            return handler
-        service, method = _split(handler_call_details.method)
-        inner = handler.unary_unary
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        self.metrics = server_metrics(registry)
 
-        def behavior(request, context):
-            STARTED.labels("unary", service, method).inc()
-            start = time.perf_counter()
-            code = grpc.StatusCode.OK
-            try:
-                response = inner(request, context)
-                code = context.code() or grpc.StatusCode.OK
-                return response
-            except BaseException:
-                code = context.code() or grpc.StatusCode.UNKNOWN
-                raise
-            finally:
-                HANDLED.labels("unary", service, method, code.name).inc()
-                HANDLING.labels("unary", service, method).observe(time.perf_counter() - start)
-
-        return grpc.unary_unary_rpc_method_handler(
-            behavior, request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer)
+    def around(self, method, inner, request, context):
+        service, name = _split(method)
+        self.metrics.started.labels("unary", service, name).inc()
+        start = time.perf_counter()
+        code = grpc.StatusCode.OK
+        try:
+            response = inner(request, context)
+            code = context.code() or grpc.StatusCode.OK
+            return response
+        except BaseException:
+            code = context.code() or grpc.StatusCode.UNKNOWN
+            raise
+        finally:
+            self.metrics.handled.labels("unary", service, name, code.name).inc()
+            self.metrics.handling.labels("unary", service, name).observe(time.perf_counter() - start)
 
 
 def serve_metrics(addr: str, port: int) -> int:

@@ -13,39 +13,29 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from servicekit import clients
 from servicekit.errors import status_for
+from servicekit.interceptor import UnaryInterceptor
+from servicekit.limits import MAX_MESSAGE_BYTES
 from servicekit.metrics import MetricsInterceptor
 
 log = logging.getLogger(__name__)
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-# Largest request a server accepts (gRPC's default is 4 MiB): a full RememberBatch, 500 bodies of
-# up to 64 KiB, must fit. The channels of servicekit.clients accept the same.
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
-class ErrorInterceptor(grpc.ServerInterceptor):
+class ErrorInterceptor(UnaryInterceptor):
     """Maps every exception a unary handler raises to a status, in one place (servicekit.errors)."""
 
-    def intercept_service(self, continuation, handler_call_details):
-        handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
-            return handler
-        inner = handler.unary_unary
-
-        def behavior(request, context):
-            try:
-                return inner(request, context)
-            except Exception as exc:  # noqa: BLE001 - this is the one place errors are mapped
-                if context.code() not in (None, grpc.StatusCode.OK):
-                    raise  # the handler already aborted with its own status
-                context.abort_with_status(status_for(exc))
-
-        return grpc.unary_unary_rpc_method_handler(
-            behavior, request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer)
+    def around(self, method, inner, request, context):
+        try:
+            return inner(request, context)
+        except Exception as exc:  # noqa: BLE001 - this is the one place errors are mapped
+            if context.code() not in (None, grpc.StatusCode.OK):
+                raise  # the handler already aborted with its own status
+            context.abort_with_status(status_for(exc))
 
 
 @dataclass
@@ -69,15 +59,17 @@ class Running:
         self.server.stop(grace).wait()
 
 
-def start_server(bind: str, registrations, *, max_workers: int = 16, serving: bool = True) -> Running:
+def start_server(bind: str, registrations, *, max_workers: int = 16, serving: bool = True,
+                 registry: CollectorRegistry = REGISTRY) -> Running:
     """Starts a server.
 
     ``bind`` is ``host:port`` (port 0 picks a free one). ``registrations`` is a list of
-    ``(add_servicer_to_server, servicer, full_service_name)``. Raises RuntimeError when the address
-    cannot be bound.
+    ``(add_servicer_to_server, servicer, full_service_name)``. The gRPC server metrics go to
+    ``registry`` (the process-wide one, which ``/metrics`` serves, unless given). Raises RuntimeError
+    when the address cannot be bound.
     """
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
-                         interceptors=[MetricsInterceptor(), ErrorInterceptor()],
+                         interceptors=[MetricsInterceptor(registry), ErrorInterceptor()],
                          options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                                   *clients.KEEPALIVE_SERVER_OPTIONS])
     names = []

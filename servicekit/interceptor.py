@@ -1,0 +1,33 @@
+"""The one wrapping of a unary handler that the server's interceptors share.
+
+A ``grpc.ServerInterceptor`` that acts on each call must replace the handler gRPC found with a new
+one around it (grpc/grpc examples/python/interceptors); ``UnaryInterceptor`` does that once, and a
+subclass writes only what happens around the call. Streaming handlers (the health watch, server
+reflection) pass through untouched.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+
+class UnaryInterceptor(grpc.ServerInterceptor):
+    """Runs ``around`` in place of every unary-unary handler."""
+
+    def around(self, method: str, inner, request, context):
+        """Handles one call: ``method`` is the full name (``/package.Service/Method``), ``inner`` the
+        handler's behaviour, to be called as ``inner(request, context)``; returns the response."""
+        raise NotImplementedError
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        method, inner = handler_call_details.method, handler.unary_unary
+
+        def behavior(request, context):
+            return self.around(method, inner, request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            behavior, request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
