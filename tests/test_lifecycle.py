@@ -130,8 +130,10 @@ def test_correct_conflict_is_aborted_with_current_revision(team):
     correct(alice, mem.id, 1, body="v2 text")
     with pytest.raises(grpc.RpcError) as err:
         correct(alice, mem.id, 1, body="v3 text")
-    assert err.value.code() == ABORTED
-    assert error_info(err.value).metadata["current_revision"] == "2"
+    assert err.value.code() == ABORTED and err.value.details() == "revision conflict: expected 1, current 2"
+    info = error_info(err.value)
+    assert (info.reason, info.domain, dict(info.metadata)) == ("REVISION_CONFLICT", "recallatron",
+                                                               {"current_revision": "2"})
     assert code_of(correct, alice, mem.id, 0, body="x") == INVALID  # missing expected revision
     assert code_of(correct, alice, mem.id, 2) == INVALID  # nothing to change
     assert code_of(correct, alice, mem.id, 2, body=" ") == INVALID
