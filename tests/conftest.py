@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,13 +87,26 @@ class Stack:
         register_vector(conn)
         return conn
 
+    def backlog(self) -> int:
+        """Embedding jobs waiting, as AdminService.GetStatus reports them."""
+        return self.admin.GetStatus(g.GetStatusRequest(), metadata=self.op()).embedding_backlog
+
     def wait_backlog_empty(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.admin.GetStatus(g.GetStatusRequest(), metadata=self.op()).embedding_backlog == 0:
+            if self.backlog() == 0:
                 return
             time.sleep(0.2)
         raise AssertionError("embedding backlog did not drain")
+
+    @contextmanager
+    def embed_down(self):
+        """Stops the embed service for the block, then starts a new one on the same address."""
+        self.embed.stop()
+        try:
+            yield
+        finally:
+            self.embed = EmbedService(self.embed_bind, "", encoder=self.encoder)
 
 
 @dataclass

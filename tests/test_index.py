@@ -14,6 +14,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 from conftest import code_of
 from embed_service.models import INPUT_VERSION
 from store_service import candidates
+from store_service.control import ControlPlane
 
 
 def test_stale_stamp_is_never_searched_and_is_requeued(stack):
@@ -41,20 +42,43 @@ def test_stale_stamp_is_never_searched_and_is_requeued(stack):
         assert stamps == {INPUT_VERSION}  # the worker re-queued and rebuilt the stale vector on its own
 
 
+# Live memories without a vector of the current stamp and revision, and all live memories.
+MISSING = f"""SELECT count(*) FROM memory m WHERE m.forgotten_at IS NULL AND m.superseded_by_id IS NULL
+               AND NOT EXISTS (SELECT 1 FROM memory_embedding e WHERE e.memory_id = m.id
+                                  AND e.input_version = '{INPUT_VERSION}' AND e.memory_revision = m.revision)"""
+LIVE = "SELECT count(*) FROM memory m WHERE m.forgotten_at IS NULL AND m.superseded_by_id IS NULL"
+
+
+def count_everywhere(stack, query: str) -> dict[str, int]:
+    """``query``'s count in every workspace database of the session, by workspace id."""
+    out = {}
+    for ws in ControlPlane(stack.store.dbs).workspaces():
+        with stack.db(str(ws.id)) as conn:
+            out[str(ws.id)] = conn.execute(query).fetchone()[0]
+    return out
+
+
 def test_rebuild_embeddings_queues_missing_and_all(stack):
     ws = stack.workspace("rebuild")
     alice = stack.member(ws)
     mems = [alice.remember(f"Inventory item {i}: {n} boxes of nails.") for i, n in enumerate((3, 7, 12))]
-    stack.wait_backlog_empty()
+    stack.store.worker._sweep(INPUT_VERSION)  # re-queue now any vector another test left at another stamp,
+    stack.wait_backlog_empty()  # so the worker's own sweep cannot queue one between the count and the call
     with stack.db(ws) as conn:
         conn.execute("DELETE FROM memory_embedding WHERE memory_id = %s", (mems[1].id,))
+        # RebuildEmbeddings covers every workspace: it queues exactly what is missing across them all
+        # (here the vector just deleted, plus any another test left missing), then every live memory.
+        missing = count_everywhere(stack, MISSING)
+        assert missing[ws] == 1
         resp = stack.admin.RebuildEmbeddings(g.RebuildEmbeddingsRequest(), metadata=stack.op())
-        assert resp.queued >= 1 and resp.input_version == INPUT_VERSION
+        assert resp.queued == sum(missing.values()) and resp.input_version == INPUT_VERSION
         stack.wait_backlog_empty()
         assert conn.execute("SELECT count(*) FROM memory_embedding").fetchone()[0] == 3
         before = {r[0]: r[1] for r in conn.execute("SELECT memory_id, created_at FROM memory_embedding")}
+        live = count_everywhere(stack, LIVE)
+        assert live[ws] == 3
         resp = stack.admin.RebuildEmbeddings(g.RebuildEmbeddingsRequest(all=True), metadata=stack.op())
-        assert resp.queued >= 3
+        assert resp.queued == sum(live.values())
         stack.wait_backlog_empty()
         after = {r[0]: r[1] for r in conn.execute("SELECT memory_id, created_at FROM memory_embedding")}
         assert set(after) == set(before) and all(after[k] > before[k] for k in before)
