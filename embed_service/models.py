@@ -16,14 +16,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np
 
-from servicekit.limits import DIMENSIONS
+from servicekit.limits import DIMENSIONS, MAX_EMBED_BATCH
 
 log = logging.getLogger(__name__)
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 # How a document's text is composed: title, newline, body. Change it and the stamp changes.
 DOCUMENT_COMPOSITION = "title-newline-body.v1"
 INPUT_VERSION = f"{MODEL_ID}|{DOCUMENT_COMPOSITION}"
-MAX_BATCH = 256
+MAX_BATCH = MAX_EMBED_BATCH  # texts per call
 # ONNX Runtime intra-op threads: the calling thread plus one pool thread, which sleeps between runs
 # instead of spinning (the 2 cores are shared with three other services and PostgreSQL). One query
 # is compute-bound at about 3.8 ms on one core here and about 2.6 ms on two; under load the two

@@ -34,6 +34,16 @@ RERANK_DEADLINE_SECONDS = 3.0
 # Passed rows the cross-encoder scores (RECALLATRON_RERANK_TOP_N).
 RERANK_TOP_N = 50
 
+# Memories in one RememberBatch at most (the store checks it; imports send batches of this size).
+MAX_REMEMBER_BATCH = 500
+
+# Texts in one call to the embed service at most (EmbedDocuments, EmbedQueries, Rerank), so also the
+# most memories per embedding-job batch and the most rows the re-ranker scores.
+MAX_EMBED_BATCH = 256
+
+# Memories per embedding-job batch (RECALLATRON_EMBED_BATCH_SIZE).
+EMBED_BATCH_SIZE = 128
+
 # Largest gRPC message a server accepts and a channel sends or receives (gRPC's default is 4 MiB):
-# a full RememberBatch, 500 bodies of up to 64 KiB, must fit.
+# a full RememberBatch, MAX_REMEMBER_BATCH bodies of up to 64 KiB, must fit.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024

@@ -35,6 +35,7 @@ from prometheus_client import Counter, Gauge
 from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 
 from embed_service.models import compose
+from servicekit.limits import EMBED_BATCH_SIZE
 from store_service.control import ControlPlane
 from store_service.database import Databases, named
 
@@ -49,7 +50,6 @@ SWEEP_SECONDS = 60.0
 BACKLOG_SECONDS = 1.0  # the backlog gauge is recounted at most this often
 LEASE_SECONDS = 120  # a claimed batch not finished by then (worker died) is claimed again
 EMBED_TIMEOUT_SECONDS = 60.0
-DEFAULT_BATCH_SIZE = 128  # memories per claimed batch (RECALLATRON_EMBED_BATCH_SIZE)
 PIPELINE_BATCHES = 8  # pipelined batches per visit while only one workspace has work
 
 
@@ -122,7 +122,7 @@ class EmbeddingWorker:
     """
 
     def __init__(self, dbs: Databases, control: ControlPlane, embed: embed_pb2_grpc.EmbedServiceStub,
-                 batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+                 batch_size: int = EMBED_BATCH_SIZE) -> None:
         self.dbs, self.control, self.embed, self.batch_size = dbs, control, embed, batch_size
         self._stop = threading.Event()
         self._wake = threading.Event()

@@ -14,6 +14,7 @@ from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, NotFound, ServiceError
+from servicekit.limits import MAX_REMEMBER_BATCH
 from store_service import entities, lexical_index
 from store_service.database import named
 from store_service.readability import CHAIN_READABLE, caller_params
@@ -22,7 +23,6 @@ from store_service.vocabulary import (KIND_OF, KINDS, MAX_REQUEST_ID_CHARS, ORIG
 
 log = logging.getLogger(__name__)
 MAX_IDS = 1_000
-MAX_BATCH = 500
 # Database errors one memory's values can cause (validation should have caught them): in a batch
 # they fail only that memory, found by retrying the batch row by row under savepoints.
 ROW_ERRORS = (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded)
@@ -275,10 +275,10 @@ def remember_batch(conn: psycopg.Connection, caller: m.Caller, reqs) -> list[m.M
 
 
 def check_batch_size(count: int) -> None:
-    """INVALID_ARGUMENT for a batch of no entries or more than ``MAX_BATCH``."""
-    if not 1 <= count <= MAX_BATCH:
-        raise InvalidArgument(f"a batch holds 1..{MAX_BATCH} memories; this one has {count}",
-                              field="requests", limit=MAX_BATCH)
+    """INVALID_ARGUMENT for a batch of no entries or more than ``MAX_REMEMBER_BATCH``."""
+    if not 1 <= count <= MAX_REMEMBER_BATCH:
+        raise InvalidArgument(f"a batch holds 1..{MAX_REMEMBER_BATCH} memories; this one has {count}",
+                              field="requests", limit=MAX_REMEMBER_BATCH)
 
 
 def _write_prepared(conn: psycopg.Connection, caller: m.Caller, prepared: dict[int, Prepared],

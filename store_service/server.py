@@ -16,7 +16,7 @@ from recallatron.store.v1 import store_pb2_grpc
 from servicekit import clients
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, Unavailable, status_proto_for
-from servicekit.limits import DIMENSIONS, MAX_CANDIDATE_LIMIT, MAX_QUERY_CHARS
+from servicekit.limits import DIMENSIONS, EMBED_BATCH_SIZE, MAX_CANDIDATE_LIMIT, MAX_QUERY_CHARS
 from servicekit.server import Running, start_server
 from store_service import candidates, entities, lifecycle, memories
 from store_service.control import ControlPlane, Workspace
@@ -207,7 +207,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
 class StoreService:
     """A running store: database pools, the gRPC server, the embedding worker and a health watcher."""
 
-    def __init__(self, database_url: str, bind: str, embed_addr: str, *, batch_size: int = 128,
+    def __init__(self, database_url: str, bind: str, embed_addr: str, *, batch_size: int = EMBED_BATCH_SIZE,
                  pool_max: int = 4) -> None:
         self.dbs = Databases(database_url, pool_max=pool_max)
         self.dbs.open()
