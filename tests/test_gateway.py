@@ -148,7 +148,10 @@ def test_oversized_body_is_invalid_and_writes_nothing(world):
         alice.remember(marker + " " + "x" * 70_000)
     assert err.value.code() == INVALID and "65536" in err.value.details()
     assert alice.recall(marker, mode=m.RECALL_MODE_LEXICAL).items == []
-    assert alice.remember(marker + " " + "y" * 60_000).id  # just under the limit is fine
+    body = marker + " " + "y" * 60_000  # just under the limit is fine, and found like any other
+    kept = alice.remember(body)
+    assert kept.body == body and alice.read(kept.id).body == body
+    assert [it.memory.id for it in alice.recall(marker, mode=m.RECALL_MODE_LEXICAL).items] == [kept.id]
 
 
 @pytest.mark.parametrize("field,value", [("confidence", 1.5), ("confidence", -0.1), ("kind", 99),
