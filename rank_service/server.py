@@ -6,8 +6,8 @@ from recallatron.rank.v1 import rank_pb2 as r
 from recallatron.rank.v1 import rank_pb2_grpc
 
 from rank_service.fusion import RRF_K, WALK_LIMIT, Fused, fuse, walk
-from servicekit.errors import InvalidArgument
 from servicekit import vocabulary
+from servicekit.errors import InvalidArgument
 from servicekit.server import Running, start_server
 
 _ARM_NAMES = vocabulary.names(r.Arm)
