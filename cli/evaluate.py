@@ -17,7 +17,8 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from cli import client, options
-from cli.dataset import corpora, fresh_member, load_rows, progress, read_jsonl, report_failures, wait_for_backlog
+from cli.dataset import (Failure, corpora, fresh_member, load_rows, progress, read_jsonl, report_failures,
+                         wait_for_backlog)
 from cli.retrieval_metrics import KEYS, average, score_query
 
 MIN_RESULTS = 50
@@ -30,7 +31,7 @@ def _run_variant(gw: client.Gateway, md: client.Metadata, queries: list[dict], b
     A refused question (any gRPC error, e.g. INVALID_ARGUMENT for an over-long query) is counted under
     its status code name in ``refused``, listed on stderr (the first few), and the run goes on."""
     per_query, per_category, dense_down, reranked = [], {}, 0, 0
-    refused: list[tuple[str, str, str]] = []
+    refused: list[Failure] = []
     for n, q in enumerate(queries, start=1):
         request.query = q["question"]
         try:
@@ -97,7 +98,8 @@ def evaluate(gw: client.Gateway, dataset: Path, variants: dict[str, tuple[int, b
 
 
 def refused_text(report: dict) -> str:
-    """``refused: N of T questions (CODE n, ...); the metrics are over the A answered``, or "" when none was refused."""
+    """``refused: N of T questions (CODE n, ...); the metrics are over the A answered``, or "" when none
+    was refused."""
     refused = sum(report["refused"].values())
     if not refused:
         return ""
@@ -166,15 +168,23 @@ def run_eval(gw: client.Gateway, args: argparse.Namespace) -> int:
     if args.top_k < 1:
         raise SystemExit("--top-k must be at least 1")
     top_k = max(MIN_RESULTS, args.top_k)
+    reports = _ablation(gw, args, top_k) if args.ablate else _single(gw, args, top_k)
+    return 1 if any(r["refused"] for r in reports.values()) else 0
+
+
+def _single(gw: client.Gateway, args: argparse.Namespace, top_k: int) -> dict[str, dict]:
+    """One variant (--mode, --no-rerank), printed; returns its report by mode name."""
+    reports, _ = evaluate(gw, Path(args.dataset), {args.mode: (options.MODES[args.mode], args.no_rerank)}, top_k)
+    if args.json:
+        print(client.dump({"mode": args.mode, **reports[args.mode]}))
+    else:
+        print_report(reports[args.mode], args.mode)
+    return reports
+
+
+def _ablation(gw: client.Gateway, args: argparse.Namespace, top_k: int) -> dict[str, dict]:
+    """Every variant side by side, printed; returns the reports by variant name."""
     modes = options.MODES
-    if not args.ablate:
-        reports, _ = evaluate(gw, Path(args.dataset), {args.mode: (modes[args.mode], args.no_rerank)}, top_k)
-        report = reports[args.mode]
-        if args.json:
-            print(client.dump({"mode": args.mode, **report}))
-        else:
-            print_report(report, args.mode)
-        return 1 if report["refused"] else 0
     variants = {"lexical": (modes["lexical"], True), "dense": (modes["dense"], True),
                 "hybrid": (modes["hybrid"], True)}
     available, why = reranker_state(gw)
@@ -182,10 +192,9 @@ def run_eval(gw: client.Gateway, args: argparse.Namespace) -> int:
         variants["hybrid+rerank"] = (modes["hybrid"], False)
     reports, _ = evaluate(gw, Path(args.dataset), variants, top_k)
     rerank_note = "" if available else f"hybrid+rerank: not run, the re-ranker is unavailable ({why})"
-    status = 1 if any(r["refused"] for r in reports.values()) else 0
     if args.json:
         print(client.dump({"ablation": reports, "rerank": rerank_note or "run"}))
-        return status
+        return reports
     for key in ("recall@10", "ndcg@10", "mrr"):
         print(_side_by_side(reports, key))
         print()
@@ -194,4 +203,4 @@ def run_eval(gw: client.Gateway, args: argparse.Namespace) -> int:
             print(f"{name}: {refused_text(report)}")
     if rerank_note:
         print(rerank_note)
-    return status
+    return reports
