@@ -18,7 +18,8 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from cli import client
-from cli.evaluate import evaluate, print_report, read_jsonl
+from cli.dataset import read_jsonl
+from cli.evaluate import evaluate, print_report
 from servicekit import settings as settings_mod
 
 EXAMPLES = 3
@@ -41,7 +42,7 @@ def start_system(env: dict[str, str]) -> subprocess.Popen:
 
 def show_examples(gw: client.Gateway, folder: Path, result: dict) -> None:
     """Prints the first questions of a corpus with their top three hits, marking the relevant ones."""
-    md = (("authorization", f"Bearer {result['token']}"),)
+    md = client.bearer(result["token"])
     for q in read_jsonl(folder / "queries.jsonl")[:EXAMPLES]:
         resp = gw.memory.Recall(g.RecallRequest(query=q["question"], purpose=m.PURPOSE_CONVERSATION, top_k=3),
                                 metadata=md)
