@@ -1,7 +1,8 @@
-# Recallatron: `make demo` runs the main job on real data; `make test` runs the tests.
+# Recallatron: `make demo` runs the whole system on the demo conversation (demo/); `make test` runs the tests.
 PY := .venv/bin/python
 PIP := .venv/bin/pip
-DATA ?= ../shared/eval/locomo/conv-26
+# The demo conversation, in the repository (demo/README.md: what it is, its source and licence).
+DATA ?= demo
 
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
