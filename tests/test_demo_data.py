@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def makefile_data() -> str:
     """The default of the Makefile's DATA variable (``DATA ?= ...``)."""
-    (value,) = re.findall(r"^DATA \?= *(\S+) *$", (ROOT / "Makefile").read_text(), re.M)
+    (value,) = re.findall(r"^DATA \?= *(\S+) *$", (ROOT / "Makefile").read_text(), re.MULTILINE)
     return value
 
 
