@@ -1,7 +1,7 @@
-"""``make demo``: start the whole system on the embedded database, evaluate recall on real data,
+"""``make demo``: start the whole system on the embedded database, evaluate recall on the demo conversation,
 show a few questions with their top hits, and stop the system.
 
-Usage: ``python -m cli.demo [--data DIR]`` (default ../shared/eval/locomo/conv-26).
+Usage: ``python -m cli.demo [--data DIR]`` (default ``demo/``, the conversation in the repository).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def show_examples(gw: client.Gateway, folder: Path, result: dict) -> None:
 def main() -> int:
     """Runs the demo; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "eval" / "locomo" / "conv-26"))
+    parser.add_argument("--data", default=str(ROOT / "demo"))
     args = parser.parse_args()
     data = Path(args.data)
     if not data.exists():
