@@ -1,15 +1,25 @@
-# Recallatron: `make demo` runs the main job on real data; `make test` runs the tests.
+# Recallatron: `make demo` runs the whole system on the demo conversation (demo/); `make test` runs the tests.
 PY := .venv/bin/python
 PIP := .venv/bin/pip
-DATA ?= ../shared/eval/locomo/conv-26
+# The demo conversation, in the repository (demo/README.md: what it is, its source and licence).
+DATA ?= demo
 
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 ONNX_MODEL := .venv/share/recallatron/all-MiniLM-L6-v2/model.onnx
 
-.PHONY: setup proto proto-check proto-lint demo test clean bench
+.PHONY: setup prometheus proto proto-check proto-lint demo test clean bench
 
-setup: .venv/.installed $(ONNX_MODEL)
+setup: .venv/.installed $(ONNX_MODEL) prometheus
+
+# promtool (the alert-rule checks in `make test`) and prometheus come from Debian's `prometheus`
+# package, installed when promtool is missing: as root directly, otherwise through sudo.
+# --no-install-recommends leaves out prometheus-node-exporter, which the project does not use.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+prometheus:
+	@command -v promtool >/dev/null || { \
+	  command -v apt-get >/dev/null || { echo "promtool missing and no apt-get: install Prometheus 2.x (promtool on PATH)" >&2; exit 1; }; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; }
 
 .venv/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || python3 -m venv .venv

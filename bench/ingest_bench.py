@@ -41,7 +41,8 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from cli import client
-from cli.evaluate import _occurred, read_jsonl
+from cli.dataset import occurred_at as _occurred
+from cli.dataset import read_jsonl
 
 EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")

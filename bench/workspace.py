@@ -150,21 +150,34 @@ def unhashed_vectors(conninfo: str, input_version: str) -> bool:
             return True
 
 
-def reuse_vectors(conninfo: str, input_version: str) -> dict:
+_COMPOSE = "CASE WHEN m.title = '' THEN m.body ELSE m.title || E'\\n' || m.body END"
+# One vector per distinct embedding input (md5 of the composed text) at a stamp, live rows only.
+_TWINS = f"""SELECT DISTINCT ON (md5({_COMPOSE})) md5({_COMPOSE}), e.model_id, e.input_version, e.embedding::text
+               FROM memory m JOIN memory_embedding e ON e.memory_id = m.id AND e.memory_revision = m.revision
+              WHERE e.input_version = %s AND m.forgotten_at IS NULL
+              ORDER BY md5({_COMPOSE}), m.id"""
+
+
+def reuse_vectors(conninfo: str, input_version: str, donor: str | None = None) -> dict:
     """Writes the vector of an identical embedded text for every queued job that has one (see the
-    module docstring); returns how many rows got a vector and how long it took."""
-    compose = "CASE WHEN m.title = '' THEN m.body ELSE m.title || E'\\n' || m.body END"
+    module docstring); returns how many rows got a vector and how long it took. ``donor``: the
+    conninfo of another workspace database of the same stack whose vectors (same model, same
+    input-version stamp) are the twins instead of the workspace's own."""
+    compose = _COMPOSE
     t0 = time.monotonic()
     done = 0
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute("CREATE TEMP TABLE twin (h text PRIMARY KEY, model_id text, input_version text, "
                      "embedding vector(384))")
-        conn.execute(
-            f"""INSERT INTO twin
-                SELECT DISTINCT ON (md5({compose})) md5({compose}), e.model_id, e.input_version, e.embedding
-                  FROM memory m JOIN memory_embedding e ON e.memory_id = m.id AND e.memory_revision = m.revision
-                 WHERE e.input_version = %s AND m.forgotten_at IS NULL
-                 ORDER BY md5({compose}), m.id""", (input_version,))
+        if donor is None:
+            conn.execute(f"INSERT INTO twin SELECT h, model_id, input_version, embedding::vector FROM ({_TWINS}) t"
+                         "(h, model_id, input_version, embedding)", (input_version,))
+        else:
+            with psycopg.connect(donor) as src, src.cursor().copy(
+                    f"COPY ({_TWINS}) TO STDOUT", (input_version,)) as out, \
+                    conn.cursor().copy("COPY twin FROM STDIN") as into:
+                for block in out:
+                    into.write(block)
         ids = [r[0] for r in conn.execute("SELECT memory_id FROM embedding_job ORDER BY memory_id")]
         for i in range(0, len(ids), REUSE_CHUNK):
             with conn.transaction():

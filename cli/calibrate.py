@@ -15,6 +15,7 @@ outside the top 200 has an unknown cosine and counts as lost at every floor.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import sys
 from pathlib import Path
@@ -22,8 +23,8 @@ from pathlib import Path
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from cli import client
-from cli.evaluate import progress, corpora, load_rows, read_jsonl, wait_for_backlog
+from cli import client, options
+from cli.dataset import corpora, fresh_member, load_rows, progress, read_jsonl, wait_for_backlog
 
 BLOCK_SHARE = 0.95
 TOP = 200
@@ -34,7 +35,7 @@ def _fit(query_id: str) -> bool:
     return hashlib.sha256(query_id.encode()).digest()[0] % 2 == 0
 
 
-def _dense(gw, md, text: str) -> list[tuple[str, float]]:
+def _dense(gw: client.Gateway, md: client.Metadata, text: str) -> list[tuple[str, float]]:
     resp = gw.memory.Recall(g.RecallRequest(query=text, purpose=m.PURPOSE_CONVERSATION, mode=m.RECALL_MODE_DENSE,
                                             top_k=TOP, skip_rerank=True), metadata=md, timeout=60)
     if not resp.dense_available:
@@ -47,12 +48,10 @@ def measure(gw: client.Gateway, dataset: Path, off_topic: Path) -> dict:
     off_queries = [q for folder in corpora(off_topic) for q in read_jsonl(folder / "queries.jsonl")]
     obs = {"on": {True: [], False: []}, "off": {True: [], False: []}, "adversarial": [], "lost_pairs": 0}
     for folder in corpora(dataset):
-        ws = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=f"calibrate {folder.name}"),
-                                      metadata=gw.metadata).workspace_id
+        ws, token = fresh_member(gw, f"calibrate {folder.name}")
         gw.admin.UpdateWorkspaceSettings(g.UpdateWorkspaceSettingsRequest(workspace_id=ws, dense_floor=0.0),
                                          metadata=gw.metadata)
-        token = gw.admin.AddMember(g.AddMemberRequest(workspace_id=ws), metadata=gw.metadata).token
-        md = (("authorization", f"Bearer {token}"),)
+        md = client.bearer(token)
         ids = load_rows(gw, token, read_jsonl(folder / "memories.jsonl"), m.PURPOSE_CONVERSATION,
                         f"{folder.name} memories")
         wait_for_backlog(gw)
@@ -97,7 +96,17 @@ def choose(rows: list[dict]) -> dict | None:
                 None)
 
 
-def run_calibrate(gw: client.Gateway, args) -> int:
+def calibrate_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron calibrate-floor``."""
+    cf = sub.add_parser("calibrate-floor", help="choose the dense cosine floor from on- and off-topic queries")
+    cf.add_argument("--dataset", required=True, help="corpora whose own queries are on-topic")
+    cf.add_argument("--off-topic", required=True, help="a dataset whose queries are off-topic for --dataset")
+    options.gateway_options(cf, operator=True)
+    cf.set_defaults(handler=run_calibrate)
+
+
+@client.gateway_command
+def run_calibrate(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Prints the chosen floor (or that none exists), its held-out rates and the curve."""
     obs = measure(gw, Path(args.dataset), Path(args.off_topic))
     rows = curve(obs)

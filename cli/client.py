@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+import functools
 import json
+import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -12,6 +16,14 @@ from google.protobuf import json_format
 from recallatron.gateway.v1 import gateway_pb2_grpc
 
 from servicekit import clients
+from servicekit.settings import Settings
+
+Metadata = tuple[tuple[str, str], ...]
+
+
+def bearer(token: str) -> Metadata:
+    """gRPC metadata carrying ``token`` as ``authorization: Bearer <token>`` (what gateway.auth reads)."""
+    return (("authorization", f"Bearer {token}"),)
 
 
 class Gateway:
@@ -21,7 +33,7 @@ class Gateway:
         self.channel = clients.channel(addr)
         self.memory = gateway_pb2_grpc.MemoryServiceStub(self.channel)
         self.admin = gateway_pb2_grpc.AdminServiceStub(self.channel)
-        self.metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self.metadata = bearer(token) if token else ()
 
     def close(self) -> None:
         """Closes the channel."""
@@ -67,3 +79,26 @@ def fail(exc: grpc.RpcError) -> int:
 def dump(obj) -> str:
     """Plain JSON for non-protobuf output."""
     return json.dumps(obj, indent=2, sort_keys=True)
+
+
+def gateway_command(handler: Callable[[Gateway, argparse.Namespace], int]
+                    ) -> Callable[[argparse.Namespace, Settings], int]:
+    """Turns ``handler(gateway, args) -> exit status`` into a command ``(args, settings) -> exit status``.
+
+    The command connects to --gateway (default ``settings.gateway_addr``) with the operator
+    credential when the parser has --operator-token, else with the member token (SystemExit with a
+    message when there is none); only warnings are logged; a failed call prints its status code name
+    and message to stderr and returns 1 (``fail``); the channel is always closed."""
+    @functools.wraps(handler)
+    def command(args: argparse.Namespace, settings: Settings) -> int:
+        logging.getLogger().setLevel(logging.WARNING)
+        operator = "operator_token" in vars(args)
+        token = operator_token(args, settings.operator_token_path) if operator else member_token(args)
+        gw = Gateway(args.gateway or settings.gateway_addr, token)
+        try:
+            return handler(gw, args)
+        except grpc.RpcError as exc:
+            return fail(exc)
+        finally:
+            gw.close()
+    return command

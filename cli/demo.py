@@ -1,7 +1,7 @@
-"""``make demo``: start the whole system on the embedded database, evaluate recall on real data,
+"""``make demo``: start the whole system on the embedded database, evaluate recall on the demo conversation,
 show a few questions with their top hits, and stop the system.
 
-Usage: ``python -m cli.demo [--data DIR]`` (default ../shared/eval/locomo/conv-26).
+Usage: ``python -m cli.demo [--data DIR]`` (default ``demo/``, the conversation in the repository).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from cli import client
-from cli.evaluate import evaluate, print_report, read_jsonl
+from cli.dataset import read_jsonl
+from cli.evaluate import evaluate, print_report
 from servicekit import settings as settings_mod
 
 EXAMPLES = 3
@@ -41,7 +42,7 @@ def start_system(env: dict[str, str]) -> subprocess.Popen:
 
 def show_examples(gw: client.Gateway, folder: Path, result: dict) -> None:
     """Prints the first questions of a corpus with their top three hits, marking the relevant ones."""
-    md = (("authorization", f"Bearer {result['token']}"),)
+    md = client.bearer(result["token"])
     for q in read_jsonl(folder / "queries.jsonl")[:EXAMPLES]:
         resp = gw.memory.Recall(g.RecallRequest(query=q["question"], purpose=m.PURPOSE_CONVERSATION, top_k=3),
                                 metadata=md)
@@ -57,7 +58,7 @@ def show_examples(gw: client.Gateway, folder: Path, result: dict) -> None:
 def main() -> int:
     """Runs the demo; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "eval" / "locomo" / "conv-26"))
+    parser.add_argument("--data", default=str(ROOT / "demo"))
     args = parser.parse_args()
     data = Path(args.data)
     if not data.exists():

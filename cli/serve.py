@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import signal
 import threading
@@ -54,3 +55,10 @@ def run(name: str, settings: Settings) -> int:
     log.info("%s stopping", name)
     service.stop()
     return 0
+
+
+def serve_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron serve NAME``."""
+    serve = sub.add_parser("serve", help="run one service in the foreground")
+    serve.add_argument("service", choices=SERVICES)
+    serve.set_defaults(handler=lambda args, settings: run(args.service, settings))

@@ -8,6 +8,7 @@ prints one line containing ``ready`` once all answer SERVING, restarts a process
 
 from __future__ import annotations
 
+import argparse
 import os
 import secrets
 import signal
@@ -173,3 +174,9 @@ def run(settings: Settings) -> int:
             pg.stop()
         print("recallatron stopped", flush=True)
     return status
+
+
+def up_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron up``."""
+    up = sub.add_parser("up", help="start the embedded database and all four services; Ctrl-C stops them")
+    up.set_defaults(handler=lambda args, settings: run(settings))

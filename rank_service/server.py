@@ -6,10 +6,11 @@ from recallatron.rank.v1 import rank_pb2 as r
 from recallatron.rank.v1 import rank_pb2_grpc
 
 from rank_service.fusion import RRF_K, WALK_LIMIT, Fused, fuse, walk
+from servicekit import vocabulary
 from servicekit.errors import InvalidArgument
 from servicekit.server import Running, start_server
 
-_ARM_NAMES = {r.ARM_LEXICAL: "lexical", r.ARM_DENSE: "dense"}
+_ARM_NAMES = vocabulary.names(r.Arm)
 
 
 def _to_proto(f: Fused) -> r.FusedCandidate:

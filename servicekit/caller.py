@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from recallatron.memory.v1 import memory_pb2 as m
 
+from servicekit import vocabulary
 from servicekit.errors import InvalidArgument, PermissionDenied
 
-PURPOSE_NAMES = {m.PURPOSE_CONVERSATION: "conversation", m.PURPOSE_TASKS: "tasks",
-                 m.PURPOSE_REPORTING: "reporting", m.PURPOSE_ADMINISTRATION: "administration"}
+PURPOSE_NAMES = vocabulary.names(m.Purpose)
 
 
 def check_purpose_granted(caller: m.Caller, purpose: int) -> str:

@@ -1,4 +1,7 @@
-"""The one mapping between proto enums and the strings stored in PostgreSQL, and input limits."""
+"""The store's enum mappings (proto value <-> the string stored in PostgreSQL), and input limits.
+
+The names come from ``servicekit.vocabulary`` (the generated descriptors); the migrations' CHECK
+constraints list the same strings and stay the database's own guard."""
 
 from __future__ import annotations
 
@@ -6,20 +9,20 @@ import uuid
 
 from recallatron.memory.v1 import memory_pb2 as m
 
-from servicekit.caller import PURPOSE_NAMES
+from servicekit import vocabulary
 from servicekit.errors import InvalidArgument, NotFound
 
-KINDS = {m.KIND_NOTE: "note", m.KIND_FACT: "fact", m.KIND_DECISION: "decision", m.KIND_SUMMARY: "summary"}
-PURPOSES = PURPOSE_NAMES
-ORIGINS = {m.ORIGIN_TOLD: "told", m.ORIGIN_DERIVED: "derived", m.ORIGIN_MIGRATED: "migrated"}
-ROLES = {m.ROLE_MEMBER: "member", m.ROLE_ADMIN: "admin"}
-MODES = {m.RECALL_MODE_LEXICAL: "lexical", m.RECALL_MODE_DENSE: "dense", m.RECALL_MODE_HYBRID: "hybrid"}
+KINDS = vocabulary.names(m.Kind)
+PURPOSES = vocabulary.names(m.Purpose)
+ORIGINS = vocabulary.names(m.Origin)
+ROLES = vocabulary.names(m.Role)
+MODES = vocabulary.names(m.RecallMode)
 
-KIND_OF = {v: k for k, v in KINDS.items()}
-PURPOSE_OF = {v: k for k, v in PURPOSES.items()}
-ORIGIN_OF = {v: k for k, v in ORIGINS.items()}
-ROLE_OF = {v: k for k, v in ROLES.items()}
-MODE_OF = {v: k for k, v in MODES.items()}
+KIND_OF = vocabulary.values(m.Kind)
+PURPOSE_OF = vocabulary.values(m.Purpose)
+ORIGIN_OF = vocabulary.values(m.Origin)
+ROLE_OF = vocabulary.values(m.Role)
+MODE_OF = vocabulary.values(m.RecallMode)
 
 # A body of at most 64 KiB of UTF-8 bounds one memory's analysis, postings and embedding input.
 MAX_BODY_BYTES = 65_536

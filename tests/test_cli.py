@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.recall import MAX_QUERY_CHARS
+
 ROOT = Path(__file__).resolve().parent.parent
 GRPCURL = str(Path(sys.executable).parent / "grpcurl")
 
@@ -234,6 +236,42 @@ def test_eval_on_a_tiny_dataset(system, tiny_data):
     assert ablate["ablation"]["hybrid"]["overall"]["mrr"] == 1.0
     missing = cli(system, "eval", "--dataset", str(tiny_data / "nope"), check=False)
     assert missing.returncode != 0 and "no memories.jsonl" in missing.stderr
+
+
+def test_eval_counts_refused_questions_and_goes_on(system, tiny_data, tmp_path):
+    """Questions the gateway refuses (one over MAX_QUERY_CHARS, one blank: INVALID_ARGUMENT) are counted
+    by status code, the others are still asked and scored, and the exit status is 1 after the full output."""
+    corpus = tmp_path / "c3"
+    corpus.mkdir()
+    (corpus / "memories.jsonl").write_text((tiny_data / "on" / "c1" / "memories.jsonl").read_text())
+    refused = [{"id": "c3/long", "question": "When does the ferry leave? " + "x" * MAX_QUERY_CHARS,
+                "relevant_ids": ["c1-2"], "category": 2},
+               {"id": "c3/blank", "question": "   ", "relevant_ids": ["c1-0"], "category": 2}]
+    (corpus / "queries.jsonl").write_text((tiny_data / "on" / "c1" / "queries.jsonl").read_text() + "".join(
+        json.dumps(q) + "\n" for q in refused))
+    out = cli(system, "eval", "--dataset", str(corpus), "--json", check=False)
+    assert out.returncode == 1, out.stderr
+    report = json.loads(out.stdout)
+    assert report["refused"] == {"INVALID_ARGUMENT": 2}
+    assert report["overall"]["queries"] == 2 and report["overall"]["mrr"] == 1.0
+    assert report["per_corpus"]["c3"]["queries"] == 2 and list(report["per_category"]) == ["1"]
+    assert "2 of 4 questions refused" in out.stderr
+    assert f"question c3/long: INVALID_ARGUMENT: query is longer than {MAX_QUERY_CHARS} characters" in out.stderr
+    assert "question c3/blank: INVALID_ARGUMENT: query must not be empty" in out.stderr
+    text = cli(system, "eval", "--dataset", str(corpus), check=False)
+    assert text.returncode == 1 and "c3" in text.stdout
+    assert "refused: 2 of 4 questions (INVALID_ARGUMENT 2); the metrics are over the 2 answered" in text.stdout
+    ablate = cli(system, "eval", "--dataset", str(corpus), "--ablate", "--json", check=False)
+    assert ablate.returncode == 1
+    reports = json.loads(ablate.stdout)["ablation"]
+    assert {name: r["refused"] for name, r in reports.items()} == {
+        name: {"INVALID_ARGUMENT": 2} for name in ("lexical", "dense", "hybrid")}
+    assert all(r["overall"]["queries"] == 2 for r in reports.values())
+    table = cli(system, "eval", "--dataset", str(corpus), "--ablate", check=False).stdout
+    for name in ("lexical", "dense", "hybrid"):
+        assert f"{name}: refused: 2 of 4 questions (INVALID_ARGUMENT 2)" in table
+    clean = json.loads(cli(system, "eval", "--dataset", str(tiny_data / "on" / "c1"), "--json").stdout)
+    assert clean["refused"] == {} and clean["overall"]["queries"] == 2
 
 
 def test_calibrate_floor_on_a_tiny_dataset(system, tiny_data):

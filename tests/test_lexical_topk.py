@@ -45,7 +45,7 @@ def _reference(rows, terms, limit):
                 s += idf * d[t] * 2.2 / (d[t] + 1.2 * (0.25 + 0.75 * len(d) / avg))
         if any(t in d for t in kept):
             scores[mid] = s
-    return sorted(scores.items(), key=lambda r: (-round(r[1], candidates.TIE_DIGITS), r[0]))[:limit]
+    return sorted(scores.items(), key=lambda r: (-candidates.tie_key(r[1]), r[0]))[:limit]
 
 
 @pytest.fixture(params=["threshold", "score-all"])

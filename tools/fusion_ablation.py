@@ -95,7 +95,7 @@ def corpus_scores(folder: Path, key: str, encoder: list) -> tuple[dict[str, floa
         idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in kept}
         bm25 = {i: sum(idf[t] * candidates._w(d[t], len(d), avg) for t in kept if t in d)
                 for i, d in enumerate(docs) if any(t in d for t in kept)}
-        lexical = sorted(bm25, key=lambda i: (-round(bm25[i], candidates.TIE_DIGITS), ids[i]))[:PER_ARM]
+        lexical = sorted(bm25, key=lambda i: (-candidates.tie_key(bm25[i]), ids[i]))[:PER_ARM]
         cosine = doc_vectors @ qv
         dense = [int(i) for i in np.argsort(-cosine)[:PER_ARM] if cosine[i] >= FLOOR]
         relevant = set(q["relevant_ids"])

@@ -1,0 +1,153 @@
+"""The operator's commands: workspace create and settings, member add and revoke, status,
+rebuild-embeddings and load.
+
+Each has a parser function (``*_parser(sub)``, which also names its handler) and a handler taking
+the gateway and the parsed arguments; ``client.gateway_command`` connects with the operator
+credential and turns a failed call into its status code on stderr and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+
+from cli import client, options
+from cli.dataset import load_file, report_failures, wait_for_backlog
+from servicekit.vocabulary import name_of
+
+
+def workspace_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron workspace create`` and ``recallatron workspace settings``."""
+    ws = sub.add_parser("workspace", help="workspaces").add_subparsers(dest="action", required=True)
+    wc = ws.add_parser("create", help="create a workspace")
+    wc.add_argument("name")
+    options.gateway_options(wc, operator=True)
+    wc.set_defaults(handler=workspace_create)
+    wst = ws.add_parser("settings", help="change a workspace's dense floor or default mode")
+    wst.add_argument("--workspace", required=True)
+    wst.add_argument("--floor", type=float, help="dense-arm cosine floor, 0..1")
+    wst.add_argument("--default-mode", choices=options.MODES)
+    options.gateway_options(wst, operator=True)
+    wst.set_defaults(handler=workspace_settings)
+
+
+@client.gateway_command
+def workspace_create(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """CreateWorkspace: prints the new workspace id."""
+    resp = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=args.name), metadata=gw.metadata)
+    client.emit(resp, args.json, resp.workspace_id)
+    return 0
+
+
+@client.gateway_command
+def workspace_settings(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """UpdateWorkspaceSettings: prints the floor and default mode now in force."""
+    resp = gw.admin.UpdateWorkspaceSettings(g.UpdateWorkspaceSettingsRequest(
+        workspace_id=args.workspace, dense_floor=args.floor, default_mode=options.MODES.get(args.default_mode, 0)),
+        metadata=gw.metadata)
+    client.emit(resp, args.json, f"dense_floor={resp.dense_floor:.2f} "
+                                 f"default_mode={name_of(m.RecallMode, resp.default_mode)}")
+    return 0
+
+
+def member_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron member add`` and ``recallatron member revoke``."""
+    mb = sub.add_parser("member", help="members").add_subparsers(dest="action", required=True)
+    ma = mb.add_parser("add", help="add a member and print its token")
+    ma.add_argument("--workspace", required=True)
+    ma.add_argument("--role", default="member", choices=options.ROLES)
+    ma.add_argument("--purposes", type=options.purposes, default=[], help="comma-separated; default all four")
+    ma.add_argument("--name", default="", help="display name")
+    options.gateway_options(ma, operator=True)
+    ma.set_defaults(handler=member_add)
+    mr = mb.add_parser("revoke", help="revoke every token of a member")
+    mr.add_argument("--workspace", required=True)
+    mr.add_argument("member_id")
+    options.gateway_options(mr, operator=True)
+    mr.set_defaults(handler=member_revoke)
+
+
+@client.gateway_command
+def member_add(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """AddMember: prints the member id and its token."""
+    resp = gw.admin.AddMember(g.AddMemberRequest(workspace_id=args.workspace, role=options.ROLES[args.role],
+                                                 purposes=args.purposes, display_name=args.name), metadata=gw.metadata)
+    client.emit(resp, args.json, f"member {resp.member_id}\ntoken {resp.token}")
+    return 0
+
+
+@client.gateway_command
+def member_revoke(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """RevokeMember: prints how many tokens were revoked."""
+    resp = gw.admin.RevokeMember(g.RevokeMemberRequest(workspace_id=args.workspace, member_id=args.member_id),
+                                 metadata=gw.metadata)
+    client.emit(resp, args.json, f"revoked {resp.revoked} token(s)")
+    return 0
+
+
+def status_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron status``."""
+    st = sub.add_parser("status", help="embedding backlog and dependency state")
+    options.gateway_options(st, operator=True)
+    st.set_defaults(handler=status)
+
+
+@client.gateway_command
+def status(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """GetStatus: prints the embedding backlog and whether each dependency is up."""
+    resp = gw.admin.GetStatus(g.GetStatusRequest(), metadata=gw.metadata)
+    deps = "\n".join(f"  {d.name}: {'up' if d.serving else 'DOWN ' + d.detail}" for d in resp.dependencies)
+    client.emit(resp, args.json, f"embedding backlog: {resp.embedding_backlog}\n{deps}")
+    return 0
+
+
+def rebuild_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron rebuild-embeddings``."""
+    rb = sub.add_parser("rebuild-embeddings", help="re-embed missing or stale vectors (or --all) and show progress")
+    rb.add_argument("--all", action="store_true", help="re-embed every live memory")
+    rb.add_argument("--no-wait", action="store_true", help="queue the work and return")
+    options.gateway_options(rb, operator=True)
+    rb.set_defaults(handler=rebuild_embeddings)
+
+
+@client.gateway_command
+def rebuild_embeddings(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """RebuildEmbeddings, then (unless --no-wait) shows the backlog until it is empty; Ctrl-C stops
+    watching (exit 130) while the queue drains on its own."""
+    resp = gw.admin.RebuildEmbeddings(g.RebuildEmbeddingsRequest(all=args.all), metadata=gw.metadata)
+    client.emit(resp, args.json, f"queued {resp.queued} memories for {resp.input_version}")
+    if args.no_wait:
+        return 0
+    try:
+        wait_for_backlog(gw)
+    except KeyboardInterrupt:
+        print("stopped watching; the queue stays and drains on its own (run again to resume)", file=sys.stderr)
+        return 130
+    if not args.json:
+        print("embedding backlog empty: the index is current")
+    return 0
+
+
+def load_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron load``."""
+    ld = sub.add_parser("load", help="load memories from a JSONL file in the ../shared/eval format")
+    ld.add_argument("--workspace", required=True, help="workspace id (a member is added to write)")
+    ld.add_argument("file")
+    options.gateway_options(ld, operator=True)
+    ld.add_argument("--purpose", default="conversation", choices=options.PURPOSES)
+    ld.set_defaults(handler=load)
+
+
+@client.gateway_command
+def load(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """Loads a JSONL file through RememberBatch as a new member of --workspace: prints how many rows
+    were stored; failed rows go to stderr with their status code, and then the exit status is 1."""
+    count, errors = load_file(gw, args.workspace, args.file, options.PURPOSES[args.purpose])
+    print(client.dump({"loaded": count}) if args.json else f"loaded {count} memories")
+    if errors:
+        report_failures(errors, count + len(errors))
+        return 1
+    return 0

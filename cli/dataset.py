@@ -1,0 +1,176 @@
+"""Datasets through the running gateway: reading them, loading their rows, and waiting for the embeddings.
+
+A dataset is a corpus folder holding ``memories.jsonl`` (rows with ``id``, ``title``, ``body`` and an
+optional ISO-8601 ``occurred_at``) and ``queries.jsonl`` (rows with ``id``, ``question``,
+``relevant_ids`` and an optional ``category``/``category_name``), or a folder of such corpora. Used by
+``recallatron load``, ``eval``, ``calibrate-floor`` and the demo.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from google.rpc import code_pb2
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+
+from cli import client
+
+BACKLOG_TIMEOUT_SECONDS = 1800
+LOAD_THREADS = 4
+BATCH_ROWS = 500  # RememberBatch's limit
+BATCH_BYTES = 8 * 1024 * 1024  # and a bound on a request's size (bodies may be 64 KiB each)
+SHOWN_ERRORS = 5
+
+# (dataset row or question id, status code name, message) of one failed call
+Failure = tuple[str, str, str]
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """Rows of a JSON Lines file; SystemExit naming the line when one is not JSON."""
+    rows = []
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise SystemExit(f"{path}:{n}: not JSON ({exc.msg})") from None
+    return rows
+
+
+def corpora(dataset: Path) -> list[Path]:
+    """The corpus folders of a dataset: itself, or its sub-folders holding memories.jsonl."""
+    if (dataset / "memories.jsonl").is_file():
+        return [dataset]
+    found = sorted(p for p in dataset.iterdir() if (p / "memories.jsonl").is_file()) if dataset.is_dir() else []
+    if not found:
+        raise SystemExit(f"{dataset}: no memories.jsonl here or in its sub-folders")
+    return found
+
+
+def progress(label: str, done: int, total: int) -> None:
+    """Shows ``label: done/total`` on stderr (every 500 rows and at the end when not a terminal)."""
+    if sys.stderr.isatty() or done == total or done % 500 == 0:
+        print(f"\r{label}: {done}/{total}", end="\n" if done == total else "", file=sys.stderr, flush=True)
+
+
+def occurred_at(value: str | None) -> datetime.datetime | None:
+    """A row's ``occurred_at`` (ISO 8601; a time without a zone is taken as UTC), or None when absent."""
+    if not value:
+        return None
+    dt = datetime.datetime.fromisoformat(value)
+    return dt if dt.tzinfo else dt.replace(tzinfo=datetime.timezone.utc)
+
+
+def _request(row: dict, purpose: int) -> g.RememberRequest:
+    """The Remember of one dataset row (workspace audience, request id ``load:<row id>``)."""
+    req = g.RememberRequest(purpose=purpose, kind=m.KIND_NOTE, title=row.get("title") or "",
+                            body=row.get("body") or "", audience=m.AUDIENCE_WORKSPACE, request_id=f"load:{row['id']}")
+    when = occurred_at(row.get("occurred_at"))
+    if when is not None:
+        req.occurred_at.FromDatetime(when)
+    return req
+
+
+def _batches(rows: list[dict]) -> list[list[dict]]:
+    """Consecutive rows in batches of at most ``BATCH_ROWS`` rows and about ``BATCH_BYTES`` of text."""
+    batches: list[list[dict]] = []
+    size = 0
+    for row in rows:
+        row_size = len((row.get("body") or "").encode()) + len((row.get("title") or "").encode())
+        if not batches or len(batches[-1]) >= BATCH_ROWS or (size + row_size > BATCH_BYTES and batches[-1]):
+            batches.append([])
+            size = 0
+        batches[-1].append(row)
+        size += row_size
+    return batches
+
+
+def remember_rows(gw: client.Gateway, token: str, rows: list[dict], purpose: int,
+                  label: str = "load") -> tuple[dict[str, str], list[Failure]]:
+    """Remembers every row as the member of ``token`` through RememberBatch (``LOAD_THREADS``
+    concurrent batches). Returns dataset id -> memory id of the rows stored, and (dataset id, status
+    code name, message) of each row that failed, in file order."""
+    md = client.bearer(token)
+
+    def send(batch: list[dict]) -> list[tuple[dict, g.RememberBatchResult]]:
+        resp = gw.memory.RememberBatch(g.RememberBatchRequest(requests=[_request(r, purpose) for r in batch]),
+                                       metadata=md, timeout=300)
+        return list(zip(batch, resp.results))
+
+    ids: dict[str, str] = {}
+    errors: list[Failure] = []
+    done = 0
+    with ThreadPoolExecutor(LOAD_THREADS) as pool:
+        for results in pool.map(send, _batches(rows)):
+            for row, result in results:
+                if result.HasField("memory"):
+                    ids[row["id"]] = result.memory.id
+                else:
+                    errors.append((str(row["id"]), code_pb2.Code.Name(result.error.code), result.error.message))
+            done += len(results)
+            progress(label, done, len(rows))
+    return ids, errors
+
+
+def report_failures(failures: list[Failure], total: int, noun: str = "row", verb: str = "failed") -> None:
+    """Prints how many of ``total`` calls failed and the first few (id, status code, message) to stderr,
+    e.g. ``2 of 4 rows failed`` then ``  row bad-1: INVALID_ARGUMENT: body must not be empty or blank``."""
+    print(f"{len(failures)} of {total} {noun}s {verb}", file=sys.stderr)
+    for item_id, code, message in failures[:SHOWN_ERRORS]:
+        print(f"  {noun} {item_id}: {code}: {message}", file=sys.stderr)
+    if len(failures) > SHOWN_ERRORS:
+        print(f"  ... and {len(failures) - SHOWN_ERRORS} more", file=sys.stderr)
+
+
+def load_rows(gw: client.Gateway, token: str, rows: list[dict], purpose: int, label: str = "load") -> dict[str, str]:
+    """Remembers every row (workspace audience) as the member of ``token``; returns dataset id -> memory id.
+
+    Exits (status 1) after reporting them when any row fails: an evaluation needs every row."""
+    ids, errors = remember_rows(gw, token, rows, purpose, label)
+    if errors:
+        report_failures(errors, len(rows))
+        raise SystemExit(1)
+    return ids
+
+
+def load_file(gw: client.Gateway, workspace_id: str, path: str, purpose: int) -> tuple[int, list[Failure]]:
+    """Adds a member to the workspace and remembers every row of ``path`` as it; returns the number
+    stored and the rows that failed (see ``remember_rows``)."""
+    rows = read_jsonl(Path(path))
+    member = gw.admin.AddMember(g.AddMemberRequest(workspace_id=workspace_id, display_name="loader"),
+                                metadata=gw.metadata)
+    ids, errors = remember_rows(gw, member.token, rows, purpose)
+    return len(ids), errors
+
+
+def fresh_member(gw: client.Gateway, workspace_name: str, display_name: str = "") -> tuple[str, str]:
+    """Creates a workspace and adds a member to it (operator calls); returns (workspace id, member token)."""
+    ws = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=workspace_name), metadata=gw.metadata)
+    member = gw.admin.AddMember(g.AddMemberRequest(workspace_id=ws.workspace_id, display_name=display_name),
+                                metadata=gw.metadata)
+    return ws.workspace_id, member.token
+
+
+def wait_for_backlog(gw: client.Gateway) -> None:
+    """Blocks until the embedding backlog is empty, showing it while it drains (operator GetStatus
+    every second); SystemExit after ``BACKLOG_TIMEOUT_SECONDS``."""
+    deadline = time.monotonic() + BACKLOG_TIMEOUT_SECONDS
+    tty, shown = sys.stderr.isatty(), 0.0
+    while time.monotonic() < deadline:
+        backlog = gw.admin.GetStatus(g.GetStatusRequest(), metadata=gw.metadata).embedding_backlog
+        if backlog == 0:
+            if tty:
+                print(file=sys.stderr)
+            return
+        if tty or time.monotonic() - shown >= 10:
+            print(f"\rembedding backlog: {backlog}   ", end="" if tty else "\n", file=sys.stderr, flush=True)
+            shown = time.monotonic()
+        time.sleep(1.0)
+    raise SystemExit("the embedding backlog did not drain; is the embed service up? (`recallatron status`)")

@@ -1,0 +1,225 @@
+"""The member's commands: remember, derive, correct, supersede, forget, entities, read and recall.
+
+Each has a parser function (``*_parser(sub)``, which also names its handler) and a handler taking
+the gateway and the parsed arguments; ``client.gateway_command`` connects with the member token and
+turns a failed call into its status code on stderr and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+
+from cli import client, options
+from servicekit.vocabulary import name_of
+
+
+def _mentions(names: list[str], ids: list[str]) -> list[m.EntityMention]:
+    return [m.EntityMention(name=n) for n in names] + [m.EntityMention(entity_id=i) for i in ids]
+
+
+def _ts(memory: m.Memory) -> str:
+    return memory.created_at.ToDatetime(tzinfo=datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def describe(memory: m.Memory) -> str:
+    """A memory for people: id, revision, kind, audience, purpose, creation time, title, body, then its
+    successor, links and (when read with --history) earlier revisions, one per line."""
+    aud = "workspace" if memory.audience == m.AUDIENCE_WORKSPACE else f"member {memory.audience_member_id}"
+    text = (f"{memory.id}  revision {memory.revision}  {name_of(m.Kind, memory.kind)}  "
+            f"{aud}  {name_of(m.Purpose, memory.purpose)}  created {_ts(memory)}\n"
+            f"  {memory.title}\n  {memory.body}")
+    if memory.superseded_by_id:
+        text += f"\n  superseded by {memory.superseded_by_id}"
+    for link in memory.links:
+        target = link.target_memory_id or f"{link.target_entity_name} ({link.target_entity_id})"
+        text += f"\n  {name_of(m.LinkType, link.type)} {target}"
+    for rev in memory.history:
+        text += f"\n  revision {rev.revision}: {rev.title} | {rev.body}"
+    return text
+
+
+def recall_text(resp: g.RecallResponse) -> str:
+    """A Recall answer for people: one summary line, then each item with its ranks and scores."""
+    lines = [f"mode={name_of(m.RecallMode, resp.mode)} dense_available={str(resp.dense_available).lower()} "
+             f"reranked={str(resp.reranked).lower()} passed={resp.counts.fused} returned={resp.counts.returned}"]
+    for it in resp.items:
+        lines.append(f"{it.rank:>3}. lexical_rank={it.lexical_rank or '-'} dense_rank={it.dense_rank or '-'} "
+                     f"cosine={it.cosine:.3f} fused={it.fused_score:.5f} rerank={it.rerank_score:.3f}  "
+                     f"{it.memory.id}\n     {it.memory.title}: {it.memory.body[:160]}")
+    return "\n".join(lines)
+
+
+def remember_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron remember``."""
+    rm = sub.add_parser("remember", help="store a memory")
+    rm.add_argument("--kind", default="note", choices=options.KINDS)
+    rm.add_argument("--title", default="")
+    rm.add_argument("--audience", default="workspace", choices=options.AUDIENCES)
+    rm.add_argument("--confidence", type=float)
+    rm.add_argument("--request-id", default="")
+    rm.add_argument("--about", action="append", default=[], help="entity name to mention (repeatable)")
+    rm.add_argument("--about-id", action="append", default=[], help="existing entity id to mention (repeatable)")
+    rm.add_argument("body")
+    options.gateway_options(rm)
+    rm.set_defaults(handler=remember)
+
+
+@client.gateway_command
+def remember(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """Remember: prints the stored memory, or its protobuf JSON."""
+    resp = gw.memory.Remember(g.RememberRequest(
+        purpose=options.PURPOSES[args.purpose], kind=options.KINDS[args.kind], title=args.title, body=args.body,
+        audience=options.AUDIENCES[args.audience], confidence=args.confidence, request_id=args.request_id,
+        entities=_mentions(args.about, args.about_id)), metadata=gw.metadata)
+    client.emit(resp, args.json, describe(resp.memory))
+    return 0
+
+
+def derive_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron derive``."""
+    dv = sub.add_parser("derive", help="derive a memory from readable sources")
+    dv.add_argument("--source", action="append", required=True, help="source memory id (repeatable)")
+    dv.add_argument("--kind", default="summary", choices=options.KINDS)
+    dv.add_argument("--title", default="")
+    dv.add_argument("--request-id", default="")
+    dv.add_argument("--about", action="append", default=[], help="entity name to mention (repeatable)")
+    dv.add_argument("body")
+    options.gateway_options(dv)
+    dv.set_defaults(handler=derive)
+
+
+@client.gateway_command
+def derive(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """Derive: prints the derived memory, or its protobuf JSON."""
+    resp = gw.memory.Derive(g.DeriveRequest(
+        source_ids=args.source, kind=options.KINDS[args.kind], title=args.title, body=args.body,
+        request_id=args.request_id, entities=_mentions(args.about, [])), metadata=gw.metadata)
+    client.emit(resp, args.json, describe(resp.memory))
+    return 0
+
+
+def correct_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron correct``."""
+    co = sub.add_parser("correct", help="fix a memory in place under its current revision")
+    co.add_argument("id")
+    co.add_argument("--revision", type=int, required=True, help="the revision you read")
+    co.add_argument("--title")
+    co.add_argument("--confidence", type=float)
+    co.add_argument("body")
+    options.gateway_options(co)
+    co.set_defaults(handler=correct)
+
+
+@client.gateway_command
+def correct(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """Correct under --revision: prints the corrected memory (ABORTED naming the current revision when stale)."""
+    resp = gw.memory.Correct(g.CorrectRequest(id=args.id, expected_revision=args.revision, title=args.title,
+                                              body=args.body, confidence=args.confidence), metadata=gw.metadata)
+    client.emit(resp, args.json, describe(resp.memory))
+    return 0
+
+
+def supersede_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron supersede``."""
+    su = sub.add_parser("supersede", help="replace a memory by a new one")
+    su.add_argument("id")
+    su.add_argument("--revision", type=int, required=True)
+    su.add_argument("--kind", default="note", choices=options.KINDS)
+    su.add_argument("--title", default="")
+    su.add_argument("--audience", choices=options.AUDIENCES, help="may narrow to member; default: keep")
+    su.add_argument("--request-id", default="")
+    su.add_argument("body")
+    options.gateway_options(su)
+    su.set_defaults(handler=supersede)
+
+
+@client.gateway_command
+def supersede(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """Supersede under --revision: prints the new memory, or its protobuf JSON."""
+    resp = gw.memory.Supersede(g.SupersedeRequest(
+        id=args.id, expected_revision=args.revision, kind=options.KINDS[args.kind], title=args.title, body=args.body,
+        audience=options.AUDIENCES.get(args.audience, 0), request_id=args.request_id), metadata=gw.metadata)
+    client.emit(resp, args.json, describe(resp.memory))
+    return 0
+
+
+def forget_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron forget``."""
+    fg = sub.add_parser("forget", help="forget a memory and everything derived from it")
+    fg.add_argument("id")
+    fg.add_argument("--reason", required=True)
+    options.gateway_options(fg)
+    fg.set_defaults(handler=forget)
+
+
+@client.gateway_command
+def forget(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """Forget: prints the ids forgotten (the memory and everything derived from it)."""
+    resp = gw.memory.Forget(g.ForgetRequest(id=args.id, reason=args.reason), metadata=gw.metadata)
+    client.emit(resp, args.json, "forgot " + ", ".join(resp.forgotten_ids))
+    return 0
+
+
+def entities_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron entities``."""
+    en = sub.add_parser("entities", help="look entities up by name")
+    en.add_argument("name")
+    options.gateway_options(en)
+    en.set_defaults(handler=entities)
+
+
+@client.gateway_command
+def entities(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """FindEntities: prints ``id  name`` per entity, or ``no entities``."""
+    resp = gw.memory.FindEntities(g.FindEntitiesRequest(name=args.name), metadata=gw.metadata)
+    client.emit(resp, args.json, "\n".join(f"{e.id}  {e.name}" for e in resp.entities) or "no entities")
+    return 0
+
+
+def read_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron read``."""
+    rd = sub.add_parser("read", help="read one memory")
+    rd.add_argument("id")
+    rd.add_argument("--history", action="store_true")
+    options.gateway_options(rd)
+    rd.set_defaults(handler=read)
+
+
+@client.gateway_command
+def read(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """Read (with --history, earlier revisions too): prints the memory, or its protobuf JSON."""
+    resp = gw.memory.Read(g.ReadRequest(id=args.id, include_history=args.history), metadata=gw.metadata)
+    client.emit(resp, args.json, describe(resp.memory))
+    return 0
+
+
+def recall_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron recall``."""
+    rc = sub.add_parser("recall", help="recall memories for a question")
+    rc.add_argument("question")
+    rc.add_argument("--mode", choices=options.MODES)
+    rc.add_argument("--top-k", type=int, default=10)
+    rc.add_argument("--no-rerank", action="store_true")
+    rc.add_argument("--about-id", action="append", default=[], help="only memories about this entity id")
+    rc.add_argument("--history", action="store_true", help="include superseded memories (keyword arm only)")
+    options.gateway_options(rc)
+    rc.set_defaults(handler=recall)
+
+
+@client.gateway_command
+def recall(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """Recall: prints the summary line and the items, or the protobuf JSON."""
+    resp = gw.memory.Recall(g.RecallRequest(
+        query=args.question, purpose=options.PURPOSES[args.purpose], mode=options.MODES.get(args.mode, 0),
+        top_k=args.top_k, skip_rerank=args.no_rerank, entity_ids=args.about_id, include_superseded=args.history),
+        metadata=gw.metadata)
+    client.emit(resp, args.json, recall_text(resp))
+    return 0
+
+
+PARSERS = (remember_parser, derive_parser, correct_parser, supersede_parser, forget_parser, entities_parser,
+           read_parser, recall_parser)

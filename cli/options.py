@@ -1,0 +1,42 @@
+"""Command-line pieces shared by the subcommands: enum choices and the gateway options.
+
+The choices are the short enum names of ``servicekit.vocabulary`` (name -> proto value, in the
+proto's declaration order, which is also the order argparse lists them in)."""
+
+from __future__ import annotations
+
+import argparse
+
+from recallatron.memory.v1 import memory_pb2 as m
+
+from servicekit import vocabulary
+
+PURPOSES = vocabulary.values(m.Purpose)
+KINDS = vocabulary.values(m.Kind)
+MODES = vocabulary.values(m.RecallMode)
+AUDIENCES = vocabulary.values(m.Audience)
+ROLES = vocabulary.values(m.Role)
+
+
+def purposes(text: str) -> list[int]:
+    """The ``--purposes`` type: comma-separated purpose names -> proto values (blanks skipped).
+
+    argparse.ArgumentTypeError naming the unknown purpose and the choices (a usage error, exit 2)."""
+    try:
+        return [PURPOSES[p.strip()] for p in text.split(",") if p.strip()]
+    except KeyError as exc:
+        raise argparse.ArgumentTypeError(
+            f"unknown purpose {exc.args[0]!r}; choose from {', '.join(PURPOSES)}") from None
+
+
+def gateway_options(parser: argparse.ArgumentParser, operator: bool = False) -> None:
+    """Adds --gateway and --json, and either --operator-token (operator commands) or --token and --purpose.
+
+    Whether a parsed command has ``operator_token`` decides which credential ``client.gateway_command`` sends."""
+    parser.add_argument("--gateway", default=None, help="gateway address (default RECALLATRON_GATEWAY_ADDR)")
+    parser.add_argument("--json", action="store_true", help="print the response as protobuf JSON")
+    if operator:
+        parser.add_argument("--operator-token", help="operator credential (default: the data folder's)")
+    else:
+        parser.add_argument("--token", help="member token (default RECALLATRON_TOKEN)")
+        parser.add_argument("--purpose", default="conversation", choices=PURPOSES)
