@@ -8,7 +8,7 @@ BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
 ONNX_MODEL := .venv/share/recallatron/all-MiniLM-L6-v2/model.onnx
 
-.PHONY: setup prometheus proto proto-check proto-lint demo test clean bench
+.PHONY: setup prometheus proto proto-check proto-lint lint demo test clean bench
 
 setup: .venv/.installed $(ONNX_MODEL) prometheus
 
@@ -52,7 +52,12 @@ proto-lint:
 demo: setup
 	$(PY) -m cli.demo --data $(DATA)
 
-test: setup proto-check proto-lint
+# ruff lint and format check (configuration and justified exceptions in pyproject.toml).
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+test: setup proto-check proto-lint lint
 	$(PY) -m pytest -q tests
 
 # Recall latency, ingest and drain at 10k and 100k memories (bench/RESULTS.md); 1M: make bench SIZES=1000000

@@ -83,12 +83,16 @@ def questions(eval_dir: Path = EVAL) -> tuple[Question, ...]:
     for conv in _conversations(eval_dir):
         for n, q in enumerate(_jsonl(conv / "queries.jsonl")):
             if n % LOCOMO_EVERY == 0:
-                out.append(Question(q["id"], q["question"], tuple(f"{conv.name}/{r}" for r in q["relevant_ids"]),
-                                    "locomo"))
+                out.append(
+                    Question(q["id"], q["question"], tuple(f"{conv.name}/{r}" for r in q["relevant_ids"]), "locomo")
+                )
     for n, q in enumerate(_jsonl(eval_dir / "scifact" / "queries.jsonl")):
         if n % SCIFACT_EVERY == 0:
-            out.append(Question(f"scifact/{q['id']}", q["question"],
-                                tuple(f"scifact/{r}" for r in q["relevant_ids"]), "scifact"))
+            out.append(
+                Question(
+                    f"scifact/{q['id']}", q["question"], tuple(f"scifact/{r}" for r in q["relevant_ids"]), "scifact"
+                )
+            )
     return tuple(out)
 
 
@@ -103,12 +107,12 @@ def _units(title: str, body: str, occurred_at: str | None, speaker_prefix: bool)
     if speaker_prefix:
         match = SPEAKER.match(body)
         if match:
-            prefix, body = match.group(0), body[match.end():]
+            prefix, body = match.group(0), body[match.end() :]
     sentences = split_sentences(body)
     levels: list[list[Row]] = [[] for _ in range(MAX_SPAN)]
     for span in range(1, MAX_SPAN + 1):
         for start in range(len(sentences) - span + 1):
-            text = " ".join(sentences[start:start + span])
+            text = " ".join(sentences[start : start + span])
             if len(text.split()) >= MIN_WORDS:
                 levels[span - 1].append(Row(title, prefix + text, occurred_at))
     return levels
@@ -123,12 +127,16 @@ def core_and_filler(eval_dir: Path = EVAL) -> tuple[tuple[Row, ...], tuple[Row, 
     for conv in _conversations(eval_dir):
         for r in _jsonl(conv / "memories.jsonl"):
             core.append(Row(r.get("title") or "", r["body"], r.get("occurred_at"), f"{conv.name}/{r['id']}"))
-            for level, units in zip(levels, _units(r.get("title") or "", r["body"], r.get("occurred_at"), True)):
+            for level, units in zip(
+                levels, _units(r.get("title") or "", r["body"], r.get("occurred_at"), True), strict=True
+            ):
                 level.extend(units)
     for r in _jsonl(eval_dir / "scifact" / "memories.jsonl"):
         if r["id"] in cited:
             core.append(Row(r.get("title") or "", r["body"], r.get("occurred_at"), f"scifact/{r['id']}"))
-        for level, units in zip(levels, _units(r.get("title") or "", r["body"], r.get("occurred_at"), False)):
+        for level, units in zip(
+            levels, _units(r.get("title") or "", r["body"], r.get("occurred_at"), False), strict=True
+        ):
             level.extend(units)
     seen = {row.body for row in core}
     filler: list[Row] = []

@@ -8,8 +8,8 @@ setup`` makes it, or ``python -m embed_service.export_onnx``), then:
   SciFact claims from ``../shared/eval``, spread evenly), each encoded alone, interleaved between
   the backends (ONNX first on even questions, PyTorch first on odd ones) so both see the same
   machine load; p50 / p95 / mean / max wall milliseconds, and the p50 of the CPU time the process
-  spent (all threads), which other work on a shared machine does not inflate. ``--onnx-threads 1,2`` adds one ONNX column per
-  intra-op thread count (the service uses ``models.ONNX_THREADS``).
+  spent (all threads), which other work on a shared machine does not inflate. ``--onnx-threads 1,2``
+  adds one ONNX column per intra-op thread count (the service uses ``models.ONNX_THREADS``).
 - **document batches**: ``--docs`` memories composed as the service composes them (``title\\nbody``;
   LoCoMo turns and SciFact abstracts, half each), sent in requests of ``--batch`` (the embedding
   job's default, 32) as the store's embedding job sends them; texts per second of wall time and of
@@ -62,8 +62,11 @@ def questions(n: int) -> list[str]:
 
 def documents(n: int) -> list[str]:
     """Memories as the embed service composes them: half LoCoMo turns, half SciFact abstracts."""
-    locomo = [compose(m["title"], m["body"]) for d in sorted((EVAL / "locomo").iterdir())
-              for m in _jsonl(d / "memories.jsonl")]
+    locomo = [
+        compose(m["title"], m["body"])
+        for d in sorted((EVAL / "locomo").iterdir())
+        for m in _jsonl(d / "memories.jsonl")
+    ]
     scifact = [compose(m["title"], m["body"]) for m in _jsonl(EVAL / "scifact" / "memories.jsonl")]
     return _spread(locomo, n - n // 2) + _spread(scifact, n // 2)
 
@@ -81,13 +84,22 @@ def bench_queries(encoders: dict[str, object], qs: list[str], warmup: int = 20) 
     times: dict[str, list[float]] = {name: [] for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}
     for i, q in enumerate(qs):
-        for name in (names if i % 2 == 0 else names[::-1]):
+        for name in names if i % 2 == 0 else names[::-1]:
             started, cpu_started = time.perf_counter(), time.process_time()
             encoders[name].encode([q])
             times[name].append((time.perf_counter() - started) * 1000)
             cpu[name].append((time.process_time() - cpu_started) * 1000)
-    return {name: {"p50_ms": _pct(t, 50), "p95_ms": _pct(t, 95), "mean_ms": statistics.fmean(t),
-                   "max_ms": max(t), "cpu_p50_ms": _pct(cpu[name], 50), "n": len(t)} for name, t in times.items()}
+    return {
+        name: {
+            "p50_ms": _pct(t, 50),
+            "p95_ms": _pct(t, 95),
+            "mean_ms": statistics.fmean(t),
+            "max_ms": max(t),
+            "cpu_p50_ms": _pct(cpu[name], 50),
+            "n": len(t),
+        }
+        for name, t in times.items()
+    }
 
 
 def bench_documents(encoders: dict[str, object], docs: list[str], batch: int, rounds: int) -> dict[str, dict]:
@@ -99,12 +111,16 @@ def bench_documents(encoders: dict[str, object], docs: list[str], batch: int, ro
         best, best_cpu = float("inf"), float("inf")
         for _ in range(rounds):
             started, cpu_started = time.perf_counter(), time.process_time()
-            out = [enc.encode(docs[i:i + batch]) for i in range(0, len(docs), batch)]
+            out = [enc.encode(docs[i : i + batch]) for i in range(0, len(docs), batch)]
             best = min(best, time.perf_counter() - started)
             best_cpu = min(best_cpu, time.process_time() - cpu_started)
         vectors[name] = np.concatenate(out)
-        result[name] = {"texts_per_s": len(docs) / best, "seconds": best, "texts_per_cpu_s": len(docs) / best_cpu,
-                        "n": len(docs)}
+        result[name] = {
+            "texts_per_s": len(docs) / best,
+            "seconds": best,
+            "texts_per_cpu_s": len(docs) / best_cpu,
+            "n": len(docs),
+        }
     first = next(iter(vectors.values()))
     for name, v in vectors.items():
         result[name]["min_cosine_to_first"] = float(np.min(np.sum(first * v, axis=1)))
@@ -137,29 +153,45 @@ def main(argv: list[str] | None = None) -> int:
     qs = questions(args.queries)
     docs = documents(args.docs)
     query_figures = bench_queries(encoders, qs)
-    doc_encoders = {name: enc for name, enc in encoders.items()
-                    if name.startswith((f"onnx ({ONNX_THREADS} ", "pytorch"))}
+    doc_encoders = {
+        name: enc for name, enc in encoders.items() if name.startswith((f"onnx ({ONNX_THREADS} ", "pytorch"))
+    }
     doc_figures = bench_documents(doc_encoders, docs, args.batch, args.rounds)
-    machine = {"cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0], "python": platform.python_version(),
-               "processor": platform.processor() or platform.machine()}
-    report = {"queries": query_figures, "documents": doc_figures, "load_seconds": {"onnx": onnx_load,
-              "pytorch": torch_load}, "machine": machine, "batch": args.batch}
+    machine = {
+        "cpus": os.cpu_count(),
+        "load_avg_1m": os.getloadavg()[0],
+        "python": platform.python_version(),
+        "processor": platform.processor() or platform.machine(),
+    }
+    report = {
+        "queries": query_figures,
+        "documents": doc_figures,
+        "load_seconds": {"onnx": onnx_load, "pytorch": torch_load},
+        "machine": machine,
+        "batch": args.batch,
+    }
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"machine: {machine['cpus']} CPUs, load average {machine['load_avg_1m']:.2f} at the end, "
-          f"Python {machine['python']}; model load ONNX {onnx_load:.1f} s, PyTorch {torch_load:.1f} s")
+    print(
+        f"machine: {machine['cpus']} CPUs, load average {machine['load_avg_1m']:.2f} at the end, "
+        f"Python {machine['python']}; model load ONNX {onnx_load:.1f} s, PyTorch {torch_load:.1f} s"
+    )
     print(f"\nsingle-query embedding, {len(qs)} real questions, in-process (ms):")
     print(f"  {'backend':<20} {'p50':>7} {'p95':>7} {'mean':>7} {'max':>7} {'CPU p50':>8}")
     for name, f in query_figures.items():
-        print(f"  {name:<20} {f['p50_ms']:7.2f} {f['p95_ms']:7.2f} {f['mean_ms']:7.2f} {f['max_ms']:7.2f} "
-              f"{f['cpu_p50_ms']:8.2f}")
+        print(
+            f"  {name:<20} {f['p50_ms']:7.2f} {f['p95_ms']:7.2f} {f['mean_ms']:7.2f} {f['max_ms']:7.2f} "
+            f"{f['cpu_p50_ms']:8.2f}"
+        )
     print("  (CPU p50: CPU time this process spent per query, all its threads; wall time is what a caller waits)")
     print(f"\ndocument embedding, {len(docs)} memories in batches of {args.batch} (best of {args.rounds}):")
     print(f"  {'backend':<20} {'texts/s':>8} {'seconds':>8} {'per CPU-s':>10} {'min cos':>9}")
     for name, f in doc_figures.items():
-        print(f"  {name:<20} {f['texts_per_s']:8.1f} {f['seconds']:8.2f} {f['texts_per_cpu_s']:10.1f} "
-              f"{f['min_cosine_to_first']:9.6f}")
+        print(
+            f"  {name:<20} {f['texts_per_s']:8.1f} {f['seconds']:8.2f} {f['texts_per_cpu_s']:10.1f} "
+            f"{f['min_cosine_to_first']:9.6f}"
+        )
     print("  (per CPU-s: texts per second of CPU time this process spent, all its threads)")
     return 0
 

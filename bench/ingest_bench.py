@@ -70,8 +70,14 @@ def sentences(n: int) -> list[tuple[str, str, str | None]]:
 
 
 def request(title: str, body: str, occurred: str | None, request_id: str) -> g.RememberRequest:
-    req = g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, kind=m.KIND_NOTE, title=title, body=body,
-                            audience=m.AUDIENCE_WORKSPACE, request_id=request_id)
+    req = g.RememberRequest(
+        purpose=m.PURPOSE_CONVERSATION,
+        kind=m.KIND_NOTE,
+        title=title,
+        body=body,
+        audience=m.AUDIENCE_WORKSPACE,
+        request_id=request_id,
+    )
     when = _occurred(occurred)
     if when is not None:
         req.occurred_at.FromDatetime(when)
@@ -80,10 +86,12 @@ def request(title: str, body: str, occurred: str | None, request_id: str) -> g.R
 
 def timed(fn, items, threads: int) -> tuple[float, list[float]]:
     """Runs ``fn`` over ``items`` on ``threads`` threads; (wall seconds, per-call seconds)."""
+
     def one(item):
         start = time.perf_counter()
         fn(item)
         return time.perf_counter() - start
+
     start = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
         calls = list(pool.map(one, items))
@@ -93,12 +101,13 @@ def timed(fn, items, threads: int) -> tuple[float, list[float]]:
 def measure(gw: client.Gateway, args) -> dict:
     """Both phases on a fresh workspace; the figures as a dict."""
     ws = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name="ingest bench"), metadata=gw.metadata).workspace_id
-    token = gw.admin.AddMember(g.AddMemberRequest(workspace_id=ws, display_name="ingest bench"),
-                               metadata=gw.metadata).token
+    token = gw.admin.AddMember(
+        g.AddMemberRequest(workspace_id=ws, display_name="ingest bench"), metadata=gw.metadata
+    ).token
     md = (("authorization", f"Bearer {token}"),)
     texts = sentences(args.single + args.batch + 50)
     reqs = [request(t, b, o, f"ingest-bench:{i}") for i, (t, b, o) in enumerate(texts)]
-    warm, single, batch = reqs[:50], reqs[50:50 + args.single], reqs[50 + args.single:]
+    warm, single, batch = reqs[:50], reqs[50 : 50 + args.single], reqs[50 + args.single :]
     for req in warm:  # connections, pools and prepared statements, outside the timings
         gw.memory.Remember(req, metadata=md, timeout=60)
 
@@ -113,26 +122,42 @@ def measure(gw: client.Gateway, args) -> dict:
 
     rows = {}
     seconds, calls = timed(remember, single, args.threads)
-    rows["Remember"] = {"rows": len(single), "threads": args.threads, "rows_per_call": 1, "seconds": seconds,
-                        "memories_per_second": len(single) / seconds,
-                        "call_ms_p50": statistics.median(calls) * 1000}
-    parts = [batch[i:i + args.batch_size] for i in range(0, len(batch), args.batch_size)]
+    rows["Remember"] = {
+        "rows": len(single),
+        "threads": args.threads,
+        "rows_per_call": 1,
+        "seconds": seconds,
+        "memories_per_second": len(single) / seconds,
+        "call_ms_p50": statistics.median(calls) * 1000,
+    }
+    parts = [batch[i : i + args.batch_size] for i in range(0, len(batch), args.batch_size)]
     seconds, calls = timed(remember_batch, parts, args.threads)
-    rows["RememberBatch"] = {"rows": len(batch), "threads": args.threads, "rows_per_call": args.batch_size,
-                             "seconds": seconds, "memories_per_second": len(batch) / seconds,
-                             "call_ms_p50": statistics.median(calls) * 1000}
+    rows["RememberBatch"] = {
+        "rows": len(batch),
+        "threads": args.threads,
+        "rows_per_call": args.batch_size,
+        "seconds": seconds,
+        "memories_per_second": len(batch) / seconds,
+        "call_ms_p50": statistics.median(calls) * 1000,
+    }
     backlog = gw.admin.GetStatus(g.GetStatusRequest(), metadata=gw.metadata).embedding_backlog
     return {"forms": rows, "embedding_backlog_after": backlog, "load_average": os.getloadavg()}
 
 
 def table(result: dict) -> str:
-    lines = ["| form | rows | client threads | rows a call | seconds | memories/s | call p50 (ms) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| form | rows | client threads | rows a call | seconds | memories/s | call p50 (ms) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, r in result["forms"].items():
-        lines.append(f"| {name} | {r['rows']:,} | {r['threads']} | {r['rows_per_call']} | {r['seconds']:.1f} | "
-                     f"{r['memories_per_second']:,.0f} | {r['call_ms_p50']:.1f} |")
-    lines.append(f"\nembedding {result['embedding']}; backlog after the run: {result['embedding_backlog_after']:,} "
-                 f"jobs; load average {' / '.join(f'{x:.1f}' for x in result['load_average'])}")
+        lines.append(
+            f"| {name} | {r['rows']:,} | {r['threads']} | {r['rows_per_call']} | {r['seconds']:.1f} | "
+            f"{r['memories_per_second']:,.0f} | {r['call_ms_p50']:.1f} |"
+        )
+    lines.append(
+        f"\nembedding {result['embedding']}; backlog after the run: {result['embedding_backlog_after']:,} "
+        f"jobs; load average {' / '.join(f'{x:.1f}' for x in result['load_average'])}"
+    )
     return "\n".join(lines)
 
 
@@ -158,6 +183,7 @@ def main() -> int:
         result["embedding"] = "running (a system given by --gateway: not excluded)"
     else:
         from bench.stack import Stack
+
         with tempfile.TemporaryDirectory(prefix="ingest-bench-") as home:
             stack = Stack.start(Path(home), port_base=args.port_base)
             print(f"ingest bench: private system up in {stack.startup_seconds:.1f}s", file=sys.stderr)

@@ -32,8 +32,11 @@ from store_service.database import Databases
 
 LIMIT = 100
 BATCH = 2_000
-PATHS = {"chosen (aggregate up to 40,000 postings)": candidates.EXHAUSTIVE_MAX_POSTINGS,
-         "aggregate always": 10**12, "threshold rounds always": 0}
+PATHS = {
+    "chosen (aggregate up to 40,000 postings)": candidates.EXHAUSTIVE_MAX_POSTINGS,
+    "aggregate always": 10**12,
+    "threshold rounds always": 0,
+}
 
 
 def _build(url: str, member: uuid.UUID, n: int) -> float:
@@ -42,14 +45,17 @@ def _build(url: str, member: uuid.UUID, n: int) -> float:
     start = time.perf_counter()
     with psycopg.connect(url) as conn:
         for k in range(0, n, BATCH):
-            chunk = rows[k:k + BATCH]
+            chunk = rows[k : k + BATCH]
             ids = [uuid.uuid4() for _ in chunk]
             conn.execute(
                 """INSERT INTO memory (id, kind, title, body, purpose, origin, created_by)
                    SELECT i, 'note', t, b, 'conversation', 'told', %s
                      FROM unnest(%s::uuid[], %s::text[], %s::text[]) AS r(i, t, b)""",
-                (member, ids, [r.title for r in chunk], [r.body for r in chunk]))
-            lexical_index.add_memories(conn, [(i, None, "conversation", r.title, r.body) for i, r in zip(ids, chunk)])
+                (member, ids, [r.title for r in chunk], [r.body for r in chunk]),
+            )
+            lexical_index.add_memories(
+                conn, [(i, None, "conversation", r.title, r.body) for i, r in zip(ids, chunk, strict=True)]
+            )
             conn.commit()
     rate = n / (time.perf_counter() - start)
     with psycopg.connect(url, autocommit=True) as conn:
@@ -96,8 +102,11 @@ def measure(url: str, member: uuid.UUID) -> dict[str, dict]:
                     times.append((time.perf_counter() - start) * 1000)
                     rankings.setdefault(q, []).append([r[0] for r in rows])
                 times.sort()
-                out[name] = {"p50": statistics.median(times), "p95": times[int(0.95 * (len(times) - 1))],
-                             "max": times[-1]}
+                out[name] = {
+                    "p50": statistics.median(times),
+                    "p95": times[int(0.95 * (len(times) - 1))],
+                    "max": times[-1],
+                }
         finally:
             candidates.EXHAUSTIVE_MAX_POSTINGS = saved
     out["_same_ranking"] = all(all(r == v[0] for r in v) for v in rankings.values())

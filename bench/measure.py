@@ -39,7 +39,7 @@ from store_service.database import new_db_name
 
 MODES = {"lexical": m.RECALL_MODE_LEXICAL, "dense": m.RECALL_MODE_DENSE, "hybrid": m.RECALL_MODE_HYBRID}
 TOP_K = 10
-CANDIDATE_LIMIT = 100    # the gateway's RECALLATRON_CANDIDATE_LIMIT default
+CANDIDATE_LIMIT = 100  # the gateway's RECALLATRON_CANDIDATE_LIMIT default
 WARMUP = 20
 CLIENTS = 8
 CONCURRENT_ROUNDS = 2
@@ -51,8 +51,13 @@ def summary(ms: list[float]) -> dict:
     a = np.asarray(ms, dtype=float)
     if a.size == 0:
         return {"p50": float("nan"), "p95": float("nan"), "max": float("nan"), "mean": float("nan"), "n": 0}
-    return {"p50": float(np.percentile(a, 50)), "p95": float(np.percentile(a, 95)), "max": float(a.max()),
-            "mean": float(a.mean()), "n": int(a.size)}
+    return {
+        "p50": float(np.percentile(a, 50)),
+        "p95": float(np.percentile(a, 95)),
+        "max": float(a.max()),
+        "mean": float(a.mean()),
+        "n": int(a.size),
+    }
 
 
 class Probe:
@@ -69,8 +74,7 @@ class Probe:
         auth = self.store.Authenticate(store_pb2.AuthenticateRequest(token=entry["token"]))
         self.caller, self.dense_floor = auth.caller, auth.settings.dense_floor
         self.input_version = self.embed.GetModelInfo(embed_pb2.GetModelInfoRequest()).input_version
-        self.conn = psycopg.connect(stack.pg_conninfo(new_db_name(uuid.UUID(entry["workspace_id"]))),
-                                    autocommit=True)
+        self.conn = psycopg.connect(stack.pg_conninfo(new_db_name(uuid.UUID(entry["workspace_id"]))), autocommit=True)
         register_vector(self.conn)
         self.relevant = {}
         self.back = {v: k for k, v in entry["core_ids"].items()}
@@ -84,8 +88,13 @@ class Probe:
     def recall(self, gw: client.Gateway, question: corpus.Question, mode: int) -> tuple[float, bool, bool]:
         """One Recall; (milliseconds, answer in the top 10, dense arm available)."""
         t0 = time.perf_counter()
-        resp = gw.memory.Recall(g.RecallRequest(query=question.text, purpose=m.PURPOSE_CONVERSATION, mode=mode,
-                                                top_k=TOP_K, skip_rerank=True), metadata=self.md, timeout=120)
+        resp = gw.memory.Recall(
+            g.RecallRequest(
+                query=question.text, purpose=m.PURPOSE_CONVERSATION, mode=mode, top_k=TOP_K, skip_rerank=True
+            ),
+            metadata=self.md,
+            timeout=120,
+        )
         ms = (time.perf_counter() - t0) * 1000
         hit = any(self.back.get(it.memory.id) in question.relevant for it in resp.items)
         return ms, hit, resp.dense_available
@@ -97,8 +106,7 @@ class Probe:
         t1 = time.perf_counter()
         candidates.lexical(self.conn, self.caller, PURPOSE, question.text, CANDIDATE_LIMIT, False)
         t2 = time.perf_counter()
-        candidates.dense(self.conn, self.caller, PURPOSE, vector, self.input_version, self.dense_floor,
-                         CANDIDATE_LIMIT)
+        candidates.dense(self.conn, self.caller, PURPOSE, vector, self.input_version, self.dense_floor, CANDIDATE_LIMIT)
         t3 = time.perf_counter()
         return {"embed": (t1 - t0) * 1000, "lexical_sql": (t2 - t1) * 1000, "dense_sql": (t3 - t2) * 1000}
 
@@ -107,16 +115,30 @@ class Probe:
         t0 = time.perf_counter()
         emb = self.embed.EmbedQueries(embed_pb2.EmbedQueriesRequest(queries=[question.text]), timeout=60)
         t1 = time.perf_counter()
-        self.store.DenseCandidates(store_pb2.DenseCandidatesRequest(
-            caller=self.caller, purpose=m.PURPOSE_CONVERSATION, vector=emb.vectors[0].values,
-            input_version=emb.input_version, floor=self.dense_floor, limit=CANDIDATE_LIMIT), timeout=60)
+        self.store.DenseCandidates(
+            store_pb2.DenseCandidatesRequest(
+                caller=self.caller,
+                purpose=m.PURPOSE_CONVERSATION,
+                vector=emb.vectors[0].values,
+                input_version=emb.input_version,
+                floor=self.dense_floor,
+                limit=CANDIDATE_LIMIT,
+            ),
+            timeout=60,
+        )
         t2 = time.perf_counter()
-        self.store.LexicalCandidates(store_pb2.LexicalCandidatesRequest(
-            caller=self.caller, purpose=m.PURPOSE_CONVERSATION, query=question.text, limit=CANDIDATE_LIMIT),
-            timeout=60)
+        self.store.LexicalCandidates(
+            store_pb2.LexicalCandidatesRequest(
+                caller=self.caller, purpose=m.PURPOSE_CONVERSATION, query=question.text, limit=CANDIDATE_LIMIT
+            ),
+            timeout=60,
+        )
         t3 = time.perf_counter()
-        return {"EmbedQueries": (t1 - t0) * 1000, "DenseCandidates": (t2 - t1) * 1000,
-                "LexicalCandidates": (t3 - t2) * 1000}
+        return {
+            "EmbedQueries": (t1 - t0) * 1000,
+            "DenseCandidates": (t2 - t1) * 1000,
+            "LexicalCandidates": (t3 - t2) * 1000,
+        }
 
     def single_client(self, questions: list[corpus.Question]) -> dict:
         """The interleaved single-client pass (module docstring)."""
@@ -137,27 +159,38 @@ class Probe:
                 dense_down[name] += not dense_ok
             for k, v in {**self.floor(q), **self.direct(q)}.items():
                 parts.setdefault(k, []).append(v)
-        floors = {"lexical": parts["lexical_sql"],
-                  "dense": [a + b for a, b in zip(parts["embed"], parts["dense_sql"])],
-                  "hybrid": [a + b + c for a, b, c in zip(parts["embed"], parts["lexical_sql"], parts["dense_sql"])]}
+        floors = {
+            "lexical": parts["lexical_sql"],
+            "dense": [a + b for a, b in zip(parts["embed"], parts["dense_sql"], strict=True)],
+            "hybrid": [
+                a + b + c for a, b, c in zip(parts["embed"], parts["lexical_sql"], parts["dense_sql"], strict=True)
+            ],
+        }
         out = {}
         for name in MODES:
             rec, flo = summary(lat[name]), summary(floors[name])
-            out[name] = {"recall": rec, "floor": flo, "ratio": rec["p50"] / flo["p50"] if flo["p50"] else float("nan"),
-                         "per_second": 1000 / statistics.mean(lat[name]), "hit_at_10": hits[name] / len(questions),
-                         "dense_unavailable": dense_down[name]}
+            out[name] = {
+                "recall": rec,
+                "floor": flo,
+                "ratio": rec["p50"] / flo["p50"] if flo["p50"] else float("nan"),
+                "per_second": 1000 / statistics.mean(lat[name]),
+                "hit_at_10": hits[name] / len(questions),
+                "dense_unavailable": dense_down[name],
+            }
         return {"modes": out, "parts": {k: summary(v) for k, v in parts.items()}, "questions": len(questions)}
 
-    def _client(self, gw: client.Gateway, share: list[corpus.Question], mode: int, barrier: threading.Barrier,
-                out: list[float]) -> None:
+    def _client(
+        self, gw: client.Gateway, share: list[corpus.Question], mode: int, barrier: threading.Barrier, out: list[float]
+    ) -> None:
         """One concurrent client: connects, waits for the others, asks its share."""
         self.recall(gw, share[0], mode)  # connect before the clock starts
         barrier.wait()
         for q in share:
             out.append(self.recall(gw, q, mode)[0])
 
-    def concurrent(self, questions: list[corpus.Question], clients_n: int = CLIENTS,
-                   rounds: int = CONCURRENT_ROUNDS) -> dict:
+    def concurrent(
+        self, questions: list[corpus.Question], clients_n: int = CLIENTS, rounds: int = CONCURRENT_ROUNDS
+    ) -> dict:
         """``clients_n`` clients, each its own channel, asking ``rounds`` passes of the questions between
         them per mode; latencies pooled, recalls per second over the wall time."""
         out = {}
@@ -167,8 +200,10 @@ class Probe:
             lat: list[list[float]] = [[] for _ in range(clients_n)]
             barrier = threading.Barrier(clients_n + 1)
             shares = [[questions[i % len(questions)] for i in range(k, total, clients_n)] for k in range(clients_n)]
-            threads = [threading.Thread(target=self._client, args=(gws[k], shares[k], mode, barrier, lat[k]))
-                       for k in range(clients_n)]
+            threads = [
+                threading.Thread(target=self._client, args=(gws[k], shares[k], mode, barrier, lat[k]))
+                for k in range(clients_n)
+            ]
             for t in threads:
                 t.start()
             barrier.wait()
@@ -183,8 +218,14 @@ class Probe:
         return out
 
 
-def measure_workspace(stack: Stack, entry: dict, encoder, questions: list[corpus.Question],
-                      clients_n: int = CLIENTS, rounds: int = CONCURRENT_ROUNDS) -> dict:
+def measure_workspace(
+    stack: Stack,
+    entry: dict,
+    encoder,
+    questions: list[corpus.Question],
+    clients_n: int = CLIENTS,
+    rounds: int = CONCURRENT_ROUNDS,
+) -> dict:
     """Single client with the floor, then concurrent clients, then resident memory."""
     probe = Probe(stack, entry, encoder)
     try:
@@ -200,16 +241,18 @@ def ingest_probe(stack: Stack, gw: client.Gateway, encoder, n: int, eval_dir=cor
     backlog drain rate, then the same texts encoded in this process (texts/s) and the ratio."""
     from bench import workspace
     from embed_service.models import compose
+
     ws = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name="bench ingest probe"), metadata=gw.metadata)
-    member = gw.admin.AddMember(g.AddMemberRequest(workspace_id=ws.workspace_id, display_name="bench"),
-                                metadata=gw.metadata)
+    member = gw.admin.AddMember(
+        g.AddMemberRequest(workspace_id=ws.workspace_id, display_name="bench"), metadata=gw.metadata
+    )
     rows = corpus.rows(n, eval_dir)
     writer = workspace.Writer(gw, member.token)
     stack.pause_embed()
     try:
         t0 = time.perf_counter()
         for i in range(0, n, workspace.CHUNK):
-            writer.write(i, rows[i:i + workspace.CHUNK])
+            writer.write(i, rows[i : i + workspace.CHUNK])
         ingest_s = time.perf_counter() - t0
     finally:
         stack.resume_embed()
@@ -219,9 +262,16 @@ def ingest_probe(stack: Stack, gw: client.Gateway, encoder, n: int, eval_dir=cor
     encoder.encode(texts[:64])  # warm
     t0 = time.perf_counter()
     for i in range(0, len(texts), 256):
-        encoder.encode(texts[i:i + 256])
+        encoder.encode(texts[i : i + 256])
     encode_s = time.perf_counter() - t0
     encode_rate = n / encode_s
-    return {"rows": n, "form": writer.name, "ingest_seconds": round(ingest_s, 2), "ingest_rate": n / ingest_s,
-            "drain": drained, "encode_seconds": round(encode_s, 2), "encode_rate": encode_rate,
-            "drain_vs_encode": drained["rate"] / encode_rate if encode_rate else float("nan")}
+    return {
+        "rows": n,
+        "form": writer.name,
+        "ingest_seconds": round(ingest_s, 2),
+        "ingest_rate": n / ingest_s,
+        "drain": drained,
+        "encode_seconds": round(encode_s, 2),
+        "encode_rate": encode_rate,
+        "drain_vs_encode": drained["rate"] / encode_rate if encode_rate else float("nan"),
+    }

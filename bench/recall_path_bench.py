@@ -68,12 +68,21 @@ PURPOSE = "conversation"
 LIMIT = 100  # RecallConfig.candidate_limit, the rows each arm contributes
 FLOOR = 0.30  # the workspace's default dense floor
 MODES = {"lexical": m.RECALL_MODE_LEXICAL, "dense": m.RECALL_MODE_DENSE, "hybrid": m.RECALL_MODE_HYBRID}
-INTERNAL = ("recallatron.store.v1.StoreService", "recallatron.embed.v1.EmbedService",
-            "recallatron.rank.v1.RankService")
+INTERNAL = ("recallatron.store.v1.StoreService", "recallatron.embed.v1.EmbedService", "recallatron.rank.v1.RankService")
 # The RPCs a recall can make, before and after the shorter path (the embedding job's and the
 # dependency watch's calls run in the background and are not counted).
-RECALL_RPCS = {"Authenticate", "LexicalCandidates", "EmbedQueries", "DenseCandidates", "Fuse", "Walk",
-               "FuseAndWalk", "CheckReadable", "GetMemories", "Rerank"}
+RECALL_RPCS = {
+    "Authenticate",
+    "LexicalCandidates",
+    "EmbedQueries",
+    "DenseCandidates",
+    "Fuse",
+    "Walk",
+    "FuseAndWalk",
+    "CheckReadable",
+    "GetMemories",
+    "Rerank",
+}
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -94,8 +103,14 @@ class InProcess:
         self.embed = EmbedService("127.0.0.1:0", "", encoder=encoder)
         self.rank = start_rank("127.0.0.1:0")
         self.store = StoreService(pg_url, "127.0.0.1:0", f"127.0.0.1:{self.embed.port}")
-        self.gateway = GatewayService("127.0.0.1:0", f"127.0.0.1:{self.store.port}", f"127.0.0.1:{self.embed.port}",
-                                      f"127.0.0.1:{self.rank.port}", token_path, RecallConfig(candidate_limit=LIMIT))
+        self.gateway = GatewayService(
+            "127.0.0.1:0",
+            f"127.0.0.1:{self.store.port}",
+            f"127.0.0.1:{self.embed.port}",
+            f"127.0.0.1:{self.rank.port}",
+            token_path,
+            RecallConfig(candidate_limit=LIMIT),
+        )
         self.gateway_addr = f"127.0.0.1:{self.gateway.port}"
 
     def handled(self) -> Counter:
@@ -115,15 +130,27 @@ class Up:
 
     def __init__(self, pg_url: str, token_path: Path, home: Path, base: int) -> None:
         ports = {"gateway": base + 1, "store": base + 2, "embed": base + 3, "rank": base + 4}
-        env = dict(os.environ, RECALLATRON_HOME=str(home), DATABASE_URL=pg_url, PYTHONUNBUFFERED="1",
-                   RECALLATRON_OPERATOR_TOKEN_FILE=str(token_path), RECALLATRON_CANDIDATE_LIMIT=str(LIMIT))
+        env = dict(
+            os.environ,
+            RECALLATRON_HOME=str(home),
+            DATABASE_URL=pg_url,
+            PYTHONUNBUFFERED="1",
+            RECALLATRON_OPERATOR_TOKEN_FILE=str(token_path),
+            RECALLATRON_CANDIDATE_LIMIT=str(LIMIT),
+        )
         for name, port in ports.items():
             env[f"RECALLATRON_{name.upper()}_ADDR"] = f"127.0.0.1:{port}"
             env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = str(port + 10)
         self.metrics = [f"http://127.0.0.1:{ports[n] + 10}/metrics" for n in ("store", "embed", "rank")]
         self.gateway_addr = f"127.0.0.1:{ports['gateway']}"
-        self.proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up"], cwd=ROOT, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "up"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         for line in self.proc.stdout:
             if "recallatron ready" in line:
                 break
@@ -150,8 +177,11 @@ def _handled(families) -> Counter:
         if metric.name != "grpc_server_handled":
             continue
         for sample in metric.samples:
-            if (sample.name.endswith("_total") and sample.labels["grpc_service"] in INTERNAL
-                    and sample.labels["grpc_method"] in RECALL_RPCS):
+            if (
+                sample.name.endswith("_total")
+                and sample.labels["grpc_service"] in INTERNAL
+                and sample.labels["grpc_method"] in RECALL_RPCS
+            ):
                 counts[sample.labels["grpc_method"]] += int(sample.value)
     return counts
 
@@ -176,9 +206,18 @@ class Bench:
         self.md = (("authorization", f"Bearer {member.token}"),)
 
         def one(row: dict) -> None:
-            self.memory.Remember(g.RememberRequest(
-                purpose=m.PURPOSE_CONVERSATION, kind=m.KIND_NOTE, title=row.get("title") or "", body=row["body"],
-                audience=m.AUDIENCE_WORKSPACE, request_id=row["id"]), metadata=self.md, timeout=60)
+            self.memory.Remember(
+                g.RememberRequest(
+                    purpose=m.PURPOSE_CONVERSATION,
+                    kind=m.KIND_NOTE,
+                    title=row.get("title") or "",
+                    body=row["body"],
+                    audience=m.AUDIENCE_WORKSPACE,
+                    request_id=row["id"],
+                ),
+                metadata=self.md,
+                timeout=60,
+            )
 
         start = time.monotonic()
         with ThreadPoolExecutor(4) as pool:
@@ -188,18 +227,23 @@ class Bench:
         while self.admin.GetStatus(g.GetStatusRequest(), metadata=self.op).embedding_backlog:
             time.sleep(0.5)
         print(f"embedded them in {time.monotonic() - start:.1f} s", file=sys.stderr)
-        self.caller = m.Caller(workspace_id=ws.workspace_id, member_id=member.member_id, role=m.ROLE_MEMBER,
-                               granted_purposes=[m.PURPOSE_CONVERSATION, m.PURPOSE_TASKS, m.PURPOSE_REPORTING,
-                                                 m.PURPOSE_ADMINISTRATION])  # a new member holds all four
+        self.caller = m.Caller(
+            workspace_id=ws.workspace_id,
+            member_id=member.member_id,
+            role=m.ROLE_MEMBER,
+            granted_purposes=[m.PURPOSE_CONVERSATION, m.PURPOSE_TASKS, m.PURPOSE_REPORTING, m.PURPOSE_ADMINISTRATION],
+        )  # a new member holds all four
         with psycopg.connect(self.pg_url) as control:
-            db_name = control.execute("SELECT db_name FROM workspace WHERE id = %s",
-                                      (ws.workspace_id,)).fetchone()[0]
+            db_name = control.execute("SELECT db_name FROM workspace WHERE id = %s", (ws.workspace_id,)).fetchone()[0]
         self.conn = psycopg.connect(make_conninfo(self.pg_url, dbname=db_name), autocommit=True)
         register_vector(self.conn)
 
     def recall(self, query: str, mode: int, skip_rerank: bool = True) -> g.RecallResponse:
-        return self.memory.Recall(g.RecallRequest(query=query, purpose=m.PURPOSE_CONVERSATION, mode=mode,
-                                                  skip_rerank=skip_rerank), metadata=self.md, timeout=30)
+        return self.memory.Recall(
+            g.RecallRequest(query=query, purpose=m.PURPOSE_CONVERSATION, mode=mode, skip_rerank=skip_rerank),
+            metadata=self.md,
+            timeout=30,
+        )
 
     def floor(self, query: str, mode: str) -> None:
         """What the recall cannot avoid: the in-process query embedding and the candidate SQL."""
@@ -230,9 +274,12 @@ class Bench:
     def internal_calls(self, query: str) -> dict[str, dict[str, int]]:
         """The internal RPCs one recall makes, per variant, counted on the servers."""
         out = {}
-        for label, mode, skip in [("lexical", m.RECALL_MODE_LEXICAL, True), ("dense", m.RECALL_MODE_DENSE, True),
-                                  ("hybrid", m.RECALL_MODE_HYBRID, True),
-                                  ("hybrid, re-rank asked", m.RECALL_MODE_HYBRID, False)]:
+        for label, mode, skip in [
+            ("lexical", m.RECALL_MODE_LEXICAL, True),
+            ("dense", m.RECALL_MODE_DENSE, True),
+            ("hybrid", m.RECALL_MODE_HYBRID, True),
+            ("hybrid, re-rank asked", m.RECALL_MODE_HYBRID, False),
+        ]:
             before = self.stack.handled()
             self.recall(query, mode, skip)
             out[label] = dict(self.stack.handled() - before)
@@ -249,20 +296,25 @@ def main() -> int:
     parser.add_argument("--conversations", type=int, default=4, help="LoCoMo conversations loaded (in name order)")
     parser.add_argument("--queries", type=int, default=150, help="questions timed, spread over the conversations")
     parser.add_argument("--warmup", type=int, default=20, help="questions asked first, untimed")
-    parser.add_argument("--up", action="store_true",
-                        help="run the services as `recallatron up` does (one process each) instead of in this process")
-    parser.add_argument("--port-base", type=int, default=50250, help="with --up: gRPC ports base+1..4, metrics base+11..14")
+    parser.add_argument(
+        "--up",
+        action="store_true",
+        help="run the services as `recallatron up` does (one process each) instead of in this process",
+    )
+    parser.add_argument(
+        "--port-base", type=int, default=50250, help="with --up: gRPC ports base+1..4, metrics base+11..14"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args()
 
-    folders = sorted(p for p in args.data.iterdir() if (p / "memories.jsonl").is_file())[:args.conversations]
+    folders = sorted(p for p in args.data.iterdir() if (p / "memories.jsonl").is_file())[: args.conversations]
     rows, questions = [], []
     for folder in folders:
         rows += [{**r, "id": f"{folder.name}/{r['id']}"} for r in read_jsonl(folder / "memories.jsonl")]
         questions += [q["question"] for q in read_jsonl(folder / "queries.jsonl")]
     step = max(1, len(questions) // args.queries)
-    timed_questions = questions[::step][:args.queries]
-    warmup = questions[1::step][:args.warmup]
+    timed_questions = questions[::step][: args.queries]
+    warmup = questions[1::step][: args.warmup]
 
     with tempfile.TemporaryDirectory(prefix="recall-bench-") as tmp:
         token_path = Path(tmp) / "operator-token"
@@ -289,24 +341,37 @@ def main() -> int:
             if server is not None:
                 server.stop()
 
-    print(f"\n{len(rows)} LoCoMo memories ({', '.join(f.name for f in folders)}), {len(timed_questions)} questions, "
-          f"single client, {os.cpu_count()} cores, services {'in separate processes' if args.up else 'in-process'}, "
-          f"query encoder {getattr(encoder, 'backend', 'sentence-transformers')}; times in ms")
+    print(
+        f"\n{len(rows)} LoCoMo memories ({', '.join(f.name for f in folders)}), {len(timed_questions)} questions, "
+        f"single client, {os.cpu_count()} cores, services {'in separate processes' if args.up else 'in-process'}, "
+        f"query encoder {getattr(encoder, 'backend', 'sentence-transformers')}; times in ms"
+    )
     print(f"{'mode':<24}{'recall p50':>11}{'p95':>8}{'floor p50':>11}{'p95':>8}{'ratio p50':>11}   internal calls")
     figures = {}
     for name in ("lexical", "dense", "hybrid", "hybrid, re-rank asked"):
         rec = times[f"recall {name}"]
         flo = times[f"floor {name.split(',')[0]}"]
-        row = {"recall_p50": pct(rec, 0.5), "recall_p95": pct(rec, 0.95), "floor_p50": pct(flo, 0.5),
-               "floor_p95": pct(flo, 0.95), "calls": calls[name]}
+        row = {
+            "recall_p50": pct(rec, 0.5),
+            "recall_p95": pct(rec, 0.95),
+            "floor_p50": pct(flo, 0.5),
+            "floor_p95": pct(flo, 0.95),
+            "calls": calls[name],
+        }
         row["ratio_p50"] = row["recall_p50"] / row["floor_p50"]
         figures[name] = row
         listed = ", ".join(f"{k} {v}" if v > 1 else k for k, v in sorted(calls[name].items()))
-        print(f"{name:<24}{row['recall_p50']:>11.1f}{row['recall_p95']:>8.1f}{row['floor_p50']:>11.1f}"
-              f"{row['floor_p95']:>8.1f}{row['ratio_p50']:>11.2f}   {sum(calls[name].values())}: {listed}")
-    print(f"{'mean recall - floor':<24}" + "  ".join(
-        f"{n} {statistics.fmean(times[f'recall {n}']) * 1000 - statistics.fmean(times[f'floor {n}']) * 1000:.1f}"
-        for n in MODES))
+        print(
+            f"{name:<24}{row['recall_p50']:>11.1f}{row['recall_p95']:>8.1f}{row['floor_p50']:>11.1f}"
+            f"{row['floor_p95']:>8.1f}{row['ratio_p50']:>11.2f}   {sum(calls[name].values())}: {listed}"
+        )
+    print(
+        f"{'mean recall - floor':<24}"
+        + "  ".join(
+            f"{n} {statistics.fmean(times[f'recall {n}']) * 1000 - statistics.fmean(times[f'floor {n}']) * 1000:.1f}"
+            for n in MODES
+        )
+    )
     if args.json:
         print(json.dumps(figures, indent=2))
     return 0

@@ -51,14 +51,20 @@ def machine() -> str:
         pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     load = os.getloadavg()
-    return (f"{os.cpu_count()} CPUs ({cpu}), {mem:.0f} GiB RAM, {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}; load average at start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
+    return (
+        f"{os.cpu_count()} CPUs ({cpu}), {mem:.0f} GiB RAM, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}; load average at start {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}"
+    )
 
 
 def commit() -> str:
     """Short hash of HEAD, with ``+dirty`` when tracked files differ."""
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], check=False, cwd=corpus.ROOT, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", *args], check=False, cwd=corpus.ROOT, capture_output=True, text=True
+        ).stdout.strip()
+
     head = git("rev-parse", "--short", "HEAD") or os.environ.get("BENCH_COMMIT", "unknown")
     return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
@@ -71,8 +77,10 @@ def floor_encoder(encoder) -> str:
     backend = getattr(encoder, "backend", "sentence-transformers")
     if "torch" in sys.modules:
         import torch
+
         torch.set_num_threads(1)
     from embed_service import models
+
     threads = getattr(models, "ONNX_THREADS", "default") if backend == "onnx" else 1
     return f"BiEncoder on {backend}, {threads} intra-op thread(s)"
 
@@ -90,19 +98,27 @@ def tables(res: dict) -> str:
     out = []
     sizes = res["sizes"]
     out.append("Issue 7's table (hybrid, top 10, re-rank off, single client; ms):\n")
-    out.append("| workspace | Recall hybrid p50 / p95 | LexicalCandidates p50 / p95 | DenseCandidates p50 | "
-               "EmbedQueries p50 | floor hybrid p50 | recall / floor |")
+    out.append(
+        "| workspace | Recall hybrid p50 / p95 | LexicalCandidates p50 / p95 | DenseCandidates p50 | "
+        "EmbedQueries p50 | floor hybrid p50 | recall / floor |"
+    )
     out.append("|---|---|---|---|---|---|---|")
     for size, r in sizes.items():
         s = r["single"]
         h, parts = s["modes"]["hybrid"], s["parts"]
-        out.append(f"| {int(size):,} memories | {_p(h['recall'])} | {_p(parts['LexicalCandidates'])} | "
-                   f"{parts['DenseCandidates']['p50']:.1f} | {parts['EmbedQueries']['p50']:.1f} | "
-                   f"{h['floor']['p50']:.1f} | {h['ratio']:.2f} |")
-    out.append("\nRecall through the gateway, per mode (ms: p50 / p95 / max; answer@10 = share of questions with "
-               "a relevant memory in the top 10):\n")
-    out.append("| workspace | mode | 1 client | recalls/s | floor p50 / p95 | recall p50 / floor p50 | "
-               f"{measure.CLIENTS} clients | recalls/s | answer@10 |")
+        out.append(
+            f"| {int(size):,} memories | {_p(h['recall'])} | {_p(parts['LexicalCandidates'])} | "
+            f"{parts['DenseCandidates']['p50']:.1f} | {parts['EmbedQueries']['p50']:.1f} | "
+            f"{h['floor']['p50']:.1f} | {h['ratio']:.2f} |"
+        )
+    out.append(
+        "\nRecall through the gateway, per mode (ms: p50 / p95 / max; answer@10 = share of questions with "
+        "a relevant memory in the top 10):\n"
+    )
+    out.append(
+        "| workspace | mode | 1 client | recalls/s | floor p50 / p95 | recall p50 / floor p50 | "
+        f"{measure.CLIENTS} clients | recalls/s | answer@10 |"
+    )
     out.append("|---|---|---|---|---|---|---|---|---|")
     for size, r in sizes.items():
         for mode in measure.MODES:
@@ -110,12 +126,20 @@ def tables(res: dict) -> str:
             c = r["concurrent"].get(mode)
             conc = f"{_ms(c['recall'])} | {c['per_second']:.1f}" if c else "not run | -"
             note = f" ({s['dense_unavailable']} without dense)" if s["dense_unavailable"] else ""
-            out.append(f"| {int(size):,} | {mode} | {_ms(s['recall'])} | {s['per_second']:.1f} | {_p(s['floor'])} | "
-                       f"{s['ratio']:.2f} | {conc} | {s['hit_at_10']:.2f}{note} |")
+            out.append(
+                f"| {int(size):,} | {mode} | {_ms(s['recall'])} | {s['per_second']:.1f} | {_p(s['floor'])} | "
+                f"{s['ratio']:.2f} | {conc} | {s['hit_at_10']:.2f}{note} |"
+            )
     out.append("\nThe parts (single client, ms, p50 / p95): in this process (floor) and over gRPC to one service:\n")
     names = ["embed", "lexical_sql", "dense_sql", "EmbedQueries", "LexicalCandidates", "DenseCandidates"]
-    labels = ["BiEncoder.encode (in-process)", "candidates.lexical SQL", "candidates.dense SQL",
-              "EmbedQueries (gRPC)", "LexicalCandidates (gRPC)", "DenseCandidates (gRPC)"]
+    labels = [
+        "BiEncoder.encode (in-process)",
+        "candidates.lexical SQL",
+        "candidates.dense SQL",
+        "EmbedQueries (gRPC)",
+        "LexicalCandidates (gRPC)",
+        "DenseCandidates (gRPC)",
+    ]
     out.append("| workspace | " + " | ".join(labels) + " |")
     out.append("|---|" + "---|" * len(names))
     for size, r in sizes.items():
@@ -130,21 +154,32 @@ def tables(res: dict) -> str:
         rate = f"{ing['rows'] / ing['seconds']:.0f}/s" if ing.get("seconds") else "-"
         drains = ", ".join(f"{d['rows']:,} in {d['seconds']:.0f} s ({d['rate']:.0f}/s)" for d in e.get("drains", []))
         reuse = e.get("reuse")
-        reuse_s = (f"{reuse['rows']:,} in {reuse['seconds']:.0f} s (bench-only step)" if reuse else
-                   "by the store's worker (in the drain)" if e.get("reuse_path") == "worker" else "none")
+        reuse_s = (
+            f"{reuse['rows']:,} in {reuse['seconds']:.0f} s (bench-only step)"
+            if reuse
+            else "by the store's worker (in the drain)"
+            if e.get("reuse_path") == "worker"
+            else "none"
+        )
         state = "built in this run" if e.get("built_now") else f"reused (built {e.get('finished', '?')})"
-        out.append(f"| {int(size):,} | {state} | {e.get('commit')} | {e.get('ingest_form', '-')} | {rate} | "
-                   f"{drains or '-'} | {reuse_s} |")
+        out.append(
+            f"| {int(size):,} | {state} | {e.get('commit')} | {e.get('ingest_form', '-')} | {rate} | "
+            f"{drains or '-'} | {reuse_s} |"
+        )
     p = res.get("probe")
     if p:
         out.append("\nIngest probe (fresh data folder, embedding excluded from the write rate):\n")
         out.append("| rows | write path | write rate | backlog drain | in-process BiEncoder.encode | drain / encode |")
         out.append("|---|---|---|---|---|---|")
-        out.append(f"| {p['rows']:,} | {p['form']} | {p['ingest_rate']:.0f} memories/s | "
-                   f"{p['drain']['rate']:.1f} memories/s ({p['drain']['rows']:,} in {p['drain']['seconds']:.0f} s) | "
-                   f"{p['encode_rate']:.1f} texts/s | {p['drain_vs_encode']:.2f} |")
-    out.append("\nResident memory after the measurements (MiB; services RSS, PostgreSQL PSS summed over its "
-               "processes), and `recallatron up` start-up (start to \"recallatron ready\"):\n")
+        out.append(
+            f"| {p['rows']:,} | {p['form']} | {p['ingest_rate']:.0f} memories/s | "
+            f"{p['drain']['rate']:.1f} memories/s ({p['drain']['rows']:,} in {p['drain']['seconds']:.0f} s) | "
+            f"{p['encode_rate']:.1f} texts/s | {p['drain_vs_encode']:.2f} |"
+        )
+    out.append(
+        "\nResident memory after the measurements (MiB; services RSS, PostgreSQL PSS summed over its "
+        'processes), and `recallatron up` start-up (start to "recallatron ready"):\n'
+    )
     names = ["gateway", "store", "embed", "rank", "postgres (PSS)"]
     out.append("| workspace | " + " | ".join(names) + " |")
     out.append("|---|" + "---|" * len(names))
@@ -160,11 +195,13 @@ def tables(res: dict) -> str:
 
 
 def header(res: dict) -> str:
-    return (f"Date: {res['date']}. Commit: `{res['commit']}`. Machine: {res['machine']}; "
-            f"at the end {res['load_end']}.\n"
-            f"Floor embedding: {res['floor_encoder']}.\n"
-            f"Command: `{res['command']}`. Questions: {res['questions']} ({res['question_mix']}). "
-            f"Took {res['seconds'] / 60:.1f} min.\n")
+    return (
+        f"Date: {res['date']}. Commit: `{res['commit']}`. Machine: {res['machine']}; "
+        f"at the end {res['load_end']}.\n"
+        f"Floor embedding: {res['floor_encoder']}.\n"
+        f"Command: `{res['command']}`. Questions: {res['questions']} ({res['question_mix']}). "
+        f"Took {res['seconds'] / 60:.1f} min.\n"
+    )
 
 
 def write_results(text: str) -> None:
@@ -184,28 +221,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated workspace sizes")
     parser.add_argument("--probe", type=int, default=4000, help="rows of the ingest probe (0: skip it)")
     parser.add_argument("--clients", type=int, default=measure.CLIENTS, help="concurrent clients (1: skip)")
-    parser.add_argument("--rounds", type=int, default=measure.CONCURRENT_ROUNDS,
-                        help="passes over the questions for the concurrent run")
+    parser.add_argument(
+        "--rounds", type=int, default=measure.CONCURRENT_ROUNDS, help="passes over the questions for the concurrent run"
+    )
     parser.add_argument("--questions", type=int, default=0, help="ask only the first N questions (0: all)")
     parser.add_argument("--home", default=str(BENCH_DIR / "home"), help="data folder of the measured stack")
     parser.add_argument("--port-base", type=int, default=50150)
     parser.add_argument("--rebuild", action="store_true", help="build the workspaces again instead of reusing them")
     parser.add_argument("--write", action="store_true", help="also write bench/RESULTS.md")
-    parser.add_argument("--build-only", action="store_true",
-                        help="build (or check) the workspaces and stop: no probe, no measurement")
+    parser.add_argument(
+        "--build-only", action="store_true", help="build (or check) the workspaces and stop: no probe, no measurement"
+    )
     parser.add_argument("--label", default="", help="a note for the results heading")
     args = parser.parse_args(argv)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     questions = list(corpus.questions())
     if args.questions:
-        questions = questions[:args.questions]
+        questions = questions[: args.questions]
     started = time.monotonic()
-    res = {"date": datetime.datetime.now().astimezone().isoformat(timespec="minutes"), "commit": commit(),
-           "machine": machine(), "command": "python -m bench.run " + " ".join(argv or sys.argv[1:]),
-           "questions": len(questions), "question_mix": "every 6th LoCoMo question of each conversation, every "
-           "3rd SciFact claim", "sizes": {}, "startup": {}}
+    res = {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="minutes"),
+        "commit": commit(),
+        "machine": machine(),
+        "command": "python -m bench.run " + " ".join(argv or sys.argv[1:]),
+        "questions": len(questions),
+        "question_mix": "every 6th LoCoMo question of each conversation, every 3rd SciFact claim",
+        "sizes": {},
+        "startup": {},
+    }
     print(f"bench: loading the BiEncoder in this process ({res['machine']})", file=sys.stderr, flush=True)
     from embed_service.models import BiEncoder
+
     encoder = BiEncoder()
     res["floor_encoder"] = floor_encoder(encoder)
     BENCH_DIR.mkdir(exist_ok=True)
@@ -216,8 +262,11 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(probe_home, ignore_errors=True)
         stack = Stack.start(probe_home, args.port_base)
         res["startup"]["fresh"] = stack.startup_seconds
-        print(f"bench: probe stack up in {stack.startup_seconds:.1f}s; ingest probe of {args.probe} rows",
-              file=sys.stderr, flush=True)
+        print(
+            f"bench: probe stack up in {stack.startup_seconds:.1f}s; ingest probe of {args.probe} rows",
+            file=sys.stderr,
+            flush=True,
+        )
         try:
             gw = client.Gateway(stack.addrs["gateway"], stack.operator_token())
             res["probe"] = measure.ingest_probe(stack, gw, encoder, args.probe)
@@ -232,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 
         from servicekit import clients
+
         ch = clients.channel(stack.addrs["embed"])
         version = embed_pb2_grpc.EmbedServiceStub(ch).GetModelInfo(embed_pb2.GetModelInfoRequest()).input_version
         ch.close()
@@ -239,11 +289,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: workspace of {size:,}", file=sys.stderr, flush=True)
             entry = workspace.ensure(stack, gw, size, rebuild=args.rebuild, input_version=version)
             if entry.get("migrations") != workspace.migrations():
-                print(f"bench: note: workspace {size} was built with migrations {entry.get('migrations')}; "
-                      f"this checkout has {workspace.migrations()}", file=sys.stderr, flush=True)
+                print(
+                    f"bench: note: workspace {size} was built with migrations {entry.get('migrations')}; "
+                    f"this checkout has {workspace.migrations()}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             if args.build_only:
-                print(f"bench: workspace of {size:,} ready ({'built now' if entry['built_now'] else 'reused'})",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"bench: workspace of {size:,} ready ({'built now' if entry['built_now'] else 'reused'})",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 continue
             print(f"bench: measuring {size:,} ({len(questions)} questions)", file=sys.stderr, flush=True)
             r = measure.measure_workspace(stack, entry, encoder, questions, args.clients, args.rounds)

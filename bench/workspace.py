@@ -44,9 +44,9 @@ from cli import client
 from store_service.database import new_db_name
 
 BATCH = 500
-CHUNK = 4_000            # rows between checkpoints of a build
-SINGLE_THREADS = 4       # client threads when only Remember exists (as `recallatron load`)
-BATCH_THREADS = 2        # concurrent RememberBatch calls
+CHUNK = 4_000  # rows between checkpoints of a build
+SINGLE_THREADS = 4  # client threads when only Remember exists (as `recallatron load`)
+BATCH_THREADS = 2  # concurrent RememberBatch calls
 DRAIN_TIMEOUT = 6 * 3600
 REUSE_CHUNK = 5_000
 MANIFEST = "bench-workspaces.json"
@@ -61,8 +61,14 @@ def _occurred(row: corpus.Row, req: g.RememberRequest) -> None:
 
 def remember_request(row: corpus.Row, request_id: str) -> g.RememberRequest:
     """The RememberRequest of one bench row: a workspace-audience note for the conversation purpose."""
-    req = g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, kind=m.KIND_NOTE, title=row.title, body=row.body,
-                            audience=m.AUDIENCE_WORKSPACE, request_id=request_id)
+    req = g.RememberRequest(
+        purpose=m.PURPOSE_CONVERSATION,
+        kind=m.KIND_NOTE,
+        title=row.title,
+        body=row.body,
+        audience=m.AUDIENCE_WORKSPACE,
+        request_id=request_id,
+    )
     _occurred(row, req)
     return req
 
@@ -79,8 +85,11 @@ class Writer:
         self.gw = gw
         self.md = (("authorization", f"Bearer {token}"),)
         self.batch = has_batch_form()
-        self.name = f"RememberBatch ({BATCH} a call, {BATCH_THREADS} concurrent calls)" if self.batch else \
-            f"Remember ({SINGLE_THREADS} client threads; no RememberBatch in this build)"
+        self.name = (
+            f"RememberBatch ({BATCH} a call, {BATCH_THREADS} concurrent calls)"
+            if self.batch
+            else f"Remember ({SINGLE_THREADS} client threads; no RememberBatch in this build)"
+        )
         self.pool = ThreadPoolExecutor(BATCH_THREADS if self.batch else SINGLE_THREADS)
 
     def close(self) -> None:
@@ -90,18 +99,22 @@ class Writer:
         """Remembers rows ``first..first+len(batch)``; SystemExit when any row fails."""
         requests = [remember_request(r, f"bench-{first + n}") for n, r in enumerate(batch)]
         if self.batch:
+
             def call(part: list[g.RememberRequest]) -> list[str]:
-                resp = self.gw.memory.RememberBatch(g.RememberBatchRequest(requests=part), metadata=self.md,
-                                                    timeout=300)
+                resp = self.gw.memory.RememberBatch(
+                    g.RememberBatchRequest(requests=part), metadata=self.md, timeout=300
+                )
                 for r in resp.results:
                     if not r.HasField("memory"):
                         raise SystemExit(f"a bench row was not remembered: {r.error.code} {r.error.message}")
                 return [r.memory.id for r in resp.results]
-            parts = [requests[i:i + BATCH] for i in range(0, len(requests), BATCH)]
+
+            parts = [requests[i : i + BATCH] for i in range(0, len(requests), BATCH)]
             ids = [i for part_ids in self.pool.map(call, parts) for i in part_ids]
         else:
-            ids = list(self.pool.map(lambda r: self.gw.memory.Remember(r, metadata=self.md, timeout=120).memory.id,
-                                     requests))
+            ids = list(
+                self.pool.map(lambda r: self.gw.memory.Remember(r, metadata=self.md, timeout=120).memory.id, requests)
+            )
         failed = sum(1 for i in ids if not i)
         if failed or len(ids) != len(batch):
             raise SystemExit(f"{failed} of {len(batch)} bench rows were not remembered (rows {first}..)")
@@ -144,8 +157,10 @@ def unhashed_vectors(conninfo: str, input_version: str) -> bool:
     migration 0005, or by a build without it), which the store's worker cannot reuse."""
     with psycopg.connect(conninfo, autocommit=True) as conn:
         try:
-            return conn.execute("SELECT EXISTS (SELECT 1 FROM memory_embedding WHERE input_version = %s "
-                                "AND input_sha256 IS NULL)", (input_version,)).fetchone()[0]
+            return conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM memory_embedding WHERE input_version = %s AND input_sha256 IS NULL)",
+                (input_version,),
+            ).fetchone()[0]
         except psycopg.errors.UndefinedColumn:
             return True
 
@@ -167,15 +182,21 @@ def reuse_vectors(conninfo: str, input_version: str, donor: str | None = None) -
     t0 = time.monotonic()
     done = 0
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute("CREATE TEMP TABLE twin (h text PRIMARY KEY, model_id text, input_version text, "
-                     "embedding vector(384))")
+        conn.execute(
+            "CREATE TEMP TABLE twin (h text PRIMARY KEY, model_id text, input_version text, embedding vector(384))"
+        )
         if donor is None:
-            conn.execute(f"INSERT INTO twin SELECT h, model_id, input_version, embedding::vector FROM ({_TWINS}) t"
-                         "(h, model_id, input_version, embedding)", (input_version,))
+            conn.execute(
+                f"INSERT INTO twin SELECT h, model_id, input_version, embedding::vector FROM ({_TWINS}) t"
+                "(h, model_id, input_version, embedding)",
+                (input_version,),
+            )
         else:
-            with psycopg.connect(donor) as src, src.cursor().copy(
-                    f"COPY ({_TWINS}) TO STDOUT", (input_version,)) as out, \
-                    conn.cursor().copy("COPY twin FROM STDIN") as into:
+            with (
+                psycopg.connect(donor) as src,
+                src.cursor().copy(f"COPY ({_TWINS}) TO STDOUT", (input_version,)) as out,
+                conn.cursor().copy("COPY twin FROM STDIN") as into,
+            ):
                 for block in out:
                     into.write(block)
         ids = [r[0] for r in conn.execute("SELECT memory_id FROM embedding_job ORDER BY memory_id")]
@@ -193,7 +214,8 @@ def reuse_vectors(conninfo: str, input_version: str, donor: str | None = None) -
                              WHERE m.forgotten_at IS NULL AND m.superseded_by_id IS NULL
                              ORDER BY m.id FOR SHARE OF m),
                         written AS (
-                            INSERT INTO memory_embedding (memory_id, memory_revision, model_id, input_version, embedding)
+                            INSERT INTO memory_embedding
+                                   (memory_id, memory_revision, model_id, input_version, embedding)
                             SELECT l.id, l.revision, t.model_id, t.input_version, t.embedding
                               FROM live l JOIN twin t ON t.h = l.h
                             ON CONFLICT (memory_id) DO UPDATE SET memory_revision = EXCLUDED.memory_revision,
@@ -202,7 +224,9 @@ def reuse_vectors(conninfo: str, input_version: str, donor: str | None = None) -
                             RETURNING memory_id, memory_revision)
                         DELETE FROM embedding_job j USING written w
                          WHERE j.memory_id = w.memory_id AND j.memory_revision = w.memory_revision
-                        RETURNING j.memory_id""", {"ids": ids[i:i + REUSE_CHUNK]}).fetchall()
+                        RETURNING j.memory_id""",
+                    {"ids": ids[i : i + REUSE_CHUNK]},
+                ).fetchall()
             done += len(rows)
             print(f"  vector reuse: {done}/{len(ids)}", file=sys.stderr, flush=True)
     return {"rows": done, "seconds": round(time.monotonic() - t0, 1)}
@@ -210,8 +234,9 @@ def reuse_vectors(conninfo: str, input_version: str, donor: str | None = None) -
 
 def _commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=corpus.ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=corpus.ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return os.environ.get("BENCH_COMMIT", "unknown")
 
@@ -241,6 +266,7 @@ class Manifest:
 def workspace_counts(stack: Stack, workspace_id: str) -> dict:
     """Live rows, vectors and queued jobs of a workspace database (direct SQL, read-only)."""
     import uuid
+
     conninfo = stack.pg_conninfo(new_db_name(uuid.UUID(workspace_id)))
     with psycopg.connect(conninfo, autocommit=True) as conn:
         rows = conn.execute("SELECT count(*) FROM memory WHERE forgotten_at IS NULL").fetchone()[0]
@@ -249,8 +275,16 @@ def workspace_counts(stack: Stack, workspace_id: str) -> dict:
     return {"rows": rows, "vectors": vectors, "jobs": jobs}
 
 
-def ensure(stack: Stack, gw: client.Gateway, size: int, *, rebuild: bool = False, eval_dir: Path = corpus.EVAL,
-           max_unique: int | None = None, input_version: str = "") -> dict:
+def ensure(
+    stack: Stack,
+    gw: client.Gateway,
+    size: int,
+    *,
+    rebuild: bool = False,
+    eval_dir: Path = corpus.EVAL,
+    max_unique: int | None = None,
+    input_version: str = "",
+) -> dict:
     """The manifest entry of a complete workspace of ``size`` rows: reused when recorded and
     intact, otherwise built (or resumed) now. ``entry["built_now"]`` says which."""
     manifest = Manifest(stack.home)
@@ -263,17 +297,31 @@ def ensure(stack: Stack, gw: client.Gateway, size: int, *, rebuild: bool = False
         if counts["rows"] == size and counts["vectors"] == size and counts["jobs"] == 0:
             entry["built_now"] = False
             return entry
-        print(f"workspace {key}: found {counts}, expected {size} rows all embedded; completing it",
-              file=sys.stderr, flush=True)
+        print(
+            f"workspace {key}: found {counts}, expected {size} rows all embedded; completing it",
+            file=sys.stderr,
+            flush=True,
+        )
         entry["complete"] = False
     if entry is None:
         ws = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=f"bench {key}"), metadata=gw.metadata)
-        member = gw.admin.AddMember(g.AddMemberRequest(workspace_id=ws.workspace_id, display_name="bench"),
-                                    metadata=gw.metadata)
-        entry = {"key": key, "size": size, "recipe": corpus.RECIPE, "workspace_id": ws.workspace_id,
-                 "member_id": member.member_id, "token": member.token, "done": 0, "complete": False,
-                 "core_ids": {}, "commit": _commit(), "migrations": migrations(),
-                 "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+        member = gw.admin.AddMember(
+            g.AddMemberRequest(workspace_id=ws.workspace_id, display_name="bench"), metadata=gw.metadata
+        )
+        entry = {
+            "key": key,
+            "size": size,
+            "recipe": corpus.RECIPE,
+            "workspace_id": ws.workspace_id,
+            "member_id": member.member_id,
+            "token": member.token,
+            "done": 0,
+            "complete": False,
+            "core_ids": {},
+            "commit": _commit(),
+            "migrations": migrations(),
+            "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        }
         manifest.put(key, entry)
     build_started = time.monotonic()
     unique_end = corpus.repeats_from(size, eval_dir, max_unique)
@@ -296,15 +344,19 @@ def ensure(stack: Stack, gw: client.Gateway, size: int, *, rebuild: bool = False
                     ids = writer.write(first, batch)
                     ingest["seconds"] = round(ingest["seconds"] + time.monotonic() - t0, 3)
                     ingest["rows"] += len(batch)
-                    for r, mid in zip(batch, ids):
+                    for r, mid in zip(batch, ids, strict=True):
                         if r.key:
                             entry["core_ids"][r.key] = mid
                     entry["done"] = end
                     manifest.put(key, entry)
-                    print(f"  {key}: {end}/{size} remembered ({ingest['rows'] / max(ingest['seconds'], 1e-9):.0f}/s)",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"  {key}: {end}/{size} remembered ({ingest['rows'] / max(ingest['seconds'], 1e-9):.0f}/s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 if phase_end > unique_end:
                     import uuid
+
                     conninfo = stack.pg_conninfo(new_db_name(uuid.UUID(entry["workspace_id"])))
                     if unhashed_vectors(conninfo, input_version):  # fallback: vectors from before 0005
                         entry["reuse"] = reuse_vectors(conninfo, input_version)
@@ -322,7 +374,11 @@ def ensure(stack: Stack, gw: client.Gateway, size: int, *, rebuild: bool = False
     counts = workspace_counts(stack, entry["workspace_id"])
     if counts["rows"] != size or counts["vectors"] != size or counts["jobs"]:
         raise SystemExit(f"workspace {key} is incomplete after the build: {counts}")
-    entry.update(complete=True, built_now=True, build_seconds=round(time.monotonic() - build_started, 1),
-                 finished=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"))
+    entry.update(
+        complete=True,
+        built_now=True,
+        build_seconds=round(time.monotonic() - build_started, 1),
+        finished=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    )
     manifest.put(key, entry)
     return entry

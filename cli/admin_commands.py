@@ -45,11 +45,15 @@ def workspace_create(gw: client.Gateway, args: argparse.Namespace) -> int:
 @client.gateway_command
 def workspace_settings(gw: client.Gateway, args: argparse.Namespace) -> int:
     """UpdateWorkspaceSettings: prints the floor and default mode now in force."""
-    resp = gw.admin.UpdateWorkspaceSettings(g.UpdateWorkspaceSettingsRequest(
-        workspace_id=args.workspace, dense_floor=args.floor, default_mode=options.MODES.get(args.default_mode, 0)),
-        metadata=gw.metadata)
-    client.emit(resp, args.json, f"dense_floor={resp.dense_floor:.2f} "
-                                 f"default_mode={name_of(m.RecallMode, resp.default_mode)}")
+    resp = gw.admin.UpdateWorkspaceSettings(
+        g.UpdateWorkspaceSettingsRequest(
+            workspace_id=args.workspace, dense_floor=args.floor, default_mode=options.MODES.get(args.default_mode, 0)
+        ),
+        metadata=gw.metadata,
+    )
+    client.emit(
+        resp, args.json, f"dense_floor={resp.dense_floor:.2f} default_mode={name_of(m.RecallMode, resp.default_mode)}"
+    )
     return 0
 
 
@@ -73,8 +77,12 @@ def member_parser(sub: argparse._SubParsersAction) -> None:
 @client.gateway_command
 def member_add(gw: client.Gateway, args: argparse.Namespace) -> int:
     """AddMember: prints the member id and its token."""
-    resp = gw.admin.AddMember(g.AddMemberRequest(workspace_id=args.workspace, role=options.ROLES[args.role],
-                                                 purposes=args.purposes, display_name=args.name), metadata=gw.metadata)
+    resp = gw.admin.AddMember(
+        g.AddMemberRequest(
+            workspace_id=args.workspace, role=options.ROLES[args.role], purposes=args.purposes, display_name=args.name
+        ),
+        metadata=gw.metadata,
+    )
     client.emit(resp, args.json, f"member {resp.member_id}\ntoken {resp.token}")
     return 0
 
@@ -82,8 +90,9 @@ def member_add(gw: client.Gateway, args: argparse.Namespace) -> int:
 @client.gateway_command
 def member_revoke(gw: client.Gateway, args: argparse.Namespace) -> int:
     """RevokeMember: prints how many tokens were revoked."""
-    resp = gw.admin.RevokeMember(g.RevokeMemberRequest(workspace_id=args.workspace, member_id=args.member_id),
-                                 metadata=gw.metadata)
+    resp = gw.admin.RevokeMember(
+        g.RevokeMemberRequest(workspace_id=args.workspace, member_id=args.member_id), metadata=gw.metadata
+    )
     client.emit(resp, args.json, f"revoked {resp.revoked} token(s)")
     return 0
 

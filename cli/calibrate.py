@@ -36,8 +36,13 @@ def _fit(query_id: str) -> bool:
 
 
 def _dense(gw: client.Gateway, md: client.Metadata, text: str) -> list[tuple[str, float]]:
-    resp = gw.memory.Recall(g.RecallRequest(query=text, purpose=m.PURPOSE_CONVERSATION, mode=m.RECALL_MODE_DENSE,
-                                            top_k=TOP, skip_rerank=True), metadata=md, timeout=60)
+    resp = gw.memory.Recall(
+        g.RecallRequest(
+            query=text, purpose=m.PURPOSE_CONVERSATION, mode=m.RECALL_MODE_DENSE, top_k=TOP, skip_rerank=True
+        ),
+        metadata=md,
+        timeout=60,
+    )
     if not resp.dense_available:
         raise SystemExit("the dense arm is unavailable; is the embed service up? (`recallatron status`)")
     return [(it.memory.id, it.cosine) for it in resp.items]
@@ -49,11 +54,13 @@ def measure(gw: client.Gateway, dataset: Path, off_topic: Path) -> dict:
     obs = {"on": {True: [], False: []}, "off": {True: [], False: []}, "adversarial": [], "lost_pairs": 0}
     for folder in corpora(dataset):
         ws, token = fresh_member(gw, f"calibrate {folder.name}")
-        gw.admin.UpdateWorkspaceSettings(g.UpdateWorkspaceSettingsRequest(workspace_id=ws, dense_floor=0.0),
-                                         metadata=gw.metadata)
+        gw.admin.UpdateWorkspaceSettings(
+            g.UpdateWorkspaceSettingsRequest(workspace_id=ws, dense_floor=0.0), metadata=gw.metadata
+        )
         md = client.bearer(token)
-        ids = load_rows(gw, token, read_jsonl(folder / "memories.jsonl"), m.PURPOSE_CONVERSATION,
-                        f"{folder.name} memories")
+        ids = load_rows(
+            gw, token, read_jsonl(folder / "memories.jsonl"), m.PURPOSE_CONVERSATION, f"{folder.name} memories"
+        )
         wait_for_backlog(gw)
         queries = read_jsonl(folder / "queries.jsonl")
         for n, q in enumerate(queries, start=1):
@@ -77,23 +84,28 @@ def measure(gw: client.Gateway, dataset: Path, off_topic: Path) -> dict:
 
 def curve(obs: dict) -> list[dict]:
     """Per whole-percent floor: off-topic blocked and on-topic kept, fit and held-out, adversarial passing."""
+
     def share(values, pred):
         return sum(1 for v in values if pred(v)) / len(values) if values else 0.0
+
     rows = []
     for f in FLOORS:
-        rows.append({"floor": f,
-                     "fit_off_topic_blocked": share(obs["off"][True], lambda v: v < f),
-                     "fit_on_topic_kept": share(obs["on"][True], lambda v: v >= f),
-                     "held_out_off_topic_blocked": share(obs["off"][False], lambda v: v < f),
-                     "held_out_on_topic_kept": share(obs["on"][False], lambda v: v >= f),
-                     "adversarial_passing": share(obs["adversarial"], lambda v: v >= f)})
+        rows.append(
+            {
+                "floor": f,
+                "fit_off_topic_blocked": share(obs["off"][True], lambda v, f=f: v < f),
+                "fit_on_topic_kept": share(obs["on"][True], lambda v, f=f: v >= f),
+                "held_out_off_topic_blocked": share(obs["off"][False], lambda v, f=f: v < f),
+                "held_out_on_topic_kept": share(obs["on"][False], lambda v, f=f: v >= f),
+                "adversarial_passing": share(obs["adversarial"], lambda v, f=f: v >= f),
+            }
+        )
     return rows
 
 
 def choose(rows: list[dict]) -> dict | None:
     """The lowest floor meeting the rule on the fit half, or None."""
-    return next((r for r in rows if r["fit_off_topic_blocked"] >= BLOCK_SHARE and r["fit_on_topic_kept"] >= 1.0),
-                None)
+    return next((r for r in rows if r["fit_off_topic_blocked"] >= BLOCK_SHARE and r["fit_on_topic_kept"] >= 1.0), None)
 
 
 def calibrate_parser(sub: argparse._SubParsersAction) -> None:
@@ -111,32 +123,54 @@ def run_calibrate(gw: client.Gateway, args: argparse.Namespace) -> int:
     obs = measure(gw, Path(args.dataset), Path(args.off_topic))
     rows = curve(obs)
     chosen = choose(rows)
-    counts = {"on_topic_pairs": len(obs["on"][True]) + len(obs["on"][False]), "lost_pairs": obs["lost_pairs"],
-              "off_topic_queries": len(obs["off"][True]) + len(obs["off"][False]),
-              "adversarial_queries": len(obs["adversarial"])}
+    counts = {
+        "on_topic_pairs": len(obs["on"][True]) + len(obs["on"][False]),
+        "lost_pairs": obs["lost_pairs"],
+        "off_topic_queries": len(obs["off"][True]) + len(obs["off"][False]),
+        "adversarial_queries": len(obs["adversarial"]),
+    }
     # The best compromise when the rule cannot be met: the lowest floor blocking 95% off-topic.
     blocking = next((r for r in rows if r["fit_off_topic_blocked"] >= BLOCK_SHARE), None)
     if args.json:
-        print(client.dump({"chosen": chosen, "rule_satisfiable": chosen is not None,
-                           "lowest_floor_blocking_95": blocking, "counts": counts, "curve": rows}))
+        print(
+            client.dump(
+                {
+                    "chosen": chosen,
+                    "rule_satisfiable": chosen is not None,
+                    "lowest_floor_blocking_95": blocking,
+                    "counts": counts,
+                    "curve": rows,
+                }
+            )
+        )
         return 0
-    print(f"pairs: {counts['on_topic_pairs']} on-topic ({counts['lost_pairs']} outside the top {TOP}), "
-          f"{counts['off_topic_queries']} off-topic, {counts['adversarial_queries']} adversarial")
+    print(
+        f"pairs: {counts['on_topic_pairs']} on-topic ({counts['lost_pairs']} outside the top {TOP}), "
+        f"{counts['off_topic_queries']} off-topic, {counts['adversarial_queries']} adversarial"
+    )
     if chosen:
-        print(f"chosen floor {chosen['floor']:.2f}: held-out off-topic blocked "
-              f"{chosen['held_out_off_topic_blocked']:.3f}, on-topic kept {chosen['held_out_on_topic_kept']:.3f}")
+        print(
+            f"chosen floor {chosen['floor']:.2f}: held-out off-topic blocked "
+            f"{chosen['held_out_off_topic_blocked']:.3f}, on-topic kept {chosen['held_out_on_topic_kept']:.3f}"
+        )
     else:
         print("no floor satisfies the rule (block >= 95% of off-topic and keep every on-topic pair) on the fit half")
         if blocking:
-            print(f"lowest floor blocking 95% off-topic on the fit half: {blocking['floor']:.2f}; held-out: "
-                  f"off-topic blocked {blocking['held_out_off_topic_blocked']:.3f}, "
-                  f"on-topic kept {blocking['held_out_on_topic_kept']:.3f}")
-    print(f"{'floor':>6} {'fit off blk':>12} {'fit on kept':>12} {'held off blk':>13} {'held on kept':>13} "
-          f"{'advers. pass':>13}")
+            print(
+                f"lowest floor blocking 95% off-topic on the fit half: {blocking['floor']:.2f}; held-out: "
+                f"off-topic blocked {blocking['held_out_off_topic_blocked']:.3f}, "
+                f"on-topic kept {blocking['held_out_on_topic_kept']:.3f}"
+            )
+    print(
+        f"{'floor':>6} {'fit off blk':>12} {'fit on kept':>12} {'held off blk':>13} {'held on kept':>13} "
+        f"{'advers. pass':>13}"
+    )
     for r in rows:
         if round(r["floor"] * 100) % 5 == 0:
-            print(f"{r['floor']:>6.2f} {r['fit_off_topic_blocked']:>12.3f} {r['fit_on_topic_kept']:>12.3f} "
-                  f"{r['held_out_off_topic_blocked']:>13.3f} {r['held_out_on_topic_kept']:>13.3f} "
-                  f"{r['adversarial_passing']:>13.3f}")
+            print(
+                f"{r['floor']:>6.2f} {r['fit_off_topic_blocked']:>12.3f} {r['fit_on_topic_kept']:>12.3f} "
+                f"{r['held_out_off_topic_blocked']:>13.3f} {r['held_out_on_topic_kept']:>13.3f} "
+                f"{r['adversarial_passing']:>13.3f}"
+            )
     sys.stdout.flush()
     return 0

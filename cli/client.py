@@ -55,14 +55,16 @@ def operator_token(args, default_path: Path) -> str:
     try:
         return default_path.read_text().strip()
     except OSError:
-        raise SystemExit(f"no operator credential: pass --operator-token or run `recallatron up` "
-                         f"(it writes {default_path})") from None
+        raise SystemExit(
+            f"no operator credential: pass --operator-token or run `recallatron up` (it writes {default_path})"
+        ) from None
 
 
 def to_json(message) -> str:
     """Protobuf JSON with proto field names and every field, defaults included."""
-    return json_format.MessageToJson(message, preserving_proto_field_name=True,
-                                     always_print_fields_with_no_presence=True, indent=2)
+    return json_format.MessageToJson(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True, indent=2
+    )
 
 
 def emit(message, as_json: bool, text: str) -> None:
@@ -81,14 +83,16 @@ def dump(obj) -> str:
     return json.dumps(obj, indent=2, sort_keys=True)
 
 
-def gateway_command(handler: Callable[[Gateway, argparse.Namespace], int]
-                    ) -> Callable[[argparse.Namespace, Settings], int]:
+def gateway_command(
+    handler: Callable[[Gateway, argparse.Namespace], int],
+) -> Callable[[argparse.Namespace, Settings], int]:
     """Turns ``handler(gateway, args) -> exit status`` into a command ``(args, settings) -> exit status``.
 
     The command connects to --gateway (default ``settings.gateway_addr``) with the operator
     credential when the parser has --operator-token, else with the member token (SystemExit with a
     message when there is none); only warnings are logged; a failed call prints its status code name
     and message to stderr and returns 1 (``fail``); the channel is always closed."""
+
     @functools.wraps(handler)
     def command(args: argparse.Namespace, settings: Settings) -> int:
         logging.getLogger().setLevel(logging.WARNING)
@@ -101,4 +105,5 @@ def gateway_command(handler: Callable[[Gateway, argparse.Namespace], int]
             return fail(exc)
         finally:
             gw.close()
+
     return command

@@ -65,13 +65,19 @@ def occurred_at(value: str | None) -> datetime.datetime | None:
     if not value:
         return None
     dt = datetime.datetime.fromisoformat(value)
-    return dt if dt.tzinfo else dt.replace(tzinfo=datetime.timezone.utc)
+    return dt if dt.tzinfo else dt.replace(tzinfo=datetime.UTC)
 
 
 def _request(row: dict, purpose: int) -> g.RememberRequest:
     """The Remember of one dataset row (workspace audience, request id ``load:<row id>``)."""
-    req = g.RememberRequest(purpose=purpose, kind=m.KIND_NOTE, title=row.get("title") or "",
-                            body=row.get("body") or "", audience=m.AUDIENCE_WORKSPACE, request_id=f"load:{row['id']}")
+    req = g.RememberRequest(
+        purpose=purpose,
+        kind=m.KIND_NOTE,
+        title=row.get("title") or "",
+        body=row.get("body") or "",
+        audience=m.AUDIENCE_WORKSPACE,
+        request_id=f"load:{row['id']}",
+    )
     when = occurred_at(row.get("occurred_at"))
     if when is not None:
         req.occurred_at.FromDatetime(when)
@@ -92,17 +98,19 @@ def _batches(rows: list[dict]) -> list[list[dict]]:
     return batches
 
 
-def remember_rows(gw: client.Gateway, token: str, rows: list[dict], purpose: int,
-                  label: str = "load") -> tuple[dict[str, str], list[Failure]]:
+def remember_rows(
+    gw: client.Gateway, token: str, rows: list[dict], purpose: int, label: str = "load"
+) -> tuple[dict[str, str], list[Failure]]:
     """Remembers every row as the member of ``token`` through RememberBatch (``LOAD_THREADS``
     concurrent batches). Returns dataset id -> memory id of the rows stored, and (dataset id, status
     code name, message) of each row that failed, in file order."""
     md = client.bearer(token)
 
     def send(batch: list[dict]) -> list[tuple[dict, g.RememberBatchResult]]:
-        resp = gw.memory.RememberBatch(g.RememberBatchRequest(requests=[_request(r, purpose) for r in batch]),
-                                       metadata=md, timeout=300)
-        return list(zip(batch, resp.results))
+        resp = gw.memory.RememberBatch(
+            g.RememberBatchRequest(requests=[_request(r, purpose) for r in batch]), metadata=md, timeout=300
+        )
+        return list(zip(batch, resp.results, strict=True))
 
     ids: dict[str, str] = {}
     errors: list[Failure] = []
@@ -144,8 +152,9 @@ def load_file(gw: client.Gateway, workspace_id: str, path: str, purpose: int) ->
     """Adds a member to the workspace and remembers every row of ``path`` as it; returns the number
     stored and the rows that failed (see ``remember_rows``)."""
     rows = read_jsonl(Path(path))
-    member = gw.admin.AddMember(g.AddMemberRequest(workspace_id=workspace_id, display_name="loader"),
-                                metadata=gw.metadata)
+    member = gw.admin.AddMember(
+        g.AddMemberRequest(workspace_id=workspace_id, display_name="loader"), metadata=gw.metadata
+    )
     ids, errors = remember_rows(gw, member.token, rows, purpose)
     return len(ids), errors
 
@@ -153,8 +162,9 @@ def load_file(gw: client.Gateway, workspace_id: str, path: str, purpose: int) ->
 def fresh_member(gw: client.Gateway, workspace_name: str, display_name: str = "") -> tuple[str, str]:
     """Creates a workspace and adds a member to it (operator calls); returns (workspace id, member token)."""
     ws = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=workspace_name), metadata=gw.metadata)
-    member = gw.admin.AddMember(g.AddMemberRequest(workspace_id=ws.workspace_id, display_name=display_name),
-                                metadata=gw.metadata)
+    member = gw.admin.AddMember(
+        g.AddMemberRequest(workspace_id=ws.workspace_id, display_name=display_name), metadata=gw.metadata
+    )
     return ws.workspace_id, member.token
 
 

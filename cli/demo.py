@@ -28,8 +28,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def start_system(env: dict[str, str]) -> subprocess.Popen:
     """Runs ``recallatron up`` and waits for its ``ready`` line; SystemExit if it never comes."""
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "up"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     for line in proc.stdout:
         if "RuntimeDirWarning" in line or "user_runtime_dir" in line:
             continue
@@ -44,11 +50,14 @@ def show_examples(gw: client.Gateway, folder: Path, result: dict) -> None:
     """Prints the first questions of a corpus with their top three hits, marking the relevant ones."""
     md = client.bearer(result["token"])
     for q in read_jsonl(folder / "queries.jsonl")[:EXAMPLES]:
-        resp = gw.memory.Recall(g.RecallRequest(query=q["question"], purpose=m.PURPOSE_CONVERSATION, top_k=3),
-                                metadata=md)
+        resp = gw.memory.Recall(
+            g.RecallRequest(query=q["question"], purpose=m.PURPOSE_CONVERSATION, top_k=3), metadata=md
+        )
         relevant = {result["ids"][i] for i in q["relevant_ids"] if i in result["ids"]}
-        print(f"\nQ: {q['question']}   (dense_available={str(resp.dense_available).lower()}, "
-              f"reranked={str(resp.reranked).lower()})")
+        print(
+            f"\nQ: {q['question']}   (dense_available={str(resp.dense_available).lower()}, "
+            f"reranked={str(resp.reranked).lower()})"
+        )
         for it in resp.items:
             mark = "*" if it.memory.id in relevant else " "
             print(f" {mark}{it.rank}. [{it.memory.title}] {it.memory.body[:110]}")
@@ -68,8 +77,10 @@ def main() -> int:
     started = time.monotonic()
     proc = start_system(env)
     try:
-        print(f"system up in {time.monotonic() - started:.1f}s; evaluating {data} (hybrid, 50 results per query)",
-              flush=True)
+        print(
+            f"system up in {time.monotonic() - started:.1f}s; evaluating {data} (hybrid, 50 results per query)",
+            flush=True,
+        )
         gw = client.Gateway(settings.gateway_addr, client.operator_token(args, settings.operator_token_path))
         t0 = time.monotonic()
         reports, results = evaluate(gw, data, {"hybrid": (m.RECALL_MODE_HYBRID, False)}, 50)

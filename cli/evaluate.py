@@ -17,15 +17,29 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from cli import client, options
-from cli.dataset import (Failure, corpora, fresh_member, load_rows, progress, read_jsonl, report_failures,
-                         wait_for_backlog)
+from cli.dataset import (
+    Failure,
+    corpora,
+    fresh_member,
+    load_rows,
+    progress,
+    read_jsonl,
+    report_failures,
+    wait_for_backlog,
+)
 from cli.retrieval_metrics import KEYS, average, score_query
 
 MIN_RESULTS = 50
 
 
-def _run_variant(gw: client.Gateway, md: client.Metadata, queries: list[dict], back: dict[str, str],
-                 request: g.RecallRequest, label: str) -> dict:
+def _run_variant(
+    gw: client.Gateway,
+    md: client.Metadata,
+    queries: list[dict],
+    back: dict[str, str],
+    request: g.RecallRequest,
+    label: str,
+) -> dict:
     """Asks every query with ``request``'s mode, top_k and skip_rerank; scores the answered ones.
 
     A refused question (any gRPC error, e.g. INVALID_ARGUMENT for an over-long query) is counted under
@@ -47,23 +61,34 @@ def _run_variant(gw: client.Gateway, md: client.Metadata, queries: list[dict], b
         progress(label, n, len(queries))
     if refused:
         report_failures(refused, len(queries), noun="question", verb="refused")
-    return {"per_query": per_query, "per_category": per_category, "dense_unavailable": dense_down,
-            "reranked": reranked, "refused": Counter(code for _, code, _ in refused)}
+    return {
+        "per_query": per_query,
+        "per_category": per_category,
+        "dense_unavailable": dense_down,
+        "reranked": reranked,
+        "refused": Counter(code for _, code, _ in refused),
+    }
 
 
 def evaluate_corpus(gw: client.Gateway, folder: Path, variants: dict[str, tuple[int, bool]], top_k: int) -> dict:
     """Loads one corpus into a fresh workspace once, then asks every query under each variant
     (name -> (mode, skip_rerank)); returns per-variant scores and refusals, the member token and the id map."""
     workspace_id, token = fresh_member(gw, f"eval {folder.name}", "eval")
-    ids = load_rows(gw, token, read_jsonl(folder / "memories.jsonl"), m.PURPOSE_CONVERSATION,
-                    f"{folder.name} memories")
+    ids = load_rows(gw, token, read_jsonl(folder / "memories.jsonl"), m.PURPOSE_CONVERSATION, f"{folder.name} memories")
     back = {v: k for k, v in ids.items()}
     wait_for_backlog(gw)
     queries = read_jsonl(folder / "queries.jsonl")
-    runs = {name: _run_variant(gw, client.bearer(token), queries, back,
-                               g.RecallRequest(purpose=m.PURPOSE_CONVERSATION, mode=mode, top_k=top_k,
-                                               skip_rerank=skip_rerank), f"{folder.name} queries ({name})")
-            for name, (mode, skip_rerank) in variants.items()}
+    runs = {
+        name: _run_variant(
+            gw,
+            client.bearer(token),
+            queries,
+            back,
+            g.RecallRequest(purpose=m.PURPOSE_CONVERSATION, mode=mode, top_k=top_k, skip_rerank=skip_rerank),
+            f"{folder.name} queries ({name})",
+        )
+        for name, (mode, skip_rerank) in variants.items()
+    }
     return {"runs": runs, "token": token, "ids": ids, "workspace_id": workspace_id}
 
 
@@ -75,8 +100,9 @@ def _table(rows: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def evaluate(gw: client.Gateway, dataset: Path, variants: dict[str, tuple[int, bool]],
-             top_k: int) -> tuple[dict[str, dict], dict]:
+def evaluate(
+    gw: client.Gateway, dataset: Path, variants: dict[str, tuple[int, bool]], top_k: int
+) -> tuple[dict[str, dict], dict]:
     """Evaluates every corpus of ``dataset`` under each variant; returns a report per variant and
     the raw per-corpus results."""
     results = {f.name: evaluate_corpus(gw, f, variants, top_k) for f in corpora(dataset)}
@@ -93,7 +119,8 @@ def evaluate(gw: client.Gateway, dataset: Path, variants: dict[str, tuple[int, b
             "per_category": {c: average(qs) for c, qs in sorted(categories.items())},
             "dense_unavailable_queries": sum(run["dense_unavailable"] for run in runs.values()),
             "reranked_queries": sum(run["reranked"] for run in runs.values()),
-            "refused": dict(sorted(sum((run["refused"] for run in runs.values()), Counter()).items()))}
+            "refused": dict(sorted(sum((run["refused"] for run in runs.values()), Counter()).items())),
+        }
     return reports, results
 
 
@@ -105,8 +132,9 @@ def refused_text(report: dict) -> str:
         return ""
     codes = ", ".join(f"{code} {n}" for code, n in report["refused"].items())
     answered = report["overall"]["queries"]
-    return (f"refused: {refused} of {refused + answered} questions ({codes}); "
-            f"the metrics are over the {answered} answered")
+    return (
+        f"refused: {refused} of {refused + answered} questions ({codes}); the metrics are over the {answered} answered"
+    )
 
 
 def print_report(report: dict, mode_name: str) -> None:
@@ -129,7 +157,8 @@ def _side_by_side(reports: dict[str, dict], key: str) -> str:
     head = f"{key:<22}" + "".join(f"{n:>16}" for n in names)
     lines = [head, "-" * len(head)]
     for row, cells in [("overall", [r["overall"] for r in reports.values()])] + [
-            (f"cat {c}", [r["per_category"].get(c) for r in reports.values()]) for c in categories]:
+        (f"cat {c}", [r["per_category"].get(c) for r in reports.values()]) for c in categories
+    ]:
         lines.append(f"{row:<22}" + "".join(f"{c[key]:>16.3f}" if c else f"{'-':>16}" for c in cells))
     return "\n".join(lines)
 
@@ -148,8 +177,9 @@ def eval_parser(sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--mode", default="hybrid", choices=options.MODES)
     ev.add_argument("--top-k", type=int, default=50, help="results per query (at least 50 are asked)")
     ev.add_argument("--no-rerank", action="store_true")
-    ev.add_argument("--ablate", action="store_true",
-                    help="lexical, dense, hybrid and hybrid + re-rank side by side, one load")
+    ev.add_argument(
+        "--ablate", action="store_true", help="lexical, dense, hybrid and hybrid + re-rank side by side, one load"
+    )
     options.gateway_options(ev, operator=True)
     ev.set_defaults(handler=run_eval)
 
@@ -185,8 +215,7 @@ def _single(gw: client.Gateway, args: argparse.Namespace, top_k: int) -> dict[st
 def _ablation(gw: client.Gateway, args: argparse.Namespace, top_k: int) -> dict[str, dict]:
     """Every variant side by side, printed; returns the reports by variant name."""
     modes = options.MODES
-    variants = {"lexical": (modes["lexical"], True), "dense": (modes["dense"], True),
-                "hybrid": (modes["hybrid"], True)}
+    variants = {"lexical": (modes["lexical"], True), "dense": (modes["dense"], True), "hybrid": (modes["hybrid"], True)}
     available, why = reranker_state(gw)
     if available:
         variants["hybrid+rerank"] = (modes["hybrid"], False)

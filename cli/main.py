@@ -21,9 +21,18 @@ from cli.serve import serve_parser
 from cli.up import up_parser
 from servicekit import settings as settings_mod
 
-PARSERS = (serve_parser, up_parser, admin_commands.workspace_parser, admin_commands.member_parser,
-           admin_commands.status_parser, admin_commands.rebuild_parser, *memory_commands.PARSERS,
-           admin_commands.load_parser, eval_parser, calibrate_parser)
+PARSERS = (
+    serve_parser,
+    up_parser,
+    admin_commands.workspace_parser,
+    admin_commands.member_parser,
+    admin_commands.status_parser,
+    admin_commands.rebuild_parser,
+    *memory_commands.PARSERS,
+    admin_commands.load_parser,
+    eval_parser,
+    calibrate_parser,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,8 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``recallatron`` console script."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s",
-                        stream=sys.stderr)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     return args.handler(args, settings_mod.load())
 
 

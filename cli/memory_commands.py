@@ -22,16 +22,18 @@ def _mentions(names: list[str], ids: list[str]) -> list[m.EntityMention]:
 
 
 def _ts(memory: m.Memory) -> str:
-    return memory.created_at.ToDatetime(tzinfo=datetime.timezone.utc).isoformat(timespec="seconds")
+    return memory.created_at.ToDatetime(tzinfo=datetime.UTC).isoformat(timespec="seconds")
 
 
 def describe(memory: m.Memory) -> str:
     """A memory for people: id, revision, kind, audience, purpose, creation time, title, body, then its
     successor, links and (when read with --history) earlier revisions, one per line."""
     aud = "workspace" if memory.audience == m.AUDIENCE_WORKSPACE else f"member {memory.audience_member_id}"
-    text = (f"{memory.id}  revision {memory.revision}  {name_of(m.Kind, memory.kind)}  "
-            f"{aud}  {name_of(m.Purpose, memory.purpose)}  created {_ts(memory)}\n"
-            f"  {memory.title}\n  {memory.body}")
+    text = (
+        f"{memory.id}  revision {memory.revision}  {name_of(m.Kind, memory.kind)}  "
+        f"{aud}  {name_of(m.Purpose, memory.purpose)}  created {_ts(memory)}\n"
+        f"  {memory.title}\n  {memory.body}"
+    )
     if memory.superseded_by_id:
         text += f"\n  superseded by {memory.superseded_by_id}"
     for link in memory.links:
@@ -44,12 +46,16 @@ def describe(memory: m.Memory) -> str:
 
 def recall_text(resp: g.RecallResponse) -> str:
     """A Recall answer for people: one summary line, then each item with its ranks and scores."""
-    lines = [f"mode={name_of(m.RecallMode, resp.mode)} dense_available={str(resp.dense_available).lower()} "
-             f"reranked={str(resp.reranked).lower()} passed={resp.counts.fused} returned={resp.counts.returned}"]
+    lines = [
+        f"mode={name_of(m.RecallMode, resp.mode)} dense_available={str(resp.dense_available).lower()} "
+        f"reranked={str(resp.reranked).lower()} passed={resp.counts.fused} returned={resp.counts.returned}"
+    ]
     for it in resp.items:
-        lines.append(f"{it.rank:>3}. lexical_rank={it.lexical_rank or '-'} dense_rank={it.dense_rank or '-'} "
-                     f"cosine={it.cosine:.3f} fused={it.fused_score:.5f} rerank={it.rerank_score:.3f}  "
-                     f"{it.memory.id}\n     {it.memory.title}: {it.memory.body[:160]}")
+        lines.append(
+            f"{it.rank:>3}. lexical_rank={it.lexical_rank or '-'} dense_rank={it.dense_rank or '-'} "
+            f"cosine={it.cosine:.3f} fused={it.fused_score:.5f} rerank={it.rerank_score:.3f}  "
+            f"{it.memory.id}\n     {it.memory.title}: {it.memory.body[:160]}"
+        )
     return "\n".join(lines)
 
 
@@ -71,10 +77,19 @@ def remember_parser(sub: argparse._SubParsersAction) -> None:
 @client.gateway_command
 def remember(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Remember: prints the stored memory, or its protobuf JSON."""
-    resp = gw.memory.Remember(g.RememberRequest(
-        purpose=options.PURPOSES[args.purpose], kind=options.KINDS[args.kind], title=args.title, body=args.body,
-        audience=options.AUDIENCES[args.audience], confidence=args.confidence, request_id=args.request_id,
-        entities=_mentions(args.about, args.about_id)), metadata=gw.metadata)
+    resp = gw.memory.Remember(
+        g.RememberRequest(
+            purpose=options.PURPOSES[args.purpose],
+            kind=options.KINDS[args.kind],
+            title=args.title,
+            body=args.body,
+            audience=options.AUDIENCES[args.audience],
+            confidence=args.confidence,
+            request_id=args.request_id,
+            entities=_mentions(args.about, args.about_id),
+        ),
+        metadata=gw.metadata,
+    )
     client.emit(resp, args.json, describe(resp.memory))
     return 0
 
@@ -95,9 +110,17 @@ def derive_parser(sub: argparse._SubParsersAction) -> None:
 @client.gateway_command
 def derive(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Derive: prints the derived memory, or its protobuf JSON."""
-    resp = gw.memory.Derive(g.DeriveRequest(
-        source_ids=args.source, kind=options.KINDS[args.kind], title=args.title, body=args.body,
-        request_id=args.request_id, entities=_mentions(args.about, [])), metadata=gw.metadata)
+    resp = gw.memory.Derive(
+        g.DeriveRequest(
+            source_ids=args.source,
+            kind=options.KINDS[args.kind],
+            title=args.title,
+            body=args.body,
+            request_id=args.request_id,
+            entities=_mentions(args.about, []),
+        ),
+        metadata=gw.metadata,
+    )
     client.emit(resp, args.json, describe(resp.memory))
     return 0
 
@@ -117,8 +140,12 @@ def correct_parser(sub: argparse._SubParsersAction) -> None:
 @client.gateway_command
 def correct(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Correct under --revision: prints the corrected memory (ABORTED naming the current revision when stale)."""
-    resp = gw.memory.Correct(g.CorrectRequest(id=args.id, expected_revision=args.revision, title=args.title,
-                                              body=args.body, confidence=args.confidence), metadata=gw.metadata)
+    resp = gw.memory.Correct(
+        g.CorrectRequest(
+            id=args.id, expected_revision=args.revision, title=args.title, body=args.body, confidence=args.confidence
+        ),
+        metadata=gw.metadata,
+    )
     client.emit(resp, args.json, describe(resp.memory))
     return 0
 
@@ -140,9 +167,18 @@ def supersede_parser(sub: argparse._SubParsersAction) -> None:
 @client.gateway_command
 def supersede(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Supersede under --revision: prints the new memory, or its protobuf JSON."""
-    resp = gw.memory.Supersede(g.SupersedeRequest(
-        id=args.id, expected_revision=args.revision, kind=options.KINDS[args.kind], title=args.title, body=args.body,
-        audience=options.AUDIENCES.get(args.audience, 0), request_id=args.request_id), metadata=gw.metadata)
+    resp = gw.memory.Supersede(
+        g.SupersedeRequest(
+            id=args.id,
+            expected_revision=args.revision,
+            kind=options.KINDS[args.kind],
+            title=args.title,
+            body=args.body,
+            audience=options.AUDIENCES.get(args.audience, 0),
+            request_id=args.request_id,
+        ),
+        metadata=gw.metadata,
+    )
     client.emit(resp, args.json, describe(resp.memory))
     return 0
 
@@ -213,13 +249,29 @@ def recall_parser(sub: argparse._SubParsersAction) -> None:
 @client.gateway_command
 def recall(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Recall: prints the summary line and the items, or the protobuf JSON."""
-    resp = gw.memory.Recall(g.RecallRequest(
-        query=args.question, purpose=options.PURPOSES[args.purpose], mode=options.MODES.get(args.mode, 0),
-        top_k=args.top_k, skip_rerank=args.no_rerank, entity_ids=args.about_id, include_superseded=args.history),
-        metadata=gw.metadata)
+    resp = gw.memory.Recall(
+        g.RecallRequest(
+            query=args.question,
+            purpose=options.PURPOSES[args.purpose],
+            mode=options.MODES.get(args.mode, 0),
+            top_k=args.top_k,
+            skip_rerank=args.no_rerank,
+            entity_ids=args.about_id,
+            include_superseded=args.history,
+        ),
+        metadata=gw.metadata,
+    )
     client.emit(resp, args.json, recall_text(resp))
     return 0
 
 
-PARSERS = (remember_parser, derive_parser, correct_parser, supersede_parser, forget_parser, entities_parser,
-           read_parser, recall_parser)
+PARSERS = (
+    remember_parser,
+    derive_parser,
+    correct_parser,
+    supersede_parser,
+    forget_parser,
+    entities_parser,
+    read_parser,
+    recall_parser,
+)

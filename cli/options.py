@@ -26,7 +26,8 @@ def purposes(text: str) -> list[int]:
         return [PURPOSES[p.strip()] for p in text.split(",") if p.strip()]
     except KeyError as exc:
         raise argparse.ArgumentTypeError(
-            f"unknown purpose {exc.args[0]!r}; choose from {', '.join(PURPOSES)}") from None
+            f"unknown purpose {exc.args[0]!r}; choose from {', '.join(PURPOSES)}"
+        ) from None
 
 
 def gateway_options(parser: argparse.ArgumentParser, operator: bool = False) -> None:

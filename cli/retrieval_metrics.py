@@ -34,9 +34,13 @@ def reciprocal_rank(ranked: Sequence[str], relevant: set[str]) -> float:
 
 def score_query(ranked: Sequence[str], relevant: set[str]) -> dict[str, float]:
     """Every metric of one query."""
-    return {"recall@5": recall_at(ranked, relevant, 5), "recall@10": recall_at(ranked, relevant, 10),
-            "recall@50": recall_at(ranked, relevant, 50), "ndcg@10": ndcg_at(ranked, relevant, 10),
-            "mrr": reciprocal_rank(ranked, relevant)}
+    return {
+        "recall@5": recall_at(ranked, relevant, 5),
+        "recall@10": recall_at(ranked, relevant, 10),
+        "recall@50": recall_at(ranked, relevant, 50),
+        "ndcg@10": ndcg_at(ranked, relevant, 10),
+        "mrr": reciprocal_rank(ranked, relevant),
+    }
 
 
 def average(per_query: list[dict[str, float]]) -> dict[str, float]:

@@ -19,27 +19,48 @@ def start(name: str, settings: Settings):
     if name == "store":
         from store_service.database import StartupError
         from store_service.server import StoreService
+
         if not settings.database_url:
-            raise SystemExit("the store needs DATABASE_URL (the control-plane database); "
-                             "`recallatron up` sets it to the embedded server")
+            raise SystemExit(
+                "the store needs DATABASE_URL (the control-plane database); "
+                "`recallatron up` sets it to the embedded server"
+            )
         try:
-            return StoreService(settings.database_url, settings.store_addr, settings.embed_addr,
-                                batch_size=settings.embed_batch_size, pool_max=settings.db_pool_max)
+            return StoreService(
+                settings.database_url,
+                settings.store_addr,
+                settings.embed_addr,
+                batch_size=settings.embed_batch_size,
+                pool_max=settings.db_pool_max,
+            )
         except StartupError as exc:
             raise SystemExit(f"store cannot start: {exc}") from None
     if name == "embed":
         from embed_service.server import EmbedService
+
         return EmbedService(settings.embed_addr, settings.reranker_model, block=False)
     if name == "rank":
         from rank_service.server import start as start_rank
+
         return start_rank(settings.rank_addr)
     if name == "gateway":
         from gateway.recall import RecallConfig
         from gateway.server import GatewayService
-        config = RecallConfig(candidate_limit=settings.candidate_limit, embed_deadline=settings.embed_deadline_seconds,
-                              rerank_deadline=settings.rerank_deadline_seconds, rerank_top_n=settings.rerank_top_n)
-        return GatewayService(settings.gateway_addr, settings.store_addr, settings.embed_addr, settings.rank_addr,
-                              settings.operator_token_path, config)
+
+        config = RecallConfig(
+            candidate_limit=settings.candidate_limit,
+            embed_deadline=settings.embed_deadline_seconds,
+            rerank_deadline=settings.rerank_deadline_seconds,
+            rerank_top_n=settings.rerank_top_n,
+        )
+        return GatewayService(
+            settings.gateway_addr,
+            settings.store_addr,
+            settings.embed_addr,
+            settings.rank_addr,
+            settings.operator_token_path,
+            config,
+        )
     raise SystemExit(f"unknown service {name!r}; choose one of {', '.join(SERVICES)}")
 
 

@@ -41,6 +41,7 @@ def _die_with_parent() -> None:
     """In the child: receive SIGTERM when the supervisor dies, even by SIGKILL (Linux prctl)."""
     if sys.platform.startswith("linux"):
         import ctypes
+
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
@@ -59,9 +60,14 @@ class Supervisor:
     def spawn(self, name: str) -> None:
         """Starts ``recallatron serve NAME``; log in <home>/logs/NAME.log, pid in <home>/run/NAME.pid."""
         log = open(self.logs / f"{name}.log", "ab")
-        proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", name], env=self.env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=_die_with_parent)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "serve", name],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
         self.procs[name] = proc
         (self.run_dir / f"{name}.pid").write_text(f"{proc.pid}\n")
 
@@ -78,8 +84,12 @@ class Supervisor:
             while time.monotonic() < deadline and not self.stopping.is_set():
                 for name, proc in self.procs.items():
                     if proc.poll() is not None:
-                        print(f"recallatron: {name} exited with status {proc.returncode} during start-up; "
-                              f"see {self.logs / (name + '.log')}", file=sys.stderr, flush=True)
+                        print(
+                            f"recallatron: {name} exited with status {proc.returncode} during start-up; "
+                            f"see {self.logs / (name + '.log')}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
                         return False
                 if all(clients.is_serving(ch) for ch in channels.values()):
                     return True
@@ -138,8 +148,12 @@ def run(settings: Settings) -> int:
         signal.signal(sig, lambda *_: stop.set())
     busy = busy_ports(settings)
     if busy:
-        print(f"recallatron: already in use: {', '.join(busy)}. Is another `recallatron up` running? "
-              "Stop it, or set RECALLATRON_<SERVICE>_ADDR to other ports.", file=sys.stderr, flush=True)
+        print(
+            f"recallatron: already in use: {', '.join(busy)}. Is another `recallatron up` running? "
+            "Stop it, or set RECALLATRON_<SERVICE>_ADDR to other ports.",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     settings.home.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -147,6 +161,7 @@ def run(settings: Settings) -> int:
     pg = None
     if not settings.database_url:
         from servicekit.embedded_pg import EmbeddedPostgres
+
         pg = EmbeddedPostgres(settings.home / "pg")
         env["DATABASE_URL"] = pg.control_url
         where = f"embedded PostgreSQL in {settings.home / 'pg'}"
@@ -160,8 +175,11 @@ def run(settings: Settings) -> int:
         for name in ORDER:
             sup.spawn(name)
         if sup.wait_ready():
-            print(f"recallatron ready: gateway on {settings.gateway_addr}, database: {where}, "
-                  f"operator token in {settings.operator_token_path}", flush=True)
+            print(
+                f"recallatron ready: gateway on {settings.gateway_addr}, database: {where}, "
+                f"operator token in {settings.operator_token_path}",
+                flush=True,
+            )
             watcher = threading.Thread(target=sup.watch, daemon=True)
             watcher.start()
             stop.wait()

@@ -45,12 +45,27 @@ EXPORT_FORMAT = 1
 OPSET = 17
 MIN_COSINE = 0.9999
 # Files of the packaged model whose bytes decide the export (weights, architecture, tokenizer, pooling).
-SOURCE_FILES = ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json",
-                "sentence_bert_config.json", "modules.json", "1_Pooling/config.json")
+SOURCE_FILES = (
+    "model.safetensors",
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "sentence_bert_config.json",
+    "modules.json",
+    "1_Pooling/config.json",
+)
 PROBE_TEXTS = (
-    "", " ", "hello world", "What did Caroline research?", "Ünïcödé café naïve résumé",
-    "日本語のテキストと中文文本", "Привет, как дела?", "مرحبا بالعالم", "🙂🎉🚀 emoji only",
-    "word " * 600, "The mitochondria " + "is the powerhouse of the cell; " * 60,
+    "",
+    " ",
+    "hello world",
+    "What did Caroline research?",
+    "Ünïcödé café naïve résumé",
+    "日本語のテキストと中文文本",
+    "Привет, как дела?",
+    "مرحبا بالعالم",
+    "🙂🎉🚀 emoji only",
+    "word " * 600,
+    "The mitochondria " + "is the powerhouse of the cell; " * 60,
 )
 
 
@@ -149,8 +164,14 @@ def _fuse(raw: Path, out: Path, src: Path) -> dict[str, int]:
     try:
         from onnxruntime.transformers.optimizer import optimize_model
 
-        optimized = optimize_model(str(raw), model_type="bert", num_heads=int(config["num_attention_heads"]),
-                                   hidden_size=int(config["hidden_size"]), opt_level=0, use_gpu=False)
+        optimized = optimize_model(
+            str(raw),
+            model_type="bert",
+            num_heads=int(config["num_attention_heads"]),
+            hidden_size=int(config["hidden_size"]),
+            opt_level=0,
+            use_gpu=False,
+        )
         optimized.save_model_to_file(str(out))
         return {k: int(v) for k, v in optimized.get_fused_operator_statistics().items() if v}
     except Exception as exc:  # noqa: BLE001 - an optional speed-up; the plain graph is still correct
@@ -167,7 +188,8 @@ def _verify(onnx_file: Path, src: Path) -> float:
     from embed_service.models import OnnxEncoder
 
     reference = SentenceTransformer(str(src), device="cpu").encode(
-        list(PROBE_TEXTS), batch_size=32, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        list(PROBE_TEXTS), batch_size=32, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
     got = OnnxEncoder(onnx_file, src).encode(list(PROBE_TEXTS))
     if got.shape != reference.shape:
         raise ExportError(f"ONNX vectors have shape {got.shape}, expected {reference.shape}")
@@ -208,25 +230,41 @@ def export(path: Path | None = None, *, force: bool = False) -> Path:
             # The legacy exporter's deprecation notice and tracer notes about shape arithmetic
             # (the axes are declared dynamic; the probe verification below is the real check).
             warnings.simplefilter("ignore")
-            torch.onnx.export(module, (ids, (ids != 0).long()), str(raw), input_names=["input_ids", "attention_mask"],
-                              output_names=["embedding"], opset_version=OPSET, dynamo=False,
-                              do_constant_folding=True,
-                              dynamic_axes={"input_ids": dynamic, "attention_mask": dynamic,
-                                            "embedding": {0: "batch"}})
+            torch.onnx.export(
+                module,
+                (ids, (ids != 0).long()),
+                str(raw),
+                input_names=["input_ids", "attention_mask"],
+                output_names=["embedding"],
+                opset_version=OPSET,
+                dynamo=False,
+                do_constant_folding=True,
+                dynamic_axes={"input_ids": dynamic, "attention_mask": dynamic, "embedding": {0: "batch"}},
+            )
         fused = _fuse(raw, tmp, src)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; the services may run as another user
         cosine = _verify(tmp, src)
         if cosine < MIN_COSINE:
-            raise ExportError(f"ONNX export reproduces sentence-transformers only to cosine {cosine:.6f} "
-                              f"(< {MIN_COSINE}); not installed")
+            raise ExportError(
+                f"ONNX export reproduces sentence-transformers only to cosine {cosine:.6f} "
+                f"(< {MIN_COSINE}); not installed"
+            )
         import onnxruntime
         import transformers
 
-        meta = {"source_fingerprint": fingerprint, "source": str(src), "export_format": EXPORT_FORMAT,
-                "opset": OPSET, "max_seq_length": max_seq_length(src), "fused_operators": fused,
-                "min_probe_cosine": round(cosine, 8), "torch": torch.__version__,
-                "transformers": transformers.__version__, "onnxruntime": onnxruntime.__version__,
-                "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        meta = {
+            "source_fingerprint": fingerprint,
+            "source": str(src),
+            "export_format": EXPORT_FORMAT,
+            "opset": OPSET,
+            "max_seq_length": max_seq_length(src),
+            "fused_operators": fused,
+            "min_probe_cosine": round(cosine, 8),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "onnxruntime": onnxruntime.__version__,
+            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         os.replace(tmp, path)
         meta_tmp = metadata_path(path).with_suffix(".json.tmp")
         meta_tmp.write_text(json.dumps(meta, indent=2) + "\n")

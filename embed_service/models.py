@@ -97,8 +97,8 @@ class OnnxEncoder:
             ids = np.zeros((len(rows), int(lengths[rows[-1]])), dtype=np.int64)
             mask = np.zeros_like(ids)
             for r, i in enumerate(rows):
-                ids[r, :lengths[i]] = encodings[i].ids
-                mask[r, :lengths[i]] = 1
+                ids[r, : lengths[i]] = encodings[i].ids
+                mask[r, : lengths[i]] = 1
             out[rows] = self.session.run(["embedding"], {"input_ids": ids, "attention_mask": mask})[0]
             start = end
         return out
@@ -112,15 +112,19 @@ class SentenceTransformersEncoder:
         from sentence_transformers import SentenceTransformer
 
         self.model = SentenceTransformer(str(get_model_path()), device="cpu")
-        dims = self.model.get_embedding_dimension() if hasattr(self.model, "get_embedding_dimension") \
+        dims = (
+            self.model.get_embedding_dimension()
+            if hasattr(self.model, "get_embedding_dimension")
             else self.model.get_sentence_embedding_dimension()
+        )
         if dims != DIMENSIONS:
             raise RuntimeError(f"expected a {DIMENSIONS}-d model, got {dims}")
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Unit vectors, float32, shape (len(texts), 384)."""
-        return self.model.encode(list(texts), batch_size=32, normalize_embeddings=True, convert_to_numpy=True,
-                                 show_progress_bar=False).astype(np.float32)
+        return self.model.encode(
+            list(texts), batch_size=32, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        ).astype(np.float32)
 
 
 class BiEncoder:
@@ -148,13 +152,21 @@ class BiEncoder:
             except Exception as exc:
                 if backend == "onnx":
                     raise
-                log.warning("bi-encoder: ONNX Runtime unavailable (%s: %s); falling back to sentence-transformers "
-                            "on PyTorch (slower query embedding, same vectors); run `python -m "
-                            "embed_service.export_onnx` to fix", type(exc).__name__, str(exc).splitlines()[0][:300])
+                log.warning(
+                    "bi-encoder: ONNX Runtime unavailable (%s: %s); falling back to sentence-transformers "
+                    "on PyTorch (slower query embedding, same vectors); run `python -m "
+                    "embed_service.export_onnx` to fix",
+                    type(exc).__name__,
+                    str(exc).splitlines()[0][:300],
+                )
                 self.impl = SentenceTransformersEncoder()
         self.backend = "onnx" if isinstance(self.impl, OnnxEncoder) else "sentence-transformers"
-        log.info("bi-encoder %s on %s%s", MODEL_ID, self.backend,
-                 f" ({self.impl.path})" if isinstance(self.impl, OnnxEncoder) else "")
+        log.info(
+            "bi-encoder %s on %s%s",
+            MODEL_ID,
+            self.backend,
+            f" ({self.impl.path})" if isinstance(self.impl, OnnxEncoder) else "",
+        )
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Encodes texts to L2-normalised float32 vectors, shape (len(texts), 384), in input order."""
@@ -184,6 +196,7 @@ class Reranker:
             return
         try:
             from sentence_transformers import CrossEncoder
+
             self.model = CrossEncoder(name_or_path, device="cpu")
         except Exception as exc:  # noqa: BLE001 - any load failure leaves the re-ranker unavailable
             self.error = f"cannot load {name_or_path}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
@@ -196,5 +209,6 @@ class Reranker:
 
     def score(self, query: str, passages: list[str]) -> np.ndarray:
         """Relevance scores (higher is better), shape (len(passages),)."""
-        return np.asarray(self.model.predict([(query, p) for p in passages], batch_size=32,
-                                             show_progress_bar=False), dtype=np.float32).reshape(-1)
+        return np.asarray(
+            self.model.predict([(query, p) for p in passages], batch_size=32, show_progress_bar=False), dtype=np.float32
+        ).reshape(-1)

@@ -51,8 +51,9 @@ class EmbedServicer(embed_pb2_grpc.EmbedServiceServicer):
     def EmbedQueries(self, request, context):
         _check_batch(len(request.queries), "queries")
         _check_texts(request.queries, "queries")
-        return e.EmbedQueriesResponse(vectors=self._encode(list(request.queries)), model_id=MODEL_ID,
-                                      input_version=INPUT_VERSION)
+        return e.EmbedQueriesResponse(
+            vectors=self._encode(list(request.queries)), model_id=MODEL_ID, input_version=INPUT_VERSION
+        )
 
     def Rerank(self, request, context):
         if not self.reranker.available:
@@ -64,9 +65,14 @@ class EmbedServicer(embed_pb2_grpc.EmbedServiceServicer):
         return e.RerankResponse(scores=scores.tolist(), model=self.reranker.name)
 
     def GetModelInfo(self, request, context):
-        return e.GetModelInfoResponse(model_id=MODEL_ID, input_version=INPUT_VERSION, dimensions=DIMENSIONS,
-                                      reranker_available=self.reranker.available,
-                                      reranker_model=self.reranker.name, reranker_error=self.reranker.error)
+        return e.GetModelInfoResponse(
+            model_id=MODEL_ID,
+            input_version=INPUT_VERSION,
+            dimensions=DIMENSIONS,
+            reranker_available=self.reranker.available,
+            reranker_model=self.reranker.name,
+            reranker_error=self.reranker.error,
+        )
 
 
 class EmbedService:
@@ -75,12 +81,27 @@ class EmbedService:
     ``encoder`` may be passed in (tests share one loaded model between restarts).
     """
 
-    def __init__(self, bind: str, reranker_model: str, *, encoder: BiEncoder | None = None,
-                 reranker: Reranker | None = None, block: bool = True) -> None:
+    def __init__(
+        self,
+        bind: str,
+        reranker_model: str,
+        *,
+        encoder: BiEncoder | None = None,
+        reranker: Reranker | None = None,
+        block: bool = True,
+    ) -> None:
         self.servicer = EmbedServicer(encoder, reranker or Reranker(""))
         self.running: Running = start_server(
-            bind, [(embed_pb2_grpc.add_EmbedServiceServicer_to_server, self.servicer,
-                    e.DESCRIPTOR.services_by_name["EmbedService"].full_name)], serving=encoder is not None)
+            bind,
+            [
+                (
+                    embed_pb2_grpc.add_EmbedServiceServicer_to_server,
+                    self.servicer,
+                    e.DESCRIPTOR.services_by_name["EmbedService"].full_name,
+                )
+            ],
+            serving=encoder is not None,
+        )
         self._reranker_model = reranker_model
         loader = threading.Thread(target=self._load, daemon=True, name="model-loader")
         loader.start()

@@ -57,9 +57,14 @@ class Recaller:
     Rerank call and answers ``reranked=false`` at once, as a failed call would.
     """
 
-    def __init__(self, store: store_pb2_grpc.StoreServiceStub, embed: embed_pb2_grpc.EmbedServiceStub,
-                 rank: rank_pb2_grpc.RankServiceStub, config: RecallConfig,
-                 reranker_up: Callable[[], bool] = lambda: True) -> None:
+    def __init__(
+        self,
+        store: store_pb2_grpc.StoreServiceStub,
+        embed: embed_pb2_grpc.EmbedServiceStub,
+        rank: rank_pb2_grpc.RankServiceStub,
+        config: RecallConfig,
+        reranker_up: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.store, self.embed, self.rank, self.config = store, embed, rank, config
         self.reranker_up = reranker_up
 
@@ -69,17 +74,23 @@ class Recaller:
         lexical_rows, dense_rows, dense_available = self._candidates(ask, caller, settings.dense_floor)
         passed = self._fuse_and_walk(lexical_rows, dense_rows)
         rerank = self._will_rerank(ask, passed)
-        memories = self._fetch(caller, passed[:max(ask.top_k, self.config.rerank_top_n if rerank else 0)])
+        memories = self._fetch(caller, passed[: max(ask.top_k, self.config.rerank_top_n if rerank else 0)])
         rerank_scores = {}
         if rerank and passed:
-            rerank_scores = self._rerank(ask.req.query, [c for c in passed[:self.config.rerank_top_n]
-                                                     if c.memory_id in memories], memories)
+            rerank_scores = self._rerank(
+                ask.req.query, [c for c in passed[: self.config.rerank_top_n] if c.memory_id in memories], memories
+            )
         order = self._reranked_order(passed, rerank_scores)
-        items = _items(order[:ask.top_k], memories, {c.memory_id: c.score for c in dense_rows}, rerank_scores)
-        counts = g.RecallCounts(lexical=sum(1 for c in passed if c.lexical_rank),
-                                dense=sum(1 for c in passed if c.dense_rank), fused=len(passed), returned=len(items))
-        return g.RecallResponse(items=items, mode=ask.mode, dense_available=dense_available,
-                                reranked=bool(rerank_scores), counts=counts)
+        items = _items(order[: ask.top_k], memories, {c.memory_id: c.score for c in dense_rows}, rerank_scores)
+        counts = g.RecallCounts(
+            lexical=sum(1 for c in passed if c.lexical_rank),
+            dense=sum(1 for c in passed if c.dense_rank),
+            fused=len(passed),
+            returned=len(items),
+        )
+        return g.RecallResponse(
+            items=items, mode=ask.mode, dense_available=dense_available, reranked=bool(rerank_scores), counts=counts
+        )
 
     def _candidates(self, ask: _Ask, caller: m.Caller, floor: float):
         """The two arms' candidate rows, ``(lexical, dense, dense_available)``: the keyword query is in
@@ -88,9 +99,16 @@ class Recaller:
         req = ask.req
         lexical_call = None
         if ask.mode in (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_HYBRID):
-            lexical_call = self.store.LexicalCandidates.future(store_pb2.LexicalCandidatesRequest(
-                caller=caller, purpose=req.purpose, query=req.query, limit=ask.limit,
-                include_superseded=req.include_superseded, entity_ids=req.entity_ids))
+            lexical_call = self.store.LexicalCandidates.future(
+                store_pb2.LexicalCandidatesRequest(
+                    caller=caller,
+                    purpose=req.purpose,
+                    query=req.query,
+                    limit=ask.limit,
+                    include_superseded=req.include_superseded,
+                    entity_ids=req.entity_ids,
+                )
+            )
         dense_rows, dense_available = [], True
         try:
             if ask.mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
@@ -120,8 +138,12 @@ class Recaller:
         row forgotten since the walk is absent."""
         if not head:
             return {}
-        return {mem.id: mem for mem in self.store.GetMemories(store_pb2.GetMemoriesRequest(
-            caller=caller, memory_ids=[c.memory_id for c in head])).memories}
+        return {
+            mem.id: mem
+            for mem in self.store.GetMemories(
+                store_pb2.GetMemoriesRequest(caller=caller, memory_ids=[c.memory_id for c in head])
+            ).memories
+        }
 
     def _reranked_order(self, passed, rerank_scores: dict[str, float]):
         """The passed rows in answer order: the first ``rerank_top_n`` by cross-encoder score (a row
@@ -141,31 +163,48 @@ class Recaller:
         rows = lexical_rows + dense_rows
         hidden = {c.memory_id for c in rows if not c.chain_readable}
         readable = [c.memory_id for c in rows if c.chain_readable and c.memory_id not in hidden]
-        arms = [rank_pb2.ArmRanking(arm=rank_pb2.ARM_LEXICAL, memory_ids=[c.memory_id for c in lexical_rows]),
-                rank_pb2.ArmRanking(arm=rank_pb2.ARM_DENSE, memory_ids=[c.memory_id for c in dense_rows])]
+        arms = [
+            rank_pb2.ArmRanking(arm=rank_pb2.ARM_LEXICAL, memory_ids=[c.memory_id for c in lexical_rows]),
+            rank_pb2.ArmRanking(arm=rank_pb2.ARM_DENSE, memory_ids=[c.memory_id for c in dense_rows]),
+        ]
         # Identifier precedence whenever the keyword arm answered (BM25's length normalisation can put
         # a short near miss above a long memory holding the exact key); all-terms precedence only
         # against the dense arm's votes, so lexical mode is otherwise plain BM25.
         both = bool(lexical_rows and dense_rows)
-        precedence = {c.memory_id: rank_pb2.Precedence(identifier_matches=c.identifier_matches,
-                                                       all_terms=both and c.all_terms)
-                      for c in lexical_rows if c.identifier_matches or (both and c.all_terms)}
-        return list(self.rank.FuseAndWalk(rank_pb2.FuseAndWalkRequest(
-            arms=arms, readable_ids=list(dict.fromkeys(readable)), limit=WALK_LIMIT,
-            precedence=precedence)).candidates)
+        precedence = {
+            c.memory_id: rank_pb2.Precedence(identifier_matches=c.identifier_matches, all_terms=both and c.all_terms)
+            for c in lexical_rows
+            if c.identifier_matches or (both and c.all_terms)
+        }
+        return list(
+            self.rank.FuseAndWalk(
+                rank_pb2.FuseAndWalkRequest(
+                    arms=arms, readable_ids=list(dict.fromkeys(readable)), limit=WALK_LIMIT, precedence=precedence
+                )
+            ).candidates
+        )
 
     def _dense(self, query: str, caller: m.Caller, req: g.RecallRequest, floor: float, limit: int):
         """Dense candidates and whether the arm could contribute; embed failures degrade, never raise."""
         try:
-            resp = self.embed.EmbedQueries(embed_pb2.EmbedQueriesRequest(queries=[query]),
-                                           timeout=self.config.embed_deadline)
+            resp = self.embed.EmbedQueries(
+                embed_pb2.EmbedQueriesRequest(queries=[query]), timeout=self.config.embed_deadline
+            )
         except grpc.RpcError as exc:
             DEGRADED.labels("dense").inc()
             log.warning("dense arm unavailable: %s", exc.code())
             return [], False
-        out = self.store.DenseCandidates(store_pb2.DenseCandidatesRequest(
-            caller=caller, purpose=req.purpose, vector=resp.vectors[0].values, input_version=resp.input_version,
-            floor=floor, limit=limit, entity_ids=req.entity_ids))
+        out = self.store.DenseCandidates(
+            store_pb2.DenseCandidatesRequest(
+                caller=caller,
+                purpose=req.purpose,
+                vector=resp.vectors[0].values,
+                input_version=resp.input_version,
+                floor=floor,
+                limit=limit,
+                entity_ids=req.entity_ids,
+            )
+        )
         if not out.stamp_current:
             DEGRADED.labels("dense").inc()
             return [], False
@@ -175,15 +214,17 @@ class Recaller:
         """Cross-encoder scores of the head rows; empty when the re-ranker is unavailable or late."""
         if not head:
             return {}
-        documents = [embed_pb2.Document(title=memories[c.memory_id].title, body=memories[c.memory_id].body)
-                     for c in head]
+        documents = [
+            embed_pb2.Document(title=memories[c.memory_id].title, body=memories[c.memory_id].body) for c in head
+        ]
         try:
-            resp = self.embed.Rerank(embed_pb2.RerankRequest(query=query, documents=documents),
-                                     timeout=self.config.rerank_deadline)
+            resp = self.embed.Rerank(
+                embed_pb2.RerankRequest(query=query, documents=documents), timeout=self.config.rerank_deadline
+            )
         except grpc.RpcError:
             DEGRADED.labels("rerank").inc()
             return {}
-        return {c.memory_id: float(s) for c, s in zip(head, resp.scores)}
+        return {c.memory_id: float(s) for c, s in zip(head, resp.scores, strict=True)}
 
 
 @dataclass(frozen=True)
@@ -197,8 +238,9 @@ class _Ask:
     limit: int
 
 
-def _validate(req: g.RecallRequest, caller: m.Caller, settings: store_pb2.WorkspaceSettings,
-              candidate_limit: int) -> _Ask:
+def _validate(
+    req: g.RecallRequest, caller: m.Caller, settings: store_pb2.WorkspaceSettings, candidate_limit: int
+) -> _Ask:
     """Checks a request before any call: INVALID_ARGUMENT for an empty or over-long question, an
     unknown mode or purpose, ``top_k`` outside 0..MAX_TOP_K; PERMISSION_DENIED for an ungranted
     purpose. The mode defaults to the workspace's, then hybrid; ``top_k`` 0 means DEFAULT_TOP_K."""
@@ -216,8 +258,9 @@ def _validate(req: g.RecallRequest, caller: m.Caller, settings: store_pb2.Worksp
     return _Ask(req, mode, top_k, max(candidate_limit, top_k))
 
 
-def _items(order, memories: dict[str, m.Memory], cosine: dict[str, float],
-           rerank_scores: dict[str, float]) -> list[g.RecallItem]:
+def _items(
+    order, memories: dict[str, m.Memory], cosine: dict[str, float], rerank_scores: dict[str, float]
+) -> list[g.RecallItem]:
     """The response items of the rows in answer order, ranked 1.. over the rows still fetched (a
     row forgotten between the walk and the fetch is left out), with each stage's figures."""
     items = []
@@ -225,8 +268,17 @@ def _items(order, memories: dict[str, m.Memory], cosine: dict[str, float],
         mem = memories.get(c.memory_id)
         if mem is None:
             continue
-        items.append(g.RecallItem(memory=mem, rank=len(items) + 1, lexical_rank=c.lexical_rank,
-                                  dense_rank=c.dense_rank, cosine=cosine.get(c.memory_id, 0.0),
-                                  fused_score=c.fused_score, rerank_score=rerank_scores.get(c.memory_id, 0.0),
-                                  identifier_matches=c.identifier_matches, all_terms=c.all_terms))
+        items.append(
+            g.RecallItem(
+                memory=mem,
+                rank=len(items) + 1,
+                lexical_rank=c.lexical_rank,
+                dense_rank=c.dense_rank,
+                cosine=cosine.get(c.memory_id, 0.0),
+                fused_score=c.fused_score,
+                rerank_score=rerank_scores.get(c.memory_id, 0.0),
+                identifier_matches=c.identifier_matches,
+                all_terms=c.all_terms,
+            )
+        )
     return items

@@ -35,29 +35,55 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
 
     def Remember(self, request, context):
         auth = authenticate(self.store, context)
-        resp = self.store.Remember(s.RememberRequest(
-            caller=auth.caller, purpose=request.purpose, kind=request.kind, title=request.title, body=request.body,
-            audience=request.audience, confidence=request.confidence if request.HasField("confidence") else None,
-            occurred_at=request.occurred_at if request.HasField("occurred_at") else None,
-            entities=request.entities, request_id=request.request_id))
+        resp = self.store.Remember(
+            s.RememberRequest(
+                caller=auth.caller,
+                purpose=request.purpose,
+                kind=request.kind,
+                title=request.title,
+                body=request.body,
+                audience=request.audience,
+                confidence=request.confidence if request.HasField("confidence") else None,
+                occurred_at=request.occurred_at if request.HasField("occurred_at") else None,
+                entities=request.entities,
+                request_id=request.request_id,
+            )
+        )
         return g.RememberResponse(memory=resp.memory)
 
     def RememberBatch(self, request, context):
         auth = authenticate(self.store, context)  # once; the store checks the batch size and each entry
-        resp = self.store.RememberBatch(s.RememberBatchRequest(caller=auth.caller, requests=[
-            s.RememberBatchEntry(purpose=r.purpose, kind=r.kind, title=r.title, body=r.body, audience=r.audience,
-                                 confidence=r.confidence if r.HasField("confidence") else None,
-                                 occurred_at=r.occurred_at if r.HasField("occurred_at") else None,
-                                 entities=r.entities, request_id=r.request_id)
-            for r in request.requests]))
-        return g.RememberBatchResponse(results=[
-            g.RememberBatchResult(memory=r.memory) if r.HasField("memory") else g.RememberBatchResult(error=r.error)
-            for r in resp.results])
+        resp = self.store.RememberBatch(
+            s.RememberBatchRequest(
+                caller=auth.caller,
+                requests=[
+                    s.RememberBatchEntry(
+                        purpose=r.purpose,
+                        kind=r.kind,
+                        title=r.title,
+                        body=r.body,
+                        audience=r.audience,
+                        confidence=r.confidence if r.HasField("confidence") else None,
+                        occurred_at=r.occurred_at if r.HasField("occurred_at") else None,
+                        entities=r.entities,
+                        request_id=r.request_id,
+                    )
+                    for r in request.requests
+                ],
+            )
+        )
+        return g.RememberBatchResponse(
+            results=[
+                g.RememberBatchResult(memory=r.memory) if r.HasField("memory") else g.RememberBatchResult(error=r.error)
+                for r in resp.results
+            ]
+        )
 
     def Read(self, request, context):
         auth = authenticate(self.store, context)
-        resp = self.store.Read(s.ReadRequest(caller=auth.caller, memory_id=request.id,
-                                             include_history=request.include_history))
+        resp = self.store.Read(
+            s.ReadRequest(caller=auth.caller, memory_id=request.id, include_history=request.include_history)
+        )
         return g.ReadResponse(memory=resp.memory)
 
     def Recall(self, request, context):
@@ -66,28 +92,49 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
 
     def Derive(self, request, context):
         auth = authenticate(self.store, context)
-        resp = self.store.Derive(s.DeriveRequest(
-            caller=auth.caller, source_ids=request.source_ids, kind=request.kind, title=request.title,
-            body=request.body, confidence=request.confidence if request.HasField("confidence") else None,
-            entities=request.entities, request_id=request.request_id))
+        resp = self.store.Derive(
+            s.DeriveRequest(
+                caller=auth.caller,
+                source_ids=request.source_ids,
+                kind=request.kind,
+                title=request.title,
+                body=request.body,
+                confidence=request.confidence if request.HasField("confidence") else None,
+                entities=request.entities,
+                request_id=request.request_id,
+            )
+        )
         return g.DeriveResponse(memory=resp.memory)
 
     def Correct(self, request, context):
         auth = authenticate(self.store, context)
-        resp = self.store.Correct(s.CorrectRequest(
-            caller=auth.caller, memory_id=request.id, expected_revision=request.expected_revision,
-            title=request.title if request.HasField("title") else None,
-            body=request.body if request.HasField("body") else None,
-            confidence=request.confidence if request.HasField("confidence") else None))
+        resp = self.store.Correct(
+            s.CorrectRequest(
+                caller=auth.caller,
+                memory_id=request.id,
+                expected_revision=request.expected_revision,
+                title=request.title if request.HasField("title") else None,
+                body=request.body if request.HasField("body") else None,
+                confidence=request.confidence if request.HasField("confidence") else None,
+            )
+        )
         return g.CorrectResponse(memory=resp.memory)
 
     def Supersede(self, request, context):
         auth = authenticate(self.store, context)
-        resp = self.store.Supersede(s.SupersedeRequest(
-            caller=auth.caller, memory_id=request.id, expected_revision=request.expected_revision, kind=request.kind,
-            title=request.title, body=request.body, audience=request.audience,
-            confidence=request.confidence if request.HasField("confidence") else None,
-            request_id=request.request_id))
+        resp = self.store.Supersede(
+            s.SupersedeRequest(
+                caller=auth.caller,
+                memory_id=request.id,
+                expected_revision=request.expected_revision,
+                kind=request.kind,
+                title=request.title,
+                body=request.body,
+                audience=request.audience,
+                confidence=request.confidence if request.HasField("confidence") else None,
+                request_id=request.request_id,
+            )
+        )
         return g.SupersedeResponse(memory=resp.memory)
 
     def Forget(self, request, context):
@@ -104,8 +151,9 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
 class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
     """Implements recallatron.gateway.v1.AdminService, authorised by the operator credential."""
 
-    def __init__(self, store: store_pb2_grpc.StoreServiceStub, operator: OperatorCredential,
-                 dependencies: "DependencyWatch") -> None:
+    def __init__(
+        self, store: store_pb2_grpc.StoreServiceStub, operator: OperatorCredential, dependencies: DependencyWatch
+    ) -> None:
         self.store, self.operator, self.dependencies = store, operator, dependencies
 
     def CreateWorkspace(self, request, context):
@@ -115,23 +163,35 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
 
     def AddMember(self, request, context):
         self.operator.check(context)
-        resp = self.store.AddMember(s.AddMemberRequest(workspace_id=request.workspace_id, role=request.role,
-                                                       purposes=request.purposes, display_name=request.display_name))
+        resp = self.store.AddMember(
+            s.AddMemberRequest(
+                workspace_id=request.workspace_id,
+                role=request.role,
+                purposes=request.purposes,
+                display_name=request.display_name,
+            )
+        )
         return g.AddMemberResponse(member_id=resp.member_id, token=resp.token)
 
     def RevokeMember(self, request, context):
         self.operator.check(context)
-        resp = self.store.RevokeMember(s.RevokeMemberRequest(workspace_id=request.workspace_id,
-                                                             member_id=request.member_id))
+        resp = self.store.RevokeMember(
+            s.RevokeMemberRequest(workspace_id=request.workspace_id, member_id=request.member_id)
+        )
         return g.RevokeMemberResponse(revoked=resp.revoked)
 
     def UpdateWorkspaceSettings(self, request, context):
         self.operator.check(context)
-        resp = self.store.UpdateWorkspaceSettings(s.UpdateWorkspaceSettingsRequest(
-            workspace_id=request.workspace_id, default_mode=request.default_mode,
-            dense_floor=request.dense_floor if request.HasField("dense_floor") else None))
-        return g.UpdateWorkspaceSettingsResponse(dense_floor=resp.settings.dense_floor,
-                                                 default_mode=resp.settings.default_mode)
+        resp = self.store.UpdateWorkspaceSettings(
+            s.UpdateWorkspaceSettingsRequest(
+                workspace_id=request.workspace_id,
+                default_mode=request.default_mode,
+                dense_floor=request.dense_floor if request.HasField("dense_floor") else None,
+            )
+        )
+        return g.UpdateWorkspaceSettingsResponse(
+            dense_floor=resp.settings.dense_floor, default_mode=resp.settings.default_mode
+        )
 
     def RebuildEmbeddings(self, request, context):
         self.operator.check(context)
@@ -150,8 +210,9 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
 class DependencyWatch:
     """Polls the internal services' health every few seconds; feeds GetStatus and metrics."""
 
-    def __init__(self, channels: dict[str, grpc.Channel], embed: embed_pb2_grpc.EmbedServiceStub,
-                 on_change=lambda state: None) -> None:
+    def __init__(
+        self, channels: dict[str, grpc.Channel], embed: embed_pb2_grpc.EmbedServiceStub, on_change=lambda state: None
+    ) -> None:
         self.channels, self.embed, self.on_change = channels, embed, on_change
         self._state: dict[str, g.DependencyStatus] = {}
         self._stop = threading.Event()
@@ -174,8 +235,9 @@ class DependencyWatch:
             state[name] = g.DependencyStatus(name=name, serving=up, detail="" if up else "not SERVING")
         try:
             info = self.embed.GetModelInfo(embed_pb2.GetModelInfoRequest(), timeout=1.0)
-            state["reranker"] = g.DependencyStatus(name="reranker", serving=info.reranker_available,
-                                                   detail=info.reranker_error)
+            state["reranker"] = g.DependencyStatus(
+                name="reranker", serving=info.reranker_available, detail=info.reranker_error
+            )
         except grpc.RpcError:
             state["reranker"] = g.DependencyStatus(name="reranker", serving=False, detail="embed service down")
         for name, st in state.items():
@@ -202,21 +264,41 @@ class DependencyWatch:
 class GatewayService:
     """A running gateway: channels to the internal services and the public gRPC server."""
 
-    def __init__(self, bind: str, store_addr: str, embed_addr: str, rank_addr: str, operator_token_path: Path,
-                 config: RecallConfig | None = None) -> None:
-        self.channels = {"store": clients.channel(store_addr), "embed": clients.channel(embed_addr),
-                         "rank": clients.channel(rank_addr)}
+    def __init__(
+        self,
+        bind: str,
+        store_addr: str,
+        embed_addr: str,
+        rank_addr: str,
+        operator_token_path: Path,
+        config: RecallConfig | None = None,
+    ) -> None:
+        self.channels = {
+            "store": clients.channel(store_addr),
+            "embed": clients.channel(embed_addr),
+            "rank": clients.channel(rank_addr),
+        }
         store = store_pb2_grpc.StoreServiceStub(self.channels["store"])
         embed = embed_pb2_grpc.EmbedServiceStub(self.channels["embed"])
         rank = rank_pb2_grpc.RankServiceStub(self.channels["rank"])
         self.watch = DependencyWatch(self.channels, embed, self._follow)
         recaller = Recaller(store, embed, rank, config or RecallConfig(), reranker_up=self.watch.reranker_up)
-        self.running: Running = start_server(bind, [
-            (gateway_pb2_grpc.add_MemoryServiceServicer_to_server, MemoryServicer(store, recaller),
-             g.DESCRIPTOR.services_by_name["MemoryService"].full_name),
-            (gateway_pb2_grpc.add_AdminServiceServicer_to_server,
-             AdminServicer(store, OperatorCredential(operator_token_path), self.watch),
-             g.DESCRIPTOR.services_by_name["AdminService"].full_name)], serving=False)
+        self.running: Running = start_server(
+            bind,
+            [
+                (
+                    gateway_pb2_grpc.add_MemoryServiceServicer_to_server,
+                    MemoryServicer(store, recaller),
+                    g.DESCRIPTOR.services_by_name["MemoryService"].full_name,
+                ),
+                (
+                    gateway_pb2_grpc.add_AdminServiceServicer_to_server,
+                    AdminServicer(store, OperatorCredential(operator_token_path), self.watch),
+                    g.DESCRIPTOR.services_by_name["AdminService"].full_name,
+                ),
+            ],
+            serving=False,
+        )
         self.watch.start()
 
     def _follow(self, state: dict[str, g.DependencyStatus]) -> None:

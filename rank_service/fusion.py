@@ -41,8 +41,7 @@ def _order(f: Fused) -> tuple:
     return (-f.identifier_matches, not f.all_terms, -f.score, min(r for r in f.ranks.values() if r), f.memory_id)
 
 
-def fuse(arms: dict[str, list[str]], k: int = RRF_K,
-         matches: dict[str, tuple[int, bool]] | None = None) -> list[Fused]:
+def fuse(arms: dict[str, list[str]], k: int = RRF_K, matches: dict[str, tuple[int, bool]] | None = None) -> list[Fused]:
     """Fuses best-first id lists keyed by arm name; returns candidates best first. ``matches``
     (memory id to (identifier count, holds every term); absent is (0, False)) turns on precedence.
 
@@ -62,9 +61,15 @@ def fuse(arms: dict[str, list[str]], k: int = RRF_K,
             raise InvalidArgument(f"arm {arm} lists an id twice", field="memory_ids")
         for position, memory_id in enumerate(ids, start=1):
             ranks.setdefault(memory_id, {})[arm] = position
-    fused = [Fused(mid, sum(1.0 / (k + r) for r in per_arm.values()), {a: per_arm.get(a, 0) for a in ARMS},
-                   *matches.get(mid, (0, False)))
-             for mid, per_arm in ranks.items()]
+    fused = [
+        Fused(
+            mid,
+            sum(1.0 / (k + r) for r in per_arm.values()),
+            {a: per_arm.get(a, 0) for a in ARMS},
+            *matches.get(mid, (0, False)),
+        )
+        for mid, per_arm in ranks.items()
+    ]
     fused.sort(key=_order)
     return fused
 
@@ -80,5 +85,8 @@ def walk(candidates: list[Fused], readable: set[str], limit: int = WALK_LIMIT, k
         in_arm = sorted((c for c in passed if c.ranks[arm]), key=lambda c: c.ranks[arm])
         if in_arm:
             arms[arm] = [c.memory_id for c in in_arm]
-    return fuse(arms, k, {c.memory_id: (c.identifier_matches, c.all_terms) for c in passed
-                          if c.identifier_matches or c.all_terms})
+    return fuse(
+        arms,
+        k,
+        {c.memory_id: (c.identifier_matches, c.all_terms) for c in passed if c.identifier_matches or c.all_terms},
+    )

@@ -14,16 +14,26 @@ _ARM_NAMES = vocabulary.names(r.Arm)
 
 
 def _to_proto(f: Fused) -> r.FusedCandidate:
-    return r.FusedCandidate(memory_id=f.memory_id, fused_score=f.score, lexical_rank=f.ranks["lexical"],
-                            dense_rank=f.ranks["dense"], identifier_matches=f.identifier_matches,
-                            all_terms=f.all_terms)
+    return r.FusedCandidate(
+        memory_id=f.memory_id,
+        fused_score=f.score,
+        lexical_rank=f.ranks["lexical"],
+        dense_rank=f.ranks["dense"],
+        identifier_matches=f.identifier_matches,
+        all_terms=f.all_terms,
+    )
 
 
 def _from_proto(c: r.FusedCandidate) -> Fused:
     if c.lexical_rank < 0 or c.dense_rank < 0 or c.identifier_matches < 0:
         raise InvalidArgument("ranks and identifier counts must not be negative", field="candidates")
-    return Fused(c.memory_id, c.fused_score, {"lexical": c.lexical_rank, "dense": c.dense_rank},
-                 c.identifier_matches, c.all_terms)
+    return Fused(
+        c.memory_id,
+        c.fused_score,
+        {"lexical": c.lexical_rank, "dense": c.dense_rank},
+        c.identifier_matches,
+        c.all_terms,
+    )
 
 
 def _k(value: int) -> int:
@@ -56,8 +66,12 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
         return r.FuseResponse(candidates=[_to_proto(f) for f in fuse(_arms(request.arms), _k(request.k))])
 
     def Walk(self, request, context):
-        passed = walk([_from_proto(c) for c in request.candidates], set(request.readable_ids),
-                      _limit(request.limit), _k(request.k))
+        passed = walk(
+            [_from_proto(c) for c in request.candidates],
+            set(request.readable_ids),
+            _limit(request.limit),
+            _k(request.k),
+        )
         return r.WalkResponse(candidates=[_to_proto(f) for f in passed])
 
     def FuseAndWalk(self, request, context):
@@ -69,5 +83,13 @@ class RankServicer(rank_pb2_grpc.RankServiceServicer):
 
 def start(bind: str) -> Running:
     """Starts the rank service on ``bind``."""
-    return start_server(bind, [(rank_pb2_grpc.add_RankServiceServicer_to_server, RankServicer(),
-                                r.DESCRIPTOR.services_by_name["RankService"].full_name)])
+    return start_server(
+        bind,
+        [
+            (
+                rank_pb2_grpc.add_RankServiceServicer_to_server,
+                RankServicer(),
+                r.DESCRIPTOR.services_by_name["RankService"].full_name,
+            )
+        ],
+    )

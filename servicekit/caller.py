@@ -18,8 +18,7 @@ def check_purpose_granted(caller: m.Caller, purpose: int) -> str:
     """
     name = PURPOSE_NAMES.get(purpose)
     if name is None:
-        raise InvalidArgument("purpose must be one of: " + ", ".join(sorted(PURPOSE_NAMES.values())),
-                              field="purpose")
+        raise InvalidArgument("purpose must be one of: " + ", ".join(sorted(PURPOSE_NAMES.values())), field="purpose")
     if purpose not in caller.granted_purposes:
         raise PermissionDenied(f"purpose {name} is not granted to this token", field="purpose")
     return name

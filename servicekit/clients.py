@@ -13,21 +13,25 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from servicekit.limits import MAX_MESSAGE_BYTES
 
-_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.enable_retries", 0),
-            # Reconnect quickly after a peer restarts, so a returning service is used within seconds.
-            ("grpc.initial_reconnect_backoff_ms", 250),
-            ("grpc.min_reconnect_backoff_ms", 250),
-            ("grpc.max_reconnect_backoff_ms", 2000),
-            ("grpc.keepalive_time_ms", 30_000),
-            ("grpc.keepalive_timeout_ms", 10_000),
-            ("grpc.keepalive_permit_without_calls", 1),
-            ("grpc.http2.max_pings_without_data", 0)]
+_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.enable_retries", 0),
+    # Reconnect quickly after a peer restarts, so a returning service is used within seconds.
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.min_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+]
 # What a server must allow for those pings (the defaults answer a ping more often than every five
 # minutes on an idle connection with GOAWAY "too_many_pings").
-KEEPALIVE_SERVER_OPTIONS = [("grpc.keepalive_permit_without_calls", 1),
-                            ("grpc.http2.min_ping_interval_without_data_ms", 10_000)]
+KEEPALIVE_SERVER_OPTIONS = [
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+]
 
 
 def channel(addr: str) -> grpc.Channel:
@@ -38,8 +42,7 @@ def channel(addr: str) -> grpc.Channel:
 def is_serving(ch: grpc.Channel, service: str = "", timeout: float = 1.0) -> bool:
     """True when the peer's health check for ``service`` answers SERVING within ``timeout`` seconds."""
     try:
-        resp = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service),
-                                                     timeout=timeout)
+        resp = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
     except grpc.RpcError:
         return False
     return resp.status == health_pb2.HealthCheckResponse.SERVING

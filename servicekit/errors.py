@@ -36,50 +36,66 @@ class ServiceError(Exception):
 
 class InvalidArgument(ServiceError):
     """Malformed or out-of-range input."""
+
     code, reason = grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT"
 
 
 class NotFound(ServiceError):
     """Missing, or not readable by the caller: the two are indistinguishable (AIP-211)."""
+
     code, reason = grpc.StatusCode.NOT_FOUND, "NOT_FOUND"
 
 
 class PermissionDenied(ServiceError):
     """Readable but not the caller's to change, or a purpose not granted."""
+
     code, reason = grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED"
 
 
 class Aborted(ServiceError):
     """Revision conflict (AIP-154); metadata carries ``current_revision``."""
+
     code, reason = grpc.StatusCode.ABORTED, "REVISION_CONFLICT"
 
 
 class FailedPrecondition(ServiceError):
     """Refused derivation or a superseded target."""
+
     code, reason = grpc.StatusCode.FAILED_PRECONDITION, "FAILED_PRECONDITION"
 
 
 class Unauthenticated(ServiceError):
     """Missing or bad credential."""
+
     code, reason = grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED"
 
 
 class Unavailable(ServiceError):
     """A dependency (database, model, service) is down."""
+
     code, reason = grpc.StatusCode.UNAVAILABLE, "UNAVAILABLE"
 
 
 # Codes a caller can cause: passed through unchanged when a downstream service returns them.
-CALLER_CODES = frozenset({
-    grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED,
-    grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAUTHENTICATED,
-    grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.OUT_OF_RANGE,
-})
+CALLER_CODES = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.OUT_OF_RANGE,
+    }
+)
 DOWN_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 
-def status_proto(code: grpc.StatusCode, message: str, reason: str,
-                 metadata: dict[str, str] | None = None) -> status_pb2.Status:
+def status_proto(
+    code: grpc.StatusCode, message: str, reason: str, metadata: dict[str, str] | None = None
+) -> status_pb2.Status:
     """A ``google.rpc.Status`` with an ErrorInfo detail (also the per-entry error of a batch)."""
     info = error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN, metadata=metadata or {})
     detail = any_pb2.Any()
@@ -116,17 +132,19 @@ def status_proto_for(exc: BaseException) -> status_pb2.Status:
         code = exc.code()
         if code in CALLER_CODES:
             info = error_info(exc)
-            return status_proto(code, exc.details() or code.name, info.reason if info else code.name,
-                                dict(info.metadata) if info else None)
+            return status_proto(
+                code,
+                exc.details() or code.name,
+                info.reason if info else code.name,
+                dict(info.metadata) if info else None,
+            )
         if code in DOWN_CODES:
-            return status_proto(grpc.StatusCode.UNAVAILABLE, "a dependency is unavailable; retry later",
-                                "UNAVAILABLE")
+            return status_proto(grpc.StatusCode.UNAVAILABLE, "a dependency is unavailable; retry later", "UNAVAILABLE")
     if isinstance(exc, (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)):
         return status_proto(grpc.StatusCode.ABORTED, "concurrent change; retry the call", "CONCURRENT_CHANGE")
     if isinstance(exc, psycopg.DataError):  # a value PostgreSQL cannot store (validation missed it)
         log.warning("data error from input: %s", exc)
-        return status_proto(grpc.StatusCode.INVALID_ARGUMENT, "a value in the request is not valid",
-                            "INVALID_ARGUMENT")
+        return status_proto(grpc.StatusCode.INVALID_ARGUMENT, "a value in the request is not valid", "INVALID_ARGUMENT")
     if isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout)):
         log.warning("database unavailable: %s", exc)
         return status_proto(grpc.StatusCode.UNAVAILABLE, "the database is unavailable; retry later", "UNAVAILABLE")

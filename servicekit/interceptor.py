@@ -29,5 +29,5 @@ class UnaryInterceptor(grpc.ServerInterceptor):
             return self.around(method, inner, request, context)
 
         return grpc.unary_unary_rpc_method_handler(
-            behavior, request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer)
+            behavior, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+        )

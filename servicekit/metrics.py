@@ -24,10 +24,18 @@ class ServerMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.started = Counter("grpc_server_started", "RPCs started on the server.", _LABELS, registry=registry)
-        self.handled = Counter("grpc_server_handled", "RPCs completed on the server, regardless of success or failure.",
-                               [*_LABELS, "grpc_code"], registry=registry)
-        self.handling = Histogram("grpc_server_handling_seconds", "Response latency of RPCs handled by the server.",
-                                  _LABELS, registry=registry)
+        self.handled = Counter(
+            "grpc_server_handled",
+            "RPCs completed on the server, regardless of success or failure.",
+            [*_LABELS, "grpc_code"],
+            registry=registry,
+        )
+        self.handling = Histogram(
+            "grpc_server_handling_seconds",
+            "Response latency of RPCs handled by the server.",
+            _LABELS,
+            registry=registry,
+        )
 
 
 _BY_REGISTRY: weakref.WeakKeyDictionary[CollectorRegistry, ServerMetrics] = weakref.WeakKeyDictionary()

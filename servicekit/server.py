@@ -59,8 +59,9 @@ class Running:
         self.server.stop(grace).wait()
 
 
-def start_server(bind: str, registrations, *, max_workers: int = 16, serving: bool = True,
-                 registry: CollectorRegistry = REGISTRY) -> Running:
+def start_server(
+    bind: str, registrations, *, max_workers: int = 16, serving: bool = True, registry: CollectorRegistry = REGISTRY
+) -> Running:
     """Starts a server.
 
     ``bind`` is ``host:port`` (port 0 picks a free one). ``registrations`` is a list of
@@ -68,10 +69,11 @@ def start_server(bind: str, registrations, *, max_workers: int = 16, serving: bo
     ``registry`` (the process-wide one, which ``/metrics`` serves, unless given). Raises RuntimeError
     when the address cannot be bound.
     """
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
-                         interceptors=[MetricsInterceptor(registry), ErrorInterceptor()],
-                         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                                  *clients.KEEPALIVE_SERVER_OPTIONS])
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers),
+        interceptors=[MetricsInterceptor(registry), ErrorInterceptor()],
+        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), *clients.KEEPALIVE_SERVER_OPTIONS],
+    )
     names = []
     for add, servicer, name in registrations:
         add(servicer, server)
@@ -79,7 +81,8 @@ def start_server(bind: str, registrations, *, max_workers: int = 16, serving: bo
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
-        (*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server)
+        (*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
+    )
     port = server.add_insecure_port(bind)
     if port == 0:
         raise RuntimeError(f"cannot bind {bind}")

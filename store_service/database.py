@@ -47,6 +47,7 @@ def _yoyo_url(conninfo: str) -> str:
     """yoyo wants a URL; build one from any libpq conninfo (Unix socket hosts go in the query)."""
     p = conninfo_to_dict(conninfo)
     from urllib.parse import quote, urlencode
+
     user = quote(p.get("user", ""), safe="")
     pw = (":" + quote(p["password"], safe="")) if p.get("password") else ""
     host = p.get("host", "")
@@ -81,19 +82,31 @@ def check_server(conninfo: str) -> None:
     """Checks the rights and extensions the store needs; raises StartupError naming what is missing."""
     try:
         with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
-            role = named(conn).execute("SELECT rolcreatedb OR rolsuper AS may_create, current_user AS name "
-                                       "FROM pg_roles WHERE rolname = current_user").fetchone()
+            role = (
+                named(conn)
+                .execute(
+                    "SELECT rolcreatedb OR rolsuper AS may_create, current_user AS name "
+                    "FROM pg_roles WHERE rolname = current_user"
+                )
+                .fetchone()
+            )
             if not role or not role.may_create:
-                raise StartupError(f"role {role.name if role else '?'} lacks CREATEDB: the store creates one database "
-                                   "per workspace (ALTER ROLE ... CREATEDB)")
-            ext = named(conn).execute(
-                "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+                raise StartupError(
+                    f"role {role.name if role else '?'} lacks CREATEDB: the store creates one database "
+                    "per workspace (ALTER ROLE ... CREATEDB)"
+                )
+            ext = (
+                named(conn)
+                .execute("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
+                .fetchone()
+            )
             if ext is None:
                 raise StartupError("the pgvector extension is not installed on the server (need 0.8 or newer)")
             version = tuple(int(x) for x in ext.default_version.split(".")[:2])
             if version < MIN_PGVECTOR:
-                raise StartupError(f"pgvector {ext.default_version} is too old: iterative index scans need 0.8 "
-                                   "or newer")
+                raise StartupError(
+                    f"pgvector {ext.default_version} is too old: iterative index scans need 0.8 or newer"
+                )
     except psycopg.OperationalError as exc:
         raise StartupError(f"cannot connect to the control-plane database: {exc}") from exc
 
@@ -108,8 +121,14 @@ class Databases:
         self.control_conninfo = control_conninfo
         self.pool_max = pool_max
         self.max_workspace_pools = max_workspace_pools
-        self.control = ConnectionPool(control_conninfo, min_size=1, max_size=pool_max, open=False,
-                                      check=ConnectionPool.check_connection, name="control")
+        self.control = ConnectionPool(
+            control_conninfo,
+            min_size=1,
+            max_size=pool_max,
+            open=False,
+            check=ConnectionPool.check_connection,
+            name="control",
+        )
         self._pools: OrderedDict[str, ConnectionPool] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -147,8 +166,11 @@ class Databases:
         with psycopg.connect(self.control_conninfo, autocommit=True) as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (_TEMPLATE_LOCK_KEY,))
             try:
-                conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                    sql.Identifier(db_name), sql.Identifier(TEMPLATE_DB)))
+                conn.execute(
+                    sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                        sql.Identifier(db_name), sql.Identifier(TEMPLATE_DB)
+                    )
+                )
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_TEMPLATE_LOCK_KEY,))
         migrate(_url(self.control_conninfo, db_name), "workspace")
@@ -160,9 +182,16 @@ class Databases:
             if pool is not None:
                 self._pools.move_to_end(db_name)
                 return pool
-            pool = ConnectionPool(_url(self.control_conninfo, db_name), min_size=0, max_size=self.pool_max,
-                                  max_idle=60.0, configure=_configure, open=False,
-                                  check=ConnectionPool.check_connection, name=db_name)
+            pool = ConnectionPool(
+                _url(self.control_conninfo, db_name),
+                min_size=0,
+                max_size=self.pool_max,
+                max_idle=60.0,
+                configure=_configure,
+                open=False,
+                check=ConnectionPool.check_connection,
+                name=db_name,
+            )
             pool.open(wait=True, timeout=30)
             self._pools[db_name] = pool
             while len(self._pools) > self.max_workspace_pools:

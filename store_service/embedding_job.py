@@ -42,8 +42,10 @@ from store_service.database import Databases, named
 log = logging.getLogger(__name__)
 BACKLOG = Gauge("recallatron_embedding_backlog", "Embedding jobs waiting, over all workspaces.")
 EMBEDDED = Counter("recallatron_embedding_vectors_written", "Vectors written by the embedding job.")
-REUSED = Counter("recallatron_embedding_vectors_reused",
-                 "Vectors written by the embedding job as copies of the vector of an identical text.")
+REUSED = Counter(
+    "recallatron_embedding_vectors_reused",
+    "Vectors written by the embedding job as copies of the vector of an identical text.",
+)
 FAILURES = Counter("recallatron_embedding_batch_failures", "Embedding batches that failed and were retried.")
 BACKOFF_START, BACKOFF_MAX, IDLE_POLL = 0.5, 5.0, 0.5
 SWEEP_SECONDS = 60.0
@@ -64,12 +66,16 @@ def input_sha256(title: str, body: str) -> bytes:
 def requeue(conn, input_version: str, everything: bool = False) -> int:
     """Queues live memories whose vector is missing, of another input version or of an older
     revision (or every live memory with ``everything``); returns how many jobs were added."""
-    stale = "TRUE" if everything else "e.memory_id IS NULL OR e.input_version <> %(v)s OR e.memory_revision <> m.revision"
+    stale = (
+        "TRUE" if everything else "e.memory_id IS NULL OR e.input_version <> %(v)s OR e.memory_revision <> m.revision"
+    )
     cur = conn.execute(
         f"""INSERT INTO embedding_job (memory_id, memory_revision)
             SELECT m.id, m.revision FROM memory m LEFT JOIN memory_embedding e ON e.memory_id = m.id
              WHERE {LIVE} AND ({stale})
-            ON CONFLICT (memory_id) DO NOTHING""", {"v": input_version})
+            ON CONFLICT (memory_id) DO NOTHING""",
+        {"v": input_version},
+    )
     return cur.rowcount
 
 
@@ -79,7 +85,9 @@ def requeue_other_versions(conn, input_version: str) -> int:
         f"""INSERT INTO embedding_job (memory_id, memory_revision)
             SELECT m.id, m.revision FROM memory_embedding e JOIN memory m ON m.id = e.memory_id
              WHERE e.input_version <> %s AND {LIVE}
-            ON CONFLICT (memory_id) DO NOTHING""", (input_version,))
+            ON CONFLICT (memory_id) DO NOTHING""",
+        (input_version,),
+    )
     return cur.rowcount
 
 
@@ -121,8 +129,13 @@ class EmbeddingWorker:
     ``SWEEP_SECONDS`` as a safety net (jobs left by another store process, say).
     """
 
-    def __init__(self, dbs: Databases, control: ControlPlane, embed: embed_pb2_grpc.EmbedServiceStub,
-                 batch_size: int = EMBED_BATCH_SIZE) -> None:
+    def __init__(
+        self,
+        dbs: Databases,
+        control: ControlPlane,
+        embed: embed_pb2_grpc.EmbedServiceStub,
+        batch_size: int = EMBED_BATCH_SIZE,
+    ) -> None:
         self.dbs, self.control, self.embed, self.batch_size = dbs, control, embed, batch_size
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -283,18 +296,28 @@ class EmbeddingWorker:
     def _claim(self, pool, version: str) -> _Batch | None:
         """Claims a batch under a lease, reads its texts and finds the vectors of identical inputs."""
         with pool.connection() as conn:
-            jobs = named(conn).execute(
-                """UPDATE embedding_job SET claimed_until = now() + %s * interval '1 second'
+            jobs = (
+                named(conn)
+                .execute(
+                    """UPDATE embedding_job SET claimed_until = now() + %s * interval '1 second'
                     WHERE memory_id IN (
                         SELECT j.memory_id FROM embedding_job j
                          WHERE j.claimed_until IS NULL OR j.claimed_until < now()
                          ORDER BY j.enqueued_at, j.memory_id LIMIT %s FOR UPDATE SKIP LOCKED)
-                RETURNING memory_id, memory_revision""", (LEASE_SECONDS, self.batch_size)).fetchall()
+                RETURNING memory_id, memory_revision""",
+                    (LEASE_SECONDS, self.batch_size),
+                )
+                .fetchall()
+            )
             if not jobs:
                 return None
             batch = _Batch(version, jobs)
-            texts = {r.id: r for r in named(conn).execute(
-                "SELECT id, revision, title, body FROM memory WHERE id = ANY(%s)", ([j.memory_id for j in jobs],))}
+            texts = {
+                r.id: r
+                for r in named(conn).execute(
+                    "SELECT id, revision, title, body FROM memory WHERE id = ANY(%s)", ([j.memory_id for j in jobs],)
+                )
+            }
             inputs: dict[bytes, tuple[str, str]] = {}
             for job in jobs:
                 text = texts.get(job.memory_id)
@@ -304,9 +327,11 @@ class EmbeddingWorker:
                     inputs.setdefault(h, (text.title, text.body))
             if inputs:
                 for known in named(conn).execute(
-                        """SELECT DISTINCT ON (input_sha256) input_sha256, model_id, embedding FROM memory_embedding
+                    """SELECT DISTINCT ON (input_sha256) input_sha256, model_id, embedding FROM memory_embedding
                             WHERE input_version = %s AND input_sha256 = ANY(%s)
-                            ORDER BY input_sha256""", (version, list(inputs))):
+                            ORDER BY input_sha256""",
+                    (version, list(inputs)),
+                ):
                     batch.found[bytes(known.input_sha256)] = (known.model_id, known.embedding)
             batch.todo = {h: t for h, t in inputs.items() if h not in batch.found}
         return batch
@@ -315,9 +340,12 @@ class EmbeddingWorker:
         """Starts the embed call of a batch's distinct unknown texts (None when there are none)."""
         if not batch.todo:
             return None
-        return self.embed.EmbedDocuments.future(embed_pb2.EmbedDocumentsRequest(
-            documents=[embed_pb2.Document(title=t, body=b) for t, b in batch.todo.values()]),
-            timeout=EMBED_TIMEOUT_SECONDS)
+        return self.embed.EmbedDocuments.future(
+            embed_pb2.EmbedDocumentsRequest(
+                documents=[embed_pb2.Document(title=t, body=b) for t, b in batch.todo.values()]
+            ),
+            timeout=EMBED_TIMEOUT_SECONDS,
+        )
 
     def _result(self, batch: _Batch, fut):
         """The embed call's response (None when nothing was sent); raises on failure."""
@@ -331,22 +359,34 @@ class EmbeddingWorker:
     def _release(self, pool, batch: _Batch) -> None:
         """Gives a batch's leases back at once rather than at lease end."""
         with pool.connection() as conn:
-            conn.execute("UPDATE embedding_job SET claimed_until = NULL WHERE memory_id = ANY(%s)",
-                         ([j.memory_id for j in batch.jobs],))
+            conn.execute(
+                "UPDATE embedding_job SET claimed_until = NULL WHERE memory_id = ANY(%s)",
+                ([j.memory_id for j in batch.jobs],),
+            )
 
     def _write(self, pool, batch: _Batch, resp) -> int:
         """Writes a batch's vectors for the memories still live at the queued revision, and deletes
         its jobs, in one transaction; returns how many jobs it completed."""
         vectors: dict[bytes, tuple[str, str, object, bool]] = {
-            h: (model_id, batch.version, vec, True) for h, (model_id, vec) in batch.found.items()}
+            h: (model_id, batch.version, vec, True) for h, (model_id, vec) in batch.found.items()
+        }
         if resp is not None:
-            for h, vec in zip(batch.todo, resp.vectors):
+            for h, vec in zip(batch.todo, resp.vectors, strict=True):
                 vectors[h] = (resp.model_id, resp.input_version, np.asarray(vec.values, dtype=np.float32), False)
         with pool.connection() as conn, conn.transaction():
             ids = sorted(mid for mid, _, _ in batch.items)
-            live = {r.id: r.revision for r in named(conn).execute(
-                f"SELECT m.id, m.revision FROM memory m WHERE m.id = ANY(%s) AND {LIVE} ORDER BY m.id FOR SHARE",
-                (ids,))} if ids else {}
+            live = (
+                {
+                    r.id: r.revision
+                    for r in named(conn).execute(
+                        f"SELECT m.id, m.revision FROM memory m WHERE m.id = ANY(%s) AND {LIVE} "
+                        "ORDER BY m.id FOR SHARE",
+                        (ids,),
+                    )
+                }
+                if ids
+                else {}
+            )
             params, reused = [], 0
             for mid, rev, h in batch.items:
                 if live.get(mid) != rev:
@@ -363,11 +403,14 @@ class EmbeddingWorker:
                            ON CONFLICT (memory_id) DO UPDATE SET memory_revision = EXCLUDED.memory_revision,
                                model_id = EXCLUDED.model_id, input_version = EXCLUDED.input_version,
                                embedding = EXCLUDED.embedding, input_sha256 = EXCLUDED.input_sha256,
-                               created_at = now()""", params)
+                               created_at = now()""",
+                        params,
+                    )
             conn.execute(
                 "DELETE FROM embedding_job j USING unnest(%s::uuid[], %s::bigint[]) AS d(id, rev) "
                 "WHERE j.memory_id = d.id AND j.memory_revision = d.rev",
-                ([j.memory_id for j in batch.jobs], [j.memory_revision for j in batch.jobs]))
+                ([j.memory_id for j in batch.jobs], [j.memory_revision for j in batch.jobs]),
+            )
         batch.written = True
         EMBEDDED.inc(len(params))
         REUSED.inc(reused)

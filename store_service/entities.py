@@ -34,8 +34,9 @@ def check_mentions(mentions) -> None:
             except ValueError:
                 raise NotFound("entity not found", field="entities") from None
         elif not mention.name.strip() or len(mention.name) > MAX_NAME_CHARS or "\x00" in mention.name:
-            raise InvalidArgument(f"an entity mention needs an entity_id or a name of 1..{MAX_NAME_CHARS} characters",
-                                  field="entities")
+            raise InvalidArgument(
+                f"an entity mention needs an entity_id or a name of 1..{MAX_NAME_CHARS} characters", field="entities"
+            )
 
 
 def resolve_mentions(conn: psycopg.Connection, caller: m.Caller, mentions) -> list[uuid.UUID]:
@@ -56,8 +57,14 @@ def visible_ids(conn: psycopg.Connection, caller: m.Caller, ids: set[uuid.UUID])
     """Of ``ids``, the entities the caller can read a memory about (one query; none when empty)."""
     if not ids:
         return set()
-    rows = named(conn).execute(f"SELECT e.id FROM entity e WHERE e.id = ANY(%(ids)s) AND {VISIBLE}",
-                               {**caller_params(caller), "ids": list(ids)}).fetchall()
+    rows = (
+        named(conn)
+        .execute(
+            f"SELECT e.id FROM entity e WHERE e.id = ANY(%(ids)s) AND {VISIBLE}",
+            {**caller_params(caller), "ids": list(ids)},
+        )
+        .fetchall()
+    )
     return {r.id for r in rows}
 
 
@@ -86,8 +93,7 @@ def create_named(conn: psycopg.Connection, mention_lists) -> list[list[uuid.UUID
                 ids.append(eid)
         out.append(ids)
     if new_ids:
-        conn.execute("INSERT INTO entity (id, name) SELECT * FROM unnest(%s::uuid[], %s::text[])",
-                     (new_ids, new_names))
+        conn.execute("INSERT INTO entity (id, name) SELECT * FROM unnest(%s::uuid[], %s::text[])", (new_ids, new_names))
     return out
 
 
@@ -97,8 +103,15 @@ def find(conn: psycopg.Connection, caller: m.Caller, name: str) -> list:
     name = name.strip()
     if not name or len(name) > MAX_NAME_CHARS or "\x00" in name:
         raise InvalidArgument(f"name must be 1..{MAX_NAME_CHARS} characters", field="name")
-    return named(conn).execute(f"SELECT e.id, e.name FROM entity e WHERE lower(e.name) = lower(%(name)s) AND {VISIBLE} "
-                               "ORDER BY e.created_at, e.id", {**caller_params(caller), "name": name}).fetchall()
+    return (
+        named(conn)
+        .execute(
+            f"SELECT e.id, e.name FROM entity e WHERE lower(e.name) = lower(%(name)s) AND {VISIBLE} "
+            "ORDER BY e.created_at, e.id",
+            {**caller_params(caller), "name": name},
+        )
+        .fetchall()
+    )
 
 
 def parse_filter(entity_ids) -> list[uuid.UUID]:

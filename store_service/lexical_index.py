@@ -78,49 +78,63 @@ class _Delta:
         ids = _partition_ids(cur, keys)
         if len(ids) < len(parts):  # a new partition: created under the lock, so no two writers wait
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_STATS_LOCK_KEY,))  # on each other's insert
-            cur.execute("""INSERT INTO lexical_partition (audience, purpose, superseded, doc_count, total_len)
+            cur.execute(
+                """INSERT INTO lexical_partition (audience, purpose, superseded, doc_count, total_len)
                            SELECT a, p, s, 0, 0 FROM unnest(%s::uuid[], %s::text[], %s::bool[]) AS k(a, p, s)
-                           ON CONFLICT (purpose, audience, superseded) DO NOTHING""", keys)
+                           ON CONFLICT (purpose, audience, superseded) DO NOTHING""",
+                keys,
+            )
             ids = _partition_ids(cur, keys)
         if self.docs:
-            cur.execute("""INSERT INTO lexical_document (memory_id, partition_id, doc_len)
+            cur.execute(
+                """INSERT INTO lexical_document (memory_id, partition_id, doc_len)
                            SELECT * FROM unnest(%s::uuid[], %s::int[], %s::int[])""",
-                        _columns([(mid, ids[part], length) for mid, part, length in self.docs], 3))
+                _columns([(mid, ids[part], length) for mid, part, length in self.docs], 3),
+            )
         if self.postings:
-            cur.execute("""INSERT INTO lexical_posting (memory_id, lexeme, partition_id, tf, doc_len)
+            cur.execute(
+                """INSERT INTO lexical_posting (memory_id, lexeme, partition_id, tf, doc_len)
                            SELECT * FROM unnest(%s::uuid[], %s::text[], %s::int[], %s::int[], %s::int[])""",
-                        _columns([(mid, lx, ids[part], tf, length) for mid, lx, part, tf, length in self.postings], 5))
+                _columns([(mid, lx, ids[part], tf, length) for mid, lx, part, tf, length in self.postings], 5),
+            )
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_STATS_LOCK_KEY,))
         counts = [(ids[part], n, length) for part, (n, length) in parts if n or length]
         if counts:
-            cur.execute("""UPDATE lexical_partition p SET doc_count = p.doc_count + d.n, total_len = p.total_len + d.len
+            cur.execute(
+                """UPDATE lexical_partition p SET doc_count = p.doc_count + d.n, total_len = p.total_len + d.len
                              FROM unnest(%s::int[], %s::bigint[], %s::bigint[]) AS d(id, n, len)
-                            WHERE p.id = d.id""", _columns(counts, 3))
+                            WHERE p.id = d.id""",
+                _columns(counts, 3),
+            )
         df = sorted((lexeme, ids[part], d, most) for (lexeme, part), (d, most) in self.df.items() if d or most)
         if df:
-            cur.execute("""INSERT INTO lexical_df AS d (lexeme, partition_id, df, max_tf)
+            cur.execute(
+                """INSERT INTO lexical_df AS d (lexeme, partition_id, df, max_tf)
                            SELECT * FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::int[])
                            ON CONFLICT (lexeme, partition_id)
                            DO UPDATE SET df = d.df + EXCLUDED.df, max_tf = greatest(d.max_tf, EXCLUDED.max_tf)""",
-                        _columns(df, 4))
+                _columns(df, 4),
+            )
         return ids
 
 
 def _partition_ids(cur, keys: list[list]) -> dict[Partition, int]:
     """Ids of the existing partitions among ``keys`` (audience, purpose and superseded columns)."""
-    cur.execute("""SELECT p.id, p.audience, p.purpose, p.superseded FROM lexical_partition p
+    cur.execute(
+        """SELECT p.id, p.audience, p.purpose, p.superseded FROM lexical_partition p
                      JOIN unnest(%s::uuid[], %s::text[], %s::bool[]) AS k(a, pu, s)
-                       ON p.audience = k.a AND p.purpose = k.pu AND p.superseded = k.s""", keys)
+                       ON p.audience = k.a AND p.purpose = k.pu AND p.superseded = k.s""",
+        keys,
+    )
     return {(aud, purpose, sup): pid for pid, aud, purpose, sup in cur.fetchall()}
 
 
 def _columns(rows: list[tuple], width: int) -> list[list]:
     """Row tuples as ``width`` column lists (for ``unnest`` of arrays)."""
-    return [list(col) for col in zip(*rows)] if rows else [[] for _ in range(width)]
+    return [list(col) for col in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]
 
 
-def add_memories(conn: psycopg.Connection,
-                 rows: Iterable[tuple[uuid.UUID, uuid.UUID | None, str, str, str]]) -> None:
+def add_memories(conn: psycopg.Connection, rows: Iterable[tuple[uuid.UUID, uuid.UUID | None, str, str, str]]) -> None:
     """Indexes new, live memories: ``(memory_id, audience_member_id or None, purpose, title, body)``.
 
     Call once per transaction with every new row (a batch import passes the whole batch).
@@ -132,15 +146,18 @@ def add_memories(conn: psycopg.Connection,
         delta.write(conn)
 
 
-def _indexed(conn: psycopg.Connection, ids: list[uuid.UUID],
-             superseded: bool | None = None) -> dict[uuid.UUID, tuple[Partition, dict[str, int]]]:
+def _indexed(
+    conn: psycopg.Connection, ids: list[uuid.UUID], superseded: bool | None = None
+) -> dict[uuid.UUID, tuple[Partition, dict[str, int]]]:
     """The partition and terms of indexed memories among ``ids`` (optionally only live or superseded)."""
     cur = conn.cursor()
-    cur.execute("""SELECT d.memory_id, p.audience, p.purpose, p.superseded, x.lexeme, x.tf
+    cur.execute(
+        """SELECT d.memory_id, p.audience, p.purpose, p.superseded, x.lexeme, x.tf
                      FROM lexical_document d JOIN lexical_partition p ON p.id = d.partition_id
                      LEFT JOIN lexical_posting x ON x.memory_id = d.memory_id
                     WHERE d.memory_id = ANY(%s) AND (%s::bool IS NULL OR p.superseded = %s::bool)""",
-                (list(ids), superseded, superseded))
+        (list(ids), superseded, superseded),
+    )
     out: dict[uuid.UUID, tuple[Partition, dict[str, int]]] = {}
     for memory_id, audience, purpose, sup, lexeme, tf in cur.fetchall():
         _, terms = out.setdefault(memory_id, ((audience, purpose, sup), {}))
@@ -180,9 +197,12 @@ def mark_superseded(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
     moves = [(mid, part_ids[(audience, purpose, True)]) for mid, ((audience, purpose, _), _) in found.items()]
     cur = conn.cursor()
     for table in ("lexical_document", "lexical_posting"):
-        cur.execute(f"""UPDATE {table} t SET partition_id = m.partition_id
+        cur.execute(
+            f"""UPDATE {table} t SET partition_id = m.partition_id
                           FROM unnest(%s::uuid[], %s::int[]) AS m(memory_id, partition_id)
-                         WHERE t.memory_id = m.memory_id""", _columns(moves, 2))
+                         WHERE t.memory_id = m.memory_id""",
+            _columns(moves, 2),
+        )
 
 
 def reindex_text(conn: psycopg.Connection, memory_id: uuid.UUID, title: str, body: str) -> None:
@@ -205,8 +225,11 @@ def reindex_all(conn) -> None:
     cur.execute("TRUNCATE lexical_posting, lexical_df, lexical_document, lexical_partition")
     last = WORKSPACE
     while True:
-        cur.execute("""SELECT id, audience_member_id, purpose, superseded_by_id IS NOT NULL, title, body
-                         FROM memory WHERE forgotten_at IS NULL AND id > %s ORDER BY id LIMIT 200""", (last,))
+        cur.execute(
+            """SELECT id, audience_member_id, purpose, superseded_by_id IS NOT NULL, title, body
+                         FROM memory WHERE forgotten_at IS NULL AND id > %s ORDER BY id LIMIT 200""",
+            (last,),
+        )
         batch = cur.fetchall()
         if not batch:
             return
@@ -237,10 +260,18 @@ def recount(conn: psycopg.Connection) -> tuple[dict, dict]:
 
 def maintained(conn: psycopg.Connection) -> tuple[dict, dict]:
     """The maintained statistics in ``recount``'s shape (zero entries left out)."""
-    df = {(lx, aud, p, s): n for lx, aud, p, s, n in conn.execute(
-        """SELECT d.lexeme, p.audience, p.purpose, p.superseded, d.df
-             FROM lexical_df d JOIN lexical_partition p ON p.id = d.partition_id WHERE d.df > 0""")}
-    parts = {(aud, p, s): (n, total) for aud, p, s, n, total in conn.execute(
-        "SELECT audience, purpose, superseded, doc_count, total_len FROM lexical_partition "
-        "WHERE doc_count > 0 OR total_len > 0")}
+    df = {
+        (lx, aud, p, s): n
+        for lx, aud, p, s, n in conn.execute(
+            """SELECT d.lexeme, p.audience, p.purpose, p.superseded, d.df
+             FROM lexical_df d JOIN lexical_partition p ON p.id = d.partition_id WHERE d.df > 0"""
+        )
+    }
+    parts = {
+        (aud, p, s): (n, total)
+        for aud, p, s, n, total in conn.execute(
+            "SELECT audience, purpose, superseded, doc_count, total_len FROM lexical_partition "
+            "WHERE doc_count > 0 OR total_len > 0"
+        )
+    }
     return df, parts

@@ -48,6 +48,7 @@ from store_service.vocabulary import (
 
 MAX_SOURCES = 100
 
+
 def _locked(conn: psycopg.Connection, caller: m.Caller, memory_id: str, *, for_change: bool):
     """Locks a memory and returns its row; NOT_FOUND unless readable (chain included), and with
     ``for_change`` PERMISSION_DENIED unless the caller may change it."""
@@ -56,8 +57,10 @@ def _locked(conn: psycopg.Connection, caller: m.Caller, memory_id: str, *, for_c
     if row is None or mid not in readable_ids(conn, caller, [mid]):
         raise NotFound("memory not found")
     if for_change and not may_change(caller, row):
-        raise PermissionDenied("you may read this memory but not change it: a workspace memory is changed by its "
-                               "creator or an admin, a member-only memory by its member")
+        raise PermissionDenied(
+            "you may read this memory but not change it: a workspace memory is changed by its "
+            "creator or an admin, a member-only memory by its member"
+        )
     return row
 
 
@@ -107,21 +110,32 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
             return first
         # Lock the sources and every ancestor, in id order: a concurrent forget anywhere up the chain
         # then either finishes first (and the sources read as gone) or sees this derivation.
-        conn.execute(f"""SELECT 1 FROM memory m WHERE m.id IN ({ANCESTORS}) ORDER BY m.id FOR SHARE""",
-                     {"ids": sources})
-        rows = named(conn).execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = ANY(%s) ORDER BY m.id",
-                                   (sources,)).fetchall()
+        conn.execute(
+            f"""SELECT 1 FROM memory m WHERE m.id IN ({ANCESTORS}) ORDER BY m.id FOR SHARE""", {"ids": sources}
+        )
+        rows = (
+            named(conn)
+            .execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = ANY(%s) ORDER BY m.id", (sources,))
+            .fetchall()
+        )
         if len(rows) != len(sources) or readable_ids(conn, caller, sources) != set(sources):
             raise NotFound("source memory not found")
         audiences = {r.audience_member_id for r in rows} - {None}
         purposes = {r.purpose for r in rows}
         if len(audiences) > 1 or len(purposes) > 1:
-            raise FailedPrecondition("the sources' audiences or purposes do not intersect: a derivation may not "
-                                     "mix members or purposes")
+            raise FailedPrecondition(
+                "the sources' audiences or purposes do not intersect: a derivation may not mix members or purposes"
+            )
         audience = next(iter(audiences), None)
         entity_ids = entities.resolve_mentions(conn, caller, req.entities)
-        return insert(conn, caller, NewMemory(kind, req.title, req.body, audience, purposes.pop(), confidence,
-                                              "derived"), key, entity_ids, sources)
+        return insert(
+            conn,
+            caller,
+            NewMemory(kind, req.title, req.body, audience, purposes.pop(), confidence, "derived"),
+            key,
+            entity_ids,
+            sources,
+        )
 
 
 def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
@@ -137,16 +151,28 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
         new_body = req.body if req.HasField("body") else row.body
         check_text(new_title, new_body)
         new_conf = check_confidence(req.confidence) if req.HasField("confidence") else row.confidence
-        conn.execute("INSERT INTO memory_revision (memory_id, revision, title, body, confidence) "
-                     "VALUES (%s, %s, %s, %s, %s)", (mid, rev, row.title, row.body, row.confidence))
-        updated = named(conn).execute(
-            f"""UPDATE memory m SET title = %s, body = %s, confidence = %s, revision = revision + 1, updated_at = now()
-                 WHERE m.id = %s RETURNING {COLUMNS}""", (new_title, new_body, new_conf, mid)).fetchone()
+        conn.execute(
+            "INSERT INTO memory_revision (memory_id, revision, title, body, confidence) VALUES (%s, %s, %s, %s, %s)",
+            (mid, rev, row.title, row.body, row.confidence),
+        )
+        updated = (
+            named(conn)
+            .execute(
+                f"""UPDATE memory m SET title = %s, body = %s, confidence = %s, revision = revision + 1,
+                          updated_at = now()
+                 WHERE m.id = %s RETURNING {COLUMNS}""",
+                (new_title, new_body, new_conf, mid),
+            )
+            .fetchone()
+        )
         _drop_vector(conn, mid)
         lexical_index.reindex_text(conn, mid, new_title, new_body)
-        conn.execute("""INSERT INTO embedding_job (memory_id, memory_revision) VALUES (%s, %s)
+        conn.execute(
+            """INSERT INTO embedding_job (memory_id, memory_revision) VALUES (%s, %s)
                         ON CONFLICT (memory_id) DO UPDATE SET memory_revision = EXCLUDED.memory_revision,
-                            claimed_until = NULL, enqueued_at = now()""", (mid, rev + 1))
+                            claimed_until = NULL, enqueued_at = now()""",
+            (mid, rev + 1),
+        )
     return to_memory(updated)
 
 
@@ -167,8 +193,10 @@ def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
         # gone) or waits and finds the successor through the links it inherits. Without this a
         # successor of a forgotten source stayed live and indexed, readable by nobody.
         target = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
-        conn.execute(f"SELECT 1 FROM memory m WHERE m.id IN ({ANCESTORS}) AND m.id <> %(target)s "
-                     "ORDER BY m.id FOR SHARE", {"ids": [target], "target": target})
+        conn.execute(
+            f"SELECT 1 FROM memory m WHERE m.id IN ({ANCESTORS}) AND m.id <> %(target)s ORDER BY m.id FOR SHARE",
+            {"ids": [target], "target": target},
+        )
         row = _locked(conn, caller, req.memory_id, for_change=True)
         first = by_request_id(conn, caller, key)  # a concurrent retry may have won while we waited
         if first is not None:
@@ -181,20 +209,33 @@ def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
             audience = uuid.UUID(caller.member_id)
         elif req.audience == m.AUDIENCE_WORKSPACE:
             if old_audience is not None:
-                raise InvalidArgument("the audience may narrow from the workspace to you, never widen",
-                                      field="audience")
+                raise InvalidArgument(
+                    "the audience may narrow from the workspace to you, never widen", field="audience"
+                )
             audience = None
         else:
             raise InvalidArgument("audience must be workspace or member", field="audience")
         kind = row.kind if req.kind == m.KIND_UNSPECIFIED else enum_value(KINDS, req.kind, "kind")
         # The successor keeps the old memory's sources: a forget of a source still reaches it.
-        sources = [link.target_memory_id for link in named(conn).execute(
-            "SELECT target_memory_id FROM memory_link WHERE memory_id = %s AND link_type = 'derived_from'",
-            (row.id,))]
-        successor = insert(conn, caller, NewMemory(kind, req.title, req.body, audience, row.purpose, confidence,
-                                                   "told"), key, [], sources)
-        conn.execute("UPDATE memory SET superseded_by_id = %s, updated_at = now() WHERE id = %s",
-                     (uuid.UUID(successor.id), row.id))
+        sources = [
+            link.target_memory_id
+            for link in named(conn).execute(
+                "SELECT target_memory_id FROM memory_link WHERE memory_id = %s AND link_type = 'derived_from'",
+                (row.id,),
+            )
+        ]
+        successor = insert(
+            conn,
+            caller,
+            NewMemory(kind, req.title, req.body, audience, row.purpose, confidence, "told"),
+            key,
+            [],
+            sources,
+        )
+        conn.execute(
+            "UPDATE memory SET superseded_by_id = %s, updated_at = now() WHERE id = %s",
+            (uuid.UUID(successor.id), row.id),
+        )
         lexical_index.mark_superseded(conn, [row.id])
         _drop_vector(conn, row.id)
     return successor
@@ -215,23 +256,35 @@ def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
         mid = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
         # A tombstone the caller could have read (the readability rule, less the forgotten test)
         # and changed: forgetting it again is a no-op.
-        tomb = named(conn).execute(f"SELECT {COLUMNS}, {IN_SCOPE} AS in_scope FROM memory m WHERE m.id = %(id)s "
-                                   "FOR NO KEY UPDATE", {**caller_params(caller), "id": mid}).fetchone()
+        tomb = (
+            named(conn)
+            .execute(
+                f"SELECT {COLUMNS}, {IN_SCOPE} AS in_scope FROM memory m WHERE m.id = %(id)s FOR NO KEY UPDATE",
+                {**caller_params(caller), "id": mid},
+            )
+            .fetchone()
+        )
         if tomb is not None and tomb.forgotten_at is not None and tomb.in_scope and may_change(caller, tomb):
             return [str(mid)]
         _locked(conn, caller, req.memory_id, for_change=True)
-        closure = [r.id for r in named(conn).execute(
-            f"""{DOWN} SELECT m.id FROM memory m JOIN walk w ON w.id = m.id WHERE m.forgotten_at IS NULL
-                 ORDER BY m.id FOR NO KEY UPDATE OF m""", {"ids": [mid]})]
+        closure = [
+            r.id
+            for r in named(conn).execute(
+                f"""{DOWN} SELECT m.id FROM memory m JOIN walk w ON w.id = m.id WHERE m.forgotten_at IS NULL
+                 ORDER BY m.id FOR NO KEY UPDATE OF m""",
+                {"ids": [mid]},
+            )
+        ]
         visible = readable_ids(conn, caller, closure)
         lexical_index.remove_memories(conn, closure)
         conn.execute(
             """UPDATE memory SET title = '', body = '', forgotten_at = now(), updated_at = now(),
                       invalidation_reason = CASE WHEN id = %(target)s THEN %(reason)s
                                                  ELSE 'forgotten with its source ' || %(target)s::text END
-                WHERE id = ANY(%(ids)s)""", {"target": mid, "reason": reason, "ids": closure})
+                WHERE id = ANY(%(ids)s)""",
+            {"target": mid, "reason": reason, "ids": closure},
+        )
         conn.execute("DELETE FROM memory_revision WHERE memory_id = ANY(%s)", (closure,))
         conn.execute("DELETE FROM memory_embedding WHERE memory_id = ANY(%s)", (closure,))
         conn.execute("DELETE FROM embedding_job WHERE memory_id = ANY(%s)", (closure,))
     return [str(mid)] + [str(i) for i in closure if i != mid and i in visible]
-

@@ -18,8 +18,17 @@ from servicekit.limits import MAX_REMEMBER_BATCH
 from store_service import entities, lexical_index
 from store_service.database import named
 from store_service.readability import CHAIN_READABLE, caller_params
-from store_service.vocabulary import (KIND_OF, KINDS, MAX_REQUEST_ID_CHARS, ORIGIN_OF, PURPOSE_OF, check_confidence,
-                                      check_text, enum_value, parse_uuid)
+from store_service.vocabulary import (
+    KIND_OF,
+    KINDS,
+    MAX_REQUEST_ID_CHARS,
+    ORIGIN_OF,
+    PURPOSE_OF,
+    check_confidence,
+    check_text,
+    enum_value,
+    parse_uuid,
+)
 
 log = logging.getLogger(__name__)
 MAX_IDS = 1_000
@@ -42,13 +51,24 @@ def _ts(value) -> timestamp_pb2.Timestamp | None:
 def to_memory(row) -> m.Memory:
     """Converts a named row selected with ``COLUMNS`` (further columns ignored) to a Memory message."""
     aud, sup = row.audience_member_id, row.superseded_by_id
-    msg = m.Memory(id=str(row.id), revision=row.revision, kind=KIND_OF[row.kind], title=row.title, body=row.body,
-                   audience=m.AUDIENCE_WORKSPACE if aud is None else m.AUDIENCE_MEMBER,
-                   audience_member_id=str(aud) if aud else "", purpose=PURPOSE_OF[row.purpose],
-                   confidence=row.confidence, origin=ORIGIN_OF[row.origin], superseded_by_id=str(sup) if sup else "",
-                   invalidation_reason=row.invalidation_reason or "", created_by=str(row.created_by),
-                   created_at=_ts(row.created_at), updated_at=_ts(row.updated_at),
-                   forgotten=row.forgotten_at is not None)
+    msg = m.Memory(
+        id=str(row.id),
+        revision=row.revision,
+        kind=KIND_OF[row.kind],
+        title=row.title,
+        body=row.body,
+        audience=m.AUDIENCE_WORKSPACE if aud is None else m.AUDIENCE_MEMBER,
+        audience_member_id=str(aud) if aud else "",
+        purpose=PURPOSE_OF[row.purpose],
+        confidence=row.confidence,
+        origin=ORIGIN_OF[row.origin],
+        superseded_by_id=str(sup) if sup else "",
+        invalidation_reason=row.invalidation_reason or "",
+        created_by=str(row.created_by),
+        created_at=_ts(row.created_at),
+        updated_at=_ts(row.updated_at),
+        forgotten=row.forgotten_at is not None,
+    )
     if row.occurred_at is not None:
         msg.occurred_at.CopyFrom(_ts(row.occurred_at))
     return msg
@@ -118,11 +138,16 @@ def by_request_ids(conn: psycopg.Connection, caller: m.Caller, keys) -> dict[str
     keys = sorted({k for k in keys if k})
     if not keys:
         return {}
-    rows = named(conn).execute(f"SELECT {COLUMNS}, m.request_id FROM memory m WHERE m.created_by = %s "
-                               "AND m.request_id = ANY(%s)", (uuid.UUID(caller.member_id), keys)).fetchall()
+    rows = (
+        named(conn)
+        .execute(
+            f"SELECT {COLUMNS}, m.request_id FROM memory m WHERE m.created_by = %s AND m.request_id = ANY(%s)",
+            (uuid.UUID(caller.member_id), keys),
+        )
+        .fetchall()
+    )
     ok = readable_ids(conn, caller, [r.id for r in rows])
-    found: dict[str, m.Memory | NotFound] = {r.request_id: NotFound("memory not found")
-                                             for r in rows if r.id not in ok}
+    found: dict[str, m.Memory | NotFound] = {r.request_id: NotFound("memory not found") for r in rows if r.id not in ok}
     shown = {r.id: to_memory(r) for r in rows if r.id in ok}
     attach_links(conn, caller, shown)
     redact_successors(conn, caller, list(shown.values()))
@@ -133,8 +158,9 @@ def by_request_ids(conn: psycopg.Connection, caller: m.Caller, keys) -> dict[str
 def check_request_id(request_id: str) -> None:
     """INVALID_ARGUMENT for an over-long request id or one with NUL."""
     if len(request_id) > MAX_REQUEST_ID_CHARS or "\x00" in request_id:
-        raise InvalidArgument(f"request_id must be at most {MAX_REQUEST_ID_CHARS} characters, without NUL",
-                              field="request_id")
+        raise InvalidArgument(
+            f"request_id must be at most {MAX_REQUEST_ID_CHARS} characters, without NUL", field="request_id"
+        )
 
 
 def request_key(operation: str, request_id: str) -> str:
@@ -152,8 +178,14 @@ def redact_successors(conn: psycopg.Connection, caller: m.Caller, memories: list
             mem.superseded_by_id = ""
 
 
-def insert(conn: psycopg.Connection, caller: m.Caller, new: NewMemory, request_id: str,
-           entity_ids: list[uuid.UUID], sources: list[uuid.UUID] = ()) -> m.Memory:
+def insert(
+    conn: psycopg.Connection,
+    caller: m.Caller,
+    new: NewMemory,
+    request_id: str,
+    entity_ids: list[uuid.UUID],
+    sources: list[uuid.UUID] = (),
+) -> m.Memory:
     """Inserts a memory with its links and queues its embedding; must run inside a transaction.
 
     ``insert_many`` of one: with a ``request_id`` a concurrent retry that already inserted wins and
@@ -179,34 +211,56 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
     # Rows go in request-key order, so concurrent batches sharing keys wait on each other in one order.
     order = sorted(range(len(items)), key=lambda j: items[j].key)
     news = [items[j].new for j in order]
-    rows = named(conn).execute(
-        f"""INSERT INTO memory AS m (id, kind, title, body, audience_member_id, purpose, confidence, origin,
+    rows = (
+        named(conn)
+        .execute(
+            f"""INSERT INTO memory AS m (id, kind, title, body, audience_member_id, purpose, confidence, origin,
                                created_by, occurred_at, request_id)
             SELECT i, k, t, b, a, p, c, o, %s, w, r
               FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::uuid[], %s::text[], %s::float8[],
                           %s::text[], %s::timestamptz[], %s::text[]) AS u(i, k, t, b, a, p, c, o, w, r)
             ON CONFLICT (created_by, request_id) DO NOTHING
             RETURNING {COLUMNS}""",
-        (member, [ids[j] for j in order], [n.kind for n in news], [n.title for n in news], [n.body for n in news],
-         [n.audience for n in news], [n.purpose for n in news], [n.confidence for n in news],
-         [n.origin for n in news], [n.occurred_at for n in news], [items[j].key or None for j in order])).fetchall()
+            (
+                member,
+                [ids[j] for j in order],
+                [n.kind for n in news],
+                [n.title for n in news],
+                [n.body for n in news],
+                [n.audience for n in news],
+                [n.purpose for n in news],
+                [n.confidence for n in news],
+                [n.origin for n in news],
+                [n.occurred_at for n in news],
+                [items[j].key or None for j in order],
+            ),
+        )
+        .fetchall()
+    )
     stored = {r.id: r for r in rows}
-    written = [(mid, it) for mid, it in zip(ids, items) if mid in stored]
+    written = [(mid, it) for mid, it in zip(ids, items, strict=True) if mid in stored]
     links = [(mid, "derived_from", src, None) for mid, it in written for src in it.sources]
     links += [(mid, "about", None, ent) for mid, it in written for ent in it.entity_ids]
     if links:
-        conn.execute("""INSERT INTO memory_link (memory_id, link_type, target_memory_id, target_entity_id)
+        conn.execute(
+            """INSERT INTO memory_link (memory_id, link_type, target_memory_id, target_entity_id)
                         SELECT * FROM unnest(%s::uuid[], %s::text[], %s::uuid[], %s::uuid[])""",
-                     [list(col) for col in zip(*links)])
+            [list(col) for col in zip(*links, strict=True)],
+        )
     if written:
-        conn.execute("INSERT INTO embedding_job (memory_id, memory_revision) SELECT unnest(%s::uuid[]), 1",
-                     ([mid for mid, _ in written],))
-        lexical_index.add_memories(conn, [(mid, it.new.audience, it.new.purpose, it.new.title, it.new.body)
-                                          for mid, it in written])
+        conn.execute(
+            "INSERT INTO embedding_job (memory_id, memory_revision) SELECT unnest(%s::uuid[]), 1",
+            ([mid for mid, _ in written],),
+        )
+        lexical_index.add_memories(
+            conn, [(mid, it.new.audience, it.new.purpose, it.new.title, it.new.body) for mid, it in written]
+        )
     # A concurrent call with the same request key won those inserts.
-    firsts = by_request_ids(conn, caller, [it.key for mid, it in zip(ids, items) if mid not in stored])
-    return [to_memory(stored[mid]) if mid in stored else firsts.get(it.key, NotFound("memory not found"))
-            for mid, it in zip(ids, items)]
+    firsts = by_request_ids(conn, caller, [it.key for mid, it in zip(ids, items, strict=True) if mid not in stored])
+    return [
+        to_memory(stored[mid]) if mid in stored else firsts.get(it.key, NotFound("memory not found"))
+        for mid, it in zip(ids, items, strict=True)
+    ]
 
 
 def occurred_at(req) -> datetime.datetime | None:
@@ -214,10 +268,11 @@ def occurred_at(req) -> datetime.datetime | None:
     if not req.HasField("occurred_at"):
         return None
     try:
-        return req.occurred_at.ToDatetime(tzinfo=datetime.timezone.utc)
+        return req.occurred_at.ToDatetime(tzinfo=datetime.UTC)
     except (ValueError, OverflowError):
-        raise InvalidArgument("occurred_at must be a valid timestamp between years 1 and 9999",
-                              field="occurred_at") from None
+        raise InvalidArgument(
+            "occurred_at must be a valid timestamp between years 1 and 9999", field="occurred_at"
+        ) from None
 
 
 @dataclass
@@ -277,19 +332,24 @@ def remember_batch(conn: psycopg.Connection, caller: m.Caller, reqs) -> list[m.M
 def check_batch_size(count: int) -> None:
     """INVALID_ARGUMENT for a batch of no entries or more than ``MAX_REMEMBER_BATCH``."""
     if not 1 <= count <= MAX_REMEMBER_BATCH:
-        raise InvalidArgument(f"a batch holds 1..{MAX_REMEMBER_BATCH} memories; this one has {count}",
-                              field="requests", limit=MAX_REMEMBER_BATCH)
+        raise InvalidArgument(
+            f"a batch holds 1..{MAX_REMEMBER_BATCH} memories; this one has {count}",
+            field="requests",
+            limit=MAX_REMEMBER_BATCH,
+        )
 
 
-def _write_prepared(conn: psycopg.Connection, caller: m.Caller, prepared: dict[int, Prepared],
-                    row_by_row: bool) -> dict[int, m.Memory | Exception]:
+def _write_prepared(
+    conn: psycopg.Connection, caller: m.Caller, prepared: dict[int, Prepared], row_by_row: bool
+) -> dict[int, m.Memory | Exception]:
     """Writes validated entries inside the caller's transaction: first results of used request
     ids, entity checks, then one ``insert_many`` (or, with ``row_by_row``, one per entry under its
     own savepoint, a failure answering for that entry alone)."""
     out: dict[int, m.Memory | Exception] = {}
     firsts = by_request_ids(conn, caller, [p.key for p in prepared.values()])
-    visible = entities.visible_ids(conn, caller, {e for p in prepared.values()
-                                                  for e in entities.mentioned_ids(p.mentions)})
+    visible = entities.visible_ids(
+        conn, caller, {e for p in prepared.values() for e in entities.mentioned_ids(p.mentions)}
+    )
     todo: list[int] = []
     for i, p in prepared.items():
         if p.key in firsts:
@@ -309,7 +369,7 @@ def _write_prepared(conn: psycopg.Connection, caller: m.Caller, prepared: dict[i
                 fresh.append(i)
                 if prepared[i].key:
                     owners[prepared[i].key] = i
-        for i, result in zip(fresh, _insert_prepared(conn, caller, [prepared[i] for i in fresh])):
+        for i, result in zip(fresh, _insert_prepared(conn, caller, [prepared[i] for i in fresh]), strict=True):
             out[i] = result
         for i in todo:
             if i not in out:  # a repeat of an earlier entry's request key
@@ -332,11 +392,10 @@ def _write_prepared(conn: psycopg.Connection, caller: m.Caller, prepared: dict[i
     return out
 
 
-def _insert_prepared(conn: psycopg.Connection, caller: m.Caller,
-                     entries: list[Prepared]) -> list[m.Memory | NotFound]:
+def _insert_prepared(conn: psycopg.Connection, caller: m.Caller, entries: list[Prepared]) -> list[m.Memory | NotFound]:
     """Creates the named entities of entries already checked, then inserts the memories."""
     entity_ids = entities.create_named(conn, [p.mentions for p in entries])
-    return insert_many(conn, caller, [Insert(p.new, p.key, ids) for p, ids in zip(entries, entity_ids)])
+    return insert_many(conn, caller, [Insert(p.new, p.key, ids) for p, ids in zip(entries, entity_ids, strict=True)])
 
 
 def prepare_remember(caller: m.Caller, req) -> Prepared:
@@ -355,8 +414,11 @@ def prepare_remember(caller: m.Caller, req) -> Prepared:
     check_request_id(req.request_id)
     entities.check_mentions(req.entities)
     occurred = occurred_at(req)
-    return Prepared(NewMemory(kind, req.title, req.body, audience, purpose, confidence, "told", occurred),
-                    list(req.entities), request_key("remember", req.request_id))
+    return Prepared(
+        NewMemory(kind, req.title, req.body, audience, purpose, confidence, "told", occurred),
+        list(req.entities),
+        request_key("remember", req.request_id),
+    )
 
 
 def attach_links(conn: psycopg.Connection, caller: m.Caller, memories: dict[uuid.UUID, m.Memory]) -> None:
@@ -364,19 +426,26 @@ def attach_links(conn: psycopg.Connection, caller: m.Caller, memories: dict[uuid
     and about links to entities. A readable memory's sources are readable (the chain rule)."""
     if not memories:
         return
-    rows = named(conn).execute(
-        """SELECT l.memory_id, l.link_type, l.target_memory_id, e.id AS entity_id, e.name AS entity_name
+    rows = (
+        named(conn)
+        .execute(
+            """SELECT l.memory_id, l.link_type, l.target_memory_id, e.id AS entity_id, e.name AS entity_name
              FROM memory_link l LEFT JOIN entity e ON e.id = l.target_entity_id
             WHERE l.memory_id = ANY(%s) ORDER BY l.memory_id, l.link_type, l.target_memory_id, e.id""",
-        (list(memories),)).fetchall()
+            (list(memories),),
+        )
+        .fetchall()
+    )
     visible = readable_ids(conn, caller, list({r.target_memory_id for r in rows if r.target_memory_id is not None}))
     for r in rows:
         if r.link_type == "derived_from" and r.target_memory_id in visible:
-            memories[r.memory_id].links.append(m.Link(type=m.LINK_TYPE_DERIVED_FROM,
-                                                      target_memory_id=str(r.target_memory_id)))
+            memories[r.memory_id].links.append(
+                m.Link(type=m.LINK_TYPE_DERIVED_FROM, target_memory_id=str(r.target_memory_id))
+            )
         elif r.link_type == "about":
-            memories[r.memory_id].links.append(m.Link(type=m.LINK_TYPE_ABOUT, target_entity_id=str(r.entity_id),
-                                                      target_entity_name=r.entity_name))
+            memories[r.memory_id].links.append(
+                m.Link(type=m.LINK_TYPE_ABOUT, target_entity_id=str(r.entity_id), target_entity_name=r.entity_name)
+            )
 
 
 def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
@@ -387,8 +456,11 @@ def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
     mid = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
     if mid not in readable_ids(conn, req.caller, [mid]):
         raise NotFound("memory not found")
-    row = named(conn).execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = %s AND m.forgotten_at IS NULL",
-                              (mid,)).fetchone()
+    row = (
+        named(conn)
+        .execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = %s AND m.forgotten_at IS NULL", (mid,))
+        .fetchone()
+    )
     if row is None:  # forgotten between the verdict and the fetch
         raise NotFound("memory not found")
     memory = to_memory(row)
@@ -396,10 +468,19 @@ def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
     redact_successors(conn, req.caller, [memory])
     if req.include_history:
         for old in named(conn).execute(
-                "SELECT revision, title, body, confidence, replaced_at FROM memory_revision "
-                "WHERE memory_id = %s ORDER BY revision DESC", (mid,)):
-            memory.history.append(m.Revision(revision=old.revision, title=old.title, body=old.body,
-                                              confidence=old.confidence, replaced_at=_ts(old.replaced_at)))
+            "SELECT revision, title, body, confidence, replaced_at FROM memory_revision "
+            "WHERE memory_id = %s ORDER BY revision DESC",
+            (mid,),
+        ):
+            memory.history.append(
+                m.Revision(
+                    revision=old.revision,
+                    title=old.title,
+                    body=old.body,
+                    confidence=old.confidence,
+                    replaced_at=_ts(old.replaced_at),
+                )
+            )
     return memory
 
 
@@ -408,8 +489,10 @@ def get_memories(conn: psycopg.Connection, caller: m.Caller, ids) -> list[m.Memo
     are absent."""
     wanted = parse_ids(ids)
     ok = readable_ids(conn, caller, wanted)
-    rows = named(conn).execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = ANY(%s) AND m.forgotten_at IS NULL",
-                               ([i for i in wanted if i in ok],))
+    rows = named(conn).execute(
+        f"SELECT {COLUMNS} FROM memory m WHERE m.id = ANY(%s) AND m.forgotten_at IS NULL",
+        ([i for i in wanted if i in ok],),
+    )
     by_id = {r.id: to_memory(r) for r in rows}
     attach_links(conn, caller, by_id)
     redact_successors(conn, caller, list(by_id.values()))
@@ -421,4 +504,3 @@ def readable_verdicts(conn: psycopg.Connection, caller: m.Caller, ids) -> list[s
     wanted = parse_ids(ids)
     ok = readable_ids(conn, caller, wanted)
     return [str(i) for i in wanted if i in ok]
-

@@ -32,5 +32,4 @@ HAVING bool_and(m.id IS NOT NULL AND {READABLE})"""
 
 def caller_params(caller: memory_pb2.Caller) -> dict:
     """The SQL parameters of a caller: member id and granted purposes as stored strings."""
-    return {"member_id": caller.member_id,
-            "purposes": [PURPOSES[p] for p in caller.granted_purposes if p in PURPOSES]}
+    return {"member_id": caller.member_id, "purposes": [PURPOSES[p] for p in caller.granted_purposes if p in PURPOSES]}

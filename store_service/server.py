@@ -40,8 +40,15 @@ def _with_verdicts(conn, caller: m.Caller, rows) -> list[s.Candidate]:
     out = []
     for mid, score, *precedence in rows:
         identifier_matches, all_terms = precedence or (0, False)
-        out.append(s.Candidate(memory_id=str(mid), score=score, chain_readable=mid in readable,
-                               identifier_matches=identifier_matches, all_terms=all_terms))
+        out.append(
+            s.Candidate(
+                memory_id=str(mid),
+                score=score,
+                chain_readable=mid in readable,
+                identifier_matches=identifier_matches,
+                all_terms=all_terms,
+            )
+        )
     return out
 
 
@@ -74,8 +81,9 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         return s.CreateWorkspaceResponse(workspace_id=str(self.control.create_workspace(request.name)))
 
     def AddMember(self, request, context):
-        member_id, token = self.control.add_member(request.workspace_id, request.role, list(request.purposes),
-                                                   request.display_name)
+        member_id, token = self.control.add_member(
+            request.workspace_id, request.role, list(request.purposes), request.display_name
+        )
         return s.AddMemberResponse(member_id=str(member_id), token=token)
 
     def RevokeMember(self, request, context):
@@ -98,9 +106,14 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         with self._conn(request.caller) as conn:
             results = memories.remember_batch(conn, request.caller, request.requests)
         self._wake(request.caller)
-        return s.RememberBatchResponse(results=[
-            s.RememberBatchResult(error=status_proto_for(r)) if isinstance(r, Exception)
-            else s.RememberBatchResult(memory=r) for r in results])
+        return s.RememberBatchResponse(
+            results=[
+                s.RememberBatchResult(error=status_proto_for(r))
+                if isinstance(r, Exception)
+                else s.RememberBatchResult(memory=r)
+                for r in results
+            ]
+        )
 
     def Read(self, request, context):
         with self._conn(request.caller) as conn:
@@ -113,7 +126,8 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def CheckReadable(self, request, context):
         with self._conn(request.caller) as conn:
             return s.CheckReadableResponse(
-                readable_ids=memories.readable_verdicts(conn, request.caller, request.memory_ids))
+                readable_ids=memories.readable_verdicts(conn, request.caller, request.memory_ids)
+            )
 
     def LexicalCandidates(self, request, context):
         purpose = check_purpose_granted(request.caller, request.purpose)
@@ -122,8 +136,15 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
         with self._conn(request.caller) as conn:
             query = request.query.replace("\x00", " ")
-            rows = candidates.lexical_with_matches(conn, request.caller, purpose, query, limit,
-                                                   request.include_superseded, entities.parse_filter(request.entity_ids))
+            rows = candidates.lexical_with_matches(
+                conn,
+                request.caller,
+                purpose,
+                query,
+                limit,
+                request.include_superseded,
+                entities.parse_filter(request.entity_ids),
+            )
             return s.LexicalCandidatesResponse(candidates=_with_verdicts(conn, request.caller, rows))
 
     def DenseCandidates(self, request, context):
@@ -137,10 +158,19 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         if not 0.0 <= request.floor <= 1.0:
             raise InvalidArgument("floor must be between 0 and 1", field="floor")
         with self._conn(request.caller) as conn:
-            rows, current = candidates.dense(conn, request.caller, purpose, vector, request.input_version,
-                                             request.floor, limit, entities.parse_filter(request.entity_ids))
-            return s.DenseCandidatesResponse(candidates=_with_verdicts(conn, request.caller, rows),
-                                             stamp_current=current)
+            rows, current = candidates.dense(
+                conn,
+                request.caller,
+                purpose,
+                vector,
+                request.input_version,
+                request.floor,
+                limit,
+                entities.parse_filter(request.entity_ids),
+            )
+            return s.DenseCandidatesResponse(
+                candidates=_with_verdicts(conn, request.caller, rows), stamp_current=current
+            )
 
     def Derive(self, request, context):
         with self._conn(request.caller) as conn:
@@ -175,11 +205,12 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             self.worker.wake(self._db_name(caller) if caller is not None else None)
 
     def UpdateWorkspaceSettings(self, request, context):
-        ws = self.control.update_settings(request.workspace_id,
-                                          request.dense_floor if request.HasField("dense_floor") else None,
-                                          request.default_mode)
+        ws = self.control.update_settings(
+            request.workspace_id, request.dense_floor if request.HasField("dense_floor") else None, request.default_mode
+        )
         return s.UpdateWorkspaceSettingsResponse(
-            settings=s.WorkspaceSettings(dense_floor=ws.dense_floor, default_mode=ws.default_mode))
+            settings=s.WorkspaceSettings(dense_floor=ws.dense_floor, default_mode=ws.default_mode)
+        )
 
     def RebuildEmbeddings(self, request, context):
         if self.worker is None:
@@ -207,17 +238,27 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
 class StoreService:
     """A running store: database pools, the gRPC server, the embedding worker and a health watcher."""
 
-    def __init__(self, database_url: str, bind: str, embed_addr: str, *, batch_size: int = EMBED_BATCH_SIZE,
-                 pool_max: int = 4) -> None:
+    def __init__(
+        self, database_url: str, bind: str, embed_addr: str, *, batch_size: int = EMBED_BATCH_SIZE, pool_max: int = 4
+    ) -> None:
         self.dbs = Databases(database_url, pool_max=pool_max)
         self.dbs.open()
         self.embed_channel = clients.channel(embed_addr)
         control = ControlPlane(self.dbs)
-        self.worker = EmbeddingWorker(self.dbs, control, embed_pb2_grpc.EmbedServiceStub(self.embed_channel),
-                                      batch_size=batch_size)
+        self.worker = EmbeddingWorker(
+            self.dbs, control, embed_pb2_grpc.EmbedServiceStub(self.embed_channel), batch_size=batch_size
+        )
         servicer = StoreServicer(self.dbs, self.worker)
-        self.running: Running = start_server(bind, [(store_pb2_grpc.add_StoreServiceServicer_to_server, servicer,
-                                                     s.DESCRIPTOR.services_by_name["StoreService"].full_name)])
+        self.running: Running = start_server(
+            bind,
+            [
+                (
+                    store_pb2_grpc.add_StoreServiceServicer_to_server,
+                    servicer,
+                    s.DESCRIPTOR.services_by_name["StoreService"].full_name,
+                )
+            ],
+        )
         self.worker.start()
         self._stop = threading.Event()
         self._watch = threading.Thread(target=self._watch_database, daemon=True, name="db-health")
@@ -245,4 +286,3 @@ class StoreService:
         self.worker.stop()
         self.embed_channel.close()
         self.dbs.close()
-

@@ -55,11 +55,13 @@ def check_text(title: str, body: str) -> None:
         raise InvalidArgument("body must not be empty or blank", field="body")
     size = len(body.encode("utf-8"))
     if size > MAX_BODY_BYTES:
-        raise InvalidArgument(f"body is {size} bytes; the limit is {MAX_BODY_BYTES} bytes of UTF-8",
-                              field="body", limit=MAX_BODY_BYTES)
+        raise InvalidArgument(
+            f"body is {size} bytes; the limit is {MAX_BODY_BYTES} bytes of UTF-8", field="body", limit=MAX_BODY_BYTES
+        )
     if len(title) > MAX_TITLE_CHARS:
-        raise InvalidArgument(f"title is longer than {MAX_TITLE_CHARS} characters", field="title",
-                              limit=MAX_TITLE_CHARS)
+        raise InvalidArgument(
+            f"title is longer than {MAX_TITLE_CHARS} characters", field="title", limit=MAX_TITLE_CHARS
+        )
     if "\x00" in body or "\x00" in title:
         raise InvalidArgument("title and body must not contain NUL characters", field="body")
 

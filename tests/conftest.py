@@ -75,9 +75,10 @@ class Stack:
     def workspace(self, name: str = "test") -> str:
         return self.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=name), metadata=self.op()).workspace_id
 
-    def member(self, workspace_id: str, role=m.ROLE_MEMBER, purposes=()) -> "Member":
-        resp = self.admin.AddMember(g.AddMemberRequest(workspace_id=workspace_id, role=role, purposes=purposes),
-                                    metadata=self.op())
+    def member(self, workspace_id: str, role=m.ROLE_MEMBER, purposes=()) -> Member:
+        resp = self.admin.AddMember(
+            g.AddMemberRequest(workspace_id=workspace_id, role=role, purposes=purposes), metadata=self.op()
+        )
         return Member(resp.member_id, resp.token, self)
 
     def db(self, workspace_id: str) -> psycopg.Connection:
@@ -120,8 +121,9 @@ class Member:
     def md(self):
         return (("authorization", f"Bearer {self.token}"),)
 
-    def remember(self, body: str, title: str = "", audience=m.AUDIENCE_WORKSPACE, purpose=m.PURPOSE_CONVERSATION,
-                 **kw) -> m.Memory:
+    def remember(
+        self, body: str, title: str = "", audience=m.AUDIENCE_WORKSPACE, purpose=m.PURPOSE_CONVERSATION, **kw
+    ) -> m.Memory:
         req = g.RememberRequest(purpose=purpose, kind=m.KIND_NOTE, title=title, body=body, audience=audience, **kw)
         return self.stack.memory.Remember(req, metadata=self.md()).memory
 
@@ -141,8 +143,14 @@ def stack(pg, encoder, tmp_path_factory):
     embed_bind = f"127.0.0.1:{embed.port}"
     rank = start_rank("127.0.0.1:0")
     store = StoreService(pg, "127.0.0.1:0", embed_bind)
-    gateway = GatewayService("127.0.0.1:0", f"127.0.0.1:{store.port}", embed_bind, f"127.0.0.1:{rank.port}",
-                             token_path, RecallConfig(embed_deadline=5.0))
+    gateway = GatewayService(
+        "127.0.0.1:0",
+        f"127.0.0.1:{store.port}",
+        embed_bind,
+        f"127.0.0.1:{rank.port}",
+        token_path,
+        RecallConfig(embed_deadline=5.0),
+    )
     channel = clients.channel(f"127.0.0.1:{gateway.port}")
     deadline = time.monotonic() + 30
     while not clients.is_serving(channel) and time.monotonic() < deadline:

@@ -11,8 +11,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
-ALERTS = {"RecallatronEmbedderDown", "RecallatronEmbeddingBacklogGrowing", "RecallatronErrorRatioHigh",
-          "RecallatronRecallLatencyHigh", "RecallatronBreakerOpen"}
+ALERTS = {
+    "RecallatronEmbedderDown",
+    "RecallatronEmbeddingBacklogGrowing",
+    "RecallatronErrorRatioHigh",
+    "RecallatronRecallLatencyHigh",
+    "RecallatronBreakerOpen",
+}
 
 
 def promtool(*args: str, cwd: Path = DEPLOY) -> subprocess.CompletedProcess:
@@ -46,17 +51,21 @@ def test_prometheus_config_loads_the_rules():
 
 def test_every_alert_has_a_firing_and_a_quiet_unit_test():
     assert set(alert_names(DEPLOY / "alerts.yml")) == ALERTS
-    cases = [case for t in yaml.safe_load((DEPLOY / "alerts_test.yml").read_text())["tests"]
-             for case in t["alert_rule_test"]]
+    cases = [
+        case for t in yaml.safe_load((DEPLOY / "alerts_test.yml").read_text())["tests"] for case in t["alert_rule_test"]
+    ]
     fired = {c["alertname"] for c in cases if c["exp_alerts"]}
     quiet = {c["alertname"] for c in cases if not c["exp_alerts"]}
     assert fired == ALERTS and quiet == ALERTS
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("expr", "rate(recallatron_embedding_backlog) > 0", "expected type range vector"),  # the range is missing
-    ("fro", "2m", "fro"),  # a misspelt `for`
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("expr", "rate(recallatron_embedding_backlog) > 0", "expected type range vector"),  # the range is missing
+        ("fro", "2m", "fro"),  # a misspelt `for`
+    ],
+)
 def test_a_broken_rule_is_refused(tmp_path, field, value, message):
     rules = yaml.safe_load((DEPLOY / "alerts.yml").read_text())
     rules["groups"][0]["rules"][0][field] = value

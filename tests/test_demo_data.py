@@ -56,8 +56,12 @@ def test_demo_corpus_is_well_formed():
     assert len(queries) == 31 and len({q["id"] for q in queries}) == 31
     for q in queries:
         assert q["relevant_ids"] and set(q["relevant_ids"]) <= set(ids), q["id"]
-        assert (q["category"], q["category_name"]) in {(1, "multi-hop"), (2, "temporal"), (3, "open-domain"),
-                                                       (4, "single-hop")}
+        assert (q["category"], q["category_name"]) in {
+            (1, "multi-hop"),
+            (2, "temporal"),
+            (3, "open-domain"),
+            (4, "single-hop"),
+        }
 
 
 def test_demo_states_its_source_and_licence():

@@ -58,13 +58,22 @@ def compose() -> dict:
 
 def manifests() -> list[tuple[str, dict]]:
     """(file name, document) for every non-empty document in deploy/k8s/*.yaml."""
-    return [(p.name, doc) for p in sorted((DEPLOY / "k8s").glob("*.yaml"))
-            for doc in yaml.safe_load_all(p.read_text()) if doc]
+    return [
+        (p.name, doc)
+        for p in sorted((DEPLOY / "k8s").glob("*.yaml"))
+        for doc in yaml.safe_load_all(p.read_text())
+        if doc
+    ]
 
 
 def check_compose(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([CHECK_JSONSCHEMA, "--builtin-schema", "vendor.compose-spec", str(path)],
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [CHECK_JSONSCHEMA, "--builtin-schema", "vendor.compose-spec", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def k8s_errors(doc: dict) -> list[str]:
@@ -81,6 +90,7 @@ def k8s_errors(doc: dict) -> list[str]:
 
 
 # ---- Compose specification -------------------------------------------------------------------
+
 
 def test_compose_file_matches_the_compose_specification():
     out = check_compose(DEPLOY / "compose.yaml")
@@ -110,6 +120,7 @@ def test_compose_schema_refuses_a_wrong_type(tmp_path):
 
 # ---- Kubernetes manifests --------------------------------------------------------------------
 
+
 def test_every_manifest_validates_against_the_pinned_kubernetes_versions():
     docs = manifests()
     assert len(docs) >= 14  # 4 Deployments, 4 Services, 3 HPAs, 3 PDBs, and the network policies
@@ -122,8 +133,10 @@ def test_validation_refuses_an_unknown_field_and_an_unknown_kind():
     typo = json.loads(json.dumps(deployment))
     typo["spec"]["replica"] = 2
     assert any("replica" in e for e in k8s_errors(typo)), k8s_errors(typo)
-    wrong_group = {**next(doc for _, doc in manifests() if doc["kind"] == "HorizontalPodAutoscaler"),
-                   "apiVersion": "autoscaling/v9"}
+    wrong_group = {
+        **next(doc for _, doc in manifests() if doc["kind"] == "HorizontalPodAutoscaler"),
+        "apiVersion": "autoscaling/v9",
+    }
     assert any("autoscaling/v9" in e for e in k8s_errors(wrong_group)), k8s_errors(wrong_group)
 
 
@@ -140,10 +153,14 @@ def test_containers_have_requests_limits_and_scrape_annotations():
             for part in ("requests", "limits"):
                 assert set(c["resources"][part]) == {"cpu", "memory"}, (name, part)
         notes = pod["metadata"]["annotations"]
-        metrics_port = next(p["containerPort"] for c in pod["spec"]["containers"] for p in c["ports"]
-                            if p["name"] == "metrics")
-        assert notes == {"prometheus.io/scrape": "true", "prometheus.io/port": str(metrics_port),
-                         "prometheus.io/path": "/metrics"}, name
+        metrics_port = next(
+            p["containerPort"] for c in pod["spec"]["containers"] for p in c["ports"] if p["name"] == "metrics"
+        )
+        assert notes == {
+            "prometheus.io/scrape": "true",
+            "prometheus.io/port": str(metrics_port),
+            "prometheus.io/path": "/metrics",
+        }, name
         env = {e["name"]: e.get("value") for c in pod["spec"]["containers"] for e in c["env"]}
         service = name.removeprefix("recallatron-")
         assert env[f"RECALLATRON_{service.upper()}_METRICS_PORT"] == str(metrics_port)
@@ -165,6 +182,7 @@ def test_stateless_services_autoscale_and_keep_a_pod_through_disruptions():
 
 
 # ---- the four services, started as compose starts them ----------------------------------------
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -247,7 +265,8 @@ def seconds(text: str) -> float:
 def health_budget(check: dict) -> float:
     """How long compose lets a service take to become healthy: start_period + retries x (interval + timeout)."""
     return seconds(check.get("start_period", "0s")) + check["retries"] * (
-        seconds(check["interval"]) + seconds(check["timeout"]))
+        seconds(check["interval"]) + seconds(check["timeout"])
+    )
 
 
 def start_order(services: dict) -> list[str]:
@@ -287,13 +306,15 @@ def compose_stack(tmp_path_factory):
         probe = mapping.health_command(service)
         while time.monotonic() < deadline:
             assert procs[name].poll() is None, (
-                f"{name} exited {procs[name].returncode}:\n{logs[name].read_text()[-3000:]}")
+                f"{name} exited {procs[name].returncode}:\n{logs[name].read_text()[-3000:]}"
+            )
             if subprocess.run(probe, capture_output=True, timeout=30, check=False).returncode == 0:
                 healthy.add(name)
                 return
             time.sleep(seconds(service["healthcheck"]["interval"]) / 10)
-        raise AssertionError(f"{name} not healthy within {health_budget(service['healthcheck']):.0f}s:\n"
-                             f"{logs[name].read_text()[-3000:]}")
+        raise AssertionError(
+            f"{name} not healthy within {health_budget(service['healthcheck']):.0f}s:\n{logs[name].read_text()[-3000:]}"
+        )
 
     try:
         for name in start_order(doc["services"]):
@@ -307,13 +328,24 @@ def compose_stack(tmp_path_factory):
             env = {**base, **image_env(tmp / name), **mapping.env(service)}
             logs[name] = tmp / f"{name}.log"
             with logs[name].open("wb") as log:
-                procs[name] = subprocess.Popen(entrypoint() + service["command"], cwd=ROOT, env=env, stdout=log,
-                                               stderr=subprocess.STDOUT, start_new_session=True)
+                procs[name] = subprocess.Popen(
+                    entrypoint() + service["command"],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
         for name in procs:
             if name not in healthy:
                 wait_healthy(name)
-        yield {"doc": doc, "mapping": mapping, "procs": procs, "logs": logs,
-               "operator": (secrets / "operator_token").read_text().strip()}
+        yield {
+            "doc": doc,
+            "mapping": mapping,
+            "procs": procs,
+            "logs": logs,
+            "operator": (secrets / "operator_token").read_text().strip(),
+        }
     finally:
         for name in reversed(list(procs)):
             if procs[name].poll() is None:
@@ -346,20 +378,36 @@ def test_the_compose_services_become_healthy_and_answer_a_recall(compose_stack):
         workspace = admin.CreateWorkspace(g.CreateWorkspaceRequest(name="compose"), metadata=op).workspace_id
         token = admin.AddMember(g.AddMemberRequest(workspace_id=workspace, role=m.ROLE_MEMBER), metadata=op).token
         md = (("authorization", f"Bearer {token}"),)
-        wanted = memory.Remember(g.RememberRequest(
-            purpose=m.PURPOSE_CONVERSATION, kind=m.KIND_FACT, title="Pets", audience=m.AUDIENCE_WORKSPACE,
-            body="Maria's parrot is called Captain."), metadata=md).memory
-        memory.Remember(g.RememberRequest(
-            purpose=m.PURPOSE_CONVERSATION, kind=m.KIND_NOTE, title="Travel", audience=m.AUDIENCE_WORKSPACE,
-            body="The team flies to Lisbon in March."), metadata=md)
+        wanted = memory.Remember(
+            g.RememberRequest(
+                purpose=m.PURPOSE_CONVERSATION,
+                kind=m.KIND_FACT,
+                title="Pets",
+                audience=m.AUDIENCE_WORKSPACE,
+                body="Maria's parrot is called Captain.",
+            ),
+            metadata=md,
+        ).memory
+        memory.Remember(
+            g.RememberRequest(
+                purpose=m.PURPOSE_CONVERSATION,
+                kind=m.KIND_NOTE,
+                title="Travel",
+                audience=m.AUDIENCE_WORKSPACE,
+                body="The team flies to Lisbon in March.",
+            ),
+            metadata=md,
+        )
         deadline = time.monotonic() + 120
         while admin.GetStatus(g.GetStatusRequest(), metadata=op).embedding_backlog != 0:
             assert time.monotonic() < deadline, "embedding backlog did not drain"
             time.sleep(0.2)
         status = {d.name: d.serving for d in admin.GetStatus(g.GetStatusRequest(), metadata=op).dependencies}
         assert status["store"] and status["embed"] and status["rank"], status
-        resp = memory.Recall(g.RecallRequest(query="what is the name of Maria's bird?",
-                                             purpose=m.PURPOSE_CONVERSATION, top_k=2), metadata=md)
+        resp = memory.Recall(
+            g.RecallRequest(query="what is the name of Maria's bird?", purpose=m.PURPOSE_CONVERSATION, top_k=2),
+            metadata=md,
+        )
         assert resp.dense_available
         assert resp.items[0].memory.id == wanted.id
         assert resp.items[0].memory.body == "Maria's parrot is called Captain."

@@ -7,13 +7,13 @@ weights can be downloaded here); its scores are meaningless, only the loading an
 import grpc
 import numpy as np
 import pytest
+from conftest import code_of
 from recallatron.embed.v1 import embed_pb2 as e
 from recallatron.embed.v1 import embed_pb2_grpc
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
 
-from conftest import code_of
 from embed_service.models import INPUT_VERSION, Reranker
 from embed_service.server import EmbedService
 from gateway.recall import RecallConfig
@@ -29,8 +29,9 @@ def embed_stub(stack):
 
 
 def test_vectors_are_384_d_unit_and_stamped(embed_stub):
-    resp = embed_stub.EmbedDocuments(e.EmbedDocumentsRequest(documents=[e.Document(title="T", body="hello world"),
-                                                                       e.Document(body="another")]))
+    resp = embed_stub.EmbedDocuments(
+        e.EmbedDocumentsRequest(documents=[e.Document(title="T", body="hello world"), e.Document(body="another")])
+    )
     vecs = np.array([v.values for v in resp.vectors])
     assert vecs.shape == (2, 384)
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-4)
@@ -40,15 +41,20 @@ def test_vectors_are_384_d_unit_and_stamped(embed_stub):
 
 
 def test_similar_texts_are_closer(embed_stub):
-    resp = embed_stub.EmbedQueries(e.EmbedQueriesRequest(queries=["a cat sat on the mat", "a kitten rested on a rug",
-                                                                  "quarterly tax filing deadline"]))
+    resp = embed_stub.EmbedQueries(
+        e.EmbedQueriesRequest(
+            queries=["a cat sat on the mat", "a kitten rested on a rug", "quarterly tax filing deadline"]
+        )
+    )
     a, b, c = (np.array(v.values) for v in resp.vectors)
     assert a @ b > a @ c + 0.2
 
 
 def test_batch_limits(embed_stub):
     assert code_of(embed_stub.EmbedQueries, e.EmbedQueriesRequest()) == grpc.StatusCode.INVALID_ARGUMENT
-    assert code_of(embed_stub.EmbedQueries, e.EmbedQueriesRequest(queries=["x"] * 257)) == grpc.StatusCode.INVALID_ARGUMENT
+    assert (
+        code_of(embed_stub.EmbedQueries, e.EmbedQueriesRequest(queries=["x"] * 257)) == grpc.StatusCode.INVALID_ARGUMENT
+    )
     assert code_of(embed_stub.EmbedDocuments, e.EmbedDocumentsRequest()) == grpc.StatusCode.INVALID_ARGUMENT
 
 
@@ -70,8 +76,14 @@ def tiny_cross_encoder(tmp_path_factory):
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("tiny-cross-encoder")
     tokenizer = AutoTokenizer.from_pretrained(str(get_model_path()))
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, num_labels=1)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=1,
+    )
     BertForSequenceClassification(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
@@ -81,9 +93,14 @@ def test_recall_reranks_with_a_loaded_cross_encoder(stack, tiny_cross_encoder, t
     reranker = Reranker(tiny_cross_encoder)
     assert reranker.available, reranker.error
     embed = EmbedService("127.0.0.1:0", "", encoder=stack.encoder, reranker=reranker)
-    gw = GatewayService("127.0.0.1:0", f"127.0.0.1:{stack.store.port}", f"127.0.0.1:{embed.port}",
-                        f"127.0.0.1:{stack.rank.port}", tmp_path / "no-operator-token",
-                        RecallConfig(rerank_top_n=5))
+    gw = GatewayService(
+        "127.0.0.1:0",
+        f"127.0.0.1:{stack.store.port}",
+        f"127.0.0.1:{embed.port}",
+        f"127.0.0.1:{stack.rank.port}",
+        tmp_path / "no-operator-token",
+        RecallConfig(rerank_top_n=5),
+    )
     try:
         ws = stack.workspace("rerank")
         alice = stack.member(ws)
@@ -104,9 +121,14 @@ def test_recall_reranks_with_a_loaded_cross_encoder(stack, tiny_cross_encoder, t
         assert [it.fused_score for it in off.items] == sorted((it.fused_score for it in off.items), reverse=True)
         ch.close()
         # Past its deadline the fused order stands.
-        late = GatewayService("127.0.0.1:0", f"127.0.0.1:{stack.store.port}", f"127.0.0.1:{embed.port}",
-                              f"127.0.0.1:{stack.rank.port}", tmp_path / "no-operator-token",
-                              RecallConfig(rerank_top_n=5, rerank_deadline=1e-6))
+        late = GatewayService(
+            "127.0.0.1:0",
+            f"127.0.0.1:{stack.store.port}",
+            f"127.0.0.1:{embed.port}",
+            f"127.0.0.1:{stack.rank.port}",
+            tmp_path / "no-operator-token",
+            RecallConfig(rerank_top_n=5, rerank_deadline=1e-6),
+        )
         ch = clients.channel(f"127.0.0.1:{late.port}")
         req.skip_rerank = False
         slow = gateway_pb2_grpc.MemoryServiceStub(ch).Recall(req, metadata=alice.md())
@@ -116,4 +138,3 @@ def test_recall_reranks_with_a_loaded_cross_encoder(stack, tiny_cross_encoder, t
     finally:
         gw.stop()
         embed.stop()
-

@@ -24,9 +24,14 @@ def team(stack):
 def vectors(stack, ws, ids):
     """memory id -> (revision, input_sha256, vector) of the stored vectors."""
     with stack.db(ws) as conn:
-        return {str(r[0]): (r[1], bytes(r[2]) if r[2] is not None else None, r[3].to_numpy()) for r in conn.execute(
-            "SELECT memory_id, memory_revision, input_sha256, embedding FROM memory_embedding "
-            "WHERE memory_id = ANY(%s::uuid[])", (list(ids),))}
+        return {
+            str(r[0]): (r[1], bytes(r[2]) if r[2] is not None else None, r[3].to_numpy())
+            for r in conn.execute(
+                "SELECT memory_id, memory_revision, input_sha256, embedding FROM memory_embedding "
+                "WHERE memory_id = ANY(%s::uuid[])",
+                (list(ids),),
+            )
+        }
 
 
 def reused() -> float:
@@ -59,8 +64,16 @@ def test_identical_text_gets_a_copy_that_outlives_the_original(team, encoder):
 def test_duplicates_in_one_batch_are_embedded_once(team):
     alice, stack, ws = team["alice"], team["stack"], team["ws"]
     body = f"Batch twin {uuid.uuid4().hex[:8]}: the boiler needs a service in March."
-    reqs = [g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, kind=m.KIND_NOTE, body=body,
-                              audience=m.AUDIENCE_WORKSPACE, request_id=f"twin-{uuid.uuid4()}") for _ in range(4)]
+    reqs = [
+        g.RememberRequest(
+            purpose=m.PURPOSE_CONVERSATION,
+            kind=m.KIND_NOTE,
+            body=body,
+            audience=m.AUDIENCE_WORKSPACE,
+            request_id=f"twin-{uuid.uuid4()}",
+        )
+        for _ in range(4)
+    ]
     results = stack.memory.RememberBatch(g.RememberBatchRequest(requests=reqs), metadata=alice.md()).results
     ids = [r.memory.id for r in results]
     stack.wait_backlog_empty()
@@ -109,10 +122,13 @@ def test_vectors_of_another_stamp_are_not_reused(team):
     with stack.db(ws) as conn:  # pretend the first vector came from another model, with a recognisable value
         fake = np.zeros(384, dtype=np.float32)
         fake[0] = 1.0
-        conn.execute("UPDATE memory_embedding SET input_version = 'other-model|v9', embedding = %s "
-                     "WHERE memory_id = %s", (fake, first.id))
+        conn.execute(
+            "UPDATE memory_embedding SET input_version = 'other-model|v9', embedding = %s WHERE memory_id = %s",
+            (fake, first.id),
+        )
         second = alice.remember(body)
         stack.wait_backlog_empty()
-        row = conn.execute("SELECT input_version, embedding FROM memory_embedding WHERE memory_id = %s",
-                           (second.id,)).fetchone()
+        row = conn.execute(
+            "SELECT input_version, embedding FROM memory_embedding WHERE memory_id = %s", (second.id,)
+        ).fetchone()
     assert row[0] == INPUT_VERSION and not np.array_equal(row[1].to_numpy(), fake)

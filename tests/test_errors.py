@@ -14,7 +14,7 @@ def code(exc) -> grpc.StatusCode:
 
 def detail(status: grpc.Status) -> tuple[status_pb2.Status, error_details_pb2.ErrorInfo]:
     """The google.rpc.Status a caller receives in the trailers, and its ErrorInfo detail."""
-    (key, raw), = status.trailing_metadata
+    ((key, raw),) = status.trailing_metadata
     assert key == "grpc-status-details-bin"
     proto = status_pb2.Status.FromString(raw)
     info = error_details_pb2.ErrorInfo()
@@ -27,8 +27,11 @@ def test_domain_errors_keep_their_code_and_detail():
     assert status.code == grpc.StatusCode.ABORTED and status.details == "revision conflict: expected 2, current 3"
     proto, info = detail(status)
     assert (proto.code, proto.message) == (code_pb2.ABORTED, status.details)
-    assert (info.reason, info.domain, dict(info.metadata)) == ("REVISION_CONFLICT", "recallatron",
-                                                               {"current_revision": "3"})
+    assert (info.reason, info.domain, dict(info.metadata)) == (
+        "REVISION_CONFLICT",
+        "recallatron",
+        {"current_revision": "3"},
+    )
     status = status_for(InvalidArgument("limit must be 1..1000", field="limit"))
     assert status.code == grpc.StatusCode.INVALID_ARGUMENT
     assert (detail(status)[1].reason, dict(detail(status)[1].metadata)) == ("INVALID_ARGUMENT", {"field": "limit"})

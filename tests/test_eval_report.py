@@ -10,21 +10,29 @@ def scores(mrr: float, queries: int) -> dict:
 
 def report(refused: dict, categories: dict) -> dict:
     answered = sum(c["queries"] for c in categories.values())
-    return {"overall": scores(0.75, answered), "per_corpus": {"c1": scores(0.75, answered)},
-            "per_category": categories, "dense_unavailable_queries": 0, "reranked_queries": 0, "refused": refused}
+    return {
+        "overall": scores(0.75, answered),
+        "per_corpus": {"c1": scores(0.75, answered)},
+        "per_category": categories,
+        "dense_unavailable_queries": 0,
+        "reranked_queries": 0,
+        "refused": refused,
+    }
 
 
 def test_refused_line_counts_by_code_and_names_the_answered():
     r = report({"DEADLINE_EXCEEDED": 1, "INVALID_ARGUMENT": 2}, {"1": scores(0.5, 3), "2": scores(1.0, 2)})
-    assert refused_text(r) == ("refused: 3 of 8 questions (DEADLINE_EXCEEDED 1, INVALID_ARGUMENT 2); "
-                               "the metrics are over the 5 answered")
+    assert refused_text(r) == (
+        "refused: 3 of 8 questions (DEADLINE_EXCEEDED 1, INVALID_ARGUMENT 2); the metrics are over the 5 answered"
+    )
     assert refused_text(report({}, {"1": scores(0.5, 3)})) == ""
 
 
 def test_print_report_shows_the_refused_line_only_when_some_were_refused(capsys):
     print_report(report({"UNAVAILABLE": 4}, {"1": scores(0.5, 1)}), "hybrid")
-    assert capsys.readouterr().out.splitlines()[-1] == ("refused: 4 of 5 questions (UNAVAILABLE 4); "
-                                                        "the metrics are over the 1 answered")
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "refused: 4 of 5 questions (UNAVAILABLE 4); the metrics are over the 1 answered"
+    )
     print_report(report({}, {"1": scores(0.5, 1)}), "hybrid")
     assert "refused" not in capsys.readouterr().out
 

@@ -81,8 +81,10 @@ def test_fuse_and_walk_equals_walk_of_fuse_over_grpc():
     channel = clients.channel(f"127.0.0.1:{running.port}")
     try:
         rank = rank_pb2_grpc.RankServiceStub(channel)
-        arms = [r.ArmRanking(arm=r.ARM_LEXICAL, memory_ids=["hidden", "a", "b", "c"]),
-                r.ArmRanking(arm=r.ARM_DENSE, memory_ids=["b", "hidden", "d"])]
+        arms = [
+            r.ArmRanking(arm=r.ARM_LEXICAL, memory_ids=["hidden", "a", "b", "c"]),
+            r.ArmRanking(arm=r.ARM_DENSE, memory_ids=["b", "hidden", "d"]),
+        ]
         readable = ["a", "b", "d", "not-a-candidate"]
         results = {}
         for limit in (0, 2):
@@ -94,14 +96,25 @@ def test_fuse_and_walk_equals_walk_of_fuse_over_grpc():
         assert [c.memory_id for c in results[0]] == ["b", "a", "d"]
         assert (results[0][0].lexical_rank, results[0][0].dense_rank) == (2, 1)  # recomputed without "hidden"
         assert len(results[2]) < len(results[0])
-        precedence = rank.FuseAndWalk(r.FuseAndWalkRequest(
-            arms=arms, readable_ids=readable, precedence={"d": r.Precedence(identifier_matches=1),
-                                                          "a": r.Precedence(all_terms=True)})).candidates
+        precedence = rank.FuseAndWalk(
+            r.FuseAndWalkRequest(
+                arms=arms,
+                readable_ids=readable,
+                precedence={"d": r.Precedence(identifier_matches=1), "a": r.Precedence(all_terms=True)},
+            )
+        ).candidates
         assert [(c.memory_id, c.identifier_matches, c.all_terms) for c in precedence] == [
-            ("d", 1, False), ("a", 0, True), ("b", 0, False)]
-        for bad in (r.FuseAndWalkRequest(arms=arms, limit=-1), r.FuseAndWalkRequest(arms=arms, k=-1),
-                    r.FuseAndWalkRequest(arms=arms, precedence={"a": r.Precedence(identifier_matches=-1)}),
-                    r.FuseAndWalkRequest(arms=[arms[0], arms[0]]), r.FuseAndWalkRequest(arms=[r.ArmRanking()])):
+            ("d", 1, False),
+            ("a", 0, True),
+            ("b", 0, False),
+        ]
+        for bad in (
+            r.FuseAndWalkRequest(arms=arms, limit=-1),
+            r.FuseAndWalkRequest(arms=arms, k=-1),
+            r.FuseAndWalkRequest(arms=arms, precedence={"a": r.Precedence(identifier_matches=-1)}),
+            r.FuseAndWalkRequest(arms=[arms[0], arms[0]]),
+            r.FuseAndWalkRequest(arms=[r.ArmRanking()]),
+        ):
             with pytest.raises(grpc.RpcError) as err:
                 rank.FuseAndWalk(bad)
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT

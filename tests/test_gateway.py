@@ -6,15 +6,19 @@ from collections import Counter
 import grpc
 import numpy as np
 import pytest
+from conftest import code_of
 from prometheus_client import REGISTRY
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from conftest import code_of
 from embed_service.models import compose
 from store_service import analysis
 
-INVALID, NOT_FOUND, DENIED = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED
+INVALID, NOT_FOUND, DENIED = (
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.PERMISSION_DENIED,
+)
 UNAUTH = grpc.StatusCode.UNAUTHENTICATED
 
 FACTS = [
@@ -63,7 +67,10 @@ def test_hybrid_recall_ranks_the_right_memory_first_with_both_arms(stack, world)
     # cosine of their stored vectors (computed here again; a margin keeps rounding off the floor).
     every = world["bob"].recall("kitten shelter", top_k=200)
     assert (resp.counts.lexical, resp.counts.dense, resp.counts.fused) == (
-        every.counts.lexical, every.counts.dense, every.counts.fused)
+        every.counts.lexical,
+        every.counts.dense,
+        every.counts.fused,
+    )
     assert resp.counts.returned == len(resp.items) == min(10, every.counts.fused) and every.counts.lexical == 1
     assert [it.memory.id for it in every.items if it.lexical_rank] == [world["ids"]["Pet"]]
     dense = {it.memory.id: it.cosine for it in every.items if it.dense_rank}
@@ -154,17 +161,46 @@ def test_oversized_body_is_invalid_and_writes_nothing(world):
     assert [it.memory.id for it in alice.recall(marker, mode=m.RECALL_MODE_LEXICAL).items] == [kept.id]
 
 
-@pytest.mark.parametrize("field,value", [("confidence", 1.5), ("confidence", -0.1), ("kind", 99),
-                                         ("audience", 0), ("audience", 7), ("purpose", 0), ("purpose", 42)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("confidence", 1.5),
+        ("confidence", -0.1),
+        ("kind", 99),
+        ("audience", 0),
+        ("audience", 7),
+        ("purpose", 0),
+        ("purpose", 42),
+    ],
+)
 def test_bad_remember_fields_are_invalid(stack, world, field, value):
     req = g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, body="fine body", audience=m.AUDIENCE_WORKSPACE)
     setattr(req, field, value)
     assert code_of(stack.memory.Remember, req, metadata=world["alice"].md()) == INVALID
 
 
-HOSTILE = ["the and of", "?!?!...", "---|---|---|---", "| a | b |\n|---|---|", '"unterminated', "foo & | ! bar",
-           "<script>:: ::", "🙂🙃🚀", "какой у тебя кот", "猫はどこですか", "a" * 3000, "kitten " * 1500,
-           "'; DROP TABLE memory; --", "\\", "''", "x\x00y", "OR AND NOT", "(((", "a:*", "-kitten -shelter"]
+HOSTILE = [
+    "the and of",
+    "?!?!...",
+    "---|---|---|---",
+    "| a | b |\n|---|---|",
+    '"unterminated',
+    "foo & | ! bar",
+    "<script>:: ::",
+    "🙂🙃🚀",
+    "какой у тебя кот",
+    "猫はどこですか",
+    "a" * 3000,
+    "kitten " * 1500,
+    "'; DROP TABLE memory; --",
+    "\\",
+    "''",
+    "x\x00y",
+    "OR AND NOT",
+    "(((",
+    "a:*",
+    "-kitten -shelter",
+]
 
 
 @pytest.mark.parametrize("query", HOSTILE)
@@ -208,15 +244,18 @@ def test_authentication(stack, world):
     assert code_of(stack.memory.Recall, req, metadata=(("authorization", "Basic abc"),)) == UNAUTH
     assert code_of(stack.memory.Recall, req, metadata=(("authorization", "Bearer " + "x" * 5000),)) == UNAUTH
     # A member token is not an operator credential, and the operator token is not a member token.
-    assert code_of(stack.admin.CreateWorkspace, g.CreateWorkspaceRequest(name="x"), metadata=world["bob"].md()) == UNAUTH
+    assert (
+        code_of(stack.admin.CreateWorkspace, g.CreateWorkspaceRequest(name="x"), metadata=world["bob"].md()) == UNAUTH
+    )
     assert code_of(stack.memory.Recall, req, metadata=stack.op()) == UNAUTH
 
 
 def test_revoked_token_is_unauthenticated(stack, world):
     temp = stack.member(world["ws"])
     assert temp.recall("kitten").items
-    resp = stack.admin.RevokeMember(g.RevokeMemberRequest(workspace_id=world["ws"], member_id=temp.id),
-                                    metadata=stack.op())
+    resp = stack.admin.RevokeMember(
+        g.RevokeMemberRequest(workspace_id=world["ws"], member_id=temp.id), metadata=stack.op()
+    )
     assert resp.revoked == 1
     assert code_of(temp.recall, "kitten") == UNAUTH
 
@@ -241,18 +280,32 @@ def test_status_reports_dependencies(stack, world):
 
 # Internal RPCs a recall may make (the dependency watch's health checks and the embedding job's
 # calls are left out: they run in the background).
-RECALL_RPCS = {"Authenticate", "LexicalCandidates", "EmbedQueries", "DenseCandidates", "Fuse", "Walk",
-               "FuseAndWalk", "CheckReadable", "GetMemories", "Rerank"}
+RECALL_RPCS = {
+    "Authenticate",
+    "LexicalCandidates",
+    "EmbedQueries",
+    "DenseCandidates",
+    "Fuse",
+    "Walk",
+    "FuseAndWalk",
+    "CheckReadable",
+    "GetMemories",
+    "Rerank",
+}
 
 
 def internal_calls(run) -> Counter:
     """The recall RPCs the internal services handled while ``run()`` ran, by method."""
+
     def handled() -> Counter:
         counts = Counter()
         for metric in REGISTRY.collect():
             for sample in metric.samples if metric.name == "grpc_server_handled" else ():
-                if (sample.name.endswith("_total") and sample.labels["grpc_method"] in RECALL_RPCS
-                        and not sample.labels["grpc_service"].startswith("recallatron.gateway.")):
+                if (
+                    sample.name.endswith("_total")
+                    and sample.labels["grpc_method"] in RECALL_RPCS
+                    and not sample.labels["grpc_service"].startswith("recallatron.gateway.")
+                ):
                     counts[sample.labels["grpc_method"]] += int(sample.value)
         return counts
 
@@ -266,8 +319,16 @@ def test_recall_takes_the_short_path(world):
     degraded = REGISTRY.get_sample_value("recallatron_recall_degraded_total", {"stage": "rerank"}) or 0.0
     # Re-rank asked for, but the embed service reports no re-ranker: no Rerank call, reranked=false.
     calls = internal_calls(lambda: bob.recall("kitten shelter"))
-    assert calls == Counter({"Authenticate": 1, "LexicalCandidates": 1, "EmbedQueries": 1, "DenseCandidates": 1,
-                             "FuseAndWalk": 1, "GetMemories": 1})
+    assert calls == Counter(
+        {
+            "Authenticate": 1,
+            "LexicalCandidates": 1,
+            "EmbedQueries": 1,
+            "DenseCandidates": 1,
+            "FuseAndWalk": 1,
+            "GetMemories": 1,
+        }
+    )
     assert REGISTRY.get_sample_value("recallatron_recall_degraded_total", {"stage": "rerank"}) == degraded + 1
     calls = internal_calls(lambda: bob.recall("sourdough", mode=m.RECALL_MODE_LEXICAL, skip_rerank=True))
     assert calls == Counter({"Authenticate": 1, "LexicalCandidates": 1, "FuseAndWalk": 1, "GetMemories": 1})

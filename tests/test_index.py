@@ -8,10 +8,10 @@ import grpc
 import numpy as np
 import psycopg
 import pytest
+from conftest import code_of
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from conftest import code_of
 from embed_service.models import INPUT_VERSION
 from store_service import candidates
 from store_service.control import ControlPlane
@@ -92,22 +92,33 @@ def test_workspace_floor_setting(stack):
     alice.remember("Penguins live in the southern hemisphere.")
     stack.wait_backlog_empty()
     op = stack.op()
-    low = stack.admin.UpdateWorkspaceSettings(g.UpdateWorkspaceSettingsRequest(workspace_id=ws, dense_floor=0.0),
-                                              metadata=op)
+    low = stack.admin.UpdateWorkspaceSettings(
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, dense_floor=0.0), metadata=op
+    )
     assert low.dense_floor == 0.0 and low.default_mode == m.RECALL_MODE_HYBRID
     assert len(alice.recall("when is the report due", mode=m.RECALL_MODE_DENSE).items) == 2
-    stack.admin.UpdateWorkspaceSettings(g.UpdateWorkspaceSettingsRequest(workspace_id=ws, dense_floor=0.99),
-                                        metadata=op)
+    stack.admin.UpdateWorkspaceSettings(
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, dense_floor=0.99), metadata=op
+    )
     assert alice.recall("when is the report due", mode=m.RECALL_MODE_DENSE).items == []
-    resp = stack.admin.UpdateWorkspaceSettings(g.UpdateWorkspaceSettingsRequest(
-        workspace_id=ws, default_mode=m.RECALL_MODE_LEXICAL), metadata=op)
+    resp = stack.admin.UpdateWorkspaceSettings(
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, default_mode=m.RECALL_MODE_LEXICAL), metadata=op
+    )
     assert resp.dense_floor == pytest.approx(0.99) and alice.recall("report").mode == m.RECALL_MODE_LEXICAL
-    for bad in (g.UpdateWorkspaceSettingsRequest(workspace_id=ws, dense_floor=1.5),
-                g.UpdateWorkspaceSettingsRequest(workspace_id=ws, dense_floor=-0.1),
-                g.UpdateWorkspaceSettingsRequest(workspace_id=ws, default_mode=9)):
+    for bad in (
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, dense_floor=1.5),
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, dense_floor=-0.1),
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, default_mode=9),
+    ):
         assert code_of(stack.admin.UpdateWorkspaceSettings, bad, metadata=op) == grpc.StatusCode.INVALID_ARGUMENT
-    assert code_of(stack.admin.UpdateWorkspaceSettings, g.UpdateWorkspaceSettingsRequest(
-        workspace_id=str(uuid.uuid4()), dense_floor=0.5), metadata=op) == grpc.StatusCode.NOT_FOUND
+    assert (
+        code_of(
+            stack.admin.UpdateWorkspaceSettings,
+            g.UpdateWorkspaceSettingsRequest(workspace_id=str(uuid.uuid4()), dense_floor=0.5),
+            metadata=op,
+        )
+        == grpc.StatusCode.NOT_FOUND
+    )
 
 
 def test_filtered_dense_search_returns_the_full_count(stack):
@@ -126,11 +137,16 @@ def test_filtered_dense_search_returns_the_full_count(stack):
     with stack.db(ws) as conn, conn.cursor() as cur:
         rows = [(uuid.uuid4(), bob.id, near(0.02)) for _ in range(3000)]
         rows += [(uuid.uuid4(), None, near(0.05)) for _ in range(40)]
-        cur.executemany("INSERT INTO memory (id, kind, body, audience_member_id, purpose, origin, created_by) "
-                        "VALUES (%s, 'note', 'synthetic row', %s, 'conversation', 'told', %s)",
-                        [(i, aud, bob.id if aud else alice.id) for i, aud, _ in rows])
-        cur.executemany("INSERT INTO memory_embedding (memory_id, memory_revision, model_id, input_version, embedding) "
-                        "VALUES (%s, 1, 'synthetic', %s, %s)", [(i, INPUT_VERSION, v) for i, _, v in rows])
+        cur.executemany(
+            "INSERT INTO memory (id, kind, body, audience_member_id, purpose, origin, created_by) "
+            "VALUES (%s, 'note', 'synthetic row', %s, 'conversation', 'told', %s)",
+            [(i, aud, bob.id if aud else alice.id) for i, aud, _ in rows],
+        )
+        cur.executemany(
+            "INSERT INTO memory_embedding (memory_id, memory_revision, model_id, input_version, embedding) "
+            "VALUES (%s, 1, 'synthetic', %s, %s)",
+            [(i, INPUT_VERSION, v) for i, _, v in rows],
+        )
         conn.execute("ANALYZE memory; ANALYZE memory_embedding")
     resp = alice.recall("where did we park the delivery van", mode=m.RECALL_MODE_DENSE, top_k=25)
     assert resp.dense_available and len(resp.items) == 25

@@ -51,396 +51,736 @@ SHY, ZWSP, ZWJ, WJ, BOM = "\u00ad", "\u200b", "\u200d", "\u2060", "\ufeff"
 
 CASES = [
     # hyphenated keys with letters and digits
-    case("key-whole", "what's the status of ABC-1234?",
-         "ABC-1234: the login page crashes on Safari when cookies are blocked.",
-         "ABC-1235: the login page flickers on Firefox after the update.",
-         "ABC-123: the login page copy needs a review by marketing.",
-         "Order ABC 1234 left the warehouse on Tuesday."),  # the parts without the whole (issue item 2)
-    case("key-transposed-digits", "INC-20931 postmortem",
-         "Postmortem for INC-20931: the primary database ran out of disk during the nightly vacuum.",
-         "Postmortem for INC-20913: a bad deploy disabled the payment webhook for an hour."),
-    case("key-typed-with-space", "OPS 4471",
-         "Ticket OPS-4471 tracks the flaky nightly backup job.",
-         "Ticket OPS-4417 tracks the disk alerts on the build agents.",
-         "Ticket DEV-4471 tracks the broken dark mode toggle."),
-    case("key-lower-case-typed", "proj-88 deadline",
-         "PROJ-88 has a hard deadline at the end of the quarter because of the audit.",
-         "PROJ-89 has a soft deadline, nobody is waiting on it.",
-         "PROJ-8 was the first epic of the migration."),
-    case("key-three-parts", "SEC-2024-0042",
-         "Security advisory SEC-2024-0042 covers the token leak in the mobile client logs.",
-         "Security advisory SEC-2024-0024 covers the outdated TLS ciphers on the edge proxy."),
-    case("key-cve", "are we patched for CVE-2021-44228?",
-         "We patched CVE-2021-44228 (Log4Shell) on every Java service last December.",
-         "CVE-2021-45046 is still open on the legacy reporting server."),
-    case("key-unicode-hyphen", "QA-3141",  # U+2010 HYPHEN, as typeset text has it
-         "The upload test flakes again, see QA\u20103141.",
-         "QA 3141 was the room number of the old test lab.",
-         "QA-3114 tracks the slow download test."),
-    case("key-letters-after-digits", "which tasks use gpt-4o",
-         "The summarisation tasks run on gpt-4o since the price cut.",
-         "The classification tasks still run on gpt-4 because of the evaluation freeze.",
-         "We tried gpt-4o-mini for autocomplete but latency was worse."),
+    case(
+        "key-whole",
+        "what's the status of ABC-1234?",
+        "ABC-1234: the login page crashes on Safari when cookies are blocked.",
+        "ABC-1235: the login page flickers on Firefox after the update.",
+        "ABC-123: the login page copy needs a review by marketing.",
+        "Order ABC 1234 left the warehouse on Tuesday.",
+    ),  # the parts without the whole (issue item 2)
+    case(
+        "key-transposed-digits",
+        "INC-20931 postmortem",
+        "Postmortem for INC-20931: the primary database ran out of disk during the nightly vacuum.",
+        "Postmortem for INC-20913: a bad deploy disabled the payment webhook for an hour.",
+    ),
+    case(
+        "key-typed-with-space",
+        "OPS 4471",
+        "Ticket OPS-4471 tracks the flaky nightly backup job.",
+        "Ticket OPS-4417 tracks the disk alerts on the build agents.",
+        "Ticket DEV-4471 tracks the broken dark mode toggle.",
+    ),
+    case(
+        "key-lower-case-typed",
+        "proj-88 deadline",
+        "PROJ-88 has a hard deadline at the end of the quarter because of the audit.",
+        "PROJ-89 has a soft deadline, nobody is waiting on it.",
+        "PROJ-8 was the first epic of the migration.",
+    ),
+    case(
+        "key-three-parts",
+        "SEC-2024-0042",
+        "Security advisory SEC-2024-0042 covers the token leak in the mobile client logs.",
+        "Security advisory SEC-2024-0024 covers the outdated TLS ciphers on the edge proxy.",
+    ),
+    case(
+        "key-cve",
+        "are we patched for CVE-2021-44228?",
+        "We patched CVE-2021-44228 (Log4Shell) on every Java service last December.",
+        "CVE-2021-45046 is still open on the legacy reporting server.",
+    ),
+    case(
+        "key-unicode-hyphen",
+        "QA-3141",  # U+2010 HYPHEN, as typeset text has it
+        "The upload test flakes again, see QA\u20103141.",
+        "QA 3141 was the room number of the old test lab.",
+        "QA-3114 tracks the slow download test.",
+    ),
+    case(
+        "key-letters-after-digits",
+        "which tasks use gpt-4o",
+        "The summarisation tasks run on gpt-4o since the price cut.",
+        "The classification tasks still run on gpt-4 because of the evaluation freeze.",
+        "We tried gpt-4o-mini for autocomplete but latency was worse.",
+    ),
     # numbers with signs or separators
-    case("number-negative-decimal", "freezer at -12.5",
-         "The freezer in lab B read -12.5 degrees this morning, the alarm threshold is -10.",
-         "The fridge in lab C read 12.5 degrees this morning, which is too warm.",
-         "The freezer in lab D read -12.4 degrees yesterday."),
-    case("number-thousands", "when did we hit 1,000,000 users",
-         "We reached 1,000,000 registered users in March, two months ahead of plan.",
-         "We reached 100,000 registered users in the first summer.",
-         "Marketing wants 10,000,000 registered users by the end of next year."),
+    case(
+        "number-negative-decimal",
+        "freezer at -12.5",
+        "The freezer in lab B read -12.5 degrees this morning, the alarm threshold is -10.",
+        "The fridge in lab C read 12.5 degrees this morning, which is too warm.",
+        "The freezer in lab D read -12.4 degrees yesterday.",
+    ),
+    case(
+        "number-thousands",
+        "when did we hit 1,000,000 users",
+        "We reached 1,000,000 registered users in March, two months ahead of plan.",
+        "We reached 100,000 registered users in the first summer.",
+        "Marketing wants 10,000,000 registered users by the end of next year.",
+    ),
     # Found in review: a long memory holding the exact string against a short one holding parts
     # (BM25's length normalisation alone ranked the short near miss first).
-    case("date-long-memory", "2023-11-07",
-         "Quarterly planning notes: the team agreed to freeze the public API, to move the billing "
-         "migration behind a feature flag, to hire two more support engineers before summer, to "
-         "retire the old reporting cluster, and to hold the customer advisory board on 2023-11-07 "
-         "in the Lisbon office with remote dial-in for everyone who cannot travel that week.",
-         "Standup moved from 2023-11-06 to 2023-12-07."),
-    case("key-long-memory", "QA-4821",
-         "Regression triage summary for the release train: the crash on resume is tracked as QA-4821, "
-         "the flaky upload test was quarantined, the translation strings were handed to the vendor, "
-         "the accessibility audit found three contrast issues, and the performance budget for the "
-         "start screen was met on every supported device in the lab this sprint.",
-         "QA-4820 duplicates QA-4822; 4821 users affected."),
-    case("number-typed-without-separators", "1000000 downloads milestone",
-         "The 1,000,000 downloads milestone party is booked for Friday.",
-         "The 100,000 downloads milestone came with a blog post."),
-    case("number-plus-sign", "+3 seconds drift",
-         "Server clock drift measured +3 seconds on the primary; the NTP fix is pending.",
-         "Server clock drift measured -3 seconds on the replica after the reboot."),
-    case("number-decimal-without-separator", "invoice 2500.75",
-         "The Contoso invoice total was 2,500.75 after tax and shipping.",
-         "The Fabrikam invoice total was 2,500.57 including the late fee.",
-         "The Tailspin invoice total was 25,000.75 for the annual licence."),
-    case("number-negative-thousands", "balance -1,250",
-         "The escrow account balance is -1,250 after the refund was charged back.",
-         "The savings account balance is 1,250 after the transfer."),
-    case("number-unicode-minus", "freezer -18.5",  # U+2212 MINUS SIGN, as papers and LLMs write it
-         "The freezer in lab E read \u221218.5 degrees after the door was left open.",
-         "The freezer in lab F holds samples at 18.5 percent humidity."),
+    case(
+        "date-long-memory",
+        "2023-11-07",
+        "Quarterly planning notes: the team agreed to freeze the public API, to move the billing "
+        "migration behind a feature flag, to hire two more support engineers before summer, to "
+        "retire the old reporting cluster, and to hold the customer advisory board on 2023-11-07 "
+        "in the Lisbon office with remote dial-in for everyone who cannot travel that week.",
+        "Standup moved from 2023-11-06 to 2023-12-07.",
+    ),
+    case(
+        "key-long-memory",
+        "QA-4821",
+        "Regression triage summary for the release train: the crash on resume is tracked as QA-4821, "
+        "the flaky upload test was quarantined, the translation strings were handed to the vendor, "
+        "the accessibility audit found three contrast issues, and the performance budget for the "
+        "start screen was met on every supported device in the lab this sprint.",
+        "QA-4820 duplicates QA-4822; 4821 users affected.",
+    ),
+    case(
+        "number-typed-without-separators",
+        "1000000 downloads milestone",
+        "The 1,000,000 downloads milestone party is booked for Friday.",
+        "The 100,000 downloads milestone came with a blog post.",
+    ),
+    case(
+        "number-plus-sign",
+        "+3 seconds drift",
+        "Server clock drift measured +3 seconds on the primary; the NTP fix is pending.",
+        "Server clock drift measured -3 seconds on the replica after the reboot.",
+    ),
+    case(
+        "number-decimal-without-separator",
+        "invoice 2500.75",
+        "The Contoso invoice total was 2,500.75 after tax and shipping.",
+        "The Fabrikam invoice total was 2,500.57 including the late fee.",
+        "The Tailspin invoice total was 25,000.75 for the annual licence.",
+    ),
+    case(
+        "number-negative-thousands",
+        "balance -1,250",
+        "The escrow account balance is -1,250 after the refund was charged back.",
+        "The savings account balance is 1,250 after the transfer.",
+    ),
+    case(
+        "number-unicode-minus",
+        "freezer -18.5",  # U+2212 MINUS SIGN, as papers and LLMs write it
+        "The freezer in lab E read \u221218.5 degrees after the door was left open.",
+        "The freezer in lab F holds samples at 18.5 percent humidity.",
+    ),
     # ISO dates, date-times and year-month
-    case("date-whole", "what happened on 2024-03-15?",
-         "The Northwind contract was renewed on 2024-03-15 for three more years.",
-         "The Northwind contract draft was circulated on 2024-03-16.",
-         "The Northwind invoice dated 2024-15-03 has the month and day swapped.",
-         "The Northwind kickoff was on 03/15/2024 in the old office.",  # the parts without the whole
-         "Northwind visited on 15 March 2024."),
-    case("date-swapped-month-day", "2024-05-03",
-         "Server room inspection is due on 2024-05-03.",
-         "Fire drill is scheduled on 2024-03-05."),
-    case("date-next-day", "expiry 2025-11-30",
-         "Maria's work visa expires on 2025-11-30, renewal paperwork starts in the summer.",
-         "Maria's passport expires on 2025-11-29, she renews it at the consulate.",
-         "Maria's lease expires on 2025-12-30."),
-    case("date-time-utc", "2024-06-01T09:30:00Z",
-         "The deploy window opens at 2024-06-01T09:30:00Z and lasts two hours.",
-         "The rollback window opens at 2024-06-01T19:30:00Z if the metrics look bad.",
-         "The freeze starts at 2024-06-02T09:30:00Z."),
-    case("date-time-typed-with-space", "2024-07-04 18:00",
-         "Fireworks start 2024-07-04 18:00 at the harbour.",
-         "Parade starts 2024-07-04 08:00 on the main street."),
-    case("date-year-month", "budget freeze 2024-09",
-         "The hiring budget freeze starts 2024-09 and lasts the whole quarter.",
-         "The travel budget freeze started 2024-08 and ended in the autumn.",
-         "The marketing budget freeze is planned for 2025-09."),
-    case("date-time-offset", "2024-02-29T23:59:59+01:00 cutoff",
-         "Submissions cutoff: 2024-02-29T23:59:59+01:00 (Lisbon time).",
-         "Reviews cutoff: 2024-02-28T23:59:59+01:00."),
-    case("date-nonbreaking-hyphens", "audit 2024-11-05",  # U+2011, as LLM-written memories often have
-         "The agent noted: audit report due 2024\u201111\u201105, owner Priya.",
-         "The agent noted: audit report draft due 2024-05-11, owner Priya."),
+    case(
+        "date-whole",
+        "what happened on 2024-03-15?",
+        "The Northwind contract was renewed on 2024-03-15 for three more years.",
+        "The Northwind contract draft was circulated on 2024-03-16.",
+        "The Northwind invoice dated 2024-15-03 has the month and day swapped.",
+        "The Northwind kickoff was on 03/15/2024 in the old office.",  # the parts without the whole
+        "Northwind visited on 15 March 2024.",
+    ),
+    case(
+        "date-swapped-month-day",
+        "2024-05-03",
+        "Server room inspection is due on 2024-05-03.",
+        "Fire drill is scheduled on 2024-03-05.",
+    ),
+    case(
+        "date-next-day",
+        "expiry 2025-11-30",
+        "Maria's work visa expires on 2025-11-30, renewal paperwork starts in the summer.",
+        "Maria's passport expires on 2025-11-29, she renews it at the consulate.",
+        "Maria's lease expires on 2025-12-30.",
+    ),
+    case(
+        "date-time-utc",
+        "2024-06-01T09:30:00Z",
+        "The deploy window opens at 2024-06-01T09:30:00Z and lasts two hours.",
+        "The rollback window opens at 2024-06-01T19:30:00Z if the metrics look bad.",
+        "The freeze starts at 2024-06-02T09:30:00Z.",
+    ),
+    case(
+        "date-time-typed-with-space",
+        "2024-07-04 18:00",
+        "Fireworks start 2024-07-04 18:00 at the harbour.",
+        "Parade starts 2024-07-04 08:00 on the main street.",
+    ),
+    case(
+        "date-year-month",
+        "budget freeze 2024-09",
+        "The hiring budget freeze starts 2024-09 and lasts the whole quarter.",
+        "The travel budget freeze started 2024-08 and ended in the autumn.",
+        "The marketing budget freeze is planned for 2025-09.",
+    ),
+    case(
+        "date-time-offset",
+        "2024-02-29T23:59:59+01:00 cutoff",
+        "Submissions cutoff: 2024-02-29T23:59:59+01:00 (Lisbon time).",
+        "Reviews cutoff: 2024-02-28T23:59:59+01:00.",
+    ),
+    case(
+        "date-nonbreaking-hyphens",
+        "audit 2024-11-05",  # U+2011, as LLM-written memories often have
+        "The agent noted: audit report due 2024\u201111\u201105, owner Priya.",
+        "The agent noted: audit report draft due 2024-05-11, owner Priya.",
+    ),
     # version strings
-    case("version-patch", "what broke in v1.2.3?",
-         "v1.2.3 broke the CSV export because the delimiter option was renamed.",
-         "v1.2.4 fixed the CSV export delimiter option.",
-         "v1.3.2 added a JSON export next to the CSV one."),
-    case("version-prerelease", "2.0.1-rc1",
-         "Release candidate 2.0.1-rc1 fails the upgrade test on SQLite.",
-         "Release candidate 2.0.1-rc2 passes every upgrade test.",
-         "The final 2.0.1 is tagged and on the download page."),
-    case("version-bare-typed-with-v", "v4.7.0 changelog",
-         "The 4.7.0 changelog lists the new plugin loader and two breaking changes.",
-         "The 4.7.1 changelog is just a security fix.",
-         "The 4.0.7 changelog was never published."),
-    case("version-runtime", "python 3.11.4",
-         "The data pipeline image pins Python 3.11.4 because of a pandas wheel.",
-         "The web image moved to Python 3.11.5 last sprint.",
-         "The notebook image still ships Python 3.1.14, which nobody uses."),
-    case("version-two-components", "v2.10",
-         "Helm chart v2.10 switched the default storage class.",
-         "Helm chart v2.1 was the first one with autoscaling."),
+    case(
+        "version-patch",
+        "what broke in v1.2.3?",
+        "v1.2.3 broke the CSV export because the delimiter option was renamed.",
+        "v1.2.4 fixed the CSV export delimiter option.",
+        "v1.3.2 added a JSON export next to the CSV one.",
+    ),
+    case(
+        "version-prerelease",
+        "2.0.1-rc1",
+        "Release candidate 2.0.1-rc1 fails the upgrade test on SQLite.",
+        "Release candidate 2.0.1-rc2 passes every upgrade test.",
+        "The final 2.0.1 is tagged and on the download page.",
+    ),
+    case(
+        "version-bare-typed-with-v",
+        "v4.7.0 changelog",
+        "The 4.7.0 changelog lists the new plugin loader and two breaking changes.",
+        "The 4.7.1 changelog is just a security fix.",
+        "The 4.0.7 changelog was never published.",
+    ),
+    case(
+        "version-runtime",
+        "python 3.11.4",
+        "The data pipeline image pins Python 3.11.4 because of a pandas wheel.",
+        "The web image moved to Python 3.11.5 last sprint.",
+        "The notebook image still ships Python 3.1.14, which nobody uses.",
+    ),
+    case(
+        "version-two-components",
+        "v2.10",
+        "Helm chart v2.10 switched the default storage class.",
+        "Helm chart v2.1 was the first one with autoscaling.",
+    ),
     # IPv4 addresses
-    case("ipv4-whole", "192.168.1.20",
-         "The office printer has the static address 192.168.1.20.",
-         "The office NAS has the static address 192.168.1.21.",
-         "The guest router is at 192.168.10.2."),
-    case("ipv4-port", "10.0.0.12:8080",
-         "The staging API listens on 10.0.0.12:8080 behind the VPN.",
-         "The staging admin panel listens on 10.0.0.12:8443.",
-         "The staging metrics exporter listens on 10.0.0.13:8080."),
-    case("ipv4-last-octet", "gateway 172.16.254.1",
-         "The site gateway is 172.16.254.1, do not change its lease.",
-         "The backup gateway is 172.16.254.10 on the second uplink."),
-    case("ipv4-address-of-address-and-port", "10.20.30.40",
-         "The Redis cache runs on 10.20.30.40:6379 in the private subnet.",
-         "The Redis replica runs on 10.20.30.41:6379."),
+    case(
+        "ipv4-whole",
+        "192.168.1.20",
+        "The office printer has the static address 192.168.1.20.",
+        "The office NAS has the static address 192.168.1.21.",
+        "The guest router is at 192.168.10.2.",
+    ),
+    case(
+        "ipv4-port",
+        "10.0.0.12:8080",
+        "The staging API listens on 10.0.0.12:8080 behind the VPN.",
+        "The staging admin panel listens on 10.0.0.12:8443.",
+        "The staging metrics exporter listens on 10.0.0.13:8080.",
+    ),
+    case(
+        "ipv4-last-octet",
+        "gateway 172.16.254.1",
+        "The site gateway is 172.16.254.1, do not change its lease.",
+        "The backup gateway is 172.16.254.10 on the second uplink.",
+    ),
+    case(
+        "ipv4-address-of-address-and-port",
+        "10.20.30.40",
+        "The Redis cache runs on 10.20.30.40:6379 in the private subnet.",
+        "The Redis replica runs on 10.20.30.41:6379.",
+    ),
     # URLs
-    case("url-with-scheme", "https://github.com/acme/rocket/issues/42",
-         "The crash report is https://github.com/acme/rocket/issues/42 with a full stack trace.",
-         "The mirrored report is https://gitlab.com/acme/rocket/issues/42 (other host, same path).",
-         "The feature request is https://github.com/acme/rocket/issues/24."),
-    case("url-typed-without-scheme", "github.com/acme/rocket/pull/7",
-         "Review https://github.com/acme/rocket/pull/7 before the release branch is cut.",
-         "Review https://github.com/acme/rocket/pull/70 after the release."),
-    case("url-host", "docs.acme.dev",
-         "The install guide lives at https://docs.acme.dev/setup/install for new hires.",
-         "The old install guide lives at https://docs.acme.io/setup/install and is outdated."),
-    case("url-path-word", "latency-overview dashboard",
-         "The Grafana board https://grafana.acme.net/d/latency-overview/api shows p99 per endpoint.",
-         "The Grafana board https://grafana.acme.net/d/error-overview/api shows 5xx per endpoint."),
-    case("url-other-host-same-path", "staging.acme.com/api/v2/orders",
-         "Load tests hit https://staging.acme.com/api/v2/orders with 200 requests per second.",
-         "Customers hit https://prod.acme.com/api/v2/orders all day.",
-         "Partners hit https://staging.acme.com/api/v1/orders until they migrate."),
-    case("url-without-scheme-stored", "example.org pricing",
-         "Competitor pricing page: example.org/pricing, checked monthly.",
-         "Our own pricing page: example.com/pricing."),
-    case("url-query-word", "report quarter=q3",
-         "Finance report link: https://reports.acme.net/view?quarter=q3&year=2024 for the board.",
-         "Finance report link: https://reports.acme.net/view?quarter=q4&year=2024 for the auditors."),
+    case(
+        "url-with-scheme",
+        "https://github.com/acme/rocket/issues/42",
+        "The crash report is https://github.com/acme/rocket/issues/42 with a full stack trace.",
+        "The mirrored report is https://gitlab.com/acme/rocket/issues/42 (other host, same path).",
+        "The feature request is https://github.com/acme/rocket/issues/24.",
+    ),
+    case(
+        "url-typed-without-scheme",
+        "github.com/acme/rocket/pull/7",
+        "Review https://github.com/acme/rocket/pull/7 before the release branch is cut.",
+        "Review https://github.com/acme/rocket/pull/70 after the release.",
+    ),
+    case(
+        "url-host",
+        "docs.acme.dev",
+        "The install guide lives at https://docs.acme.dev/setup/install for new hires.",
+        "The old install guide lives at https://docs.acme.io/setup/install and is outdated.",
+    ),
+    case(
+        "url-path-word",
+        "latency-overview dashboard",
+        "The Grafana board https://grafana.acme.net/d/latency-overview/api shows p99 per endpoint.",
+        "The Grafana board https://grafana.acme.net/d/error-overview/api shows 5xx per endpoint.",
+    ),
+    case(
+        "url-other-host-same-path",
+        "staging.acme.com/api/v2/orders",
+        "Load tests hit https://staging.acme.com/api/v2/orders with 200 requests per second.",
+        "Customers hit https://prod.acme.com/api/v2/orders all day.",
+        "Partners hit https://staging.acme.com/api/v1/orders until they migrate.",
+    ),
+    case(
+        "url-without-scheme-stored",
+        "example.org pricing",
+        "Competitor pricing page: example.org/pricing, checked monthly.",
+        "Our own pricing page: example.com/pricing.",
+    ),
+    case(
+        "url-query-word",
+        "report quarter=q3",
+        "Finance report link: https://reports.acme.net/view?quarter=q3&year=2024 for the board.",
+        "Finance report link: https://reports.acme.net/view?quarter=q4&year=2024 for the auditors.",
+    ),
     # email addresses
-    case("email-whole", "jane.doe@example.co.uk",
-         "Invoices go to jane.doe@example.co.uk since the reorganisation.",
-         "Newsletters go to jane.doe@example.com (same local part, other domain).",
-         "Contracts go to john.doe@example.co.uk."),
-    case("email-local-part", "jsmith at northwind",
-         "The on-call contact this week is jsmith@northwind.io.",
-         "The on-call contact last week was jsmyth@northwind.io.",
-         "The old contact address jsmith@oldcorp.net bounces."),
-    case("email-domain", "anyone at fabrikam.com?",
-         "Our contact at the supplier is sales@fabrikam.com.",
-         "Our contact at the reseller is sales@fabrikam.co."),
-    case("email-same-local-other-domain", "ops@acme.io",
-         "Pager alerts are mailed to ops@acme.io and forwarded to the phone.",
-         "Billing alerts are mailed to ops@acme.com by mistake.",
-         "Build alerts are mailed to dev@acme.io."),
-    case("email-plus-addressing", "alerts+db@acme.io",
-         "Database alerts use the alias alerts+db@acme.io.",
-         "Web alerts use the alias alerts+web@acme.io."),
+    case(
+        "email-whole",
+        "jane.doe@example.co.uk",
+        "Invoices go to jane.doe@example.co.uk since the reorganisation.",
+        "Newsletters go to jane.doe@example.com (same local part, other domain).",
+        "Contracts go to john.doe@example.co.uk.",
+    ),
+    case(
+        "email-local-part",
+        "jsmith at northwind",
+        "The on-call contact this week is jsmith@northwind.io.",
+        "The on-call contact last week was jsmyth@northwind.io.",
+        "The old contact address jsmith@oldcorp.net bounces.",
+    ),
+    case(
+        "email-domain",
+        "anyone at fabrikam.com?",
+        "Our contact at the supplier is sales@fabrikam.com.",
+        "Our contact at the reseller is sales@fabrikam.co.",
+    ),
+    case(
+        "email-same-local-other-domain",
+        "ops@acme.io",
+        "Pager alerts are mailed to ops@acme.io and forwarded to the phone.",
+        "Billing alerts are mailed to ops@acme.com by mistake.",
+        "Build alerts are mailed to dev@acme.io.",
+    ),
+    case(
+        "email-plus-addressing",
+        "alerts+db@acme.io",
+        "Database alerts use the alias alerts+db@acme.io.",
+        "Web alerts use the alias alerts+web@acme.io.",
+    ),
     # file paths, POSIX and Windows
-    case("path-posix-whole", "/etc/nginx/nginx.conf",
-         "The rate limit lives in /etc/nginx/nginx.conf on the edge boxes.",
-         "The virtual hosts live in /etc/nginx/sites-enabled/default.",
-         "The dev laptop config is /usr/local/etc/nginx/nginx.conf."),
-    case("path-posix-file-name", "where is settings.py",
-         "The Django config is /srv/app/settings.py on the web server.",
-         "The feature flags are /srv/app/settings.json on the web server."),
-    case("path-posix-home", "~/.ssh/config",
-         "The jump host alias is defined in ~/.ssh/config on my laptop.",
-         "The jump host key is pinned in ~/.ssh/known_hosts."),
-    case("path-posix-relative", "store_service/analysis.py",
-         "The tokenizer rules are in src/store_service/analysis.py.",
-         "The BM25 scoring is in src/store_service/candidates.py."),
-    case("path-posix-segment", "python3.12 interpreter",
-         "The build agents use /opt/tools/bin/python3.12 as the interpreter.",
-         "The old agents used /opt/tools/bin/python3.11 as the interpreter."),
-    case("path-windows-whole", r"C:\Users\maria\report.docx",
-         r"Maria's draft is saved as C:\Users\maria\report.docx on the shared PC.",
-         r"Mario's draft is saved as C:\Users\mario\report.docx on the shared PC.",
-         r"The backup copy is D:\Users\maria\report.docx."),
-    case("path-windows-unc-file", "q3.xlsx",
-         r"The forecast is \\fileserver\share\finance\q3.xlsx, updated every Monday.",
-         r"The old forecast is \\fileserver\share\finance\q4.xlsx."),
-    case("path-windows-with-space", r"C:\Program Files\Acme\acme.exe",
-         r"The agent binary is C:\Program Files\Acme\acme.exe on every desktop.",
-         r"The updater binary is C:\Program Files\Acme\acme-updater.exe."),
+    case(
+        "path-posix-whole",
+        "/etc/nginx/nginx.conf",
+        "The rate limit lives in /etc/nginx/nginx.conf on the edge boxes.",
+        "The virtual hosts live in /etc/nginx/sites-enabled/default.",
+        "The dev laptop config is /usr/local/etc/nginx/nginx.conf.",
+    ),
+    case(
+        "path-posix-file-name",
+        "where is settings.py",
+        "The Django config is /srv/app/settings.py on the web server.",
+        "The feature flags are /srv/app/settings.json on the web server.",
+    ),
+    case(
+        "path-posix-home",
+        "~/.ssh/config",
+        "The jump host alias is defined in ~/.ssh/config on my laptop.",
+        "The jump host key is pinned in ~/.ssh/known_hosts.",
+    ),
+    case(
+        "path-posix-relative",
+        "store_service/analysis.py",
+        "The tokenizer rules are in src/store_service/analysis.py.",
+        "The BM25 scoring is in src/store_service/candidates.py.",
+    ),
+    case(
+        "path-posix-segment",
+        "python3.12 interpreter",
+        "The build agents use /opt/tools/bin/python3.12 as the interpreter.",
+        "The old agents used /opt/tools/bin/python3.11 as the interpreter.",
+    ),
+    case(
+        "path-windows-whole",
+        r"C:\Users\maria\report.docx",
+        r"Maria's draft is saved as C:\Users\maria\report.docx on the shared PC.",
+        r"Mario's draft is saved as C:\Users\mario\report.docx on the shared PC.",
+        r"The backup copy is D:\Users\maria\report.docx.",
+    ),
+    case(
+        "path-windows-unc-file",
+        "q3.xlsx",
+        r"The forecast is \\fileserver\share\finance\q3.xlsx, updated every Monday.",
+        r"The old forecast is \\fileserver\share\finance\q4.xlsx.",
+    ),
+    case(
+        "path-windows-with-space",
+        r"C:\Program Files\Acme\acme.exe",
+        r"The agent binary is C:\Program Files\Acme\acme.exe on every desktop.",
+        r"The updater binary is C:\Program Files\Acme\acme-updater.exe.",
+    ),
     # words joined by a slash
-    case("slash-pair", "input/output errors",
-         "The kernel log shows input/output errors on disk sdb since Monday.",
-         "The kernel log shows input errors on the keyboard driver."),
-    case("slash-order", "client/server split",
-         "We agreed on a client/server split for the sync engine.",
-         "The server/client naming in the old code is reversed."),
-    case("slash-and-or", "and/or billing",
-         "The contract allows monthly and/or quarterly billing.",
-         "The contract allows monthly or quarterly billing, never both."),
-    case("slash-read-write", "read/write access",
-         "Contractors get read/write access to the design folder.",
-         "Contractors get read access to the finance folder."),
-    case("slash-quarters", "Q1/Q2 targets",
-         "The Q1/Q2 targets were cut by ten percent.",
-         "The Q2 targets were raised after the funding round."),
+    case(
+        "slash-pair",
+        "input/output errors",
+        "The kernel log shows input/output errors on disk sdb since Monday.",
+        "The kernel log shows input errors on the keyboard driver.",
+    ),
+    case(
+        "slash-order",
+        "client/server split",
+        "We agreed on a client/server split for the sync engine.",
+        "The server/client naming in the old code is reversed.",
+    ),
+    case(
+        "slash-and-or",
+        "and/or billing",
+        "The contract allows monthly and/or quarterly billing.",
+        "The contract allows monthly or quarterly billing, never both.",
+    ),
+    case(
+        "slash-read-write",
+        "read/write access",
+        "Contractors get read/write access to the design folder.",
+        "Contractors get read access to the finance folder.",
+    ),
+    case(
+        "slash-quarters",
+        "Q1/Q2 targets",
+        "The Q1/Q2 targets were cut by ten percent.",
+        "The Q2 targets were raised after the funding round.",
+    ),
     # snake_case
-    case("snake-whole", "max_retry_count",
-         "Set max_retry_count to 5 for the payment worker.",
-         "Set max_retry_delay to 30 seconds for the payment worker."),
-    case("snake-screaming", "DATABASE_URL",
-         "DATABASE_URL must point at the pooler, not at the primary.",
-         "DATABASE_NAME is read only by the migration script."),
-    case("snake-dunder", "__init__.py",
-         "The package is missing an __init__.py, so the import fails.",
-         "The package has a __main__.py, so it runs with python -m."),
-    case("snake-parts-typed", "backoff limit",
-         "The job config sets queue_backoff_limit to 3.",
-         "The job config sets queue_backoff_delay to 10."),
-    case("snake-two-parts", "user_id",
-         "The events table is partitioned by user_id.",
-         "The events table stores the user agent and the session id."),
+    case(
+        "snake-whole",
+        "max_retry_count",
+        "Set max_retry_count to 5 for the payment worker.",
+        "Set max_retry_delay to 30 seconds for the payment worker.",
+    ),
+    case(
+        "snake-screaming",
+        "DATABASE_URL",
+        "DATABASE_URL must point at the pooler, not at the primary.",
+        "DATABASE_NAME is read only by the migration script.",
+    ),
+    case(
+        "snake-dunder",
+        "__init__.py",
+        "The package is missing an __init__.py, so the import fails.",
+        "The package has a __main__.py, so it runs with python -m.",
+    ),
+    case(
+        "snake-parts-typed",
+        "backoff limit",
+        "The job config sets queue_backoff_limit to 3.",
+        "The job config sets queue_backoff_delay to 10.",
+    ),
+    case(
+        "snake-two-parts",
+        "user_id",
+        "The events table is partitioned by user_id.",
+        "The events table stores the user agent and the session id.",
+    ),
     # camelCase
-    case("camel-whole", "getUserName",
-         "getUserName returns null for deleted accounts.",
-         "getUserId returns zero for deleted accounts.",
-         "setUserName rejects empty strings."),
-    case("camel-typed-lower", "fetchusername bug",
-         "The bug is in fetchUserName: it ignores the locale.",
-         "The bug in fetchUserId was fixed last week."),
-    case("camel-acronym", "XMLHttpRequest",
-         "The legacy widget still uses XMLHttpRequest instead of fetch.",
-         "The new widget wraps HttpRequest in a retry helper."),
-    case("camel-pascal", "OrderService",
-         "OrderService owns the checkout transaction.",
-         "OrderServiceTest mocks the payment gateway."),
-    case("camel-parts-typed", "payment retry policy",
-         "paymentRetryPolicy doubles the delay after every failure.",
-         "The shipment retry policy is fixed at five minutes."),
+    case(
+        "camel-whole",
+        "getUserName",
+        "getUserName returns null for deleted accounts.",
+        "getUserId returns zero for deleted accounts.",
+        "setUserName rejects empty strings.",
+    ),
+    case(
+        "camel-typed-lower",
+        "fetchusername bug",
+        "The bug is in fetchUserName: it ignores the locale.",
+        "The bug in fetchUserId was fixed last week.",
+    ),
+    case(
+        "camel-acronym",
+        "XMLHttpRequest",
+        "The legacy widget still uses XMLHttpRequest instead of fetch.",
+        "The new widget wraps HttpRequest in a retry helper.",
+    ),
+    case(
+        "camel-pascal",
+        "OrderService",
+        "OrderService owns the checkout transaction.",
+        "OrderServiceTest mocks the payment gateway.",
+    ),
+    case(
+        "camel-parts-typed",
+        "payment retry policy",
+        "paymentRetryPolicy doubles the delay after every failure.",
+        "The shipment retry policy is fixed at five minutes.",
+    ),
     # kebab-case
-    case("kebab-whole", "feature-flag-service",
-         "The feature-flag-service caches flags for sixty seconds.",
-         "The feature-flag-ui shows the flags to product managers."),
-    case("kebab-package", "left-pad",
-         "We vendored left-pad after the registry incident.",
-         "We replaced left-align helpers with CSS."),
-    case("kebab-cli-flag", "--dry-run",
-         "Always run the migration with --dry-run first.",
-         "Always run the cleanup with --force only after a backup, then run it again."),
-    case("kebab-three-parts", "kube-state-metrics",
-         "kube-state-metrics was OOM killed twice on the busy cluster.",
-         "kube-proxy metrics show the conntrack table filling up."),
+    case(
+        "kebab-whole",
+        "feature-flag-service",
+        "The feature-flag-service caches flags for sixty seconds.",
+        "The feature-flag-ui shows the flags to product managers.",
+    ),
+    case(
+        "kebab-package",
+        "left-pad",
+        "We vendored left-pad after the registry incident.",
+        "We replaced left-align helpers with CSS.",
+    ),
+    case(
+        "kebab-cli-flag",
+        "--dry-run",
+        "Always run the migration with --dry-run first.",
+        "Always run the cleanup with --force only after a backup, then run it again.",
+    ),
+    case(
+        "kebab-three-parts",
+        "kube-state-metrics",
+        "kube-state-metrics was OOM killed twice on the busy cluster.",
+        "kube-proxy metrics show the conntrack table filling up.",
+    ),
     # dotted code identifiers
-    case("dotted-python", "os.path.join",
-         "Use os.path.join instead of string concatenation for paths.",
-         "Use os.path.split to get the folder and the file name."),
-    case("dotted-java", "com.acme.billing.InvoiceService",
-         "com.acme.billing.InvoiceService throws on negative totals.",
-         "com.acme.billing.PaymentService retries on timeouts."),
-    case("dotted-config-key", "spring.datasource.url",
-         "spring.datasource.url points at the read replica in the reporting profile.",
-         "spring.datasource.username is injected from the vault."),
-    case("dotted-numpy", "np.linalg.norm",
-         "The similarity code normalises with np.linalg.norm along axis 1.",
-         "The solver code calls np.linalg.inv, which is slow."),
+    case(
+        "dotted-python",
+        "os.path.join",
+        "Use os.path.join instead of string concatenation for paths.",
+        "Use os.path.split to get the folder and the file name.",
+    ),
+    case(
+        "dotted-java",
+        "com.acme.billing.InvoiceService",
+        "com.acme.billing.InvoiceService throws on negative totals.",
+        "com.acme.billing.PaymentService retries on timeouts.",
+    ),
+    case(
+        "dotted-config-key",
+        "spring.datasource.url",
+        "spring.datasource.url points at the read replica in the reporting profile.",
+        "spring.datasource.username is injected from the vault.",
+    ),
+    case(
+        "dotted-numpy",
+        "np.linalg.norm",
+        "The similarity code normalises with np.linalg.norm along axis 1.",
+        "The solver code calls np.linalg.inv, which is slow.",
+    ),
     # hashtags
-    case("hashtag-with-digits", "#incident-42",
-         "Updates for the outage are in #incident-42 on chat.",
-         "Updates for the older outage are in #incident-24."),
-    case("hashtag-whole", "#q3planning",
-         "Post your estimates in #q3planning before Thursday.",
-         "Post your estimates in #q4planning in October.",
-         "The q3planning spreadsheet is read-only."),
-    case("hashtag-vs-word", "#rustlang",
-         "Maria shares her notes under #rustlang every Friday.",
-         "Maria thinks rustlang meetups are too crowded."),
-    case("hashtag-camel-typed-lower", "#throwbackthursday",
-         "Tom posted the old team photo with #ThrowbackThursday.",
-         "Tom posted the old office photo with #ThrowbackFriday.",
-         "@ThrowbackThursday reshared the photo."),
+    case(
+        "hashtag-with-digits",
+        "#incident-42",
+        "Updates for the outage are in #incident-42 on chat.",
+        "Updates for the older outage are in #incident-24.",
+    ),
+    case(
+        "hashtag-whole",
+        "#q3planning",
+        "Post your estimates in #q3planning before Thursday.",
+        "Post your estimates in #q4planning in October.",
+        "The q3planning spreadsheet is read-only.",
+    ),
+    case(
+        "hashtag-vs-word",
+        "#rustlang",
+        "Maria shares her notes under #rustlang every Friday.",
+        "Maria thinks rustlang meetups are too crowded.",
+    ),
+    case(
+        "hashtag-camel-typed-lower",
+        "#throwbackthursday",
+        "Tom posted the old team photo with #ThrowbackThursday.",
+        "Tom posted the old office photo with #ThrowbackFriday.",
+        "@ThrowbackThursday reshared the photo.",
+    ),
     # @-mentions
-    case("mention-whole", "@alice",
-         "Ask @alice about the roadmap slides.",
-         "Ask @alicia about the budget slides.",
-         "Alice from sales sent the roadmap draft."),
-    case("mention-kebab", "@devops-team",
-         "Page @devops-team when the queue depth passes a thousand.",
-         "Page @devops only for production outages."),
-    case("mention-snake", "@bob_smith",
-         "@bob_smith owns the quarterly access review.",
-         "@bob_smyth owns the laptop inventory."),
-    case("mention-dotted", "@jane.roe",
-         "Send the signed NDA to @jane.roe in the legal channel.",
-         "Send the draft NDA to @jane.rowe for comments."),
+    case(
+        "mention-whole",
+        "@alice",
+        "Ask @alice about the roadmap slides.",
+        "Ask @alicia about the budget slides.",
+        "Alice from sales sent the roadmap draft.",
+    ),
+    case(
+        "mention-kebab",
+        "@devops-team",
+        "Page @devops-team when the queue depth passes a thousand.",
+        "Page @devops only for production outages.",
+    ),
+    case(
+        "mention-snake",
+        "@bob_smith",
+        "@bob_smith owns the quarterly access review.",
+        "@bob_smyth owns the laptop inventory.",
+    ),
+    case(
+        "mention-dotted",
+        "@jane.roe",
+        "Send the signed NDA to @jane.roe in the legal channel.",
+        "Send the draft NDA to @jane.rowe for comments.",
+    ),
     # amounts with currency symbols and percentages
-    case("currency-dollar", "$1,200.50",
-         "The conference hotel cost $1,200.50 for three nights.",
-         "The conference flights cost $1,200.05 in total.",
-         "The conference booth cost $12,000.50.",
-         "The conference budget line says 1,200.50 without a currency."),
-    case("currency-euro-prefix", "€30",
-         "Lunch for the offsite was €30 a head.",
-         "Dinner for the offsite was €300 for the table.",
-         "Breakfast was 30€ per person in the other hotel."),
-    case("currency-pound", "£5.99",
-         "The coffee subscription costs £5.99 a month.",
-         "The music subscription costs £5.49 a month.",
-         "The free plan has 5.99 GB of storage."),
-    case("currency-typed-without-symbol", "2340.10 refund",
-         "The refund of $2,340.10 arrived on the company card.",
-         "The refund of $2,340.01 is still pending."),
-    case("currency-yen", "¥15,000",
-         "The Tokyo hotel charged ¥15,000 per night.",
-         "The Osaka hotel charged ¥1,500 for breakfast.",
-         "The step challenge goal is 15,000 steps a day."),
-    case("currency-percent", "99.95% uptime",
-         "The SLA promises 99.95% uptime per calendar month.",
-         "The old SLA promised 99.9% uptime and 95% of tickets answered in a day."),
+    case(
+        "currency-dollar",
+        "$1,200.50",
+        "The conference hotel cost $1,200.50 for three nights.",
+        "The conference flights cost $1,200.05 in total.",
+        "The conference booth cost $12,000.50.",
+        "The conference budget line says 1,200.50 without a currency.",
+    ),
+    case(
+        "currency-euro-prefix",
+        "€30",
+        "Lunch for the offsite was €30 a head.",
+        "Dinner for the offsite was €300 for the table.",
+        "Breakfast was 30€ per person in the other hotel.",
+    ),
+    case(
+        "currency-pound",
+        "£5.99",
+        "The coffee subscription costs £5.99 a month.",
+        "The music subscription costs £5.49 a month.",
+        "The free plan has 5.99 GB of storage.",
+    ),
+    case(
+        "currency-typed-without-symbol",
+        "2340.10 refund",
+        "The refund of $2,340.10 arrived on the company card.",
+        "The refund of $2,340.01 is still pending.",
+    ),
+    case(
+        "currency-yen",
+        "¥15,000",
+        "The Tokyo hotel charged ¥15,000 per night.",
+        "The Osaka hotel charged ¥1,500 for breakfast.",
+        "The step challenge goal is 15,000 steps a day.",
+    ),
+    case(
+        "currency-percent",
+        "99.95% uptime",
+        "The SLA promises 99.95% uptime per calendar month.",
+        "The old SLA promised 99.9% uptime and 95% of tickets answered in a day.",
+    ),
     # NFKC forms: full-width characters, ligatures, sub/superscripts
-    case("nfkc-fullwidth-digits", "room 204",
-         "The retro is in room \uff12\uff10\uff14 on the second floor.",
-         "The standup is in room 240 on the second floor."),
-    case("nfkc-fullwidth-key", "XYZ-77",
-         "\uff38\uff39\uff3a\uff0d\uff17\uff17 is the ticket for the broken badge reader.",
-         "XYZ-78 is the ticket for the broken coffee machine."),
-    case("nfkc-ligature-in-memory", "final figures fleet report",
-         "The \ufb01nal \ufb01gures are in the \ufb02eet report.",
-         "The final draft is in the fleet folder."),
-    case("nfkc-ligature-in-question", "o\ufb03ce supplies order",
-         "The office supplies order goes out on Wednesdays.",
-         "The kitchen supplies order goes out on Fridays."),
-    case("nfkc-subscript", "CO2 sensor",
-         "The CO\u2082 sensor in the meeting room reads too high after lunch.",
-         "The CO sensor in the boiler room is due for calibration."),
-    case("nfkc-fullwidth-email", "joe@example.net",
-         "Joe's address is \uff4a\uff4f\uff45\uff20\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45\uff0e\uff4e\uff45\uff54.",
-         "Joe's old address is joe@example.org."),
+    case(
+        "nfkc-fullwidth-digits",
+        "room 204",
+        "The retro is in room \uff12\uff10\uff14 on the second floor.",
+        "The standup is in room 240 on the second floor.",
+    ),
+    case(
+        "nfkc-fullwidth-key",
+        "XYZ-77",
+        "\uff38\uff39\uff3a\uff0d\uff17\uff17 is the ticket for the broken badge reader.",
+        "XYZ-78 is the ticket for the broken coffee machine.",
+    ),
+    case(
+        "nfkc-ligature-in-memory",
+        "final figures fleet report",
+        "The \ufb01nal \ufb01gures are in the \ufb02eet report.",
+        "The final draft is in the fleet folder.",
+    ),
+    case(
+        "nfkc-ligature-in-question",
+        "o\ufb03ce supplies order",
+        "The office supplies order goes out on Wednesdays.",
+        "The kitchen supplies order goes out on Fridays.",
+    ),
+    case(
+        "nfkc-subscript",
+        "CO2 sensor",
+        "The CO\u2082 sensor in the meeting room reads too high after lunch.",
+        "The CO sensor in the boiler room is due for calibration.",
+    ),
+    case(
+        "nfkc-fullwidth-email",
+        "joe@example.net",
+        "Joe's address is \uff4a\uff4f\uff45\uff20\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45\uff0e\uff4e\uff45\uff54.",
+        "Joe's old address is joe@example.org.",
+    ),
     # invisible characters inside words
-    case("invisible-soft-hyphen", "infrastructure budget",
-         f"The infra{SHY}structure budget doubles next year.",
-         "The infra team will review the structure of the budget next year."),
-    case("invisible-zero-width-space", "password rotation",
-         f"The pass{ZWSP}word rotation runs every ninety days.",
-         "The pass rotation of the word list runs every year."),
-    case("invisible-joiner", "database failover",
-         f"The data{ZWJ}base failover took forty seconds.",
-         "The data and the base image failover was manual."),
-    case("invisible-word-joiner-in-key", "DOC-777",
-         f"DOC{WJ}-{WJ}777 is the design doc for offline mode.",
-         "DOC-778 is the design doc for sync."),
-    case("invisible-bom", "quarterly OKRs",
-         f"{BOM}Quarterly OKRs are due on the first Monday.",
-         "Yearly OKRs are due in January."),
-    case("invisible-in-question", f"micro{ZWSP}services split",  # typed with a zero-width space
-         "The microservices split is on hold until the hiring freeze ends.",
-         "The micro services of the old platform were split by team."),
+    case(
+        "invisible-soft-hyphen",
+        "infrastructure budget",
+        f"The infra{SHY}structure budget doubles next year.",
+        "The infra team will review the structure of the budget next year.",
+    ),
+    case(
+        "invisible-zero-width-space",
+        "password rotation",
+        f"The pass{ZWSP}word rotation runs every ninety days.",
+        "The pass rotation of the word list runs every year.",
+    ),
+    case(
+        "invisible-joiner",
+        "database failover",
+        f"The data{ZWJ}base failover took forty seconds.",
+        "The data and the base image failover was manual.",
+    ),
+    case(
+        "invisible-word-joiner-in-key",
+        "DOC-777",
+        f"DOC{WJ}-{WJ}777 is the design doc for offline mode.",
+        "DOC-778 is the design doc for sync.",
+    ),
+    case(
+        "invisible-bom",
+        "quarterly OKRs",
+        f"{BOM}Quarterly OKRs are due on the first Monday.",
+        "Yearly OKRs are due in January.",
+    ),
+    case(
+        "invisible-in-question",
+        f"micro{ZWSP}services split",  # typed with a zero-width space
+        "The microservices split is on hold until the hiring freeze ends.",
+        "The micro services of the old platform were split by team.",
+    ),
     # case differences
-    case("case-upper-question", "KUBERNETES UPGRADE",
-         "The kubernetes upgrade is scheduled after the holidays.",
-         "The kubectl upgrade needs admin rights."),
-    case("case-mixed-email", "Max.Mustermann@Example.COM",
-         "Escalations go to max.mustermann@example.com.",
-         "Escalations used to go to max.mustermann@example.org."),
-    case("case-url-host", "HTTPS://Status.Acme.Cloud/Incidents",
-         "Public incidents are posted on https://status.acme.cloud/incidents.",
-         "Internal incidents are posted on https://status.acme.internal/incidents."),
-    case("case-german-sharp-s", "HAUPTSTRASSE 5",
-         "The new office is at Hauptstraße 5, third floor.",
-         "The old office was at Hauptplatz 5."),
-    case("case-acronym-lower", "nasa grant",
-         "The NASA grant covers two postdocs.",
-         "The ESA grant covers one postdoc."),
+    case(
+        "case-upper-question",
+        "KUBERNETES UPGRADE",
+        "The kubernetes upgrade is scheduled after the holidays.",
+        "The kubectl upgrade needs admin rights.",
+    ),
+    case(
+        "case-mixed-email",
+        "Max.Mustermann@Example.COM",
+        "Escalations go to max.mustermann@example.com.",
+        "Escalations used to go to max.mustermann@example.org.",
+    ),
+    case(
+        "case-url-host",
+        "HTTPS://Status.Acme.Cloud/Incidents",
+        "Public incidents are posted on https://status.acme.cloud/incidents.",
+        "Internal incidents are posted on https://status.acme.internal/incidents.",
+    ),
+    case(
+        "case-german-sharp-s",
+        "HAUPTSTRASSE 5",
+        "The new office is at Hauptstraße 5, third floor.",
+        "The old office was at Hauptplatz 5.",
+    ),
+    case(
+        "case-acronym-lower", "nasa grant", "The NASA grant covers two postdocs.", "The ESA grant covers one postdoc."
+    ),
 ]
-CLASSES = ["key", "number", "date", "version", "ipv4", "url", "email", "path", "slash", "snake", "camel", "kebab",
-           "dotted", "hashtag", "mention", "currency", "nfkc", "invisible", "case"]
+CLASSES = [
+    "key",
+    "number",
+    "date",
+    "version",
+    "ipv4",
+    "url",
+    "email",
+    "path",
+    "slash",
+    "snake",
+    "camel",
+    "kebab",
+    "dotted",
+    "hashtag",
+    "mention",
+    "currency",
+    "nfkc",
+    "invisible",
+    "case",
+]
 
 
 def class_of(c: Case) -> str:
@@ -466,7 +806,7 @@ def filler() -> list[tuple[str, str]]:
     with open(SHARED / "locomo" / "conv-26" / "memories.jsonl", encoding="utf-8") as f:
         rows += [(r["title"], r["body"]) for r in map(json.loads, f)]
     with open(SHARED / "scifact" / "memories.jsonl", encoding="utf-8") as f:
-        for line, _ in zip(f, range(60)):
+        for line, _ in zip(f, range(60), strict=False):
             r = json.loads(line)
             rows.append((r["title"], r["body"]))
     return rows
@@ -476,8 +816,12 @@ def remember_all(member, entries: list[tuple[str, str]]) -> list[str]:
     """Stores (title, body) pairs through RememberBatch, 500 a call; their ids in order."""
     ids = []
     for i in range(0, len(entries), 500):
-        reqs = [g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, kind=m.KIND_NOTE, title=t, body=b,
-                                  audience=m.AUDIENCE_WORKSPACE) for t, b in entries[i:i + 500]]
+        reqs = [
+            g.RememberRequest(
+                purpose=m.PURPOSE_CONVERSATION, kind=m.KIND_NOTE, title=t, body=b, audience=m.AUDIENCE_WORKSPACE
+            )
+            for t, b in entries[i : i + 500]
+        ]
         results = member.stack.memory.RememberBatch(g.RememberBatchRequest(requests=reqs), metadata=member.md()).results
         assert all(r.HasField("memory") for r in results), [r.error for r in results if not r.HasField("memory")]
         ids += [r.memory.id for r in results]
@@ -493,20 +837,22 @@ def corpus(stack):
     rows = filler()
     ids = remember_all(member, [("", t) for t in texts] + rows)
     stack.wait_backlog_empty(timeout=600)
-    return {"member": member, "id": dict(zip(texts, ids))}
+    return {"member": member, "id": dict(zip(texts, ids, strict=True))}
 
 
 def top(resp: g.RecallResponse, n: int = 3) -> list[str]:
     """The first ``n`` hits, readable in a failure message."""
-    return [f"{it.rank}. lex={it.lexical_rank} dense={it.dense_rank} {it.memory.body[:70]!r}"
-            for it in resp.items[:n]]
+    return [f"{it.rank}. lex={it.lexical_rank} dense={it.dense_rank} {it.memory.body[:70]!r}" for it in resp.items[:n]]
 
 
 def check_case(c: Case, corpus, resp: g.RecallResponse) -> None:
     ids = [it.memory.id for it in resp.items]
     target = corpus["id"][c.target]
-    where = [f"target at {it.rank}: lex={it.lexical_rank} dense={it.dense_rank}" for it in resp.items
-             if it.memory.id == target]
+    where = [
+        f"target at {it.rank}: lex={it.lexical_rank} dense={it.dense_rank}"
+        for it in resp.items
+        if it.memory.id == target
+    ]
     assert ids and ids[0] == target, (c.question, where, top(resp))
     assert resp.items[0].lexical_rank == 1, top(resp)
 
@@ -555,8 +901,10 @@ class TestEmbedderDown:
 
     @pytest.fixture(scope="class")
     def embedder_down(self, stack, corpus):
-        lexical = {c.id: [it.memory.id for it in corpus["member"].recall(c.question, mode=LEXICAL, top_k=10).items]
-                   for c in CASES}
+        lexical = {
+            c.id: [it.memory.id for it in corpus["member"].recall(c.question, mode=LEXICAL, top_k=10).items]
+            for c in CASES
+        }
         stack.embed.stop()
         try:
             yield lexical
@@ -598,7 +946,9 @@ def test_small_workspace_three_term_question(stack, size):
     # two terms: no 15% rule; every row sharing a term is found, the target (both terms) first
     resp = member.recall("offsite Porto", mode=LEXICAL, skip_rerank=True)
     assert resp.items[0].memory.id == ids[0]
-    assert {it.memory.id for it in resp.items} == {i for i, t in zip(ids, SMALL) if "offsite" in t or "Porto" in t}
+    assert {it.memory.id for it in resp.items} == {
+        i for i, t in zip(ids, SMALL, strict=True) if "offsite" in t or "Porto" in t
+    }
 
 
 # Hostile text: every answer is OK or INVALID_ARGUMENT, never INTERNAL or UNKNOWN, and it comes

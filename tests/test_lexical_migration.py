@@ -44,29 +44,41 @@ def test_migration_reindexes_existing_memories(pg):
     ids = list(rows)
     with psycopg.connect(url, autocommit=True) as conn:
         for mid, (audience, purpose, body) in rows.items():
-            conn.execute("""INSERT INTO memory (id, kind, title, body, audience_member_id, purpose, origin, created_by)
+            conn.execute(
+                """INSERT INTO memory (id, kind, title, body, audience_member_id, purpose, origin, created_by)
                             VALUES (%s, 'note', 'Old', %s, %s, %s, 'told', %s)""",
-                         (mid, body, audience, purpose, audience or alice))
+                (mid, body, audience, purpose, audience or alice),
+            )
         successor = uuid.uuid4()
-        conn.execute("""INSERT INTO memory (id, kind, body, purpose, origin, created_by)
+        conn.execute(
+            """INSERT INTO memory (id, kind, body, purpose, origin, created_by)
                         VALUES (%s, 'fact', 'Maria gave the parrot to her sister.', 'conversation', 'told', %s)""",
-                     (successor, alice))
+            (successor, alice),
+        )
         conn.execute("UPDATE memory SET superseded_by_id = %s WHERE id = %s", (successor, ids[1]))
         forgotten = uuid.uuid4()
-        conn.execute("""INSERT INTO memory (id, kind, body, purpose, origin, created_by, forgotten_at)
-                        VALUES (%s, 'note', '', 'conversation', 'told', %s, now())""", (forgotten, alice))
+        conn.execute(
+            """INSERT INTO memory (id, kind, body, purpose, origin, created_by, forgotten_at)
+                        VALUES (%s, 'note', '', 'conversation', 'told', %s, now())""",
+            (forgotten, alice),
+        )
         before = conn.execute("SELECT id, title, body FROM memory ORDER BY id").fetchall()
 
     migrate(url, "workspace")
 
     with psycopg.connect(url, autocommit=True) as conn:
         assert conn.execute("SELECT id, title, body FROM memory ORDER BY id").fetchall() == before
-        columns = {r[0] for r in conn.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'memory'")}
+        columns = {
+            r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'memory'")
+        }
         assert "tsv" not in columns
-        indexed = {r[0]: r[1:] for r in conn.execute(
-            """SELECT d.memory_id, p.audience, p.purpose, p.superseded
-                 FROM lexical_document d JOIN lexical_partition p ON p.id = d.partition_id""")}
+        indexed = {
+            r[0]: r[1:]
+            for r in conn.execute(
+                """SELECT d.memory_id, p.audience, p.purpose, p.superseded
+                 FROM lexical_document d JOIN lexical_partition p ON p.id = d.partition_id"""
+            )
+        }
         assert set(indexed) == set(ids) | {successor}  # every live memory, the forgotten one not
         assert indexed[ids[1]] == (lexical_index.WORKSPACE, "conversation", True)
         assert indexed[ids[2]] == (alice, "conversation", False)

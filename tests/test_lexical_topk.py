@@ -88,16 +88,18 @@ def test_early_stopping_equals_full_scoring(stack, path):
         api.Supersede(g.SupersedeRequest(id=mem.id, expected_revision=1, body=_text(rng)), metadata=md)
     for mem in mine[16:24]:
         api.Forget(g.ForgetRequest(id=mem.id, reason="test"), metadata=md)
-    caller = m.Caller(workspace_id=ws, member_id=alice.id, role=m.ROLE_MEMBER,
-                      granted_purposes=[m.PURPOSE_CONVERSATION])
+    caller = m.Caller(
+        workspace_id=ws, member_id=alice.id, role=m.ROLE_MEMBER, granted_purposes=[m.PURPOSE_CONVERSATION]
+    )
     compared, early, rounds = 0, 0, 0
     with stack.db(ws) as conn:
         readable = conn.execute(
             """SELECT id, title, body FROM memory WHERE forgotten_at IS NULL AND superseded_by_id IS NULL
                   AND purpose = 'conversation' AND (audience_member_id IS NULL OR audience_member_id = %s)""",
-            (uuid.UUID(alice.id),)).fetchall()
+            (uuid.UUID(alice.id),),
+        ).fetchall()
         assert len(readable) > 150
-        for q in range(60):
+        for _ in range(60):
             query = " ".join(rng.sample(WORDS, rng.randint(1, 5)))
             for limit in (1, 5, 30):
                 spy = Spy(conn)
@@ -105,11 +107,13 @@ def test_early_stopping_equals_full_scoring(stack, path):
                 want = _reference(readable, analysis.query_terms(query), limit)
                 if spy.depths:
                     rounds += len(spy.depths) > 1
-                    deepest = max(sum(1 for _, t, b in readable if w in analysis.document_terms(t, b))
-                                  for w in analysis.query_terms(query))
+                    deepest = max(
+                        sum(1 for _, t, b in readable if w in analysis.document_terms(t, b))
+                        for w in analysis.query_terms(query)
+                    )
                     early += spy.depths[-1] < deepest  # decided before reading every posting
                 assert [g[0] for g in got] == [w[0] for w in want], (query, limit)
-                assert all(abs(g[1] - w[1]) < 1e-9 for g, w in zip(got, want))
+                assert all(abs(g[1] - w[1]) < 1e-9 for g, w in zip(got, want, strict=True))
                 compared += bool(want)
     assert compared > 100  # most queries match something: the comparison is not vacuous
     if path == "threshold":  # many searches took several rounds, and many stopped early
@@ -126,9 +130,15 @@ def test_threshold_reading_ends_on_many_ties(stack, monkeypatch):
     monkeypatch.setattr(candidates, "EXHAUSTIVE_MAX_POSTINGS", 0)
     ws = stack.workspace("ties")
     alice = stack.member(ws)
-    stack.memory.RememberBatch(g.RememberBatchRequest(requests=[
-        g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, body="the parrot", audience=m.AUDIENCE_WORKSPACE)
-        for _ in range(300)]), metadata=alice.md())
+    stack.memory.RememberBatch(
+        g.RememberBatchRequest(
+            requests=[
+                g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, body="the parrot", audience=m.AUDIENCE_WORKSPACE)
+                for _ in range(300)
+            ]
+        ),
+        metadata=alice.md(),
+    )
     caller = m.Caller(workspace_id=ws, member_id=alice.id, granted_purposes=[m.PURPOSE_CONVERSATION])
     with stack.db(ws) as conn:
         rows = conn.execute("SELECT id, title, body FROM memory").fetchall()
@@ -155,22 +165,25 @@ def test_entity_filtered_scoring_counts_only_what_the_caller_reads(stack):
         alice.remember(_text(rng), entities=mention if i % 2 else [])
     caller = m.Caller(workspace_id=ws, member_id=alice.id, granted_purposes=[m.PURPOSE_CONVERSATION])
     with stack.db(ws) as conn:
+
         def scope():
             return conn.execute(
                 """SELECT m.id, m.title, m.body FROM memory m JOIN memory_link l ON l.memory_id = m.id
                     WHERE l.link_type = 'about' AND l.target_entity_id = %s AND m.forgotten_at IS NULL
                       AND (m.audience_member_id IS NULL OR m.audience_member_id = %s)""",
-                (uuid.UUID(entity), uuid.UUID(alice.id))).fetchall()
+                (uuid.UUID(entity), uuid.UUID(alice.id)),
+            ).fetchall()
 
         queries = [" ".join(rng.sample(WORDS, rng.randint(1, 4))) for _ in range(30)]
-        before = {q: candidates.lexical(conn, caller, "conversation", q, 10, False, [uuid.UUID(entity)])
-                  for q in queries}
+        before = {
+            q: candidates.lexical(conn, caller, "conversation", q, 10, False, [uuid.UUID(entity)]) for q in queries
+        }
         rows = scope()
         assert len(rows) == 21
         for q in queries:
             want = _reference(rows, analysis.query_terms(q), 10)
             assert [r[0] for r in before[q]] == [w[0] for w in want], q
-            assert all(abs(g_[1] - w[1]) < 1e-9 for g_, w in zip(before[q], want))
+            assert all(abs(g_[1] - w[1]) < 1e-9 for g_, w in zip(before[q], want, strict=True))
         for _ in range(20):  # bob's member-only rows about Jordan: invisible to alice's scoring
             bob.remember(_text(rng), audience=m.AUDIENCE_MEMBER, entities=mention)
         assert scope() == rows

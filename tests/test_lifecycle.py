@@ -15,7 +15,11 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.errors import error_info
 
-INVALID, NOT_FOUND, DENIED = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED
+INVALID, NOT_FOUND, DENIED = (
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.PERMISSION_DENIED,
+)
 ABORTED, PRECONDITION = grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION
 ALL_MODES = (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID)
 
@@ -28,8 +32,13 @@ def word() -> str:
 @pytest.fixture(scope="module")
 def team(stack):
     ws = stack.workspace("lifecycle")
-    return {"ws": ws, "alice": stack.member(ws), "bob": stack.member(ws),
-            "admin": stack.member(ws, role=m.ROLE_ADMIN), "stack": stack}
+    return {
+        "ws": ws,
+        "alice": stack.member(ws),
+        "bob": stack.member(ws),
+        "admin": stack.member(ws, role=m.ROLE_ADMIN),
+        "stack": stack,
+    }
 
 
 def derive(member, sources, body, **kw):
@@ -56,6 +65,7 @@ def found(member, text, **kw) -> list[str]:
 
 
 # Derive ---------------------------------------------------------------------------------------
+
 
 def test_derive_intersects_audience_and_links_sources(team):
     alice = team["alice"]
@@ -105,6 +115,7 @@ def test_derive_bad_sources(team):
 
 # Correct --------------------------------------------------------------------------------------
 
+
 def test_correct_bumps_revision_keeps_history_and_reindexes(team):
     alice, stack = team["alice"], team["stack"]
     old, new = word(), word()
@@ -120,7 +131,7 @@ def test_correct_bumps_revision_keeps_history_and_reindexes(team):
     assert alice.read(mem.id).history == []
     stack.wait_backlog_empty()
     with stack.db(team["ws"]) as conn:
-        rev, = conn.execute("SELECT memory_revision FROM memory_embedding WHERE memory_id = %s", (mem.id,)).fetchone()
+        (rev,) = conn.execute("SELECT memory_revision FROM memory_embedding WHERE memory_id = %s", (mem.id,)).fetchone()
     assert rev == 2
 
 
@@ -132,8 +143,11 @@ def test_correct_conflict_is_aborted_with_current_revision(team):
         correct(alice, mem.id, 1, body="v3 text")
     assert err.value.code() == ABORTED and err.value.details() == "revision conflict: expected 1, current 2"
     info = error_info(err.value)
-    assert (info.reason, info.domain, dict(info.metadata)) == ("REVISION_CONFLICT", "recallatron",
-                                                               {"current_revision": "2"})
+    assert (info.reason, info.domain, dict(info.metadata)) == (
+        "REVISION_CONFLICT",
+        "recallatron",
+        {"current_revision": "2"},
+    )
     assert code_of(correct, alice, mem.id, 0, body="x") == INVALID  # missing expected revision
     assert code_of(correct, alice, mem.id, 2) == INVALID  # nothing to change
     assert code_of(correct, alice, mem.id, 2, body=" ") == INVALID
@@ -183,14 +197,18 @@ def test_correct_racing_the_embedding_job_never_keeps_old_text_vector(team, enco
     stack.wait_backlog_empty()
     with stack.db(team["ws"]) as conn:
         for i, mid in enumerate(ids):
-            rev, vec = conn.execute("SELECT e.memory_revision, e.embedding FROM memory_embedding e "
-                                    "JOIN memory m ON m.id = e.memory_id AND m.revision = e.memory_revision "
-                                    "WHERE e.memory_id = %s", (mid,)).fetchone()
+            rev, vec = conn.execute(
+                "SELECT e.memory_revision, e.embedding FROM memory_embedding e "
+                "JOIN memory m ON m.id = e.memory_id AND m.revision = e.memory_revision "
+                "WHERE e.memory_id = %s",
+                (mid,),
+            ).fetchone()
             want = encoder.encode([f"Corrected statement {i}: the bakery on Elm Street sells rye bread."])[0]
             assert rev == 2 and float(np.dot(vec.to_numpy(), want)) > 0.999
 
 
 # Supersede ------------------------------------------------------------------------------------
+
 
 def test_supersede_replaces_and_hides_the_old(team):
     alice = team["alice"]
@@ -237,6 +255,7 @@ def test_racing_supersedes_leave_one_successor(team):
 
 # Forget ---------------------------------------------------------------------------------------
 
+
 def test_forget_erases_everywhere_transitively(team, encoder):
     alice, bob, stack = team["alice"], team["bob"], team["stack"]
     secret = word()
@@ -256,21 +275,28 @@ def test_forget_erases_everywhere_transitively(team, encoder):
             assert code_of(member.read, mid) == NOT_FOUND
     assert forget(alice, src.id) == [src.id]  # forgetting twice is fine
     with stack.db(team["ws"]) as conn:
-        rows = conn.execute("SELECT id, title, body, forgotten_at IS NOT NULL, invalidation_reason, kind, "
-                            "purpose FROM memory WHERE id = ANY(%s)", (forgotten,)).fetchall()
+        rows = conn.execute(
+            "SELECT id, title, body, forgotten_at IS NOT NULL, invalidation_reason, kind, "
+            "purpose FROM memory WHERE id = ANY(%s)",
+            (forgotten,),
+        ).fetchall()
         assert len(rows) == len(forgotten) and all(r[1] == "" and r[2] == "" and r[3] for r in rows)
         reasons = {str(r[0]): r[4] for r in rows}
         assert reasons[src.id] == "asked by the owner"
         assert reasons[grandchild.id] == f"forgotten with its source {src.id}"
         for table in ("memory_revision", "memory_embedding", "embedding_job", "lexical_document", "lexical_posting"):
-            assert conn.execute(f"SELECT count(*) FROM {table} WHERE memory_id = ANY(%s)", (forgotten,)).fetchone()[0] == 0
+            assert (
+                conn.execute(f"SELECT count(*) FROM {table} WHERE memory_id = ANY(%s)", (forgotten,)).fetchone()[0] == 0
+            )
         dump = conn.execute("SELECT string_agg(m::text, ' ') FROM memory m").fetchone()[0]
         assert secret not in dump
         # A full rebuild of the vector index brings none of it back.
         stack.admin.RebuildEmbeddings(g.RebuildEmbeddingsRequest(all=True), metadata=stack.op())
         stack.wait_backlog_empty(timeout=900)  # every workspace of the session is re-embedded
-        assert conn.execute("SELECT count(*) FROM memory_embedding WHERE memory_id = ANY(%s)",
-                            (forgotten,)).fetchone()[0] == 0
+        assert (
+            conn.execute("SELECT count(*) FROM memory_embedding WHERE memory_id = ANY(%s)", (forgotten,)).fetchone()[0]
+            == 0
+        )
     for mode in ALL_MODES:
         assert not set(found(bob, f"locker combination {secret}", mode=mode, top_k=50)) & set(forgotten)
 
@@ -286,6 +312,7 @@ def test_forget_response_hides_unreadable_descendants(team):
 
 
 # Entities -------------------------------------------------------------------------------------
+
 
 def test_entities_are_mentions_never_merged(team):
     alice, bob, stack = team["alice"], team["bob"], team["stack"]
@@ -313,11 +340,16 @@ def test_entities_are_mentions_never_merged(team):
 
 # Idempotency ----------------------------------------------------------------------------------
 
+
 def test_retry_after_client_timeout_yields_one_memory(team):
     alice, stack = team["alice"], team["stack"]
     marker = word()
-    req = g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, body=f"{marker} retried", audience=m.AUDIENCE_WORKSPACE,
-                            request_id="retry-" + marker)
+    req = g.RememberRequest(
+        purpose=m.PURPOSE_CONVERSATION,
+        body=f"{marker} retried",
+        audience=m.AUDIENCE_WORKSPACE,
+        request_id="retry-" + marker,
+    )
     timed_out = False
     for _ in range(20):
         try:
@@ -416,8 +448,13 @@ def test_nul_characters_are_invalid_not_internal(team, field):
 @pytest.mark.parametrize("seconds,nanos", [(-62135596801, 0), (253402300800, 0), (0, -1), (0, 1_000_000_000)])
 def test_out_of_range_occurred_at_is_invalid(team, seconds, nanos):
     from google.protobuf.timestamp_pb2 import Timestamp
-    req = g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, body="when?", audience=m.AUDIENCE_WORKSPACE,
-                            occurred_at=Timestamp(seconds=seconds, nanos=nanos))
+
+    req = g.RememberRequest(
+        purpose=m.PURPOSE_CONVERSATION,
+        body="when?",
+        audience=m.AUDIENCE_WORKSPACE,
+        occurred_at=Timestamp(seconds=seconds, nanos=nanos),
+    )
     assert code_of(team["stack"].memory.Remember, req, metadata=team["alice"].md()) == INVALID
 
 
@@ -432,8 +469,9 @@ def test_forget_racing_the_embedding_job_leaves_no_vector(team):
     stack.wait_backlog_empty()
     time.sleep(0.5)
     with stack.db(team["ws"]) as conn:
-        assert conn.execute("SELECT count(*) FROM memory_embedding WHERE memory_id = ANY(%s)",
-                            (gone,)).fetchone()[0] == 0
+        assert (
+            conn.execute("SELECT count(*) FROM memory_embedding WHERE memory_id = ANY(%s)", (gone,)).fetchone()[0] == 0
+        )
 
 
 def test_forget_racing_supersede_of_a_derivation_leaves_no_live_successor(stack):
@@ -472,7 +510,8 @@ def test_forget_racing_supersede_of_a_derivation_leaves_no_live_successor(stack)
         orphans = conn.execute(
             """SELECT m.id FROM memory m JOIN memory_link l ON l.memory_id = m.id AND l.link_type = 'derived_from'
                 JOIN memory src ON src.id = l.target_memory_id
-               WHERE m.forgotten_at IS NULL AND src.forgotten_at IS NOT NULL""").fetchall()
+               WHERE m.forgotten_at IS NULL AND src.forgotten_at IS NOT NULL"""
+        ).fetchall()
         assert orphans == []
         assert lexical_index.maintained(conn) == lexical_index.recount(conn)
         assert lexical_index.maintained(conn)[1] == {}  # everything was forgotten: no partition counts

@@ -3,12 +3,12 @@ registry the server was given (the process-wide one, which /metrics serves, when
 
 import grpc
 import pytest
+from conftest import code_of
 from prometheus_client import REGISTRY, CollectorRegistry
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.store.v1 import store_pb2_grpc
 
-from conftest import code_of
 from gateway.recall import RecallConfig, Recaller
 from gateway.server import MemoryServicer
 from servicekit import clients
@@ -24,9 +24,17 @@ def gateway(stack):
     registry = CollectorRegistry()
     channel = clients.channel(f"127.0.0.1:{stack.store.port}")
     store = store_pb2_grpc.StoreServiceStub(channel)
-    running = start_server("127.0.0.1:0", [(gateway_pb2_grpc.add_MemoryServiceServicer_to_server,
-                                            MemoryServicer(store, Recaller(store, None, None, RecallConfig())),
-                                            SERVICE)], registry=registry)
+    running = start_server(
+        "127.0.0.1:0",
+        [
+            (
+                gateway_pb2_grpc.add_MemoryServiceServicer_to_server,
+                MemoryServicer(store, Recaller(store, None, None, RecallConfig())),
+                SERVICE,
+            )
+        ],
+        registry=registry,
+    )
     client = clients.channel(f"127.0.0.1:{running.port}")
     yield gateway_pb2_grpc.MemoryServiceStub(client), registry
     client.close()
@@ -35,8 +43,9 @@ def gateway(stack):
 
 
 def sample(registry, name: str, method: str, **labels) -> float | None:
-    return registry.get_sample_value(name, {"grpc_type": "unary", "grpc_service": SERVICE, "grpc_method": method,
-                                            **labels})
+    return registry.get_sample_value(
+        name, {"grpc_type": "unary", "grpc_service": SERVICE, "grpc_method": method, **labels}
+    )
 
 
 def test_a_not_found_is_counted_once_with_its_code(stack, gateway):
@@ -64,5 +73,8 @@ def test_one_registry_one_set_of_metrics():
     registry = CollectorRegistry()
     assert server_metrics(registry) is server_metrics(registry)  # a second server reuses them
     assert server_metrics(registry) is not server_metrics(REGISTRY)
-    assert {m.name for m in registry.collect()} == {"grpc_server_started", "grpc_server_handled",
-                                                    "grpc_server_handling_seconds"}
+    assert {m.name for m in registry.collect()} == {
+        "grpc_server_started",
+        "grpc_server_handled",
+        "grpc_server_handling_seconds",
+    }

@@ -107,7 +107,7 @@ def test_same_token_ids_as_sentence_transformers(onnx_encoder, reference, texts)
     long_texts = 0
     for i, text in enumerate(texts):
         ids = tokenizer.encode(text).ids
-        assert ids == expected[i, :int(mask[i].sum())].tolist(), repr(text[:80])
+        assert ids == expected[i, : int(mask[i].sum())].tolist(), repr(text[:80])
         long_texts += len(ids) == 256
     assert long_texts >= 10  # truncation really exercised
 

@@ -28,8 +28,9 @@ def entry(body, *, purpose=CONV, kind=m.KIND_NOTE, audience=m.AUDIENCE_WORKSPACE
 
 
 def batch(member, requests) -> list[g.RememberBatchResult]:
-    return list(member.stack.memory.RememberBatch(g.RememberBatchRequest(requests=requests),
-                                                  metadata=member.md()).results)
+    return list(
+        member.stack.memory.RememberBatch(g.RememberBatchRequest(requests=requests), metadata=member.md()).results
+    )
 
 
 def code(result: g.RememberBatchResult) -> grpc.StatusCode:
@@ -65,8 +66,10 @@ def mixed(maria: str) -> list[tuple[g.RememberRequest, grpc.StatusCode]]:
     occurred = timestamp_pb2.Timestamp()
     occurred.FromDatetime(WHEN)
     return [
-        (entry("The lighthouse keeper polishes the brass lens every morning.", title="Lighthouse",
-               request_id="b-0"), OK),
+        (
+            entry("The lighthouse keeper polishes the brass lens every morning.", title="Lighthouse", request_id="b-0"),
+            OK,
+        ),
         (entry("a bad kind", kind=99), INVALID),
         (entry(""), INVALID),
         (entry("   "), INVALID),
@@ -77,14 +80,36 @@ def mixed(maria: str) -> list[tuple[g.RememberRequest, grpc.StatusCode]]:
         (entry("nobody's audience", audience=m.AUDIENCE_UNSPECIFIED), INVALID),
         (entry("about a ghost", entities=[m.EntityMention(entity_id=str(uuid.uuid4()))]), NOT_FOUND),
         (entry("long request id", request_id="r" * 201), INVALID),
-        (entry("The spare key is under the blue flowerpot by the shed.", audience=m.AUDIENCE_MEMBER,
-               request_id="b-private"), OK),
-        (entry("Maria taught the parrot to whistle the harbour tune.", request_id="b-maria",
-               entities=[m.EntityMention(entity_id=maria), m.EntityMention(name="Harbour")]), OK),
-        (entry("The ferry timetable changed: departures now at quarter past.", kind=m.KIND_FACT,
-               confidence=0.5, occurred_at=occurred, request_id="b-ferry"), OK),
-        (entry("The lighthouse keeper polishes the brass lens every morning.", title="Lighthouse",
-               request_id="b-0"), OK),  # repeats the first entry's request id: its result
+        (
+            entry(
+                "The spare key is under the blue flowerpot by the shed.",
+                audience=m.AUDIENCE_MEMBER,
+                request_id="b-private",
+            ),
+            OK,
+        ),
+        (
+            entry(
+                "Maria taught the parrot to whistle the harbour tune.",
+                request_id="b-maria",
+                entities=[m.EntityMention(entity_id=maria), m.EntityMention(name="Harbour")],
+            ),
+            OK,
+        ),
+        (
+            entry(
+                "The ferry timetable changed: departures now at quarter past.",
+                kind=m.KIND_FACT,
+                confidence=0.5,
+                occurred_at=occurred,
+                request_id="b-ferry",
+            ),
+            OK,
+        ),
+        (
+            entry("The lighthouse keeper polishes the brass lens every morning.", title="Lighthouse", request_id="b-0"),
+            OK,
+        ),  # repeats the first entry's request id: its result
     ]
 
 
@@ -96,7 +121,7 @@ def test_each_entry_gets_its_own_result_with_the_code_remember_gives(stack, team
     assert [code(r) for r in results] == [want for _, want in cases]
 
     # Each failed entry carries exactly the status a Remember of it gives: code, message, ErrorInfo.
-    for (req, want), result in zip(cases, results):
+    for (req, want), result in zip(cases, results, strict=True):
         if want == OK:
             continue
         with pytest.raises(grpc.RpcError) as err:
@@ -106,7 +131,7 @@ def test_each_entry_gets_its_own_result_with_the_code_remember_gives(stack, team
     assert reason(results[1]).metadata["field"] == "kind"
     assert results[9].error.message == "entity not found"
 
-    good = [r.memory for (_, want), r in zip(cases, results) if want == OK]
+    good = [r.memory for (_, want), r in zip(cases, results, strict=True) if want == OK]
     lighthouse, private, parrot, ferry, repeat = good
     assert repeat.id == lighthouse.id  # the repeat of a request id answers with the first result
     assert stored_count(stack, team["ws"], bot.id) == before + 4
@@ -114,21 +139,32 @@ def test_each_entry_gets_its_own_result_with_the_code_remember_gives(stack, team
     # Stored as asked, and readable.
     read = bot.read(lighthouse.id)
     assert (read.title, read.body, read.kind, read.origin, read.revision, read.created_by) == (
-        "Lighthouse", "The lighthouse keeper polishes the brass lens every morning.", m.KIND_NOTE, m.ORIGIN_TOLD, 1,
-        bot.id)
+        "Lighthouse",
+        "The lighthouse keeper polishes the brass lens every morning.",
+        m.KIND_NOTE,
+        m.ORIGIN_TOLD,
+        1,
+        bot.id,
+    )
     assert read.audience == m.AUDIENCE_WORKSPACE and read.purpose == CONV and read.confidence == 1.0
     read = bot.read(ferry.id)
     assert read.kind == m.KIND_FACT and read.confidence == 0.5
     assert read.occurred_at.ToDatetime(tzinfo=datetime.UTC) == WHEN
     read = bot.read(parrot.id)
     assert sorted((ln.type, ln.target_entity_name) for ln in read.links) == [
-        (m.LINK_TYPE_ABOUT, "Harbour"), (m.LINK_TYPE_ABOUT, "Maria")]
+        (m.LINK_TYPE_ABOUT, "Harbour"),
+        (m.LINK_TYPE_ABOUT, "Maria"),
+    ]
     assert team["maria"] in [ln.target_entity_id for ln in read.links]
     assert private.audience == m.AUDIENCE_MEMBER and private.audience_member_id == bot.id
 
     # Recallable by keyword, each by its own words.
-    for mem, words in ((lighthouse, "lighthouse brass lens"), (parrot, "parrot whistle harbour tune"),
-                       (ferry, "ferry timetable departures"), (private, "spare key flowerpot")):
+    for mem, words in (
+        (lighthouse, "lighthouse brass lens"),
+        (parrot, "parrot whistle harbour tune"),
+        (ferry, "ferry timetable departures"),
+        (private, "spare key flowerpot"),
+    ):
         assert bot.recall(words, mode=m.RECALL_MODE_LEXICAL).items[0].memory.id == mem.id
 
     # The member-only entry is the bot's alone.
@@ -140,17 +176,21 @@ def test_each_entry_gets_its_own_result_with_the_code_remember_gives(stack, team
     # Every memory written was queued for embedding in the same transaction.
     stack.wait_backlog_empty()
     with stack.db(team["ws"]) as conn:
-        vectors = conn.execute("SELECT count(*) FROM memory_embedding WHERE memory_id = ANY(%s)",
-                               ([uuid.UUID(x.id) for x in good[:4]],)).fetchone()[0]
+        vectors = conn.execute(
+            "SELECT count(*) FROM memory_embedding WHERE memory_id = ANY(%s)", ([uuid.UUID(x.id) for x in good[:4]],)
+        ).fetchone()[0]
     assert vectors == 4
-    assert bot.recall("Who looks after the lighthouse lamp?", mode=m.RECALL_MODE_DENSE).items[0].memory.id == \
-        lighthouse.id
+    assert (
+        bot.recall("Who looks after the lighthouse lamp?", mode=m.RECALL_MODE_DENSE).items[0].memory.id == lighthouse.id
+    )
 
 
 def test_resending_a_batch_returns_the_same_ids_and_writes_nothing(stack, team):
     alice = team["alice"]
-    requests = [entry(f"Import row {i}: the quartermaster counted {i} barrels of tar.", request_id=f"imp-{i}")
-                for i in range(40)] + [entry("", request_id="imp-bad")]
+    requests = [
+        entry(f"Import row {i}: the quartermaster counted {i} barrels of tar.", request_id=f"imp-{i}")
+        for i in range(40)
+    ] + [entry("", request_id="imp-bad")]
     first = batch(alice, requests)
     assert [code(r) for r in first] == [OK] * 40 + [INVALID]
     count = stored_count(stack, team["ws"], alice.id)
@@ -194,9 +234,15 @@ def test_a_row_the_database_refuses_fails_alone(stack, team, monkeypatch):
     with pytest.raises(grpc.RpcError) as err:
         stack.memory.Remember(bad, metadata=alice.md())
     before = stored_count(stack, team["ws"], alice.id)
-    results = batch(alice, [entry("The cook rations the biscuits.", request_id="sp-1"), bad,
-                            entry("The cook rations the biscuits.", request_id="sp-1"),
-                            entry("The lookout spotted whales at dawn.")])
+    results = batch(
+        alice,
+        [
+            entry("The cook rations the biscuits.", request_id="sp-1"),
+            bad,
+            entry("The cook rations the biscuits.", request_id="sp-1"),
+            entry("The lookout spotted whales at dawn."),
+        ],
+    )
     assert [code(r) for r in results] == [OK, err.value.code(), OK, OK]
     assert results[1].error.message == err.value.details()
     assert results[2].memory.id == results[0].memory.id
@@ -209,15 +255,22 @@ def test_insert_many_returns_the_winner_of_a_request_id_race(stack, team):
     with the first's memory (ON CONFLICT, no savepoint, the other rows unaffected)."""
     alice = team["alice"]
     first = alice.remember("The navigator plotted a course by the stars.", request_id="race-1")
-    caller = m.Caller(workspace_id=team["ws"], member_id=alice.id, role=m.ROLE_MEMBER,
-                      granted_purposes=[CONV, TASKS, m.PURPOSE_REPORTING, m.PURPOSE_ADMINISTRATION])
+    caller = m.Caller(
+        workspace_id=team["ws"],
+        member_id=alice.id,
+        role=m.ROLE_MEMBER,
+        granted_purposes=[CONV, TASKS, m.PURPOSE_REPORTING, m.PURPOSE_ADMINISTRATION],
+    )
     new = memories.NewMemory("note", "", "a racing duplicate", None, "conversation", 1.0, "told")
     fresh = memories.NewMemory("note", "", "The carpenter mended the mast.", None, "conversation", 1.0, "told")
     with stack.db(team["ws"]) as conn:
         conn.autocommit = False
         with conn.transaction():
-            lost, won = memories.insert_many(conn, caller, [memories.Insert(new, "remember:race-1", []),
-                                                            memories.Insert(fresh, "remember:race-2", [])])
+            lost, won = memories.insert_many(
+                conn,
+                caller,
+                [memories.Insert(new, "remember:race-1", []), memories.Insert(fresh, "remember:race-2", [])],
+            )
     assert lost.id == first.id and lost.body == first.body
     assert won.id not in ("", first.id) and alice.read(won.id).body == "The carpenter mended the mast."
 
@@ -225,8 +278,9 @@ def test_insert_many_returns_the_winner_of_a_request_id_race(stack, team):
 def test_racing_identical_batches_store_each_row_once(stack, team):
     """The same batch sent four times at once: every call answers with the same ids, each row stored once."""
     alice = team["alice"]
-    requests = [entry(f"Racing row {i}: the signal flag number {i} was hoisted.", request_id=f"rb-{i}")
-                for i in range(120)]
+    requests = [
+        entry(f"Racing row {i}: the signal flag number {i} was hoisted.", request_id=f"rb-{i}") for i in range(120)
+    ]
     before = stored_count(stack, team["ws"], alice.id)
     with ThreadPoolExecutor(4) as pool:
         answers = list(pool.map(lambda _: batch(alice, requests), range(4)))

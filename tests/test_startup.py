@@ -37,8 +37,9 @@ def test_unreachable_database_is_a_clear_error(tmp_path):
 def run_cli(*args, **env):
     full = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     full.update(env)
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=full, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args], cwd=ROOT, env=full, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_store_without_database_url_stops_with_a_message():
@@ -52,6 +53,7 @@ def test_invalid_setting_names_the_variable():
 
 
 def test_store_on_a_database_url_checks_rights(limited):
-    out = run_cli("serve", "store", DATABASE_URL=limited, RECALLATRON_STORE_ADDR="127.0.0.1:0",
-                  RECALLATRON_STORE_METRICS_PORT="0")
+    out = run_cli(
+        "serve", "store", DATABASE_URL=limited, RECALLATRON_STORE_ADDR="127.0.0.1:0", RECALLATRON_STORE_METRICS_PORT="0"
+    )
     assert out.returncode != 0 and "lacks CREATEDB" in out.stderr

@@ -3,8 +3,8 @@
 Each example builds a fresh workspace with three members (one admin) holding random purpose
 grants, runs a random program of remember, derive, correct, supersede and forget calls, and checks
 every call's status against a small reference model of the rules in README.md, "Who sees what".
-Then, as every member and for every purpose, it asks Recall in all three modes (re-rank on and off), Read on every id and
-FindEntities on every entity name, and asserts:
+Then, as every member and for every purpose, it asks Recall in all three modes (re-rank on and off), Read on
+every id and FindEntities on every entity name, and asserts:
 - nothing ineligible appears in any item, count, link or entity list;
 - everything eligible and matching is found (the keyword arm returns exactly the eligible set);
 - an ungranted purpose is PERMISSION_DENIED, an unreadable id NOT_FOUND;
@@ -54,7 +54,7 @@ class Model:
         self.grants, self.admins, self.mems = grants, admins, {}
 
     def own_readable(self, mem: Mem, who: str) -> bool:
-        return (not mem.forgotten and mem.audience in (None, who) and mem.purpose in self.grants[who])
+        return not mem.forgotten and mem.audience in (None, who) and mem.purpose in self.grants[who]
 
     def readable(self, mem_id: str, who: str) -> bool:
         mem = self.mems[mem_id]
@@ -64,8 +64,9 @@ class Model:
         return mem.audience == who if mem.audience else (mem.creator == who or who in self.admins)
 
     def eligible(self, who: str, purpose: int) -> set[str]:
-        return {i for i, mem in self.mems.items()
-                if mem.purpose == purpose and not mem.superseded and self.readable(i, who)}
+        return {
+            i for i, mem in self.mems.items() if mem.purpose == purpose and not mem.superseded and self.readable(i, who)
+        }
 
     def change_code(self, mem_id: str, who: str) -> grpc.StatusCode:
         if not self.readable(mem_id, who):
@@ -90,21 +91,34 @@ def call(fn, req, md):
         return exc.code(), None
 
 
-ops = st.lists(st.tuples(st.sampled_from(["remember", "remember", "derive", "correct", "supersede", "forget"]),
-                         st.integers(0, 2), st.integers(0, 50), st.integers(0, 50), st.integers(0, 3),
-                         st.sampled_from([m.AUDIENCE_WORKSPACE, m.AUDIENCE_MEMBER, m.AUDIENCE_UNSPECIFIED])),
-               min_size=2, max_size=10)
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["remember", "remember", "derive", "correct", "supersede", "forget"]),
+        st.integers(0, 2),
+        st.integers(0, 50),
+        st.integers(0, 50),
+        st.integers(0, 3),
+        st.sampled_from([m.AUDIENCE_WORKSPACE, m.AUDIENCE_MEMBER, m.AUDIENCE_UNSPECIFIED]),
+    ),
+    min_size=2,
+    max_size=10,
+)
 grant_sets = st.lists(st.sets(st.sampled_from(PURPOSES), min_size=1), min_size=3, max_size=3)
 
 
 @pytest.mark.timeout(3000)  # hundreds of examples, each a fresh workspace: minutes, not the default 10
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(program=ops, grants=grant_sets)
 def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, program, grants):
     ws = stack.workspace("property")
-    members = [stack.member(ws, role=m.ROLE_ADMIN if i == 2 else m.ROLE_MEMBER, purposes=sorted(grants[i]))
-               for i in range(3)]
+    members = [
+        stack.member(ws, role=m.ROLE_ADMIN if i == 2 else m.ROLE_MEMBER, purposes=sorted(grants[i])) for i in range(3)
+    ]
     who = [mb.id for mb in members]
     model = Model({who[i]: set(grants[i]) for i in range(3)}, {who[2]})
     word = "pw" + uuid.uuid4().hex[:8]  # every body carries it: a one-term lexical query matches all
@@ -115,21 +129,33 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
         if op == "remember" or not ids:
             purpose = PURPOSES[p]
             aud = aud or m.AUDIENCE_WORKSPACE
-            code, resp = call(api.Remember, g.RememberRequest(
-                purpose=purpose, body=f"{word} note {n}", audience=aud,
-                entities=[m.EntityMention(name=f"ent{n}")]), md)
+            code, resp = call(
+                api.Remember,
+                g.RememberRequest(
+                    purpose=purpose, body=f"{word} note {n}", audience=aud, entities=[m.EntityMention(name=f"ent{n}")]
+                ),
+                md,
+            )
             assert code == (OK if purpose in model.grants[me] else grpc.StatusCode.PERMISSION_DENIED)
             if code == OK:
-                model.mems[resp.memory.id] = Mem(resp.memory.id, me if aud == m.AUDIENCE_MEMBER else None,
-                                                 purpose, me, f"ent{n}")
+                model.mems[resp.memory.id] = Mem(
+                    resp.memory.id, me if aud == m.AUDIENCE_MEMBER else None, purpose, me, f"ent{n}"
+                )
         elif op == "derive":
             sources = list(dict.fromkeys([ids[a % len(ids)], ids[b % len(ids)]]))
-            code, resp = call(api.Derive, g.DeriveRequest(source_ids=sources, body=f"{word} derived {n}",
-                                                          entities=[m.EntityMention(name=f"ent{n}")]), md)
+            code, resp = call(
+                api.Derive,
+                g.DeriveRequest(
+                    source_ids=sources, body=f"{word} derived {n}", entities=[m.EntityMention(name=f"ent{n}")]
+                ),
+                md,
+            )
             if not all(model.readable(s, me) for s in sources):
                 want = grpc.StatusCode.NOT_FOUND
-            elif len({model.mems[s].audience for s in sources} - {None}) > 1 or \
-                    len({model.mems[s].purpose for s in sources}) > 1:
+            elif (
+                len({model.mems[s].audience for s in sources} - {None}) > 1
+                or len({model.mems[s].purpose for s in sources}) > 1
+            ):
                 want = grpc.StatusCode.FAILED_PRECONDITION
             else:
                 want = OK
@@ -142,8 +168,12 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
             target = model.mems[ids[a % len(ids)]]
             want = model.change_code(target.id, me)
             if op == "forget":
-                if target.forgotten and target.audience in (None, me) and target.purpose in model.grants[me] \
-                        and model.may_change(target, me):
+                if (
+                    target.forgotten
+                    and target.audience in (None, me)
+                    and target.purpose in model.grants[me]
+                    and model.may_change(target, me)
+                ):
                     want = OK
                 code, _ = call(api.Forget, g.ForgetRequest(id=target.id, reason="test"), md)
                 assert code == want, (op, code, want)
@@ -153,23 +183,32 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
             if want == OK and target.superseded:
                 want = grpc.StatusCode.FAILED_PRECONDITION
             if op == "correct":
-                code, resp = call(api.Correct, g.CorrectRequest(id=target.id, expected_revision=target.revision,
-                                                                body=f"{word} corrected {n}"), md)
+                code, resp = call(
+                    api.Correct,
+                    g.CorrectRequest(id=target.id, expected_revision=target.revision, body=f"{word} corrected {n}"),
+                    md,
+                )
                 assert code == want, (op, code, want)
                 if code == OK:
                     target.revision += 1
             else:
                 if want == OK and aud == m.AUDIENCE_WORKSPACE and target.audience is not None:
                     want = grpc.StatusCode.INVALID_ARGUMENT
-                code, resp = call(api.Supersede, g.SupersedeRequest(
-                    id=target.id, expected_revision=target.revision, body=f"{word} successor {n}", audience=aud), md)
+                code, resp = call(
+                    api.Supersede,
+                    g.SupersedeRequest(
+                        id=target.id, expected_revision=target.revision, body=f"{word} successor {n}", audience=aud
+                    ),
+                    md,
+                )
                 assert code == want, (op, code, want)
                 if code == OK:
                     target.superseded = True
                     audience = me if aud == m.AUDIENCE_MEMBER else target.audience
                     # The successor keeps the old memory's sources (a forget of a source reaches it).
-                    model.mems[resp.memory.id] = Mem(resp.memory.id, audience, target.purpose, me, "",
-                                                     list(target.sources))
+                    model.mems[resp.memory.id] = Mem(
+                        resp.memory.id, audience, target.purpose, me, "", list(target.sources)
+                    )
 
     # The keyword statistics maintained by every write equal a full recount of the stored rows, and
     # their partition sums equal the model's live memories (so nothing is counted twice or lost).
@@ -189,9 +228,12 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
                 assert code == grpc.StatusCode.PERMISSION_DENIED
                 continue
             for mode in MODES:
-                for skip in ((False, True) if mode == m.RECALL_MODE_HYBRID else (False,)):
-                    code, resp = call(api.Recall, g.RecallRequest(query=word, purpose=purpose, mode=mode, top_k=200,
-                                                                  skip_rerank=skip), md)
+                for skip in (False, True) if mode == m.RECALL_MODE_HYBRID else (False,):
+                    code, resp = call(
+                        api.Recall,
+                        g.RecallRequest(query=word, purpose=purpose, mode=mode, top_k=200, skip_rerank=skip),
+                        md,
+                    )
                     assert code == OK
                     eligible = model.eligible(me, purpose)
                     got = [it.memory.id for it in resp.items]

@@ -33,8 +33,10 @@ def all_enums() -> dict[str, EnumTypeWrapper]:
     found = {}
     for proto in PROTOS:
         module = importlib.import_module(".".join(proto.relative_to(ROOT / "proto").with_suffix("").parts) + "_pb2")
-        for enum in [*module.DESCRIPTOR.enum_types_by_name.values(),
-                     *_nested_enums(module.DESCRIPTOR.message_types_by_name.values())]:
+        for enum in [
+            *module.DESCRIPTOR.enum_types_by_name.values(),
+            *_nested_enums(module.DESCRIPTOR.message_types_by_name.values()),
+        ]:
             found[enum.full_name] = EnumTypeWrapper(enum)
     return found
 
@@ -54,7 +56,7 @@ def test_round_trip(full_name):
     names, values = vocabulary.names(enum), vocabulary.values(enum)
     numbers = [v.number for v in enum.DESCRIPTOR.values]
     assert list(names) == [n for n in numbers if n != 0]  # every value but the zero one, in declaration order
-    prefix = enum.Name(0)[:-len("UNSPECIFIED")]
+    prefix = enum.Name(0)[: -len("UNSPECIFIED")]
     for number, name in names.items():
         assert values[name] == number
         assert enum.Value(prefix + name.upper()) == number
@@ -76,9 +78,17 @@ def test_the_names_themselves():
     assert vocabulary.values(r.Arm) == {"lexical": 1, "dense": 2}
 
 
-@pytest.mark.parametrize("column, enum", [("kind", m.Kind), ("purpose", m.Purpose), ("origin", m.Origin),
-                                          ("link_type", m.LinkType), ("default_mode", m.RecallMode),
-                                          ("role", m.Role)])
+@pytest.mark.parametrize(
+    "column, enum",
+    [
+        ("kind", m.Kind),
+        ("purpose", m.Purpose),
+        ("origin", m.Origin),
+        ("link_type", m.LinkType),
+        ("default_mode", m.RecallMode),
+        ("role", m.Role),
+    ],
+)
 def test_sql_check_constraints_allow_exactly_the_vocabulary(column, enum):
     sql = "\n".join(p.read_text() for p in sorted(MIGRATIONS.rglob("*.sql")))
     lists = re.findall(rf"\b{column} text NOT NULL (?:DEFAULT '\w+' )?CHECK \({column} IN \(([^)]*)\)\)", sql)

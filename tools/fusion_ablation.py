@@ -39,6 +39,7 @@ def _encode(texts: list[str], key: str, encoder: list) -> np.ndarray:
         return np.load(path)
     if not encoder:
         from embed_service.models import BiEncoder
+
         encoder.append(BiEncoder())
     vectors = encoder[0].encode(texts)
     np.save(path, vectors)
@@ -57,12 +58,16 @@ def _rules(kept: list[str], docs: list[dict], lexical: list[int]) -> dict:
     def every(i: int) -> bool:
         return len(kept) >= 2 and held(i, kept) == len(kept)
 
-    return {"rrf": lambda i: 0,
-            "identifiers first (every question)": lambda i: -held(i, identifiers),
-            "all scored terms first": lambda i: not every(i),
-            "identifiers (every question), then all terms": lambda i: (-held(i, identifiers), not every(i)),
-            "shipped: identifiers (lookups), then all terms":
-                lambda i: (-held(i, identifiers) if lookup else 0, not every(i))}
+    return {
+        "rrf": lambda i: 0,
+        "identifiers first (every question)": lambda i: -held(i, identifiers),
+        "all scored terms first": lambda i: not every(i),
+        "identifiers (every question), then all terms": lambda i: (-held(i, identifiers), not every(i)),
+        "shipped: identifiers (lookups), then all terms": lambda i: (
+            -held(i, identifiers) if lookup else 0,
+            not every(i),
+        ),
+    }
 
 
 def _fuse(lexical: list[int], dense: list[int], key, ids: list[str]) -> list[str]:
@@ -71,8 +76,9 @@ def _fuse(lexical: list[int], dense: list[int], key, ids: list[str]) -> list[str
         for rank, i in enumerate(arm, 1):
             ranks.setdefault(i, []).append(rank)
     both = bool(lexical and dense)
-    order = sorted(ranks, key=lambda i: (key(i) if both else 0, -sum(1 / (RRF_K + r) for r in ranks[i]),
-                                         min(ranks[i]), ids[i]))
+    order = sorted(
+        ranks, key=lambda i: (key(i) if both else 0, -sum(1 / (RRF_K + r) for r in ranks[i]), min(ranks[i]), ids[i])
+    )
     return [ids[i] for i in order]
 
 
@@ -86,15 +92,19 @@ def corpus_scores(folder: Path, key: str, encoder: list) -> tuple[dict[str, floa
     for d in docs:
         for t in d:
             df[t] = df.get(t, 0) + 1
-    doc_vectors = _encode([f"{m['title']}\n{m['body']}" if m.get("title") else m["body"] for m in mems],
-                          f"{key}-memories", encoder)
+    doc_vectors = _encode(
+        [f"{m['title']}\n{m['body']}" if m.get("title") else m["body"] for m in mems], f"{key}-memories", encoder
+    )
     query_vectors = _encode([q["question"] for q in queries], f"{key}-queries", encoder)
     totals: dict[str, float] = {}
-    for q, qv in zip(queries, query_vectors):
+    for q, qv in zip(queries, query_vectors, strict=True):
         kept = candidates.kept_terms(analysis.query_terms(q["question"]), df, n)
         idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in kept}
-        bm25 = {i: sum(idf[t] * candidates._w(d[t], len(d), avg) for t in kept if t in d)
-                for i, d in enumerate(docs) if any(t in d for t in kept)}
+        bm25 = {
+            i: sum(idf[t] * candidates._w(d[t], len(d), avg) for t in kept if t in d)
+            for i, d in enumerate(docs)
+            if any(t in d for t in kept)
+        }
         lexical = sorted(bm25, key=lambda i: (-candidates.tie_key(bm25[i]), ids[i]))[:PER_ARM]
         cosine = doc_vectors @ qv
         dense = [int(i) for i in np.argsort(-cosine)[:PER_ARM] if cosine[i] >= FLOOR]

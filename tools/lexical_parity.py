@@ -34,6 +34,7 @@ def load(folder: Path) -> tuple[list[dict], list[dict]]:
     def rows(name: str) -> list[dict]:
         with open(folder / name, encoding="utf-8") as f:
             return [json.loads(line) for line in f if line.strip()]
+
     return rows("memories.jsonl"), rows("queries.jsonl")
 
 
@@ -50,17 +51,20 @@ def pg_lexemes(texts: list[str], cache: Path) -> dict[str, list[tuple[str, int, 
         import psycopg
 
         from servicekit.embedded_pg import EmbeddedPostgres
+
         with tempfile.TemporaryDirectory() as tmp:
             server = EmbeddedPostgres(Path(tmp) / "pg")
             try:
                 with psycopg.connect(server.control_url) as conn:
                     for i in range(0, len(missing), 500):
-                        batch = missing[i:i + 500]
+                        batch = missing[i : i + 500]
                         got: dict[int, list] = defaultdict(list)
                         for idx, lexeme, n, first in conn.execute(
-                                """SELECT t.i, v.lexeme, coalesce(array_length(v.positions, 1), 1), v.positions[1]
+                            """SELECT t.i, v.lexeme, coalesce(array_length(v.positions, 1), 1), v.positions[1]
                                      FROM unnest(%s::text[]) WITH ORDINALITY AS t(txt, i),
-                                          unnest(to_tsvector('english', t.txt)) AS v""", (batch,)):
+                                          unnest(to_tsvector('english', t.txt)) AS v""",
+                            (batch,),
+                        ):
                             got[idx - 1].append((lexeme, n, first or 0))
                         for j, text in enumerate(batch):
                             known[text] = sorted(got.get(j, []), key=lambda r: r[2])
@@ -98,7 +102,7 @@ class Postgres(Analyzer):
         return dict(tf)
 
     def query(self, text):
-        return [r[0] for r in self.lexemes[text]][:analysis.MAX_QUERY_TERMS]
+        return [r[0] for r in self.lexemes[text]][: analysis.MAX_QUERY_TERMS]
 
 
 def rank(docs: list[tuple[str, dict[str, int]]], queries: list[list[str]], keep_rarest: bool) -> list[list[str]]:
@@ -152,9 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-keep-rarest", action="store_true", help="the old 15%% rule (may drop every term)")
     args = p.parse_args(argv)
     data = corpora(args.data)
-    texts = [t for parts in data.values() for memories, queries in parts
-             for t in [m.get("title") or "" for m in memories] + [m.get("body") or "" for m in memories]
-             + [q["question"] for q in queries]]
+    texts = [
+        t
+        for parts in data.values()
+        for memories, queries in parts
+        for t in [m.get("title") or "" for m in memories]
+        + [m.get("body") or "" for m in memories]
+        + [q["question"] for q in queries]
+    ]
     pg = Postgres(pg_lexemes(texts, args.cache))
     print(f"{'dataset':8} {'analyzer':9} {'queries':>7} {'recall@10':>9} {'nDCG@10':>8} {'MRR':>6}  seconds")
     for name, parts in data.items():

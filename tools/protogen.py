@@ -14,8 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grpc_tools import protoc
 import grpc_tools
+from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO = ROOT / "proto"
@@ -29,8 +29,16 @@ def generate(out: Path) -> None:
     """Runs protoc over every .proto under proto/ into ``out`` and adds package __init__ files."""
     files = sorted(str(p.relative_to(PROTO)) for p in PROTO.rglob("*.proto"))
     include = Path(grpc_tools.__file__).parent / "_proto"
-    args = ["protoc", f"-I{PROTO}", f"-I{THIRD_PARTY}", f"-I{include}", f"--python_out={out}", f"--pyi_out={out}",
-            f"--grpc_python_out={out}", *files]
+    args = [
+        "protoc",
+        f"-I{PROTO}",
+        f"-I{THIRD_PARTY}",
+        f"-I{include}",
+        f"--python_out={out}",
+        f"--pyi_out={out}",
+        f"--grpc_python_out={out}",
+        *files,
+    ]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
     for d in [p for p in out.rglob("*") if p.is_dir()] + [out / "recallatron"]:
