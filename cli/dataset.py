@@ -20,10 +20,11 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from cli import client
+from servicekit import limits
 
 BACKLOG_TIMEOUT_SECONDS = 1800
 LOAD_THREADS = 4
-BATCH_ROWS = 500  # RememberBatch's limit
+BATCH_ROWS = limits.MAX_REMEMBER_BATCH  # RememberBatch's limit
 BATCH_BYTES = 8 * 1024 * 1024  # and a bound on a request's size (bodies may be 64 KiB each)
 SHOWN_ERRORS = 5
 

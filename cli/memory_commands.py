@@ -14,6 +14,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from cli import client, options
+from servicekit import limits
 from servicekit.vocabulary import name_of
 
 
@@ -238,7 +239,7 @@ def recall_parser(sub: argparse._SubParsersAction) -> None:
     rc = sub.add_parser("recall", help="recall memories for a question")
     rc.add_argument("question")
     rc.add_argument("--mode", choices=options.MODES)
-    rc.add_argument("--top-k", type=int, default=10)
+    rc.add_argument("--top-k", type=int, default=limits.DEFAULT_TOP_K)
     rc.add_argument("--no-rerank", action="store_true")
     rc.add_argument("--about-id", action="append", default=[], help="only memories about this entity id")
     rc.add_argument("--history", action="store_true", help="include superseded memories (keyword arm only)")

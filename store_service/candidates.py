@@ -46,6 +46,7 @@ from psycopg import sql
 from recallatron.memory.v1 import memory_pb2 as m
 
 from store_service import analysis
+from store_service.database import named
 from store_service.lexical_index import WORKSPACE
 from store_service.readability import READABLE, caller_params
 
@@ -72,7 +73,6 @@ MAX_OPEN_PER_RESULT = 4
 # holding the identifier take precedence in hybrid fusion. Longer questions (claims, stories) only
 # mention identifiers in passing: on SciFact, precedence for them cost 0.035 nDCG@10 (docs/retrieval.md).
 IDENTIFIER_LOOKUP_MAX_TERMS = 4
-DIMENSIONS = 384
 
 
 def _scope(include_superseded: bool, entity_filter: bool) -> str:
@@ -145,12 +145,13 @@ def lexical_with_matches(
     counts = {}
     if rows and (identifiers or len(kept) >= 2):
         counts = {
-            r[0]: (r[1], r[2])
-            for r in conn.execute(
-                """SELECT memory_id, count(*) FILTER (WHERE lexeme = ANY(%(ids)s))::int, count(*)::int
+            r.memory_id: (r.identifiers, r.terms)
+            for r in named(conn).execute(
+                """SELECT memory_id, count(*) FILTER (WHERE lexeme = ANY(%(ids)s))::int AS identifiers,
+                       count(*)::int AS terms
                  FROM lexical_posting WHERE memory_id = ANY(%(rows)s) AND lexeme = ANY(%(kept)s)
                 GROUP BY memory_id""",
-                {"ids": identifiers, "rows": [r[0] for r in rows], "kept": kept},
+                {"ids": identifiers, "rows": [mid for mid, _ in rows], "kept": kept},
             )
         }
     return [
@@ -187,23 +188,27 @@ def _lexical(
         )
     # The readable partitions' sums and the terms' statistics in them, in one round trip: one row
     # per (partition, present term), or one row with a NULL lexeme for a partition without any.
-    rows = conn.execute(
-        """SELECT pt.id, pt.doc_count, pt.total_len, d.lexeme, d.df, d.max_tf
+    rows = (
+        named(conn)
+        .execute(
+            """SELECT pt.id, pt.doc_count, pt.total_len, d.lexeme, d.df, d.max_tf
              FROM lexical_partition pt
              LEFT JOIN lexical_df d ON d.partition_id = pt.id AND d.lexeme = ANY(%s) AND d.df > 0
             WHERE pt.purpose = %s AND pt.audience = ANY(%s) AND pt.superseded = ANY(%s)""",
-        (terms, purpose, audiences, superseded),
-    ).fetchall()
-    sums = {r[0]: (r[1], r[2]) for r in rows}
+            (terms, purpose, audiences, superseded),
+        )
+        .fetchall()
+    )
+    sums = {r.id: (r.doc_count, r.total_len) for r in rows}
     n, total, part_ids = sum(c for c, _ in sums.values()), sum(t for _, t in sums.values()), list(sums)
     if n <= 0:
         return [], []
     df: dict[str, int] = {}
     max_tf: dict[str, int] = {}
-    for _, _, _, lexeme, count, most in rows:
-        if lexeme is not None:
-            df[lexeme] = df.get(lexeme, 0) + count
-            max_tf[lexeme] = max(max_tf.get(lexeme, 1), most)
+    for r in rows:
+        if r.lexeme is not None:
+            df[r.lexeme] = df.get(r.lexeme, 0) + r.df
+            max_tf[r.lexeme] = max(max_tf.get(r.lexeme, 1), r.max_tf)
     kept = kept_terms(terms, df, n)
     if not kept:
         return [], []
@@ -219,8 +224,10 @@ def _score_all(
 ) -> list[tuple[uuid.UUID, float]]:
     """Exact BM25 top ``limit`` scoring every readable posting of the kept terms in one statement
     (cheaper than reading in rounds when the terms are rare enough)."""
-    rows = conn.execute(
-        """SELECT p.memory_id,
+    rows = (
+        named(conn)
+        .execute(
+            """SELECT p.memory_id,
                   sum(q.idf * p.tf * (%(k1)s + 1)
                       / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s)))::float8 AS score
              FROM unnest(%(terms)s::text[], %(idf)s::float8[]) AS q(lexeme, idf)
@@ -230,18 +237,20 @@ def _score_all(
                       / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s))) * %(scale)s + 0.5) DESC,
                      p.memory_id
             LIMIT %(limit)s""",
-        {
-            "terms": list(idf),
-            "idf": list(idf.values()),
-            "k1": BM25_K1,
-            "b": BM25_B,
-            "avg": avg,
-            "parts": part_ids,
-            "limit": limit,
-            "scale": TIE_SCALE,
-        },
-    ).fetchall()
-    return [(r[0], r[1]) for r in rows]
+            {
+                "terms": list(idf),
+                "idf": list(idf.values()),
+                "k1": BM25_K1,
+                "b": BM25_B,
+                "avg": avg,
+                "parts": part_ids,
+                "limit": limit,
+                "scale": TIE_SCALE,
+            },
+        )
+        .fetchall()
+    )
+    return [(r.memory_id, r.score) for r in rows]
 
 
 # The threshold reading as one statement per round (see the module docstring). Parameters: the
@@ -313,9 +322,9 @@ def _threshold_top_k(
     }
     depth = max(FIRST_DEPTH, limit)
     while True:
-        rows = conn.execute(_PREFIX_ROUND, {**params, "depth": depth}).fetchall()
-        if rows[0][0]:
-            return [(r[1], r[2]) for r in rows if r[1] is not None]
+        rows = named(conn).execute(_PREFIX_ROUND, {**params, "depth": depth}).fetchall()
+        if rows[0].ok:
+            return [(r.memory_id, r.score) for r in rows if r.memory_id is not None]
         if depth > longest:  # cannot happen: a round past every stream's end always decides
             raise RuntimeError("threshold reading did not decide after reading every posting")
         depth *= DEPTH_GROWTH
@@ -337,22 +346,27 @@ def _lexical_filtered(
     """BM25 over the rows about the given entities: a small set, so its statistics are counted
     (exactly as the scope defines them) and every matching row is scored."""
     scope = _scope(include_superseded, True)
-    docs = dict(
-        conn.execute(
+    docs = {
+        r.memory_id: r.doc_len
+        for r in named(conn).execute(
             f"""SELECT d.memory_id, d.doc_len FROM memory m JOIN lexical_document d ON d.memory_id = m.id
              WHERE {scope}""",
             params,
-        ).fetchall()
-    )
+        )
+    }
     if not docs:
         return [], []
-    postings = conn.execute(
-        "SELECT memory_id, lexeme, tf FROM lexical_posting WHERE memory_id = ANY(%s) AND lexeme = ANY(%s)",
-        (list(docs), terms),
-    ).fetchall()
+    postings = (
+        named(conn)
+        .execute(
+            "SELECT memory_id, lexeme, tf FROM lexical_posting WHERE memory_id = ANY(%s) AND lexeme = ANY(%s)",
+            (list(docs), terms),
+        )
+        .fetchall()
+    )
     df: dict[str, int] = {}
-    for _, lexeme, _ in postings:
-        df[lexeme] = df.get(lexeme, 0) + 1
+    for p in postings:
+        df[p.lexeme] = df.get(p.lexeme, 0) + 1
     n = len(docs)
     kept = kept_terms(terms, df, n)
     if not kept:
@@ -360,9 +374,9 @@ def _lexical_filtered(
     avg = max(sum(docs.values()) / n, 1.0)
     idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in kept}
     scores: dict[uuid.UUID, float] = {}
-    for memory_id, lexeme, tf in postings:
-        if lexeme in idf:
-            scores[memory_id] = scores.get(memory_id, 0.0) + idf[lexeme] * _w(tf, docs[memory_id], avg)
+    for p in postings:
+        if p.lexeme in idf:
+            scores[p.memory_id] = scores.get(p.memory_id, 0.0) + idf[p.lexeme] * _w(p.tf, docs[p.memory_id], avg)
     return _best(scores.items(), limit), kept
 
 
@@ -394,24 +408,31 @@ def dense(
     with conn.transaction():
         conn.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
         conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, min(limit, 1000)))))
-        rows = conn.execute(
-            f"""WITH nn AS MATERIALIZED (
+        rows = (
+            named(conn)
+            .execute(
+                f"""WITH nn AS MATERIALIZED (
                     SELECT e.memory_id, e.embedding <=> %(q)s AS distance
                       FROM memory_embedding e JOIN memory m ON m.id = e.memory_id
                      WHERE {_scope(False, bool(entity_ids))}
                        AND e.input_version = %(stamp)s AND e.memory_revision = m.revision
                      ORDER BY e.embedding <=> %(q)s
                      LIMIT %(limit)s)
-                SELECT memory_id, 1 - distance FROM nn WHERE distance <= %(max_distance)s
+                SELECT memory_id, 1 - distance AS cosine FROM nn WHERE distance <= %(max_distance)s
                  ORDER BY distance, memory_id""",
-            params,
-        ).fetchall()
+                params,
+            )
+            .fetchall()
+        )
         current = (
             bool(rows)
-            or conn.execute(
+            or named(conn)
+            .execute(
                 """SELECT NOT EXISTS (SELECT 1 FROM memory_embedding)
-                   OR EXISTS (SELECT 1 FROM memory_embedding WHERE input_version = %s)""",
+                   OR EXISTS (SELECT 1 FROM memory_embedding WHERE input_version = %s) AS current""",
                 (input_version,),
-            ).fetchone()[0]
+            )
+            .fetchone()
+            .current
         )
-    return [(r[0], float(r[1])) for r in rows], current
+    return [(r.memory_id, float(r.cosine)) for r in rows], current

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.recall import MAX_QUERY_CHARS
+from servicekit.limits import MAX_QUERY_CHARS
 
 ROOT = Path(__file__).resolve().parent.parent
 GRPCURL = str(Path(sys.executable).parent / "grpcurl")

@@ -63,10 +63,24 @@ class Spy:
     def __init__(self, conn) -> None:
         self.conn, self.depths = conn, []
 
-    def execute(self, query, params=None):
+    def _note(self, query, params) -> None:
         if query is candidates._PREFIX_ROUND:
             self.depths.append(params["depth"])
+
+    def execute(self, query, params=None):
+        self._note(query, params)
         return self.conn.execute(query, params)
+
+    def cursor(self, **kwargs):
+        """A cursor of the real connection whose ``execute`` is recorded too (the store reads named rows)."""
+        spy, cur = self, self.conn.cursor(**kwargs)
+
+        class Cursor:
+            def execute(self, query, params=None):
+                spy._note(query, params)
+                return cur.execute(query, params)
+
+        return Cursor()
 
 
 def test_early_stopping_equals_full_scoring(stack, path):
