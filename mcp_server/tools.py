@@ -1,0 +1,259 @@
+"""The seven memory tools, each one gateway RPC: its input schema follows the RPC's request message.
+
+Enum inputs take the short names the CLI uses (``note``, ``workspace``, ``conversation``;
+servicekit.vocabulary). Each tool returns the RPC's response as structured content (the protobuf
+JSON mapping with proto field names and every field, as ``recallatron ... --json`` prints it) and a
+compact text rendering (``render``) as its content. A failed call is a tool error whose text is
+``<gRPC status name>: <message>``, exactly what the CLI prints on stderr.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Literal
+
+import grpc
+from google.protobuf import json_format, timestamp_pb2
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+
+from cli import client, options
+from mcp_server import guidance, render
+from servicekit import limits
+
+# One gRPC call may not outlast this many seconds: a stuck gateway becomes DEADLINE_EXCEEDED for the
+# model instead of a tool call that never returns. A cold Recall (first cross-encoder load) takes a
+# few seconds on a 2-core machine; a minute leaves ample room.
+CALL_TIMEOUT_S = 60.0
+
+Purpose = Literal[tuple(options.PURPOSES)]
+Kind = Literal[tuple(options.KINDS)]
+Audience = Literal[tuple(options.AUDIENCES)]
+Mode = Literal[tuple(options.MODES)]
+
+MemoryId = Annotated[str, Field(description="Memory UUID, as shown in brackets in a result.")]
+Revision = Annotated[int, Field(description="The revision of the memory as you last read it.")]
+Body = Annotated[str, Field(description="The memory's text: non-blank, at most 65,536 bytes of UTF-8.")]
+Title = Annotated[str, Field(description="Short title, at most 1,000 characters; may be empty.")]
+Confidence = Annotated[float | None, Field(description="Your confidence in it, 0..1; unset means 1.")]
+RequestId = Annotated[str, Field(description="Optional id that makes a retry of this call return the first result.")]
+About = Annotated[list[str], Field(description="Names of entities the memory is about (each name creates an entity).")]
+AboutIds = Annotated[list[str], Field(description="UUIDs of existing entities the memory is about.")]
+
+Metadata = client.Metadata
+
+
+def _timestamp(text: str | None) -> timestamp_pb2.Timestamp | None:
+    """RFC 3339 text -> Timestamp; a tool error INVALID_ARGUMENT for anything else."""
+    if text is None:
+        return None
+    ts = timestamp_pb2.Timestamp()
+    try:
+        ts.FromJsonString(text)
+    except ValueError as exc:
+        raise ToolError(f"INVALID_ARGUMENT: occurred_at {text!r} is not an RFC 3339 time: {exc}") from None
+    return ts
+
+
+def _error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def _content(kind: str, title: str, body: str, confidence: float | None, request_id: str) -> dict:
+    """The request fields Remember, Derive and Supersede share, as keyword arguments."""
+    return dict(kind=options.KINDS[kind], title=title, body=body, confidence=confidence, request_id=request_id)
+
+
+def _mentions(names: list[str], ids: list[str]) -> list[m.EntityMention]:
+    return [m.EntityMention(name=n) for n in names] + [m.EntityMention(entity_id=i) for i in ids]
+
+
+def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[Context], Metadata]) -> None:
+    """Adds the seven tools to ``server``; each calls ``gateway`` with the credential ``metadata_of(ctx)``.
+
+    ``metadata_of`` raises ToolError (UNAUTHENTICATED) when the request carries no credential."""
+    mem = gateway.memory
+
+    def call(ctx: Context, rpc, build: Callable[[], object], text: Callable) -> CallToolResult:
+        """Builds the request, calls ``rpc`` and renders the response; a refusal is an error result
+        whose text is ``<status name>: <message>`` (returned, not raised, so the SDK adds no prefix)."""
+        try:
+            resp = rpc(build(), metadata=metadata_of(ctx), timeout=CALL_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            return _error(f"{exc.code().name}: {exc.details()}")
+        except ToolError as exc:
+            return _error(str(exc))
+        structured = json_format.MessageToDict(
+            resp, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+        )
+        return CallToolResult(content=[TextContent(type="text", text=text(resp))], structured_content=structured)
+
+    def memory_text(resp) -> str:
+        return render.memory(resp.memory)
+
+    def tool(summary: str, **hints: bool):
+        """Registers a tool described by ``summary`` plus the guidance; ``hints`` are ToolAnnotations
+        (every tool touches only this workspace's memory, so none is open-world)."""
+        return server.tool(
+            description=guidance.describe(summary), annotations=ToolAnnotations(open_world_hint=False, **hints)
+        )
+
+    @tool(
+        "Recall memories for a question with hybrid search (keywords and meaning); best first, each "
+        "with its provenance, dates and scores. Recall returns only memories you may read.",
+        read_only_hint=True,
+    )
+    def recallatron_recall(
+        query: Annotated[str, Field(description="The question, 1..32,768 characters.")],
+        ctx: Context,
+        purpose: Purpose = "conversation",
+        mode: Annotated[Mode | None, Field(description="Retrieval arms; unset means the workspace default.")] = None,
+        top_k: Annotated[int, Field(description="How many memories, 1..200.")] = limits.DEFAULT_TOP_K,
+        skip_rerank: bool = False,
+        include_superseded: Annotated[
+            bool, Field(description="Also search replaced memories (keywords only).")
+        ] = False,
+        entity_ids: Annotated[list[str], Field(description="Only memories about one of these entities.")] = [],  # noqa: B006
+    ) -> CallToolResult:
+        return call(
+            ctx,
+            mem.Recall,
+            lambda: g.RecallRequest(
+                query=query,
+                purpose=options.PURPOSES[purpose],
+                mode=options.MODES[mode] if mode else 0,
+                top_k=top_k,
+                skip_rerank=skip_rerank,
+                include_superseded=include_superseded,
+                entity_ids=entity_ids,
+            ),
+            render.recall,
+        )
+
+    @tool("Read one memory by id with its provenance and, on request, its earlier revisions.", read_only_hint=True)
+    def recallatron_read(id: MemoryId, ctx: Context, include_history: bool = False) -> CallToolResult:
+        return call(ctx, mem.Read, lambda: g.ReadRequest(id=id, include_history=include_history), memory_text)
+
+    @tool(
+        "Remember something durable (origin told, by you): a note, fact, decision or summary, for the "
+        "workspace or for you alone."
+    )
+    def recallatron_remember(
+        body: Body,
+        ctx: Context,
+        title: Title = "",
+        kind: Kind = "note",
+        audience: Audience = "workspace",
+        purpose: Purpose = "conversation",
+        confidence: Confidence = None,
+        occurred_at: Annotated[str | None, Field(description="When it happened, RFC 3339, if known.")] = None,
+        about: About = [],  # noqa: B006
+        about_ids: AboutIds = [],  # noqa: B006
+        request_id: RequestId = "",
+    ) -> CallToolResult:
+        return call(
+            ctx,
+            mem.Remember,
+            lambda: g.RememberRequest(
+                purpose=options.PURPOSES[purpose],
+                audience=options.AUDIENCES[audience],
+                occurred_at=_timestamp(occurred_at),
+                entities=_mentions(about, about_ids),
+                **_content(kind, title, body, confidence, request_id),
+            ),
+            memory_text,
+        )
+
+    @tool(
+        "Derive a memory (origin derived) from memories you read, e.g. a summary; it keeps links to its "
+        "sources, and its audience and purpose are the narrowest of theirs."
+    )
+    def recallatron_derive(
+        source_ids: Annotated[list[str], Field(description="UUIDs of the source memories, one or more.")],
+        body: Body,
+        ctx: Context,
+        title: Title = "",
+        kind: Kind = "summary",
+        confidence: Confidence = None,
+        about: About = [],  # noqa: B006
+        about_ids: AboutIds = [],  # noqa: B006
+        request_id: RequestId = "",
+    ) -> CallToolResult:
+        return call(
+            ctx,
+            mem.Derive,
+            lambda: g.DeriveRequest(
+                source_ids=source_ids,
+                entities=_mentions(about, about_ids),
+                **_content(kind, title, body, confidence, request_id),
+            ),
+            memory_text,
+        )
+
+    @tool(
+        "Correct a memory in place (a typo, a wrong detail) under the revision you read; the old text "
+        "stays as history. To replace a claim that changed, use recallatron_supersede.",
+        idempotent_hint=False,
+        destructive_hint=False,
+    )
+    def recallatron_correct(
+        id: MemoryId,
+        expected_revision: Revision,
+        ctx: Context,
+        body: Annotated[str | None, Field(description="New body; unset keeps it.")] = None,
+        title: Annotated[str | None, Field(description="New title; unset keeps it.")] = None,
+        confidence: Annotated[float | None, Field(description="New confidence 0..1; unset keeps it.")] = None,
+    ) -> CallToolResult:
+        return call(
+            ctx,
+            mem.Correct,
+            lambda: g.CorrectRequest(
+                id=id, expected_revision=expected_revision, title=title, body=body, confidence=confidence
+            ),
+            memory_text,
+        )
+
+    @tool(
+        "Supersede a memory by a new one under the revision you read (the old one stays readable, marked "
+        "superseded); the audience may narrow to you, never widen.",
+        destructive_hint=False,
+    )
+    def recallatron_supersede(
+        id: MemoryId,
+        expected_revision: Revision,
+        body: Body,
+        ctx: Context,
+        title: Title = "",
+        kind: Kind = "note",
+        audience: Annotated[Audience | None, Field(description="Narrow to member; unset keeps the old.")] = None,
+        confidence: Confidence = None,
+        request_id: RequestId = "",
+    ) -> CallToolResult:
+        return call(
+            ctx,
+            mem.Supersede,
+            lambda: g.SupersedeRequest(
+                id=id,
+                expected_revision=expected_revision,
+                audience=options.AUDIENCES[audience] if audience else 0,
+                **_content(kind, title, body, confidence, request_id),
+            ),
+            memory_text,
+        )
+
+    @tool(
+        "Forget a memory and everything derived from it (tombstones keep only ids and dates). Use it for "
+        "what must not be kept, not for what changed (supersede that).",
+        destructive_hint=True,
+        idempotent_hint=True,
+    )
+    def recallatron_forget(
+        id: MemoryId,
+        reason: Annotated[str, Field(description="Why it is forgotten; kept on the tombstone.")],
+        ctx: Context,
+    ) -> CallToolResult:
+        return call(ctx, mem.Forget, lambda: g.ForgetRequest(id=id, reason=reason), render.forgotten)

@@ -1,0 +1,317 @@
+"""`recallatron mcp` as an MCP client meets it: the SDK's own client over stdio and over streamable
+HTTP, against the real stack (tests/conftest.py). The seven tools are listed with the guidance, each
+is called with good and with bad input (a tool error that names the gRPC status), and a member's
+tools never show another member's memory."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from recallatron.memory.v1 import memory_pb2 as m
+
+from mcp_server import guidance
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS = {
+    "recallatron_recall",
+    "recallatron_read",
+    "recallatron_remember",
+    "recallatron_derive",
+    "recallatron_correct",
+    "recallatron_supersede",
+    "recallatron_forget",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def gateway_addr(stack) -> str:
+    return f"127.0.0.1:{stack.gateway.port}"
+
+
+def stdio_params(stack, token: str) -> StdioServerParameters:
+    """`python -m cli.main mcp` in this checkout, for one member."""
+    env = dict(os.environ, RECALLATRON_TOKEN=token, PYTHONUNBUFFERED="1")
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "cli.main", "mcp", "--gateway", gateway_addr(stack)], env=env, cwd=ROOT
+    )
+
+
+def run_stdio(stack, token: str, session):
+    """Runs ``await session(client)`` on a stdio MCP server started for ``token``; returns its result."""
+
+    async def main():
+        async with Client(stdio_params(stack, token)) as client:
+            return await session(client)
+
+    return anyio.run(main)
+
+
+def run_http(url: str, token: str | None, session):
+    """Runs ``await session(client)`` over streamable HTTP, sending ``token`` as the bearer header."""
+
+    async def main():
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with httpx2.AsyncClient(headers=headers) as http:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                return await session(client)
+
+    return anyio.run(main)
+
+
+@pytest.fixture(scope="module")
+def members(stack):
+    """Two members of one workspace and one member of another."""
+    ws, other_ws = stack.workspace("mcp"), stack.workspace("mcp-other")
+    return stack.member(ws), stack.member(ws), stack.member(other_ws)
+
+
+@pytest.fixture(scope="module")
+def http_server(stack):
+    """`recallatron mcp --http 127.0.0.1:PORT` in its own process; yields its URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "mcp", "--http", f"127.0.0.1:{port}", "--gateway", gateway_addr(stack)],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "RECALLATRON_TOKEN"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    assert proc.poll() is None, proc.stdout.read()
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def text_of(result) -> str:
+    return "\n".join(block.text for block in result.content)
+
+
+async def call_ok(client, name: str, args: dict):
+    result = await client.call_tool(name, args)
+    assert not result.is_error, text_of(result)
+    return result
+
+
+def test_tools_are_listed_and_every_description_carries_the_guidance(stack, members):
+    async def session(client):
+        return (await client.list_tools()).tools, client.instructions
+
+    tools, instructions = run_stdio(stack, members[0].token, session)
+    assert {t.name for t in tools} == TOOLS
+    for tool in tools:
+        for sentence in guidance.SENTENCES:
+            assert sentence in tool.description, (tool.name, sentence)
+        assert tool.input_schema["type"] == "object"
+    assert instructions == guidance.TEXT
+    schema = {t.name: t.input_schema for t in tools}
+    assert schema["recallatron_correct"]["required"] == ["id", "expected_revision"]
+    assert set(schema["recallatron_remember"]["properties"]["kind"]["enum"]) == {"note", "fact", "decision", "summary"}
+
+
+def test_docs_publish_the_same_guidance():
+    text = (ROOT / "docs" / "agents.md").read_text()
+    for sentence in guidance.SENTENCES:
+        assert sentence in text, sentence
+    for tool in TOOLS:
+        assert tool in text
+
+
+def test_each_tool_over_stdio(stack, members):
+    alice = members[0]
+
+    async def session(client):
+        out = {}
+        r = await call_ok(
+            client,
+            "recallatron_remember",
+            {
+                "body": "The quarterly audit of the zephyrine ledger moved to March 14.",
+                "title": "audit date",
+                "kind": "fact",
+                "about": ["zephyrine ledger"],
+                "occurred_at": "2026-11-30T09:00:00Z",
+            },
+        )
+        out["remember"] = r
+        mid = r.structured_content["memory"]["id"]
+        out["read"] = await call_ok(client, "recallatron_read", {"id": mid})
+        out["recall"] = await call_ok(
+            client, "recallatron_recall", {"query": "zephyrine ledger audit", "mode": "lexical", "top_k": 3}
+        )
+        out["derive"] = await call_ok(
+            client, "recallatron_derive", {"source_ids": [mid], "body": "Audit of the zephyrine ledger: March."}
+        )
+        derived_id = out["derive"].structured_content["memory"]["id"]
+        out["derived_read"] = await call_ok(client, "recallatron_read", {"id": derived_id})
+        out["correct"] = await call_ok(
+            client,
+            "recallatron_correct",
+            {
+                "id": mid,
+                "expected_revision": 1,
+                "body": "The quarterly audit of the zephyrine ledger moved to March 15.",
+            },
+        )
+        out["history"] = await call_ok(client, "recallatron_read", {"id": mid, "include_history": True})
+        out["supersede"] = await call_ok(
+            client,
+            "recallatron_supersede",
+            {"id": mid, "expected_revision": 2, "body": "The zephyrine ledger audit is cancelled.", "kind": "decision"},
+        )
+        out["forget"] = await call_ok(client, "recallatron_forget", {"id": mid, "reason": "test cleanup"})
+        out["after"] = await client.call_tool("recallatron_read", {"id": mid})
+        return mid, out
+
+    mid, out = run_stdio(stack, alice.token, session)
+    stored = out["remember"].structured_content["memory"]
+    assert stored["body"] == "The quarterly audit of the zephyrine ledger moved to March 14."
+    assert (stored["kind"], stored["origin"], stored["created_by"]) == ("KIND_FACT", "ORIGIN_TOLD", alice.id)
+    assert stored["occurred_at"] == "2026-11-30T09:00:00Z"
+    # The text puts provenance and dates before the claim.
+    text = text_of(out["remember"])
+    assert text.index(f"by member {alice.id}") < text.index("created ") < text.index("audit date: The quarterly")
+    assert "happened 2026-11-30T09:00:00+00:00" in text
+    read = out["read"].structured_content["memory"]
+    assert read["id"] == mid and [link["target_entity_name"] for link in read["links"]] == ["zephyrine ledger"]
+    assert "about zephyrine ledger (" in text_of(out["read"])
+    recall = out["recall"].structured_content
+    assert recall["items"][0]["memory"]["id"] == mid and recall["mode"] == "RECALL_MODE_LEXICAL"
+    assert text_of(out["recall"]).startswith(f"{recall['counts']['returned']} memories recalled (mode lexical")
+    derived = out["derive"].structured_content["memory"]
+    assert derived["origin"] == "ORIGIN_DERIVED" and derived["kind"] == "KIND_SUMMARY"
+    # Derive answers with the stored row; its provenance edges come with Read.
+    assert [link["target_memory_id"] for link in out["derived_read"].structured_content["memory"]["links"]] == [mid]
+    assert f"derived from {mid}" in text_of(out["derived_read"])
+    corrected = out["correct"].structured_content["memory"]
+    assert (corrected["revision"], corrected["body"][-9:]) == ("2", "March 15.")
+    assert "earlier revision 1" in text_of(out["history"]) and "March 14." in text_of(out["history"])
+    successor = out["supersede"].structured_content["memory"]
+    assert successor["kind"] == "KIND_DECISION" and successor["body"] == "The zephyrine ledger audit is cancelled."
+    assert out["forget"].structured_content["forgotten_ids"][:1] == [mid]
+    assert derived["id"] in out["forget"].structured_content["forgotten_ids"]
+    after = out["after"]
+    assert after.is_error or after.structured_content["memory"]["forgotten"], text_of(after)
+
+
+def test_bad_input_is_a_tool_error_naming_the_status(stack, members):
+    alice = members[0]
+    mem = alice.remember("A memory to fail against.")
+    missing = "00000000-0000-4000-8000-000000000000"
+    cases = [
+        ("recallatron_recall", {"query": "x", "top_k": -1}, "INVALID_ARGUMENT"),
+        ("recallatron_recall", {"query": ""}, "INVALID_ARGUMENT"),
+        ("recallatron_read", {"id": missing}, "NOT_FOUND"),
+        ("recallatron_read", {"id": "not-a-uuid"}, "NOT_FOUND"),
+        ("recallatron_remember", {"body": "   "}, "INVALID_ARGUMENT"),
+        ("recallatron_remember", {"body": "ok", "confidence": 1.5}, "INVALID_ARGUMENT"),
+        ("recallatron_remember", {"body": "ok", "occurred_at": "yesterday"}, "INVALID_ARGUMENT"),
+        ("recallatron_derive", {"source_ids": [missing], "body": "from nothing"}, "NOT_FOUND"),
+        ("recallatron_derive", {"source_ids": [], "body": "from nothing"}, "INVALID_ARGUMENT"),
+        ("recallatron_correct", {"id": mem.id, "expected_revision": 7, "body": "stale"}, "ABORTED"),
+        ("recallatron_supersede", {"id": mem.id, "expected_revision": 7, "body": "stale"}, "ABORTED"),
+        ("recallatron_forget", {"id": missing, "reason": "none"}, "NOT_FOUND"),
+    ]
+
+    async def session(client):
+        results = [await client.call_tool(name, args) for name, args, _ in cases]
+        # Arguments the schema refuses never reach the gateway, and the server goes on answering.
+        results.append(await client.call_tool("recallatron_recall", {"query": "x", "top_k": "ten"}))
+        results.append(await client.call_tool("recallatron_remember", {"title": "no body"}))
+        results.append(await call_ok(client, "recallatron_read", {"id": mem.id}))
+        return results
+
+    results = run_stdio(stack, alice.token, session)
+    for (name, _, status), result in zip(cases, results, strict=False):
+        assert result.is_error, (name, text_of(result))
+        assert text_of(result).startswith(f"{status}: "), (name, text_of(result))
+    assert results[-3].is_error and "top_k" in text_of(results[-3])
+    assert results[-2].is_error and "body" in text_of(results[-2])
+    assert results[-1].structured_content["memory"]["revision"] == "1"
+    assert alice.read(mem.id).revision == 1  # the stale correct and supersede changed nothing
+
+
+def test_http_forwards_each_requests_own_token_and_members_stay_apart(stack, members, http_server):
+    alice, bob, stranger = members
+    word = "quillwort"
+    private = alice.remember(f"Alice's private {word} note: her locker code is 4411.", audience=m.AUDIENCE_MEMBER)
+    shared = alice.remember(f"The team {word} plan is on the wiki.")
+    stack.wait_backlog_empty()
+
+    async def recall_and_read(client):
+        listed = {t.name for t in (await client.list_tools()).tools}
+        recalls = [
+            await call_ok(client, "recallatron_recall", {"query": f"{word} locker code", "mode": mode})
+            for mode in ("lexical", "dense", "hybrid")
+        ]
+        read_private = await client.call_tool("recallatron_read", {"id": private.id})
+        read_shared = await client.call_tool("recallatron_read", {"id": shared.id})
+        return listed, recalls, read_private, read_shared
+
+    def seen(recalls) -> set[str]:
+        return {item["memory"]["id"] for r in recalls for item in r.structured_content.get("items", [])}
+
+    listed, recalls, read_private, read_shared = run_http(http_server, alice.token, recall_and_read)
+    assert listed == TOOLS
+    assert {private.id, shared.id} <= seen(recalls)
+    assert not read_private.is_error and "4411" in text_of(read_private)
+
+    _, recalls, read_private, read_shared = run_http(http_server, bob.token, recall_and_read)
+    assert shared.id in seen(recalls) and private.id not in seen(recalls)
+    assert not any("4411" in text_of(r) for r in recalls)
+    assert text_of(read_private).startswith("NOT_FOUND: ") and not read_shared.is_error
+
+    _, recalls, read_private, read_shared = run_http(http_server, stranger.token, recall_and_read)
+    assert not seen(recalls) & {private.id, shared.id}
+    assert text_of(read_private).startswith("NOT_FOUND: ") and text_of(read_shared).startswith("NOT_FOUND: ")
+
+
+def test_http_refuses_a_missing_token_and_reports_a_bad_one(stack, http_server):
+    response = httpx2.post(
+        http_server, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers={"Accept": "application/json"}
+    )
+    assert response.status_code == 401 and response.json()["error"] == "UNAUTHENTICATED"
+
+    async def session(client):
+        return await client.call_tool("recallatron_recall", {"query": "anything"})
+
+    result = run_http(http_server, "rcm_not_a_real_token", session)
+    assert result.is_error and text_of(result).startswith("UNAUTHENTICATED: ")
+
+
+def test_command_line_errors(stack):
+    env = {k: v for k, v in os.environ.items() if k != "RECALLATRON_TOKEN"}
+    cmd = [sys.executable, "-m", "cli.main", "mcp", "--gateway", gateway_addr(stack)]
+    no_token = subprocess.run(
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+    assert no_token.returncode == 1 and "no token" in no_token.stderr
+    for bad in ("8080", "localhost:http", "127.0.0.1:70000", ":80"):
+        usage = subprocess.run(cmd + ["--http", bad], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert usage.returncode == 2 and "HOST:PORT" in usage.stderr, bad
+    both = subprocess.run(
+        cmd + ["--http", "127.0.0.1:1", "--token", "x"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert both.returncode == 1 and "--token is for stdio" in both.stderr
