@@ -55,7 +55,7 @@ def memory(mem: m.Memory) -> str:
 def recall(resp: g.RecallResponse) -> str:
     """A Recall answer: a summary line, then each item's rank and scores above its memory."""
     lines = [
-        f"{resp.counts.returned} memories recalled (mode {name_of(m.RecallMode, resp.mode)}, "
+        f"{resp.counts.returned} recalled (mode {name_of(m.RecallMode, resp.mode)}, "
         f"dense_available {str(resp.dense_available).lower()}, reranked {str(resp.reranked).lower()}); "
         "nearest is not necessarily relevant: judge each one."
     ]

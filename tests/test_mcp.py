@@ -51,11 +51,13 @@ def stdio_params(stack, token: str) -> StdioServerParameters:
     )
 
 
-def run_stdio(stack, token: str, session):
-    """Runs ``await session(client)`` on a stdio MCP server started for ``token``; returns its result."""
+def run_stdio(stack, token: str, session, mode: str = "auto"):
+    """Runs ``await session(client)`` on a stdio MCP server started for ``token``; returns its result.
+
+    ``mode="legacy"`` opens with the ``initialize`` handshake, as clients of earlier protocol versions do."""
 
     async def main():
-        async with Client(stdio_params(stack, token)) as client:
+        async with Client(stdio_params(stack, token), mode=mode) as client:
             return await session(client)
 
     return anyio.run(main)
@@ -131,6 +133,16 @@ def test_tools_are_listed_and_every_description_carries_the_guidance(stack, memb
     assert set(schema["recallatron_remember"]["properties"]["kind"]["enum"]) == {"note", "fact", "decision", "summary"}
 
 
+def test_a_client_that_opens_with_initialize_is_served(stack, members):
+    async def session(client):
+        listed = {t.name for t in (await client.list_tools()).tools}
+        return listed, client.protocol_version, await call_ok(client, "recallatron_recall", {"query": "anything"})
+
+    listed, version, recall = run_stdio(stack, members[0].token, session, mode="legacy")
+    assert listed == TOOLS and version != "2026-07-28"
+    assert "recalled (mode " in text_of(recall)
+
+
 def test_docs_publish_the_same_guidance():
     text = (ROOT / "docs" / "agents.md").read_text()
     for sentence in guidance.SENTENCES:
@@ -199,7 +211,7 @@ def test_each_tool_over_stdio(stack, members):
     assert "about zephyrine ledger (" in text_of(out["read"])
     recall = out["recall"].structured_content
     assert recall["items"][0]["memory"]["id"] == mid and recall["mode"] == "RECALL_MODE_LEXICAL"
-    assert text_of(out["recall"]).startswith(f"{recall['counts']['returned']} memories recalled (mode lexical")
+    assert text_of(out["recall"]).startswith(f"{recall['counts']['returned']} recalled (mode lexical")
     derived = out["derive"].structured_content["memory"]
     assert derived["origin"] == "ORIGIN_DERIVED" and derived["kind"] == "KIND_SUMMARY"
     # Derive answers with the stored row; its provenance edges come with Read.
