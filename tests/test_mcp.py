@@ -300,6 +300,36 @@ def test_http_forwards_each_requests_own_token_and_members_stay_apart(stack, mem
     assert text_of(read_private).startswith("NOT_FOUND: ") and text_of(read_shared).startswith("NOT_FOUND: ")
 
 
+def test_concurrent_members_on_one_http_server_each_see_only_their_own(stack, members, http_server):
+    alice, bob, _ = members
+    word = "marramgrass"
+    mine = {
+        who.id: who.remember(f"{word} secret of member {who.id}", audience=m.AUDIENCE_MEMBER).id for who in (alice, bob)
+    }
+    rounds = 5
+
+    async def member_session(who, seen: list):
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {who.token}"}) as http:
+            async with Client(streamable_http_client(http_server, http_client=http)) as client:
+                for _ in range(rounds):
+                    result = await call_ok(client, "recallatron_recall", {"query": word, "mode": "lexical"})
+                    seen.append({item["memory"]["id"] for item in result.structured_content["items"]})
+                    await anyio.sleep(0)
+
+    seen = {alice.id: [], bob.id: []}
+
+    async def main():
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(member_session, alice, seen[alice.id])
+            tg.start_soon(member_session, bob, seen[bob.id])
+
+    anyio.run(main)
+    for who in (alice, bob):
+        other = next(v for k, v in mine.items() if k != who.id)
+        assert len(seen[who.id]) == rounds
+        assert all(mine[who.id] in ids and other not in ids for ids in seen[who.id]), seen[who.id]
+
+
 def test_http_refuses_a_missing_token_and_reports_a_bad_one(stack, http_server):
     response = httpx2.post(
         http_server, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers={"Accept": "application/json"}
