@@ -16,6 +16,7 @@ import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -27,9 +28,21 @@ NAME = "recallatron"
 HTTP_PATH = "/mcp"
 
 
+class _Server(MCPServer):
+    """MCPServer whose argument-validation errors read like the gateway's (INVALID_ARGUMENT: field: why)."""
+
+    async def call_tool(self, name, arguments, context=None):
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                return tools.invalid_arguments(exc.__cause__)
+            raise
+
+
 def build(gateway: client.Gateway, metadata_of) -> MCPServer:
     """An MCPServer named ``recallatron`` with the seven tools; its instructions are the guidance."""
-    server = MCPServer(NAME, instructions=guidance.TEXT, log_level="WARNING")
+    server = _Server(NAME, instructions=guidance.TEXT, log_level="WARNING")
     tools.register(server, gateway, metadata_of)
     return server
 

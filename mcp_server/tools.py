@@ -4,7 +4,8 @@ Enum inputs take the short names the CLI uses (``note``, ``workspace``, ``conver
 servicekit.vocabulary). Each tool returns the RPC's response as structured content (the protobuf
 JSON mapping with proto field names and every field, as ``recallatron ... --json`` prints it) and a
 compact text rendering (``render``) as its content. A failed call is a tool error whose text is
-``<gRPC status name>: <message>``, exactly what the CLI prints on stderr.
+``<gRPC status name>: <message>``, exactly what the CLI prints on stderr; arguments the input schema
+refuses are ``INVALID_ARGUMENT: <field>: <why>`` (``invalid_arguments``) and never reach the gateway.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from google.protobuf import json_format, timestamp_pb2
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
@@ -59,8 +60,15 @@ def _timestamp(text: str | None) -> timestamp_pb2.Timestamp | None:
     return ts
 
 
-def _error(text: str) -> CallToolResult:
+def error(text: str) -> CallToolResult:
+    """A tool error result whose text is ``text`` (``<status name>: <message>``)."""
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def invalid_arguments(exc: ValidationError) -> CallToolResult:
+    """Arguments the input schema refuses, as the gateway would word it: ``INVALID_ARGUMENT: field: why; ...``."""
+    reasons = "; ".join(f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" for e in exc.errors())
+    return error(f"INVALID_ARGUMENT: {reasons}")
 
 
 def _content(kind: str, title: str, body: str, confidence: float | None, request_id: str) -> dict:
@@ -84,9 +92,9 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         try:
             resp = rpc(build(), metadata=metadata_of(ctx), timeout=CALL_TIMEOUT_S)
         except grpc.RpcError as exc:
-            return _error(f"{exc.code().name}: {exc.details()}")
+            return error(f"{exc.code().name}: {exc.details()}")
         except ToolError as exc:
-            return _error(str(exc))
+            return error(str(exc))
         structured = json_format.MessageToDict(
             resp, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
         )

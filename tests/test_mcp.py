@@ -43,21 +43,21 @@ def gateway_addr(stack) -> str:
     return f"127.0.0.1:{stack.gateway.port}"
 
 
-def stdio_params(stack, token: str) -> StdioServerParameters:
-    """`python -m cli.main mcp` in this checkout, for one member."""
+def stdio_params(gateway: str, token: str) -> StdioServerParameters:
+    """`python -m cli.main mcp` in this checkout, for one member, calling ``gateway``."""
     env = dict(os.environ, RECALLATRON_TOKEN=token, PYTHONUNBUFFERED="1")
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "cli.main", "mcp", "--gateway", gateway_addr(stack)], env=env, cwd=ROOT
+        command=sys.executable, args=["-m", "cli.main", "mcp", "--gateway", gateway], env=env, cwd=ROOT
     )
 
 
-def run_stdio(stack, token: str, session, mode: str = "auto"):
+def run_stdio(stack, token: str, session, mode: str = "auto", gateway: str | None = None):
     """Runs ``await session(client)`` on a stdio MCP server started for ``token``; returns its result.
 
     ``mode="legacy"`` opens with the ``initialize`` handshake, as clients of earlier protocol versions do."""
 
     async def main():
-        async with Client(stdio_params(stack, token), mode=mode) as client:
+        async with Client(stdio_params(gateway or gateway_addr(stack), token), mode=mode) as client:
             return await session(client)
 
     return anyio.run(main)
@@ -259,10 +259,18 @@ def test_bad_input_is_a_tool_error_naming_the_status(stack, members):
     for (name, _, status), result in zip(cases, results, strict=False):
         assert result.is_error, (name, text_of(result))
         assert text_of(result).startswith(f"{status}: "), (name, text_of(result))
-    assert results[-3].is_error and "top_k" in text_of(results[-3])
-    assert results[-2].is_error and "body" in text_of(results[-2])
+    assert results[-3].is_error and text_of(results[-3]).startswith("INVALID_ARGUMENT: top_k: Input should be a valid")
+    assert results[-2].is_error and text_of(results[-2]) == "INVALID_ARGUMENT: body: Field required"
     assert results[-1].structured_content["memory"]["revision"] == "1"
     assert alice.read(mem.id).revision == 1  # the stale correct and supersede changed nothing
+
+
+def test_an_unreachable_gateway_is_unavailable_not_a_crash(stack, members):
+    async def session(client):
+        return [await client.call_tool("recallatron_recall", {"query": "anything"}) for _ in range(2)]
+
+    results = run_stdio(stack, members[0].token, session, gateway=f"127.0.0.1:{free_port()}")
+    assert all(r.is_error and text_of(r).startswith("UNAVAILABLE: ") for r in results), [text_of(r) for r in results]
 
 
 def test_http_forwards_each_requests_own_token_and_members_stay_apart(stack, members, http_server):
