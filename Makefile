@@ -5,7 +5,8 @@ DATA ?= ../shared/eval/locomo/conv-26
 
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
-ONNX_MODEL := .venv/share/recallatron/all-MiniLM-L6-v2/model.onnx
+# format-N follows EXPORT_FORMAT in embed_service/export_onnx.py (default_path there).
+ONNX_MODEL := .venv/share/recallatron/all-MiniLM-L6-v2/format-2/model.onnx
 
 .PHONY: setup proto proto-check proto-lint demo test clean bench
 
