@@ -9,8 +9,9 @@ The graph (``torch.onnx.export``, TorchScript exporter, opset 17) takes ``input_
 (float32, shape (batch, 384)): the BERT encoder, mean pooling over the attention mask and L2
 normalisation, the sentence-transformers pipeline of this model (modules.json: Transformer,
 Pooling mean, Normalize). onnxruntime's offline transformer optimizer then fuses attention, layer
-norms and GELU into its CPU kernels, and the all-zero token-type ids are folded into the position
-table, leaving about 50 operators, 36 of them the GEMMs and fused kernels. Tokenization stays outside the graph
+norm and GELU into its CPU kernels (the residual layer norms stay Add + LayerNormalization, faster
+here), and the all-zero token-type ids are folded into the position table: 79 operators, 18 of them
+MatMul and 6 Attention, none of them shape arithmetic. Tokenization stays outside the graph
 (``embed_service.models.OnnxEncoder`` uses the model's own ``tokenizer.json``).
 
 An export is kept only after it is verified: the ONNX vectors of a fixed probe set (short, empty,
@@ -43,7 +44,8 @@ log = logging.getLogger(__name__)
 
 # Bump when the graph or its inputs/outputs change: every existing export is then re-made, into its own
 # folder (default_path), so code of an older format sharing the venv keeps its own file.
-# 2: token-type embedding folded into the position table, pooling without Shape/Expand (issue 7).
+# 2: token-type embedding folded into the position table, pooling without Shape/Expand, residual layer
+#    norms left unfused (issue 7).
 EXPORT_FORMAT = 2
 OPSET = 17
 MIN_COSINE = 0.9999
@@ -173,8 +175,9 @@ def _fold_token_types(model) -> bool:
 
 def _fuse(raw: Path, out: Path, src: Path) -> dict[str, int]:
     """Writes ``out``: ``raw`` with BERT's subgraphs fused into ONNX Runtime's CPU kernels
-    (Attention, EmbedLayerNormalization, SkipLayerNormalization, BiasGelu) by onnxruntime's own
-    offline transformer optimizer, and the token-type input folded away (:func:`_fold_token_types`);
+    (Attention, EmbedLayerNormalization, BiasGelu; not SkipLayerNormalization, see
+    ``embed_service.models.UNFUSED``) by onnxruntime's own offline transformer optimizer, and the
+    token-type input folded away (:func:`_fold_token_types`);
     returns the fused operator counts. When the optimizer fails the unfused graph is kept (same
     vectors, slower) and a warning says why.
     """
@@ -182,8 +185,13 @@ def _fuse(raw: Path, out: Path, src: Path) -> dict[str, int]:
     try:
         from onnxruntime.transformers.optimizer import optimize_model
 
+        from onnxruntime.transformers.fusion_options import FusionOptions
+
+        options = FusionOptions("bert")
+        options.enable_skip_layer_norm = False  # see models.UNFUSED: Add + Add + LayerNormalization run faster
         optimized = optimize_model(str(raw), model_type="bert", num_heads=int(config["num_attention_heads"]),
-                                   hidden_size=int(config["hidden_size"]), opt_level=0, use_gpu=False)
+                                   hidden_size=int(config["hidden_size"]), opt_level=0, use_gpu=False,
+                                   optimization_options=options)
         if not _fold_token_types(optimized):
             log.warning("ONNX export: no fused token-type input to fold; the shape operators stay (slower)")
         optimized.save_model_to_file(str(out))
