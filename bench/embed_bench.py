@@ -177,6 +177,24 @@ def bench_grpc(trees: list[Path], qs: list[str], warmup: int = 20) -> dict[str, 
                    "n": len(t)} for name, t in times.items()}
 
 
+# (heading, key, format) of the printed tables.
+QUERY_COLUMNS = (("p50", "p50_ms", "7.2f"), ("p95", "p95_ms", "7.2f"), ("mean", "mean_ms", "7.2f"),
+                 ("max", "max_ms", "7.2f"), ("CPU p50", "cpu_p50_ms", "8.2f"))
+DOC_COLUMNS = (("texts/s", "texts_per_s", "8.1f"), ("seconds", "seconds", "8.2f"),
+               ("per CPU-s", "texts_per_cpu_s", "10.1f"), ("min cos", "min_cosine_to_first", "9.6f"))
+
+
+def _table(title: str, label: str, figures: dict[str, dict], columns, note: str) -> None:
+    """Prints one row per name of ``figures`` with the ``columns`` (heading, key, format)."""
+    width = max([len(label), *map(len, figures)])
+    print(f"\n{title}")
+    print(f"  {label:<{width}} " + " ".join(f"{head:>{fmt.split('.')[0]}}" for head, _, fmt in columns))
+    for name, f in figures.items():
+        print(f"  {name:<{width}} " + " ".join(f"{f[key]:{fmt}}" for _, key, fmt in columns))
+    if note:
+        print(f"  ({note})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=300, help="single real questions timed (default 300)")
@@ -227,24 +245,16 @@ def main(argv: list[str] | None = None) -> int:
           f"Python {machine['python']}; model load " + ", ".join(f"{k} {v:.1f} s" for k, v in load.items()))
     for name, path in report["exports"].items():
         print(f"  {name}: {path}")
-    print(f"\nsingle-query embedding, {len(qs)} real questions, in-process (ms):")
-    print(f"  {'backend':<26} {'p50':>7} {'p95':>7} {'mean':>7} {'max':>7} {'CPU p50':>8}")
-    for name, f in query_figures.items():
-        print(f"  {name:<26} {f['p50_ms']:7.2f} {f['p95_ms']:7.2f} {f['mean_ms']:7.2f} {f['max_ms']:7.2f} "
-              f"{f['cpu_p50_ms']:8.2f}")
-    print("  (CPU p50: CPU time this process spent per query, all its threads; wall time is what a caller waits)")
+    _table(f"single-query embedding, {len(qs)} real questions, in-process (ms):", "backend", query_figures,
+           QUERY_COLUMNS, "CPU p50: CPU time this process spent per query, all its threads; wall time is what a "
+           "caller waits")
     if doc_figures:
-        print(f"\ndocument embedding, {len(docs)} memories in batches of {args.batch} (best of {args.rounds}):")
-        print(f"  {'backend':<26} {'texts/s':>8} {'seconds':>8} {'per CPU-s':>10} {'min cos':>9}")
-        for name, f in doc_figures.items():
-            print(f"  {name:<26} {f['texts_per_s']:8.1f} {f['seconds']:8.2f} {f['texts_per_cpu_s']:10.1f} "
-                  f"{f['min_cosine_to_first']:9.6f}")
-        print("  (per CPU-s: texts per second of CPU time this process spent, all its threads)")
+        _table(f"document embedding, {len(docs)} memories in batches of {args.batch} (best of {args.rounds}):",
+               "backend", doc_figures, DOC_COLUMNS, "per CPU-s: texts per second of CPU time this process spent, "
+               "all its threads")
     if grpc_figures:
-        print(f"\nEmbedQueries over gRPC, one question per call, {len(qs)} questions (ms):")
-        print(f"  {'embed service of':<40} {'p50':>7} {'p95':>7} {'mean':>7} {'max':>7}")
-        for name, f in grpc_figures.items():
-            print(f"  {name:<40} {f['p50_ms']:7.2f} {f['p95_ms']:7.2f} {f['mean_ms']:7.2f} {f['max_ms']:7.2f}")
+        _table(f"EmbedQueries over gRPC, one question per call, {len(qs)} questions (ms):", "embed service of",
+               grpc_figures, QUERY_COLUMNS[:4], "")
     return 0
 
 

@@ -183,9 +183,8 @@ def _fuse(raw: Path, out: Path, src: Path) -> dict[str, int]:
     """
     config = json.loads((src / "config.json").read_text())
     try:
-        from onnxruntime.transformers.optimizer import optimize_model
-
         from onnxruntime.transformers.fusion_options import FusionOptions
+        from onnxruntime.transformers.optimizer import optimize_model
 
         options = FusionOptions("bert")
         options.enable_skip_layer_norm = False  # see models.UNFUSED: Add + Add + LayerNormalization run faster
