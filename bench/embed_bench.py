@@ -13,8 +13,8 @@ setup`` makes it, or ``python -m embed_service.export_onnx``), then:
 - **document batches**: ``--docs`` memories composed as the service composes them (``title\\nbody``;
   LoCoMo turns and SciFact abstracts, half each), sent in requests of ``--batch`` (default 32; the
   store's embedding job sends 128, the bench's in-process comparison 256); texts per second of wall
-  time and of CPU time for each backend, best of ``--rounds`` passes, and the minimum cosine to the
-  first backend's vectors.
+  time and of CPU time for each backend, best of ``--rounds`` passes (the backends take turns each
+  round), and the minimum cosine to the first backend's vectors.
 - ``--compare-export FILE`` (repeatable) adds an ONNX column for another export, for example the
   ``model.onnx`` of an older ``EXPORT_FORMAT``, loaded with the same session options: a before and
   after of the graph in one run. ``--no-pytorch`` leaves PyTorch out.
@@ -99,24 +99,25 @@ def bench_queries(encoders: dict[str, object], qs: list[str], warmup: int = 20) 
 
 
 def bench_documents(encoders: dict[str, object], docs: list[str], batch: int, rounds: int) -> dict[str, dict]:
-    """Per-encoder documents/s over ``docs`` sent ``batch`` at a time; best of ``rounds``."""
-    result: dict[str, dict] = {}
+    """Per-encoder documents/s over ``docs`` sent ``batch`` at a time; best of ``rounds``, the encoders
+    taking turns each round (alternating order) so they see the same machine load."""
+    names = list(encoders)
+    for name in names:
+        encoders[name].encode(docs[:batch])  # warm-up
+    best = {name: float("inf") for name in names}
+    best_cpu = dict(best)
     vectors: dict[str, np.ndarray] = {}
-    for name, enc in encoders.items():
-        enc.encode(docs[:batch])  # warm-up
-        best, best_cpu = float("inf"), float("inf")
-        for _ in range(rounds):
+    for r in range(rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
             started, cpu_started = time.perf_counter(), time.process_time()
-            out = [enc.encode(docs[i:i + batch]) for i in range(0, len(docs), batch)]
-            best = min(best, time.perf_counter() - started)
-            best_cpu = min(best_cpu, time.process_time() - cpu_started)
-        vectors[name] = np.concatenate(out)
-        result[name] = {"texts_per_s": len(docs) / best, "seconds": best, "texts_per_cpu_s": len(docs) / best_cpu,
-                        "n": len(docs)}
-    first = next(iter(vectors.values()))
-    for name, v in vectors.items():
-        result[name]["min_cosine_to_first"] = float(np.min(np.sum(first * v, axis=1)))
-    return result
+            out = [encoders[name].encode(docs[i:i + batch]) for i in range(0, len(docs), batch)]
+            best[name] = min(best[name], time.perf_counter() - started)
+            best_cpu[name] = min(best_cpu[name], time.process_time() - cpu_started)
+            vectors[name] = np.concatenate(out)
+    first = vectors[names[0]]
+    return {name: {"texts_per_s": len(docs) / best[name], "seconds": best[name],
+                   "texts_per_cpu_s": len(docs) / best_cpu[name], "n": len(docs),
+                   "min_cosine_to_first": float(np.min(np.sum(first * vectors[name], axis=1)))} for name in names}
 
 
 # The embed service of one checkout: started on a free port, prints the port once the model is loaded.
