@@ -6,7 +6,8 @@ DATA ?= demo
 
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
-ONNX_MODEL := .venv/share/recallatron/all-MiniLM-L6-v2/model.onnx
+# format-N follows EXPORT_FORMAT in embed_service/export_onnx.py (default_path there).
+ONNX_MODEL := .venv/share/recallatron/all-MiniLM-L6-v2/format-2/model.onnx
 
 .PHONY: setup prometheus proto proto-check proto-lint lint demo test clean bench
 

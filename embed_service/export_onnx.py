@@ -9,7 +9,9 @@ The graph (``torch.onnx.export``, TorchScript exporter, opset 17) takes ``input_
 (float32, shape (batch, 384)): the BERT encoder, mean pooling over the attention mask and L2
 normalisation, the sentence-transformers pipeline of this model (modules.json: Transformer,
 Pooling mean, Normalize). onnxruntime's offline transformer optimizer then fuses attention, layer
-norms and GELU into its CPU kernels. Tokenization stays outside the graph
+norm and GELU into its CPU kernels (the residual layer norms stay Add + LayerNormalization, faster
+here), and the all-zero token-type ids are folded into the position table: 79 operators, 18 of them
+MatMul and 6 Attention, none of them shape arithmetic. Tokenization stays outside the graph
 (``embed_service.models.OnnxEncoder`` uses the model's own ``tokenizer.json``).
 
 An export is kept only after it is verified: the ONNX vectors of a fixed probe set (short, empty,
@@ -40,8 +42,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 log = logging.getLogger(__name__)
 
-# Bump when the graph or its inputs/outputs change: every existing export is then re-made.
-EXPORT_FORMAT = 1
+# Bump when the graph or its inputs/outputs change: every existing export is then re-made, into its own
+# folder (default_path), so code of an older format sharing the venv keeps its own file.
+# 2: token-type embedding folded into the position table, pooling without Shape/Expand, residual layer
+#    norms left unfused (issue 7).
+EXPORT_FORMAT = 2
 OPSET = 17
 MIN_COSINE = 0.9999
 # Files of the packaged model whose bytes decide the export (weights, architecture, tokenizer, pooling).
@@ -81,13 +86,14 @@ def model_dir() -> Path:
 
 
 def default_path() -> Path:
-    """Where the export lives: ``<venv>/share/recallatron/all-MiniLM-L6-v2/model.onnx``.
+    """Where the export lives: ``<venv>/share/recallatron/all-MiniLM-L6-v2/format-<EXPORT_FORMAT>/model.onnx``.
 
     Inside the Python environment (``sys.prefix``) because it is made from that environment's
     packaged weights at set-up, independent of ``RECALLATRON_HOME`` and the working directory;
-    ``make clean`` removes it with the venv.
+    ``make clean`` removes it with the venv. One folder per :data:`EXPORT_FORMAT`: two checkouts of
+    different formats sharing one venv would otherwise re-export over each other at every start.
     """
-    return Path(sys.prefix) / "share" / "recallatron" / "all-MiniLM-L6-v2" / "model.onnx"
+    return Path(sys.prefix) / "share" / "recallatron" / "all-MiniLM-L6-v2" / f"format-{EXPORT_FORMAT}" / "model.onnx"
 
 
 def max_seq_length(src: Path | None = None) -> int:
@@ -149,21 +155,54 @@ def _pooled_module(src: Path):
                 hidden = hidden[0] if isinstance(hidden, tuple) else hidden
             weights = mask.unsqueeze(-1)
             mean = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(mean, p=2.0, dim=1)
+            # torch.nn.functional.normalize(mean, p=2, dim=1) spelled out: the same arithmetic
+            # (x / max(||x||, 1e-12)), broadcast instead of expanded, which exports without the
+            # Shape and Expand nodes normalize's expand_as adds.
+            return mean / torch.linalg.vector_norm(mean, ord=2, dim=1, keepdim=True).clamp(min=1e-12)
 
     return Pooled().eval()
 
 
+def _fold_token_types(model) -> bool:
+    """Removes the token-type input of the fused ``EmbedLayerNormalization``; True when it did.
+
+    The graph is exported without ``token_type_ids``, so BERT's embeddings derive all-zero ids from
+    a buffer through about twenty shape operators per run (Shape, Slice, Expand, GatherElements...)
+    and add row 0 of the token-type table to every token. sentence-transformers feeds the same zeros
+    for a single text. Adding that row to the position table once, here, leaves
+    ``word + (position + token_type[0])`` per token: the same sum up to float rounding (verified by
+    the probe cosine), and the shape operators are pruned. ``model`` is onnxruntime's ``OnnxModel``.
+    """
+    from onnx import numpy_helper
+
+    nodes = model.get_nodes_by_op_type("EmbedLayerNormalization")
+    if len(nodes) != 1 or len(nodes[0].input) < 5 or not nodes[0].input[1] or not nodes[0].input[4]:
+        return False
+    node = nodes[0]  # inputs: input_ids, segment_ids, word, position, segment embeddings, gamma, beta, mask
+    position = numpy_helper.to_array(model.get_initializer(node.input[3]))
+    token_type = numpy_helper.to_array(model.get_initializer(node.input[4]))
+    folded = numpy_helper.from_array(position + token_type[0], name=f"{node.input[3]}+token_type_0")
+    model.add_initializer(folded)
+    node.input[1], node.input[3], node.input[4] = "", folded.name, ""
+    model.prune_graph(allow_remove_graph_inputs=False)
+    return True
+
+
 def _fuse(raw: Path, out: Path, src: Path) -> dict[str, int]:
     """Writes ``out``: ``raw`` with BERT's subgraphs fused into ONNX Runtime's CPU kernels
-    (Attention, EmbedLayerNormalization, SkipLayerNormalization, BiasGelu) by onnxruntime's own
-    offline transformer optimizer; returns the fused operator counts. When the optimizer fails the
-    unfused graph is kept (same vectors, slower) and a warning says why.
+    (Attention, EmbedLayerNormalization, BiasGelu; not SkipLayerNormalization, see
+    ``embed_service.models.UNFUSED``) by onnxruntime's own offline transformer optimizer, and the
+    token-type input folded away (:func:`_fold_token_types`);
+    returns the fused operator counts. When the optimizer fails the unfused graph is kept (same
+    vectors, slower) and a warning says why.
     """
     config = json.loads((src / "config.json").read_text())
     try:
+        from onnxruntime.transformers.fusion_options import FusionOptions
         from onnxruntime.transformers.optimizer import optimize_model
 
+        options = FusionOptions("bert")
+        options.enable_skip_layer_norm = False  # see models.UNFUSED: Add + Add + LayerNormalization run faster
         optimized = optimize_model(
             str(raw),
             model_type="bert",
@@ -171,7 +210,10 @@ def _fuse(raw: Path, out: Path, src: Path) -> dict[str, int]:
             hidden_size=int(config["hidden_size"]),
             opt_level=0,
             use_gpu=False,
+            optimization_options=options,
         )
+        if not _fold_token_types(optimized):
+            log.warning("ONNX export: no fused token-type input to fold; the shape operators stay (slower)")
         optimized.save_model_to_file(str(out))
         return {k: int(v) for k, v in optimized.get_fused_operator_statistics().items() if v}
     except Exception as exc:  # noqa: BLE001 - an optional speed-up; the plain graph is still correct

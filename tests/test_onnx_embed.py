@@ -11,11 +11,13 @@ fallback when it cannot be made.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 from embed_service import export_onnx
@@ -150,6 +152,16 @@ def test_missing_export_is_made_at_start(tmp_path, caplog):
     meta = json.loads(export_onnx.metadata_path(target).read_text())
     assert meta["min_probe_cosine"] >= MIN_COSINE and meta["max_seq_length"] == 256
     assert meta["fused_operators"].get("Attention") == 6  # fused attention, one per layer
+    graph = onnx.load(str(target), load_external_data=False).graph
+    ops = collections.Counter(node.op_type for node in graph.node)
+    # The token-type ids folded into the position table: no shape arithmetic left, only the encoder,
+    # the mask casts and the pooling; the residual layer norms unfused (models.UNFUSED says why).
+    assert not {"Shape", "Expand", "Slice", "GatherElements", "Where", "ConstantOfShape"} & set(ops), ops
+    assert ops["MatMul"] == 18 and ops["LayerNormalization"] == 12 and ops["EmbedLayerNormalization"] == 1
+    assert "SkipLayerNormalization" not in ops
+    embed = next(node for node in graph.node if node.op_type == "EmbedLayerNormalization")
+    assert embed.input[1] == "" and embed.input[4] == ""  # no segment ids, no segment table
+    assert [i.name for i in graph.input] == ["input_ids", "attention_mask"]
     assert export_onnx.is_current(target)
     assert not list(target.parent.glob(".model-*"))  # no temporary files left
     meta["source_fingerprint"] = "0" * 64
