@@ -4,12 +4,12 @@
 PostgreSQL, four services, free ports, a temporary data folder) and, for each target in turn (the
 store service, the gateway, the embed service, PostgreSQL), runs ``--clients`` members writing
 through the gateway (``tools/chaos/load.py``) for ``--seconds``, kills the target with SIGKILL,
-keeps writing while ``up`` restarts it, writes ``--seconds`` more once a write is acknowledged
-again, stops the load, waits for the embedding backlog to drain and checks
+keeps writing while ``up`` restarts it, writes ``--seconds`` more once a write sent after the kill
+is acknowledged, stops the load, waits for the embedding backlog to drain and checks
 (``tools/chaos/check.py``). It prints, per kill: writes acknowledged (by operation) and found after
 the restart, memories forgotten and still forgotten, half-written rows, unknown rows, live memories
-without a vector, and the times from the kill until the target answered again, until a write was
-acknowledged again, and from the end of the load until the embeddings caught up.
+without a vector, and the times from the kill until the target answered again, until a write sent
+after the kill was acknowledged, and from the end of the load until the embeddings caught up.
 tests/test_chaos.py runs the same with a few seconds of load per kill.
 """
 
@@ -86,8 +86,9 @@ def _load(clients: list[Client], stop: threading.Event, failures: list[BaseExcep
 
 
 def _acked_after(clients: list[Client], label: str, moment: float) -> list[float]:
-    """When the writes of phase ``label`` acknowledged after ``moment`` were acknowledged."""
-    return [a.at for c in clients for a in c.acks if a.phase == label and a.at > moment]
+    """When the writes of phase ``label`` sent after ``moment`` were acknowledged (a write sent
+    before a kill and answered just after it says nothing about recovery)."""
+    return [a.at for c in clients for a in c.acks if a.phase == label and a.sent > moment]
 
 
 def _backlog(admin, metadata) -> int:
@@ -111,7 +112,9 @@ def kill_phase(stack: UpStack, clients: list[Client], workspace_id: str, target:
         time.sleep(seconds)
         killed, at = stack.kill(target)
         back = wait_for(lambda: stack.back(target, killed), RECOVER_SECONDS, f"{target} back after kill -9")
-        wait_for(lambda: bool(_acked_after(clients, label, at)), RECOVER_SECONDS, "a write acknowledged after the kill")
+        wait_for(
+            lambda: bool(_acked_after(clients, label, at)), RECOVER_SECONDS, "a write sent after the kill acknowledged"
+        )
         resumed = min(_acked_after(clients, label, at))
         time.sleep(seconds)
     finally:

@@ -55,10 +55,12 @@ class Known:
 
 @dataclass
 class Ack:
-    """One acknowledged write: its phase, operation, time, and the memories it must show in."""
+    """One acknowledged write: its phase, operation, when the attempt that was answered was sent and
+    when it was answered (monotonic seconds), and the memories it must show in."""
 
     phase: str
     op: str
+    sent: float
     at: float
     memory_ids: tuple[str, ...]
 
@@ -85,6 +87,7 @@ class Client:
         self.stub = gateway_pb2_grpc.MemoryServiceStub(self.channel)
         self.md = (("authorization", f"Bearer {self.token}"),)
         self.seq = 0
+        self.sent = 0.0  # when the attempt last answered was sent
 
     def run(self, stop: threading.Event) -> None:
         """Writes until ``stop`` is set; the write under way is settled before returning."""
@@ -100,13 +103,14 @@ class Client:
             getattr(self, op)(self.rng.choice(live))
 
     def _ack(self, op: str, *memory_ids: str) -> None:
-        self.acks.append(Ack(self.phase, op, time.monotonic(), memory_ids))
+        self.acks.append(Ack(self.phase, op, self.sent, time.monotonic(), memory_ids))
 
     def _answered(self, op: str, call, request):
         """Sends ``request`` until it is answered; returns the response, or None after recording an
         answer no write of this load should get."""
         deadline = time.monotonic() + GIVE_UP_SECONDS
         while True:
+            self.sent = time.monotonic()
             try:
                 return call(request, metadata=self.md, timeout=CALL_SECONDS)
             except grpc.RpcError as exc:
@@ -142,6 +146,7 @@ class Client:
         known = self.mine[memory_id]
         word, body = self._text()
         req = g.CorrectRequest(id=memory_id, expected_revision=known.revision, body=body)
+        self.sent = time.monotonic()
         try:
             resp = self.stub.Correct(req, metadata=self.md, timeout=CALL_SECONDS)
         except grpc.RpcError as exc:
