@@ -3,7 +3,9 @@
 Starts the embedded PostgreSQL unless ``DATABASE_URL`` is set, writes the operator credential into
 the data folder (mode 0600, never logged), starts ``recallatron serve NAME`` for the four services,
 prints one line containing ``ready`` once all answer SERVING, restarts a process that dies (backoff
-1 s doubling to 30 s), and stops everything cleanly on SIGTERM or Ctrl-C.
+1 s doubling to 30 s, back to 1 s once it has run ``STABLE_SECONDS``) and the embedded PostgreSQL
+when it dies (``kill -9`` included: its crash recovery brings back every committed transaction; the
+store's pools reconnect on their own), and stops everything cleanly on SIGTERM or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -18,13 +20,20 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from servicekit import clients
 from servicekit.settings import Settings
 
+if TYPE_CHECKING:
+    from servicekit.embedded_pg import EmbeddedPostgres
+
 ORDER = ("rank", "embed", "store", "gateway")
 READY_TIMEOUT_SECONDS = 300
 BACKOFF_START, BACKOFF_MAX = 1.0, 30.0
+# A process that ran this long before it died restarts after BACKOFF_START again: only a process
+# that keeps dying right after its start waits longer and longer.
+STABLE_SECONDS = 10.0
 
 
 def ensure_operator_token(path: Path) -> None:
@@ -37,7 +46,7 @@ def ensure_operator_token(path: Path) -> None:
         f.write("rco_" + secrets.token_urlsafe(32) + "\n")
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child: receive SIGTERM when the supervisor dies, even by SIGKILL (Linux prctl)."""
     if sys.platform.startswith("linux"):
         import ctypes
@@ -48,13 +57,16 @@ def _die_with_parent() -> None:
 class Supervisor:
     """Runs and restarts the service processes."""
 
-    def __init__(self, settings: Settings, env: dict[str, str], stopping: threading.Event) -> None:
-        self.settings, self.env, self.stopping = settings, env, stopping
+    def __init__(
+        self, settings: Settings, env: dict[str, str], stopping: threading.Event, pg: EmbeddedPostgres | None = None
+    ) -> None:
+        self.settings, self.env, self.stopping, self.pg = settings, env, stopping, pg
         self.logs = settings.home / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.run_dir = settings.home / "run"
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen] = {}
+        self.started: dict[str, float] = {}
         self.backoff = {name: BACKOFF_START for name in ORDER}
 
     def spawn(self, name: str) -> None:
@@ -66,9 +78,10 @@ class Supervisor:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         self.procs[name] = proc
+        self.started[name] = time.monotonic()
         (self.run_dir / f"{name}.pid").write_text(f"{proc.pid}\n")
 
     def addr(self, name: str) -> str:
@@ -100,17 +113,33 @@ class Supervisor:
                 ch.close()
 
     def watch(self) -> None:
-        """Restarts dead processes with backoff until asked to stop."""
+        """Restarts the embedded PostgreSQL and dead processes (with backoff) until asked to stop."""
         while not self.stopping.wait(1.0):
+            if self.pg is not None and not self.pg.running():
+                self.restart_postgres()
             for name, proc in list(self.procs.items()):
                 if proc.poll() is None:
                     continue
+                if time.monotonic() - self.started[name] >= STABLE_SECONDS:
+                    self.backoff[name] = BACKOFF_START
                 delay = self.backoff[name]
                 print(f"recallatron: {name} exited ({proc.returncode}); restarting in {delay:.0f}s", flush=True)
                 if self.stopping.wait(delay):
                     return
                 self.backoff[name] = min(delay * 2, BACKOFF_MAX)
                 self.spawn(name)
+
+    def restart_postgres(self) -> None:
+        """Starts the embedded server again (the services keep running and reconnect); a failure is
+        printed and retried on the next round."""
+        print("recallatron: PostgreSQL exited; restarting it (crash recovery)", flush=True)
+        t0 = time.monotonic()
+        try:
+            self.pg.restart()
+        except Exception as exc:  # noqa: BLE001 - reported, and tried again a second later
+            print(f"recallatron: PostgreSQL did not restart: {exc}; see {self.pg.data_dir / 'log'}", flush=True)
+            return
+        print(f"recallatron: PostgreSQL back after {time.monotonic() - t0:.1f}s", flush=True)
 
     def stop(self) -> None:
         """SIGTERM to every process (gateway first), then SIGKILL after 15 s."""
@@ -169,7 +198,7 @@ def run(settings: Settings) -> int:
         where = "DATABASE_URL"
     ensure_operator_token(settings.operator_token_path)
     env["RECALLATRON_OPERATOR_TOKEN_FILE"] = str(settings.operator_token_path.resolve())
-    sup = Supervisor(settings, env, stop)
+    sup = Supervisor(settings, env, stop, pg)
     status = 0
     try:
         for name in ORDER:

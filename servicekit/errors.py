@@ -64,6 +64,13 @@ class FailedPrecondition(ServiceError):
     code, reason = grpc.StatusCode.FAILED_PRECONDITION, "FAILED_PRECONDITION"
 
 
+class AlreadyExists(ServiceError):
+    """A request id already bound to a different request (store_service/idempotency.py); metadata
+    carries ``request_id`` and the ``operation`` it is bound to."""
+
+    code, reason = grpc.StatusCode.ALREADY_EXISTS, "REQUEST_ID_REUSED"
+
+
 class Unauthenticated(ServiceError):
     """Missing or bad credential."""
 

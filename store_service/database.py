@@ -3,12 +3,17 @@
 Schema changes go through yoyo-migrations (``migrations/control`` and ``migrations/workspace``).
 A migrated template database makes creating a workspace database a cheap ``CREATE DATABASE ...
 TEMPLATE`` copy.
+
+Every pool is a ``Pool``: when the server goes away (restart, crash, ``kill -9``) a call gets a
+clear UNAVAILABLE within about a second instead of waiting for a connection, and when it comes
+back the pools reconnect within seconds instead of waiting out a long reconnection backoff.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from pathlib import Path
@@ -18,7 +23,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import namedtuple_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 from yoyo import get_backend, read_migrations
 
 log = logging.getLogger(__name__)
@@ -26,6 +31,22 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 TEMPLATE_DB = "recallatron_ws_template"
 MIN_PGVECTOR = (0, 8)
 _TEMPLATE_LOCK_KEY = 0x7265_6361  # pg advisory lock id serialising template (re)builds
+
+# How long a call waits for a pooled connection while the server accepts connections (every
+# connection busy): long enough to ride out a burst, short of a client's patience.
+POOL_WAIT_SECONDS = 10.0
+# How long it waits while the server refused the last connection attempt of any pool (down or
+# restarting): the call fails UNAVAILABLE quickly, and a returning server is used by the next call.
+DOWN_WAIT_SECONDS = 1.0
+# A waiting call looks again at whether the server is down this often, so that calls already
+# waiting when it goes down also fail within about DOWN_WAIT_SECONDS.
+WAIT_SLICE_SECONDS = 0.25
+# psycopg_pool retries a failed background connection with exponential backoff (1 s, 2 s, 4 s ...)
+# until this many seconds have passed; the default 300 s let a chain sleep long after the server
+# was back. Past it the chain gives up and the next call that needs a connection starts a new one.
+RECONNECT_SECONDS = 4.0
+# libpq connect_timeout: a server host that does not answer at all fails a connection attempt.
+CONNECT_TIMEOUT_SECONDS = 5
 
 
 class StartupError(RuntimeError):
@@ -111,6 +132,86 @@ def check_server(conninfo: str) -> None:
         raise StartupError(f"cannot connect to the control-plane database: {exc}") from exc
 
 
+class ServerHealth:
+    """Whether the database server accepted the last connection attempt any pool made (shared by
+    every pool of one ``Databases``, which all connect to the same server)."""
+
+    def __init__(self) -> None:
+        self._refused = threading.Event()
+
+    @property
+    def down(self) -> bool:
+        """True from a refused connection attempt until the next one succeeds."""
+        return self._refused.is_set()
+
+    def answered(self) -> None:
+        self._refused.clear()
+
+    def refused(self) -> None:
+        self._refused.set()
+
+
+def _tracked(health: ServerHealth) -> type[psycopg.Connection]:
+    """A connection class whose ``connect`` reports each attempt's outcome to ``health`` (the pools
+    open every connection through it)."""
+
+    class TrackedConnection(psycopg.Connection):
+        @classmethod
+        def connect(cls, *args, **kwargs):
+            try:
+                conn = super().connect(*args, **kwargs)
+            except psycopg.OperationalError:
+                health.refused()
+                raise
+            health.answered()
+            return conn
+
+    return TrackedConnection
+
+
+class Pool(ConnectionPool):
+    """A psycopg_pool ``ConnectionPool`` that fails fast while the server is down.
+
+    Connections are checked before use (``ConnectionPool.check_connection``: one dead after a
+    server restart is replaced, not handed out), background reconnection gives up after
+    ``RECONNECT_SECONDS``, and ``getconn`` waits at most ``POOL_WAIT_SECONDS`` (or the timeout
+    asked), cut to ``DOWN_WAIT_SECONDS`` while ``health`` says the server is down. A call that gets
+    no connection raises ``PoolTimeout``, which ``servicekit.errors`` maps to UNAVAILABLE.
+    """
+
+    def __init__(self, conninfo: str, *, health: ServerHealth, **kwargs) -> None:
+        self.health = health
+        super().__init__(
+            conninfo,
+            connection_class=_tracked(health),
+            kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS},
+            check=ConnectionPool.check_connection,
+            timeout=POOL_WAIT_SECONDS,
+            reconnect_timeout=RECONNECT_SECONDS,
+            reconnect_failed=lambda pool: health.refused(),
+            open=False,
+            **kwargs,
+        )
+
+    def getconn(self, timeout: float | None = None) -> psycopg.Connection:
+        """A connection within ``timeout`` seconds (default ``POOL_WAIT_SECONDS``), at most
+        ``DOWN_WAIT_SECONDS`` while the server is down; PoolTimeout otherwise."""
+        budget = self.timeout if timeout is None else timeout
+        start = time.monotonic()
+        while True:
+            down = self.health.down
+            left = (min(budget, DOWN_WAIT_SECONDS) if down else budget) - (time.monotonic() - start)
+            if left <= 0:
+                why = "the database server is not accepting connections" if down else "every connection is busy"
+                raise PoolTimeout(
+                    f"no connection from pool {self.name!r} after {time.monotonic() - start:.1f} s: {why}"
+                )
+            try:
+                return super().getconn(min(left, WAIT_SLICE_SECONDS))
+            except PoolTimeout:
+                continue
+
+
 class Databases:
     """The control-plane pool and a bounded LRU of workspace pools."""
 
@@ -121,14 +222,8 @@ class Databases:
         self.control_conninfo = control_conninfo
         self.pool_max = pool_max
         self.max_workspace_pools = max_workspace_pools
-        self.control = ConnectionPool(
-            control_conninfo,
-            min_size=1,
-            max_size=pool_max,
-            open=False,
-            check=ConnectionPool.check_connection,
-            name="control",
-        )
+        self.health = ServerHealth()
+        self.control = Pool(control_conninfo, health=self.health, min_size=1, max_size=pool_max, name="control")
         self._pools: OrderedDict[str, ConnectionPool] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -182,14 +277,13 @@ class Databases:
             if pool is not None:
                 self._pools.move_to_end(db_name)
                 return pool
-            pool = ConnectionPool(
+            pool = Pool(
                 _url(self.control_conninfo, db_name),
+                health=self.health,
                 min_size=0,
                 max_size=self.pool_max,
                 max_idle=60.0,
                 configure=_configure,
-                open=False,
-                check=ConnectionPool.check_connection,
                 name=db_name,
             )
             pool.open(wait=True, timeout=30)

@@ -50,7 +50,7 @@ FAILURES = Counter("recallatron_embedding_batch_failures", "Embedding batches th
 BACKOFF_START, BACKOFF_MAX, IDLE_POLL = 0.5, 5.0, 0.5
 SWEEP_SECONDS = 60.0
 BACKLOG_SECONDS = 1.0  # the backlog gauge is recounted at most this often
-LEASE_SECONDS = 120  # a claimed batch not finished by then (worker died) is claimed again
+LEASE_SECONDS = 120  # a claimed batch not finished by then is claimed again (at once when its claimant is gone)
 EMBED_TIMEOUT_SECONDS = 60.0
 PIPELINE_BATCHES = 8  # pipelined batches per visit while only one workspace has work
 
@@ -294,15 +294,21 @@ class EmbeddingWorker:
             raise
 
     def _claim(self, pool, version: str) -> _Batch | None:
-        """Claims a batch under a lease, reads its texts and finds the vectors of identical inputs."""
+        """Claims a batch under a lease, reads its texts and finds the vectors of identical inputs.
+
+        A job is free when it was never claimed, its lease ran out, or the backend that claimed it
+        no longer exists (``claimed_by`` is not in ``pg_stat_activity``): its store died, so its
+        jobs are taken over at once instead of after ``LEASE_SECONDS``."""
         with pool.connection() as conn:
             jobs = (
                 named(conn)
                 .execute(
-                    """UPDATE embedding_job SET claimed_until = now() + %s * interval '1 second'
+                    """UPDATE embedding_job
+                    SET claimed_until = now() + %s * interval '1 second', claimed_by = pg_backend_pid()
                     WHERE memory_id IN (
                         SELECT j.memory_id FROM embedding_job j
                          WHERE j.claimed_until IS NULL OR j.claimed_until < now()
+                            OR NOT (j.claimed_by = ANY (ARRAY(SELECT a.pid FROM pg_stat_activity a)))
                          ORDER BY j.enqueued_at, j.memory_id LIMIT %s FOR UPDATE SKIP LOCKED)
                 RETURNING memory_id, memory_revision""",
                     (LEASE_SECONDS, self.batch_size),

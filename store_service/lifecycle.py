@@ -24,7 +24,7 @@ from servicekit.errors import (
     NotFound,
     PermissionDenied,
 )
-from store_service import entities, lexical_index
+from store_service import entities, idempotency, lexical_index
 from store_service.database import named
 from store_service.memories import (
     COLUMNS,
@@ -33,7 +33,6 @@ from store_service.memories import (
     check_request_id,
     insert,
     readable_ids,
-    request_key,
     to_memory,
 )
 from store_service.provenance import ANCESTORS, DOWN
@@ -103,7 +102,15 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
     check_request_id(req.request_id)
     entities.check_mentions(req.entities)
     sources = list(dict.fromkeys(parse_uuid(i, "source_ids", missing_is_not_found=True) for i in req.source_ids))
-    key = request_key("derive", req.request_id)
+    fields = {
+        "sources": sorted(str(x) for x in sources),
+        "kind": kind,
+        "title": req.title,
+        "body": req.body,
+        "confidence": confidence,
+        **idempotency.mention_fields(req.entities),
+    }
+    key = idempotency.key(req.request_id, idempotency.DERIVE, fields)
     with conn.transaction():
         first = by_request_id(conn, caller, key)
         if first is not None:
@@ -183,7 +190,17 @@ def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
     check_text(req.title, req.body)
     confidence = check_confidence(req.confidence) if req.HasField("confidence") else 1.0
     check_request_id(req.request_id)
-    key = request_key(f"supersede:{req.memory_id}", req.request_id)
+    target = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
+    fields = {
+        "target": str(target),
+        "expected_revision": req.expected_revision,
+        "kind": None if req.kind == m.KIND_UNSPECIFIED else enum_value(KINDS, req.kind, "kind"),
+        "title": req.title,
+        "body": req.body,
+        "audience": idempotency.audience_name(req.audience),
+        "confidence": confidence,
+    }
+    key = idempotency.key(req.request_id, idempotency.SUPERSEDE, fields)
     with conn.transaction():
         first = by_request_id(conn, caller, key)
         if first is not None:
@@ -192,7 +209,6 @@ def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
         # concurrent forget of an ancestor then either finishes first (and the target reads as
         # gone) or waits and finds the successor through the links it inherits. Without this a
         # successor of a forgotten source stayed live and indexed, readable by nobody.
-        target = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
         conn.execute(
             f"SELECT 1 FROM memory m WHERE m.id IN ({ANCESTORS}) AND m.id <> %(target)s ORDER BY m.id FOR SHARE",
             {"ids": [target], "target": target},
@@ -277,8 +293,10 @@ def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
         ]
         visible = readable_ids(conn, caller, closure)
         lexical_index.remove_memories(conn, closure)
+        # The request fingerprint goes with the text (store_service/idempotency.py): the id stays used.
         conn.execute(
-            """UPDATE memory SET title = '', body = '', forgotten_at = now(), updated_at = now(),
+            """UPDATE memory SET title = '', body = '', request_fingerprint = NULL, forgotten_at = now(),
+                      updated_at = now(),
                       invalidation_reason = CASE WHEN id = %(target)s THEN %(reason)s
                                                  ELSE 'forgotten with its source ' || %(target)s::text END
                 WHERE id = ANY(%(ids)s)""",

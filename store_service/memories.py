@@ -15,8 +15,9 @@ from recallatron.store.v1 import store_pb2 as s
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_REMEMBER_BATCH
-from store_service import entities, lexical_index
+from store_service import entities, idempotency, lexical_index
 from store_service.database import named
+from store_service.idempotency import RequestKey
 from store_service.readability import CHAIN_READABLE, caller_params
 from store_service.vocabulary import (
     KIND_OF,
@@ -111,48 +112,58 @@ class NewMemory:
 
 @dataclass
 class Insert:
-    """One memory for ``insert_many``: its validated fields, stored request key ("" for none), the
-    entities it is about and the memories it is derived from."""
+    """One memory for ``insert_many``: its validated fields, its request key (request id "" for
+    none), the entities it is about and the memories it is derived from."""
 
     new: NewMemory
-    key: str
+    key: RequestKey
     entity_ids: list[uuid.UUID]
     sources: list[uuid.UUID] = field(default_factory=list)
 
 
-def by_request_id(conn: psycopg.Connection, caller: m.Caller, request_id: str) -> m.Memory | None:
-    """The memory this member already created under ``request_id`` (AIP-155 retries), if any.
-
-    A retry answers only with what the caller may read now: through a token narrowed to other
-    purposes, or after a forget, the first result is NOT_FOUND rather than shown (or written twice).
-    """
-    found = by_request_ids(conn, caller, [request_id]).get(request_id)
+def by_request_id(conn: psycopg.Connection, caller: m.Caller, key: RequestKey) -> m.Memory | None:
+    """The first result of ``key``'s request id when this member already used it (AIP-155 retries),
+    None when it did not; raises ALREADY_EXISTS when the id is bound to a different request, and
+    NOT_FOUND when the first result is not readable now (see ``store_service.idempotency``)."""
+    found = by_request_ids(conn, caller, [key])[0]
     if isinstance(found, ServiceError):
         raise found
     return found
 
 
-def by_request_ids(conn: psycopg.Connection, caller: m.Caller, keys) -> dict[str, m.Memory | NotFound]:
-    """``by_request_id`` for many keys in three queries: key -> first result (or its NOT_FOUND);
-    keys never used are absent."""
-    keys = sorted({k for k in keys if k})
-    if not keys:
-        return {}
+def by_request_ids(conn: psycopg.Connection, caller: m.Caller, keys: list[RequestKey]) -> list:
+    """``by_request_id`` for many keys in three queries, in their order: None for a key whose request
+    id this member never used (or that has none), else the memory or the ServiceError it answers with.
+
+    A first result is shown only as the caller may read it now: through a token narrowed to other
+    purposes, or after a forget, it is NOT_FOUND rather than shown (or written twice)."""
+    wanted = sorted({k.request_id for k in keys if k.request_id})
+    if not wanted:
+        return [None] * len(keys)
     rows = (
         named(conn)
         .execute(
-            f"SELECT {COLUMNS}, m.request_id FROM memory m WHERE m.created_by = %s AND m.request_id = ANY(%s)",
-            (uuid.UUID(caller.member_id), keys),
+            f"""SELECT {COLUMNS}, m.request_id, m.request_operation, m.request_fingerprint
+                  FROM memory m WHERE m.created_by = %s AND m.request_id = ANY(%s)""",
+            (uuid.UUID(caller.member_id), wanted),
         )
         .fetchall()
     )
     ok = readable_ids(conn, caller, [r.id for r in rows])
-    found: dict[str, m.Memory | NotFound] = {r.request_id: NotFound("memory not found") for r in rows if r.id not in ok}
     shown = {r.id: to_memory(r) for r in rows if r.id in ok}
     attach_links(conn, caller, shown)
     redact_successors(conn, caller, list(shown.values()))
-    found.update({r.request_id: shown[r.id] for r in rows if r.id in ok})
-    return found
+    bound = {r.request_id: r for r in rows}
+    out: list[m.Memory | ServiceError | None] = []
+    for k in keys:
+        r = bound.get(k.request_id) if k.request_id else None
+        if r is None:
+            out.append(None)
+            continue
+        first = shown.get(r.id) or NotFound("memory not found")
+        fingerprint = bytes(r.request_fingerprint) if r.request_fingerprint is not None else None
+        out.append(idempotency.answer(k, r.request_operation, fingerprint, r.forgotten_at is not None, first))
+    return out
 
 
 def check_request_id(request_id: str) -> None:
@@ -161,12 +172,6 @@ def check_request_id(request_id: str) -> None:
         raise InvalidArgument(
             f"request_id must be at most {MAX_REQUEST_ID_CHARS} characters, without NUL", field="request_id"
         )
-
-
-def request_key(operation: str, request_id: str) -> str:
-    """The stored idempotency key: the operation (and its target) plus the client's request id, so a
-    request id reused for another operation never returns that operation's result."""
-    return f"{operation}:{request_id}" if request_id else ""
 
 
 def redact_successors(conn: psycopg.Connection, caller: m.Caller, memories: list[m.Memory]) -> None:
@@ -182,43 +187,45 @@ def insert(
     conn: psycopg.Connection,
     caller: m.Caller,
     new: NewMemory,
-    request_id: str,
+    key: RequestKey,
     entity_ids: list[uuid.UUID],
     sources: list[uuid.UUID] = (),
 ) -> m.Memory:
     """Inserts a memory with its links and queues its embedding; must run inside a transaction.
 
-    ``insert_many`` of one: with a ``request_id`` a concurrent retry that already inserted wins and
-    its memory is returned (NOT_FOUND when the caller may not read it now).
+    ``insert_many`` of one: with a request id a concurrent retry that already inserted wins and is
+    answered as ``by_request_id`` answers it.
     """
-    result = insert_many(conn, caller, [Insert(new, request_id, entity_ids, list(sources))])[0]
+    result = insert_many(conn, caller, [Insert(new, key, entity_ids, list(sources))])[0]
     if isinstance(result, ServiceError):
         raise result
     return result
 
 
-def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert]) -> list[m.Memory | NotFound]:
+def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert]) -> list[m.Memory | ServiceError]:
     """Inserts memories with their links, queues their embeddings and adds them to the keyword
     index, in one statement each however many there are; must run inside a transaction.
 
-    Request keys must be distinct among ``items``. An item whose key a concurrent call inserted
-    first is not written: its result is that call's memory, as ``by_request_id`` answers it.
+    Request ids must be distinct among ``items``. An item whose request id a concurrent call
+    inserted first is not written: its result is what ``by_request_id`` answers for it (that call's
+    memory, or ALREADY_EXISTS when the two requests differ).
     """
     if not items:
         return []
     member = uuid.UUID(caller.member_id)
     ids = [uuid.uuid4() for _ in items]
-    # Rows go in request-key order, so concurrent batches sharing keys wait on each other in one order.
-    order = sorted(range(len(items)), key=lambda j: items[j].key)
+    # Rows go in request-id order, so concurrent batches sharing ids wait on each other in one order.
+    order = sorted(range(len(items)), key=lambda j: items[j].key.request_id)
     news = [items[j].new for j in order]
     rows = (
         named(conn)
         .execute(
             f"""INSERT INTO memory AS m (id, kind, title, body, audience_member_id, purpose, confidence, origin,
-                               created_by, occurred_at, request_id)
-            SELECT i, k, t, b, a, p, c, o, %s, w, r
+                               created_by, occurred_at, request_id, request_operation, request_fingerprint)
+            SELECT i, k, t, b, a, p, c, o, %s, w, r, r_op, r_fp
               FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::uuid[], %s::text[], %s::float8[],
-                          %s::text[], %s::timestamptz[], %s::text[]) AS u(i, k, t, b, a, p, c, o, w, r)
+                          %s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::bytea[])
+                   AS u(i, k, t, b, a, p, c, o, w, r, r_op, r_fp)
             ON CONFLICT (created_by, request_id) DO NOTHING
             RETURNING {COLUMNS}""",
             (
@@ -232,7 +239,9 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
                 [n.confidence for n in news],
                 [n.origin for n in news],
                 [n.occurred_at for n in news],
-                [items[j].key or None for j in order],
+                [items[j].key.request_id or None for j in order],
+                [items[j].key.operation if items[j].key.request_id else None for j in order],
+                [items[j].key.fingerprint if items[j].key.request_id else None for j in order],
             ),
         )
         .fetchall()
@@ -255,10 +264,11 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
         lexical_index.add_memories(
             conn, [(mid, it.new.audience, it.new.purpose, it.new.title, it.new.body) for mid, it in written]
         )
-    # A concurrent call with the same request key won those inserts.
-    firsts = by_request_ids(conn, caller, [it.key for mid, it in zip(ids, items, strict=True) if mid not in stored])
+    # A concurrent call with the same request id won those inserts.
+    lost = [it.key for mid, it in zip(ids, items, strict=True) if mid not in stored]
+    firsts = iter(by_request_ids(conn, caller, lost))
     return [
-        to_memory(stored[mid]) if mid in stored else firsts.get(it.key, NotFound("memory not found"))
+        to_memory(stored[mid]) if mid in stored else (next(firsts) or NotFound("memory not found"))
         for mid, it in zip(ids, items, strict=True)
     ]
 
@@ -281,15 +291,16 @@ class Prepared:
 
     new: NewMemory
     mentions: list
-    key: str
+    key: RequestKey
 
 
 def remember(conn: psycopg.Connection, req: s.RememberRequest) -> m.Memory:
     """Stores a told memory and queues its embedding in one transaction (a batch of one).
 
     INVALID_ARGUMENT for bad fields; PERMISSION_DENIED for a purpose not granted; NOT_FOUND for an
-    entity id the caller cannot see. With a ``request_id`` already used by this member, returns the
-    first result and writes nothing.
+    entity id the caller cannot see. With a ``request_id`` this member already used: the first
+    result for the same request, ALREADY_EXISTS for another (``store_service.idempotency``); nothing
+    is written.
     """
     result = remember_batch(conn, req.caller, [req])[0]
     if isinstance(result, Exception):
@@ -303,7 +314,8 @@ def remember_batch(conn: psycopg.Connection, caller: m.Caller, reqs) -> list[m.M
     Each entry's result is what a Remember of it would give, in order: its memory, or the error it
     would fail with (a ``ServiceError``, or a database error one row's values caused, mapped by
     ``servicekit.errors``). Entries answer as the same Remember calls made one after another would:
-    a request id already used, or used by an earlier entry, answers with that first result.
+    a request id already used, or used by an earlier entry, answers with that first result when the
+    request is the same and with ALREADY_EXISTS when it is not.
     Validation runs first, row by row; the rows written are inserted in one transaction with a few
     multi-row statements. Only when one of those fails on a row's values is the batch redone row by
     row under savepoints, so that row alone fails.
@@ -346,14 +358,14 @@ def _write_prepared(
     ids, entity checks, then one ``insert_many`` (or, with ``row_by_row``, one per entry under its
     own savepoint, a failure answering for that entry alone)."""
     out: dict[int, m.Memory | Exception] = {}
-    firsts = by_request_ids(conn, caller, [p.key for p in prepared.values()])
+    firsts = dict(zip(prepared, by_request_ids(conn, caller, [p.key for p in prepared.values()]), strict=True))
     visible = entities.visible_ids(
         conn, caller, {e for p in prepared.values() for e in entities.mentioned_ids(p.mentions)}
     )
     todo: list[int] = []
     for i, p in prepared.items():
-        if p.key in firsts:
-            out[i] = firsts[p.key]
+        if firsts[i] is not None:
+            out[i] = firsts[i]
             continue
         try:
             entities.check_visible(p.mentions, visible)
@@ -362,24 +374,26 @@ def _write_prepared(
             continue
         todo.append(i)
     if not row_by_row:
-        owners: dict[str, int] = {}  # request key -> the first entry written with it
+        owners: dict[str, int] = {}  # request id -> the first entry written with it
         fresh = []
         for i in todo:
-            if prepared[i].key not in owners:
+            rid = prepared[i].key.request_id
+            if rid not in owners:
                 fresh.append(i)
-                if prepared[i].key:
-                    owners[prepared[i].key] = i
+                if rid:
+                    owners[rid] = i
         for i, result in zip(fresh, _insert_prepared(conn, caller, [prepared[i] for i in fresh]), strict=True):
             out[i] = result
         for i in todo:
-            if i not in out:  # a repeat of an earlier entry's request key
-                out[i] = out[owners[prepared[i].key]]
+            if i not in out:  # a repeat of an earlier entry's request id
+                owner = owners[prepared[i].key.request_id]
+                out[i] = _repeat(prepared[i].key, prepared[owner].key, out[owner])
         return out
-    done: dict[str, m.Memory | Exception] = {}  # request key -> the result that stands for it
+    done: dict[str, tuple[RequestKey, m.Memory | Exception]] = {}  # request id -> its first key and result
     for i in todo:
         key = prepared[i].key
-        if key in done:
-            out[i] = done[key]
+        if key.request_id in done:
+            out[i] = _repeat(key, *done[key.request_id])
             continue
         try:
             with conn.transaction():  # a savepoint
@@ -387,12 +401,21 @@ def _write_prepared(
         except ROW_ERRORS as exc:
             out[i] = exc
             continue
-        if key:
-            done[key] = out[i]
+        if key.request_id:
+            done[key.request_id] = (key, out[i])
     return out
 
 
-def _insert_prepared(conn: psycopg.Connection, caller: m.Caller, entries: list[Prepared]) -> list[m.Memory | NotFound]:
+def _repeat(key: RequestKey, first_key: RequestKey, first_result: m.Memory | Exception) -> m.Memory | Exception:
+    """The answer to a batch entry repeating the request id of an earlier entry that was written (or
+    answered): what a Remember after that one would answer, its result for the same request and
+    ALREADY_EXISTS for a different one."""
+    return first_result if key == first_key else idempotency.reused(key.request_id, first_key.operation)
+
+
+def _insert_prepared(
+    conn: psycopg.Connection, caller: m.Caller, entries: list[Prepared]
+) -> list[m.Memory | ServiceError]:
     """Creates the named entities of entries already checked, then inserts the memories."""
     entity_ids = entities.create_named(conn, [p.mentions for p in entries])
     return insert_many(conn, caller, [Insert(p.new, p.key, ids) for p, ids in zip(entries, entity_ids, strict=True)])
@@ -414,10 +437,20 @@ def prepare_remember(caller: m.Caller, req) -> Prepared:
     check_request_id(req.request_id)
     entities.check_mentions(req.entities)
     occurred = occurred_at(req)
+    fields = {
+        "purpose": purpose,
+        "kind": kind,
+        "title": req.title,
+        "body": req.body,
+        "audience": idempotency.audience_name(req.audience),
+        "confidence": confidence,
+        "occurred_at": idempotency.instant(occurred),
+        **idempotency.mention_fields(req.entities),
+    }
     return Prepared(
         NewMemory(kind, req.title, req.body, audience, purpose, confidence, "told", occurred),
         list(req.entities),
-        request_key("remember", req.request_id),
+        idempotency.key(req.request_id, idempotency.REMEMBER, fields),
     )
 
 

@@ -17,6 +17,8 @@ from psycopg.conninfo import make_conninfo
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
+from yoyo import get_backend, read_migrations
+from yoyo.migrations import MigrationList
 
 from embed_service.models import BiEncoder
 from embed_service.server import EmbedService
@@ -26,6 +28,7 @@ from rank_service.server import start as start_rank
 from servicekit import clients
 from servicekit.embedded_pg import EmbeddedPostgres
 from store_service.control import ControlPlane
+from store_service.database import MIGRATIONS, _yoyo_url
 from store_service.server import StoreService
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -171,3 +174,15 @@ def code_of(call, *args, **kwargs) -> grpc.StatusCode:
     except grpc.RpcError as exc:
         return exc.code()
     return grpc.StatusCode.OK
+
+
+def migrate_until(conninfo: str, last: str) -> None:
+    """Applies the workspace migrations up to and including ``last`` (an id such as
+    ``0005_embedding_input_hash``) to one database, to build a database as an older store left it."""
+    backend = get_backend(_yoyo_url(conninfo))
+    try:
+        wanted = MigrationList([mig for mig in read_migrations(str(MIGRATIONS / "workspace")) if mig.id <= last])
+        with backend.lock():
+            backend.apply_migrations(backend.to_apply(wanted))
+    finally:
+        backend.connection.close()

@@ -8,24 +8,13 @@ from __future__ import annotations
 import uuid
 
 import psycopg
+from conftest import migrate_until
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from recallatron.memory.v1 import memory_pb2 as m
-from yoyo import get_backend, read_migrations
-from yoyo.migrations import MigrationList
 
 from store_service import candidates, lexical_index
-from store_service.database import MIGRATIONS, _yoyo_url, migrate
-
-
-def _apply_until(conninfo: str, last: str) -> None:
-    backend = get_backend(_yoyo_url(conninfo))
-    try:
-        wanted = MigrationList([mig for mig in read_migrations(str(MIGRATIONS / "workspace")) if mig.id <= last])
-        with backend.lock():
-            backend.apply_migrations(backend.to_apply(wanted))
-    finally:
-        backend.connection.close()
+from store_service.database import migrate
 
 
 def test_migration_reindexes_existing_memories(pg):
@@ -33,7 +22,7 @@ def test_migration_reindexes_existing_memories(pg):
     with psycopg.connect(pg, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db_name)))
     url = make_conninfo(pg, dbname=db_name)
-    _apply_until(url, "0003_embedding_job_lease")
+    migrate_until(url, "0003_embedding_job_lease")
     alice, bob = uuid.uuid4(), uuid.uuid4()
     rows = {  # id -> (audience, purpose, body)
         uuid.uuid4(): (None, "conversation", "The deploy of ABC-1234 failed on 2024-03-15."),

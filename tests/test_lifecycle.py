@@ -405,14 +405,20 @@ def test_successor_of_a_derivation_is_forgotten_with_its_source(team):
     assert code_of(alice.read, successor.id) == NOT_FOUND
 
 
-def test_request_id_is_scoped_to_its_operation(team):
-    alice = team["alice"]
+def test_request_id_is_bound_to_its_operation(team):
+    """A request id used by Remember is refused for Derive and Supersede (ALREADY_EXISTS), and
+    nothing is written; tests/test_idempotency.py has the rest."""
+    alice, stack = team["alice"], team["stack"]
     rid = "shared-" + word()
     told = alice.remember(f"{word()} told", request_id=rid)
-    derived = derive(alice, [told.id], "derived", request_id=rid)
-    assert derived.id != told.id and derived.origin == m.ORIGIN_DERIVED
     other = alice.remember(f"{word()} another target")
-    assert supersede(alice, other.id, 1, "replaces other", request_id=rid).id not in (told.id, derived.id)
+    with stack.db(team["ws"]) as conn:
+        before = conn.execute("SELECT count(*) FROM memory").fetchone()[0]
+    assert code_of(derive, alice, [told.id], "derived", request_id=rid) == grpc.StatusCode.ALREADY_EXISTS
+    assert code_of(supersede, alice, other.id, 1, "replaces other", request_id=rid) == grpc.StatusCode.ALREADY_EXISTS
+    with stack.db(team["ws"]) as conn:
+        assert conn.execute("SELECT count(*) FROM memory").fetchone()[0] == before
+    assert alice.read(other.id).superseded_by_id == ""
 
 
 def test_concurrent_supersede_retries_return_the_one_successor(team):

@@ -202,10 +202,17 @@ def test_resending_a_batch_returns_the_same_ids_and_writes_nothing(stack, team):
     assert stored_count(stack, team["ws"], alice.id) == count
     with stack.db(team["ws"]) as conn:
         assert conn.execute("SELECT count(*) FROM memory_link").fetchone()[0] == links
-    # A single Remember with one of those request ids answers with the same memory, and vice versa.
-    assert alice.remember("whatever text", request_id="imp-7").id == first[7].memory.id
+    # A single Remember of the same request with one of those ids answers with the same memory, and
+    # vice versa; another text under the id is refused (tests/test_idempotency.py has the rest).
+    assert alice.remember("Import row 7: the quartermaster counted 7 barrels of tar.", request_id="imp-7").id == (
+        first[7].memory.id
+    )
+    assert code_of(alice.remember, "whatever text", request_id="imp-7") == grpc.StatusCode.ALREADY_EXISTS
     single = alice.remember("The bosun sharpened the cutlasses before dawn.", request_id="imp-single")
-    mixed_again = batch(alice, [entry("different text", request_id="imp-single"), entry("a fresh row of tar")])
+    mixed_again = batch(
+        alice,
+        [entry("The bosun sharpened the cutlasses before dawn.", request_id="imp-single"), entry("a fresh row of tar")],
+    )
     assert mixed_again[0].memory.id == single.id and mixed_again[1].memory.id not in (single.id, "")
     assert stored_count(stack, team["ws"], alice.id) == count + 2
 
@@ -252,7 +259,8 @@ def test_a_row_the_database_refuses_fails_alone(stack, team, monkeypatch):
 
 def test_insert_many_returns_the_winner_of_a_request_id_race(stack, team):
     """Two writers with the same request id: the one that inserts second writes nothing and answers
-    with the first's memory (ON CONFLICT, no savepoint, the other rows unaffected)."""
+    with the first's memory when its request is the same, ALREADY_EXISTS when it is not (ON CONFLICT,
+    no savepoint, the other rows unaffected)."""
     alice = team["alice"]
     first = alice.remember("The navigator plotted a course by the stars.", request_id="race-1")
     caller = m.Caller(
@@ -261,17 +269,22 @@ def test_insert_many_returns_the_winner_of_a_request_id_race(stack, team):
         role=m.ROLE_MEMBER,
         granted_purposes=[CONV, TASKS, m.PURPOSE_REPORTING, m.PURPOSE_ADMINISTRATION],
     )
-    new = memories.NewMemory("note", "", "a racing duplicate", None, "conversation", 1.0, "told")
-    fresh = memories.NewMemory("note", "", "The carpenter mended the mast.", None, "conversation", 1.0, "told")
+    same = memories.prepare_remember(caller, entry("The navigator plotted a course by the stars.", request_id="race-1"))
+    other = memories.prepare_remember(caller, entry("a racing duplicate", request_id="race-1"))
+    fresh = memories.prepare_remember(caller, entry("The carpenter mended the mast.", request_id="race-2"))
     with stack.db(team["ws"]) as conn:
         conn.autocommit = False
         with conn.transaction():
             lost, won = memories.insert_many(
-                conn,
-                caller,
-                [memories.Insert(new, "remember:race-1", []), memories.Insert(fresh, "remember:race-2", [])],
+                conn, caller, [memories.Insert(same.new, same.key, []), memories.Insert(fresh.new, fresh.key, [])]
             )
+            (refused,) = memories.insert_many(conn, caller, [memories.Insert(other.new, other.key, [])])
     assert lost.id == first.id and lost.body == first.body
+    # The loser of a race with another request under the same id is refused, not given the winner's memory.
+    assert refused.code == grpc.StatusCode.ALREADY_EXISTS and refused.metadata == {
+        "request_id": "race-1",
+        "operation": "remember",
+    }
     assert won.id not in ("", first.id) and alice.read(won.id).body == "The carpenter mended the mast."
 
 

@@ -31,8 +31,9 @@ class MemoryServiceStub:
     Status codes: INVALID_ARGUMENT for bad input; UNAUTHENTICATED for a missing or bad token;
     NOT_FOUND for a memory that does not exist or that the caller may not read (the two are
     indistinguishable); PERMISSION_DENIED for a purpose not granted or a readable memory the caller
-    may not change; ABORTED for a revision conflict; FAILED_PRECONDITION for a refused derivation or a
-    superseded target; UNAVAILABLE when the store is down. Never INTERNAL for anything a caller can cause.
+    may not change; ABORTED for a revision conflict; ALREADY_EXISTS for a request_id already used by
+    a different request; FAILED_PRECONDITION for a refused derivation or a superseded target;
+    UNAVAILABLE when the store is down. Never INTERNAL for anything a caller can cause.
     """
 
     def __init__(self, channel):
@@ -94,8 +95,9 @@ class MemoryServiceServicer:
     Status codes: INVALID_ARGUMENT for bad input; UNAUTHENTICATED for a missing or bad token;
     NOT_FOUND for a memory that does not exist or that the caller may not read (the two are
     indistinguishable); PERMISSION_DENIED for a purpose not granted or a readable memory the caller
-    may not change; ABORTED for a revision conflict; FAILED_PRECONDITION for a refused derivation or a
-    superseded target; UNAVAILABLE when the store is down. Never INTERNAL for anything a caller can cause.
+    may not change; ABORTED for a revision conflict; ALREADY_EXISTS for a request_id already used by
+    a different request; FAILED_PRECONDITION for a refused derivation or a superseded target;
+    UNAVAILABLE when the store is down. Never INTERNAL for anything a caller can cause.
     """
 
     def Remember(self, request, context):
@@ -234,8 +236,9 @@ class MemoryService:
     Status codes: INVALID_ARGUMENT for bad input; UNAUTHENTICATED for a missing or bad token;
     NOT_FOUND for a memory that does not exist or that the caller may not read (the two are
     indistinguishable); PERMISSION_DENIED for a purpose not granted or a readable memory the caller
-    may not change; ABORTED for a revision conflict; FAILED_PRECONDITION for a refused derivation or a
-    superseded target; UNAVAILABLE when the store is down. Never INTERNAL for anything a caller can cause.
+    may not change; ABORTED for a revision conflict; ALREADY_EXISTS for a request_id already used by
+    a different request; FAILED_PRECONDITION for a refused derivation or a superseded target;
+    UNAVAILABLE when the store is down. Never INTERNAL for anything a caller can cause.
     """
 
     @staticmethod
