@@ -5,9 +5,9 @@ HTTP/2 connection for every call on it). Keepalive pings an idle connection ever
 dead peer or a connection dropped by the network in between is found before a call needs it;
 servicekit.server accepts those pings (KEEPALIVE_SERVER_OPTIONS).
 
-Every unary call on such a channel gets a deadline (``InternalCalls``): its own timeout, or the
-channel's default, bounded by what is left of the deadline of the call being served
-(servicekit.deadlines). Methods mapped to a circuit breaker (servicekit.breaker) are refused at once
+Every unary call on such a channel gets a deadline (``InternalCalls``): its own timeout bounded by
+what is left of the deadline of the call being served, or else what is left, or else the channel's
+default (servicekit.deadlines). Methods mapped to a circuit breaker (servicekit.breaker) are refused at once
 while it is open, and their outcomes feed it.
 """
 
@@ -55,8 +55,10 @@ class InternalCalls(grpc.UnaryUnaryClientInterceptor):
     """Gives every unary call its deadline and, for methods mapped to a breaker, applies the breaker.
 
     ``breakers`` maps a full method name (``/package.Service/Method``) or a service prefix
-    (``/package.Service/``) to its breaker; a method maps to the exact entry first. A call with no
-    timeout of its own gets its breaker's deadline, or ``default_deadline`` seconds when unmapped.
+    (``/package.Service/``) to its breaker; a method maps to the exact entry first. A call's timeout
+    is its own, bounded by what is left of the caller's deadline (servicekit.deadlines.for_call);
+    without one of its own, what is left; when the caller set none either, its breaker's deadline,
+    or ``default_deadline`` seconds when unmapped.
     """
 
     def __init__(self, breakers: Mapping[str, CircuitBreaker], default_deadline: float) -> None:
@@ -70,10 +72,9 @@ class InternalCalls(grpc.UnaryUnaryClientInterceptor):
         method = client_call_details.method
         method = method.decode() if isinstance(method, bytes) else method
         breaker = self.breaker_for(method)
-        own = client_call_details.timeout
-        if own is None:
-            own = breaker.deadline if breaker else self.default_deadline
-        timeout = deadlines.bounded(own)
+        timeout = deadlines.for_call(
+            client_call_details.timeout, breaker.deadline if breaker else self.default_deadline
+        )
         details = _Details(
             client_call_details.method,
             timeout,

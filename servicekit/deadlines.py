@@ -3,16 +3,20 @@
 gRPC Python does not carry a server call's deadline into the calls its handler makes, so this
 module does: ``DeadlineInterceptor`` (installed by ``servicekit.server.start_server``) notes the
 absolute deadline of each incoming call for the duration of its handler (a ``ContextVar``, set and
-reset in the handler's own thread), and ``servicekit.clients`` bounds every outgoing call by what is
-left of it. Outside a handler (background threads: the embedding job, health watches, probes)
-nothing is noted and a call keeps its own timeout or the channel's default.
+reset in the handler's own thread), and ``servicekit.clients`` gives every outgoing unary call the
+timeout ``for_call`` computes:
 
-Values (README.md, "Configuration"):
+- a call that names a timeout of its own (a stage deadline, a probe's) gets it, cut to what is
+  left of the caller's deadline when that is shorter;
+- a call that names none gets what is left of the caller's deadline;
+- when the caller set no deadline (or outside a handler: the embedding job, health watches,
+  probes), it gets the channel's default: ``servicekit.limits.INTERNAL_DEADLINE_SECONDS``
+  (``RECALLATRON_INTERNAL_DEADLINE_SECONDS``, 30 s; README.md, "Configuration"), or the deadline
+  of the dependency's circuit breaker.
 
-- ``servicekit.limits.INTERNAL_DEADLINE_SECONDS`` (``RECALLATRON_INTERNAL_DEADLINE_SECONDS``, 30 s):
-  a call whose caller set no deadline and that names no timeout of its own (the channel's default).
-- ``OPTIONAL_SHARE`` (0.5): an optional stage (the query embedding, the re-ranker) gets at most half
-  of what is left of the caller's deadline, so the degraded answer still has the other half.
+An optional stage (the query embedding, the re-ranker) asks for at most ``OPTIONAL_SHARE`` (half)
+of what is left of the caller's deadline (``optional_stage``), so the degraded answer still has the
+other half.
 """
 
 from __future__ import annotations
@@ -51,11 +55,15 @@ def remaining() -> float | None:
     return None if at is None else at - time.monotonic()
 
 
-def bounded(allowance: float) -> float:
-    """The timeout of an internal call allowed ``allowance`` seconds of its own: the smaller of that
-    and what is left of the caller's deadline, never below ``MIN_TIMEOUT_SECONDS``."""
+def for_call(own: float | None, default: float) -> float:
+    """The timeout of an internal call (seconds): its ``own`` timeout bounded by what is left of the
+    caller's deadline; without one of its own, what is left; ``default`` when there is neither.
+    Never below ``MIN_TIMEOUT_SECONDS``."""
     left = remaining()
-    timeout = allowance if left is None else min(allowance, left)
+    if own is None:
+        timeout = default if left is None else left
+    else:
+        timeout = own if left is None else min(own, left)
     return max(timeout, MIN_TIMEOUT_SECONDS)
 
 
