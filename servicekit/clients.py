@@ -88,7 +88,11 @@ class InternalCalls(grpc.UnaryUnaryClientInterceptor):
         ticket = breaker.acquire()
         if ticket is None:
             return Refused(breaker.dependency)
-        call = continuation(details, request)
+        try:
+            call = continuation(details, request)
+        except BaseException:  # e.g. a closed channel: no outcome, but the ticket (a trial's slot) is given back
+            breaker.record(ticket, None)
+            raise
         call.add_done_callback(lambda done: breaker.record(ticket, failed(done.code(), timeout, breaker.deadline)))
         return call
 
