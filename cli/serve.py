@@ -1,4 +1,9 @@
-"""``recallatron serve NAME``: run one service in the foreground until SIGTERM or Ctrl-C."""
+"""``recallatron serve NAME``: run one service in the foreground until SIGTERM or Ctrl-C.
+
+On SIGTERM or SIGINT the service turns NOT_SERVING on its health service, refuses new calls, lets
+the calls in flight finish for up to ``RECALLATRON_SHUTDOWN_GRACE_SECONDS`` (10 s; after that they
+are cancelled), closes its channels and database pools, and the process exits 0.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ SERVICES = ("store", "embed", "rank", "gateway")
 
 
 def start(name: str, settings: Settings):
-    """Starts service ``name`` and returns an object with ``stop()``. SystemExit on bad configuration."""
+    """Starts service ``name`` and returns an object with ``stop(grace)``. SystemExit on bad configuration."""
     if name == "store":
         from store_service.database import StartupError
         from store_service.server import StoreService
@@ -60,6 +65,7 @@ def start(name: str, settings: Settings):
             settings.rank_addr,
             settings.operator_token_path,
             config,
+            internal_deadline=settings.internal_deadline_seconds,
         )
     raise SystemExit(f"unknown service {name!r}; choose one of {', '.join(SERVICES)}")
 
@@ -73,8 +79,9 @@ def run(name: str, settings: Settings) -> int:
     port = serve_metrics(settings.metrics_addr, settings.metrics_port(name))
     log.info("%s serving; metrics on http://%s:%d/metrics", name, settings.metrics_addr, port)
     stop.wait()
-    log.info("%s stopping", name)
-    service.stop()
+    log.info("%s stopping: NOT_SERVING, up to %.1f s for calls in flight", name, settings.shutdown_grace_seconds)
+    service.stop(settings.shutdown_grace_seconds)
+    log.info("%s stopped", name)
     return 0
 
 

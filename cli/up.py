@@ -142,15 +142,17 @@ class Supervisor:
         print(f"recallatron: PostgreSQL back after {time.monotonic() - t0:.1f}s", flush=True)
 
     def stop(self) -> None:
-        """SIGTERM to every process (gateway first), then SIGKILL after 15 s."""
+        """SIGTERM to each process in turn, gateway first, each waited for (SIGKILL after its grace
+        period and 5 s more), so the calls a service lets finish still find the services behind it."""
         self.stopping.set()
         for name in reversed(ORDER):
             proc = self.procs.get(name)
-            if proc and proc.poll() is None:
+            if proc is None:
+                continue
+            if proc.poll() is None:
                 proc.terminate()
-        for proc in self.procs.values():
             try:
-                proc.wait(timeout=15)
+                proc.wait(timeout=self.settings.shutdown_grace_seconds + 5)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()

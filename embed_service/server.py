@@ -14,6 +14,7 @@ from recallatron.embed.v1 import embed_pb2_grpc
 
 from embed_service.models import DIMENSIONS, INPUT_VERSION, MAX_BATCH, MODEL_ID, BiEncoder, Reranker, compose
 from servicekit.errors import InvalidArgument, Unavailable
+from servicekit.limits import SHUTDOWN_GRACE_SECONDS
 from servicekit.server import Running, start_server
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,6 @@ class EmbedService:
         """The bound gRPC port."""
         return self.running.port
 
-    def stop(self) -> None:
-        """Stops serving."""
-        self.running.stop()
+    def stop(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
+        """NOT_SERVING, then stops once calls in flight finish (``grace`` seconds at most)."""
+        self.running.stop(grace)

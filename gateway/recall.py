@@ -8,11 +8,17 @@
 
 The internal round trips of a hybrid recall, in order: Authenticate; LexicalCandidates (in flight
 while) EmbedQueries then DenseCandidates; FuseAndWalk; GetMemories; Rerank when asked for and the
-re-ranker was last reported available. Nothing about the caller is cached: every recall
+re-ranker is up (gateway.dependencies). Nothing about the caller is cached: every recall
 authenticates, so a revoked token fails on its next call.
 
-Degrade contract: an embed failure (down, past its deadline, stamp mismatch) means
-``dense_available=false``; a re-ranker failure means ``reranked=false``. Neither is an error.
+Deadlines: every internal call is bounded by what is left of the caller's deadline
+(servicekit.deadlines); the query embedding and the re-ranker, being optional, get at most their
+own deadline (RecallConfig) and half of what is left, so a degraded answer still has time.
+
+Degrade contract: an embed failure (down, past its deadline, breaker open, stamp mismatch) means
+``dense_available=false``; a re-ranker failure or skip means ``reranked=false``. Neither is an
+error. A recall whose query embedding timed out or found the embed service unavailable does not
+call the re-ranker (it runs in the same service) and so waits for a frozen service once at most.
 """
 
 from __future__ import annotations
@@ -29,9 +35,9 @@ from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.rank.v1 import rank_pb2, rank_pb2_grpc
 from recallatron.store.v1 import store_pb2, store_pb2_grpc
 
-from servicekit import limits
+from servicekit import deadlines, limits
 from servicekit.caller import check_purpose_granted
-from servicekit.errors import InvalidArgument
+from servicekit.errors import DOWN_CODES, InvalidArgument
 from servicekit.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, WALK_LIMIT
 
 log = logging.getLogger(__name__)
@@ -52,9 +58,9 @@ class RecallConfig:
 class Recaller:
     """Runs one recall for an authenticated caller.
 
-    ``reranker_up`` answers whether the embed service last reported its re-ranker available (the
-    gateway's dependency watch, refreshed every few seconds); while it says no, recall skips the
-    Rerank call and answers ``reranked=false`` at once, as a failed call would.
+    ``reranker_up`` answers whether the re-ranker may be called (gateway.dependencies: neither its
+    breaker nor the embed service's is open); while it says no, recall skips the Rerank call and
+    answers ``reranked=false`` at once, as a failed call would.
     """
 
     def __init__(
@@ -71,9 +77,9 @@ class Recaller:
     def recall(self, req: g.RecallRequest, caller: m.Caller, settings: store_pb2.WorkspaceSettings) -> g.RecallResponse:
         """Answers a RecallRequest. INVALID_ARGUMENT for bad input, PERMISSION_DENIED for an ungranted purpose."""
         ask = _validate(req, caller, settings, self.config.candidate_limit)
-        lexical_rows, dense_rows, dense_available = self._candidates(ask, caller, settings.dense_floor)
+        lexical_rows, dense_rows, dense_available, embed_down = self._candidates(ask, caller, settings.dense_floor)
         passed = self._fuse_and_walk(lexical_rows, dense_rows)
-        rerank = self._will_rerank(ask, passed)
+        rerank = self._will_rerank(ask, passed, embed_down)
         memories = self._fetch(caller, passed[: max(ask.top_k, self.config.rerank_top_n if rerank else 0)])
         rerank_scores = {}
         if rerank and passed:
@@ -93,9 +99,10 @@ class Recaller:
         )
 
     def _candidates(self, ask: _Ask, caller: m.Caller, floor: float):
-        """The two arms' candidate rows, ``(lexical, dense, dense_available)``: the keyword query is in
-        flight on the channel (no thread of ours) while the question is embedded and the dense arm
-        queried. Superseded memories have no vectors, so a history recall is lexical only."""
+        """The two arms' candidate rows, ``(lexical, dense, dense_available, embed_down)``: the keyword
+        query is in flight on the channel (no thread of ours) while the question is embedded and the
+        dense arm queried. Superseded memories have no vectors, so a history recall is lexical only.
+        ``embed_down`` is true when the embed call failed for want of the service (see ``_dense``)."""
         req = ask.req
         lexical_call = None
         if ask.mode in (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_HYBRID):
@@ -109,25 +116,26 @@ class Recaller:
                     entity_ids=req.entity_ids,
                 )
             )
-        dense_rows, dense_available = [], True
+        dense_rows, dense_available, embed_down = [], True, False
         try:
             if ask.mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
                 if req.include_superseded:
                     dense_available = False
                 else:
-                    dense_rows, dense_available = self._dense(req.query, caller, req, floor, ask.limit)
+                    dense_rows, dense_available, embed_down = self._dense(req.query, caller, req, floor, ask.limit)
             lexical_rows = list(lexical_call.result().candidates) if lexical_call else []
         finally:
             if lexical_call is not None:
                 lexical_call.cancel()  # a no-op once it has completed
-        return lexical_rows, dense_rows, dense_available
+        return lexical_rows, dense_rows, dense_available, embed_down
 
-    def _will_rerank(self, ask: _Ask, passed) -> bool:
-        """Whether to call the re-ranker: asked for, and last reported available (else skipped, as if
-        the call had failed, and counted as a degraded recall when there was something to re-rank)."""
+    def _will_rerank(self, ask: _Ask, passed, embed_down: bool) -> bool:
+        """Whether to call the re-ranker: asked for, up, and the embed service answered this recall's
+        query embedding (else skipped, as if the call had failed, and counted as a degraded recall
+        when there was something to re-rank)."""
         if ask.req.skip_rerank:
             return False
-        if not self.reranker_up():
+        if embed_down or not self.reranker_up():
             if passed:
                 DEGRADED.labels("rerank").inc()
             return False
@@ -185,15 +193,18 @@ class Recaller:
         )
 
     def _dense(self, query: str, caller: m.Caller, req: g.RecallRequest, floor: float, limit: int):
-        """Dense candidates and whether the arm could contribute; embed failures degrade, never raise."""
+        """``(rows, dense_available, embed_down)``: the dense candidates, whether the arm could
+        contribute, and whether the embed service was missing (past the deadline, unavailable or its
+        breaker open). Embed failures degrade, never raise."""
         try:
             resp = self.embed.EmbedQueries(
-                embed_pb2.EmbedQueriesRequest(queries=[query]), timeout=self.config.embed_deadline
+                embed_pb2.EmbedQueriesRequest(queries=[query]),
+                timeout=deadlines.optional_stage(self.config.embed_deadline),
             )
         except grpc.RpcError as exc:
             DEGRADED.labels("dense").inc()
             log.warning("dense arm unavailable: %s", exc.code())
-            return [], False
+            return [], False, exc.code() in DOWN_CODES
         out = self.store.DenseCandidates(
             store_pb2.DenseCandidatesRequest(
                 caller=caller,
@@ -207,8 +218,8 @@ class Recaller:
         )
         if not out.stamp_current:
             DEGRADED.labels("dense").inc()
-            return [], False
-        return list(out.candidates), True
+            return [], False, False
+        return list(out.candidates), True, False
 
     def _rerank(self, query: str, head, memories) -> dict[str, float]:
         """Cross-encoder scores of the head rows; empty when the re-ranker is unavailable or late."""
@@ -219,7 +230,8 @@ class Recaller:
         ]
         try:
             resp = self.embed.Rerank(
-                embed_pb2.RerankRequest(query=query, documents=documents), timeout=self.config.rerank_deadline
+                embed_pb2.RerankRequest(query=query, documents=documents),
+                timeout=deadlines.optional_stage(self.config.rerank_deadline),
             )
         except grpc.RpcError:
             DEGRADED.labels("rerank").inc()

@@ -1,12 +1,14 @@
 """The gateway: the public MemoryService and AdminService, orchestrating the internal services.
 
 It stays SERVING while the embed service or the re-ranker is down (recall degrades) and reports
-their state through AdminService.GetStatus and the ``recallatron_dependency_up`` gauge.
+their state through AdminService.GetStatus and the ``recallatron_dependency_up`` gauge. Its calls
+to the internal services carry deadlines and go through circuit breakers (gateway.dependencies).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
@@ -14,17 +16,18 @@ from prometheus_client import Gauge
 from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
-from recallatron.rank.v1 import rank_pb2_grpc
 from recallatron.store.v1 import store_pb2 as s
 from recallatron.store.v1 import store_pb2_grpc
 
 from gateway.auth import OperatorCredential, authenticate
+from gateway.dependencies import WATCH_SECONDS, Dependencies
 from gateway.recall import RecallConfig, Recaller
 from servicekit import clients
+from servicekit.breaker import CircuitBreaker
+from servicekit.limits import INTERNAL_DEADLINE_SECONDS, SHUTDOWN_GRACE_SECONDS
 from servicekit.server import Running, start_server
 
 DEPENDENCY_UP = Gauge("recallatron_dependency_up", "1 when a dependency answers SERVING.", ["dependency"])
-WATCH_SECONDS = 2.0
 
 
 class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
@@ -208,12 +211,17 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
 
 
 class DependencyWatch:
-    """Polls the internal services' health every few seconds; feeds GetStatus and metrics."""
+    """Polls the internal services' health every few seconds; feeds GetStatus and metrics, and opens
+    the ``reranker`` breaker whenever the embed service reports its re-ranker unavailable."""
 
     def __init__(
-        self, channels: dict[str, grpc.Channel], embed: embed_pb2_grpc.EmbedServiceStub, on_change=lambda state: None
+        self,
+        channels: dict[str, grpc.Channel],
+        embed: embed_pb2_grpc.EmbedServiceStub,
+        on_change=lambda state: None,
+        reranker: CircuitBreaker | None = None,
     ) -> None:
-        self.channels, self.embed, self.on_change = channels, embed, on_change
+        self.channels, self.embed, self.on_change, self.reranker = channels, embed, on_change, reranker
         self._state: dict[str, g.DependencyStatus] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="dependency-watch")
@@ -238,6 +246,8 @@ class DependencyWatch:
             state["reranker"] = g.DependencyStatus(
                 name="reranker", serving=info.reranker_available, detail=info.reranker_error
             )
+            if not info.reranker_available and self.reranker is not None:
+                self.reranker.trip()
         except grpc.RpcError:
             state["reranker"] = g.DependencyStatus(name="reranker", serving=False, detail="embed service down")
         for name, st in state.items():
@@ -250,19 +260,17 @@ class DependencyWatch:
         self.poll()
         return list(self._state.values())
 
-    def reranker_up(self) -> bool:
-        """Whether the embed service last reported its re-ranker available (at most WATCH_SECONDS
-        old; true before the first poll, so recall tries it)."""
-        state = self._state.get("reranker")
-        return state is None or state.serving
-
     def _run(self) -> None:
         while not self._stop.wait(WATCH_SECONDS):
             self.poll()
 
 
 class GatewayService:
-    """A running gateway: channels to the internal services and the public gRPC server."""
+    """A running gateway: the internal services' channels and breakers, and the public gRPC server.
+
+    ``internal_deadline`` is the deadline of an internal call whose caller set none (seconds);
+    ``interceptors`` are extra client interceptors on the internal channels, inside the breakers.
+    """
 
     def __init__(
         self,
@@ -272,17 +280,17 @@ class GatewayService:
         rank_addr: str,
         operator_token_path: Path,
         config: RecallConfig | None = None,
+        *,
+        internal_deadline: float = INTERNAL_DEADLINE_SECONDS,
+        interceptors: Sequence[grpc.UnaryUnaryClientInterceptor] = (),
     ) -> None:
-        self.channels = {
-            "store": clients.channel(store_addr),
-            "embed": clients.channel(embed_addr),
-            "rank": clients.channel(rank_addr),
-        }
-        store = store_pb2_grpc.StoreServiceStub(self.channels["store"])
-        embed = embed_pb2_grpc.EmbedServiceStub(self.channels["embed"])
-        rank = rank_pb2_grpc.RankServiceStub(self.channels["rank"])
-        self.watch = DependencyWatch(self.channels, embed, self._follow)
-        recaller = Recaller(store, embed, rank, config or RecallConfig(), reranker_up=self.watch.reranker_up)
+        config = config or RecallConfig()
+        self.deps = Dependencies(store_addr, embed_addr, rank_addr, config, internal_deadline, interceptors)
+        self.channels, self.breakers = self.deps.channels, self.deps.breakers
+        store = self.deps.store
+        self.watch = DependencyWatch(self.channels, self.deps.embed, self._follow, self.breakers["reranker"])
+        self.watch.poll()  # before the first call: a re-ranker reported unavailable is never called
+        recaller = Recaller(store, self.deps.embed, self.deps.rank, config, reranker_up=self.deps.reranker_up)
         self.running: Running = start_server(
             bind,
             [
@@ -311,9 +319,9 @@ class GatewayService:
         """The bound gRPC port."""
         return self.running.port
 
-    def stop(self) -> None:
-        """Stops serving and polling."""
+    def stop(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
+        """NOT_SERVING, then lets calls in flight finish (``grace`` seconds at most; servicekit.server),
+        then stops polling and closes the channels."""
+        self.running.stop(grace)
         self.watch.stop()
-        self.running.stop()
-        for ch in self.channels.values():
-            ch.close()
+        self.deps.close()

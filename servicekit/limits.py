@@ -31,6 +31,17 @@ MAX_CANDIDATE_LIMIT = 1_000
 EMBED_DEADLINE_SECONDS = 2.0
 RERANK_DEADLINE_SECONDS = 3.0
 
+# Seconds an internal call may take when its caller set no deadline and the call names no timeout of
+# its own (RECALLATRON_INTERNAL_DEADLINE_SECONDS; servicekit.deadlines). Generous: an admin call such
+# as RebuildEmbeddings over many workspaces is legitimately slow, and a frozen dependency is cut
+# short by its circuit breaker after the first failures, not by this.
+INTERNAL_DEADLINE_SECONDS = 30.0
+
+# Seconds a service given SIGTERM lets its in-flight calls finish before it cancels them
+# (RECALLATRON_SHUTDOWN_GRACE_SECONDS). Below `recallatron up`'s 15 s before SIGKILL, and below
+# Kubernetes' default terminationGracePeriodSeconds of 30.
+SHUTDOWN_GRACE_SECONDS = 10.0
+
 # Passed rows the cross-encoder scores (RECALLATRON_RERANK_TOP_N).
 RERANK_TOP_N = 50
 

@@ -1,7 +1,14 @@
-"""Server factory: a gRPC server with health, reflection, metrics and the error mapping.
+"""Server factory: a gRPC server with health, reflection, metrics, the error mapping and deadlines.
 
 Pattern from grpc/grpc examples/python: the factory returns the server and the port it bound;
 tests bind port 0. Health and reflection come from grpcio-health-checking and grpcio-reflection.
+Each handler runs with its call's deadline noted (servicekit.deadlines), so the internal calls it
+makes are bounded by it.
+
+Shutdown (``Running.stop``, what ``recallatron serve`` does on SIGTERM): the health service turns
+NOT_SERVING for every service name at once (and stays so), new calls are refused, calls in flight
+get ``grace`` seconds to finish and are cancelled after that; the service then closes its own
+pools and channels.
 """
 
 from __future__ import annotations
@@ -16,9 +23,10 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from servicekit import clients
+from servicekit.deadlines import DeadlineInterceptor
 from servicekit.errors import status_for
 from servicekit.interceptor import UnaryInterceptor
-from servicekit.limits import MAX_MESSAGE_BYTES
+from servicekit.limits import MAX_MESSAGE_BYTES, SHUTDOWN_GRACE_SECONDS
 from servicekit.metrics import MetricsInterceptor
 
 log = logging.getLogger(__name__)
@@ -53,8 +61,9 @@ class Running:
         for name in ("",) + self.service_names:
             self.health.set(name, status)
 
-    def stop(self, grace: float = 2.0) -> None:
-        """Marks everything NOT_SERVING for good, then stops, letting in-flight calls finish."""
+    def stop(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
+        """Marks everything NOT_SERVING for good, refuses new calls, and returns once the calls in
+        flight have finished or ``grace`` seconds have passed (those still running are cancelled)."""
         self.health.enter_graceful_shutdown()
         self.server.stop(grace).wait()
 
@@ -71,7 +80,7 @@ def start_server(
     """
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers),
-        interceptors=[MetricsInterceptor(registry), ErrorInterceptor()],
+        interceptors=[MetricsInterceptor(registry), ErrorInterceptor(), DeadlineInterceptor()],
         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), *clients.KEEPALIVE_SERVER_OPTIONS],
     )
     names = []

@@ -41,6 +41,12 @@ class Settings(BaseSettings):
         limits.EMBED_DEADLINE_SECONDS, gt=0, description="query embedding deadline before degrading"
     )
     rerank_deadline_seconds: float = Field(limits.RERANK_DEADLINE_SECONDS, gt=0)
+    internal_deadline_seconds: float = Field(
+        limits.INTERNAL_DEADLINE_SECONDS, gt=0, description="an internal call's deadline when its caller set none"
+    )
+    shutdown_grace_seconds: float = Field(
+        limits.SHUTDOWN_GRACE_SECONDS, ge=0, description="on SIGTERM, how long calls in flight may finish"
+    )
     rerank_top_n: int = Field(
         limits.RERANK_TOP_N, ge=1, le=limits.MAX_EMBED_BATCH, description="passed rows the cross-encoder scores"
     )

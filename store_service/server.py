@@ -8,20 +8,21 @@ import threading
 import grpc
 import numpy as np
 import psycopg
-from recallatron.embed.v1 import embed_pb2_grpc
+from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 from recallatron.store.v1 import store_pb2_grpc
 
 from servicekit import clients
+from servicekit.breaker import CircuitBreaker
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, Unavailable, status_proto_for
-from servicekit.limits import DIMENSIONS, EMBED_BATCH_SIZE, MAX_CANDIDATE_LIMIT, MAX_QUERY_CHARS
+from servicekit.limits import DIMENSIONS, EMBED_BATCH_SIZE, MAX_CANDIDATE_LIMIT, MAX_QUERY_CHARS, SHUTDOWN_GRACE_SECONDS
 from servicekit.server import Running, start_server
 from store_service import candidates, entities, lifecycle, memories
 from store_service.control import ControlPlane, Workspace
 from store_service.database import Databases
-from store_service.embedding_job import EmbeddingWorker, requeue
+from store_service.embedding_job import EMBED_TIMEOUT_SECONDS, EmbeddingWorker, requeue
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +244,10 @@ class StoreService:
     ) -> None:
         self.dbs = Databases(database_url, pool_max=pool_max)
         self.dbs.open()
-        self.embed_channel = clients.channel(embed_addr)
+        # The embedding job's calls skip a frozen or failing embed service (servicekit.breaker).
+        self.embed_breaker = CircuitBreaker("embed", EMBED_TIMEOUT_SECONDS)
+        embed_service = embed_pb2.DESCRIPTOR.services_by_name["EmbedService"].full_name
+        self.embed_channel = clients.guarded_channel(embed_addr, embed_service, self.embed_breaker)
         control = ControlPlane(self.dbs)
         self.worker = EmbeddingWorker(
             self.dbs, control, embed_pb2_grpc.EmbedServiceStub(self.embed_channel), batch_size=batch_size
@@ -279,10 +283,12 @@ class StoreService:
             except Exception:  # noqa: BLE001 - any failure means the database cannot serve
                 self.running.set_serving(False)
 
-    def stop(self) -> None:
-        """Stops serving, the worker and the pools."""
+    def stop(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
+        """NOT_SERVING, lets calls in flight finish (``grace`` seconds at most), then stops the
+        worker (closing its channel first cancels an embed call in flight) and closes the pools."""
         self._stop.set()
-        self.running.stop()
-        self.worker.stop()
+        self.running.stop(grace)
+        self.embed_breaker.stop()
         self.embed_channel.close()
+        self.worker.stop()
         self.dbs.close()

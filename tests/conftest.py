@@ -4,6 +4,10 @@ services running in this process on free ports. Nothing here skips: a missing da
 from __future__ import annotations
 
 import os
+import signal
+import socket
+import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,6 +36,7 @@ from store_service.database import MIGRATIONS, _yoyo_url
 from store_service.server import StoreService
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
@@ -186,3 +191,82 @@ def migrate_until(conninfo: str, last: str) -> None:
             backend.apply_migrations(backend.to_apply(wanted))
     finally:
         backend.connection.close()
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class ServiceProcess:
+    """``recallatron serve NAME`` in a process of its own, so a test can freeze it (SIGSTOP keeps its
+    socket open: calls are accepted and never answered) or send it SIGTERM."""
+
+    name: str
+    proc: subprocess.Popen
+    addr: str
+    metrics_port: int
+    log: Path
+
+    @classmethod
+    def start(cls, name: str, folder: Path, env: dict[str, str] | None = None, timeout: float = 180) -> ServiceProcess:
+        """Starts service ``name`` on a free port with ``env`` over a clean RECALLATRON_* environment,
+        and waits until it answers SERVING (fails, showing its log, when it exits or times out)."""
+        addr, metrics_port = f"127.0.0.1:{free_port()}", free_port()
+        full = {k: v for k, v in os.environ.items() if not k.startswith("RECALLATRON_") and k != "DATABASE_URL"}
+        full |= {
+            "PYTHONUNBUFFERED": "1",
+            "HF_HUB_OFFLINE": "1",
+            "RECALLATRON_HOME": str(folder),
+            f"RECALLATRON_{name.upper()}_ADDR": addr,
+            f"RECALLATRON_{name.upper()}_METRICS_PORT": str(metrics_port),
+            **(env or {}),
+        }
+        log = folder / f"{name}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "cli.main", "serve", name],
+                cwd=ROOT,
+                env=full,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        service = cls(name, proc, addr, metrics_port, log)
+        ch = clients.channel(addr)
+        try:
+            deadline = time.monotonic() + timeout
+            while not clients.is_serving(ch):
+                assert proc.poll() is None, f"{name} exited {proc.returncode}:\n{log.read_text()[-3000:]}"
+                assert time.monotonic() < deadline, f"{name} not SERVING in {timeout:.0f}s:\n{log.read_text()[-3000:]}"
+                time.sleep(0.2)
+        finally:
+            ch.close()
+        return service
+
+    def freeze(self) -> None:
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.proc.pid, signal.SIGCONT)
+
+    def stop(self, timeout: float = 60) -> int:
+        """Resumes it, SIGTERM, and returns its exit status (SIGKILL after ``timeout`` seconds)."""
+        if self.proc.poll() is None:
+            self.resume()
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def embed_process(tmp_path_factory):
+    """A real embed service (MiniLM, no cross-encoder) in its own process; it must exit 0 on SIGTERM."""
+    service = ServiceProcess.start("embed", tmp_path_factory.mktemp("embed"), {"RECALLATRON_RERANKER_MODEL": ""})
+    yield service
+    assert service.stop() == 0, service.log.read_text()[-3000:]
