@@ -12,6 +12,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from servicekit.limits import MAX_MESSAGE_BYTES
+from servicekit.logs import RequestIdClientInterceptor
 
 _OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -35,8 +36,9 @@ KEEPALIVE_SERVER_OPTIONS = [
 
 
 def channel(addr: str) -> grpc.Channel:
-    """An insecure channel to an internal service (internal services listen on loopback)."""
-    return grpc.insecure_channel(addr, options=_OPTIONS)
+    """An insecure channel to an internal service (internal services listen on loopback); each call
+    made on it while a call is handled carries that call's request id (servicekit.logs)."""
+    return grpc.intercept_channel(grpc.insecure_channel(addr, options=_OPTIONS), RequestIdClientInterceptor())
 
 
 def is_serving(ch: grpc.Channel, service: str = "", timeout: float = 1.0) -> bool:

@@ -19,6 +19,7 @@ from servicekit import clients
 from servicekit.errors import status_for
 from servicekit.interceptor import UnaryInterceptor
 from servicekit.limits import MAX_MESSAGE_BYTES
+from servicekit.logs import RequestContextInterceptor
 from servicekit.metrics import MetricsInterceptor
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ def start_server(
     """
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers),
-        interceptors=[MetricsInterceptor(registry), ErrorInterceptor()],
+        interceptors=[RequestContextInterceptor(), MetricsInterceptor(registry), ErrorInterceptor()],
         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), *clients.KEEPALIVE_SERVER_OPTIONS],
     )
     names = []
