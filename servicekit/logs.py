@@ -26,14 +26,13 @@ import logging
 import re
 import sys
 import threading
-import time
 import uuid
 from collections import namedtuple
 
 import grpc
 import structlog
 
-from servicekit.interceptor import UnaryInterceptor
+from servicekit.interceptor import OutcomeInterceptor
 
 REQUEST_ID_KEY = "x-request-id"
 # Accepted from a client as is: 1..64 letters, digits, '.', '_' or '-' (a UUID in any usual spelling
@@ -129,7 +128,7 @@ def current_request_id() -> str | None:
     return structlog.contextvars.get_contextvars().get("request_id")
 
 
-class RequestContextInterceptor(UnaryInterceptor):
+class RequestContextInterceptor(OutcomeInterceptor):
     """Binds the call's request id (and method) for the logs, returns the id to the caller in the
     initial metadata, and writes one access line per call: ``rpc handled`` with ``code`` (status
     name) and ``duration_ms``, at INFO (DEBUG for QUIET_METHODS)."""
@@ -140,18 +139,11 @@ class RequestContextInterceptor(UnaryInterceptor):
         structlog.contextvars.clear_contextvars()
         with structlog.contextvars.bound_contextvars(request_id=request_id, rpc=method):
             context.send_initial_metadata(((REQUEST_ID_KEY, request_id),))
-            start = time.perf_counter()
-            code = grpc.StatusCode.OK
-            try:
-                response = inner(request, context)
-                code = context.code() or grpc.StatusCode.OK
-                return response
-            except BaseException:
-                code = context.code() or grpc.StatusCode.UNKNOWN
-                raise
-            finally:
-                level = logging.DEBUG if method in QUIET_METHODS else logging.INFO
-                log.log(level, "rpc handled", code=code.name, duration_ms=round((time.perf_counter() - start) * 1e3, 3))
+            return super().around(method, inner, request, context)
+
+    def finished(self, method: str, code: grpc.StatusCode, seconds: float) -> None:
+        level = logging.DEBUG if method in QUIET_METHODS else logging.INFO
+        log.log(level, "rpc handled", code=code.name, duration_ms=round(seconds * 1e3, 3))
 
 
 class _CallDetails(

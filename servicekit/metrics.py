@@ -10,7 +10,6 @@ Labels never carry member, workspace or memory ids, names, nor any text from a r
 from __future__ import annotations
 
 import threading
-import time
 import weakref
 
 import grpc
@@ -18,7 +17,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, s
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from servicekit.interceptor import UnaryInterceptor
+from servicekit.interceptor import OutcomeInterceptor
 
 _LABELS = ["grpc_type", "grpc_service", "grpc_method"]
 
@@ -64,7 +63,7 @@ def _split(method: str) -> tuple[str, str]:
     return service.lstrip("/"), name
 
 
-class MetricsInterceptor(UnaryInterceptor):
+class MetricsInterceptor(OutcomeInterceptor):
     """Counts and times unary RPCs into ``registry``, recording the status code after the handler
     (and the error mapping inside it) has finished."""
 
@@ -72,20 +71,13 @@ class MetricsInterceptor(UnaryInterceptor):
         self.metrics = server_metrics(registry)
 
     def around(self, method, inner, request, context):
+        self.metrics.started.labels("unary", *_split(method)).inc()
+        return super().around(method, inner, request, context)
+
+    def finished(self, method: str, code: grpc.StatusCode, seconds: float) -> None:
         service, name = _split(method)
-        self.metrics.started.labels("unary", service, name).inc()
-        start = time.perf_counter()
-        code = grpc.StatusCode.OK
-        try:
-            response = inner(request, context)
-            code = context.code() or grpc.StatusCode.OK
-            return response
-        except BaseException:
-            code = context.code() or grpc.StatusCode.UNKNOWN
-            raise
-        finally:
-            self.metrics.handled.labels("unary", service, name, code.name).inc()
-            self.metrics.handling.labels("unary", service, name).observe(time.perf_counter() - start)
+        self.metrics.handled.labels("unary", service, name, code.name).inc()
+        self.metrics.handling.labels("unary", service, name).observe(seconds)
 
 
 class PoolCollector(Collector):
