@@ -8,7 +8,11 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -16,10 +20,11 @@ import warnings
 import grpc
 import pytest
 import structlog
-from conftest import SERVICES, recallatron_up
+from conftest import ROOT, SERVICES, free_port, recallatron_up
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
+from recallatron.rank.v1 import rank_pb2, rank_pb2_grpc
 
 from servicekit import clients, logs
 
@@ -259,3 +264,52 @@ def test_up_keeps_one_json_log_per_service_without_secrets(system):
         "embed": {"/recallatron.embed.v1.EmbedService/EmbedQueries"},
         "rank": {"/recallatron.rank.v1.RankService/FuseAndWalk"},
     }
+
+
+# ---- `recallatron serve`: the level setting ----------------------------------------------------
+
+
+def serve_rank(level: str) -> subprocess.CompletedProcess:
+    """Runs ``recallatron serve rank`` at ``level`` on free ports, makes a health check and a
+    FuseAndWalk call with a request id, and stops it (SIGINT); returns the finished process."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RECALLATRON_")}
+    env |= {"RECALLATRON_RANK_ADDR": f"127.0.0.1:{port}", "RECALLATRON_RANK_METRICS_PORT": "0"}
+    env["RECALLATRON_LOG_LEVEL"] = level
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "serve", "rank"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    channel = clients.channel(f"127.0.0.1:{port}")
+    try:
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and not clients.is_serving(channel):
+            assert time.monotonic() < deadline, "rank did not start"
+            time.sleep(0.2)
+        if proc.poll() is None:
+            rank = rank_pb2_grpc.RankServiceStub(channel)
+            rank.FuseAndWalk(rank_pb2.FuseAndWalkRequest(), metadata=((logs.REQUEST_ID_KEY, "rank-call-1"),))
+            proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        channel.close()
+        if proc.poll() is None:
+            proc.kill()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_the_log_level_setting_is_honoured_and_checked():
+    debug = serve_rank("debug")
+    assert debug.returncode == 0 and debug.stdout == "", debug.stderr
+    lines = [_object(line) for line in debug.stderr.splitlines()]
+    handled = {r["rpc"]: (r["level"], r.get("request_id")) for r in lines if r["event"] == "rpc handled"}
+    assert handled["/grpc.health.v1.Health/Check"][0] == "debug"
+    assert handled["/recallatron.rank.v1.RankService/FuseAndWalk"] == ("info", "rank-call-1")
+    quiet = serve_rank("warning")
+    assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == ""  # nothing at warning or above
+    bad = serve_rank("verbose")
+    assert bad.returncode != 0 and "RECALLATRON_LOG_LEVEL" in bad.stderr
