@@ -12,6 +12,7 @@ import logging
 import signal
 import threading
 
+from servicekit import logs
 from servicekit.metrics import serve_metrics
 from servicekit.settings import Settings
 
@@ -71,7 +72,8 @@ def start(name: str, settings: Settings):
 
 
 def run(name: str, settings: Settings) -> int:
-    """Serves until a signal arrives; returns the exit status."""
+    """Serves until a signal arrives; returns the exit status. Logs are JSON lines on stderr."""
+    logs.configure(settings.log_level)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

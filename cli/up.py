@@ -70,7 +70,8 @@ class Supervisor:
         self.backoff = {name: BACKOFF_START for name in ORDER}
 
     def spawn(self, name: str) -> None:
-        """Starts ``recallatron serve NAME``; log in <home>/logs/NAME.log, pid in <home>/run/NAME.pid."""
+        """Starts ``recallatron serve NAME``; log (JSON lines, appended) in <home>/logs/NAME.log, pid in
+        <home>/run/NAME.pid."""
         log = open(self.logs / f"{name}.log", "ab")
         proc = subprocess.Popen(
             [sys.executable, "-m", "cli.main", "serve", name],

@@ -6,9 +6,11 @@ separately (GetModelInfo) because recall works without it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 
+from prometheus_client import Histogram
 from recallatron.embed.v1 import embed_pb2 as e
 from recallatron.embed.v1 import embed_pb2_grpc
 
@@ -19,6 +21,28 @@ from servicekit.server import Running, start_server
 
 log = logging.getLogger(__name__)
 MAX_TEXT_CHARS = 262_144
+# Per model call, by operation (documents, queries, rerank): texts in the call (buckets up to
+# MAX_BATCH) and the seconds the model took (encoding or scoring, without gRPC and validation).
+BATCH_SIZE = Histogram(
+    "recallatron_embed_batch_size",
+    "Texts per embed service call.",
+    ["operation"],
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+)
+BATCH_SECONDS = Histogram(
+    "recallatron_embed_batch_seconds",
+    "Model time per embed service call.",
+    ["operation"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+
+
+@contextlib.contextmanager
+def _measured(operation: str, texts: int):
+    """Observes a model call of ``texts`` texts into BATCH_SIZE and BATCH_SECONDS."""
+    BATCH_SIZE.labels(operation).observe(texts)
+    with BATCH_SECONDS.labels(operation).time():
+        yield
 
 
 def _check_batch(n: int, what: str) -> None:
@@ -38,22 +62,26 @@ class EmbedServicer(embed_pb2_grpc.EmbedServiceServicer):
         self.encoder = encoder
         self.reranker = reranker
 
-    def _encode(self, texts: list[str]):
+    def _encode(self, texts: list[str], operation: str):
         if self.encoder is None:
             raise Unavailable("the bi-encoder is not loaded yet")
-        return [e.Vector(values=v.tolist()) for v in self.encoder.encode(texts)]
+        with _measured(operation, len(texts)):
+            vectors = self.encoder.encode(texts)
+        return [e.Vector(values=v.tolist()) for v in vectors]
 
     def EmbedDocuments(self, request, context):
         _check_batch(len(request.documents), "documents")
         texts = [compose(d.title, d.body) for d in request.documents]
         _check_texts(texts, "documents")
-        return e.EmbedDocumentsResponse(vectors=self._encode(texts), model_id=MODEL_ID, input_version=INPUT_VERSION)
+        return e.EmbedDocumentsResponse(
+            vectors=self._encode(texts, "documents"), model_id=MODEL_ID, input_version=INPUT_VERSION
+        )
 
     def EmbedQueries(self, request, context):
         _check_batch(len(request.queries), "queries")
         _check_texts(request.queries, "queries")
         return e.EmbedQueriesResponse(
-            vectors=self._encode(list(request.queries)), model_id=MODEL_ID, input_version=INPUT_VERSION
+            vectors=self._encode(list(request.queries), "queries"), model_id=MODEL_ID, input_version=INPUT_VERSION
         )
 
     def Rerank(self, request, context):
@@ -62,7 +90,8 @@ class EmbedServicer(embed_pb2_grpc.EmbedServiceServicer):
         _check_batch(len(request.documents), "documents")
         passages = [compose(d.title, d.body) for d in request.documents]
         _check_texts([request.query, *passages], "documents")
-        scores = self.reranker.score(request.query, passages)
+        with _measured("rerank", len(passages)):
+            scores = self.reranker.score(request.query, passages)
         return e.RerankResponse(scores=scores.tolist(), model=self.reranker.name)
 
     def GetModelInfo(self, request, context):

@@ -28,14 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
-from prometheus_client import Counter
+from prometheus_client import Counter, Histogram
 from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.rank.v1 import rank_pb2, rank_pb2_grpc
 from recallatron.store.v1 import store_pb2, store_pb2_grpc
 
-from servicekit import deadlines, limits
+from servicekit import deadlines, limits, vocabulary
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import DOWN_CODES, InvalidArgument
 from servicekit.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, WALK_LIMIT
@@ -43,6 +43,21 @@ from servicekit.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, WALK_LI
 log = logging.getLogger(__name__)
 DEGRADED = Counter("recallatron_recall_degraded", "Recalls answered without an arm or stage.", ["stage"])
 MODES = (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID)
+# Answered recalls by mode and by whether each arm and the re-ranker contributed ("true"/"false": an
+# arm contributed when a row it found passed the walk); at most 3 x 2 x 2 x 2 series.
+RECALLS = Counter(
+    "recallatron_recalls",
+    "Recalls answered, by mode and by what contributed.",
+    ["mode", "lexical", "dense", "reranked"],
+)
+# Rows per answered recall: each arm's candidates (stage lexical, dense; an arm the mode does not ask
+# is not observed) and those that passed the walk (walked); the buckets reach MAX_CANDIDATE_LIMIT.
+CANDIDATES = Histogram(
+    "recallatron_recall_candidates",
+    "Rows per recall: each arm's candidates and the rows that passed the walk.",
+    ["stage"],
+    buckets=(0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
+)
 
 
 @dataclass
@@ -94,6 +109,7 @@ class Recaller:
             fused=len(passed),
             returned=len(items),
         )
+        _count(ask.mode, lexical_rows, dense_rows, counts, bool(rerank_scores))
         return g.RecallResponse(
             items=items, mode=ask.mode, dense_available=dense_available, reranked=bool(rerank_scores), counts=counts
         )
@@ -268,6 +284,19 @@ def _validate(
         raise InvalidArgument(f"top_k must be 0..{MAX_TOP_K} (0 means {DEFAULT_TOP_K})", field="top_k")
     top_k = req.top_k or DEFAULT_TOP_K
     return _Ask(req, mode, top_k, max(candidate_limit, top_k))
+
+
+def _count(mode: int, lexical_rows, dense_rows, counts: g.RecallCounts, reranked: bool) -> None:
+    """Counts one answered recall into RECALLS and CANDIDATES (labels hold only the fixed words above)."""
+    flag = {True: "true", False: "false"}
+    RECALLS.labels(
+        vocabulary.name_of(m.RecallMode, mode), flag[counts.lexical > 0], flag[counts.dense > 0], flag[reranked]
+    ).inc()
+    if mode != m.RECALL_MODE_DENSE:
+        CANDIDATES.labels("lexical").observe(len(lexical_rows))
+    if mode != m.RECALL_MODE_LEXICAL:
+        CANDIDATES.labels("dense").observe(len(dense_rows))
+    CANDIDATES.labels("walked").observe(counts.fused)
 
 
 def _items(

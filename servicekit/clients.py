@@ -22,6 +22,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from servicekit import deadlines
 from servicekit.breaker import CircuitBreaker, Refused, failed
 from servicekit.limits import INTERNAL_DEADLINE_SECONDS, MAX_MESSAGE_BYTES
+from servicekit.logs import RequestIdClientInterceptor
 
 _OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -108,9 +109,12 @@ def channel(
 
     Unary calls get deadlines and the ``breakers`` (see ``InternalCalls``); ``interceptors`` run
     inside them, so they see only the calls that are really sent (tracing, or a test counting calls).
+    Each call made while a call is handled carries that call's request id (servicekit.logs).
     """
     raw = grpc.insecure_channel(addr, options=_OPTIONS)
-    return grpc.intercept_channel(raw, InternalCalls(breakers or {}, default_deadline), *interceptors)
+    return grpc.intercept_channel(
+        raw, RequestIdClientInterceptor(), InternalCalls(breakers or {}, default_deadline), *interceptors
+    )
 
 
 def guarded_channel(addr: str, service: str, breaker: CircuitBreaker, **kwargs) -> grpc.Channel:

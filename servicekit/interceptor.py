@@ -8,6 +8,8 @@ reflection) pass through untouched.
 
 from __future__ import annotations
 
+import time
+
 import grpc
 
 
@@ -31,3 +33,25 @@ class UnaryInterceptor(grpc.ServerInterceptor):
         return grpc.unary_unary_rpc_method_handler(
             behavior, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
         )
+
+
+class OutcomeInterceptor(UnaryInterceptor):
+    """A ``UnaryInterceptor`` told how each call ended: ``finished`` runs after the handler (and the
+    error mapping inside it) with the status code the caller receives."""
+
+    def finished(self, method: str, code: grpc.StatusCode, seconds: float) -> None:
+        """Called once per call, on success and failure alike; ``seconds`` is the handler's wall time."""
+        raise NotImplementedError
+
+    def around(self, method, inner, request, context):
+        start = time.perf_counter()
+        code = grpc.StatusCode.OK
+        try:
+            response = inner(request, context)
+            code = context.code() or grpc.StatusCode.OK
+            return response
+        except BaseException:
+            code = context.code() or grpc.StatusCode.UNKNOWN
+            raise
+        finally:
+            self.finished(method, code, time.perf_counter() - start)

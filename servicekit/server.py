@@ -27,6 +27,7 @@ from servicekit.deadlines import DeadlineInterceptor
 from servicekit.errors import status_for
 from servicekit.interceptor import UnaryInterceptor
 from servicekit.limits import MAX_MESSAGE_BYTES, SHUTDOWN_GRACE_SECONDS
+from servicekit.logs import RequestContextInterceptor
 from servicekit.metrics import MetricsInterceptor
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,12 @@ def start_server(
     """
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers),
-        interceptors=[MetricsInterceptor(registry), ErrorInterceptor(), DeadlineInterceptor()],
+        interceptors=[
+            RequestContextInterceptor(),
+            MetricsInterceptor(registry),
+            ErrorInterceptor(),
+            DeadlineInterceptor(),
+        ],
         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), *clients.KEEPALIVE_SERVER_OPTIONS],
     )
     names = []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -34,6 +35,9 @@ class Settings(BaseSettings):
     embed_metrics_port: int = Field(9453, ge=0, le=65535)
     rank_metrics_port: int = Field(9454, ge=0, le=65535)
     metrics_addr: str = "127.0.0.1"
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="lowest level of the JSON log lines a service writes (servicekit/logs.py)"
+    )
 
     operator_token_file: Path | None = Field(None, description="default: <home>/operator-token")
 

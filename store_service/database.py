@@ -26,6 +26,8 @@ from psycopg.rows import namedtuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 from yoyo import get_backend, read_migrations
 
+from servicekit.metrics import POOLS
+
 log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).parent / "migrations"
 TEMPLATE_DB = "recallatron_ws_template"
@@ -226,6 +228,7 @@ class Databases:
         self.control = Pool(control_conninfo, health=self.health, min_size=1, max_size=pool_max, name="control")
         self._pools: OrderedDict[str, ConnectionPool] = OrderedDict()
         self._lock = threading.Lock()
+        POOLS.watch(self)
 
     def open(self) -> None:
         """Checks the server, migrates the control plane and the template, opens the control pool."""
@@ -236,6 +239,15 @@ class Databases:
             for ws in named(conn).execute("SELECT db_name FROM workspace ORDER BY created_at"):
                 migrate(_url(self.control_conninfo, ws.db_name), "workspace")  # existing workspaces catch up
         self.control.open(wait=True, timeout=30)
+
+    def pools(self) -> dict[str, list[ConnectionPool]]:
+        """The pools by kind, ``{"control": [...], "workspace": [...]}`` (for metrics): a snapshot
+        taken without the lock, which opening a pool holds for up to 30 s."""
+        while True:
+            try:
+                return {"control": [self.control], "workspace": list(self._pools.values())}
+            except RuntimeError:  # another thread opened or closed a pool during the copy
+                continue
 
     def close(self) -> None:
         """Closes every pool."""

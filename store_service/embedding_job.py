@@ -22,6 +22,7 @@ embedded. With several workspaces waiting, each gets one batch in turn.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import threading
@@ -41,6 +42,10 @@ from store_service.database import Databases, named
 
 log = logging.getLogger(__name__)
 BACKLOG = Gauge("recallatron_embedding_backlog", "Embedding jobs waiting, over all workspaces.")
+OLDEST = Gauge(
+    "recallatron_embedding_oldest_job_age_seconds",
+    "Seconds the oldest waiting embedding job has waited, over all workspaces (0 when none waits).",
+)
 EMBEDDED = Counter("recallatron_embedding_vectors_written", "Vectors written by the embedding job.")
 REUSED = Counter(
     "recallatron_embedding_vectors_reused",
@@ -91,10 +96,18 @@ def requeue_other_versions(conn, input_version: str) -> int:
     return cur.rowcount
 
 
-def queued(dbs: Databases, db_name: str) -> int:
-    """Jobs waiting in one workspace database."""
+def queued(dbs: Databases, db_name: str) -> tuple[int, float]:
+    """Jobs waiting in one workspace database, and the seconds the oldest has waited (0.0 when none)."""
     with dbs.workspace(db_name).connection() as conn:
-        return named(conn).execute("SELECT count(*) AS jobs FROM embedding_job").fetchone().jobs
+        row = (
+            named(conn)
+            .execute(
+                "SELECT count(*) AS jobs, COALESCE(EXTRACT(EPOCH FROM now() - min(enqueued_at)), 0)::float8 AS age "
+                "FROM embedding_job"
+            )
+            .fetchone()
+        )
+        return row.jobs, max(row.age, 0.0)
 
 
 def _any_job(conn: psycopg.Connection) -> bool:
@@ -167,11 +180,17 @@ class EmbeddingWorker:
 
     def backlog(self) -> int:
         """Jobs waiting: counted in every workspace that may have work (the others have none)."""
+        return self.queue()[0]
+
+    def queue(self) -> tuple[int, float]:
+        """Jobs waiting and the seconds the oldest has waited (0.0 when none), over every workspace
+        that may have work (the others have none)."""
         with self._lock:
             active = set(self._active)
         if self._next_sweep == 0.0:  # not swept yet: nothing is known, count everywhere
             active = {ws.db_name for ws in self.control.workspaces()}
-        return sum(queued(self.dbs, db) for db in sorted(active))
+        each = [queued(self.dbs, db) for db in sorted(active)]
+        return sum(jobs for jobs, _ in each), max((age for _, age in each), default=0.0)
 
     def current_version(self) -> str:
         """The embed service's input-version stamp; raises grpc.RpcError when it is down."""
@@ -191,11 +210,13 @@ class EmbeddingWorker:
             self._version = version
 
     def _publish_backlog(self, force: bool = False) -> None:
-        """Sets the backlog gauge, recounting at most every ``BACKLOG_SECONDS`` (a count of a long
+        """Sets the backlog gauges, recounting at most every ``BACKLOG_SECONDS`` (a count of a long
         queue after every batch cost as much as the batch's own writes)."""
         now = time.monotonic()
         if force or now >= self._next_gauge:
-            BACKLOG.set(self.backlog())
+            jobs, age = self.queue()
+            BACKLOG.set(jobs)
+            OLDEST.set(age)
             self._next_gauge = now + BACKLOG_SECONDS
 
     def _run(self) -> None:
@@ -229,6 +250,8 @@ class EmbeddingWorker:
             except grpc.RpcError as exc:
                 FAILURES.inc()
                 log.warning("embed service unavailable (%s); retrying in %.1fs", exc.code(), delay)
+                with contextlib.suppress(psycopg.Error):  # the gauges move on while it is down (alerts.yml)
+                    self._publish_backlog()
                 self._stop.wait(delay)
                 delay = min(delay * 2, BACKOFF_MAX)
             except Exception:  # the worker must survive a bad cycle (database restart, ...)

@@ -37,6 +37,7 @@ from store_service.server import StoreService
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
+SERVICES = ("gateway", "store", "embed", "rank")
 
 
 @pytest.fixture(scope="session")
@@ -270,3 +271,46 @@ def embed_process(tmp_path_factory):
     service = ServiceProcess.start("embed", tmp_path_factory.mktemp("embed"), {"RECALLATRON_RERANKER_MODEL": ""})
     yield service
     assert service.stop() == 0, service.log.read_text()[-3000:]
+
+
+@contextmanager
+def recallatron_up(home: Path, **env):
+    """`recallatron up` as a user runs it, in data folder ``home`` with its own embedded PostgreSQL,
+    every gRPC and metrics port a free one, ``env`` added to its environment. Yields once it printed
+    ``ready``: ``{"proc", "env", "home", "gateway" (address), "metrics" ({service: port})}``; the
+    process's stdout (a pipe) is left for the caller. Stops it with SIGTERM unless it has exited."""
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | env
+    ports = {name: free_port() for name in SERVICES}
+    metrics = {name: free_port() for name in SERVICES}
+    env.update({"RECALLATRON_HOME": str(home), "PYTHONUNBUFFERED": "1"})
+    for name in SERVICES:
+        host = "localhost" if name == "gateway" else "127.0.0.1"
+        env[f"RECALLATRON_{name.upper()}_ADDR"] = f"{host}:{ports[name]}"
+        env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = str(metrics[name])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "up"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        lines = []
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "ready" in line:
+                break
+        assert any("ready" in line for line in lines), "".join(lines)
+        yield {"proc": proc, "env": env, "home": home, "gateway": f"localhost:{ports['gateway']}", "metrics": metrics}
+    finally:
+        if proc.poll() is None:  # a test failed before stopping it: stop the stack cleanly
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()

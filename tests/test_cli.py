@@ -5,7 +5,6 @@ and failure codes, /metrics, restart of a dead service, and a clean stop on SIGT
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,55 +12,17 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, free_port, recallatron_up
 
 from servicekit.limits import MAX_QUERY_CHARS
 
-ROOT = Path(__file__).resolve().parent.parent
 GRPCURL = str(Path(sys.executable).parent / "grpcurl")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def system(tmp_path_factory):
-    home = tmp_path_factory.mktemp("home")
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    ports = {name: free_port() for name in ("gateway", "store", "embed", "rank")}
-    metrics = {name: free_port() for name in ports}
-    env.update({"RECALLATRON_HOME": str(home), "PYTHONUNBUFFERED": "1"})
-    for name in ports:
-        host = "localhost" if name == "gateway" else "127.0.0.1"
-        env[f"RECALLATRON_{name.upper()}_ADDR"] = f"{host}:{ports[name]}"
-        env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = str(metrics[name])
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "up"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines = []
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if "ready" in line:
-            break
-    assert any("ready" in line for line in lines), "".join(lines)
-    yield {"proc": proc, "env": env, "home": home, "gateway": f"localhost:{ports['gateway']}", "metrics": metrics}
-    if proc.poll() is None:  # a test failed before the SIGTERM test: stop the stack cleanly
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with recallatron_up(tmp_path_factory.mktemp("home")) as system:
+        yield system
 
 
 def cli(system, *args, token=None, check=True):

@@ -1,6 +1,8 @@
 """The gRPC server metrics: each call counted once, with the status code the caller received, in the
 registry the server was given (the process-wide one, which /metrics serves, when none is)."""
 
+import time
+
 import grpc
 import pytest
 from conftest import code_of
@@ -12,8 +14,9 @@ from recallatron.store.v1 import store_pb2_grpc
 from gateway.recall import RecallConfig, Recaller
 from gateway.server import MemoryServicer
 from servicekit import clients
-from servicekit.metrics import server_metrics
+from servicekit.metrics import PoolCollector, server_metrics
 from servicekit.server import start_server
+from store_service.database import Databases
 
 SERVICE = g.DESCRIPTOR.services_by_name["MemoryService"].full_name
 
@@ -78,3 +81,62 @@ def test_one_registry_one_set_of_metrics():
         "grpc_server_handled",
         "grpc_server_handling_seconds",
     }
+
+
+def wait_for(check, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.2)
+
+
+def test_backlog_gauges_move_while_the_embed_service_is_down(stack):
+    """recallatron_embedding_backlog and _oldest_job_age_seconds are what the backlog alert reads
+    (deploy/alerts.yml), so they must keep moving through an embed outage."""
+    alice = stack.member(stack.workspace("backlog gauges"))
+    stack.wait_backlog_empty()
+    wait_for(lambda: REGISTRY.get_sample_value("recallatron_embedding_backlog") == 0)
+    assert REGISTRY.get_sample_value("recallatron_embedding_oldest_job_age_seconds") == 0
+    with stack.embed_down():
+        alice.remember("The ferry timetable changes in October.")
+        wait_for(lambda: REGISTRY.get_sample_value("recallatron_embedding_backlog") == 1)
+        first = REGISTRY.get_sample_value("recallatron_embedding_oldest_job_age_seconds")
+        assert 0 < first < 30
+        wait_for(lambda: REGISTRY.get_sample_value("recallatron_embedding_oldest_job_age_seconds") > first + 1)
+    stack.wait_backlog_empty()
+    wait_for(lambda: REGISTRY.get_sample_value("recallatron_embedding_backlog") == 0)
+    assert REGISTRY.get_sample_value("recallatron_embedding_oldest_job_age_seconds") == 0
+
+
+def test_pool_use_is_read_from_the_pools_by_kind(pg):
+    """A collector of its own watching a Databases of its own, so no other pool of the session counts."""
+    collector, registry = PoolCollector(), CollectorRegistry()
+    registry.register(collector)
+    dbs = Databases(pg, pool_max=3)
+    collector.watch(dbs)
+
+    def value(name, **labels):
+        return registry.get_sample_value(name, labels)
+
+    assert value("recallatron_db_pools_open", pool="control") == 0  # not opened yet: closed pools are left out
+    dbs.open()
+    try:
+        assert value("recallatron_db_pools_open", pool="control") == 1
+        assert value("recallatron_db_pool_max_connections", pool="control") == 3
+        assert value("recallatron_db_pool_connections", pool="control", state="idle") == 1  # min_size 1
+        with dbs.control.connection():
+            assert value("recallatron_db_pool_connections", pool="control", state="in_use") == 1
+            assert value("recallatron_db_pool_connections", pool="control", state="idle") == 0
+            assert value("recallatron_db_pool_requests_waiting", pool="control") == 0
+        assert value("recallatron_db_pool_connections", pool="control", state="in_use") == 0
+        assert value("recallatron_db_pools_open", pool="workspace") == 0
+        assert value("recallatron_db_pool_max_connections", pool="workspace") == 0
+        assert {m.name for m in registry.collect()} == {
+            "recallatron_db_pool_connections",
+            "recallatron_db_pool_max_connections",
+            "recallatron_db_pool_requests_waiting",
+            "recallatron_db_pools_open",
+        }
+    finally:
+        dbs.close()
+    assert value("recallatron_db_pools_open", pool="control") == 0
