@@ -27,6 +27,12 @@ DEPENDENCY_UP = Gauge("recallatron_dependency_up", "1 when a dependency answers 
 WATCH_SECONDS = 2.0
 
 
+def same_fields(message, cls):
+    """``message`` as a ``cls``: the gateway's history messages and the store's have the same fields
+    and numbers (tests/test_history.py compares their descriptors), so the wire form is shared."""
+    return cls.FromString(message.SerializeToString())
+
+
 class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
     """Implements recallatron.gateway.v1.MemoryService."""
 
@@ -146,6 +152,13 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         auth = authenticate(self.store, context)
         resp = self.store.FindEntities(s.FindEntitiesRequest(caller=auth.caller, name=request.name))
         return g.FindEntitiesResponse(entities=[g.Entity(id=e.id, name=e.name) for e in resp.entities])
+
+    def AppendHistory(self, request, context):
+        auth = authenticate(self.store, context)  # once; the store checks the size and each turn
+        resp = self.store.AppendHistory(
+            s.AppendHistoryRequest(caller=auth.caller, turns=[same_fields(t, s.HistoryTurn) for t in request.turns])
+        )
+        return g.AppendHistoryResponse(results=[same_fields(r, g.AppendHistoryResult) for r in resp.results])
 
 
 class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):

@@ -243,6 +243,44 @@ class FindEntitiesResponse(_message.Message):
     entities: _containers.RepeatedCompositeFieldContainer[Entity]
     def __init__(self, entities: _Optional[_Iterable[_Union[Entity, _Mapping]]] = ...) -> None: ...
 
+class HistoryTurn(_message.Message):
+    __slots__ = ("request_id", "chat_id", "role", "text", "occurred_at", "session_id")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CHAT_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    chat_id: str
+    role: str
+    text: str
+    occurred_at: _timestamp_pb2.Timestamp
+    session_id: str
+    def __init__(self, request_id: _Optional[str] = ..., chat_id: _Optional[str] = ..., role: _Optional[str] = ..., text: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class AppendHistoryRequest(_message.Message):
+    __slots__ = ("turns",)
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    turns: _containers.RepeatedCompositeFieldContainer[HistoryTurn]
+    def __init__(self, turns: _Optional[_Iterable[_Union[HistoryTurn, _Mapping]]] = ...) -> None: ...
+
+class AppendHistoryResult(_message.Message):
+    __slots__ = ("turn_id", "error", "replayed")
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    turn_id: str
+    error: _status_pb2.Status
+    replayed: bool
+    def __init__(self, turn_id: _Optional[str] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., replayed: _Optional[bool] = ...) -> None: ...
+
+class AppendHistoryResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AppendHistoryResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AppendHistoryResult, _Mapping]]] = ...) -> None: ...
+
 class CreateWorkspaceRequest(_message.Message):
     __slots__ = ("name",)
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -86,6 +86,11 @@ class MemoryServiceStub:
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesResponse.FromString,
                 _registered_method=True)
+        self.AppendHistory = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/AppendHistory',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.AppendHistoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.AppendHistoryResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -172,6 +177,18 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AppendHistory(self, request, context):
+        """Appends 1..500 conversation turns to the caller's own history evidence: owner-only, never a
+        memory, never recalled, never visible to anyone else (admins included) in any call or count.
+        Each turn is validated and answered on its own, and a failed turn fails only itself; a turn
+        whose request_id the caller already used is not stored twice. Turns without a session_id get
+        the session of their run (see HistoryEntry.session_id). The whole call fails only for a bad
+        token (UNAUTHENTICATED), no turns or more than 500 (INVALID_ARGUMENT), or an unavailable store.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -219,6 +236,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.FindEntities,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesResponse.SerializeToString,
+            ),
+            'AppendHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.AppendHistory,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.AppendHistoryRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.AppendHistoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -471,6 +493,33 @@ class MemoryService:
             '/recallatron.gateway.v1.MemoryService/FindEntities',
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesRequest.SerializeToString,
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AppendHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/AppendHistory',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.AppendHistoryRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.AppendHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

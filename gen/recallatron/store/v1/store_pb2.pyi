@@ -11,6 +11,46 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class HistoryTurn(_message.Message):
+    __slots__ = ("request_id", "chat_id", "role", "text", "occurred_at", "session_id")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CHAT_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    chat_id: str
+    role: str
+    text: str
+    occurred_at: _timestamp_pb2.Timestamp
+    session_id: str
+    def __init__(self, request_id: _Optional[str] = ..., chat_id: _Optional[str] = ..., role: _Optional[str] = ..., text: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class AppendHistoryRequest(_message.Message):
+    __slots__ = ("caller", "turns")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    turns: _containers.RepeatedCompositeFieldContainer[HistoryTurn]
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., turns: _Optional[_Iterable[_Union[HistoryTurn, _Mapping]]] = ...) -> None: ...
+
+class AppendHistoryResult(_message.Message):
+    __slots__ = ("turn_id", "error", "replayed")
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    turn_id: str
+    error: _status_pb2.Status
+    replayed: bool
+    def __init__(self, turn_id: _Optional[str] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., replayed: _Optional[bool] = ...) -> None: ...
+
+class AppendHistoryResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AppendHistoryResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AppendHistoryResult, _Mapping]]] = ...) -> None: ...
+
 class UpdateWorkspaceSettingsRequest(_message.Message):
     __slots__ = ("workspace_id", "dense_floor", "default_mode")
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]

@@ -130,6 +130,11 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsResponse.FromString,
                 _registered_method=True)
+        self.AppendHistory = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/AppendHistory',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryResponse.FromString,
+                _registered_method=True)
 
 
 class StoreServiceServicer:
@@ -277,6 +282,16 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AppendHistory(self, request, context):
+        """Appends 1..500 history turns for the caller (owner-only evidence, never a memory): each turn is
+        validated and answered on its own (a failed turn fails only itself), the new turns written,
+        indexed and their runs' sessions computed in one transaction. INVALID_ARGUMENT for the whole
+        call only when it has no turns or more than 500.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -374,6 +389,11 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.RebuildEmbeddings,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsResponse.SerializeToString,
+            ),
+            'AppendHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.AppendHistory,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -890,6 +910,33 @@ class StoreService:
             '/recallatron.store.v1.StoreService/RebuildEmbeddings',
             recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsRequest.SerializeToString,
             recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AppendHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/AppendHistory',
+            recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,
