@@ -160,6 +160,34 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         )
         return g.AppendHistoryResponse(results=[same_fields(r, g.AppendHistoryResult) for r in resp.results])
 
+    def SearchHistory(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.SearchHistory(
+            s.SearchHistoryRequest(
+                caller=auth.caller,
+                query=request.query,
+                start_time=request.start_time if request.HasField("start_time") else None,
+                end_time=request.end_time if request.HasField("end_time") else None,
+                chat_id=request.chat_id,
+                session_id=request.session_id,
+                page_size=request.page_size,
+                page_token=request.page_token,
+            )
+        )
+        return same_fields(resp, g.SearchHistoryResponse)
+
+    def ForgetHistory(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.ForgetHistory(
+            s.ForgetHistoryRequest(
+                caller=auth.caller,
+                turn_ids=request.turn_ids,
+                start_time=request.start_time if request.HasField("start_time") else None,
+                end_time=request.end_time if request.HasField("end_time") else None,
+            )
+        )
+        return g.ForgetHistoryResponse(forgotten_count=resp.forgotten_count)
+
 
 class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
     """Implements recallatron.gateway.v1.AdminService, authorised by the operator credential."""

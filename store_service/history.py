@@ -5,14 +5,16 @@ query reads: recall, Read, FindEntities, the memory statistics and the status co
 Every function here takes the caller and touches only the caller's own rows (``owner_member_id``),
 so no member, admins included, can see, count, rank by or forget another member's turns.
 
-Sessions: a turn appended with a session id keeps it. A turn without one belongs to its run, the
-turns of its chat (same owner) with no gap over ``SESSION_GAP`` between neighbours in time; its
-session is that of the nearest earlier turn of the run that names one, else the nearest later one,
-else ``<chat_id>@<first instant of the run, UTC ISO 8601>``. Appending or forgetting a turn can join
-or split runs, so each recomputes the runs it touched (``_resession``).
+This module is the write side: validation, append (idempotent by request id) and forget (by ids
+or a time range). ``history_index`` keeps the keyword postings and each owner's BM25 statistics,
+``history_sessions`` the sessions of turns appended without one, ``history_search`` reads.
 
 Writes of one owner serialise on a transaction-scoped advisory lock, which keeps the statistics
 exact and the session runs consistent under concurrent calls.
+
+A forgotten turn leaves search, sessions and statistics, and its text is erased. When it had a
+request id, a tombstone keeps only its id, owner, request id and time of forgetting, so that a retry
+(an import run again) is answered as already stored and does not bring the turn back.
 """
 
 from __future__ import annotations
@@ -24,20 +26,18 @@ from dataclasses import dataclass
 import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
-from servicekit.errors import InvalidArgument, ServiceError
+from servicekit.errors import InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_HISTORY_BATCH
-from store_service import analysis
-from store_service.database import named
+from store_service import history_index, history_sessions
 from store_service.memories import check_request_id
 from store_service.vocabulary import MAX_BODY_BYTES
 
-# The gap that ends a session: the old store's rule (a run of turns of one chat with no gap over
-# two hours, issue 10 and the legacy format's README).
-SESSION_GAP = datetime.timedelta(hours=2)
 # Accepted role names and what is stored: ``rheo`` is the old store's name of the assistant.
 ROLES = {"user": "user", "assistant": "assistant", "rheo": "assistant"}
 MAX_CHAT_ID_CHARS = 200
 MAX_SESSION_ID_CHARS = 200
+# Turn ids one ForgetHistory names at most.
+MAX_FORGET_IDS = 1_000
 # pg_advisory_xact_lock(class, key) class of an owner's history writes ("hi"); the key is
 # hashtext(owner): two owners sharing a hash only wait for each other.
 _LOCK_CLASS = 0x6869
@@ -114,7 +114,8 @@ def prepare(turn, now: datetime.datetime) -> NewTurn:
     return NewTurn(turn.request_id, turn.chat_id, role, text, when, turn.session_id or None)
 
 
-def _lock_owner(conn: psycopg.Connection, owner: uuid.UUID) -> None:
+def lock_owner(conn: psycopg.Connection, owner: uuid.UUID) -> None:
+    """Takes the owner's history write lock until the end of the transaction."""
     conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_CLASS, str(owner)))
 
 
@@ -138,7 +139,7 @@ def append(conn: psycopg.Connection, caller: m.Caller, turns) -> list[Appended |
     if not fresh:
         return results
     with conn.transaction():
-        _lock_owner(conn, owner)
+        lock_owner(conn, owner)
         keys = sorted({t.request_id for t in fresh.values() if t.request_id})
         firsts = dict(
             conn.execute(
@@ -155,17 +156,18 @@ def append(conn: psycopg.Connection, caller: m.Caller, turns) -> list[Appended |
             turn_id = uuid.uuid4()
             if turn.request_id:
                 firsts[turn.request_id] = turn_id
-            rows.append((turn_id, turn, analysis.document_terms("", turn.text)))
+            rows.append((turn_id, turn, history_index.terms(turn.text)))
             results[i] = Appended(turn_id, replayed=False)
         if rows:
             _insert(conn, owner, rows)
-            _index(conn, owner, [(turn_id, terms) for turn_id, _, terms in rows], +1)
-            _resession_all(conn, owner, [(t.chat_id, t.occurred_at) for _, t, _ in rows])
+            history_index.update(conn, owner, [(turn_id, terms) for turn_id, _, terms in rows], +1)
+            history_sessions.recompute(conn, owner, [(t.chat_id, t.occurred_at) for _, t, _ in rows])
     return results
 
 
 def _insert(conn: psycopg.Connection, owner: uuid.UUID, rows) -> None:
-    """Inserts new turns (their session for now their own, or their id until ``_resession``)."""
+    """Inserts new turns; the session of one without a session id is its own id until
+    ``history_sessions.recompute`` sets it."""
     conn.execute(
         """INSERT INTO history_turn (id, owner_member_id, request_id, chat_id, role, text, occurred_at,
                                      session_id, session, doc_len)
@@ -186,125 +188,84 @@ def _insert(conn: psycopg.Connection, owner: uuid.UUID, rows) -> None:
     )
 
 
-def _index(conn: psycopg.Connection, owner: uuid.UUID, docs: list[tuple[uuid.UUID, dict[str, int]]], sign: int) -> None:
-    """Adds (``sign`` +1) or removes (-1) turns' postings and their share of the owner's statistics;
-    call under the owner's lock. ``docs`` are (turn id, lexeme -> term frequency) pairs."""
-    if not docs:
-        return
-    df: dict[str, int] = {}
-    for _, terms in docs:
-        for lexeme in terms:
-            df[lexeme] = df.get(lexeme, 0) + 1
-    if sign > 0:
-        conn.execute(
-            """INSERT INTO history_posting (owner_member_id, lexeme, turn_id, tf, doc_len)
-               SELECT %s, l, i, tf, d FROM unnest(%s::text[], %s::uuid[], %s::int[], %s::int[]) AS u(l, i, tf, d)""",
-            (
-                owner,
-                [lx for _, terms in docs for lx in terms],
-                [turn_id for turn_id, terms in docs for _ in terms],
-                [tf for _, terms in docs for tf in terms.values()],
-                [len(terms) for _, terms in docs for _ in terms],
-            ),
-        )
-    else:
-        conn.execute("DELETE FROM history_posting WHERE turn_id = ANY(%s)", ([turn_id for turn_id, _ in docs],))
-    lexemes = sorted(df)
-    conn.execute(
-        """INSERT INTO history_df AS d (owner_member_id, lexeme, df)
-           SELECT %s, l, n FROM unnest(%s::text[], %s::bigint[]) AS u(l, n)
-           ON CONFLICT (owner_member_id, lexeme) DO UPDATE SET df = d.df + EXCLUDED.df""",
-        (owner, lexemes, [sign * df[lx] for lx in lexemes]),
-    )
-    if sign < 0:
-        conn.execute("DELETE FROM history_df WHERE owner_member_id = %s AND df <= 0", (owner,))
-    conn.execute(
-        """INSERT INTO history_stats AS s (owner_member_id, doc_count, total_len) VALUES (%s, %s, %s)
-           ON CONFLICT (owner_member_id) DO UPDATE
-           SET doc_count = s.doc_count + EXCLUDED.doc_count, total_len = s.total_len + EXCLUDED.total_len""",
-        (owner, sign * len(docs), sign * sum(len(terms) for _, terms in docs)),
-    )
+def time_range(req) -> tuple[datetime.datetime | None, datetime.datetime | None]:
+    """A request's optional ``start_time`` and ``end_time``; INVALID_ARGUMENT for an invalid instant
+    or an end not after the start."""
+    start = timestamp(req.start_time, "start_time") if req.HasField("start_time") else None
+    end = timestamp(req.end_time, "end_time") if req.HasField("end_time") else None
+    if start is not None and end is not None and end <= start:
+        raise InvalidArgument("end_time must be after start_time", field="end_time")
+    return start, end
 
 
-def _resession_all(conn: psycopg.Connection, owner: uuid.UUID, touched: list[tuple[str, datetime.datetime]]) -> None:
-    """Recomputes the sessions of every run that holds one of the ``touched`` (chat, instant) pairs:
-    new turns, or the places of forgotten ones. Runs already recomputed are not walked again."""
-    by_chat: dict[str, list[datetime.datetime]] = {}
-    for chat, when in touched:
-        by_chat.setdefault(chat, []).append(when)
-    for chat in sorted(by_chat):
-        end = None
-        for when in sorted(by_chat[chat]):
-            if end is not None and when <= end:
-                continue  # inside the region just recomputed
-            start, end = _run_edge(conn, owner, chat, when, forward=False), _run_edge(conn, owner, chat, when, True)
-            _resession(conn, owner, chat, start, end)
+def forget(conn: psycopg.Connection, caller: m.Caller, req) -> int:
+    """Forgets the caller's own turns named by a ForgetHistoryRequest; returns how many.
+
+    By ``turn_ids`` (1..1,000): all or nothing, NOT_FOUND naming the first id that is not a live
+    turn of the caller, malformed ids included (another member's turn answers exactly as a missing
+    one). By ``start_time`` and ``end_time``, both set: every live turn of the caller that occurred
+    in [start, end). INVALID_ARGUMENT for neither, both, more than 1,000 ids, or a bad range.
+    """
+    start, end = time_range(req)
+    ids = list(dict.fromkeys(req.turn_ids))
+    if ids and (start or end):
+        raise InvalidArgument("name turn_ids or a time range, not both", field="turn_ids")
+    if not ids and (start is None or end is None):
+        raise InvalidArgument("name turn_ids, or both start_time and end_time", field="turn_ids")
+    if len(ids) > MAX_FORGET_IDS:
+        raise InvalidArgument(f"at most {MAX_FORGET_IDS} turn_ids per call", field="turn_ids", limit=MAX_FORGET_IDS)
+    owner = uuid.UUID(caller.member_id)
+    with conn.transaction():
+        lock_owner(conn, owner)
+        if ids:
+            wanted = _parse_turn_ids(ids)
+            rows = conn.execute(
+                """SELECT id, chat_id, occurred_at, request_id IS NOT NULL FROM history_turn
+                    WHERE owner_member_id = %s AND forgotten_at IS NULL AND id = ANY(%s)""",
+                (owner, list(wanted.values())),
+            ).fetchall()
+            found = {r[0] for r in rows}
+            missing = next((raw for raw, turn_id in wanted.items() if turn_id not in found), None)
+            if missing is not None:
+                raise NotFound(f"history turn {missing[:40]} not found", field="turn_ids")
+        else:
+            rows = conn.execute(
+                """SELECT id, chat_id, occurred_at, request_id IS NOT NULL FROM history_turn
+                    WHERE owner_member_id = %s AND forgotten_at IS NULL AND occurred_at >= %s AND occurred_at < %s""",
+                (owner, start, end),
+            ).fetchall()
+        _erase(conn, owner, rows)
+        history_sessions.recompute(conn, owner, [(chat, when) for _, chat, when, _ in rows])
+    return len(rows)
 
 
-def _run_edge(conn: psycopg.Connection, owner: uuid.UUID, chat: str, when: datetime.datetime, forward: bool):
-    """The first (or last) instant of the run that a turn at ``when`` belongs to: hops to the
-    farthest live turn within ``SESSION_GAP`` until there is none (every gap passed over is then at
-    most the gap), one index probe a hop. The arithmetic is PostgreSQL's, whose range has room on
-    both sides of years 1..9999."""
-    step = (
-        """SELECT max(occurred_at) FROM history_turn WHERE owner_member_id = %(o)s AND chat_id = %(c)s
-             AND forgotten_at IS NULL AND occurred_at > %(t)s AND occurred_at <= %(t)s + %(gap)s"""
-        if forward
-        else """SELECT min(occurred_at) FROM history_turn WHERE owner_member_id = %(o)s AND chat_id = %(c)s
-             AND forgotten_at IS NULL AND occurred_at < %(t)s AND occurred_at >= %(t)s - %(gap)s"""
-    )
-    while True:
-        hop = conn.execute(step, {"o": owner, "c": chat, "t": when, "gap": SESSION_GAP}).fetchone()[0]
-        if hop is None:
-            return when
-        when = hop
-
-
-def computed_session(chat_id: str, start: datetime.datetime) -> str:
-    """The session of a run in which no turn names one: ``<chat_id>@<start, UTC ISO 8601>``, e.g.
-    ``tg:100200300@2026-03-02T08:01:00Z`` (microseconds only when there are any)."""
-    return f"{chat_id}@{start.astimezone(datetime.UTC).replace(tzinfo=None).isoformat()}Z"
-
-
-def sessions_of_runs(chat_id: str, turns: list[tuple[datetime.datetime, str | None]]) -> list[str]:
-    """The session of each turn of one chat, given in time order as (instant, session id given or
-    None): the module docstring's rule. Pure, so tests can check it alone."""
-    out: list[str] = []
-    start = 0
-    for i in range(1, len(turns) + 1):
-        if i < len(turns) and turns[i][0] - turns[i - 1][0] <= SESSION_GAP:
-            continue
-        run = [sid for _, sid in turns[start:i]]  # a whole run: [start, i)
-        later: list[str | None] = []  # the nearest session named at or after each turn
-        for sid in reversed(run):
-            later.append(sid if sid is not None else (later[-1] if later else None))
-        later.reverse()
-        earlier = None
-        fallback = computed_session(chat_id, turns[start][0])
-        for sid, after in zip(run, later, strict=True):
-            earlier = sid if sid is not None else earlier
-            out.append(earlier or after or fallback)
-        start = i
+def _parse_turn_ids(ids: list[str]) -> dict[str, uuid.UUID]:
+    """Each given id and its UUID; a malformed one cannot name a turn: NOT_FOUND, as a missing one."""
+    out = {}
+    for raw in ids:
+        try:
+            out[raw] = uuid.UUID(raw)
+        except ValueError:
+            raise NotFound(f"history turn {raw[:40]} not found", field="turn_ids") from None
     return out
 
 
-def _resession(conn: psycopg.Connection, owner: uuid.UUID, chat: str, start, end) -> None:
-    """Sets the session of every live turn of ``chat`` in [start, end], a span of whole runs."""
-    rows = (
-        named(conn)
-        .execute(
-            """SELECT id, occurred_at, session_id, session FROM history_turn
-            WHERE owner_member_id = %s AND chat_id = %s AND forgotten_at IS NULL
-              AND occurred_at BETWEEN %s AND %s ORDER BY occurred_at, seq""",
-            (owner, chat, start, end),
-        )
-        .fetchall()
+def _erase(conn: psycopg.Connection, owner: uuid.UUID, rows) -> None:
+    """Removes turns (id, chat, instant, has request id) from the index and statistics, keeps a
+    tombstone of each that has a request id and deletes the others; under the owner's lock."""
+    if not rows:
+        return
+    ids = [r[0] for r in rows]
+    docs: dict[uuid.UUID, dict[str, int]] = {turn_id: {} for turn_id in ids}
+    for turn_id, lexeme, tf in conn.execute(
+        "SELECT turn_id, lexeme, tf FROM history_posting WHERE turn_id = ANY(%s)", (ids,)
+    ):
+        docs[turn_id][lexeme] = tf
+    history_index.update(conn, owner, list(docs.items()), -1)
+    conn.execute("DELETE FROM history_turn WHERE id = ANY(%s)", ([r[0] for r in rows if not r[3]],))
+    conn.execute(
+        """UPDATE history_turn SET text = '', chat_id = NULL, role = NULL, occurred_at = NULL, session_id = NULL,
+                  session = NULL, doc_len = 0, forgotten_at = now()
+            WHERE id = ANY(%s)""",
+        ([r[0] for r in rows if r[3]],),
     )
-    sessions = sessions_of_runs(chat, [(r.occurred_at, r.session_id) for r in rows])
-    changed = [(r.id, new) for r, new in zip(rows, sessions, strict=True) if r.session != new]
-    if changed:
-        conn.execute(
-            """UPDATE history_turn t SET session = u.s FROM unnest(%s::uuid[], %s::text[]) AS u(i, s)
-                WHERE t.id = u.i""",
-            ([i for i, _ in changed], [s for _, s in changed]),
-        )

@@ -18,7 +18,7 @@ from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, Unavailable, status_proto_for
 from servicekit.limits import DIMENSIONS, EMBED_BATCH_SIZE, MAX_CANDIDATE_LIMIT, MAX_QUERY_CHARS
 from servicekit.server import Running, start_server
-from store_service import candidates, entities, history, lifecycle, memories
+from store_service import candidates, entities, history, history_search, lifecycle, memories
 from store_service.control import ControlPlane, Workspace
 from store_service.database import Databases
 from store_service.embedding_job import EmbeddingWorker, requeue
@@ -212,6 +212,14 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
                 for r in results
             ]
         )
+
+    def SearchHistory(self, request, context):
+        with self._conn(request.caller) as conn:
+            return history_search.search(conn, request.caller, request)
+
+    def ForgetHistory(self, request, context):
+        with self._conn(request.caller) as conn:
+            return s.ForgetHistoryResponse(forgotten_count=history.forget(conn, request.caller, request))
 
     def _wake(self, caller: m.Caller | None) -> None:
         """Tells the embedding worker that the caller's workspace (None: any) has new jobs."""

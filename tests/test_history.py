@@ -1,7 +1,10 @@
 """History evidence end to end through the gateway, against real PostgreSQL: AppendHistory (limits,
-idempotency, sessions), and that history is owner-only and never a memory."""
+idempotency, sessions), SearchHistory (BM25 against a reference computed here over the caller's own
+turns, filters, pages), ForgetHistory (by ids, by range), bad input to each, and that history is
+owner-only and never a memory."""
 
 import datetime
+import math
 import uuid
 
 import grpc
@@ -13,7 +16,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
-from store_service import history
+from store_service import analysis, history_index, history_sessions
 
 OK, INVALID = grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT
 T0 = datetime.datetime(2026, 3, 2, 8, 0, tzinfo=datetime.UTC)
@@ -77,7 +80,7 @@ def test_gateway_and_store_history_messages_share_fields_and_numbers():
             for f in descriptor.fields
         ]
 
-    for name in ("HistoryTurn", "AppendHistoryResult"):
+    for name in ("HistoryTurn", "AppendHistoryResult", "HistoryEntry", "SearchHistoryResponse"):
         assert shape(g.DESCRIPTOR.message_types_by_name[name]) == shape(s.DESCRIPTOR.message_types_by_name[name]), name
 
 
@@ -198,13 +201,13 @@ def test_sessions_are_runs_with_no_gap_over_two_hours(stack, team):
 
 
 def test_sessions_of_runs_rule():
-    gap = history.SESSION_GAP
+    gap = history_sessions.SESSION_GAP
     t = [T0, T0 + minutes(1), T0 + minutes(2), T0 + minutes(3), T0 + gap + minutes(4)]
-    got = history.sessions_of_runs("c", [(t[0], None), (t[1], "A"), (t[2], None), (t[3], "B"), (t[4], None)])
+    got = history_sessions.sessions_of_runs("c", [(t[0], None), (t[1], "A"), (t[2], None), (t[3], "B"), (t[4], None)])
     assert got == ["A", "A", "A", "B", "c@2026-03-02T10:04:00Z"]
-    assert history.sessions_of_runs("c", []) == []
+    assert history_sessions.sessions_of_runs("c", []) == []
     early = datetime.datetime(1, 1, 1, 0, 0, 0, 5, tzinfo=datetime.UTC)
-    assert history.sessions_of_runs("c", [(early, None)]) == ["c@0001-01-01T00:00:00.000005Z"]
+    assert history_sessions.sessions_of_runs("c", [(early, None)]) == ["c@0001-01-01T00:00:00.000005Z"]
 
 
 def test_history_writes_nothing_memories_are_made_of(stack, team):
@@ -223,3 +226,283 @@ def test_history_writes_nothing_memories_are_made_of(stack, team):
     for mode in (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
         resp = alice.recall(word, mode=mode)
         assert list(resp.items) == [] and resp.counts.lexical == 0
+
+
+# SearchHistory and ForgetHistory.
+
+K1, B = 1.2, 0.75  # Okapi BM25's constants (Robertson and Zaragoza, 2009), as the keyword arm uses
+
+
+def bm25(texts: dict[str, str], query: str) -> dict[str, float]:
+    """Reference BM25 over ``texts``; from three query terms up, terms in 15% or more of the texts are
+    not scored, except the rarest (README.md, "How recall works")."""
+    docs = {i: analysis.document_terms("", t) for i, t in texts.items()}
+    n = len(docs)
+    avg = max(sum(len(d) for d in docs.values()) / n, 1.0)
+    terms = analysis.query_terms(query)
+    df = {term: sum(term in d for d in docs.values()) for term in terms}
+    present = [term for term in terms if df[term]]
+    if len(terms) >= 3 and present:
+        rarest = min(present, key=lambda term: df[term])
+        present = [term for term in present if term == rarest or df[term] / n < 0.15]
+    scores: dict[str, float] = {}
+    for term in present:
+        idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
+        for i, d in docs.items():
+            if term in d:
+                tf = d[term]
+                scores[i] = scores.get(i, 0.0) + idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * len(d) / avg))
+    return scores
+
+
+def search(member, query="", **kw) -> g.SearchHistoryResponse:
+    return member.stack.memory.SearchHistory(g.SearchHistoryRequest(query=query, **kw), metadata=member.md())
+
+
+def search_all(member, query="", page_size=3, **kw) -> list[g.HistoryEntry]:
+    """Every page of a search, following next_page_token."""
+    out, token = [], ""
+    for _ in range(1000):
+        page = search(member, query, page_size=page_size, page_token=token, **kw)
+        out += page.entries
+        token = page.next_page_token
+        if not token:
+            return out
+    raise AssertionError("pagination did not end")
+
+
+def forget(member, **kw):
+    return member.stack.memory.ForgetHistory(g.ForgetHistoryRequest(**kw), metadata=member.md())
+
+
+LINES = [
+    "Can you remind me when the tax filing is due?",
+    "Noted: the tax filing is due on 2026-04-30.",
+    "I talked to Mira Okafor about the kitchen renovation today.",
+    "Mira Okafor from Quarry Labs called about the budget.",
+    "The kitchen renovation budget is now 4500 euros.",
+    "Let's move the meeting for the tax filing to next week.",
+    "ok",
+    "thanks!",
+    "Did Mira ever reply about the payment?",
+    "Remind me to call Quarry Labs on 2026-05-02.",
+]
+
+
+@pytest.fixture(scope="module")
+def searchers(stack):
+    """A fresh workspace: alice's ten turns in two chats, and bob's turns full of the same words."""
+    ws = stack.workspace("history search")
+    alice, bob, admin = stack.member(ws), stack.member(ws), stack.member(ws, role=m.ROLE_ADMIN)
+    turns = [
+        turn(text, chat="tg:1" if i < 6 else "tg:2", at=T0 + minutes(10 * i), role="user" if i % 2 == 0 else "rheo")
+        for i, text in enumerate(LINES)
+    ]
+    ids = [r.turn_id for r in append(alice, turns)]
+    append(bob, [turn("tax filing kitchen renovation Mira budget " * k, chat="tg:1", at=T0) for k in range(1, 30)])
+    return ws, alice, bob, admin, dict(zip(ids, LINES, strict=True))
+
+
+@pytest.mark.parametrize(
+    "query", ["tax filing", "Mira", "kitchen budget", "Quarry Labs", "2026-04-30", "euros", "Mira tax kitchen ok"]
+)
+def test_search_ranks_by_bm25_over_the_callers_own_turns(searchers, query):
+    _, alice, _, _, texts = searchers
+    want = bm25(texts, query)
+    got = search(alice, query, page_size=200).entries
+    assert [e.turn_id for e in got] == sorted(want, key=lambda i: (-round(want[i], 9), i))
+    for e in got:
+        assert e.score == pytest.approx(want[e.turn_id], rel=1e-12)
+        assert e.turn.text == texts[e.turn_id]
+
+
+def test_search_finds_nothing_for_words_no_turn_holds(searchers):
+    _, alice, _, admin, _ = searchers
+    assert list(search(alice, "parrot").entries) == []
+    assert list(search(alice, "the of and").entries) == []  # stop words only: no term to search
+    assert list(search(alice, "!!!").entries) == []
+    assert list(search(admin, "tax filing").entries) == []  # an admin sees only its own (none)
+    assert list(search(admin).entries) == []
+
+
+def test_listing_without_a_query_gives_every_turn_oldest_first_as_stored(searchers):
+    _, alice, _, _, texts = searchers
+    entries = search_all(alice, page_size=4)
+    assert [e.turn.text for e in entries] == LINES
+    assert [e.turn.occurred_at.ToDatetime(tzinfo=datetime.UTC) for e in entries] == [
+        T0 + minutes(10 * i) for i in range(10)
+    ]
+    assert [e.turn.role for e in entries] == ["user", "assistant"] * 5
+    assert {e.turn.session_id for e in entries[:6]} == {"tg:1@2026-03-02T08:00:00Z"}
+    assert {e.turn.session_id for e in entries[6:]} == {"tg:2@2026-03-02T09:00:00Z"}
+    assert all(e.session_computed and e.score == 0 and e.appended_at.seconds > 0 for e in entries)
+    assert list(search(alice, "   ", page_size=200).entries) == list(search(alice, page_size=200).entries)
+
+
+def test_filters_narrow_the_turns_not_the_statistics(searchers):
+    _, alice, _, _, texts = searchers
+    want = bm25(texts, "tax filing")
+    chat2 = search(alice, "Mira", chat_id="tg:2", page_size=200).entries
+    assert [e.turn.text for e in chat2] == [LINES[8]]
+    assert chat2[0].score == pytest.approx(bm25(texts, "Mira")[chat2[0].turn_id], rel=1e-12)
+    session = search(alice, "tax filing", session_id="tg:1@2026-03-02T08:00:00Z", page_size=200).entries
+    assert {e.turn_id for e in session} == set(want)
+    window = dict(start_time=ts(T0 + minutes(10)), end_time=ts(T0 + minutes(50)))  # turns 1..4
+    assert [e.turn.text for e in search(alice, page_size=200, **window).entries] == LINES[1:5]
+    assert [e.turn.text for e in search(alice, "tax", page_size=200, **window).entries] == [LINES[1]]
+    assert [e.turn.text for e in search(alice, start_time=ts(T0 + minutes(85))).entries] == LINES[9:]
+    assert [e.turn.text for e in search(alice, end_time=ts(T0 + minutes(5))).entries] == LINES[:1]
+    assert list(search(alice, chat_id="tg:9").entries) == [] and list(search(alice, session_id="x").entries) == []
+
+
+@pytest.mark.parametrize("query", ["", "tax Mira"])
+def test_pages_cover_the_search_once_in_order(searchers, query):
+    _, alice, _, _, _ = searchers
+    whole = list(search(alice, query, page_size=200).entries)
+    assert len(whole) >= 6
+    for size in (1, 2, 3, 7):
+        assert search_all(alice, query, page_size=size) == whole
+    first = search(alice, query, page_size=len(whole))
+    assert first.next_page_token == ""  # exactly one page: no further token
+
+
+def test_page_size_zero_is_twenty_and_over_the_most_is_the_most(stack):
+    ws = stack.workspace("history pages")
+    carol = stack.member(ws)
+    append(carol, [turn(f"line {i}", at=T0 + minutes(i)) for i in range(250)])
+    assert len(search(carol).entries) == 20
+    page = search(carol, page_size=1000)
+    assert len(page.entries) == 200 and page.next_page_token
+    assert len(search(carol, page_size=1000, page_token=page.next_page_token).entries) == 50
+
+
+def test_bad_search_input_is_invalid_argument(searchers):
+    _, alice, bob, _, _ = searchers
+    api = alice.stack.memory
+    token = search(alice, "tax", page_size=1).next_page_token
+    listing_token = search(alice, page_size=1).next_page_token
+    assert token and listing_token
+    bad_time = ts(T0)
+    bad_time.seconds = -62135596801  # before year 1
+    cases = [
+        g.SearchHistoryRequest(page_size=-1),
+        g.SearchHistoryRequest(query="x" * 32_769),
+        g.SearchHistoryRequest(page_token="not a token"),
+        g.SearchHistoryRequest(page_token="e30"),  # {} in base64
+        g.SearchHistoryRequest(query="tax", page_token=token[:-2]),
+        g.SearchHistoryRequest(query="Mira", page_token=token),  # a token of another query
+        g.SearchHistoryRequest(query="tax", chat_id="tg:1", page_token=token),  # another filter
+        g.SearchHistoryRequest(query="tax", page_token=listing_token),
+        g.SearchHistoryRequest(page_token=token),
+        g.SearchHistoryRequest(start_time=ts(T0), end_time=ts(T0)),
+        g.SearchHistoryRequest(start_time=ts(T0 + minutes(1)), end_time=ts(T0)),
+        g.SearchHistoryRequest(start_time=bad_time),
+        g.SearchHistoryRequest(chat_id="c" * 201),
+        g.SearchHistoryRequest(chat_id="a\x00b"),
+        g.SearchHistoryRequest(session_id="s" * 229),
+    ]
+    for req in cases:
+        assert code_of(api.SearchHistory, req, metadata=alice.md()) == INVALID, req
+    # Another member's token, even for the same search, is not a token of theirs.
+    assert code_of(api.SearchHistory, g.SearchHistoryRequest(query="tax", page_token=token), metadata=bob.md()) == (
+        INVALID
+    )
+    assert code_of(api.SearchHistory, g.SearchHistoryRequest(query="tax")) == grpc.StatusCode.UNAUTHENTICATED
+    operator = (("authorization", f"Bearer {alice.stack.operator_token}"),)
+    assert code_of(api.SearchHistory, g.SearchHistoryRequest(), metadata=operator) == grpc.StatusCode.UNAUTHENTICATED
+    # A NUL in the query is a space; a session filter as long as a computed one is accepted.
+    assert [e.turn_id for e in search(alice, "tax\x00filing").entries] == [
+        e.turn_id for e in search(alice, "tax filing").entries
+    ]
+    assert list(search(alice, session_id="s" * 228).entries) == []
+
+
+def stats_match(stack, ws) -> None:
+    with stack.db(ws) as conn:
+        assert history_index.maintained(conn) == history_index.recount(conn)
+
+
+def test_forget_by_ids_erases_the_turns_from_search_and_statistics(stack):
+    ws = stack.workspace("history forget")
+    dan, eve = stack.member(ws), stack.member(ws)
+    results = append(
+        dan,
+        [
+            turn("the parrot Captain likes grapes", request_id="legacy-turn-1"),
+            turn("the parrot sleeps at nine", at=T0 + minutes(5)),
+            turn("grapes are on the list", at=T0 + minutes(6), request_id="legacy-turn-3"),
+        ],
+    )
+    keep_eve = append(eve, [turn("the parrot of eve", at=T0)])[0].turn_id
+    first, second, third = (r.turn_id for r in results)
+    assert forget(dan, turn_ids=[first, second, first]).forgotten_count == 2
+    assert [e.turn_id for e in search(dan, "parrot grapes", page_size=200).entries] == [third]
+    assert [e.turn_id for e in search(dan).entries] == [third]
+    stats_match(stack, ws)
+    with stack.db(ws) as conn:
+        rows = conn.execute(
+            "SELECT id::text, text, chat_id, occurred_at, request_id, forgotten_at IS NOT NULL FROM history_turn"
+            " WHERE owner_member_id = %s ORDER BY request_id",
+            (uuid.UUID(dan.id),),
+        ).fetchall()
+        assert conn.execute(
+            "SELECT count(*) FROM history_posting WHERE turn_id = ANY(%s)", ([first, second],)
+        ).fetchone() == (0,)
+    # The turn with a request id leaves a bare tombstone; the other is gone.
+    assert rows == [
+        (first, "", None, None, "legacy-turn-1", True),
+        (third, "grapes are on the list", "tg:1", T0 + minutes(6), "legacy-turn-3", False),
+    ]
+    # Appending it again (an import run twice) stores nothing and answers with the first id.
+    again = append(dan, [turn("the parrot Captain likes grapes", request_id="legacy-turn-1")])[0]
+    assert (again.turn_id, again.replayed) == (first, True)
+    assert [e.turn_id for e in search(dan, "Captain").entries] == []
+    # Forgotten, unknown, malformed or another member's: NOT_FOUND alike, and nothing is forgotten.
+    for ids in ([first], [second], [str(uuid.uuid4())], ["not-a-uuid"], [keep_eve], [third, keep_eve]):
+        try:
+            forget(dan, turn_ids=ids)
+            raise AssertionError(f"forgot {ids}")
+        except grpc.RpcError as exc:
+            assert exc.code() == grpc.StatusCode.NOT_FOUND
+            assert exc.details() == f"history turn {ids[-1]} not found"
+    assert [e.turn_id for e in search(dan).entries] == [third]
+    assert [e.turn_id for e in search(eve, "parrot").entries] == [keep_eve]
+    stats_match(stack, ws)
+
+
+def test_forget_by_time_range_takes_only_the_callers_turns_in_it(stack):
+    ws = stack.workspace("history forget range")
+    dan, eve = stack.member(ws), stack.member(ws)
+    at = [T0, T0 + minutes(100), T0 + minutes(200), T0 + minutes(300)]  # one run: no gap over 2h
+    ids = [r.turn_id for r in append(dan, [turn(f"dan word{i}", chat="c", at=w) for i, w in enumerate(at)])]
+    eves = [r.turn_id for r in append(eve, [turn(f"eve word{i}", chat="c", at=w) for i, w in enumerate(at)])]
+    assert {e.turn.session_id for e in search(dan).entries} == {"c@2026-03-02T08:00:00Z"}
+    # Forgetting the turns at 100 and 200 minutes leaves a gap of five hours: the run splits.
+    resp = forget(dan, start_time=ts(at[1]), end_time=ts(at[3]))
+    assert resp.forgotten_count == 2
+    left = search(dan).entries
+    assert [e.turn_id for e in left] == [ids[0], ids[3]]
+    assert [e.turn.session_id for e in left] == ["c@2026-03-02T08:00:00Z", "c@2026-03-02T13:00:00Z"]
+    assert [e.turn_id for e in search(eve).entries] == eves  # untouched, sessions and all
+    assert {e.turn.session_id for e in search(eve).entries} == {"c@2026-03-02T08:00:00Z"}
+    assert forget(dan, start_time=ts(at[1]), end_time=ts(at[3])).forgotten_count == 0
+    stats_match(stack, ws)
+
+
+def test_bad_forget_input_is_invalid_argument(searchers):
+    _, alice, _, _, texts = searchers
+    api = alice.stack.memory
+    some = next(iter(texts))
+    cases = [
+        g.ForgetHistoryRequest(),
+        g.ForgetHistoryRequest(start_time=ts(T0)),
+        g.ForgetHistoryRequest(end_time=ts(T0)),
+        g.ForgetHistoryRequest(start_time=ts(T0), end_time=ts(T0)),
+        g.ForgetHistoryRequest(start_time=ts(T0 + minutes(1)), end_time=ts(T0)),
+        g.ForgetHistoryRequest(turn_ids=[some], start_time=ts(T0), end_time=ts(T0 + minutes(1))),
+        g.ForgetHistoryRequest(turn_ids=[str(uuid.uuid4()) for _ in range(1001)]),
+    ]
+    for req in cases:
+        assert code_of(api.ForgetHistory, req, metadata=alice.md()) == INVALID, req
+    assert code_of(api.ForgetHistory, g.ForgetHistoryRequest(turn_ids=[some])) == grpc.StatusCode.UNAUTHENTICATED
+    assert some in {e.turn_id for e in search(alice, page_size=200).entries}

@@ -135,6 +135,16 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryResponse.FromString,
                 _registered_method=True)
+        self.SearchHistory = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/SearchHistory',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.SearchHistoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.SearchHistoryResponse.FromString,
+                _registered_method=True)
+        self.ForgetHistory = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/ForgetHistory',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryResponse.FromString,
+                _registered_method=True)
 
 
 class StoreServiceServicer:
@@ -292,6 +302,23 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SearchHistory(self, request, context):
+        """Searches the caller's own history turns: BM25 with the statistics of the caller's own live
+        turns, or, with an empty query, every turn oldest first; paginated (AIP-158). INVALID_ARGUMENT
+        for a bad filter, page size or page token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForgetHistory(self, request, context):
+        """Forgets the caller's own history turns by ids (all or nothing; NOT_FOUND for an id that is not a
+        live turn of the caller) or by a time range. INVALID_ARGUMENT for neither or both.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -394,6 +421,16 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.AppendHistory,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryResponse.SerializeToString,
+            ),
+            'SearchHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchHistory,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.SearchHistoryRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.SearchHistoryResponse.SerializeToString,
+            ),
+            'ForgetHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForgetHistory,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -937,6 +974,60 @@ class StoreService:
             '/recallatron.store.v1.StoreService/AppendHistory',
             recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryRequest.SerializeToString,
             recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/SearchHistory',
+            recallatron_dot_store_dot_v1_dot_store__pb2.SearchHistoryRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.SearchHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForgetHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/ForgetHistory',
+            recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,
