@@ -1,10 +1,9 @@
 """History evidence end to end through the gateway, against real PostgreSQL: AppendHistory (limits,
-idempotency, sessions), SearchHistory (BM25 against a reference computed here over the caller's own
+idempotency, sessions), SearchHistory (BM25 against tests/history_reference.py over the caller's own
 turns, filters, pages), ForgetHistory (by ids, by range), bad input to each, and that history is
 owner-only and never a memory."""
 
 import datetime
-import math
 import uuid
 
 import grpc
@@ -12,11 +11,12 @@ import pytest
 from conftest import code_of
 from google.protobuf import timestamp_pb2
 from google.rpc import code_pb2, error_details_pb2
+from history_reference import bm25
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
-from store_service import analysis, history_index, history_sessions
+from store_service import history_index, history_sessions
 
 OK, INVALID = grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT
 T0 = datetime.datetime(2026, 3, 2, 8, 0, tzinfo=datetime.UTC)
@@ -229,30 +229,6 @@ def test_history_writes_nothing_memories_are_made_of(stack, team):
 
 
 # SearchHistory and ForgetHistory.
-
-K1, B = 1.2, 0.75  # Okapi BM25's constants (Robertson and Zaragoza, 2009), as the keyword arm uses
-
-
-def bm25(texts: dict[str, str], query: str) -> dict[str, float]:
-    """Reference BM25 over ``texts``; from three query terms up, terms in 15% or more of the texts are
-    not scored, except the rarest (README.md, "How recall works")."""
-    docs = {i: analysis.document_terms("", t) for i, t in texts.items()}
-    n = len(docs)
-    avg = max(sum(len(d) for d in docs.values()) / n, 1.0)
-    terms = analysis.query_terms(query)
-    df = {term: sum(term in d for d in docs.values()) for term in terms}
-    present = [term for term in terms if df[term]]
-    if len(terms) >= 3 and present:
-        rarest = min(present, key=lambda term: df[term])
-        present = [term for term in present if term == rarest or df[term] / n < 0.15]
-    scores: dict[str, float] = {}
-    for term in present:
-        idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
-        for i, d in docs.items():
-            if term in d:
-                tf = d[term]
-                scores[i] = scores.get(i, 0.0) + idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * len(d) / avg))
-    return scores
 
 
 def search(member, query="", **kw) -> g.SearchHistoryResponse:
