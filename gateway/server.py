@@ -33,6 +33,12 @@ def same_fields(message, cls):
     return cls.FromString(message.SerializeToString())
 
 
+def fields_set(request) -> dict:
+    """The fields ``request`` sets, by name: a gateway request whose store twin has the same field
+    names (of the same types) plus the caller."""
+    return {field.name: value for field, value in request.ListFields()}
+
+
 class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
     """Implements recallatron.gateway.v1.MemoryService."""
 
@@ -162,30 +168,12 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
 
     def SearchHistory(self, request, context):
         auth = authenticate(self.store, context)
-        resp = self.store.SearchHistory(
-            s.SearchHistoryRequest(
-                caller=auth.caller,
-                query=request.query,
-                start_time=request.start_time if request.HasField("start_time") else None,
-                end_time=request.end_time if request.HasField("end_time") else None,
-                chat_id=request.chat_id,
-                session_id=request.session_id,
-                page_size=request.page_size,
-                page_token=request.page_token,
-            )
-        )
+        resp = self.store.SearchHistory(s.SearchHistoryRequest(caller=auth.caller, **fields_set(request)))
         return same_fields(resp, g.SearchHistoryResponse)
 
     def ForgetHistory(self, request, context):
         auth = authenticate(self.store, context)
-        resp = self.store.ForgetHistory(
-            s.ForgetHistoryRequest(
-                caller=auth.caller,
-                turn_ids=request.turn_ids,
-                start_time=request.start_time if request.HasField("start_time") else None,
-                end_time=request.end_time if request.HasField("end_time") else None,
-            )
-        )
+        resp = self.store.ForgetHistory(s.ForgetHistoryRequest(caller=auth.caller, **fields_set(request)))
         return g.ForgetHistoryResponse(forgotten_count=resp.forgotten_count)
 
 

@@ -30,7 +30,7 @@ from servicekit.errors import InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_HISTORY_BATCH
 from store_service import history_index, history_sessions
 from store_service.memories import check_request_id
-from store_service.vocabulary import MAX_BODY_BYTES
+from store_service.vocabulary import MAX_BODY_BYTES, check_timestamp
 
 # Accepted role names and what is stored: ``rheo`` is the old store's name of the assistant.
 ROLES = {"user": "user", "assistant": "assistant", "rheo": "assistant"}
@@ -81,15 +81,6 @@ def _short_text(value: str, field: str, limit: int, required: bool) -> None:
         raise InvalidArgument(f"{field} must be at most {limit} characters, without NUL", field=field, limit=limit)
 
 
-def timestamp(ts, field: str) -> datetime.datetime:
-    """A protobuf Timestamp as an aware UTC datetime; INVALID_ARGUMENT outside years 1..9999 or
-    with nanoseconds outside 0..999,999,999."""
-    try:
-        return ts.ToDatetime(tzinfo=datetime.UTC)
-    except (ValueError, OverflowError):
-        raise InvalidArgument(f"{field} must be a valid timestamp between years 1 and 9999", field=field) from None
-
-
 def prepare(turn, now: datetime.datetime) -> NewTurn:
     """Validates one HistoryTurn without the database; raises the InvalidArgument it fails with.
 
@@ -110,7 +101,7 @@ def prepare(turn, now: datetime.datetime) -> NewTurn:
         raise InvalidArgument(
             f"text is {size} bytes; the limit is {MAX_BODY_BYTES} bytes of UTF-8", field="text", limit=MAX_BODY_BYTES
         )
-    when = timestamp(turn.occurred_at, "occurred_at") if turn.HasField("occurred_at") else now
+    when = check_timestamp(turn.occurred_at, "occurred_at") if turn.HasField("occurred_at") else now
     return NewTurn(turn.request_id, turn.chat_id, role, text, when, turn.session_id or None)
 
 
@@ -191,8 +182,8 @@ def _insert(conn: psycopg.Connection, owner: uuid.UUID, rows) -> None:
 def time_range(req) -> tuple[datetime.datetime | None, datetime.datetime | None]:
     """A request's optional ``start_time`` and ``end_time``; INVALID_ARGUMENT for an invalid instant
     or an end not after the start."""
-    start = timestamp(req.start_time, "start_time") if req.HasField("start_time") else None
-    end = timestamp(req.end_time, "end_time") if req.HasField("end_time") else None
+    start = check_timestamp(req.start_time, "start_time") if req.HasField("start_time") else None
+    end = check_timestamp(req.end_time, "end_time") if req.HasField("end_time") else None
     if start is not None and end is not None and end <= start:
         raise InvalidArgument("end_time must be after start_time", field="end_time")
     return start, end

@@ -5,6 +5,7 @@ owner-only and never a memory."""
 
 import datetime
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
@@ -482,3 +483,19 @@ def test_bad_forget_input_is_invalid_argument(searchers):
         assert code_of(api.ForgetHistory, req, metadata=alice.md()) == INVALID, req
     assert code_of(api.ForgetHistory, g.ForgetHistoryRequest(turn_ids=[some])) == grpc.StatusCode.UNAUTHENTICATED
     assert some in {e.turn_id for e in search(alice, page_size=200).entries}
+
+
+def test_concurrent_appends_store_each_request_id_once(stack):
+    """Eight clients racing to append the same turns: each is stored once, every client is answered
+    with its id, the run has one session and the statistics stay exact."""
+    ws = stack.workspace("history race")
+    fay = stack.member(ws)
+    turns = [turn(f"race word {i}", chat="race", at=T0 + minutes(i), request_id=f"race-{i}") for i in range(20)]
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: append(fay, turns), range(8)))
+    assert len({tuple(r.turn_id for r in answer) for answer in answers}) == 1
+    assert sum(not r.replayed for answer in answers for r in answer) == 20
+    rows = stored(stack, ws, fay.id)
+    assert [r[0] for r in rows] == [r.turn_id for r in answers[0]]
+    assert {r[6] for r in rows} == {"race@2026-03-02T08:00:00Z"}
+    stats_match(stack, ws)
