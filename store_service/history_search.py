@@ -142,7 +142,8 @@ def search(conn: psycopg.Connection, caller: m.Caller, req: s.SearchHistoryReque
     )
     where += " AND t.chat_id = %(chat)s" * bool(chat) + " AND t.session = %(session)s" * bool(session)
     if ranked:
-        rows = _ranked(conn, query, where, params, after, size + 1)
+        filtered = start is not None or end is not None or bool(chat) or bool(session)
+        rows = _ranked(conn, query, where, params, after, size + 1, filtered)
     else:
         rows = _listed(conn, where, params, after, size + 1)
     token = ""
@@ -155,23 +156,32 @@ def search(conn: psycopg.Connection, caller: m.Caller, req: s.SearchHistoryReque
 
 
 def _listed(conn: psycopg.Connection, where: str, params: dict, after, limit: int) -> list:
-    """Turns oldest first (same instant: arrival order), after the position ``after``."""
-    if after is not None:
-        where += " AND (t.occurred_at, t.seq) > (%(after_at)s, %(after_seq)s)"
-        params = {**params, "after_at": after[0], "after_seq": after[1]}
+    """Turns oldest first (same instant: arrival order), after the position ``after``. The first
+    page starts after (-infinity, 0), so every page reads the owner's (instant, arrival) index in
+    order: on a table not yet analysed, the planner sorted all 100,000 turns of an owner for the
+    first page without it (300 ms instead of 4, measured)."""
+    at, seq = after if after is not None else ("-infinity", 0)
     return (
         named(conn)
         .execute(
-            f"SELECT {_COLUMNS} FROM history_turn t WHERE {where} ORDER BY t.occurred_at, t.seq LIMIT %(limit)s",
-            {**params, "limit": limit},
+            f"""SELECT {_COLUMNS} FROM history_turn t
+                 WHERE {where} AND (t.occurred_at, t.seq) > (%(after_at)s::timestamptz, %(after_seq)s)
+                 ORDER BY t.occurred_at, t.seq LIMIT %(limit)s""",
+            {**params, "after_at": at, "after_seq": seq, "limit": limit},
         )
         .fetchall()
     )
 
 
-def _ranked(conn: psycopg.Connection, query: str, where: str, params: dict, after, limit: int) -> list:
+def _ranked(conn: psycopg.Connection, query: str, where: str, params: dict, after, limit: int, filtered: bool) -> list:
     """Turns by BM25 score over the owner's statistics, best first (equal score keys by id), after
-    the position ``after``; empty when no query term is in any of the owner's turns."""
+    the position ``after``; empty when no query term is in any of the owner's turns.
+
+    Postings exist only for the owner's live turns, so without a ``filtered`` search the page is
+    chosen among the scores alone and only its turns are read. The turns are fetched by primary key
+    (the ``OFFSET 0`` keeps the filters out of the lookup): on tables not yet analysed the planner
+    otherwise scanned every turn of the owner for each scored one (773 ms instead of 8 ms for a
+    common term among 4,000 turns, measured)."""
     terms = analysis.query_terms(query)
     stats = conn.execute(
         "SELECT doc_count, total_len FROM history_stats WHERE owner_member_id = %s", (params["owner"],)
@@ -188,20 +198,25 @@ def _ranked(conn: psycopg.Connection, query: str, where: str, params: dict, afte
     kept = candidates.kept_terms(terms, df, n)
     if not kept:
         return []
+    cursor = "TRUE"
     if after is not None:
-        where += " AND (k.key < %(after_key)s OR (k.key = %(after_key)s AND t.id > %(after_id)s))"
+        cursor = "(s.key < %(after_key)s OR (s.key = %(after_key)s AND s.turn_id > %(after_id)s))"
         params = {**params, "after_key": after[0], "after_id": after[1]}
+    page = "" if filtered else "ORDER BY s.key DESC, s.turn_id LIMIT %(limit)s"
     return (
         named(conn)
         .execute(
-            f"""WITH scored AS (
-                SELECT p.turn_id, sum(q.idf * p.tf * (%(k1)s + 1)
-                                      / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s)))::float8 AS score
-                  FROM unnest(%(terms)s::text[], %(idf)s::float8[]) AS q(lexeme, idf)
-                  JOIN history_posting p ON p.owner_member_id = %(owner)s AND p.lexeme = q.lexeme
-                 GROUP BY p.turn_id),
-            k AS (SELECT turn_id, score, floor(score * %(scale)s + 0.5) AS key FROM scored)
-            SELECT {_COLUMNS}, k.score, k.key FROM k JOIN history_turn t ON t.id = k.turn_id
+            f"""WITH k AS MATERIALIZED (
+                SELECT * FROM (
+                    SELECT s.turn_id, s.score, floor(s.score * %(scale)s + 0.5) AS key
+                      FROM (SELECT p.turn_id, sum(q.idf * p.tf * (%(k1)s + 1)
+                                   / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s)))::float8 AS score
+                              FROM unnest(%(terms)s::text[], %(idf)s::float8[]) AS q(lexeme, idf)
+                              JOIN history_posting p ON p.owner_member_id = %(owner)s AND p.lexeme = q.lexeme
+                             GROUP BY p.turn_id) s) s
+                 WHERE {cursor} {page})
+            SELECT {_COLUMNS}, k.score, k.key
+              FROM k CROSS JOIN LATERAL (SELECT * FROM history_turn t WHERE t.id = k.turn_id OFFSET 0) t
              WHERE {where}
              ORDER BY k.key DESC, t.id LIMIT %(limit)s""",
             {

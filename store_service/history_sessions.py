@@ -19,21 +19,47 @@ from store_service.database import named
 # The gap that ends a session: the old store's rule (a run of turns of one chat with no gap over
 # two hours: issue 10, and the legacy store's format).
 SESSION_GAP = datetime.timedelta(hours=2)
+# Live turns a recomputed span may hold between the first and the last touched instant before the
+# instants are split into parts (a few turns appended far apart must not re-read a long history).
+SPAN_TURNS = 5_000
 
 
 def recompute(conn: psycopg.Connection, owner: uuid.UUID, touched: list[tuple[str, datetime.datetime]]) -> None:
     """Recomputes the sessions of every run that holds one of the ``touched`` (chat, instant) pairs:
-    new turns, or the places of forgotten ones. Runs already recomputed are not walked again."""
+    new turns, or the places of forgotten ones; call under the owner's lock."""
     by_chat: dict[str, list[datetime.datetime]] = {}
     for chat, when in touched:
         by_chat.setdefault(chat, []).append(when)
     for chat in sorted(by_chat):
-        end = None
-        for when in sorted(by_chat[chat]):
-            if end is not None and when <= end:
-                continue  # inside the region just recomputed
-            start, end = _run_edge(conn, owner, chat, when, forward=False), _run_edge(conn, owner, chat, when, True)
+        for start, end in _merged(_spans(conn, owner, chat, sorted(by_chat[chat]))):
             _resession(conn, owner, chat, start, end)
+
+
+def _spans(conn: psycopg.Connection, owner: uuid.UUID, chat: str, times: list[datetime.datetime]) -> list[tuple]:
+    """Spans of whole runs that cover the runs of every instant of ``times`` (sorted): one span from
+    the run of the first to the run of the last (a batch appended in time order: a handful of
+    statements), unless more than ``SPAN_TURNS`` (or four per instant) live turns lie between them;
+    then the instants split at their widest gap, and each part is spanned alike."""
+    between = conn.execute(
+        """SELECT count(*) FROM history_turn WHERE owner_member_id = %s AND chat_id = %s
+            AND forgotten_at IS NULL AND occurred_at BETWEEN %s AND %s""",
+        (owner, chat, times[0], times[-1]),
+    ).fetchone()[0]
+    if len(times) == 1 or between <= max(SPAN_TURNS, 4 * len(times)):
+        return [(_run_edge(conn, owner, chat, times[0], forward=False), _run_edge(conn, owner, chat, times[-1], True))]
+    cut = max(range(1, len(times)), key=lambda i: times[i] - times[i - 1])
+    return _spans(conn, owner, chat, times[:cut]) + _spans(conn, owner, chat, times[cut:])
+
+
+def _merged(spans: list[tuple]) -> list[tuple]:
+    """Overlapping spans joined (each is a set of whole runs, so their union is too)."""
+    out: list[list] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [tuple(span) for span in out]
 
 
 def _run_edge(conn: psycopg.Connection, owner: uuid.UUID, chat: str, when: datetime.datetime, forward: bool):

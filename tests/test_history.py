@@ -332,14 +332,22 @@ def test_filters_narrow_the_turns_not_the_statistics(searchers):
     assert list(search(alice, chat_id="tg:9").entries) == [] and list(search(alice, session_id="x").entries) == []
 
 
-@pytest.mark.parametrize("query", ["", "tax Mira"])
-def test_pages_cover_the_search_once_in_order(searchers, query):
+@pytest.mark.parametrize(
+    ("query", "filters", "least"),
+    [
+        ("", {}, 10),
+        ("tax Mira", {}, 6),
+        ("", {"chat_id": "tg:1"}, 6),
+        ("tax Mira", {"end_time": ts(T0 + minutes(55))}, 5),
+    ],
+)
+def test_pages_cover_the_search_once_in_order(searchers, query, filters, least):
     _, alice, _, _, _ = searchers
-    whole = list(search(alice, query, page_size=200).entries)
-    assert len(whole) >= 6
+    whole = list(search(alice, query, page_size=200, **filters).entries)
+    assert len(whole) == least
     for size in (1, 2, 3, 7):
-        assert search_all(alice, query, page_size=size) == whole
-    first = search(alice, query, page_size=len(whole))
+        assert search_all(alice, query, page_size=size, **filters) == whole
+    first = search(alice, query, page_size=len(whole), **filters)
     assert first.next_page_token == ""  # exactly one page: no further token
 
 
