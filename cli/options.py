@@ -30,8 +30,9 @@ def purposes(text: str) -> list[int]:
         ) from None
 
 
-def gateway_options(parser: argparse.ArgumentParser, operator: bool = False) -> None:
-    """Adds --gateway and --json, and either --operator-token (operator commands) or --token and --purpose.
+def gateway_options(parser: argparse.ArgumentParser, operator: bool = False, purpose: bool = True) -> None:
+    """Adds --gateway and --json, and either --operator-token (operator commands) or --token and, unless
+    ``purpose`` is false (history commands: history has no purpose), --purpose.
 
     Whether a parsed command has ``operator_token`` decides which credential ``client.gateway_command`` sends."""
     parser.add_argument("--gateway", default=None, help="gateway address (default RECALLATRON_GATEWAY_ADDR)")
@@ -40,4 +41,5 @@ def gateway_options(parser: argparse.ArgumentParser, operator: bool = False) -> 
         parser.add_argument("--operator-token", help="operator credential (default: the data folder's)")
     else:
         parser.add_argument("--token", help="member token (default RECALLATRON_TOKEN)")
-        parser.add_argument("--purpose", default="conversation", choices=PURPOSES)
+        if purpose:
+            parser.add_argument("--purpose", default="conversation", choices=PURPOSES)

@@ -30,6 +30,18 @@ from servicekit.server import Running, start_server
 DEPENDENCY_UP = Gauge("recallatron_dependency_up", "1 when a dependency answers SERVING.", ["dependency"])
 
 
+def same_fields(message, cls):
+    """``message`` as a ``cls``: the gateway's history messages and the store's have the same fields
+    and numbers (tests/test_history.py compares their descriptors), so the wire form is shared."""
+    return cls.FromString(message.SerializeToString())
+
+
+def fields_set(request) -> dict:
+    """The fields ``request`` sets, by name: a gateway request whose store twin has the same field
+    names (of the same types) plus the caller."""
+    return {field.name: value for field, value in request.ListFields()}
+
+
 class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
     """Implements recallatron.gateway.v1.MemoryService."""
 
@@ -149,6 +161,23 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         auth = authenticate(self.store, context)
         resp = self.store.FindEntities(s.FindEntitiesRequest(caller=auth.caller, name=request.name))
         return g.FindEntitiesResponse(entities=[g.Entity(id=e.id, name=e.name) for e in resp.entities])
+
+    def AppendHistory(self, request, context):
+        auth = authenticate(self.store, context)  # once; the store checks the size and each turn
+        resp = self.store.AppendHistory(
+            s.AppendHistoryRequest(caller=auth.caller, turns=[same_fields(t, s.HistoryTurn) for t in request.turns])
+        )
+        return g.AppendHistoryResponse(results=[same_fields(r, g.AppendHistoryResult) for r in resp.results])
+
+    def SearchHistory(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.SearchHistory(s.SearchHistoryRequest(caller=auth.caller, **fields_set(request)))
+        return same_fields(resp, g.SearchHistoryResponse)
+
+    def ForgetHistory(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.ForgetHistory(s.ForgetHistoryRequest(caller=auth.caller, **fields_set(request)))
+        return g.ForgetHistoryResponse(forgotten_count=resp.forgotten_count)
 
 
 class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):

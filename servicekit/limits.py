@@ -48,6 +48,9 @@ RERANK_TOP_N = 50
 # Memories in one RememberBatch at most (the store checks it; imports send batches of this size).
 MAX_REMEMBER_BATCH = 500
 
+# History turns in one AppendHistory at most (the store checks it; imports send batches of this size).
+MAX_HISTORY_BATCH = 500
+
 # Texts in one call to the embed service at most (EmbedDocuments, EmbedQueries, Rerank), so also the
 # most memories per embedding-job batch and the most rows the re-ranker scores.
 MAX_EMBED_BATCH = 256

@@ -99,6 +99,12 @@ def _w_bound(max_tf: int, len_per_tf: float, avg: float) -> float:
     return (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B) / max_tf + BM25_K1 * BM25_B * len_per_tf / avg)
 
 
+def bm25_idf(n: int, df: int) -> float:
+    """BM25's inverse document frequency of a term in ``df`` of ``n`` rows, in the form that is never
+    negative (Lucene's): ``ln(1 + (n - df + 0.5) / (df + 0.5))``."""
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
 def kept_terms(terms: list[str], df: dict[str, int], n: int) -> list[str]:
     """The query terms BM25 scores: those present at all; from three terms up, those in fewer than
     15% of the ``n`` readable rows, plus the rarest term (first asked among equals) always."""
@@ -213,7 +219,7 @@ def _lexical(
     if not kept:
         return [], []
     avg = max(total / n, 1.0)
-    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in kept}
+    idf = {t: bm25_idf(n, df[t]) for t in kept}
     if sum(df[t] for t in kept) <= EXHAUSTIVE_MAX_POSTINGS:
         return _score_all(conn, part_ids, idf, avg, limit), kept
     return _threshold_top_k(conn, part_ids, idf, max_tf, avg, limit, max(df[t] for t in kept)), kept
@@ -372,7 +378,7 @@ def _lexical_filtered(
     if not kept:
         return [], []
     avg = max(sum(docs.values()) / n, 1.0)
-    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in kept}
+    idf = {t: bm25_idf(n, df[t]) for t in kept}
     scores: dict[uuid.UUID, float] = {}
     for p in postings:
         if p.lexeme in idf:

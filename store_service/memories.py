@@ -27,6 +27,7 @@ from store_service.vocabulary import (
     PURPOSE_OF,
     check_confidence,
     check_text,
+    check_timestamp,
     enum_value,
     parse_uuid,
 )
@@ -275,14 +276,7 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
 
 def occurred_at(req) -> datetime.datetime | None:
     """The optional event time; INVALID_ARGUMENT outside years 1..9999 or with bad nanoseconds."""
-    if not req.HasField("occurred_at"):
-        return None
-    try:
-        return req.occurred_at.ToDatetime(tzinfo=datetime.UTC)
-    except (ValueError, OverflowError):
-        raise InvalidArgument(
-            "occurred_at must be a valid timestamp between years 1 and 9999", field="occurred_at"
-        ) from None
+    return check_timestamp(req.occurred_at, "occurred_at") if req.HasField("occurred_at") else None
 
 
 @dataclass

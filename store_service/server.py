@@ -19,7 +19,7 @@ from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, Unavailable, status_proto_for
 from servicekit.limits import DIMENSIONS, EMBED_BATCH_SIZE, MAX_CANDIDATE_LIMIT, MAX_QUERY_CHARS, SHUTDOWN_GRACE_SECONDS
 from servicekit.server import Running, start_server
-from store_service import candidates, entities, lifecycle, memories
+from store_service import candidates, entities, history, history_search, lifecycle, memories
 from store_service.control import ControlPlane, Workspace
 from store_service.database import Databases
 from store_service.embedding_job import EMBED_TIMEOUT_SECONDS, EmbeddingWorker, requeue
@@ -199,6 +199,28 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         with self._conn(request.caller) as conn:
             found = entities.find(conn, request.caller, request.name)
         return s.FindEntitiesResponse(entities=[s.Entity(id=str(e.id), name=e.name) for e in found])
+
+    # History evidence (owner-only; never a memory).
+    def AppendHistory(self, request, context):
+        history.check_batch_size(len(request.turns))  # before taking a connection
+        with self._conn(request.caller) as conn:
+            results = history.append(conn, request.caller, request.turns)
+        return s.AppendHistoryResponse(
+            results=[
+                s.AppendHistoryResult(error=status_proto_for(r))
+                if isinstance(r, Exception)
+                else s.AppendHistoryResult(turn_id=str(r.turn_id), replayed=r.replayed)
+                for r in results
+            ]
+        )
+
+    def SearchHistory(self, request, context):
+        with self._conn(request.caller) as conn:
+            return history_search.search(conn, request.caller, request)
+
+    def ForgetHistory(self, request, context):
+        with self._conn(request.caller) as conn:
+            return s.ForgetHistoryResponse(forgotten_count=history.forget(conn, request.caller, request))
 
     def _wake(self, caller: m.Caller | None) -> None:
         """Tells the embedding worker that the caller's workspace (None: any) has new jobs."""

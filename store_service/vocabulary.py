@@ -5,6 +5,7 @@ constraints list the same strings and stay the database's own guard."""
 
 from __future__ import annotations
 
+import datetime
 import uuid
 
 from recallatron.memory.v1 import memory_pb2 as m
@@ -64,6 +65,15 @@ def check_text(title: str, body: str) -> None:
         )
     if "\x00" in body or "\x00" in title:
         raise InvalidArgument("title and body must not contain NUL characters", field="body")
+
+
+def check_timestamp(ts, field: str) -> datetime.datetime:
+    """A protobuf Timestamp as an aware UTC datetime; INVALID_ARGUMENT naming ``field`` outside years
+    1..9999 or with nanoseconds outside 0..999,999,999."""
+    try:
+        return ts.ToDatetime(tzinfo=datetime.UTC)
+    except (ValueError, OverflowError):
+        raise InvalidArgument(f"{field} must be a valid timestamp between years 1 and 9999", field=field) from None
 
 
 def check_confidence(value: float) -> float:

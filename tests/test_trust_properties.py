@@ -1,35 +1,45 @@
 """Property-based test of the trust model (hypothesis).
 
 Each example builds a fresh workspace with three members (one admin) holding random purpose
-grants, runs a random program of remember, derive, correct, supersede and forget calls, and checks
-every call's status against a small reference model of the rules in README.md, "Who sees what".
+grants, runs a random program of remember, derive, correct, supersede and forget calls, and of
+history appends (request ids shared across members) and history forgets (by id, anyone's, or by
+time range), and checks every call's status against a small reference model of the rules in
+README.md, "Who sees what", and of history evidence (owner-only, never a memory).
 Then, as every member and for every purpose, it asks Recall in all three modes (re-rank on and off), Read on
 every id and FindEntities on every entity name, and asserts:
 - nothing ineligible appears in any item, count, link or entity list;
 - everything eligible and matching is found (the keyword arm returns exactly the eligible set);
 - an ungranted purpose is PERMISSION_DENIED, an unreadable id NOT_FOUND;
-- the keyword statistics maintained by the writes equal a full recount of the stored rows.
+- the keyword statistics maintained by the writes equal a full recount of the stored rows;
+- history: SearchHistory gives each member exactly their own live turns, scored with the statistics
+  of those turns alone (a reference BM25 over the model), and listed in time order; another
+  member's turn id is NOT_FOUND to ForgetHistory, Read and Derive, for the admin as for anyone; a
+  request id another member used is not a replay; the history statistics equal a recount.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 import uuid
 from dataclasses import dataclass, field
 
 import grpc
 import pytest
+from google.protobuf import timestamp_pb2
+from history_reference import bm25
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from store_service import lexical_index
+from store_service import history_index, lexical_index
 
 PURPOSES = [m.PURPOSE_CONVERSATION, m.PURPOSE_TASKS, m.PURPOSE_REPORTING, m.PURPOSE_ADMINISTRATION]
 MODES = [m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID]
 OK = grpc.StatusCode.OK
 EXAMPLES = int(os.environ.get("RECALLATRON_PROPERTY_EXAMPLES", "300"))
+T0 = datetime.datetime(2026, 3, 2, 8, 0, tzinfo=datetime.UTC)
 
 
 @dataclass
@@ -47,11 +57,24 @@ class Mem:
     forgotten: bool = False
 
 
+@dataclass
+class Turn:
+    """The reference model of one history turn."""
+
+    id: str
+    owner: str
+    text: str
+    at: datetime.datetime
+    live: bool = True
+
+
 class Model:
-    """README.md's rules ("Who sees what") over the model memories."""
+    """README.md's rules ("Who sees what") over the model memories, and the model history turns."""
 
     def __init__(self, grants: dict[str, set[int]], admins: set[str]) -> None:
         self.grants, self.admins, self.mems = grants, admins, {}
+        self.turns: dict[str, Turn] = {}
+        self.keys: dict[tuple[str, str], str] = {}  # (owner, request id) -> the first turn's id
 
     def own_readable(self, mem: Mem, who: str) -> bool:
         return not mem.forgotten and mem.audience in (None, who) and mem.purpose in self.grants[who]
@@ -84,6 +107,70 @@ class Model:
                 todo += [i for i, mem in self.mems.items() if cur in mem.sources and not mem.forgotten]
 
 
+def ts(when: datetime.datetime) -> timestamp_pb2.Timestamp:
+    out = timestamp_pb2.Timestamp()
+    out.FromDatetime(when)
+    return out
+
+
+def append_history(api, model: Model, me: str, md, n: int, a: int, b: int, p: int, word: str) -> None:
+    """One turn of ``me``, at a time of its own; every other one shares a request id with whoever
+    (a replay only when ``me`` used it before, even for a turn forgotten since)."""
+    key = f"key{a % 3}" if b % 2 else ""
+    at = T0 + datetime.timedelta(minutes=7 * n)
+    text = f"{word} turn {n}" + " more" * p
+    turn = g.HistoryTurn(request_id=key, chat_id=f"chat{p % 2}", role="user", text=text, occurred_at=ts(at))
+    code, resp = call(api.AppendHistory, g.AppendHistoryRequest(turns=[turn]), md)
+    assert code == OK and resp.results[0].HasField("turn_id"), resp
+    result, first = resp.results[0], model.keys.get((me, key))
+    if key and first:
+        assert result.replayed and result.turn_id == first
+        return
+    assert not result.replayed and result.turn_id not in model.turns
+    model.turns[result.turn_id] = Turn(result.turn_id, me, text, at)
+    if key:
+        model.keys[(me, key)] = result.turn_id
+
+
+def forget_history(api, model: Model, me: str, md, a: int, b: int) -> None:
+    """Forgets one turn by id (any member's: only one's own live turn is found), or ``me``'s turns
+    in a quarter-hour window (no other member's)."""
+    turns = list(model.turns.values())
+    if a % 2 == 0 and turns:
+        target = turns[b % len(turns)]
+        code, resp = call(api.ForgetHistory, g.ForgetHistoryRequest(turn_ids=[target.id]), md)
+        assert code == (OK if target.owner == me and target.live else grpc.StatusCode.NOT_FOUND)
+        if code == OK:
+            assert resp.forgotten_count == 1
+            target.live = False
+        return
+    lo = T0 + datetime.timedelta(minutes=7 * (b % 10))
+    hi = lo + datetime.timedelta(minutes=15)
+    code, resp = call(api.ForgetHistory, g.ForgetHistoryRequest(start_time=ts(lo), end_time=ts(hi)), md)
+    gone = [t for t in turns if t.owner == me and t.live and lo <= t.at < hi]
+    assert code == OK and resp.forgotten_count == len(gone)
+    for t in gone:
+        t.live = False
+
+
+def check_history(api, model: Model, me: str, md, word: str) -> None:
+    """``me`` finds exactly their own live turns, ranked by their own statistics, listed in time
+    order; no turn id (their own included) is a memory to Read or Derive."""
+    mine = {t.id: t for t in model.turns.values() if t.owner == me and t.live}
+    code, resp = call(api.SearchHistory, g.SearchHistoryRequest(query=word, page_size=200), md)
+    assert code == OK and {e.turn_id for e in resp.entries} == set(mine)
+    want = bm25({i: t.text for i, t in mine.items()}, word)
+    for entry in resp.entries:
+        assert (
+            entry.score == pytest.approx(want[entry.turn_id], rel=1e-12) and entry.turn.text == mine[entry.turn_id].text
+        )
+    code, resp = call(api.SearchHistory, g.SearchHistoryRequest(page_size=200), md)
+    assert code == OK and [e.turn_id for e in resp.entries] == sorted(mine, key=lambda i: mine[i].at)
+    for turn_id in model.turns:
+        assert call(api.Read, g.ReadRequest(id=turn_id), md)[0] == grpc.StatusCode.NOT_FOUND
+        assert call(api.Derive, g.DeriveRequest(source_ids=[turn_id], body="x"), md)[0] == grpc.StatusCode.NOT_FOUND
+
+
 def call(fn, req, md):
     try:
         return OK, fn(req, metadata=md)
@@ -93,7 +180,9 @@ def call(fn, req, md):
 
 ops = st.lists(
     st.tuples(
-        st.sampled_from(["remember", "remember", "derive", "correct", "supersede", "forget"]),
+        st.sampled_from(
+            ["remember", "remember", "derive", "correct", "supersede", "forget", "history", "history", "forget_history"]
+        ),
         st.integers(0, 2),
         st.integers(0, 50),
         st.integers(0, 50),
@@ -126,7 +215,11 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
 
     for n, (op, actor, a, b, p, aud) in enumerate(program):
         me, md, ids = who[actor], members[actor].md(), list(model.mems)
-        if op == "remember" or not ids:
+        if op == "history":
+            append_history(api, model, me, md, n, a, b, p, word)
+        elif op == "forget_history":
+            forget_history(api, model, me, md, a, b)
+        elif op == "remember" or not ids:
             purpose = PURPOSES[p]
             aud = aud or m.AUDIENCE_WORKSPACE
             code, resp = call(
@@ -218,10 +311,18 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
         live = [mem for mem in model.mems.values() if not mem.forgotten]
         assert sum(count for count, _ in parts.values()) == len(live)
         assert sum(count for (_, _, sup), (count, _) in parts.items() if sup) == sum(mem.superseded for mem in live)
+        # The history statistics are per owner and equal a recount of the live turns.
+        df, sums = history_index.maintained(conn)
+        assert (df, sums) == history_index.recount(conn)
+        live_turns = [t for t in model.turns.values() if t.live]
+        assert {str(o): c for o, (c, _) in sums.items()} == {
+            o: sum(t.owner == o for t in live_turns) for o in {t.owner for t in live_turns}
+        }
 
     everything = set(model.mems)
     for i, member in enumerate(members):
         me, md = who[i], member.md()
+        check_history(api, model, me, md, word)
         for purpose in PURPOSES:
             if purpose not in model.grants[me]:
                 code, _ = call(api.Recall, g.RecallRequest(query=word, purpose=purpose), md)

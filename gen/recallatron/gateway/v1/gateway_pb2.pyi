@@ -243,6 +243,100 @@ class FindEntitiesResponse(_message.Message):
     entities: _containers.RepeatedCompositeFieldContainer[Entity]
     def __init__(self, entities: _Optional[_Iterable[_Union[Entity, _Mapping]]] = ...) -> None: ...
 
+class HistoryTurn(_message.Message):
+    __slots__ = ("request_id", "chat_id", "role", "text", "occurred_at", "session_id")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CHAT_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    chat_id: str
+    role: str
+    text: str
+    occurred_at: _timestamp_pb2.Timestamp
+    session_id: str
+    def __init__(self, request_id: _Optional[str] = ..., chat_id: _Optional[str] = ..., role: _Optional[str] = ..., text: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class AppendHistoryRequest(_message.Message):
+    __slots__ = ("turns",)
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    turns: _containers.RepeatedCompositeFieldContainer[HistoryTurn]
+    def __init__(self, turns: _Optional[_Iterable[_Union[HistoryTurn, _Mapping]]] = ...) -> None: ...
+
+class AppendHistoryResult(_message.Message):
+    __slots__ = ("turn_id", "error", "replayed")
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    turn_id: str
+    error: _status_pb2.Status
+    replayed: bool
+    def __init__(self, turn_id: _Optional[str] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., replayed: _Optional[bool] = ...) -> None: ...
+
+class AppendHistoryResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AppendHistoryResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AppendHistoryResult, _Mapping]]] = ...) -> None: ...
+
+class SearchHistoryRequest(_message.Message):
+    __slots__ = ("query", "start_time", "end_time", "chat_id", "session_id", "page_size", "page_token")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    CHAT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    start_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
+    chat_id: str
+    session_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, query: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., chat_id: _Optional[str] = ..., session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class HistoryEntry(_message.Message):
+    __slots__ = ("turn_id", "turn", "session_computed", "score", "appended_at")
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    SESSION_COMPUTED_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    APPENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    turn_id: str
+    turn: HistoryTurn
+    session_computed: bool
+    score: float
+    appended_at: _timestamp_pb2.Timestamp
+    def __init__(self, turn_id: _Optional[str] = ..., turn: _Optional[_Union[HistoryTurn, _Mapping]] = ..., session_computed: _Optional[bool] = ..., score: _Optional[float] = ..., appended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SearchHistoryResponse(_message.Message):
+    __slots__ = ("entries", "next_page_token")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[HistoryEntry]
+    next_page_token: str
+    def __init__(self, entries: _Optional[_Iterable[_Union[HistoryEntry, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ForgetHistoryRequest(_message.Message):
+    __slots__ = ("turn_ids", "start_time", "end_time")
+    TURN_IDS_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    turn_ids: _containers.RepeatedScalarFieldContainer[str]
+    start_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
+    def __init__(self, turn_ids: _Optional[_Iterable[str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ForgetHistoryResponse(_message.Message):
+    __slots__ = ("forgotten_count",)
+    FORGOTTEN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    forgotten_count: int
+    def __init__(self, forgotten_count: _Optional[int] = ...) -> None: ...
+
 class CreateWorkspaceRequest(_message.Message):
     __slots__ = ("name",)
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -87,6 +87,21 @@ class MemoryServiceStub:
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesResponse.FromString,
                 _registered_method=True)
+        self.AppendHistory = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/AppendHistory',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.AppendHistoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.AppendHistoryResponse.FromString,
+                _registered_method=True)
+        self.SearchHistory = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/SearchHistory',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.SearchHistoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.SearchHistoryResponse.FromString,
+                _registered_method=True)
+        self.ForgetHistory = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/ForgetHistory',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetHistoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetHistoryResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -174,6 +189,40 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AppendHistory(self, request, context):
+        """Appends 1..500 conversation turns to the caller's own history evidence: owner-only, never a
+        memory, never recalled, never visible to anyone else (admins included) in any call or count.
+        Each turn is validated and answered on its own, and a failed turn fails only itself; a turn
+        whose request_id the caller already used is not stored twice. Turns without a session_id get
+        the session of their run (see HistoryEntry.session_id). The whole call fails only for a bad
+        token (UNAUTHENTICATED), no turns or more than 500 (INVALID_ARGUMENT), or an unavailable store.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SearchHistory(self, request, context):
+        """Searches the caller's own history evidence, and only it. With a query: Okapi BM25 keyword
+        search with the keyword arm's analyzer and constants, its statistics counted over the caller's
+        own live turns only, best first. With an empty or blank query: every turn, oldest first. Both
+        can be narrowed to a time range, a chat or a session, and are paginated (AIP-158).
+        INVALID_ARGUMENT for a bad filter, page size or page token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForgetHistory(self, request, context):
+        """Forgets turns of the caller's own history, by turn ids or by a time range: their text is
+        erased, and they leave search, sessions and statistics. By ids it is all or nothing: NOT_FOUND,
+        writing nothing, when an id is not a live turn of the caller (whether it never existed, was
+        forgotten, or is another member's turn cannot be told apart). INVALID_ARGUMENT when the call
+        names neither ids nor a whole range, or both.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -221,6 +270,21 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.FindEntities,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesResponse.SerializeToString,
+            ),
+            'AppendHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.AppendHistory,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.AppendHistoryRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.AppendHistoryResponse.SerializeToString,
+            ),
+            'SearchHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchHistory,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.SearchHistoryRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.SearchHistoryResponse.SerializeToString,
+            ),
+            'ForgetHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForgetHistory,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetHistoryRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetHistoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -474,6 +538,87 @@ class MemoryService:
             '/recallatron.gateway.v1.MemoryService/FindEntities',
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesRequest.SerializeToString,
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AppendHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/AppendHistory',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.AppendHistoryRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.AppendHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/SearchHistory',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.SearchHistoryRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.SearchHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForgetHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/ForgetHistory',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetHistoryRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

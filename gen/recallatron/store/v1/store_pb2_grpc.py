@@ -130,6 +130,21 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsResponse.FromString,
                 _registered_method=True)
+        self.AppendHistory = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/AppendHistory',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryResponse.FromString,
+                _registered_method=True)
+        self.SearchHistory = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/SearchHistory',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.SearchHistoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.SearchHistoryResponse.FromString,
+                _registered_method=True)
+        self.ForgetHistory = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/ForgetHistory',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryResponse.FromString,
+                _registered_method=True)
 
 
 class StoreServiceServicer:
@@ -277,6 +292,33 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AppendHistory(self, request, context):
+        """Appends 1..500 history turns for the caller (owner-only evidence, never a memory): each turn is
+        validated and answered on its own (a failed turn fails only itself), the new turns written,
+        indexed and their runs' sessions computed in one transaction. INVALID_ARGUMENT for the whole
+        call only when it has no turns or more than 500.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SearchHistory(self, request, context):
+        """Searches the caller's own history turns: BM25 with the statistics of the caller's own live
+        turns, or, with an empty query, every turn oldest first; paginated (AIP-158). INVALID_ARGUMENT
+        for a bad filter, page size or page token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForgetHistory(self, request, context):
+        """Forgets the caller's own history turns by ids (all or nothing; NOT_FOUND for an id that is not a
+        live turn of the caller) or by a time range. INVALID_ARGUMENT for neither or both.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -374,6 +416,21 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.RebuildEmbeddings,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsResponse.SerializeToString,
+            ),
+            'AppendHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.AppendHistory,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryResponse.SerializeToString,
+            ),
+            'SearchHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchHistory,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.SearchHistoryRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.SearchHistoryResponse.SerializeToString,
+            ),
+            'ForgetHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForgetHistory,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -890,6 +947,87 @@ class StoreService:
             '/recallatron.store.v1.StoreService/RebuildEmbeddings',
             recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsRequest.SerializeToString,
             recallatron_dot_store_dot_v1_dot_store__pb2.RebuildEmbeddingsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AppendHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/AppendHistory',
+            recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.AppendHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/SearchHistory',
+            recallatron_dot_store_dot_v1_dot_store__pb2.SearchHistoryRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.SearchHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForgetHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/ForgetHistory',
+            recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,
