@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
+from google.rpc import code_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
@@ -105,9 +106,11 @@ class Writer:
                     g.RememberBatchRequest(requests=part), metadata=self.md, timeout=300
                 )
                 for r in resp.results:
-                    if not r.HasField("memory"):
+                    # ALREADY_EXISTS: the row's request id was used by an interrupted build before the
+                    # store kept request fingerprints (migration 0006); the row is there, its id unknown.
+                    if not r.HasField("memory") and r.error.code != code_pb2.ALREADY_EXISTS:
                         raise SystemExit(f"a bench row was not remembered: {r.error.code} {r.error.message}")
-                return [r.memory.id for r in resp.results]
+                return [r.memory.id if r.HasField("memory") else None for r in resp.results]
 
             parts = [requests[i : i + BATCH] for i in range(0, len(requests), BATCH)]
             ids = [i for part_ids in self.pool.map(call, parts) for i in part_ids]
@@ -115,7 +118,7 @@ class Writer:
             ids = list(
                 self.pool.map(lambda r: self.gw.memory.Remember(r, metadata=self.md, timeout=120).memory.id, requests)
             )
-        failed = sum(1 for i in ids if not i)
+        failed = sum(1 for i in ids if i == "")
         if failed or len(ids) != len(batch):
             raise SystemExit(f"{failed} of {len(batch)} bench rows were not remembered (rows {first}..)")
         return ids
