@@ -21,6 +21,7 @@ other half.
 
 from __future__ import annotations
 
+import math
 import time
 from contextvars import ContextVar
 
@@ -31,6 +32,8 @@ OPTIONAL_SHARE = 0.5
 # Shortest timeout handed to an internal call: a spent budget still makes a call that fails at once
 # with DEADLINE_EXCEEDED (gRPC's own answer) rather than one with no deadline at all.
 MIN_TIMEOUT_SECONDS = 0.001
+# A remaining time above this (a year) means the caller set no deadline (see DeadlineInterceptor).
+NO_DEADLINE_ABOVE_SECONDS = 365 * 24 * 3600.0
 
 _deadline: ContextVar[float | None] = ContextVar("recallatron_deadline", default=None)
 
@@ -41,7 +44,10 @@ class DeadlineInterceptor(UnaryInterceptor):
 
     def around(self, method, inner, request, context):
         left = context.time_remaining()
-        token = _deadline.set(None if left is None else time.monotonic() + left)
+        # A call without a deadline reports gRPC's infinite future (about 9.2e18 s), not None: passed
+        # on as a timeout, that fails every internal call at once with DEADLINE_EXCEEDED.
+        no_deadline = left is None or not math.isfinite(left) or left > NO_DEADLINE_ABOVE_SECONDS
+        token = _deadline.set(None if no_deadline else time.monotonic() + left)
         try:
             return inner(request, context)
         finally:

@@ -113,6 +113,23 @@ def test_internal_calls_carry_deadlines_derived_from_the_callers(world):
     assert world["gw"].breakers["reranker"].state == br.OPEN and gauge("reranker") == 1
 
 
+def test_a_caller_without_a_deadline_gets_the_default_internal_deadline(world, stack):
+    # Found in review: gRPC reports about 9.2e18 s left for a call without a deadline (grpcurl sends
+    # none), and that, passed on as the internal calls' timeout, failed every call at once with
+    # UNAVAILABLE. A raw channel, so no client-side default deadline is added.
+    calls = world["calls"]
+    calls.timeouts.clear()
+    alice = stack.member(stack.workspace("no-deadline"))
+    alice.remember("The lighthouse keeper logs the fog signal every night.")
+    with grpc.insecure_channel(f"127.0.0.1:{world['gw'].port}") as ch:
+        stub = gateway_pb2_grpc.MemoryServiceStub(ch)
+        req = g.RecallRequest(query="lighthouse fog signal", purpose=m.PURPOSE_CONVERSATION, mode=m.RECALL_MODE_LEXICAL)
+        resp = stub.Recall(req, metadata=alice.md())
+    assert [it.memory.body for it in resp.items] == ["The lighthouse keeper logs the fog signal every night."]
+    for method in ("Authenticate", "LexicalCandidates", "FuseAndWalk", "GetMemories"):
+        assert calls.timeouts[method] == [INTERNAL_DEADLINE_SECONDS], method
+
+
 def test_a_frozen_embed_service_is_skipped_and_found_again(world):
     gw, calls, recall, embed = world["gw"], world["calls"], world["recall"], world["embed"]
     breaker = gw.breakers["embed"]
