@@ -32,6 +32,12 @@ OPTIONAL_SHARE = 0.5
 # with DEADLINE_EXCEEDED (gRPC's own answer) rather than one with no deadline at all.
 MIN_TIMEOUT_SECONDS = 0.001
 
+# gRPC Python reports a call without a deadline as about 9.2e18 seconds remaining (its infinite
+# future, measured: 9.223372035e18), not as None. Anything past a year is taken for that: handing
+# such a figure on as a timeout overflows gRPC's 64-bit deadline now and then, failing the call at
+# once with DEADLINE_EXCEEDED.
+NO_DEADLINE_ABOVE_SECONDS = 365 * 24 * 3600.0
+
 _deadline: ContextVar[float | None] = ContextVar("recallatron_deadline", default=None)
 
 
@@ -41,7 +47,8 @@ class DeadlineInterceptor(UnaryInterceptor):
 
     def around(self, method, inner, request, context):
         left = context.time_remaining()
-        token = _deadline.set(None if left is None else time.monotonic() + left)
+        none = left is None or left > NO_DEADLINE_ABOVE_SECONDS
+        token = _deadline.set(None if none else time.monotonic() + left)
         try:
             return inner(request, context)
         finally:
