@@ -32,7 +32,11 @@ OPTIONAL_SHARE = 0.5
 # Shortest timeout handed to an internal call: a spent budget still makes a call that fails at once
 # with DEADLINE_EXCEEDED (gRPC's own answer) rather than one with no deadline at all.
 MIN_TIMEOUT_SECONDS = 0.001
-# A remaining time above this (a year) means the caller set no deadline (see DeadlineInterceptor).
+
+# gRPC Python reports a call without a deadline as about 9.2e18 seconds remaining (its infinite
+# future, measured: 9.223372035e18), not as None. Anything past a year is taken for that: handing
+# such a figure on as a timeout overflows gRPC's 64-bit deadline now and then, failing the call at
+# once with DEADLINE_EXCEEDED.
 NO_DEADLINE_ABOVE_SECONDS = 365 * 24 * 3600.0
 
 _deadline: ContextVar[float | None] = ContextVar("recallatron_deadline", default=None)

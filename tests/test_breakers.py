@@ -84,11 +84,11 @@ def world(stack, embed_process, tmp_path_factory):
     ch = clients.channel(f"127.0.0.1:{gw.port}")
     stub = gateway_pb2_grpc.MemoryServiceStub(ch)
 
-    def recall(i: int = 0) -> tuple[g.RecallResponse, float]:
-        """One hybrid recall (with a caller deadline of 60 s) and its latency in seconds."""
+    def recall(i: int = 0, timeout: float | None = 60) -> tuple[g.RecallResponse, float]:
+        """One hybrid recall (with a caller deadline of ``timeout`` seconds) and its latency in seconds."""
         start = time.perf_counter()
         req = g.RecallRequest(query=QUERIES[i % len(QUERIES)], purpose=m.PURPOSE_CONVERSATION)
-        resp = stub.Recall(req, metadata=alice.md(), timeout=60)
+        resp = stub.Recall(req, metadata=alice.md(), timeout=timeout)
         return resp, time.perf_counter() - start
 
     yield {"gw": gw, "calls": calls, "recall": recall, "embed": embed_process}
@@ -108,6 +108,14 @@ def test_internal_calls_carry_deadlines_derived_from_the_callers(world):
         (timeout,) = calls.timeouts[method]
         assert INTERNAL_DEADLINE_SECONDS < timeout < 60.5, (method, timeout)
     assert calls.timeouts["EmbedQueries"] == [EMBED_DEADLINE]
+    # No caller deadline (gRPC reports ~9.2e18 s remaining): the 30 s default, the embed deadline.
+    calls.timeouts.clear()
+    for _ in range(20):
+        resp, _ = recall(timeout=None)
+        assert resp.dense_available and resp.items
+    for method in ("Authenticate", "LexicalCandidates", "DenseCandidates", "FuseAndWalk", "GetMemories"):
+        assert calls.timeouts[method] == [INTERNAL_DEADLINE_SECONDS] * 20, method
+    assert calls.timeouts["EmbedQueries"] == [EMBED_DEADLINE] * 20
     # The re-ranker reports itself unavailable (no cross-encoder): its breaker is open from the start.
     assert "Rerank" not in calls.timeouts and not resp.reranked
     assert world["gw"].breakers["reranker"].state == br.OPEN and gauge("reranker") == 1
