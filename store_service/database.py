@@ -135,8 +135,10 @@ def check_server(conninfo: str) -> None:
 
 
 class ServerHealth:
-    """Whether the database server accepted the last connection attempt any pool made (shared by
-    every pool of one ``Databases``, which all connect to the same server)."""
+    """Whether the database server accepted the last connection attempt any pool (or the store's
+    health probe, every 2 s) made: shared by every pool of one ``Databases``, which all connect to
+    the same server. A refusal for another reason than a server away (a database that does not
+    exist, say: libpq gives no SQLSTATE to tell them apart) is corrected by the next probe."""
 
     def __init__(self) -> None:
         self._refused = threading.Event()
@@ -225,6 +227,7 @@ class Databases:
         self.pool_max = pool_max
         self.max_workspace_pools = max_workspace_pools
         self.health = ServerHealth()
+        self._connection_class = _tracked(self.health)
         self.control = Pool(control_conninfo, health=self.health, min_size=1, max_size=pool_max, name="control")
         self._pools: OrderedDict[str, ConnectionPool] = OrderedDict()
         self._lock = threading.Lock()
@@ -248,6 +251,14 @@ class Databases:
                 return {"control": [self.control], "workspace": list(self._pools.values())}
             except RuntimeError:  # another thread opened or closed a pool during the copy
                 continue
+
+    def probe(self) -> None:
+        """Opens a fresh connection to the control database and runs ``SELECT 1`` (the outcome goes
+        to ``health``); raises psycopg.OperationalError when the server does not accept it."""
+        with self._connection_class.connect(
+            self.control_conninfo, connect_timeout=CONNECT_TIMEOUT_SECONDS, autocommit=True
+        ) as conn:
+            conn.execute("SELECT 1")
 
     def close(self) -> None:
         """Closes every pool."""

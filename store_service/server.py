@@ -296,11 +296,11 @@ class StoreService:
         return self.running.port
 
     def _watch_database(self) -> None:
-        """Health follows the control-plane database: NOT_SERVING while it does not answer."""
+        """Health follows the control-plane database: NOT_SERVING while it does not accept a new
+        connection (the probe also keeps the pools' view of the server current)."""
         while not self._stop.wait(2.0):
             try:
-                with self.dbs.control.connection(timeout=2.0) as conn:
-                    conn.execute("SELECT 1")
+                self.dbs.probe()
                 self.running.set_serving(True)
             except Exception:  # noqa: BLE001 - any failure means the database cannot serve
                 self.running.set_serving(False)

@@ -45,6 +45,10 @@ def test_pools_answer_unavailable_while_postgres_is_down_and_recover(tmp_path):
         dbs.open()
         dbs.create_workspace_db("recallatron_ws_chaos_pool")
         assert _select_one(dbs) == 1 and _select_one(dbs, "recallatron_ws_chaos_pool") == 1
+        # A refusal that was not the server going away (a missing database, say) is corrected by the probe.
+        dbs.health.refused()
+        dbs.probe()
+        assert not dbs.health.down
         os.kill(pg.pid(), signal.SIGKILL)
         wait_for(lambda: not pg.running(), 60, "the postmaster gone")
         for db_name in (None, "recallatron_ws_chaos_pool", None):
@@ -54,11 +58,12 @@ def test_pools_answer_unavailable_while_postgres_is_down_and_recover(tmp_path):
             assert status_proto_for(exc).message == "the database is unavailable; retry later"
         assert dbs.health.down
         assert "not accepting connections" in str(_error(lambda: _select_one(dbs)))
+        assert isinstance(_error(dbs.probe), psycopg.OperationalError)
         pg.restart()
         assert pg.running()
         wait_for(lambda: _error(lambda: _select_one(dbs)) is None, 120, "the control pool back")
         wait_for(lambda: _error(lambda: _select_one(dbs, "recallatron_ws_chaos_pool")) is None, 120, "workspace pool")
-        assert not dbs.health.down
+        assert not dbs.health.down and _error(dbs.probe) is None
     finally:
         dbs.close()
         pg.stop()
