@@ -1,6 +1,6 @@
 """Structured logs: one JSON object per line, and the request id that ties a call's lines together.
 
-``configure`` (called once by ``recallatron serve`` and ``recallatron up``) puts structlog's
+``configure`` (called once by ``recallatron serve``, the process of one service) puts structlog's
 ``ProcessorFormatter`` on the root logger's one handler, so records of the standard library's
 ``logging`` (this project's modules, gRPC, psycopg_pool, yoyo, the model libraries) and of structlog
 loggers come out the same: one JSON object per line on stderr, which ``recallatron up`` writes to
@@ -16,8 +16,9 @@ for the call's thread, and returns it to the caller in the response's trailing m
 each internal call made while handling it. It is not the ``request_id`` field of the write requests,
 which makes a write idempotent.
 
-What is never logged, at any level: tokens, memory titles and bodies, recall questions, entity
-names. The access line of each call (``rpc handled``) holds the method, status code and duration.
+What is never logged (by this project's code at any level; tests/test_logs.py checks every line at the
+default level, info): tokens, memory titles and bodies, recall questions, entity names, forget
+reasons. The access line of each call (``rpc handled``) holds the method, status code and duration.
 """
 
 from __future__ import annotations
