@@ -69,14 +69,14 @@ def _object(line: str) -> dict:
 
 def with_request_id(call, request, metadata, request_id=None):
     """Calls with ``x-request-id`` (when given); returns (response or the RpcError, the id the
-    server sent back in the initial metadata)."""
+    server sent back in the trailing metadata)."""
     md = (*metadata, (logs.REQUEST_ID_KEY, request_id)) if request_id is not None else metadata
     try:
         response, info = call.with_call(request, metadata=md)
     except grpc.RpcError as exc:
         response, info = exc, exc
-    back = [v for k, v in info.initial_metadata() if k == logs.REQUEST_ID_KEY]
-    assert len(back) == 1, info.initial_metadata()
+    back = [v for k, v in info.trailing_metadata() if k == logs.REQUEST_ID_KEY]
+    assert len(back) == 1, info.trailing_metadata()
     return response, back[0]
 
 
