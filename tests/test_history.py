@@ -4,6 +4,7 @@ turns, filters, pages), ForgetHistory (by ids, by range), bad input to each, and
 owner-only and never a memory."""
 
 import datetime
+import random
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -507,3 +508,41 @@ def test_concurrent_appends_store_each_request_id_once(stack):
     assert [r[0] for r in rows] == [r.turn_id for r in answers[0]]
     assert {r[6] for r in rows} == {"race@2026-03-02T08:00:00Z"}
     stats_match(stack, ws)
+
+
+@pytest.mark.parametrize("span_turns", [3, 5_000])
+def test_stored_sessions_always_equal_a_recomputation_over_all_live_turns(stack, monkeypatch, span_turns):
+    """Random batches appended out of time order into two chats, some turns naming a session, and
+    forgets by ids and by range: after every call each turn's session is what the rule gives over
+    the whole chat (with a span of 3 turns, the recomputation splits its spans on every batch)."""
+    monkeypatch.setattr(history_sessions, "SPAN_TURNS", span_turns)
+    rnd = random.Random(span_turns)
+    ws = stack.workspace("history sessions")
+    gil = stack.member(ws)
+
+    def check():
+        rows = stored(stack, ws, gil.id)
+        for chat in ("a", "b"):
+            mine = [r for r in rows if r[1] == chat]
+            want = history_sessions.sessions_of_runs(chat, [(r[4], r[5]) for r in mine])
+            assert [r[6] for r in mine] == want
+
+    for step in range(12):
+        batch = [
+            turn(
+                f"step {step} turn {i}",
+                chat=rnd.choice("ab"),
+                at=T0 + minutes(rnd.randrange(0, 3000)),
+                session=rnd.choice(["", "", "", "S1", "S2"]),
+            )
+            for i in range(rnd.randint(1, 12))
+        ]
+        assert all(code(r) == OK for r in append(gil, batch))
+        check()
+        if step % 3 == 2:
+            live = [r[0] for r in stored(stack, ws, gil.id)]
+            forget(gil, turn_ids=rnd.sample(live, 3))
+            check()
+            lo = T0 + minutes(rnd.randrange(0, 3000))
+            forget(gil, start_time=ts(lo), end_time=ts(lo + minutes(90)))
+            check()
