@@ -113,8 +113,11 @@ def test_internal_calls_carry_deadlines_derived_from_the_callers(world):
     for _ in range(20):
         resp, _ = recall(timeout=None)
         assert resp.dense_available and resp.items
+    # (this channel gives a call without a timeout the 30 s default on the client side, which gRPC
+    # may round up by about 0.1 s when it sends it; a raw channel is tested below)
     for method in ("Authenticate", "LexicalCandidates", "DenseCandidates", "FuseAndWalk", "GetMemories"):
-        assert calls.timeouts[method] == [INTERNAL_DEADLINE_SECONDS] * 20, method
+        got = calls.timeouts[method]
+        assert len(got) == 20 and all(abs(t - INTERNAL_DEADLINE_SECONDS) < 0.5 for t in got), (method, got)
     assert calls.timeouts["EmbedQueries"] == [EMBED_DEADLINE] * 20
     # The re-ranker reports itself unavailable (no cross-encoder): its breaker is open from the start.
     assert "Rerank" not in calls.timeouts and not resp.reranked
@@ -134,8 +137,11 @@ def test_a_caller_without_a_deadline_gets_the_default_internal_deadline(world, s
         req = g.RecallRequest(query="lighthouse fog signal", purpose=m.PURPOSE_CONVERSATION, mode=m.RECALL_MODE_LEXICAL)
         resp = stub.Recall(req, metadata=alice.md())
     assert [it.memory.body for it in resp.items] == ["The lighthouse keeper logs the fog signal every night."]
+    # The internal calls got the 30 s default (gRPC may round a forwarded timeout up by about 0.1 s),
+    # not gRPC's "no deadline" figure.
     for method in ("Authenticate", "LexicalCandidates", "FuseAndWalk", "GetMemories"):
-        assert calls.timeouts[method] == [INTERNAL_DEADLINE_SECONDS], method
+        got = calls.timeouts[method]
+        assert got and all(abs(t - INTERNAL_DEADLINE_SECONDS) < 0.5 for t in got), (method, got)
 
 
 def test_a_frozen_embed_service_is_skipped_and_found_again(world):
