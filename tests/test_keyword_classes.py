@@ -837,6 +837,7 @@ def corpus(stack):
     rows = filler()
     ids = remember_all(member, [("", t) for t in texts] + rows)
     stack.wait_backlog_empty(timeout=600)
+    # ids holds the filler rows after the cases' texts: only the first len(texts) ids are the cases'.
     return {"member": member, "id": dict(zip(texts, ids, strict=False))}
 
 
