@@ -54,7 +54,9 @@ def update(conn: psycopg.Connection, owner: uuid.UUID, docs: list[tuple[uuid.UUI
         (owner, lexemes, [sign * df[lx] for lx in lexemes]),
     )
     if sign < 0:
-        conn.execute("DELETE FROM history_df WHERE owner_member_id = %s AND df <= 0", (owner,))
+        conn.execute(
+            "DELETE FROM history_df WHERE owner_member_id = %s AND lexeme = ANY(%s) AND df <= 0", (owner, lexemes)
+        )
     conn.execute(
         """INSERT INTO history_stats AS s (owner_member_id, doc_count, total_len) VALUES (%s, %s, %s)
            ON CONFLICT (owner_member_id) DO UPDATE
