@@ -24,12 +24,17 @@ from cli import client, options
 
 def instant(text: str) -> timestamp_pb2.Timestamp:
     """The argparse type of a time: ISO 8601, UTC when it names no offset; a usage error otherwise."""
-    try:
-        when = datetime.datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r} (e.g. 2026-03-02T08:00:00Z)") from None
     out = timestamp_pb2.Timestamp()
-    out.FromDatetime(when if when.tzinfo else when.replace(tzinfo=datetime.UTC))
+    try:
+        if "\x00" in text:
+            raise ValueError("NUL")
+        when = datetime.datetime.fromisoformat(text.strip())
+        # OverflowError: an offset that moves the instant outside years 1..9999 in UTC.
+        out.FromDatetime(when if when.tzinfo else when.replace(tzinfo=datetime.UTC))
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(
+            f"not an ISO 8601 time between years 1 and 9999: {text!r} (e.g. 2026-03-02T08:00:00Z)"
+        ) from None
     return out
 
 
@@ -84,7 +89,7 @@ def search_parser(sub: argparse._SubParsersAction) -> None:
     se.add_argument("--session", default="", help="only this session")
     se.add_argument("--since", type=instant, help="only turns at or after this time")
     se.add_argument("--until", type=instant, help="only turns before this time")
-    se.add_argument("--page-size", type=int, default=0, help="entries per page (default 20, at most 200)")
+    se.add_argument("--page-size", type=options.int32, default=0, help="entries per page (default 20, at most 200)")
     se.add_argument("--page-token", default="", help="the token a previous page printed")
     se.add_argument("--all", action="store_true", help="follow the pages to the end")
     options.gateway_options(se, purpose=False)

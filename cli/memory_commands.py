@@ -156,7 +156,7 @@ def supersede_parser(sub: argparse._SubParsersAction) -> None:
     su = sub.add_parser("supersede", help="replace a memory by a new one")
     su.add_argument("id")
     su.add_argument("--revision", type=int, required=True)
-    su.add_argument("--kind", default="note", choices=options.KINDS)
+    su.add_argument("--kind", choices=options.KINDS, help="default: keep the superseded memory's kind")
     su.add_argument("--title", default="")
     su.add_argument("--audience", choices=options.AUDIENCES, help="may narrow to member; default: keep")
     su.add_argument("--request-id", default="")
@@ -172,7 +172,7 @@ def supersede(gw: client.Gateway, args: argparse.Namespace) -> int:
         g.SupersedeRequest(
             id=args.id,
             expected_revision=args.revision,
-            kind=options.KINDS[args.kind],
+            kind=options.KINDS.get(args.kind, 0),  # unset: the store keeps the target's kind
             title=args.title,
             body=args.body,
             audience=options.AUDIENCES.get(args.audience, 0),
@@ -239,7 +239,7 @@ def recall_parser(sub: argparse._SubParsersAction) -> None:
     rc = sub.add_parser("recall", help="recall memories for a question")
     rc.add_argument("question")
     rc.add_argument("--mode", choices=options.MODES)
-    rc.add_argument("--top-k", type=int, default=limits.DEFAULT_TOP_K)
+    rc.add_argument("--top-k", type=options.int32, default=limits.DEFAULT_TOP_K)
     rc.add_argument("--no-rerank", action="store_true")
     rc.add_argument("--about-id", action="append", default=[], help="only memories about this entity id")
     rc.add_argument("--history", action="store_true", help="include superseded memories (keyword arm only)")

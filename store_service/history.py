@@ -203,7 +203,7 @@ def forget(conn: psycopg.Connection, caller: m.Caller, req) -> int:
         raise InvalidArgument("name turn_ids or a time range, not both", field="turn_ids")
     if not ids and (start is None or end is None):
         raise InvalidArgument("name turn_ids, or both start_time and end_time", field="turn_ids")
-    if len(ids) > MAX_FORGET_IDS:
+    if len(req.turn_ids) > MAX_FORGET_IDS:  # counted as sent: repeats do not make a long list short
         raise InvalidArgument(f"at most {MAX_FORGET_IDS} turn_ids per call", field="turn_ids", limit=MAX_FORGET_IDS)
     owner = uuid.UUID(caller.member_id)
     with conn.transaction():

@@ -1,0 +1,68 @@
+"""Inputs found by the breaker review of session 2, each a clear usage error or a correct answer:
+out-of-range times and int32 overflows are usage errors (exit 2, no traceback); `supersede` without
+`--kind` keeps the superseded memory's kind; ForgetHistory counts the ids as sent."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+from conftest import code_of
+from google.protobuf import timestamp_pb2
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(stack, token, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args, "--gateway", f"127.0.0.1:{stack.gateway.port}"],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}", "RECALLATRON_TOKEN": token},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_out_of_range_times_and_integers_are_usage_errors(stack):
+    alice = stack.member(stack.workspace("cli inputs"))
+    for args in (
+        ("history", "append", "--chat", "c", "--at", "0001-01-01T00:00:00+05:00", "x"),
+        ("history", "search", "--since", "9999-12-31T23:59:59.999999-01:00"),
+        ("history", "search", "--page-size", "2147483648"),
+        ("recall", "--top-k", "2147483648", "parrot"),
+    ):
+        out = cli(stack, alice.token, *args)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, (args, out.stderr)
+        assert "between years 1 and 9999" in out.stderr or "out of range" in out.stderr, (args, out.stderr)
+
+
+def test_supersede_without_kind_keeps_the_kind(stack):
+    alice = stack.member(stack.workspace("cli supersede kind"))
+    req = g.RememberRequest(
+        purpose=m.PURPOSE_CONVERSATION,
+        kind=m.KIND_FACT,
+        body="The boiler is serviced in May.",
+        audience=m.AUDIENCE_WORKSPACE,
+    )
+    fact = stack.memory.Remember(req, metadata=alice.md()).memory
+    out = cli(stack, alice.token, "supersede", fact.id, "--revision", "1", "The boiler is serviced in June.", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["memory"]["kind"] == "KIND_FACT"
+
+
+def test_forget_history_counts_the_ids_as_sent(stack):
+    alice = stack.member(stack.workspace("forget history limit"))
+    at = timestamp_pb2.Timestamp(seconds=1_780_000_000)
+    appended = stack.memory.AppendHistory(
+        g.AppendHistoryRequest(turns=[g.HistoryTurn(chat_id="c", role="user", text="hello", occurred_at=at)]),
+        metadata=alice.md(),
+    )
+    turn_id = appended.results[0].turn_id
+    req = g.ForgetHistoryRequest(turn_ids=[turn_id] * 1001)
+    assert code_of(stack.memory.ForgetHistory, req, metadata=alice.md()) == grpc.StatusCode.INVALID_ARGUMENT
+    kept = stack.memory.ForgetHistory(g.ForgetHistoryRequest(turn_ids=[turn_id] * 2), metadata=alice.md())
+    assert kept.forgotten_count == 1
