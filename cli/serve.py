@@ -80,7 +80,11 @@ def run(name: str, settings: Settings) -> int:
     service = start(name, settings)
     port = serve_metrics(settings.metrics_addr, settings.metrics_port(name))
     log.info("%s serving; metrics on http://%s:%d/metrics", name, settings.metrics_addr, port)
-    stop.wait()
+    # Wait in 1 s steps, not forever: the kernel may deliver SIGTERM to another thread (gRPC's),
+    # and CPython runs the Python handler only when the main thread next runs bytecode; a main
+    # thread blocked in one endless wait never does, and the service never stops.
+    while not stop.wait(1.0):
+        pass
     log.info("%s stopping: NOT_SERVING, up to %.1f s for calls in flight", name, settings.shutdown_grace_seconds)
     service.stop(settings.shutdown_grace_seconds)
     log.info("%s stopped", name)

@@ -214,7 +214,11 @@ def run(settings: Settings) -> int:
             )
             watcher = threading.Thread(target=sup.watch, daemon=True)
             watcher.start()
-            stop.wait()
+            # Wait in 1 s steps, not forever: the kernel may deliver SIGTERM to another thread (gRPC's),
+            # and CPython runs the Python handler only when the main thread next runs bytecode; a main
+            # thread blocked in one endless wait never does, and the service never stops.
+            while not stop.wait(1.0):
+                pass
         elif not stop.is_set():
             print(f"recallatron: services did not become ready; logs in {sup.logs}", file=sys.stderr, flush=True)
             status = 1
