@@ -142,7 +142,7 @@ def rebuild_embeddings(gw: client.Gateway, args: argparse.Namespace) -> int:
 
 def load_parser(sub: argparse._SubParsersAction) -> None:
     """``recallatron load``."""
-    ld = sub.add_parser("load", help="load memories from a JSONL file in the ../shared/eval format")
+    ld = sub.add_parser("load", help="load memories from a JSONL file in the format of demo/ (demo/README.md)")
     ld.add_argument("--workspace", required=True, help="workspace id (a member is added to write)")
     ld.add_argument("file")
     options.gateway_options(ld, operator=True)

@@ -1,4 +1,4 @@
-"""Retrieval metrics, exactly as ../shared/eval/README.md defines them (binary relevance).
+"""Retrieval metrics with binary relevance, as the evaluation sets define them (docs/retrieval.md, "Metrics").
 
 - recall@k = |R ∩ top k| / |R|
 - nDCG@10 = DCG@10 / IDCG@10 with DCG = Σ_{i=1..10} rel_i / log2(i + 1) and IDCG over min(|R|, 10)

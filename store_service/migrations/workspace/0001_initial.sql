@@ -1,4 +1,4 @@
--- One workspace's memories. See ../shared/DESIGN.md, "The memory".
+-- One workspace's memories (docs/architecture.md, "Data model").
 CREATE EXTENSION IF NOT EXISTS vector;
 
 CREATE TABLE memory (
