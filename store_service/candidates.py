@@ -131,20 +131,13 @@ def lexical(
     return _lexical(conn, caller, purpose, text, limit, include_superseded, entity_ids)[0]
 
 
-def lexical_with_matches(
-    conn: psycopg.Connection,
-    caller: m.Caller,
-    purpose: str,
-    text: str,
-    limit: int,
-    include_superseded: bool,
-    entity_ids: list[uuid.UUID] = (),
-) -> list[tuple[uuid.UUID, float, int, bool]]:
-    """``lexical``'s rows with, for fusion's precedence, how many of the question's identifiers
-    (``analysis.identifier_terms``) each memory contains, counted only for lookups (at most
-    ``IDENTIFIER_LOOKUP_MAX_TERMS`` scored terms besides the identifiers' parts), and whether it
-    contains every scored term (two or more): one more primary-key query over the rows returned."""
-    rows, kept = _lexical(conn, caller, purpose, text, limit, include_superseded, entity_ids)
+def lexical_with_matches(conn: psycopg.Connection, *query) -> list[tuple[uuid.UUID, float, int, bool]]:
+    """``lexical``'s rows (``query``: ``lexical``'s arguments after ``conn``) with, for fusion's
+    precedence, how many of the question's identifiers (``analysis.identifier_terms``) each memory
+    contains, counted only for lookups (at most ``IDENTIFIER_LOOKUP_MAX_TERMS`` scored terms besides
+    the identifiers' parts), and whether it contains every scored term (two or more): one more
+    primary-key query over the rows returned."""
+    rows, kept = _lexical(conn, *query)
     identifiers = analysis.identifier_terms(kept)
     if _question_size(kept, identifiers) > IDENTIFIER_LOOKUP_MAX_TERMS:
         identifiers = []
