@@ -19,11 +19,14 @@ ROLES = vocabulary.values(m.Role)
 
 
 def purposes(text: str) -> list[int]:
-    """The ``--purposes`` type: comma-separated purpose names -> proto values (blanks skipped).
+    """The ``--purposes`` type: comma-separated purpose names -> proto values (blanks skipped, at least one name).
 
     argparse.ArgumentTypeError naming the unknown purpose and the choices (a usage error, exit 2)."""
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:  # "" or "," would otherwise mean the default, all four: a narrow token asked for, a wide one given
+        raise argparse.ArgumentTypeError(f"names no purpose; choose from {', '.join(PURPOSES)}")
     try:
-        return [PURPOSES[p.strip()] for p in text.split(",") if p.strip()]
+        return [PURPOSES[p] for p in names]
     except KeyError as exc:
         raise argparse.ArgumentTypeError(
             f"unknown purpose {exc.args[0]!r}; choose from {', '.join(PURPOSES)}"

@@ -77,7 +77,8 @@ def check_timestamp(ts, field: str) -> datetime.datetime:
 
 
 def check_confidence(value: float) -> float:
-    """Validates a confidence in 0..1 (NaN refused)."""
+    """Validates a confidence in 0..1 (NaN refused); returns it with -0.0 read as 0.0 (IEEE: -0.0 + 0.0
+    is +0.0), so a stored confidence never prints as ``-0``."""
     if not (0.0 <= value <= 1.0):
         raise InvalidArgument("confidence must be between 0 and 1", field="confidence")
-    return value
+    return value + 0.0

@@ -66,3 +66,17 @@ def test_forget_history_counts_the_ids_as_sent(stack):
     assert code_of(stack.memory.ForgetHistory, req, metadata=alice.md()) == grpc.StatusCode.INVALID_ARGUMENT
     kept = stack.memory.ForgetHistory(g.ForgetHistoryRequest(turn_ids=[turn_id] * 2), metadata=alice.md())
     assert kept.forgotten_count == 1
+
+
+def test_purposes_naming_none_is_a_usage_error():
+    # "," used to parse as no purposes, which the server reads as the default: all four.
+    for value in (",", " , ", ""):
+        out = subprocess.run(
+            [sys.executable, "-m", "cli.main", "member", "add", "--workspace", "w", "--purposes", value],
+            cwd=ROOT,
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 2 and "names no purpose" in out.stderr, (value, out.stderr)

@@ -129,3 +129,13 @@ def test_unknown_or_unspecified_values_are_invalid_argument():
     assert _arms([r.ArmRanking(arm=r.ARM_DENSE, memory_ids=["a"])]) == {"dense": ["a"]}
     with pytest.raises(InvalidArgument, match="lexical or dense"):
         _arms([r.ArmRanking(arm=r.ARM_UNSPECIFIED, memory_ids=["a"])])
+
+
+def test_confidence_bounds_and_negative_zero():
+    from store_service.vocabulary import check_confidence
+
+    assert [check_confidence(v) for v in (0.0, 0.5, 1.0)] == [0.0, 0.5, 1.0]
+    assert str(check_confidence(-0.0)) == "0.0"  # was kept as -0.0 and printed as -0
+    for bad in (-0.01, 1.01, float("nan"), float("inf")):
+        with pytest.raises(InvalidArgument):
+            check_confidence(bad)

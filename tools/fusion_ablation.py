@@ -70,16 +70,43 @@ def _rules(kept: list[str], docs: list[dict], lexical: list[int]) -> dict:
     }
 
 
-def _fuse(lexical: list[int], dense: list[int], key, ids: list[str]) -> list[str]:
-    ranks: dict[int, list[int]] = {}
-    for arm in (lexical, dense):
-        for rank, i in enumerate(arm, 1):
-            ranks.setdefault(i, []).append(rank)
+# Tie-breaks after (precedence, RRF score, best single-arm rank), for the shipped rule: the product
+# broke the remaining ties by memory id, a random UUID per load, so a figure moved between two loads
+# of the same data; "random ids" gives the spread over TIE_SEEDS shuffles of the ids.
+TIE_SEEDS = 20
+TIE_BREAKS = ("random ids", "lexical rank, then id", "dense rank, then id")
+
+
+def _fuse(lexical: list[int], dense: list[int], key, ids: list[str], tie=None) -> list[str]:
+    """Fused order of corpus indexes; ``tie`` (index, per-arm ranks) sorts equals, else the id."""
+    ranks: dict[int, dict[int, int]] = {}
+    for arm, rows in enumerate((lexical, dense)):
+        for rank, i in enumerate(rows, 1):
+            ranks.setdefault(i, {})[arm] = rank
     both = bool(lexical and dense)
+    tie = tie or (lambda i, r: ids[i])
     order = sorted(
-        ranks, key=lambda i: (key(i) if both else 0, -sum(1 / (RRF_K + r) for r in ranks[i]), min(ranks[i]), ids[i])
+        ranks,
+        key=lambda i: (
+            key(i) if both else 0,
+            -sum(1 / (RRF_K + r) for r in ranks[i].values()),
+            min(ranks[i].values()),
+            tie(i, ranks[i]),
+        ),
     )
     return [ids[i] for i in order]
+
+
+def _ties(n: int) -> dict[str, list]:
+    """Tie-break functions by name (each a list: one per seed for the random ids)."""
+    rng = np.random.default_rng(0)
+    shuffles = [rng.permutation(n) for _ in range(TIE_SEEDS)]
+    absent = 10**9
+    return {
+        "random ids": [lambda i, r, p=p: p[i] for p in shuffles],
+        "lexical rank, then id": [lambda i, r: (r.get(0, absent), i)],
+        "dense rank, then id": [lambda i, r: (r.get(1, absent), i)],
+    }
 
 
 def corpus_scores(folder: Path, key: str, encoder: list) -> tuple[dict[str, float], int]:
@@ -97,6 +124,7 @@ def corpus_scores(folder: Path, key: str, encoder: list) -> tuple[dict[str, floa
     )
     query_vectors = _encode([q["question"] for q in queries], f"{key}-queries", encoder)
     totals: dict[str, float] = {}
+    ties = _ties(len(mems))
     for q, qv in zip(queries, query_vectors, strict=True):
         kept = candidates.kept_terms(analysis.query_terms(q["question"]), df, n)
         idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in kept}
@@ -109,8 +137,14 @@ def corpus_scores(folder: Path, key: str, encoder: list) -> tuple[dict[str, floa
         cosine = doc_vectors @ qv
         dense = [int(i) for i in np.argsort(-cosine)[:PER_ARM] if cosine[i] >= FLOOR]
         relevant = set(q["relevant_ids"])
-        for name, rule in _rules(kept, docs, lexical).items():
+        rules = _rules(kept, docs, lexical)
+        for name, rule in rules.items():
             totals[name] = totals.get(name, 0.0) + ndcg_at(_fuse(lexical, dense, rule, ids), relevant, 10)
+        shipped = rules["shipped: identifiers (lookups), then all terms"]
+        for name, variants in ties.items():
+            for seed, tie in enumerate(variants):
+                got = ndcg_at(_fuse(lexical, dense, shipped, ids, tie), relevant, 10)
+                totals[f"ties: {name}#{seed}"] = totals.get(f"ties: {name}#{seed}", 0.0) + got
     return {k: v / len(queries) for k, v in totals.items()}, len(queries)
 
 
@@ -129,7 +163,20 @@ def main() -> None:
     scifact, _ = corpus_scores(data / "scifact", "scifact", encoder)
     print("| fusion | LoCoMo nDCG@10 | SciFact nDCG@10 |\n|---|---|---|")
     for name in scifact:
-        print(f"| {name} | {pooled[name] / count:.4f} | {scifact[name]:.4f} |")
+        if not name.startswith("ties: "):
+            print(f"| {name} | {pooled[name] / count:.4f} | {scifact[name]:.4f} |")
+    print("\n| shipped rule, remaining ties by | LoCoMo nDCG@10 | SciFact nDCG@10 |\n|---|---|---|")
+    for tie in TIE_BREAKS:
+        keys = [k for k in scifact if k.startswith(f"ties: {tie}#")]
+        locomo = np.array([pooled[k] / count for k in keys])
+        sci = np.array([scifact[k] for k in keys])
+        if len(keys) == 1:
+            print(f"| {tie} | {locomo[0]:.4f} | {sci[0]:.4f} |")
+        else:
+            print(
+                f"| {tie} ({len(keys)} shuffles: mean, min to max) | {locomo.mean():.4f}, {locomo.min():.4f} to "
+                f"{locomo.max():.4f} | {sci.mean():.4f}, {sci.min():.4f} to {sci.max():.4f} |"
+            )
 
 
 if __name__ == "__main__":
