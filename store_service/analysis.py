@@ -276,9 +276,9 @@ _LEVELS = (
 )
 
 # Snowball English 2.2 (snowballstemmer 2.2.0 / PyStemmer 2.2.0.3, pinned) is the stemmer of
-# PostgreSQL 18's english_stem: on the 32,265 distinct words of the evaluation corpora (LoCoMo and SciFact) the two agree except
-# for these two, which PostgreSQL stems to "add" (Snowball 2.2 gives "ad"). Snowball 3.x differs from
-# PostgreSQL on 73 of them (organization -> organiz, not organ), hence the pin.
+# PostgreSQL 18's english_stem: on the 32,265 distinct words of the evaluation corpora (LoCoMo and
+# SciFact) the two agree except for these two, which PostgreSQL stems to "add" (Snowball 2.2 gives
+# "ad"). Snowball 3.x differs from PostgreSQL on 73 of them (organization -> organiz, not organ), hence the pin.
 _STEM_EXCEPTIONS = {"added": "add", "adding": "add"}
 
 _local = threading.local()
