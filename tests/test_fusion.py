@@ -22,12 +22,16 @@ def test_rrf_scores_are_sum_of_reciprocal_ranks_with_k_60():
     assert fused[2].ranks == {"lexical": 2, "dense": 0}
 
 
-def test_ties_break_by_best_single_arm_rank_then_id():
-    # x and y have the same score (1/61 + 1/62); z and w tie on score and best rank, so id decides.
+def test_ties_break_by_best_single_arm_rank_then_keyword_rank_then_id():
+    # x and y have the same score (1/61 + 1/62) and best rank 1: y is first in the keyword arm, so it
+    # leads (an id order would put x first). z (dense 3) and w (lexical 3) tie on score and best rank:
+    # w has a keyword rank, z none.
     fused = fuse({"lexical": ["y", "x", "w"], "dense": ["x", "y", "z"]})
-    assert [f.memory_id for f in fused][:2] == ["x", "y"]
-    assert [f.memory_id for f in fused][2:] == ["w", "z"]
+    assert [f.memory_id for f in fused] == ["y", "x", "w", "z"]
     assert fuse({"lexical": ["y", "x", "w"], "dense": ["x", "y", "z"]}) == fused
+    # the same data under other ids ranks the same way: the order follows the content, not the ids
+    renamed = fuse({"lexical": ["b", "a", "d"], "dense": ["a", "b", "c"]})
+    assert [f.memory_id for f in renamed] == ["b", "a", "d", "c"]
 
 
 def test_identifier_precedence_orders_by_matches_then_rrf():
