@@ -101,6 +101,11 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         )
         return g.ReadResponse(memory=resp.memory)
 
+    def ListMemories(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.ListMemories(s.ListMemoriesRequest(caller=auth.caller, **fields_set(request)))
+        return same_fields(resp, g.ListMemoriesResponse)
+
     def Recall(self, request, context):
         auth = authenticate(self.store, context)
         return self.recaller.recall(request, auth.caller, auth.settings)

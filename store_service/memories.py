@@ -494,21 +494,29 @@ def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
     attach_links(conn, req.caller, {mid: memory})
     redact_successors(conn, req.caller, [memory])
     if req.include_history:
-        for old in named(conn).execute(
-            "SELECT revision, title, body, confidence, replaced_at FROM memory_revision "
-            "WHERE memory_id = %s ORDER BY revision DESC",
-            (mid,),
-        ):
-            memory.history.append(
-                m.Revision(
-                    revision=old.revision,
-                    title=old.title,
-                    body=old.body,
-                    confidence=old.confidence,
-                    replaced_at=_ts(old.replaced_at),
-                )
-            )
+        attach_history(conn, {mid: memory})
     return memory
+
+
+def attach_history(conn: psycopg.Connection, memories: dict[uuid.UUID, m.Memory]) -> None:
+    """Fills each memory's earlier revisions, newest first (one query); only for memories the caller
+    may read, which the callers have checked."""
+    if not memories:
+        return
+    for old in named(conn).execute(
+        "SELECT memory_id, revision, title, body, confidence, replaced_at FROM memory_revision "
+        "WHERE memory_id = ANY(%s) ORDER BY memory_id, revision DESC",
+        (list(memories),),
+    ):
+        memories[old.memory_id].history.append(
+            m.Revision(
+                revision=old.revision,
+                title=old.title,
+                body=old.body,
+                confidence=old.confidence,
+                replaced_at=_ts(old.replaced_at),
+            )
+        )
 
 
 def get_memories(conn: psycopg.Connection, caller: m.Caller, ids) -> list[m.Memory]:

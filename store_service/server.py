@@ -19,7 +19,7 @@ from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, Unavailable, status_proto_for
 from servicekit.limits import DIMENSIONS, EMBED_BATCH_SIZE, MAX_CANDIDATE_LIMIT, MAX_QUERY_CHARS, SHUTDOWN_GRACE_SECONDS
 from servicekit.server import Running, start_server
-from store_service import candidates, entities, history, history_search, lifecycle, memories
+from store_service import candidates, entities, history, history_search, lifecycle, listing, memories
 from store_service.control import ControlPlane, Workspace
 from store_service.database import Databases
 from store_service.embedding_job import EMBED_TIMEOUT_SECONDS, EmbeddingWorker, requeue
@@ -123,6 +123,10 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def GetMemories(self, request, context):
         with self._conn(request.caller) as conn:
             return s.GetMemoriesResponse(memories=memories.get_memories(conn, request.caller, request.memory_ids))
+
+    def ListMemories(self, request, context):
+        with self._conn(request.caller) as conn:
+            return listing.list_memories(conn, request.caller, request)
 
     def CheckReadable(self, request, context):
         with self._conn(request.caller) as conn:

@@ -6,8 +6,10 @@ history appends (request ids shared across members) and history forgets (by id, 
 time range), and checks every call's status against a small reference model of the rules in
 README.md, "Who sees what", and of history evidence (owner-only, never a memory).
 Then, as every member and for every purpose, it asks Recall in all three modes (re-rank on and off), Read on
-every id and FindEntities on every entity name, and asserts:
-- nothing ineligible appears in any item, count, link or entity list;
+every id, ListMemories (every page, with and without superseded memories, and per purpose) and
+FindEntities on every entity name, and asserts:
+- nothing ineligible appears in any item, count, link or entity list (ListMemories' pages and
+  total_size hold exactly the memories Read shows);
 - everything eligible and matching is found (the keyword arm returns exactly the eligible set);
 - an ungranted purpose is PERMISSION_DENIED, an unreadable id NOT_FOUND;
 - the keyword statistics maintained by the writes equal a full recount of the stored rows;
@@ -169,6 +171,44 @@ def check_history(api, model: Model, me: str, md, word: str) -> None:
     for turn_id in model.turns:
         assert call(api.Read, g.ReadRequest(id=turn_id), md)[0] == grpc.StatusCode.NOT_FOUND
         assert call(api.Derive, g.DeriveRequest(source_ids=[turn_id], body="x"), md)[0] == grpc.StatusCode.NOT_FOUND
+
+
+def list_pages(api, md, **kw) -> tuple[list[m.Memory], set[int]]:
+    """Every page of a ListMemories (three a page, so examples span pages): the memories, and the
+    total_size each page reported."""
+    out, totals, token = [], set(), ""
+    while True:
+        resp = api.ListMemories(g.ListMemoriesRequest(page_size=3, page_token=token, **kw), metadata=md)
+        out += resp.memories
+        totals.add(resp.total_size)
+        token = resp.next_page_token
+        if not token:
+            return out, totals
+
+
+def check_listing(api, model: Model, me: str, md, everything: set[str]) -> None:
+    """ListMemories lists, and counts, exactly the memories ``me`` may read (the rule of Read): all of
+    them with superseded ones, the current ones by default, the eligible ones of a granted purpose;
+    an ungranted purpose is PERMISSION_DENIED. Links and successors name only readable memories."""
+    readable = {i for i in everything if model.readable(i, me)}
+    current = {i for i in readable if not model.mems[i].superseded}
+    for kw, want in (({"superseded": m.SUPERSEDED_FILTER_ALL}, readable), ({}, current)):
+        listed, totals = list_pages(api, md, **kw)
+        assert len(listed) == len({x.id for x in listed})  # no memory twice across pages
+        assert {x.id for x in listed} == want and totals == {len(want)}, (kw, totals, len(want))
+        for x in listed:
+            assert not x.superseded_by_id or model.readable(x.superseded_by_id, me)
+            assert all(
+                model.readable(link.target_memory_id, me) for link in x.links if link.type == m.LINK_TYPE_DERIVED_FROM
+            )
+    for purpose in PURPOSES:
+        if purpose not in model.grants[me]:
+            assert call(api.ListMemories, g.ListMemoriesRequest(purpose=purpose), md)[0] == (
+                grpc.StatusCode.PERMISSION_DENIED
+            )
+            continue
+        listed, totals = list_pages(api, md, purpose=purpose)
+        assert {x.id for x in listed} == model.eligible(me, purpose) and totals == {len(listed)}
 
 
 def call(fn, req, md):
@@ -362,6 +402,7 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
                 for link in resp.memory.links:
                     if link.type == m.LINK_TYPE_DERIVED_FROM:
                         assert model.readable(link.target_memory_id, me)
+        check_listing(api, model, me, md, everything)
         for name in {mem.entity for mem in model.mems.values() if mem.entity}:
             code, resp = call(api.FindEntities, g.FindEntitiesRequest(name=name), md)
             visible = any(mem.entity == name and model.readable(i, me) for i, mem in model.mems.items())

@@ -102,6 +102,11 @@ class MemoryServiceStub:
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetHistoryRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetHistoryResponse.FromString,
                 _registered_method=True)
+        self.ListMemories = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/ListMemories',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -223,6 +228,16 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMemories(self, request, context):
+        """Lists the memories the caller can read (the readability rule of Read and Recall: audience,
+        granted purpose, not forgotten, and the whole derived_from chain readable), newest first, with
+        filters, paginated (AIP-158), and total_size counting every readable match. INVALID_ARGUMENT
+        for a bad filter, page size or page token; PERMISSION_DENIED for a purpose filter not granted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -285,6 +300,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ForgetHistory,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetHistoryRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetHistoryResponse.SerializeToString,
+            ),
+            'ListMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemories,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -619,6 +639,33 @@ class MemoryService:
             '/recallatron.gateway.v1.MemoryService/ForgetHistory',
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetHistoryRequest.SerializeToString,
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/ListMemories',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

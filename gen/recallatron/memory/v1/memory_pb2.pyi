@@ -57,6 +57,13 @@ class RecallMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RECALL_MODE_LEXICAL: _ClassVar[RecallMode]
     RECALL_MODE_DENSE: _ClassVar[RecallMode]
     RECALL_MODE_HYBRID: _ClassVar[RecallMode]
+
+class SupersededFilter(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SUPERSEDED_FILTER_UNSPECIFIED: _ClassVar[SupersededFilter]
+    SUPERSEDED_FILTER_CURRENT: _ClassVar[SupersededFilter]
+    SUPERSEDED_FILTER_SUPERSEDED: _ClassVar[SupersededFilter]
+    SUPERSEDED_FILTER_ALL: _ClassVar[SupersededFilter]
 KIND_UNSPECIFIED: Kind
 KIND_NOTE: Kind
 KIND_FACT: Kind
@@ -84,6 +91,10 @@ RECALL_MODE_UNSPECIFIED: RecallMode
 RECALL_MODE_LEXICAL: RecallMode
 RECALL_MODE_DENSE: RecallMode
 RECALL_MODE_HYBRID: RecallMode
+SUPERSEDED_FILTER_UNSPECIFIED: SupersededFilter
+SUPERSEDED_FILTER_CURRENT: SupersededFilter
+SUPERSEDED_FILTER_SUPERSEDED: SupersededFilter
+SUPERSEDED_FILTER_ALL: SupersededFilter
 
 class Caller(_message.Message):
     __slots__ = ("workspace_id", "member_id", "role", "granted_purposes")

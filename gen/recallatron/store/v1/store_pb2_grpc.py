@@ -145,6 +145,11 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryResponse.FromString,
                 _registered_method=True)
+        self.ListMemories = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/ListMemories',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListMemoriesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListMemoriesResponse.FromString,
+                _registered_method=True)
 
 
 class StoreServiceServicer:
@@ -319,6 +324,15 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMemories(self, request, context):
+        """Lists the memories the caller can read (readability as Read's, chain included), newest first,
+        filtered and paginated (AIP-158), with the count of every readable match. INVALID_ARGUMENT for a
+        bad filter, page size or page token; PERMISSION_DENIED for a purpose filter not granted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -431,6 +445,11 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.ForgetHistory,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryResponse.SerializeToString,
+            ),
+            'ListMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemories,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListMemoriesRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListMemoriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1028,6 +1047,33 @@ class StoreService:
             '/recallatron.store.v1.StoreService/ForgetHistory',
             recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryRequest.SerializeToString,
             recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/ListMemories',
+            recallatron_dot_store_dot_v1_dot_store__pb2.ListMemoriesRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.ListMemoriesResponse.FromString,
             options,
             channel_credentials,
             insecure,
