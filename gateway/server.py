@@ -235,6 +235,22 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         resp = self.store.RebuildEmbeddings(s.RebuildEmbeddingsRequest(all=request.all))
         return g.RebuildEmbeddingsResponse(queued=resp.queued, input_version=resp.input_version)
 
+    def ImportMemories(self, request, context):
+        self.operator.check(context)  # the store checks the sizes, the workspace and each item
+        resp = self.store.ImportMemories(s.ImportMemoriesRequest(**fields_set(request)))
+        return g.ImportMemoriesResponse(entities=resp.entities, memories=resp.memories)
+
+    def ImportHistory(self, request, context):
+        self.operator.check(context)  # the store checks the member and each turn, as AppendHistory
+        resp = self.store.ImportHistory(
+            s.ImportHistoryRequest(
+                workspace_id=request.workspace_id,
+                member_id=request.member_id,
+                turns=[same_fields(t, s.HistoryTurn) for t in request.turns],
+            )
+        )
+        return g.ImportHistoryResponse(results=[same_fields(r, g.AppendHistoryResult) for r in resp.results])
+
     def GetStatus(self, request, context):
         self.operator.check(context)
         try:

@@ -375,6 +375,40 @@ class ListMemoriesResponse(_message.Message):
     total_size: int
     def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ...) -> None: ...
 
+class ImportMemoriesRequest(_message.Message):
+    __slots__ = ("workspace_id", "entities", "memories")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.ImportedEntity]
+    memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.ImportedMemory]
+    def __init__(self, workspace_id: _Optional[str] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.ImportedEntity, _Mapping]]] = ..., memories: _Optional[_Iterable[_Union[_memory_pb2.ImportedMemory, _Mapping]]] = ...) -> None: ...
+
+class ImportMemoriesResponse(_message.Message):
+    __slots__ = ("entities", "memories")
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.ImportResult]
+    memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.ImportResult]
+    def __init__(self, entities: _Optional[_Iterable[_Union[_memory_pb2.ImportResult, _Mapping]]] = ..., memories: _Optional[_Iterable[_Union[_memory_pb2.ImportResult, _Mapping]]] = ...) -> None: ...
+
+class ImportHistoryRequest(_message.Message):
+    __slots__ = ("workspace_id", "member_id", "turns")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    member_id: str
+    turns: _containers.RepeatedCompositeFieldContainer[HistoryTurn]
+    def __init__(self, workspace_id: _Optional[str] = ..., member_id: _Optional[str] = ..., turns: _Optional[_Iterable[_Union[HistoryTurn, _Mapping]]] = ...) -> None: ...
+
+class ImportHistoryResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AppendHistoryResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AppendHistoryResult, _Mapping]]] = ...) -> None: ...
+
 class CreateWorkspaceRequest(_message.Message):
     __slots__ = ("name",)
     NAME_FIELD_NUMBER: _ClassVar[int]
