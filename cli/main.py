@@ -1,8 +1,8 @@
 """The ``recallatron`` command: run the system, administer it, and use it as a client.
 
 Each subcommand lives with its own parser function and handler (``serve``, ``up``,
-``admin_commands``, ``memory_commands``, ``history_commands``, ``mcp_command``, ``evaluate``,
-``calibrate``); this module only puts the parsers together in the order ``--help`` lists them and
+``admin_commands``, ``memory_commands``, ``history_commands``, ``portability_commands``, ``mcp_command``,
+``evaluate``, ``calibrate``); this module only puts the parsers together in the order ``--help`` lists them and
 calls the chosen handler. Nothing imports it.
 
 Exit status 0 on success, 1 when a call fails (the gRPC status code name and message go to
@@ -15,7 +15,7 @@ import argparse
 import logging
 import sys
 
-from cli import admin_commands, history_commands, memory_commands
+from cli import admin_commands, history_commands, memory_commands, portability_commands
 from cli.calibrate import calibrate_parser
 from cli.evaluate import eval_parser
 from cli.mcp_command import mcp_parser
@@ -33,7 +33,9 @@ PARSERS = (
     *memory_commands.PARSERS,
     mcp_parser,
     history_commands.history_parser,
+    portability_commands.export_parser,
     admin_commands.load_parser,
+    portability_commands.import_parser,
     eval_parser,
     calibrate_parser,
 )
