@@ -454,3 +454,56 @@ def test_validate_only_answers_as_a_real_import_and_writes_nothing(stack, empty)
     real = stack.admin.ImportMemories(req, metadata=stack.op())  # the keys were not used up by the preview
     assert [r.status for r in real.memories] == statuses and real.entities[0].status == m.IMPORT_STATUS_CREATED
     assert stored(stack, target) == (2, 1, 0)
+
+
+def test_a_large_file_goes_in_batches_of_500_sources_first(stack, tmp_path):
+    """1,100 memories written newest first, half derived from memories 550 lines further on: the
+    import sends three batches, each source before its derivations (across batches too), and a
+    re-run writes nothing."""
+    target = stack.workspace("import batches")
+    dana = stack.member(target)
+    author, n = str(uuid.uuid4()), 1100
+    ids = [str(uuid.uuid4()) for _ in range(n)]
+    ents = [str(uuid.uuid4()) for _ in range(7)]
+    recs = []
+    for k in range(n):
+        at = (T0 + datetime.timedelta(seconds=k)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        recs.append(
+            {
+                "record": "memory",
+                "id": ids[k],
+                "revision": 1,
+                "kind": "note",
+                "title": "",
+                "body": f"synthetic memory {k}",
+                "audience": "workspace",
+                "audience_member_id": None,
+                "purpose": "conversation",
+                "origin": "migrated",
+                "confidence": 1.0,
+                "reason": "",
+                "author": author,
+                "created_at": at,
+                "updated_at": at,
+                "occurred_at": None,
+                "superseded": False,
+                "superseded_by": None,
+                "supersedes": None,
+                "derived_from": [ids[k - 550]] if k >= 550 else [],
+                "entities": [{"id": ents[k % 7], "name": f"E{k % 7}"}],
+                "revisions": [],
+            }
+        )
+    head = portability.header(T0, n, 0, False)
+    path = write(tmp_path / "big.jsonl", [head, *reversed(recs)])
+    args = ["--file", str(path), "--workspace", target, "--default-member", dana.id]
+    dry = json.loads(import_(stack, *args, "--dry-run", "--json").stdout)
+    assert dry["batches"] == 3 and dry["memories"] == {"to_import": n} and dry["entities"] == {"to_import": 7}
+    first = json.loads(import_(stack, *args, "--json").stdout)
+    assert first["memories"] == {"created": n} and first["entities"] == {"created": 7}
+    assert stored(stack, target) == (n, 7, 0)
+    with stack.db(target) as conn:
+        links = conn.execute("SELECT count(*) FROM memory_link WHERE link_type = 'derived_from'").fetchone()[0]
+    assert links == 550
+    again = json.loads(import_(stack, *args, "--json").stdout)
+    assert again["memories"] == {"already_imported": n} and stored(stack, target) == (n, 7, 0)
