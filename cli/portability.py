@@ -23,7 +23,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit import vocabulary
 from servicekit.errors import ServiceError
-from store_service.vocabulary import check_confidence, check_text
+from store_service import entities, history, imports
 
 SCHEMA = "recallatron.export"
 SCHEMA_VERSION = 1
@@ -31,7 +31,6 @@ KINDS = vocabulary.values(m.Kind)
 PURPOSES = vocabulary.values(m.Purpose)
 ORIGINS = vocabulary.values(m.Origin)
 AUDIENCES = vocabulary.values(m.Audience)
-ROLES = ("user", "assistant")
 
 
 class ExportFileError(Exception):
@@ -181,22 +180,72 @@ def _lines(path: Path) -> Iterable[tuple[int, dict]]:
 
 
 def _time(value, where: str) -> datetime.datetime:
+    """A time string as an aware UTC datetime; ExportFileError for anything else (no offset, or an
+    instant outside years 1..9999 in UTC)."""
     if not isinstance(value, str):
         raise ExportFileError(f"{where}: must be an RFC 3339 time string")
     try:
         when = datetime.datetime.fromisoformat(value)
-    except ValueError:
-        raise ExportFileError(f"{where}: {value!r} is not an RFC 3339 time") from None
-    if when.tzinfo is None:
-        raise ExportFileError(f"{where}: {value!r} has no UTC offset")
-    return when
+        if when.tzinfo is None:
+            raise ExportFileError(f"{where}: {value!r} has no UTC offset")
+        return when.astimezone(datetime.UTC)
+    except (ValueError, OverflowError):
+        raise ExportFileError(f"{where}: {value!r} is not an RFC 3339 time between years 1 and 9999") from None
 
 
 def timestamp(value: str) -> timestamp_pb2.Timestamp:
     """A time string of a checked record as a Timestamp."""
     out = timestamp_pb2.Timestamp()
-    out.FromDatetime(datetime.datetime.fromisoformat(value))
+    out.FromDatetime(_time(value, value))
     return out
+
+
+def imported_memory(rec: dict, authors: dict[str, str]) -> m.ImportedMemory:
+    """The ImportedMemory of a memory record (fields and types checked), its author mapped through
+    ``authors`` and its links as import keys (docs/portability.md, "recallatron import")."""
+    item = m.ImportedMemory(
+        import_key=f"export:{rec['id']}",
+        author_member_id=authors[rec["author"]],
+        kind=KINDS[rec["kind"]],
+        title=rec["title"],
+        body=rec["body"],
+        audience=AUDIENCES[rec["audience"]],
+        purpose=PURPOSES[rec["purpose"]],
+        origin=ORIGINS[rec["origin"]],
+        confidence=float(rec["confidence"]),
+        reason=rec["reason"],
+        created_at=timestamp(rec["created_at"]),
+        updated_at=timestamp(rec["updated_at"]),
+        entity_keys=[f"export:entity:{e['id']}" for e in rec["entities"]],
+        revisions=[
+            m.ImportedRevision(
+                title=r["title"],
+                body=r["body"],
+                confidence=float(r["confidence"]),
+                replaced_at=timestamp(r["replaced_at"]),
+            )
+            for r in rec["revisions"]
+        ],
+        derived_from_keys=[f"export:{x}" for x in rec["derived_from"]],
+        supersedes_key=f"export:{rec['supersedes']}" if rec["supersedes"] else "",
+    )
+    if rec["occurred_at"] is not None:
+        item.occurred_at.CopyFrom(timestamp(rec["occurred_at"]))
+    return item
+
+
+def history_turn(rec: dict) -> g.HistoryTurn:
+    """The HistoryTurn that imports a history_turn record: request id ``export:turn:<old id>`` (so a
+    re-run stores it once), and the session only when it was given (a computed one is computed anew
+    from the same runs)."""
+    return g.HistoryTurn(
+        request_id=f"export:turn:{rec['id']}",
+        chat_id=rec["chat_id"],
+        role=rec["role"],
+        text=rec["text"],
+        occurred_at=timestamp(rec["occurred_at"]),
+        session_id="" if rec["session_computed"] else rec["session_id"],
+    )
 
 
 def _uuid(value, where: str) -> str:
@@ -221,15 +270,6 @@ def _fields(rec: dict, where: str, spec: dict[str, type | tuple]) -> None:
 def _enum(rec: dict, name: str, choices, where: str) -> None:
     if rec[name] not in choices:
         raise ExportFileError(f"{where}: {name} {rec[name]!r} is not one of {', '.join(choices)}")
-
-
-def _content(title: str, body: str, confidence, where: str) -> None:
-    """The store's own checks of a title, body and confidence (store_service.vocabulary)."""
-    try:
-        check_text(title, body)
-        check_confidence(float(confidence))
-    except ServiceError as exc:
-        raise ExportFileError(f"{where}: {exc.message}") from None
 
 
 MEMORY_FIELDS = {
@@ -278,7 +318,6 @@ def _check_memory(rec: dict, where: str) -> None:
         raise ExportFileError(f"{where}: a member-only memory's audience_member_id must be its author")
     if rec["audience"] == "workspace" and rec["audience_member_id"] is not None:
         raise ExportFileError(f"{where}: a workspace memory has no audience_member_id")
-    _content(rec["title"], rec["body"], rec["confidence"], where)
     for name in ("created_at", "updated_at", "occurred_at"):
         if rec[name] is not None:
             _time(rec[name], f"{where}: {name}")
@@ -293,6 +332,9 @@ def _check_memory(rec: dict, where: str) -> None:
             raise ExportFileError(f"{where}: entities[{i}] is not an object")
         _fields(ent, f"{where}: entities[{i}]", {"id": str, "name": str})
         ent["id"] = _uuid(ent["id"], f"{where}: entities[{i}].id")
+        _store_check(
+            lambda ent=ent: entities.check_mentions([m.EntityMention(name=ent["name"])]), f"{where}: entities[{i}]"
+        )
     for i, rev in enumerate(rec["revisions"], start=1):
         at = f"{where}: revisions[{i - 1}]"
         if not isinstance(rev, dict):
@@ -300,24 +342,32 @@ def _check_memory(rec: dict, where: str) -> None:
         _fields(rev, at, {"revision": int, "title": str, "body": str, "confidence": (int, float), "replaced_at": str})
         if rev["revision"] != i:
             raise ExportFileError(f"{at}: revision {rev['revision']}, expected {i} (oldest first, from 1)")
-        _content(rev["title"], rev["body"], rev["confidence"], at)
         _time(rev["replaced_at"], f"{at}: replaced_at")
     if rec["revision"] != len(rec["revisions"]) + 1:
         raise ExportFileError(
             f"{where}: revision {rec['revision']} but {len(rec['revisions'])} earlier revisions "
             "(it must be their count + 1)"
         )
+    # Everything ImportMemories will check of the item, by its own code: text limits, confidences,
+    # reason, times, how many mentions, revisions and sources.
+    _store_check(lambda: imports.check_item(imported_memory(rec, {rec["author"]: rec["author"]})), where)
+
+
+def _store_check(check, where: str) -> None:
+    """Runs a store validation; its ServiceError becomes an ExportFileError naming ``where``."""
+    try:
+        check()
+    except ServiceError as exc:
+        raise ExportFileError(f"{where}: {exc.message}") from None
 
 
 def _check_turn(rec: dict, where: str) -> None:
     _fields(rec, where, TURN_FIELDS)
     rec["id"] = _uuid(rec["id"], f"{where}: id")
-    if rec["role"] not in ROLES:
-        raise ExportFileError(f"{where}: role {rec['role']!r} is not one of {', '.join(ROLES)}")
-    if not rec["chat_id"] or not rec["text"].strip():
-        raise ExportFileError(f"{where}: chat_id and text must not be empty")
     _time(rec["occurred_at"], f"{where}: occurred_at")
     _time(rec["appended_at"], f"{where}: appended_at")
+    # What ImportHistory (AppendHistory) will check of the turn, by its own code.
+    _store_check(lambda: history.prepare(history_turn(rec), datetime.datetime.now(datetime.UTC)), where)
 
 
 def _check_header(head: dict, path: Path) -> None:
@@ -371,7 +421,8 @@ def read_export(path: Path) -> Export:
 
 
 def _check_links(path: Path, memories: dict[str, dict], lines: dict[str, int]) -> None:
-    """Every link names a memory of the file, and supersede links agree in both directions."""
+    """Every link names a memory of the file, supersede links agree in both directions, and a
+    successor keeps its predecessor's purpose and never widens its audience (as Supersede)."""
     for mid, rec in memories.items():
         where = f"{path}:{lines[mid]}"
         for name in ("derived_from", "supersedes", "superseded_by"):
@@ -383,6 +434,18 @@ def _check_links(path: Path, memories: dict[str, dict], lines: dict[str, int]) -
             raise ExportFileError(
                 f"{where}: supersedes {rec['supersedes']}, whose superseded_by (line {lines[rec['supersedes']]}) "
                 "does not name this memory"
+            )
+        old = memories[rec["supersedes"]] if rec["supersedes"] else None
+        if old is not None and old["purpose"] != rec["purpose"]:
+            raise ExportFileError(f"{where}: supersedes {rec['supersedes']}, a memory of another purpose")
+        if (
+            old is not None
+            and old["audience"] == "member"
+            and (rec["audience"], rec["author"]) != ("member", old["author"])
+        ):
+            raise ExportFileError(
+                f"{where}: supersedes {rec['supersedes']}, a member-only memory of another reader "
+                "(a supersede may narrow the audience, never widen it)"
             )
         if rec["superseded_by"] and memories[rec["superseded_by"]]["supersedes"] != mid:
             raise ExportFileError(

@@ -209,39 +209,6 @@ def probe_members(gw: client.Gateway, workspace: str, members: dict[str, str]) -
         raise ExportFileError(f"not a member of workspace {workspace}: {', '.join(unknown)}; nothing was imported")
 
 
-def imported_memory(rec: dict, authors: dict[str, str]) -> m.ImportedMemory:
-    """The ImportedMemory of a checked memory record, its author mapped and its links as import keys."""
-    item = m.ImportedMemory(
-        import_key=f"export:{rec['id']}",
-        author_member_id=authors[rec["author"]],
-        kind=portability.KINDS[rec["kind"]],
-        title=rec["title"],
-        body=rec["body"],
-        audience=portability.AUDIENCES[rec["audience"]],
-        purpose=portability.PURPOSES[rec["purpose"]],
-        origin=portability.ORIGINS[rec["origin"]],
-        confidence=float(rec["confidence"]),
-        reason=rec["reason"],
-        created_at=portability.timestamp(rec["created_at"]),
-        updated_at=portability.timestamp(rec["updated_at"]),
-        entity_keys=[f"export:entity:{e['id']}" for e in rec["entities"]],
-        revisions=[
-            m.ImportedRevision(
-                title=r["title"],
-                body=r["body"],
-                confidence=float(r["confidence"]),
-                replaced_at=portability.timestamp(r["replaced_at"]),
-            )
-            for r in rec["revisions"]
-        ],
-        derived_from_keys=[f"export:{x}" for x in rec["derived_from"]],
-        supersedes_key=f"export:{rec['supersedes']}" if rec["supersedes"] else "",
-    )
-    if rec["occurred_at"] is not None:
-        item.occurred_at.CopyFrom(portability.timestamp(rec["occurred_at"]))
-    return item
-
-
 def batches(export: portability.Export, order: list[str], authors: dict[str, str]) -> list[g.ImportMemoriesRequest]:
     """ImportMemories requests in ``order``: at most 500 memories, 500 entities and about 8 MiB each,
     each entity sent with the first batch that mentions it."""
@@ -250,7 +217,7 @@ def batches(export: portability.Export, order: list[str], authors: dict[str, str
     current = g.ImportMemoriesRequest()
     for mid in order:
         rec = export.memories[mid]
-        item = imported_memory(rec, authors)
+        item = portability.imported_memory(rec, authors)
         new_entities = {e["id"]: e["name"] for e in rec["entities"] if e["id"] not in sent}
         full = (
             len(current.memories) >= limits.MAX_REMEMBER_BATCH
@@ -317,17 +284,7 @@ def import_file(gw: client.Gateway, args: argparse.Namespace) -> int:
                 failures.append(f"{line}{kind[:-1]} {old}: {code_pb2.Code.Name(r.error.code)}: {r.error.message}")
     for start in range(0, len(export.turns), limits.MAX_HISTORY_BATCH):
         chunk = export.turns[start : start + limits.MAX_HISTORY_BATCH]
-        turns = [
-            g.HistoryTurn(
-                request_id=f"export:turn:{t['id']}",
-                chat_id=t["chat_id"],
-                role=t["role"],
-                text=t["text"],
-                occurred_at=portability.timestamp(t["occurred_at"]),
-                session_id="" if t["session_computed"] else t["session_id"],
-            )
-            for t in chunk
-        ]
+        turns = [portability.history_turn(t) for t in chunk]
         resp = gw.admin.ImportHistory(
             g.ImportHistoryRequest(workspace_id=args.workspace, member_id=owner, turns=turns), metadata=gw.metadata
         )

@@ -380,3 +380,11 @@ def _write(conn, authors, todo, entity_keys, supersedes) -> None:
         lexical_index.mark_superseded(conn, olds)
         conn.execute("DELETE FROM memory_embedding WHERE memory_id = ANY(%s)", (olds,))
         conn.execute("DELETE FROM embedding_job WHERE memory_id = ANY(%s)", (olds,))
+
+
+def check_item(item: m.ImportedMemory) -> None:
+    """Validates one ImportedMemory as ImportMemories will, without the database (its author taken to
+    be a member, its keys to resolve): raises the ServiceError it would fail with. For clients that
+    check a whole file before writing any of it (``recallatron import``, cli/portability.py)."""
+    author = parse_uuid(item.author_member_id, "author_member_id")
+    _prepare(item, {author: m.Caller(member_id=str(author))})

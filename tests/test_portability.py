@@ -357,6 +357,15 @@ def test_bad_files_are_refused_naming_file_line_and_problem(stack, source, empty
     err = refused(stack, target, carol, dangling, *history)
     assert err.startswith(f"{dangling}:2: derived_from names") and "not in the file" in err
 
+    # The store's own checks of each item run before anything is written.
+    long_reason = write(tmp_path / "reason.jsonl", [lines[0], {**rec, "reason": "r" * 1001}, *lines[2:]])
+    err = refused(stack, target, carol, long_reason, *history)
+    assert err == f"{long_reason}:2: reason must be at most 1000 characters, without NUL"
+    turn = json.loads(lines[-1])
+    robot = write(tmp_path / "robot.jsonl", [*lines[:-1], {**turn, "role": "robot"}])
+    err = refused(stack, target, carol, robot, *history)
+    assert err.startswith(f"{robot}:{len(lines)}: role must be one of") and "'robot'" in err
+
     not_export = write(tmp_path / "other.jsonl", [{"id": "1", "title": "x", "body": "y"}])
     assert refused(stack, target, carol, not_export).startswith(f"{not_export}:1: not a Recallatron export")
 
