@@ -229,8 +229,9 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         authors = self.control.members(request.workspace_id, imports.author_ids(request.memories))
         some = m.Caller(workspace_id=request.workspace_id)
         with self._conn(some) as conn:
-            ents, mems = imports.import_items(conn, authors, request.entities, request.memories)
-        self._wake(some)
+            ents, mems = imports.import_items(conn, authors, request.entities, request.memories, request.validate_only)
+        if not request.validate_only:
+            self._wake(some)
 
         def result(key: str, out: imports.Outcome) -> m.ImportResult:
             return m.ImportResult(

@@ -338,14 +338,16 @@ class ForgetHistoryResponse(_message.Message):
     def __init__(self, forgotten_count: _Optional[int] = ...) -> None: ...
 
 class ImportMemoriesRequest(_message.Message):
-    __slots__ = ("workspace_id", "entities", "memories")
+    __slots__ = ("workspace_id", "entities", "memories", "validate_only")
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     workspace_id: str
     entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.ImportedEntity]
     memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.ImportedMemory]
-    def __init__(self, workspace_id: _Optional[str] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.ImportedEntity, _Mapping]]] = ..., memories: _Optional[_Iterable[_Union[_memory_pb2.ImportedMemory, _Mapping]]] = ...) -> None: ...
+    validate_only: bool
+    def __init__(self, workspace_id: _Optional[str] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.ImportedEntity, _Mapping]]] = ..., memories: _Optional[_Iterable[_Union[_memory_pb2.ImportedMemory, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class ImportMemoriesResponse(_message.Message):
     __slots__ = ("entities", "memories")

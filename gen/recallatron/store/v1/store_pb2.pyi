@@ -12,14 +12,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ImportMemoriesRequest(_message.Message):
-    __slots__ = ("workspace_id", "entities", "memories")
+    __slots__ = ("workspace_id", "entities", "memories", "validate_only")
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     workspace_id: str
     entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.ImportedEntity]
     memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.ImportedMemory]
-    def __init__(self, workspace_id: _Optional[str] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.ImportedEntity, _Mapping]]] = ..., memories: _Optional[_Iterable[_Union[_memory_pb2.ImportedMemory, _Mapping]]] = ...) -> None: ...
+    validate_only: bool
+    def __init__(self, workspace_id: _Optional[str] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.ImportedEntity, _Mapping]]] = ..., memories: _Optional[_Iterable[_Union[_memory_pb2.ImportedMemory, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class ImportMemoriesResponse(_message.Message):
     __slots__ = ("entities", "memories")
