@@ -69,7 +69,11 @@ def legacy_parser(sub: argparse._SubParsersAction) -> None:
         metavar="CHAT_ID=MEMBER_ID",
         help="which member a chat belongs to (repeat per chat); chats in no map are skipped",
     )
-    p.add_argument("--dry-run", action="store_true", help="print what would be imported and skipped; write nothing")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would be imported and skipped, write the report, change nothing in the workspace",
+    )
     p.add_argument("--report", type=Path, help="JSON Lines report (default: import-legacy-<UTC time>.jsonl here)")
     options.gateway_options(p, operator=True)
     p.set_defaults(handler=import_legacy)

@@ -20,7 +20,6 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from cli import client, legacy_import
 from cli.legacy_store import read_store
-from cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_MAKER = ROOT.parent / "shared" / "legacy" / "make_legacy_store.py"
@@ -34,15 +33,19 @@ def counts_of(expected: dict) -> dict:
     return out
 
 
-def cli(stack, capsys, *args: str) -> tuple[int, str, str]:
-    """Runs ``recallatron`` in-process against the stack's gateway; (exit status, stdout, stderr)."""
+def cli(stack, *args: str) -> tuple[int, str, str]:
+    """Runs ``recallatron`` as an operator does, in a new process against the stack's gateway;
+    (exit status, stdout, stderr)."""
     argv = [*args, "--gateway", f"127.0.0.1:{stack.gateway.port}", "--operator-token", stack.operator_token]
-    try:
-        status = main(argv)
-    except SystemExit as exc:
-        status = exc.code
-    out, err = capsys.readouterr()
-    return status, out, err
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", *argv],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return out.returncode, out.stdout, out.stderr
 
 
 def import_args(ws: str, sqlite: Path, graph: Path, members: dict[str, str], report: Path, *extra: str) -> list[str]:
@@ -99,9 +102,8 @@ def imported(stack, made, tmp_path_factory):
     ws = stack.workspace("legacy import")
     owner, second, members = members_for(stack, ws)
     report = tmp_path_factory.mktemp("report") / "report.jsonl"
-    argv = import_args(ws, made.sqlite, made.graph, members, report, "--json")
-    argv += ["--gateway", f"127.0.0.1:{stack.gateway.port}", "--operator-token", stack.operator_token]
-    assert main(argv) == 0
+    status, _, err = cli(stack, *import_args(ws, made.sqlite, made.graph, members, report, "--json"))
+    assert status == 0, err
     return ws, owner, second, members, report
 
 
@@ -110,7 +112,7 @@ def memory_id(stack, ws: str, key: str) -> str:
         return str(conn.execute("SELECT id FROM memory WHERE import_key = %s", (key,)).fetchone()[0])
 
 
-def test_counts_match_the_makers_and_the_report_lists_every_skip(stack, made, imported, tmp_path, capsys):
+def test_counts_match_the_makers_and_the_report_lists_every_skip(stack, made, imported, tmp_path):
     ws, _, _, members, report = imported
     rows = [json.loads(line) for line in report.read_text().splitlines()]
     summary = rows[-1]
@@ -144,9 +146,7 @@ def test_counts_match_the_makers_and_the_report_lists_every_skip(stack, made, im
     # No old vector came across: every vector is queued from the text, in this embedding space.
     assert got["vectors"] == len(got["memories"]) - e["supersede_links"]
     # A re-run writes nothing and prints the same counts.
-    status, out, _ = cli(
-        stack, capsys, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "r2.jsonl", "--json")
-    )
+    status, out, _ = cli(stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "r2.jsonl", "--json"))
     assert status == 0 and counts_of(json.loads(out)) == made.expected
     assert stored(stack, ws) == got
     again = json.loads((tmp_path / "r2.jsonl").read_text().splitlines()[-1])["answered"]
@@ -225,16 +225,14 @@ def test_forget_of_a_migrated_memory_reaches_its_derivations(stack, made, import
     assert row == ("", None, f"legacy:item:{made.owner_item}")  # erased; the key stays, so a re-run skips it
 
 
-def test_dry_run_counts_and_writes_nothing(stack, made, tmp_path, capsys):
+def test_dry_run_counts_and_writes_nothing(stack, made, tmp_path):
     ws = stack.workspace("legacy dry run")
     _, _, members = members_for(stack, ws)
     status, out, err = cli(
-        stack, capsys, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "d.jsonl", "--dry-run", "--json")
+        stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "d.jsonl", "--dry-run", "--json")
     )
     assert status == 0 and counts_of(json.loads(out)) == made.expected, err
-    status, out, _ = cli(
-        stack, capsys, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "d.jsonl", "--dry-run")
-    )
+    status, out, _ = cli(stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "d.jsonl", "--dry-run"))
     assert status == 0 and out.startswith(f"history: would import {made.expected['history']['imported']}; skipped")
     assert stored(stack, ws) == {"memories": [], "mentions": [], "entities": [], "turns": [], "vectors": 0}
 
@@ -263,7 +261,7 @@ class DyingAdmin:
 
 
 @pytest.mark.parametrize("calls", [1, 2])  # of 3: the memories, the owner's turns, the second's
-def test_a_run_killed_half_way_and_run_again_ends_as_one_clean_run(stack, made, tmp_path, capsys, calls):
+def test_a_run_killed_half_way_and_run_again_ends_as_one_clean_run(stack, made, tmp_path, calls):
     clean, broken = stack.workspace("clean"), stack.workspace("broken")
     results = {}
     for ws in (clean, broken):
@@ -277,9 +275,7 @@ def test_a_run_killed_half_way_and_run_again_ends_as_one_clean_run(stack, made, 
                 run.memories()
                 run.history()
             gw.close()
-        status, out, _ = cli(
-            stack, capsys, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "k.jsonl", "--json")
-        )
+        status, out, _ = cli(stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "k.jsonl", "--json"))
         assert status == 0 and counts_of(json.loads(out)) == made.expected
         # Member ids differ between the workspaces: compare with each member named by role.
         names = {owner.id: "owner", second.id: "second"}
@@ -290,7 +286,7 @@ def test_a_run_killed_half_way_and_run_again_ends_as_one_clean_run(stack, made, 
     assert results[clean] == results[broken]
 
 
-def test_shared_generator_counts_match_expected_json_exactly(stack, tmp_path, capsys):
+def test_shared_generator_counts_match_expected_json_exactly(stack, tmp_path):
     """The shared oracle (../shared/legacy, which CI has): several seeds and sizes, counts equal."""
     assert SHARED_MAKER.is_file(), f"{SHARED_MAKER} is missing: this test needs ../shared/legacy beside the repository"
     for seed, size in [(7, []), (3, ["--turns", "600", "--items", "90"]), (12, ["--turns", "2500", "--items", "300"])]:
@@ -304,7 +300,7 @@ def test_shared_generator_counts_match_expected_json_exactly(stack, tmp_path, ca
         argv = import_args(
             ws, out_dir / "legacy.sqlite", out_dir / "graph.jsonl", members, tmp_path / f"s{seed}.jsonl", "--json"
         )
-        status, out, err = cli(stack, capsys, *argv)
+        status, out, err = cli(stack, *argv)
         assert status == 0, err
         assert counts_of(json.loads(out)) == counts_of(expected), seed
         got = stored(stack, ws)
@@ -312,7 +308,7 @@ def test_shared_generator_counts_match_expected_json_exactly(stack, tmp_path, ca
         assert len(got["memories"]) == expected["memories"]["imported"] + expected["digests"]["imported"]
 
 
-def test_bad_input_is_a_clear_error_and_nothing_is_written(stack, made, tmp_path, capsys):
+def test_bad_input_is_a_clear_error_and_nothing_is_written(stack, made, tmp_path):
     ws = stack.workspace("legacy bad input")
     owner, _, members = members_for(stack, ws)
     not_sqlite = tmp_path / "notes.sqlite"
@@ -332,17 +328,16 @@ def test_bad_input_is_a_clear_error_and_nothing_is_written(stack, made, tmp_path
         args = dict(ws=ws, sqlite=made.sqlite, graph=made.graph, members=members) | change
         status, out, err = cli(
             stack,
-            capsys,
             *import_args(args["ws"], args["sqlite"], args["graph"], args["members"], tmp_path / "b.jsonl"),
         )
         assert (status, out) == (want, "") and message in err, (change, err)
     for bad in ("tg:1001", f"tg:1001={owner.id[:-1]}", f"={owner.id}", "tg:1001="):
         argv = import_args(ws, made.sqlite, made.graph, {}, tmp_path / "b.jsonl") + ["--member", bad]
-        status, out, err = cli(stack, capsys, *argv)
+        status, out, err = cli(stack, *argv)
         assert status == 2 and "--member" in err and repr(bad) in err, (bad, err)
     twice = import_args(ws, made.sqlite, made.graph, {}, tmp_path / "b.jsonl")
     twice += ["--member", f"{OWNER_CHAT}={owner.id}", "--member", f"{OWNER_CHAT}={stranger}"]
-    status, _, err = cli(stack, capsys, *twice)
+    status, _, err = cli(stack, *twice)
     assert status == 2 and "mapped to two members" in err
     assert stored(stack, ws) == {"memories": [], "mentions": [], "entities": [], "turns": [], "vectors": 0}
     assert not (tmp_path / "b.jsonl").exists()  # no report of a run that did not start
