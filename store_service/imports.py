@@ -186,7 +186,11 @@ def _prepare(item: m.ImportedMemory, authors: dict[uuid.UUID, m.Caller]) -> _Ite
 
 
 def import_items(
-    conn: psycopg.Connection, authors: dict[uuid.UUID, m.Caller], entity_msgs, memory_msgs
+    conn: psycopg.Connection,
+    authors: dict[uuid.UUID, m.Caller],
+    entity_msgs,
+    memory_msgs,
+    validate_only: bool = False,
 ) -> tuple[list[Outcome], list[Outcome]]:
     """Imports ImportedEntity and ImportedMemory messages into the workspace of ``conn``, in one
     transaction; one Outcome per entity and per memory, in order. ``authors`` are the members of the
@@ -195,7 +199,8 @@ def import_items(
     An item fails alone: INVALID_ARGUMENT for a bad field, NOT_FOUND for an author not in
     ``authors`` or an entity id not in the workspace, FAILED_PRECONDITION naming an import key that
     is not imported (nor earlier in this call), a forgotten source, or a supersede target already
-    superseded, forgotten, of another purpose or of a narrower audience.
+    superseded, forgotten, of another purpose or of a narrower audience. With ``validate_only`` the
+    transaction is rolled back: the outcomes are real, the ids of created items are not kept.
     """
     check_sizes(len(entity_msgs), len(memory_msgs))
     prepared: list[_Item | ServiceError] = []
@@ -204,10 +209,12 @@ def import_items(
             prepared.append(_prepare(item, authors))
         except ServiceError as exc:
             prepared.append(exc)
-    with conn.transaction():
+    with conn.transaction() as tx:
         conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_LOCK_CLASS,))
         entity_out, entity_keys = _import_entities(conn, entity_msgs, prepared)
         memory_out = _import_memories(conn, authors, prepared, entity_keys)
+        if validate_only:
+            raise psycopg.Rollback(tx)
     return entity_out, memory_out
 
 

@@ -233,12 +233,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         authors = self.control.members(request.workspace_id, imports.author_ids(request.memories))
         some = m.Caller(workspace_id=request.workspace_id)
         with self._conn(some) as conn:
-            if request.validate_only:
-                with conn.transaction():  # everything checked and done, then rolled back
-                    ents, mems = imports.import_items(conn, authors, request.entities, request.memories)
-                    raise psycopg.Rollback()
-            else:
-                ents, mems = imports.import_items(conn, authors, request.entities, request.memories)
+            ents, mems = imports.import_items(conn, authors, request.entities, request.memories, request.validate_only)
         if not request.validate_only:
             self._wake(some)
 

@@ -246,3 +246,27 @@ def test_import_history_writes_the_members_own_history_only(stack, team):
     cross = g.ImportHistoryRequest(workspace_id=other_ws, member_id=alice.id, turns=[turn])
     assert code_of(stack.admin.ImportHistory, cross, metadata=stack.op()) == grpc.StatusCode.NOT_FOUND
     assert code_of(stack.admin.ImportHistory, req, metadata=alice.md()) == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_validate_only_answers_as_the_call_would_and_writes_nothing(stack, team):
+    ws, alice, _ = team
+    stranger = str(uuid.uuid4())
+    req = g.ImportMemoriesRequest(
+        workspace_id=ws,
+        entities=[m.ImportedEntity(import_key="t8:e", name="Lena")],
+        memories=[item("t8:1", alice.id, "b", entity_keys=["t8:e"]), item("t8:2", stranger, "b")],
+        validate_only=True,
+    )
+    resp = stack.admin.ImportMemories(req, metadata=stack.op())
+    assert [r.status for r in resp.entities] == [CREATED]
+    assert [r.status for r in resp.memories] == [CREATED, FAILED] and stranger in resp.memories[1].error.message
+    with stack.db(ws) as conn:
+        assert conn.execute("SELECT count(*) FROM memory WHERE import_key LIKE 't8:%'").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM entity WHERE import_key = 't8:e'").fetchone()[0] == 0
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM embedding_job j JOIN memory m ON m.id = j.memory_id "
+                "WHERE m.import_key LIKE 't8:%'"
+            ).fetchone()[0]
+            == 0
+        )
