@@ -14,6 +14,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from cli import client, options
+from cli.history_commands import instant
 from servicekit import limits
 from servicekit.vocabulary import name_of
 
@@ -266,6 +267,67 @@ def recall(gw: client.Gateway, args: argparse.Namespace) -> int:
     return 0
 
 
+def list_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron list``."""
+    ls = sub.add_parser("list", help="browse the memories you can read, newest first")
+    ls.add_argument("--kind", choices=options.KINDS)
+    ls.add_argument("--audience", choices=options.AUDIENCES, help="workspace, or member (your own member-only ones)")
+    ls.add_argument("--purpose", choices=options.PURPOSES, help="one purpose (default: every purpose granted)")
+    ls.add_argument("--about-id", default="", help="only memories about this entity id")
+    ls.add_argument("--created-after", type=instant, help="created at or after this time (ISO 8601, UTC by default)")
+    ls.add_argument("--created-before", type=instant, help="created before this time")
+    ls.add_argument("--updated-after", type=instant, help="last changed at or after this time")
+    ls.add_argument("--updated-before", type=instant, help="last changed before this time")
+    ls.add_argument("--superseded", choices=options.SUPERSEDED, default="current", help="default: current only")
+    ls.add_argument("--history", action="store_true", help="with earlier revisions")
+    ls.add_argument("--page-size", type=options.int32, default=0, help="memories per page (default 50, at most 200)")
+    ls.add_argument("--page-token", default="", help="the token a previous page printed")
+    ls.add_argument("--all", action="store_true", help="follow the pages to the end")
+    options.gateway_options(ls, purpose=False)
+    ls.set_defaults(handler=list_memories)
+
+
+def list_request(args: argparse.Namespace) -> g.ListMemoriesRequest:
+    """The ListMemoriesRequest of ``recallatron list``'s filters (unset ones left unset)."""
+    return g.ListMemoriesRequest(
+        kind=options.KINDS.get(args.kind, 0),
+        audience=options.AUDIENCES.get(args.audience, 0),
+        purpose=options.PURPOSES.get(args.purpose, 0),
+        entity_id=args.about_id,
+        created_after=args.created_after,
+        created_before=args.created_before,
+        updated_after=args.updated_after,
+        updated_before=args.updated_before,
+        superseded=options.SUPERSEDED[args.superseded],
+        include_history=args.history,
+        page_size=args.page_size,
+        page_token=args.page_token,
+    )
+
+
+def list_text(resp: g.ListMemoriesResponse) -> str:
+    """A page for people: each memory as ``describe`` shows it, then the count and the next page's token."""
+    lines = [describe(mem) for mem in resp.memories] or ["no memories"]
+    lines.append(f"{len(resp.memories)} shown of {resp.total_size}")
+    if resp.next_page_token:
+        lines.append(f"next page: --page-token {resp.next_page_token}")
+    return "\n".join(lines)
+
+
+@client.gateway_command
+def list_memories(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """ListMemories: prints the page (with --all every page, as one response) and the next page's token."""
+    req = list_request(args)
+    resp = gw.memory.ListMemories(req, metadata=gw.metadata)
+    while args.all and resp.next_page_token:
+        req.page_token = resp.next_page_token
+        more = gw.memory.ListMemories(req, metadata=gw.metadata)
+        resp.memories.extend(more.memories)
+        resp.next_page_token, resp.total_size = more.next_page_token, more.total_size
+    client.emit(resp, args.json, list_text(resp))
+    return 0
+
+
 PARSERS = (
     remember_parser,
     derive_parser,
@@ -275,4 +337,5 @@ PARSERS = (
     entities_parser,
     read_parser,
     recall_parser,
+    list_parser,
 )

@@ -16,6 +16,7 @@ KINDS = vocabulary.values(m.Kind)
 MODES = vocabulary.values(m.RecallMode)
 AUDIENCES = vocabulary.values(m.Audience)
 ROLES = vocabulary.values(m.Role)
+SUPERSEDED = vocabulary.values(m.SupersededFilter)
 
 
 def purposes(text: str) -> list[int]:

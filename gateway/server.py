@@ -101,6 +101,11 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         )
         return g.ReadResponse(memory=resp.memory)
 
+    def ListMemories(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.ListMemories(s.ListMemoriesRequest(caller=auth.caller, **fields_set(request)))
+        return same_fields(resp, g.ListMemoriesResponse)
+
     def Recall(self, request, context):
         auth = authenticate(self.store, context)
         return self.recaller.recall(request, auth.caller, auth.settings)
@@ -229,6 +234,22 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         self.operator.check(context)
         resp = self.store.RebuildEmbeddings(s.RebuildEmbeddingsRequest(all=request.all))
         return g.RebuildEmbeddingsResponse(queued=resp.queued, input_version=resp.input_version)
+
+    def ImportMemories(self, request, context):
+        self.operator.check(context)  # the store checks the sizes, the workspace and each item
+        resp = self.store.ImportMemories(s.ImportMemoriesRequest(**fields_set(request)))
+        return g.ImportMemoriesResponse(entities=resp.entities, memories=resp.memories)
+
+    def ImportHistory(self, request, context):
+        self.operator.check(context)  # the store checks the member and each turn, as AppendHistory
+        resp = self.store.ImportHistory(
+            s.ImportHistoryRequest(
+                workspace_id=request.workspace_id,
+                member_id=request.member_id,
+                turns=[same_fields(t, s.HistoryTurn) for t in request.turns],
+            )
+        )
+        return g.ImportHistoryResponse(results=[same_fields(r, g.AppendHistoryResult) for r in resp.results])
 
     def GetStatus(self, request, context):
         self.operator.check(context)

@@ -61,3 +61,6 @@ EMBED_BATCH_SIZE = 128
 # Largest gRPC message a server accepts and a channel sends or receives (gRPC's default is 4 MiB):
 # a full RememberBatch, MAX_REMEMBER_BATCH bodies of up to 64 KiB, must fit.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+# Entities, and memories, in one ImportMemories call at most (AdminService; store_service/imports.py).
+MAX_IMPORT_BATCH = 500

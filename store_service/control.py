@@ -148,6 +148,31 @@ class ControlPlane:
             raise NotFound("workspace not found")
         return _workspace(row)
 
+    def members(self, workspace_id: str, member_ids: set[uuid.UUID]) -> dict[uuid.UUID, m.Caller]:
+        """Of ``member_ids``, the members of the workspace, each as a Caller (its role, every
+        purpose): the identity an operator's import writes as. One query; NOT_FOUND for an unknown
+        workspace. Revoked members are still members: their memories stay theirs."""
+        ws = self.workspace(workspace_id)
+        if not member_ids:
+            return {}
+        with self.dbs.control.connection() as conn:
+            rows = (
+                named(conn)
+                .execute(
+                    "SELECT id, role FROM member WHERE workspace_id = %s AND id = ANY(%s)", (ws.id, list(member_ids))
+                )
+                .fetchall()
+            )
+        return {
+            r.id: m.Caller(
+                workspace_id=str(ws.id),
+                member_id=str(r.id),
+                role=ROLE_OF[r.role],
+                granted_purposes=sorted(PURPOSE_OF.values()),
+            )
+            for r in rows
+        }
+
     def workspaces(self) -> list[Workspace]:
         """Every workspace."""
         with self.dbs.control.connection() as conn:

@@ -179,13 +179,16 @@ def _insert(conn: psycopg.Connection, owner: uuid.UUID, rows) -> None:
     )
 
 
-def time_range(req) -> tuple[datetime.datetime | None, datetime.datetime | None]:
-    """A request's optional ``start_time`` and ``end_time``; INVALID_ARGUMENT for an invalid instant
-    or an end not after the start."""
-    start = check_timestamp(req.start_time, "start_time") if req.HasField("start_time") else None
-    end = check_timestamp(req.end_time, "end_time") if req.HasField("end_time") else None
+def time_range(
+    req, start_field: str = "start_time", end_field: str = "end_time"
+) -> tuple[datetime.datetime | None, datetime.datetime | None]:
+    """A request's optional start and end Timestamps (fields ``start_field`` and ``end_field``), as
+    aware datetimes or None; INVALID_ARGUMENT naming the field for an invalid instant or an end not
+    after the start."""
+    start = check_timestamp(getattr(req, start_field), start_field) if req.HasField(start_field) else None
+    end = check_timestamp(getattr(req, end_field), end_field) if req.HasField(end_field) else None
     if start is not None and end is not None and end <= start:
-        raise InvalidArgument("end_time must be after start_time", field="end_time")
+        raise InvalidArgument(f"{end_field} must be after {start_field}", field=end_field)
     return start, end
 
 

@@ -7,20 +7,15 @@ broken by id). The statistics are the caller's own turns' (``store_service.histo
 nothing another member wrote can change a score. The filters (time range, chat, session) narrow
 which turns come back, not the statistics. Without a query, the turns are listed oldest first.
 
-Pages follow AIP-158 with keyset pagination: a page token is url-safe base64 of JSON ``{"v": 1,
-"f": fingerprint, "k": position}``. The fingerprint is a hash of the caller and of every request
-field but the page size and token, so a token serves only the same search by the same member; the
-position is the last entry's sort key (score key and turn id, or instant and arrival order), and
-the next page starts after it, so every page costs the same however deep it is.
+Pages follow AIP-158 with keyset pagination (``store_service.page_tokens``): a token is bound to the
+caller and every request field but the page size and token, so it serves only the same search by the
+same member; its position is the last entry's sort key (score key and turn id, or instant and
+arrival order), and the next page starts after it.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime
-import hashlib
-import json
 import uuid
 
 import psycopg
@@ -30,7 +25,7 @@ from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.errors import InvalidArgument
 from servicekit.limits import MAX_QUERY_CHARS
-from store_service import analysis, candidates
+from store_service import analysis, candidates, page_tokens
 from store_service.database import named
 from store_service.history import MAX_CHAT_ID_CHARS, time_range
 
@@ -41,7 +36,6 @@ MAX_PAGE_SIZE = 200
 # The longest session a filter can name: a given one is at most 200 characters, a computed one is the
 # chat id, "@" and an instant of at most 27 characters ("0001-01-01T00:00:00.000001Z").
 MAX_SESSION_FILTER_CHARS = MAX_CHAT_ID_CHARS + len("@0001-01-01T00:00:00.000001Z")
-_TOKEN_VERSION = 1
 _COLUMNS = """t.id, t.request_id, t.chat_id, t.role, t.text, t.occurred_at, t.session_id, t.session,
               t.created_at, t.seq"""
 
@@ -49,9 +43,7 @@ _COLUMNS = """t.id, t.request_id, t.chat_id, t.role, t.text, t.occurred_at, t.se
 def page_size(value: int) -> int:
     """The page size in force: 0 means ``DEFAULT_PAGE_SIZE``, more than ``MAX_PAGE_SIZE`` means it;
     INVALID_ARGUMENT when negative."""
-    if value < 0:
-        raise InvalidArgument("page_size must not be negative", field="page_size")
-    return min(value or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+    return page_tokens.page_size(value, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
 
 
 def _filter(value: str, field: str, limit: int) -> str:
@@ -62,37 +54,31 @@ def _filter(value: str, field: str, limit: int) -> str:
 
 def _fingerprint(member_id: str, query: str, start, end, chat: str, session: str) -> str:
     """A hash of who searches and what: tokens of another search do not fit."""
-    fields = [member_id, query, start and start.isoformat(), end and end.isoformat(), chat, session]
-    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:24]
+    return page_tokens.fingerprint(
+        [member_id, query, start and start.isoformat(), end and end.isoformat(), chat, session]
+    )
 
 
 def encode_token(fingerprint: str, position: list) -> str:
     """The page token of the page after ``position`` (the last entry's sort key)."""
-    raw = json.dumps({"v": _TOKEN_VERSION, "f": fingerprint, "k": position}, separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+    return page_tokens.encode(fingerprint, position)
 
 
 def decode_token(token: str, fingerprint: str, ranked: bool) -> tuple | None:
     """The position a page token holds: (score key, turn id) when ``ranked``, else (instant, arrival
     order); None for the empty token. INVALID_ARGUMENT for anything that is not a token of this search."""
-    if not token:
+    position = page_tokens.decode(token, fingerprint, "search")
+    if position is None:
         return None
     try:
-        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        if data["v"] != _TOKEN_VERSION or data["f"] != fingerprint:
-            raise ValueError("another search")
-        first, second = data["k"]
+        first, second = position
         if ranked:
             return float(first), uuid.UUID(second)
         if not isinstance(second, int):
             raise ValueError("bad position")
         return datetime.datetime.fromisoformat(first), second
-    except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError, AttributeError):
-        raise InvalidArgument(
-            "page_token is not a token of this search: pass the next_page_token of the previous page, "
-            "with the other fields unchanged",
-            field="page_token",
-        ) from None
+    except (ValueError, TypeError, AttributeError):
+        raise page_tokens.invalid("search") from None
 
 
 def _ts(value: datetime.datetime) -> timestamp_pb2.Timestamp:

@@ -295,7 +295,7 @@ def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
         lexical_index.remove_memories(conn, closure)
         # The request fingerprint goes with the text (store_service/idempotency.py): the id stays used.
         conn.execute(
-            """UPDATE memory SET title = '', body = '', request_fingerprint = NULL, forgotten_at = now(),
+            """UPDATE memory SET title = '', body = '', reason = NULL, request_fingerprint = NULL, forgotten_at = now(),
                       updated_at = now(),
                       invalidation_reason = CASE WHEN id = %(target)s THEN %(reason)s
                                                  ELSE 'forgotten with its source ' || %(target)s::text END

@@ -39,7 +39,7 @@ MAX_IDS = 1_000
 ROW_ERRORS = (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded)
 COLUMNS = """m.id, m.revision, m.kind, m.title, m.body, m.audience_member_id, m.purpose, m.confidence,
               m.origin, m.superseded_by_id, m.invalidation_reason, m.created_by, m.created_at, m.updated_at,
-              m.occurred_at, m.forgotten_at"""
+              m.occurred_at, m.forgotten_at, m.reason"""
 
 
 def _ts(value) -> timestamp_pb2.Timestamp | None:
@@ -70,6 +70,7 @@ def to_memory(row) -> m.Memory:
         created_at=_ts(row.created_at),
         updated_at=_ts(row.updated_at),
         forgotten=row.forgotten_at is not None,
+        reason=row.reason or "",
     )
     if row.occurred_at is not None:
         msg.occurred_at.CopyFrom(_ts(row.occurred_at))
@@ -109,6 +110,15 @@ class NewMemory:
     confidence: float
     origin: str
     occurred_at: datetime.datetime | None = None
+    # Set by imports only (store_service/imports.py); the defaults are what every other write wants:
+    # a new id, the caller as author, now as created_at (updated_at: created_at), revision 1.
+    id: uuid.UUID | None = None
+    created_by: uuid.UUID | None = None
+    created_at: datetime.datetime | None = None
+    updated_at: datetime.datetime | None = None
+    revision: int = 1
+    import_key: str | None = None
+    reason: str | None = None
 
 
 @dataclass
@@ -214,7 +224,7 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
     if not items:
         return []
     member = uuid.UUID(caller.member_id)
-    ids = [uuid.uuid4() for _ in items]
+    ids = [it.new.id or uuid.uuid4() for it in items]
     # Rows go in request-id order, so concurrent batches sharing ids wait on each other in one order.
     order = sorted(range(len(items)), key=lambda j: items[j].key.request_id)
     news = [items[j].new for j in order]
@@ -222,11 +232,14 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
         named(conn)
         .execute(
             f"""INSERT INTO memory AS m (id, kind, title, body, audience_member_id, purpose, confidence, origin,
-                               created_by, occurred_at, request_id, request_operation, request_fingerprint)
-            SELECT i, k, t, b, a, p, c, o, %s, w, r, r_op, r_fp
+                               created_by, occurred_at, request_id, request_operation, request_fingerprint,
+                               created_at, updated_at, revision, import_key, reason)
+            SELECT i, k, t, b, a, p, c, o, coalesce(cb, %s), w, r, r_op, r_fp,
+                   coalesce(ca, now()), coalesce(ua, ca, now()), rev, ik, rs
               FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::uuid[], %s::text[], %s::float8[],
-                          %s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::bytea[])
-                   AS u(i, k, t, b, a, p, c, o, w, r, r_op, r_fp)
+                          %s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::bytea[],
+                          %s::uuid[], %s::timestamptz[], %s::timestamptz[], %s::bigint[], %s::text[], %s::text[])
+                   AS u(i, k, t, b, a, p, c, o, w, r, r_op, r_fp, cb, ca, ua, rev, ik, rs)
             ON CONFLICT (created_by, request_id) DO NOTHING
             RETURNING {COLUMNS}""",
             (
@@ -243,6 +256,12 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
                 [items[j].key.request_id or None for j in order],
                 [items[j].key.operation if items[j].key.request_id else None for j in order],
                 [items[j].key.fingerprint if items[j].key.request_id else None for j in order],
+                [n.created_by for n in news],
+                [n.created_at for n in news],
+                [n.updated_at for n in news],
+                [n.revision for n in news],
+                [n.import_key for n in news],
+                [n.reason for n in news],
             ),
         )
         .fetchall()
@@ -259,8 +278,8 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
         )
     if written:
         conn.execute(
-            "INSERT INTO embedding_job (memory_id, memory_revision) SELECT unnest(%s::uuid[]), 1",
-            ([mid for mid, _ in written],),
+            "INSERT INTO embedding_job (memory_id, memory_revision) SELECT * FROM unnest(%s::uuid[], %s::bigint[])",
+            ([mid for mid, _ in written], [it.new.revision for _, it in written]),
         )
         lexical_index.add_memories(
             conn, [(mid, it.new.audience, it.new.purpose, it.new.title, it.new.body) for mid, it in written]
@@ -494,21 +513,29 @@ def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
     attach_links(conn, req.caller, {mid: memory})
     redact_successors(conn, req.caller, [memory])
     if req.include_history:
-        for old in named(conn).execute(
-            "SELECT revision, title, body, confidence, replaced_at FROM memory_revision "
-            "WHERE memory_id = %s ORDER BY revision DESC",
-            (mid,),
-        ):
-            memory.history.append(
-                m.Revision(
-                    revision=old.revision,
-                    title=old.title,
-                    body=old.body,
-                    confidence=old.confidence,
-                    replaced_at=_ts(old.replaced_at),
-                )
-            )
+        attach_history(conn, {mid: memory})
     return memory
+
+
+def attach_history(conn: psycopg.Connection, memories: dict[uuid.UUID, m.Memory]) -> None:
+    """Fills each memory's earlier revisions, newest first (one query); only for memories the caller
+    may read, which the callers have checked."""
+    if not memories:
+        return
+    for old in named(conn).execute(
+        "SELECT memory_id, revision, title, body, confidence, replaced_at FROM memory_revision "
+        "WHERE memory_id = ANY(%s) ORDER BY memory_id, revision DESC",
+        (list(memories),),
+    ):
+        memories[old.memory_id].history.append(
+            m.Revision(
+                revision=old.revision,
+                title=old.title,
+                body=old.body,
+                confidence=old.confidence,
+                replaced_at=_ts(old.replaced_at),
+            )
+        )
 
 
 def get_memories(conn: psycopg.Connection, caller: m.Caller, ids) -> list[m.Memory]:

@@ -8,21 +8,29 @@ reaches everything derived from the memory, transitively).
 
 from __future__ import annotations
 
+# The default seeds of a walk: the ids of the parameter ``%(ids)s`` (uuid[]).
+IDS = "unnest(%(ids)s::uuid[])"
 
-def _walk(follow: str, reach: str) -> str:
-    """The recursive CTE ``walk(start_id, id)``: each seed of ``%(ids)s`` (uuid[]) paired with itself
-    and with every memory reachable from it through derived_from links, joining ``follow`` to the
-    current memory and stepping to ``reach``. UNION drops repeated pairs, so it ends on any graph."""
+
+def _walk(follow: str, reach: str, seeds: str = IDS) -> str:
+    """The recursive CTE ``walk(start_id, id)``: each seed (a row of ``seeds``, a set-returning
+    expression or a subquery of one uuid column) paired with itself and with every memory reachable
+    from it through derived_from links, joining ``follow`` to the current memory and stepping to
+    ``reach``. UNION drops repeated pairs, so it ends on any graph."""
     return f"""WITH RECURSIVE walk(start_id, id) AS (
-    SELECT i, i FROM unnest(%(ids)s::uuid[]) AS i
+    SELECT s.i, s.i FROM {seeds} AS s(i)
   UNION
     SELECT w.start_id, {reach}
       FROM walk w JOIN memory_link l ON {follow} = w.id AND l.link_type = 'derived_from'
 )"""
 
 
-# Up the chain: each seed, its sources, their sources, and so on.
-UP = _walk(follow="l.memory_id", reach="l.target_memory_id")
+def up(seeds: str = IDS) -> str:
+    """Up the chain of each of ``seeds`` (see ``_walk``): the seed, its sources, their sources, and so on."""
+    return _walk(follow="l.memory_id", reach="l.target_memory_id", seeds=seeds)
+
+
+UP = up()
 # Down the chain: each seed and everything derived from it, transitively.
 DOWN = _walk(follow="l.target_memory_id", reach="l.memory_id")
 

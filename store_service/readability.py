@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from recallatron.memory.v1 import memory_pb2
 
-from store_service.provenance import UP
+from store_service.provenance import IDS, up
 from store_service.vocabulary import PURPOSES
 
 # Audience and purpose of a memory aliased ``m`` admit the caller (whether or not it is forgotten).
@@ -22,12 +22,19 @@ IN_SCOPE = """((m.audience_member_id IS NULL OR m.audience_member_id = %(member_
 # Own-row readability of a memory aliased ``m``.
 READABLE = f"(m.forgotten_at IS NULL AND {IN_SCOPE})"
 
-# Ids (from ``%(ids)s``, uuid[]) whose own row and whole derived_from chain are readable.
-CHAIN_READABLE = f"""{UP}
+
+def chain_readable(seeds: str = IDS) -> str:
+    """A query of the seeds (``provenance._walk``: by default the ids of ``%(ids)s``, uuid[]) whose
+    own row and whole derived_from chain are readable, one column ``start_id``."""
+    return f"""{up(seeds)}
 SELECT w.start_id
   FROM walk w LEFT JOIN memory m ON m.id = w.id
  GROUP BY w.start_id
 HAVING bool_and(m.id IS NOT NULL AND {READABLE})"""
+
+
+# Ids (from ``%(ids)s``, uuid[]) whose own row and whole derived_from chain are readable.
+CHAIN_READABLE = chain_readable()
 
 
 def caller_params(caller: memory_pb2.Caller) -> dict:

@@ -16,13 +16,14 @@ from recallatron.store.v1 import store_pb2_grpc
 from servicekit import clients
 from servicekit.breaker import CircuitBreaker
 from servicekit.caller import check_purpose_granted
-from servicekit.errors import InvalidArgument, Unavailable, status_proto_for
+from servicekit.errors import InvalidArgument, NotFound, Unavailable, status_proto_for
 from servicekit.limits import DIMENSIONS, EMBED_BATCH_SIZE, MAX_CANDIDATE_LIMIT, MAX_QUERY_CHARS, SHUTDOWN_GRACE_SECONDS
 from servicekit.server import Running, start_server
-from store_service import candidates, entities, history, history_search, lifecycle, memories
+from store_service import candidates, entities, history, history_search, imports, lifecycle, listing, memories
 from store_service.control import ControlPlane, Workspace
 from store_service.database import Databases
 from store_service.embedding_job import EMBED_TIMEOUT_SECONDS, EmbeddingWorker, requeue
+from store_service.vocabulary import parse_uuid
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,10 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         with self._conn(request.caller) as conn:
             return s.GetMemoriesResponse(memories=memories.get_memories(conn, request.caller, request.memory_ids))
 
+    def ListMemories(self, request, context):
+        with self._conn(request.caller) as conn:
+            return listing.list_memories(conn, request.caller, request)
+
     def CheckReadable(self, request, context):
         with self._conn(request.caller) as conn:
             return s.CheckReadableResponse(
@@ -221,6 +226,38 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def ForgetHistory(self, request, context):
         with self._conn(request.caller) as conn:
             return s.ForgetHistoryResponse(forgotten_count=history.forget(conn, request.caller, request))
+
+    # Imports (operator-side, through AdminService).
+    def ImportMemories(self, request, context):
+        imports.check_sizes(len(request.entities), len(request.memories))  # before taking a connection
+        authors = self.control.members(request.workspace_id, imports.author_ids(request.memories))
+        some = m.Caller(workspace_id=request.workspace_id)
+        with self._conn(some) as conn:
+            ents, mems = imports.import_items(conn, authors, request.entities, request.memories, request.validate_only)
+        if not request.validate_only:
+            self._wake(some)
+
+        def result(key: str, out: imports.Outcome) -> m.ImportResult:
+            return m.ImportResult(
+                import_key=key,
+                id=str(out.id) if out.id else "",
+                status=out.status,
+                error=status_proto_for(out.error) if out.error else None,
+            )
+
+        return s.ImportMemoriesResponse(
+            entities=[result(e.import_key, o) for e, o in zip(request.entities, ents, strict=True)],
+            memories=[result(x.import_key, o) for x, o in zip(request.memories, mems, strict=True)],
+        )
+
+    def ImportHistory(self, request, context):
+        history.check_batch_size(len(request.turns))  # before taking a connection
+        member = parse_uuid(request.member_id, "member_id", missing_is_not_found=True)
+        caller = self.control.members(request.workspace_id, {member}).get(member)
+        if caller is None:
+            raise NotFound(f"member {request.member_id} is not a member of this workspace", field="member_id")
+        resp = self.AppendHistory(s.AppendHistoryRequest(caller=caller, turns=request.turns), context)
+        return s.ImportHistoryResponse(results=resp.results)
 
     def _wake(self, caller: m.Caller | None) -> None:
         """Tells the embedding worker that the caller's workspace (None: any) has new jobs."""

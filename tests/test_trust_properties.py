@@ -3,11 +3,15 @@
 Each example builds a fresh workspace with three members (one admin) holding random purpose
 grants, runs a random program of remember, derive, correct, supersede and forget calls, and of
 history appends (request ids shared across members) and history forgets (by id, anyone's, or by
-time range), and checks every call's status against a small reference model of the rules in
-README.md, "Who sees what", and of history evidence (owner-only, never a memory).
+time range), and of the operator's imports (AdminService.ImportMemories of a memory authored by a
+member, derived from or superseding an earlier import now and then, and ImportHistory of a turn for
+a member), and checks every call's status against a small reference model of the rules in
+README.md, "Who sees what", and of history evidence (owner-only, never a memory; imported or appended alike).
 Then, as every member and for every purpose, it asks Recall in all three modes (re-rank on and off), Read on
-every id and FindEntities on every entity name, and asserts:
-- nothing ineligible appears in any item, count, link or entity list;
+every id, ListMemories (every page, with and without superseded memories, and per purpose) and
+FindEntities on every entity name, and asserts:
+- nothing ineligible appears in any item, count, link or entity list (ListMemories' pages and
+  total_size hold exactly the memories Read shows);
 - everything eligible and matching is found (the keyword arm returns exactly the eligible set);
 - an ungranted purpose is PERMISSION_DENIED, an unreadable id NOT_FOUND;
 - the keyword statistics maintained by the writes equal a full recount of the stored rows;
@@ -55,6 +59,7 @@ class Mem:
     revision: int = 1
     superseded: bool = False
     forgotten: bool = False
+    key: str = ""  # the import key of an imported memory
 
 
 @dataclass
@@ -113,14 +118,22 @@ def ts(when: datetime.datetime) -> timestamp_pb2.Timestamp:
     return out
 
 
-def append_history(api, model: Model, me: str, md, n: int, a: int, b: int, p: int, word: str) -> None:
+def append_history(api, model: Model, me: str, md, n: int, a: int, b: int, p: int, word: str, operator=None) -> None:
     """One turn of ``me``, at a time of its own; every other one shares a request id with whoever
-    (a replay only when ``me`` used it before, even for a turn forgotten since)."""
+    (a replay only when ``me`` used it before, even for a turn forgotten since). With ``operator``
+    (``(workspace id, operator metadata, admin stub)``) the operator appends it for ``me`` through
+    AdminService.ImportHistory: the same turn, owned by ``me`` alone."""
     key = f"key{a % 3}" if b % 2 else ""
     at = T0 + datetime.timedelta(minutes=7 * n)
     text = f"{word} turn {n}" + " more" * p
     turn = g.HistoryTurn(request_id=key, chat_id=f"chat{p % 2}", role="user", text=text, occurred_at=ts(at))
-    code, resp = call(api.AppendHistory, g.AppendHistoryRequest(turns=[turn]), md)
+    if operator:
+        ws, op_md, admin = operator
+        code, resp = call(
+            admin.ImportHistory, g.ImportHistoryRequest(workspace_id=ws, member_id=me, turns=[turn]), op_md
+        )
+    else:
+        code, resp = call(api.AppendHistory, g.AppendHistoryRequest(turns=[turn]), md)
     assert code == OK and resp.results[0].HasField("turn_id"), resp
     result, first = resp.results[0], model.keys.get((me, key))
     if key and first:
@@ -171,6 +184,84 @@ def check_history(api, model: Model, me: str, md, word: str) -> None:
         assert call(api.Derive, g.DeriveRequest(source_ids=[turn_id], body="x"), md)[0] == grpc.StatusCode.NOT_FOUND
 
 
+def list_pages(api, md, **kw) -> tuple[list[m.Memory], set[int]]:
+    """Every page of a ListMemories (three a page, so examples span pages): the memories, and the
+    total_size each page reported."""
+    out, totals, token = [], set(), ""
+    while True:
+        resp = api.ListMemories(g.ListMemoriesRequest(page_size=3, page_token=token, **kw), metadata=md)
+        out += resp.memories
+        totals.add(resp.total_size)
+        token = resp.next_page_token
+        if not token:
+            return out, totals
+
+
+def check_listing(api, model: Model, me: str, md, everything: set[str]) -> None:
+    """ListMemories lists, and counts, exactly the memories ``me`` may read (the rule of Read): all of
+    them with superseded ones, the current ones by default, the eligible ones of a granted purpose;
+    an ungranted purpose is PERMISSION_DENIED. Links and successors name only readable memories."""
+    readable = {i for i in everything if model.readable(i, me)}
+    current = {i for i in readable if not model.mems[i].superseded}
+    for kw, want in (({"superseded": m.SUPERSEDED_FILTER_ALL}, readable), ({}, current)):
+        listed, totals = list_pages(api, md, **kw)
+        assert len(listed) == len({x.id for x in listed})  # no memory twice across pages
+        assert {x.id for x in listed} == want and totals == {len(want)}, (kw, totals, len(want))
+        for x in listed:
+            assert not x.superseded_by_id or model.readable(x.superseded_by_id, me)
+            assert all(
+                model.readable(link.target_memory_id, me) for link in x.links if link.type == m.LINK_TYPE_DERIVED_FROM
+            )
+    for purpose in PURPOSES:
+        if purpose not in model.grants[me]:
+            assert call(api.ListMemories, g.ListMemoriesRequest(purpose=purpose), md)[0] == (
+                grpc.StatusCode.PERMISSION_DENIED
+            )
+            continue
+        listed, totals = list_pages(api, md, purpose=purpose)
+        assert {x.id for x in listed} == model.eligible(me, purpose) and totals == {len(listed)}
+
+
+def import_memory(stack, ws: str, model: Model, me: str, n: int, a: int, b: int, p: int, aud, word: str) -> None:
+    """The operator imports a memory authored by ``me`` (AdminService.ImportMemories), derived from
+    or superseding an earlier import now and then; the model takes it as the rules say: its
+    audience as given, its sources' chain, a supersede only of a live, unsuperseded target of the
+    same purpose whose audience it does not narrow... nor widen."""
+    audience = aud or m.AUDIENCE_MEMBER
+    mine = me if audience == m.AUDIENCE_MEMBER else None
+    purpose = PURPOSES[p]
+    imported = [mem for mem in model.mems.values() if mem.key]
+    other = imported[a % len(imported)] if imported else None
+    derived = [other.key] if other and b % 3 == 1 else []
+    target = other if other and b % 3 == 2 else None
+    item = m.ImportedMemory(
+        import_key=f"imp{n}",
+        author_member_id=me,
+        body=f"{word} imported {n}",
+        purpose=purpose,
+        audience=audience,
+        entities=[m.EntityMention(name=f"ent{n}")],
+        derived_from_keys=derived,
+        supersedes_key=target.key if target else "",
+    )
+    resp = stack.admin.ImportMemories(g.ImportMemoriesRequest(workspace_id=ws, memories=[item]), metadata=stack.op())
+    (result,) = resp.memories
+    ok = not (derived and other.forgotten)
+    if target is not None:
+        ok = not (
+            target.forgotten
+            or target.superseded
+            or target.purpose != purpose
+            or (target.audience is not None and target.audience != mine)
+        )
+    assert result.status == (m.IMPORT_STATUS_CREATED if ok else m.IMPORT_STATUS_FAILED), (result, derived, target)
+    if ok:
+        sources = [other.id] if derived else list(target.sources) if target else []
+        if target is not None:
+            target.superseded = True
+        model.mems[result.id] = Mem(result.id, mine, purpose, me, f"ent{n}", sources, key=f"imp{n}")
+
+
 def call(fn, req, md):
     try:
         return OK, fn(req, metadata=md)
@@ -181,7 +272,19 @@ def call(fn, req, md):
 ops = st.lists(
     st.tuples(
         st.sampled_from(
-            ["remember", "remember", "derive", "correct", "supersede", "forget", "history", "history", "forget_history"]
+            [
+                "remember",
+                "remember",
+                "derive",
+                "correct",
+                "supersede",
+                "forget",
+                "history",
+                "history",
+                "forget_history",
+                "import",
+                "import_history",
+            ]
         ),
         st.integers(0, 2),
         st.integers(0, 50),
@@ -217,6 +320,10 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
         me, md, ids = who[actor], members[actor].md(), list(model.mems)
         if op == "history":
             append_history(api, model, me, md, n, a, b, p, word)
+        elif op == "import_history":
+            append_history(api, model, me, md, n, a, b, p, word, operator=(ws, stack.op(), stack.admin))
+        elif op == "import":
+            import_memory(stack, ws, model, me, n, a, b, p, aud, word)
         elif op == "forget_history":
             forget_history(api, model, me, md, a, b)
         elif op == "remember" or not ids:
@@ -362,6 +469,7 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
                 for link in resp.memory.links:
                     if link.type == m.LINK_TYPE_DERIVED_FROM:
                         assert model.readable(link.target_memory_id, me)
+        check_listing(api, model, me, md, everything)
         for name in {mem.entity for mem in model.mems.values() if mem.entity}:
             code, resp = call(api.FindEntities, g.FindEntitiesRequest(name=name), md)
             visible = any(mem.entity == name and model.readable(i, me) for i, mem in model.mems.items())

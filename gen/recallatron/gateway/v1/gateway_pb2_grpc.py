@@ -102,6 +102,11 @@ class MemoryServiceStub:
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetHistoryRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetHistoryResponse.FromString,
                 _registered_method=True)
+        self.ListMemories = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/ListMemories',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -223,6 +228,16 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMemories(self, request, context):
+        """Lists the memories the caller can read (the readability rule of Read and Recall: audience,
+        granted purpose, not forgotten, and the whole derived_from chain readable), newest first, with
+        filters, paginated (AIP-158), and total_size counting every readable match. INVALID_ARGUMENT
+        for a bad filter, page size or page token; PERMISSION_DENIED for a purpose filter not granted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -285,6 +300,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ForgetHistory,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetHistoryRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetHistoryResponse.SerializeToString,
+            ),
+            'ListMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemories,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -629,6 +649,33 @@ class MemoryService:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def ListMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/ListMemories',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class AdminServiceStub:
     """AdminService manages workspaces and members. Calls carry the operator credential as
@@ -670,6 +717,16 @@ class AdminServiceStub:
                 '/recallatron.gateway.v1.AdminService/RebuildEmbeddings',
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RebuildEmbeddingsRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RebuildEmbeddingsResponse.FromString,
+                _registered_method=True)
+        self.ImportMemories = channel.unary_unary(
+                '/recallatron.gateway.v1.AdminService/ImportMemories',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportMemoriesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportMemoriesResponse.FromString,
+                _registered_method=True)
+        self.ImportHistory = channel.unary_unary(
+                '/recallatron.gateway.v1.AdminService/ImportHistory',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportHistoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportHistoryResponse.FromString,
                 _registered_method=True)
 
 
@@ -720,6 +777,30 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ImportMemories(self, request, context):
+        """Imports entities and memories into a workspace under their import keys (the import path of
+        `recallatron import-legacy` and `recallatron import`). Each item is validated and answered on
+        its own (created, already imported, or failed with a status naming the problem), a failed item
+        failing only itself; a key imported before answers already imported, so a re-run, or a run
+        killed half way and run again, writes nothing twice. The items written are real memories:
+        recallable (their embeddings queued), readable, correctable and forgettable as any other, a
+        forget reaching their derivations. The whole call fails only for a bad operator credential
+        (UNAUTHENTICATED), an unknown workspace (NOT_FOUND), no items or more than 500 entities or 500
+        memories (INVALID_ARGUMENT), or an unavailable store.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportHistory(self, request, context):
+        """Appends 1..500 turns to the history evidence of a member the operator names, as that member's
+        own AppendHistory would (owner-only: the operator writes, and reads nothing back but the turn
+        ids). NOT_FOUND for an unknown workspace or a member not in it; otherwise as AppendHistory.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -752,6 +833,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RebuildEmbeddings,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RebuildEmbeddingsRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RebuildEmbeddingsResponse.SerializeToString,
+            ),
+            'ImportMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportMemories,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportMemoriesRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportMemoriesResponse.SerializeToString,
+            ),
+            'ImportHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportHistory,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportHistoryRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportHistoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -918,6 +1009,60 @@ class AdminService:
             '/recallatron.gateway.v1.AdminService/RebuildEmbeddings',
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RebuildEmbeddingsRequest.SerializeToString,
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RebuildEmbeddingsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.AdminService/ImportMemories',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportMemoriesRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.AdminService/ImportHistory',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportHistoryRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,6 +1,7 @@
 import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.rpc import status_pb2 as _status_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -57,6 +58,20 @@ class RecallMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RECALL_MODE_LEXICAL: _ClassVar[RecallMode]
     RECALL_MODE_DENSE: _ClassVar[RecallMode]
     RECALL_MODE_HYBRID: _ClassVar[RecallMode]
+
+class SupersededFilter(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SUPERSEDED_FILTER_UNSPECIFIED: _ClassVar[SupersededFilter]
+    SUPERSEDED_FILTER_CURRENT: _ClassVar[SupersededFilter]
+    SUPERSEDED_FILTER_SUPERSEDED: _ClassVar[SupersededFilter]
+    SUPERSEDED_FILTER_ALL: _ClassVar[SupersededFilter]
+
+class ImportStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    IMPORT_STATUS_UNSPECIFIED: _ClassVar[ImportStatus]
+    IMPORT_STATUS_CREATED: _ClassVar[ImportStatus]
+    IMPORT_STATUS_ALREADY_IMPORTED: _ClassVar[ImportStatus]
+    IMPORT_STATUS_FAILED: _ClassVar[ImportStatus]
 KIND_UNSPECIFIED: Kind
 KIND_NOTE: Kind
 KIND_FACT: Kind
@@ -84,6 +99,14 @@ RECALL_MODE_UNSPECIFIED: RecallMode
 RECALL_MODE_LEXICAL: RecallMode
 RECALL_MODE_DENSE: RecallMode
 RECALL_MODE_HYBRID: RecallMode
+SUPERSEDED_FILTER_UNSPECIFIED: SupersededFilter
+SUPERSEDED_FILTER_CURRENT: SupersededFilter
+SUPERSEDED_FILTER_SUPERSEDED: SupersededFilter
+SUPERSEDED_FILTER_ALL: SupersededFilter
+IMPORT_STATUS_UNSPECIFIED: ImportStatus
+IMPORT_STATUS_CREATED: ImportStatus
+IMPORT_STATUS_ALREADY_IMPORTED: ImportStatus
+IMPORT_STATUS_FAILED: ImportStatus
 
 class Caller(_message.Message):
     __slots__ = ("workspace_id", "member_id", "role", "granted_purposes")
@@ -124,7 +147,7 @@ class Revision(_message.Message):
     def __init__(self, revision: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., replaced_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "revision", "kind", "title", "body", "audience", "audience_member_id", "purpose", "confidence", "origin", "superseded_by_id", "invalidation_reason", "created_by", "created_at", "updated_at", "occurred_at", "forgotten", "links", "history")
+    __slots__ = ("id", "revision", "kind", "title", "body", "audience", "audience_member_id", "purpose", "confidence", "origin", "superseded_by_id", "invalidation_reason", "created_by", "created_at", "updated_at", "occurred_at", "forgotten", "links", "history", "reason")
     ID_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -144,6 +167,7 @@ class Memory(_message.Message):
     FORGOTTEN_FIELD_NUMBER: _ClassVar[int]
     LINKS_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     id: str
     revision: int
     kind: Kind
@@ -163,7 +187,8 @@ class Memory(_message.Message):
     forgotten: bool
     links: _containers.RepeatedCompositeFieldContainer[Link]
     history: _containers.RepeatedCompositeFieldContainer[Revision]
-    def __init__(self, id: _Optional[str] = ..., revision: _Optional[int] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., audience_member_id: _Optional[str] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., confidence: _Optional[float] = ..., origin: _Optional[_Union[Origin, str]] = ..., superseded_by_id: _Optional[str] = ..., invalidation_reason: _Optional[str] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., forgotten: _Optional[bool] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., history: _Optional[_Iterable[_Union[Revision, _Mapping]]] = ...) -> None: ...
+    reason: str
+    def __init__(self, id: _Optional[str] = ..., revision: _Optional[int] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., audience_member_id: _Optional[str] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., confidence: _Optional[float] = ..., origin: _Optional[_Union[Origin, str]] = ..., superseded_by_id: _Optional[str] = ..., invalidation_reason: _Optional[str] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., forgotten: _Optional[bool] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., history: _Optional[_Iterable[_Union[Revision, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class EntityMention(_message.Message):
     __slots__ = ("entity_id", "name")
@@ -172,3 +197,75 @@ class EntityMention(_message.Message):
     entity_id: str
     name: str
     def __init__(self, entity_id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class ImportedEntity(_message.Message):
+    __slots__ = ("import_key", "name")
+    IMPORT_KEY_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    import_key: str
+    name: str
+    def __init__(self, import_key: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class ImportedRevision(_message.Message):
+    __slots__ = ("title", "body", "confidence", "replaced_at")
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_AT_FIELD_NUMBER: _ClassVar[int]
+    title: str
+    body: str
+    confidence: float
+    replaced_at: _timestamp_pb2.Timestamp
+    def __init__(self, title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., replaced_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ImportedMemory(_message.Message):
+    __slots__ = ("import_key", "author_member_id", "kind", "title", "body", "audience", "purpose", "origin", "confidence", "reason", "created_at", "updated_at", "occurred_at", "entities", "entity_keys", "revisions", "derived_from_keys", "supersedes_key")
+    IMPORT_KEY_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    AUDIENCE_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_KEYS_FIELD_NUMBER: _ClassVar[int]
+    REVISIONS_FIELD_NUMBER: _ClassVar[int]
+    DERIVED_FROM_KEYS_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDES_KEY_FIELD_NUMBER: _ClassVar[int]
+    import_key: str
+    author_member_id: str
+    kind: Kind
+    title: str
+    body: str
+    audience: Audience
+    purpose: Purpose
+    origin: Origin
+    confidence: float
+    reason: str
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    occurred_at: _timestamp_pb2.Timestamp
+    entities: _containers.RepeatedCompositeFieldContainer[EntityMention]
+    entity_keys: _containers.RepeatedScalarFieldContainer[str]
+    revisions: _containers.RepeatedCompositeFieldContainer[ImportedRevision]
+    derived_from_keys: _containers.RepeatedScalarFieldContainer[str]
+    supersedes_key: str
+    def __init__(self, import_key: _Optional[str] = ..., author_member_id: _Optional[str] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., origin: _Optional[_Union[Origin, str]] = ..., confidence: _Optional[float] = ..., reason: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[EntityMention, _Mapping]]] = ..., entity_keys: _Optional[_Iterable[str]] = ..., revisions: _Optional[_Iterable[_Union[ImportedRevision, _Mapping]]] = ..., derived_from_keys: _Optional[_Iterable[str]] = ..., supersedes_key: _Optional[str] = ...) -> None: ...
+
+class ImportResult(_message.Message):
+    __slots__ = ("import_key", "id", "status", "error")
+    IMPORT_KEY_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    import_key: str
+    id: str
+    status: ImportStatus
+    error: _status_pb2.Status
+    def __init__(self, import_key: _Optional[str] = ..., id: _Optional[str] = ..., status: _Optional[_Union[ImportStatus, str]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...

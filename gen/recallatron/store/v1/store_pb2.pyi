@@ -11,6 +11,42 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ImportMemoriesRequest(_message.Message):
+    __slots__ = ("workspace_id", "entities", "memories", "validate_only")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.ImportedEntity]
+    memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.ImportedMemory]
+    validate_only: bool
+    def __init__(self, workspace_id: _Optional[str] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.ImportedEntity, _Mapping]]] = ..., memories: _Optional[_Iterable[_Union[_memory_pb2.ImportedMemory, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class ImportMemoriesResponse(_message.Message):
+    __slots__ = ("entities", "memories")
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.ImportResult]
+    memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.ImportResult]
+    def __init__(self, entities: _Optional[_Iterable[_Union[_memory_pb2.ImportResult, _Mapping]]] = ..., memories: _Optional[_Iterable[_Union[_memory_pb2.ImportResult, _Mapping]]] = ...) -> None: ...
+
+class ImportHistoryRequest(_message.Message):
+    __slots__ = ("workspace_id", "member_id", "turns")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    member_id: str
+    turns: _containers.RepeatedCompositeFieldContainer[HistoryTurn]
+    def __init__(self, workspace_id: _Optional[str] = ..., member_id: _Optional[str] = ..., turns: _Optional[_Iterable[_Union[HistoryTurn, _Mapping]]] = ...) -> None: ...
+
+class ImportHistoryResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AppendHistoryResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AppendHistoryResult, _Mapping]]] = ...) -> None: ...
+
 class HistoryTurn(_message.Message):
     __slots__ = ("request_id", "chat_id", "role", "text", "occurred_at", "session_id")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +146,46 @@ class ForgetHistoryResponse(_message.Message):
     FORGOTTEN_COUNT_FIELD_NUMBER: _ClassVar[int]
     forgotten_count: int
     def __init__(self, forgotten_count: _Optional[int] = ...) -> None: ...
+
+class ListMemoriesRequest(_message.Message):
+    __slots__ = ("caller", "page_size", "page_token", "kind", "audience", "purpose", "entity_id", "created_after", "created_before", "updated_after", "updated_before", "superseded", "include_history")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    AUDIENCE_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_HISTORY_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    page_size: int
+    page_token: str
+    kind: _memory_pb2.Kind
+    audience: _memory_pb2.Audience
+    purpose: _memory_pb2.Purpose
+    entity_id: str
+    created_after: _timestamp_pb2.Timestamp
+    created_before: _timestamp_pb2.Timestamp
+    updated_after: _timestamp_pb2.Timestamp
+    updated_before: _timestamp_pb2.Timestamp
+    superseded: _memory_pb2.SupersededFilter
+    include_history: bool
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., entity_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded: _Optional[_Union[_memory_pb2.SupersededFilter, str]] = ..., include_history: _Optional[bool] = ...) -> None: ...
+
+class ListMemoriesResponse(_message.Message):
+    __slots__ = ("memories", "next_page_token", "total_size")
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    next_page_token: str
+    total_size: int
+    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ...) -> None: ...
 
 class UpdateWorkspaceSettingsRequest(_message.Message):
     __slots__ = ("workspace_id", "dense_floor", "default_mode")

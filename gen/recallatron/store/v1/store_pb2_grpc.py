@@ -145,6 +145,21 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryResponse.FromString,
                 _registered_method=True)
+        self.ListMemories = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/ListMemories',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListMemoriesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListMemoriesResponse.FromString,
+                _registered_method=True)
+        self.ImportMemories = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/ImportMemories',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ImportMemoriesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ImportMemoriesResponse.FromString,
+                _registered_method=True)
+        self.ImportHistory = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/ImportHistory',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ImportHistoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ImportHistoryResponse.FromString,
+                _registered_method=True)
 
 
 class StoreServiceServicer:
@@ -319,6 +334,34 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMemories(self, request, context):
+        """Lists the memories the caller can read (readability as Read's, chain included), newest first,
+        filtered and paginated (AIP-158), with the count of every readable match. INVALID_ARGUMENT for a
+        bad filter, page size or page token; PERMISSION_DENIED for a purpose filter not granted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportMemories(self, request, context):
+        """Imports entities and memories into a workspace (AdminService.ImportMemories): each item is
+        validated and answered on its own, a failed item failing only itself; the items written are
+        written in one transaction, imports of one workspace one after another. NOT_FOUND for an unknown
+        workspace; INVALID_ARGUMENT for no items, or more than 500 entities or 500 memories.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportHistory(self, request, context):
+        """Appends 1..500 history turns for a member named by the operator (AdminService.ImportHistory):
+        exactly AppendHistory for that member as the caller. NOT_FOUND for an unknown workspace or a
+        member not in it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -431,6 +474,21 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.ForgetHistory,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryResponse.SerializeToString,
+            ),
+            'ListMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemories,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListMemoriesRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListMemoriesResponse.SerializeToString,
+            ),
+            'ImportMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportMemories,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ImportMemoriesRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ImportMemoriesResponse.SerializeToString,
+            ),
+            'ImportHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportHistory,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ImportHistoryRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ImportHistoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1028,6 +1086,87 @@ class StoreService:
             '/recallatron.store.v1.StoreService/ForgetHistory',
             recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryRequest.SerializeToString,
             recallatron_dot_store_dot_v1_dot_store__pb2.ForgetHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/ListMemories',
+            recallatron_dot_store_dot_v1_dot_store__pb2.ListMemoriesRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.ListMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/ImportMemories',
+            recallatron_dot_store_dot_v1_dot_store__pb2.ImportMemoriesRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.ImportMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/ImportHistory',
+            recallatron_dot_store_dot_v1_dot_store__pb2.ImportHistoryRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.ImportHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,470 @@
+"""Reading the old store (one SQLite file and a JSONL graph beside it) under the rules of a correct
+import (../shared/legacy/README.md), without the network: what ``recallatron import-legacy`` would
+import, and every row it skips with its reason.
+
+The format, in short: ``conversation`` (turns), ``digest`` (session summaries, JSON bodies),
+``memory_item`` (durable items, JSON content, ``superseded_by`` chains) and ``graph.jsonl``
+(entities, ``memory -> entity`` and ``entity -> entity`` edges). ``read_store`` applies the rules
+and returns a ``Plan``: the counts by section and reason (the keys and nesting of the generator's
+``expected.json``), the skipped rows and chain faults for the report, and what to send.
+
+Skip reasons, checked in this order (the first that applies is the one counted):
+- history turns: ``chat_not_mapped``, ``bad_role`` (not ``user`` or ``rheo``), ``bad_timestamp``,
+  ``too_long`` (over 65,536 bytes of UTF-8 once NUL characters are dropped), ``empty``;
+- digests: ``chat_not_mapped``, ``bad_json`` (not a JSON object), ``bad_timestamp``, ``empty``,
+  ``too_long``;
+- memory items: ``bad_json``, ``empty`` (empty label and no properties), ``unknown_type``,
+  ``no_owner`` (the source turn does not exist), ``chat_not_mapped``, ``unconfirmed``,
+  ``bad_confidence`` (outside 0..1), ``bad_timestamp``, ``too_long``;
+- graph lines: ``bad_json``, ``bad_entity`` (no id or a name that is not 1..200 characters),
+  ``duplicate_entity``, ``unknown_entity``, ``unknown_memory``, ``unknown_kind``, ``unsupported_edge``,
+  ``duplicate_edge``, ``too_many_mentions`` (over 32 for one memory).
+Chain faults (reported; the items are imported without the link): ``missing_target``,
+``target_not_imported``, ``cycle`` (one fault per cycle; every link of it dropped), ``cross_owner``,
+``merge`` (a second older item pointing at the same newer one: the lowest id keeps the link).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from store_service.vocabulary import MAX_BODY_BYTES, MAX_TITLE_CHARS
+
+# The store's limits of what an import sends (store_service.entities.MAX_NAME_CHARS and MAX_MENTIONS,
+# store_service.imports.MAX_REASON_CHARS and MAX_KEY_CHARS), repeated rather than imported: those
+# modules bring the database driver into every start of the command line.
+MAX_NAME_CHARS = 200
+MAX_REASON_CHARS = 1_000
+MAX_MENTIONS = 32
+MAX_KEY_CHARS = 200
+ROLES = {"user", "rheo"}
+# Legacy item types -> memory kinds (Kind names of servicekit.vocabulary). The type itself is kept
+# at the head of the body, so nothing of it is lost.
+KIND_OF_TYPE = {
+    "fact": "fact",
+    "preference": "note",
+    "procedural": "note",
+    "decision": "decision",
+    "deadline": "fact",
+    "relationship": "fact",
+}
+SECTIONS = ("history", "memories", "digests")
+TABLES = {
+    "conversation": ("id", "chat_id", "role", "content", "ts", "session_id"),
+    "digest": ("id", "chat_id", "session_id", "created_at", "body"),
+    "memory_item": (
+        "id",
+        "type",
+        "content",
+        "confidence",
+        "reason",
+        "source_turn_id",
+        "status",
+        "created_at",
+        "superseded_by",
+    ),
+}
+
+
+class LegacyStoreError(Exception):
+    """The old store cannot be read at all (a missing file, not SQLite, a missing table or column);
+    the message names the file and the problem."""
+
+
+@dataclass
+class Turn:
+    """One history turn to send, of the member its chat maps to."""
+
+    member_id: str
+    legacy_id: int
+    chat_id: str
+    role: str
+    text: str
+    occurred_at: datetime.datetime
+    session_id: str
+
+
+@dataclass
+class Item:
+    """One memory to send: a digest (``legacy:digest:<id>``) or an item (``legacy:item:<id>``)."""
+
+    key: str
+    member_id: str
+    kind: str
+    title: str
+    body: str
+    created_at: datetime.datetime
+    confidence: float | None = None
+    reason: str = ""
+    entity_keys: list[str] = field(default_factory=list)
+    supersedes_key: str = ""
+
+
+@dataclass
+class Plan:
+    """What an import of one old store does under one member map."""
+
+    counts: dict
+    report: list[dict]
+    turns: list[Turn]
+    items: list[Item]  # in an order where an item comes after the one it supersedes
+    entities: list[tuple[str, str]]  # (import key, name)
+
+
+def _new_counts(member_map: dict[str, str]) -> dict:
+    return {
+        "history": {"imported": 0, "skipped": {}},
+        "memories": {"imported": 0, "skipped": {}},
+        "digests": {"imported": 0, "skipped": {}},
+        "supersede_links": 0,
+        "chain_faults_reported": 0,
+        "mentions": 0,
+        "entities": 0,
+        "entity_edges_not_imported": 0,
+        "graph_lines_skipped": {},
+        "member_map": dict(member_map),
+    }
+
+
+class _Skips:
+    """Counts skips into ``counts`` and records each for the report."""
+
+    def __init__(self, counts: dict, report: list[dict]) -> None:
+        self.counts, self.report = counts, report
+
+    def __call__(self, section: str, source: str, source_id, reason: str, detail: str = "") -> None:
+        bucket = self.counts["graph_lines_skipped"] if section == "graph" else self.counts[section]["skipped"]
+        bucket[reason] = bucket.get(reason, 0) + 1
+        row = {"kind": "skipped", "section": section, "source": source, "source_id": source_id, "reason": reason}
+        if detail:
+            row["detail"] = detail
+        self.report.append(row)
+
+
+def parse_time(text) -> datetime.datetime | None:
+    """A legacy timestamp as an aware UTC datetime: ``YYYY-MM-DD HH:MM:SS`` (naive, meaning UTC),
+    with ``T``, with ``Z`` or an offset; None when it cannot be read."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return when.replace(tzinfo=datetime.UTC)
+    return when.astimezone(datetime.UTC)
+
+
+def _too_long(text: str) -> bool:
+    return len(text.encode("utf-8")) > MAX_BODY_BYTES
+
+
+def open_sqlite(path: Path) -> sqlite3.Connection:
+    """The old store opened read-only, its tables and columns checked; LegacyStoreError otherwise."""
+    if not path.is_file():
+        raise LegacyStoreError(f"{path}: no such file")
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        cols = {}
+        for table in TABLES:
+            cols[table] = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+    except sqlite3.DatabaseError as exc:
+        raise LegacyStoreError(f"{path}: not a SQLite database ({exc})") from None
+    for table, wanted in TABLES.items():
+        if not cols[table]:
+            raise LegacyStoreError(f"{path}: no table {table!r}; is this the old store's legacy.sqlite?")
+        missing = [c for c in wanted if c not in cols[table]]
+        if missing:
+            raise LegacyStoreError(f"{path}: table {table!r} lacks column(s) {', '.join(missing)}")
+    return db
+
+
+def read_graph_lines(path: Path) -> list[bytes]:
+    """The graph file's lines (bytes; each decoded on its own, so one bad line fails alone)."""
+    if not path.is_file():
+        raise LegacyStoreError(f"{path}: no such file")
+    try:
+        return path.read_bytes().splitlines()
+    except OSError as exc:
+        raise LegacyStoreError(f"{path}: cannot be read ({exc.strerror})") from None
+
+
+def read_store(sqlite_path: Path, graph_path: Path, member_map: dict[str, str]) -> Plan:
+    """Reads the old store and applies the rules; ``member_map`` maps chat ids to member ids.
+    LegacyStoreError when a file cannot be read at all; every bad row is a skip, never an error."""
+    db = open_sqlite(sqlite_path)
+    lines = read_graph_lines(graph_path)
+    counts, report = _new_counts(member_map), []
+    skip = _Skips(counts, report)
+    try:
+        turns, turn_chat = _history(db, member_map, counts, skip)
+        digests = _digests(db, member_map, counts, skip)
+        items, superseded_by, all_item_ids = _items(db, member_map, turn_chat, counts, skip)
+    except sqlite3.DatabaseError as exc:
+        raise LegacyStoreError(f"{sqlite_path}: cannot be read ({exc})") from None
+    finally:
+        db.close()
+    ordered = _chains(items, superseded_by, all_item_ids, counts, report)
+    entities = _graph(lines, items, all_item_ids, counts, skip)
+    return Plan(counts, report, turns, digests + ordered, entities)
+
+
+def _history(db, member_map, counts, skip) -> tuple[list[Turn], dict[int, str]]:
+    turns, turn_chat = [], {}
+    for tid, chat, role, content, ts, session in db.execute(
+        "SELECT id, chat_id, role, content, ts, session_id FROM conversation ORDER BY id"
+    ):
+        turn_chat[tid] = chat
+        when = parse_time(ts)
+        text = content.replace("\x00", "") if isinstance(content, str) else ""
+        if chat not in member_map:
+            skip("history", "conversation", tid, "chat_not_mapped", str(chat))
+        elif role not in ROLES:
+            skip("history", "conversation", tid, "bad_role", str(role)[:40])
+        elif when is None:
+            skip("history", "conversation", tid, "bad_timestamp", str(ts)[:40])
+        elif _too_long(text):
+            skip("history", "conversation", tid, "too_long", f"{len(text.encode('utf-8'))} bytes")
+        elif not text.strip():
+            skip("history", "conversation", tid, "empty")
+        else:
+            session_id = session if isinstance(session, str) and len(session) <= 200 else ""
+            turns.append(Turn(member_map[chat], tid, chat, role, text, when, session_id))
+            counts["history"]["imported"] += 1
+    return turns, turn_chat
+
+
+def _digest_body(body: dict) -> str:
+    """A digest as text: the narrative, then each list under its heading."""
+    parts = [str(body.get("narrative") or "").strip()]
+    for name, heading in (
+        ("candidate_facts", "Candidate facts"),
+        ("procedural_notes", "Procedural notes"),
+        ("decisions", "Decisions"),
+    ):
+        values = body.get(name)
+        entries = [str(v).strip() for v in values if str(v).strip()] if isinstance(values, list) else []
+        if entries:
+            parts.append(heading + ":\n" + "\n".join(f"- {v}" for v in entries))
+    return "\n\n".join(p for p in parts if p).replace("\x00", "")
+
+
+def _digests(db, member_map, counts, skip) -> list[Item]:
+    out = []
+    for did, chat, session, created, raw in db.execute(
+        "SELECT id, chat_id, session_id, created_at, body FROM digest ORDER BY id"
+    ):
+        try:
+            body = json.loads(raw)
+        except (TypeError, ValueError):
+            body = None
+        when = parse_time(created)
+        if chat not in member_map:
+            skip("digests", "digest", did, "chat_not_mapped", str(chat))
+        elif not isinstance(body, dict):
+            skip("digests", "digest", did, "bad_json")
+        elif when is None:
+            skip("digests", "digest", did, "bad_timestamp", str(created)[:40])
+        elif not (text := _digest_body(body)):
+            skip("digests", "digest", did, "empty")
+        elif _too_long(text):
+            skip("digests", "digest", did, "too_long")
+        else:
+            title = f"Session digest {session}" if session else "Session digest"
+            out.append(Item(f"legacy:digest:{did}", member_map[chat], "summary", title[:MAX_TITLE_CHARS], text, when))
+            counts["digests"]["imported"] += 1
+    return out
+
+
+def _item_body(typ: str, label: str, props: dict) -> str:
+    lines = [f"{typ}: {label}" if label else typ]
+    for k, v in props.items():
+        lines.append(f"{k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}")
+    return "\n".join(lines).replace("\x00", "")
+
+
+def _items(db, member_map, turn_chat, counts, skip):
+    """The importable items by legacy id (in id order), their superseded_by pointers, and every id."""
+    items: dict[int, Item] = {}
+    superseded_by: dict[int, int] = {}
+    all_ids: set[int] = set()
+    rows = db.execute(
+        """SELECT id, type, content, confidence, reason, source_turn_id, status, created_at, superseded_by
+             FROM memory_item ORDER BY id"""
+    )
+    for iid, typ, raw, conf, reason, src, status, created, sup in rows:
+        all_ids.add(iid)
+        try:
+            content = json.loads(raw)
+        except (TypeError, ValueError):
+            content = None
+        label = content.get("label") if isinstance(content, dict) else None
+        props = content.get("properties") if isinstance(content, dict) else None
+        chat = turn_chat.get(src) if isinstance(src, int) else None
+        when = parse_time(created)
+        reason_text = reason.replace("\x00", "") if isinstance(reason, str) else ""
+        why = None
+        if not isinstance(content, dict) or not isinstance(label or "", str) or not isinstance(props or {}, dict):
+            why = "bad_json"
+        elif not (label or "").strip() and not props:
+            why = "empty"
+        elif typ not in KIND_OF_TYPE:
+            why = "unknown_type"
+        elif chat is None:
+            why = "no_owner"
+        elif chat not in member_map:
+            why = "chat_not_mapped"
+        elif status != "confirmed":
+            why = "unconfirmed"
+        elif conf is not None and not (isinstance(conf, (int, float)) and 0.0 <= conf <= 1.0):
+            why = "bad_confidence"
+        elif when is None:
+            why = "bad_timestamp"
+        body = _item_body(typ, (label or "").strip(), props or {}) if why is None else ""
+        if why is None and _too_long(body):
+            why = "too_long"
+        if why:
+            skip("memories", "memory_item", iid, why)
+            continue
+        items[iid] = Item(
+            f"legacy:item:{iid}",
+            member_map[chat],
+            KIND_OF_TYPE[typ],
+            label.strip()[:MAX_TITLE_CHARS],
+            body,
+            when,
+            float(conf) if conf is not None else None,
+            reason_text[:MAX_REASON_CHARS],
+        )
+        if isinstance(sup, int):
+            superseded_by[iid] = sup
+        counts["memories"]["imported"] += 1
+    return items, superseded_by, all_ids
+
+
+def _chains(items: dict[int, Item], superseded_by: dict[int, int], all_ids: set[int], counts, report) -> list[Item]:
+    """Keeps the supersede links between imported items (older -> newer), reports the faults, and
+    orders the items so that each comes after the one it supersedes."""
+
+    def fault(reason: str, ids: list[int], detail: str) -> None:
+        counts["chain_faults_reported"] += 1
+        report.append({"kind": "chain_fault", "source": "memory_item", "source_id": ids[0], "ids": ids,
+                       "reason": reason, "detail": detail})  # fmt: skip
+
+    links: dict[int, int] = {}
+    for old, new in sorted(superseded_by.items()):
+        if new not in all_ids:
+            fault("missing_target", [old], f"superseded_by {new} does not exist")
+        elif new not in items:
+            fault("target_not_imported", [old], f"superseded_by {new} was skipped")
+        else:
+            links[old] = new
+    # Cycles: follow each pointer; a walk that comes back to a node on its own path closed a cycle.
+    state: dict[int, int] = {}  # 1 on the current path, 2 done
+    for start in sorted(links):
+        path, at = [], start
+        while at in links and state.get(at) is None:
+            state[at] = 1
+            path.append(at)
+            at = links[at]
+        if state.get(at) == 1:
+            cycle = path[path.index(at) :]
+            fault("cycle", sorted(cycle), "superseded_by pointers form a cycle: " + " -> ".join(map(str, cycle + [at])))
+            for node in cycle:
+                del links[node]
+        for node in path:
+            state[node] = 2
+    successor_of: dict[int, int] = {}
+    for old, new in sorted(links.items()):
+        if items[old].member_id != items[new].member_id:
+            fault("cross_owner", [old], f"superseded_by {new} belongs to another member")
+        elif new in successor_of.values():
+            fault("merge", [old], f"superseded_by {new}, which a lower id already points at")
+        else:
+            successor_of[old] = new
+            items[new].supersedes_key = items[old].key
+    counts["supersede_links"] = len(successor_of)
+    # Chains are paths now: emit each from its oldest item.
+    has_pred = set(successor_of.values())
+    ordered = []
+    for iid in items:
+        if iid in has_pred:
+            continue
+        at = iid
+        while at is not None:
+            ordered.append(items[at])
+            at = successor_of.get(at)
+    return ordered
+
+
+def _graph(lines: list[bytes], items: dict[int, Item], all_ids: set[int], counts, skip) -> list[tuple[str, str]]:
+    """Entities (every good entity line) and mentions (memory -> entity edges of imported items)."""
+    entities: dict[str, str] = {}
+    edges = []
+    for n, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            obj = None
+        if not isinstance(obj, dict):
+            skip("graph", "graph.jsonl", n, "bad_json")
+        elif obj.get("kind") == "entity":
+            eid, name = obj.get("id"), obj.get("name")
+            if not isinstance(eid, str) or not eid or not isinstance(name, str) or not name.strip():
+                skip("graph", "graph.jsonl", n, "bad_entity")
+            elif len(name.strip()) > MAX_NAME_CHARS or "\x00" in name or len(f"legacy:entity:{eid}") > MAX_KEY_CHARS:
+                skip("graph", "graph.jsonl", n, "bad_entity", "name or id too long")
+            elif eid in entities:
+                skip("graph", "graph.jsonl", n, "duplicate_entity", eid)
+            else:
+                entities[eid] = name.strip()
+        elif obj.get("kind") == "edge":
+            edges.append((n, obj.get("source"), obj.get("target")))
+        else:
+            skip("graph", "graph.jsonl", n, "unknown_kind", str(obj.get("kind"))[:40])
+    seen = set()
+    for n, source, target in edges:
+        ends = []
+        for end in (source, target):
+            kind, _, ref = end.partition(":") if isinstance(end, str) else ("", "", "")
+            ends.append((kind, ref))
+        (skind, sref), (tkind, tref) = ends
+        if any(k == "entity" and r not in entities for k, r in ends):
+            skip("graph", "graph.jsonl", n, "unknown_entity")
+        elif skind == "entity" and tkind == "entity":
+            counts["entity_edges_not_imported"] += 1
+        elif skind == "memory" and tkind == "entity":
+            mid = int(sref) if sref.isdigit() else None
+            if mid not in all_ids:
+                skip("graph", "graph.jsonl", n, "unknown_memory", str(sref)[:40])
+            elif mid in items:
+                item = items[mid]
+                key = f"legacy:entity:{tref}"
+                if (mid, tref) in seen:
+                    skip("graph", "graph.jsonl", n, "duplicate_edge")
+                elif len(item.entity_keys) >= MAX_MENTIONS:
+                    skip("graph", "graph.jsonl", n, "too_many_mentions")
+                else:
+                    seen.add((mid, tref))
+                    item.entity_keys.append(key)
+                    counts["mentions"] += 1
+        else:
+            skip("graph", "graph.jsonl", n, "unsupported_edge", f"{skind or '?'} -> {tkind or '?'}")
+    counts["entities"] = len(entities)
+    return [(f"legacy:entity:{eid}", name) for eid, name in entities.items()]
+
+
+def totals(counts: dict) -> Counter:
+    """Imported and skipped totals over the three sections (for the one-line summary)."""
+    out = Counter()
+    for section in SECTIONS:
+        out["imported"] += counts[section]["imported"]
+        out["skipped"] += sum(counts[section]["skipped"].values())
+    return out

@@ -1,0 +1,160 @@
+"""ListMemories: the memories a caller can read, newest first, filtered, a page at a time (AIP-158).
+
+What is listed is exactly what Read would show: a memory is listed when its own row is readable
+and its whole derived_from chain is (``store_service.readability.chain_readable``, the rule of Read
+and of Recall's walk). The filters only narrow that set, and ``total_size`` counts it, so neither a
+page nor a count holds anything the caller cannot read. Each listed memory carries its readable
+links and a successor id only when the successor is readable too (``memories.redact_successors``).
+
+Order: ``created_at`` descending, then id descending. Pages are keyset pages
+(``store_service.page_tokens``): the token holds the last memory's (created_at, id) and is bound to
+the member, their granted purposes and every filter, so it cannot be replayed by another member or
+with other filters. A memory written between two pages is newer than the position, so it never
+shifts a later page; one forgotten meanwhile just leaves it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+
+import psycopg
+from recallatron.memory.v1 import memory_pb2 as m
+from recallatron.store.v1 import store_pb2 as s
+
+from servicekit.caller import check_purpose_granted
+from servicekit.errors import InvalidArgument
+from store_service import memories, page_tokens
+from store_service.database import named
+from store_service.history import time_range
+from store_service.readability import READABLE, caller_params, chain_readable
+from store_service.vocabulary import KINDS, enum_value, parse_uuid
+
+# Page sizes (AIP-158): 0 means the default; above the most is coerced to it. 200 memories of at most
+# 64 KiB of body each stay inside one gRPC message (servicekit.limits.MAX_MESSAGE_BYTES), history too
+# for memories corrected a few times.
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 200
+_SUPERSEDED = {
+    m.SUPERSEDED_FILTER_UNSPECIFIED: "m.superseded_by_id IS NULL",
+    m.SUPERSEDED_FILTER_CURRENT: "m.superseded_by_id IS NULL",
+    m.SUPERSEDED_FILTER_SUPERSEDED: "m.superseded_by_id IS NOT NULL",
+    m.SUPERSEDED_FILTER_ALL: "TRUE",
+}
+_AUDIENCE = {
+    m.AUDIENCE_UNSPECIFIED: "TRUE",
+    m.AUDIENCE_WORKSPACE: "m.audience_member_id IS NULL",
+    m.AUDIENCE_MEMBER: "m.audience_member_id = %(member_id)s",
+}
+# The first page starts after a position later than any memory.
+_FIRST = (datetime.datetime.max.replace(tzinfo=datetime.UTC), uuid.UUID(int=(1 << 128) - 1))
+
+
+def _iso(value: datetime.datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _where(caller: m.Caller, req: s.ListMemoriesRequest) -> tuple[str, dict, list]:
+    """The filter clause over ``m`` (readability included), its parameters, and the fields the page
+    token is bound to. INVALID_ARGUMENT for a bad kind, audience, entity id, time range or superseded
+    filter; PERMISSION_DENIED for a purpose not granted."""
+    params = caller_params(caller)
+    clauses = [READABLE]
+    kind = None
+    if req.kind != m.KIND_UNSPECIFIED:
+        kind = enum_value(KINDS, req.kind, "kind")
+        clauses.append("m.kind = %(kind)s")
+    if req.audience not in _AUDIENCE:
+        raise InvalidArgument("audience must be workspace, member or unspecified", field="audience")
+    clauses.append(_AUDIENCE[req.audience])
+    purpose = None
+    if req.purpose != m.PURPOSE_UNSPECIFIED:
+        purpose = check_purpose_granted(caller, req.purpose)
+        clauses.append("m.purpose = %(purpose)s")
+    entity = None
+    if req.entity_id:
+        entity = parse_uuid(req.entity_id, "entity_id")
+        clauses.append(
+            "EXISTS (SELECT 1 FROM memory_link l WHERE l.memory_id = m.id AND l.link_type = 'about'"
+            " AND l.target_entity_id = %(entity)s)"
+        )
+    created = time_range(req, "created_after", "created_before")
+    updated = time_range(req, "updated_after", "updated_before")
+    for column, (start, end) in (("created_at", created), ("updated_at", updated)):
+        if start is not None:
+            clauses.append(f"m.{column} >= %({column}_start)s")
+        if end is not None:
+            clauses.append(f"m.{column} < %({column}_end)s")
+        params |= {f"{column}_start": start, f"{column}_end": end}
+    if req.superseded not in _SUPERSEDED:
+        raise InvalidArgument("superseded must be current, superseded, all or unspecified", field="superseded")
+    clauses.append(_SUPERSEDED[req.superseded])
+    params |= {"kind": kind, "purpose": purpose, "entity": entity}
+    bound = [
+        caller.member_id,
+        sorted(params["purposes"]),
+        kind,
+        int(req.audience),
+        purpose,
+        entity and str(entity),
+        [_iso(x) for x in created],
+        [_iso(x) for x in updated],
+        _SUPERSEDED[req.superseded],
+    ]
+    return " AND ".join(clauses), params, bound
+
+
+def _position(token: str, fingerprint: str) -> tuple[datetime.datetime, uuid.UUID]:
+    """The (created_at, id) after which the page starts; INVALID_ARGUMENT for a foreign token."""
+    position = page_tokens.decode(token, fingerprint, "listing")
+    if position is None:
+        return _FIRST
+    try:
+        at, mid = position
+        when = datetime.datetime.fromisoformat(at)
+        if when.tzinfo is None:
+            raise ValueError("no offset")
+        return when, uuid.UUID(mid)
+    except (ValueError, TypeError, AttributeError):
+        raise page_tokens.invalid("listing") from None
+
+
+def list_memories(conn: psycopg.Connection, caller: m.Caller, req: s.ListMemoriesRequest) -> s.ListMemoriesResponse:
+    """One page of the memories ``caller`` can read that match ``req``'s filters (module docstring),
+    with ``total_size`` the count of every such memory and, with ``include_history``, their earlier
+    revisions. One statement selects the readable matches (the chain walk seeded by the filtered
+    rows), counts them and reads the page; links and successors take one query each, as Read's.
+
+    INVALID_ARGUMENT for a negative page size, a bad filter or a page token not issued for this
+    member and these filters; PERMISSION_DENIED for a purpose filter not granted.
+    """
+    size = page_tokens.page_size(req.page_size, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+    where, params, bound = _where(caller, req)
+    fingerprint = page_tokens.fingerprint(bound)
+    after_at, after_id = _position(req.page_token, fingerprint)
+    rows = (
+        named(conn)
+        .execute(
+            f"""WITH ok AS MATERIALIZED ({chain_readable(f"(SELECT m.id FROM memory m WHERE {where})")})
+                SELECT c.total, p.*
+                  FROM (SELECT count(*) AS total FROM ok) c
+                  LEFT JOIN LATERAL (
+                       SELECT {memories.COLUMNS} FROM memory m JOIN ok ON ok.start_id = m.id
+                        WHERE (m.created_at, m.id) < (%(after_at)s, %(after_id)s)
+                        ORDER BY m.created_at DESC, m.id DESC LIMIT %(limit)s) p ON TRUE""",
+            {**params, "after_at": after_at, "after_id": after_id, "limit": size + 1},
+        )
+        .fetchall()
+    )
+    total = rows[0].total
+    rows = [r for r in rows if r.id is not None]
+    token = ""
+    if len(rows) > size:
+        rows = rows[:size]
+        token = page_tokens.encode(fingerprint, [rows[-1].created_at.isoformat(), str(rows[-1].id)])
+    page = {r.id: memories.to_memory(r) for r in rows}
+    memories.attach_links(conn, caller, page)
+    memories.redact_successors(conn, caller, list(page.values()))
+    if req.include_history:
+        memories.attach_history(conn, page)
+    return s.ListMemoriesResponse(memories=list(page.values()), next_page_token=token, total_size=total)

@@ -1,0 +1,343 @@
+"""``recallatron import-legacy`` end to end, against the in-process stack (real PostgreSQL, real
+MiniLM): counts against the project's own maker (tests/legacy_maker.py) and against the shared
+generator's expected.json, the report, dry runs, re-runs and a run killed half way, who sees what
+afterwards, supersede chains, forget reaching derivations, and bad input."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import grpc
+import pytest
+from legacy_maker import NAMES, OWNER_CHAT, SECOND_CHAT, UNIQUE_WORD, make_store
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+
+from cli import client, legacy_import
+from cli.legacy_store import read_store
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_MAKER = ROOT.parent / "shared" / "legacy" / "make_legacy_store.py"
+SHARED_CHATS = ("tg:100200300", "tg:100200301")  # the shared generator's mapped chats
+
+
+def counts_of(expected: dict) -> dict:
+    """The counts an import prints, without the member map (its values differ: labels, member ids)."""
+    out = {k: v for k, v in expected.items() if k != "member_map"}
+    out.setdefault("chain_faults_reported", 0)  # the shared generator leaves it out for tiny stores
+    return out
+
+
+def cli(stack, *args: str) -> tuple[int, str, str]:
+    """Runs ``recallatron`` as an operator does, in a new process against the stack's gateway;
+    (exit status, stdout, stderr)."""
+    argv = [*args, "--gateway", f"127.0.0.1:{stack.gateway.port}", "--operator-token", stack.operator_token]
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", *argv],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return out.returncode, out.stdout, out.stderr
+
+
+def import_args(ws: str, sqlite: Path, graph: Path, members: dict[str, str], report: Path, *extra: str) -> list[str]:
+    args = ["import-legacy", "--workspace", ws, "--sqlite", str(sqlite), "--graph", str(graph), "--report", str(report)]
+    for chat, member in members.items():
+        args += ["--member", f"{chat}={member}"]
+    return [*args, *extra]
+
+
+def stored(stack, ws: str) -> dict:
+    """Everything an import writes, by import key / request id, comparable across workspaces."""
+    with stack.db(ws) as conn:
+        keys = dict(conn.execute("SELECT id, import_key FROM memory WHERE import_key IS NOT NULL").fetchall())
+        memories = sorted(
+            (r[0], r[1], r[2], r[3], r[4], r[5], r[6], keys.get(r[7]), r[8], r[9], r[10])
+            for r in conn.execute(
+                """SELECT import_key, kind, title, body, confidence, reason, origin, superseded_by_id,
+                          audience_member_id::text, created_at, revision FROM memory WHERE import_key IS NOT NULL"""
+            )
+        )
+        mentions = sorted(
+            conn.execute(
+                """SELECT m.import_key, e.import_key, e.name FROM memory_link l JOIN memory m ON m.id = l.memory_id
+                     JOIN entity e ON e.id = l.target_entity_id WHERE l.link_type = 'about'"""
+            ).fetchall()
+        )
+        entities = sorted(conn.execute("SELECT import_key, name FROM entity").fetchall())
+        turns = sorted(
+            conn.execute(
+                """SELECT request_id, owner_member_id::text, chat_id, role, text, occurred_at, session_id, session
+                     FROM history_turn"""
+            ).fetchall()
+        )
+        jobs = (
+            conn.execute("SELECT count(*) FROM embedding_job").fetchone()[0]
+            + conn.execute("SELECT count(*) FROM memory_embedding").fetchone()[0]
+        )
+    return {"memories": memories, "mentions": mentions, "entities": entities, "turns": turns, "vectors": jobs}
+
+
+def members_for(stack, ws: str, chats=(OWNER_CHAT, SECOND_CHAT)):
+    owner, second = stack.member(ws), stack.member(ws)
+    return owner, second, {chats[0]: owner.id, chats[1]: second.id}
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    return make_store(tmp_path_factory.mktemp("legacy"), seed=4, turns=160, items=45)
+
+
+@pytest.fixture(scope="module")
+def imported(stack, made, tmp_path_factory):
+    """One workspace with the maker's store imported once."""
+    ws = stack.workspace("legacy import")
+    owner, second, members = members_for(stack, ws)
+    report = tmp_path_factory.mktemp("report") / "report.jsonl"
+    status, _, err = cli(stack, *import_args(ws, made.sqlite, made.graph, members, report, "--json"))
+    assert status == 0, err
+    return ws, owner, second, members, report
+
+
+def memory_id(stack, ws: str, key: str) -> str:
+    with stack.db(ws) as conn:
+        return str(conn.execute("SELECT id FROM memory WHERE import_key = %s", (key,)).fetchone()[0])
+
+
+def test_counts_match_the_makers_and_the_report_lists_every_skip(stack, made, imported, tmp_path):
+    ws, _, _, members, report = imported
+    rows = [json.loads(line) for line in report.read_text().splitlines()]
+    summary = rows[-1]
+    assert summary["kind"] == "summary" and not summary["dry_run"]
+    assert counts_of(summary["counts"]) == made.expected
+    assert summary["counts"]["member_map"] == members
+    skips = [r for r in rows if r["kind"] == "skipped"]
+    for section in ("history", "memories", "digests"):
+        by_reason = {}
+        for r in skips:
+            if r["section"] == section:
+                by_reason[r["reason"]] = by_reason.get(r["reason"], 0) + 1
+        assert by_reason == made.expected[section]["skipped"], section
+    assert all(isinstance(r["source_id"], int) for r in skips)
+    faults = [r for r in rows if r["kind"] == "chain_fault"]
+    assert sorted(r["reason"] for r in faults) == [
+        "cross_owner",
+        "cycle",
+        "merge",
+        "missing_target",
+        "target_not_imported",
+    ]
+    # What was written is what the counts say.
+    got = stored(stack, ws)
+    e = made.expected
+    assert len(got["memories"]) == e["memories"]["imported"] + e["digests"]["imported"]
+    assert len(got["turns"]) == e["history"]["imported"]
+    assert len(got["entities"]) == e["entities"] and len(got["mentions"]) == e["mentions"]
+    assert sum(1 for r in got["memories"] if r[7]) == e["supersede_links"]
+    assert {r[6] for r in got["memories"]} == {"migrated"} and {r[1] for r in got["memories"]} >= {"summary", "fact"}
+    # No old vector came across: every vector is queued from the text, in this embedding space.
+    assert got["vectors"] == len(got["memories"]) - e["supersede_links"]
+    # A re-run writes nothing and prints the same counts.
+    status, out, _ = cli(stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "r2.jsonl", "--json"))
+    assert status == 0 and counts_of(json.loads(out)) == made.expected
+    assert stored(stack, ws) == got
+    again = json.loads((tmp_path / "r2.jsonl").read_text().splitlines()[-1])["answered"]
+    assert again["memories"] == {"IMPORT_STATUS_ALREADY_IMPORTED": e["memories"]["imported"]}
+    assert again["history"] == {"IMPORT_STATUS_ALREADY_IMPORTED": e["history"]["imported"]}
+
+
+def test_the_owner_finds_a_migrated_memory_and_the_other_member_sees_nothing_of_the_owners(stack, made, imported):
+    ws, owner, second, _, _ = imported
+    stack.wait_backlog_empty()
+    target = memory_id(stack, ws, f"legacy:item:{made.owner_item}")
+    got = owner.recall(f"{UNIQUE_WORD} gate code")
+    assert got.items[0].memory.id == target
+    first = got.items[0].memory
+    assert first.origin == m.ORIGIN_MIGRATED and first.reason in ("Explicit user statement", "Said twice")
+    assert first.audience_member_id == owner.id
+    # The second member: no memory, entity, turn or count of the owner's.
+    with stack.db(ws) as conn:
+        owners = {
+            str(r[0]) for r in conn.execute("SELECT id FROM memory WHERE created_by = %s", (uuid.UUID(owner.id),))
+        }
+    for query in (f"{UNIQUE_WORD} gate code", "ledger kettle orchard", "Session digest", "Ada Quist"):
+        for mode in (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
+            items = second.recall(query, mode=mode, top_k=200).items
+            assert not {i.memory.id for i in items} & owners
+            assert all(i.memory.created_by == second.id for i in items)
+    for mid in list(owners)[:50]:
+        with pytest.raises(grpc.RpcError) as err:
+            second.read(mid)
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    found = stack.memory.SearchHistory(g.SearchHistoryRequest(query=made.owner_turn_word), metadata=second.md())
+    assert not found.entries
+    mine = stack.memory.SearchHistory(g.SearchHistoryRequest(query=made.owner_turn_word), metadata=owner.md())
+    assert mine.entries and all(e.turn.chat_id == OWNER_CHAT for e in mine.entries)
+    # Entities: the second member sees only those its own memories are about.
+    with stack.db(ws) as conn:
+        its_own = {
+            str(r[0])
+            for r in conn.execute(
+                """SELECT l.target_entity_id FROM memory_link l JOIN memory m ON m.id = l.memory_id
+                    WHERE l.link_type = 'about' AND m.audience_member_id = %s""",
+                (uuid.UUID(second.id),),
+            )
+        }
+    for name in NAMES:
+        seen = stack.memory.FindEntities(g.FindEntitiesRequest(name=name), metadata=second.md()).entities
+        assert {e.id for e in seen} <= its_own, name
+
+
+def test_a_supersede_chain_reads_back_in_order(stack, made, imported):
+    ws, owner, _, _, _ = imported
+    ids = [memory_id(stack, ws, f"legacy:item:{i}") for i in made.chain]
+    chain, at = [], ids[0]
+    while at:
+        chain.append(at)
+        at = owner.read(at).superseded_by_id
+    assert chain == ids
+    hits = {i.memory.id for i in owner.recall("ledger kettle orchard lantern", top_k=200).items}
+    assert not hits & set(ids[:2])  # superseded memories leave recall
+
+
+def test_forget_of_a_migrated_memory_reaches_its_derivations(stack, made, imported):
+    ws, owner, _, _, _ = imported
+    source = memory_id(stack, ws, f"legacy:item:{made.owner_item}")
+    derived = stack.memory.Derive(
+        g.DeriveRequest(source_ids=[source], kind=m.KIND_NOTE, body="the gate code opens the side door"),
+        metadata=owner.md(),
+    ).memory
+    again = stack.memory.Derive(
+        g.DeriveRequest(source_ids=[derived.id], kind=m.KIND_NOTE, body="side door: use the code"), metadata=owner.md()
+    ).memory
+    gone = stack.memory.Forget(g.ForgetRequest(id=source, reason="test"), metadata=owner.md()).forgotten_ids
+    assert set(gone) == {source, derived.id, again.id}
+    with stack.db(ws) as conn:
+        row = conn.execute("SELECT body, reason, import_key FROM memory WHERE id = %s", (uuid.UUID(source),)).fetchone()
+    assert row == ("", None, f"legacy:item:{made.owner_item}")  # erased; the key stays, so a re-run skips it
+
+
+def test_dry_run_counts_and_writes_nothing(stack, made, tmp_path):
+    ws = stack.workspace("legacy dry run")
+    _, _, members = members_for(stack, ws)
+    status, out, err = cli(
+        stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "d.jsonl", "--dry-run", "--json")
+    )
+    assert status == 0 and counts_of(json.loads(out)) == made.expected, err
+    status, out, _ = cli(stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "d.jsonl", "--dry-run"))
+    assert status == 0 and out.startswith(f"history: would import {made.expected['history']['imported']}; skipped")
+    assert stored(stack, ws) == {"memories": [], "mentions": [], "entities": [], "turns": [], "vectors": 0}
+
+
+class Killed(Exception):
+    """Stands for the process dying between two calls."""
+
+
+class DyingAdmin:
+    """The admin stub of a run that dies after ``calls`` calls (a stand-in for kill -9: the store
+    commits each call whole or not at all, so a death between calls is the case to cover)."""
+
+    def __init__(self, admin, calls: int) -> None:
+        self.admin, self.left = admin, calls
+
+    def __getattr__(self, name):
+        real = getattr(self.admin, name)
+
+        def call(*args, **kwargs):
+            if self.left == 0:
+                raise Killed
+            self.left -= 1
+            return real(*args, **kwargs)
+
+        return call
+
+
+@pytest.mark.parametrize("calls", [1, 2])  # of 3: the memories, the owner's turns, the second's
+def test_a_run_killed_half_way_and_run_again_ends_as_one_clean_run(stack, made, tmp_path, calls):
+    clean, broken = stack.workspace("clean"), stack.workspace("broken")
+    results = {}
+    for ws in (clean, broken):
+        owner, second, members = members_for(stack, ws)
+        if ws == broken:
+            gw = client.Gateway(f"127.0.0.1:{stack.gateway.port}", stack.operator_token)
+            plan = read_store(made.sqlite, made.graph, members)
+            run = legacy_import.Run(gw, ws, plan)
+            run.gw.admin = DyingAdmin(gw.admin, calls)
+            with pytest.raises(Killed):
+                run.memories()
+                run.history()
+            gw.close()
+        status, out, _ = cli(stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "k.jsonl", "--json"))
+        assert status == 0 and counts_of(json.loads(out)) == made.expected
+        # Member ids differ between the workspaces: compare with each member named by role.
+        names = {owner.id: "owner", second.id: "second"}
+        got = stored(stack, ws)
+        got["memories"] = [(*r[:8], names[r[8]], *r[9:]) for r in got["memories"]]
+        got["turns"] = [(r[0], names[r[1]], *r[2:]) for r in got["turns"]]
+        results[ws] = got
+    assert results[clean] == results[broken]
+
+
+def test_shared_generator_counts_match_expected_json_exactly(stack, tmp_path):
+    """The shared oracle (../shared/legacy, which CI has): several seeds and sizes, counts equal."""
+    assert SHARED_MAKER.is_file(), f"{SHARED_MAKER} is missing: this test needs ../shared/legacy beside the repository"
+    for seed, size in [(7, []), (3, ["--turns", "600", "--items", "90"]), (12, ["--turns", "2500", "--items", "300"])]:
+        out_dir = tmp_path / f"shared-{seed}"
+        subprocess.run([sys.executable, str(SHARED_MAKER), str(out_dir), "--seed", str(seed), *size], check=True,
+                       capture_output=True)  # fmt: skip
+        expected = json.loads((out_dir / "expected.json").read_text())
+        ws = stack.workspace(f"shared {seed}")
+        _, _, members = members_for(stack, ws, SHARED_CHATS)
+        assert set(expected["member_map"]) == set(members)
+        argv = import_args(
+            ws, out_dir / "legacy.sqlite", out_dir / "graph.jsonl", members, tmp_path / f"s{seed}.jsonl", "--json"
+        )
+        status, out, err = cli(stack, *argv)
+        assert status == 0, err
+        assert counts_of(json.loads(out)) == counts_of(expected), seed
+        got = stored(stack, ws)
+        assert len(got["turns"]) == expected["history"]["imported"]
+        assert len(got["memories"]) == expected["memories"]["imported"] + expected["digests"]["imported"]
+
+
+def test_bad_input_is_a_clear_error_and_nothing_is_written(stack, made, tmp_path):
+    ws = stack.workspace("legacy bad input")
+    owner, _, members = members_for(stack, ws)
+    not_sqlite = tmp_path / "notes.sqlite"
+    not_sqlite.write_text("these are notes, not a database\n" * 200)
+    empty_db = tmp_path / "empty.sqlite"
+    sqlite3.connect(empty_db).execute("CREATE TABLE other (x)").connection.close()
+    stranger = str(uuid.uuid4())
+    cases = [
+        (dict(sqlite=tmp_path / "missing.sqlite"), 1, "missing.sqlite: no such file"),
+        (dict(graph=tmp_path / "missing.jsonl"), 1, "missing.jsonl: no such file"),
+        (dict(sqlite=not_sqlite), 1, "notes.sqlite: not a SQLite database"),
+        (dict(sqlite=empty_db), 1, "no table 'conversation'"),
+        (dict(members={OWNER_CHAT: owner.id, SECOND_CHAT: stranger}), 1, f"{stranger} is not a member of workspace"),
+        (dict(ws=str(uuid.uuid4())), 1, "NOT_FOUND: workspace not found"),
+    ]
+    for change, want, message in cases:
+        args = dict(ws=ws, sqlite=made.sqlite, graph=made.graph, members=members) | change
+        status, out, err = cli(
+            stack,
+            *import_args(args["ws"], args["sqlite"], args["graph"], args["members"], tmp_path / "b.jsonl"),
+        )
+        assert (status, out) == (want, "") and message in err, (change, err)
+    for bad in ("tg:1001", f"tg:1001={owner.id[:-1]}", f"={owner.id}", "tg:1001="):
+        argv = import_args(ws, made.sqlite, made.graph, {}, tmp_path / "b.jsonl") + ["--member", bad]
+        status, out, err = cli(stack, *argv)
+        assert status == 2 and "--member" in err and repr(bad) in err, (bad, err)
+    twice = import_args(ws, made.sqlite, made.graph, {}, tmp_path / "b.jsonl")
+    twice += ["--member", f"{OWNER_CHAT}={owner.id}", "--member", f"{OWNER_CHAT}={stranger}"]
+    status, _, err = cli(stack, *twice)
+    assert status == 2 and "mapped to two members" in err
+    assert stored(stack, ws) == {"memories": [], "mentions": [], "entities": [], "turns": [], "vectors": 0}
+    assert not (tmp_path / "b.jsonl").exists()  # no report of a run that did not start

@@ -1,0 +1,518 @@
+"""`recallatron export` and `recallatron import` as a user runs them (the real commands in
+subprocesses against the test stack): what an export holds and leaves out, the round trip (an export
+imported into an empty workspace and exported again gives the same content, compared field by field
+modulo the ids the mapping file gives), idempotent re-runs, and bad input, each refused with a message
+naming the file, line and problem before anything is written."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from google.protobuf import timestamp_pb2
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+
+from cli import portability
+
+ROOT = Path(__file__).resolve().parent.parent
+T0 = datetime.datetime(2026, 3, 2, 8, 0, tzinfo=datetime.UTC)
+
+
+def ts(when: datetime.datetime) -> timestamp_pb2.Timestamp:
+    out = timestamp_pb2.Timestamp()
+    out.FromDatetime(when)
+    return out
+
+
+def cli(stack, *args, token="", check=True) -> subprocess.CompletedProcess:
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", *args, "--gateway", f"127.0.0.1:{stack.gateway.port}"],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}", "RECALLATRON_TOKEN": token},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+def export(stack, member, path: Path, *extra) -> list[dict]:
+    cli(stack, "export", "--out", str(path), *extra, token=member.token)
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def import_(stack, *args, check=True) -> subprocess.CompletedProcess:
+    return cli(stack, "import", *args, "--operator-token", stack.operator_token, check=check)
+
+
+def stored(stack, ws) -> tuple[int, int, int]:
+    """Rows of memories, entities and history turns in a workspace's database."""
+    with stack.db(ws) as conn:
+        return tuple(
+            conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("memory", "entity", "history_turn")
+        )
+
+
+@pytest.fixture(scope="module")
+def source(stack, tmp_path_factory):
+    """A workspace with every shape an export must carry: kinds, purposes, audiences, a shared
+    entity, a derivation, corrections, a supersede chain, another author, a forgotten memory, other
+    members' private memories and history, and the exporter's history turns."""
+    ws = stack.workspace("export source")
+    alice, bob = stack.member(ws), stack.member(ws)
+    api = stack.memory
+
+    def remember(member, body, **kw):
+        kw.setdefault("purpose", m.PURPOSE_CONVERSATION)
+        kw.setdefault("audience", m.AUDIENCE_WORKSPACE)
+        return api.Remember(g.RememberRequest(body=body, **kw), metadata=member.md()).memory
+
+    fact = remember(
+        alice,
+        "Mira's parrot is called Captain.",
+        kind=m.KIND_FACT,
+        title="Pets",
+        confidence=0.9,
+        occurred_at=ts(T0),
+        entities=[m.EntityMention(name="Mira")],
+    )
+    mira = next(x.target_entity_id for x in alice.read(fact.id).links if x.type == m.LINK_TYPE_ABOUT)
+    again = remember(
+        alice, "Mira lives in Porto.", entities=[m.EntityMention(entity_id=mira), m.EntityMention(name="Porto")]
+    )
+    private = remember(alice, "my own reminder", audience=m.AUDIENCE_MEMBER, kind=m.KIND_DECISION)
+    task = remember(alice, "renew the domain", purpose=m.PURPOSE_TASKS)
+    task = api.Correct(
+        g.CorrectRequest(id=task.id, expected_revision=1, body="renew the domain by May"), metadata=alice.md()
+    ).memory
+    task = api.Correct(
+        g.CorrectRequest(id=task.id, expected_revision=2, title="Domain", confidence=0.5), metadata=alice.md()
+    ).memory
+    summary = api.Derive(
+        g.DeriveRequest(source_ids=[fact.id, again.id], kind=m.KIND_SUMMARY, body="Mira: parrot Captain, Porto."),
+        metadata=alice.md(),
+    ).memory
+    office1 = remember(alice, "the office is on floor 2")
+    office2 = api.Supersede(
+        g.SupersedeRequest(id=office1.id, expected_revision=1, body="floor 3"), metadata=alice.md()
+    ).memory
+    office3 = api.Supersede(
+        g.SupersedeRequest(id=office2.id, expected_revision=1, body="floor 4", audience=m.AUDIENCE_MEMBER),
+        metadata=alice.md(),
+    ).memory
+    bobs = remember(bob, "bob's workspace note", kind=m.KIND_NOTE)
+    hidden = remember(bob, "bob's private note", audience=m.AUDIENCE_MEMBER)
+    gone = remember(alice, "forget me")
+    api.Forget(g.ForgetRequest(id=gone.id, reason="test"), metadata=alice.md())
+    turns = [
+        g.HistoryTurn(chat_id="tg:1", role="user", text="When is the filing due?", occurred_at=ts(T0)),
+        g.HistoryTurn(
+            chat_id="tg:1", role="assistant", text="On the 30th.", occurred_at=ts(T0 + datetime.timedelta(minutes=1))
+        ),
+        g.HistoryTurn(
+            chat_id="tg:2", role="user", text="hello", occurred_at=ts(T0 + datetime.timedelta(days=1)), session_id="s-9"
+        ),
+    ]
+    api.AppendHistory(g.AppendHistoryRequest(turns=turns), metadata=alice.md())
+    api.AppendHistory(
+        g.AppendHistoryRequest(turns=[g.HistoryTurn(chat_id="b", role="user", text="bob's turn")]), metadata=bob.md()
+    )
+    ids = {
+        "fact": fact.id,
+        "again": again.id,
+        "private": private.id,
+        "task": task.id,
+        "summary": summary.id,
+        "office1": office1.id,
+        "office2": office2.id,
+        "office3": office3.id,
+        "bobs": bobs.id,
+        "hidden": hidden.id,
+        "gone": gone.id,
+        "mira": mira,
+    }
+    path = tmp_path_factory.mktemp("export") / "alice.jsonl"
+    records = export(stack, alice, path, "--include-history")
+    return ws, alice, bob, ids, path, records
+
+
+def test_export_holds_exactly_what_the_exporter_can_read(source):
+    ws, alice, bob, ids, path, records = source
+    head, rest = records[0], records[1:]
+    assert head["record"] == "header" and head["schema"] == "recallatron.export" and head["schema_version"] == 1
+    mems = {r["id"]: r for r in rest if r["record"] == "memory"}
+    turns = [r for r in rest if r["record"] == "history_turn"]
+    assert head["memories"] == len(mems) == 9 and head["history_turns"] == len(turns) == 3
+    readable = ("fact", "again", "private", "task", "summary", "office1", "office2", "office3", "bobs")
+    assert set(mems) == {ids[k] for k in readable}
+    assert ids["hidden"] not in mems and ids["gone"] not in mems  # bob's private note, the forgotten one
+    fact, task, summary = mems[ids["fact"]], mems[ids["task"]], mems[ids["summary"]]
+    assert (fact["kind"], fact["title"], fact["confidence"], fact["origin"]) == ("fact", "Pets", 0.9, "told")
+    assert fact["occurred_at"] == "2026-03-02T08:00:00.000000Z" and fact["author"] == alice.id
+    assert fact["entities"] == [{"id": ids["mira"], "name": "Mira"}]
+    assert {"id": ids["mira"], "name": "Mira"} in mems[ids["again"]]["entities"]  # one entity, two mentions
+    assert task["revision"] == 3 and [(r["revision"], r["body"]) for r in task["revisions"]] == [
+        (1, "renew the domain"),
+        (2, "renew the domain by May"),
+    ]
+    assert task["purpose"] == "tasks" and task["title"] == "Domain" and task["revisions"][1]["confidence"] == 1.0
+    assert sorted(summary["derived_from"]) == sorted([ids["fact"], ids["again"]]) and summary["origin"] == "derived"
+    o1, o2, o3 = (mems[ids[k]] for k in ("office1", "office2", "office3"))
+    assert (o1["superseded"], o1["superseded_by"], o1["supersedes"]) == (True, ids["office2"], None)
+    assert (o2["superseded"], o2["superseded_by"], o2["supersedes"]) == (True, ids["office3"], ids["office1"])
+    assert (o3["superseded"], o3["supersedes"], o3["audience"], o3["audience_member_id"]) == (
+        False,
+        ids["office2"],
+        "member",
+        alice.id,
+    )
+    assert mems[ids["bobs"]]["author"] == bob.id
+    assert [(t["chat_id"], t["role"], t["text"]) for t in turns] == [
+        ("tg:1", "user", "When is the filing due?"),
+        ("tg:1", "assistant", "On the 30th."),
+        ("tg:2", "user", "hello"),
+    ]
+    assert (turns[0]["session_computed"], turns[2]["session_id"], turns[2]["session_computed"]) == (True, "s-9", False)
+    # Every record has exactly the fields docs/portability.md lists for it.
+    assert all(set(r) == {"record", *portability.MEMORY_FIELDS} for r in mems.values())
+    assert all(set(r) == {"record", *portability.TURN_FIELDS} for r in turns)
+    assert set(head) == {
+        "record",
+        "schema",
+        "schema_version",
+        "exported_at",
+        "memories",
+        "history_turns",
+        "include_history",
+    }
+    assert portability.read_export(path).header == head  # the importer's checks accept it
+
+
+def canonical(records: list[dict], ids: dict[str, str], members: dict[str, str]) -> tuple[dict, list]:
+    """An export's content with every id replaced through ``ids`` (memory, entity and turn ids) and
+    every member id through ``members``; lists whose order follows ids are sorted. What must be equal
+    after a round trip: every field but the ids themselves, a history turn's request id (the import
+    key replaces it) and its appended_at (when the import appended it)."""
+
+    def mid(x):
+        return ids.get(x, x) if x else x
+
+    mems, turns = {}, []
+    for r in records[1:]:
+        r = dict(r)
+        if r["record"] == "memory":
+            r["id"], r["supersedes"], r["superseded_by"] = mid(r["id"]), mid(r["supersedes"]), mid(r["superseded_by"])
+            r["author"] = members.get(r["author"], r["author"])
+            r["audience_member_id"] = members.get(r["audience_member_id"], r["audience_member_id"])
+            r["derived_from"] = sorted(mid(x) for x in r["derived_from"])
+            r["entities"] = sorted((mid(e["id"]), e["name"]) for e in r["entities"])
+            mems[r["id"]] = r
+        else:
+            r["id"] = mid(r["id"])
+            del r["request_id"], r["appended_at"]
+            turns.append(r)
+    return mems, sorted(turns, key=lambda t: (t["occurred_at"], t["id"]))
+
+
+def test_round_trip_into_an_empty_workspace_gives_the_same_content(stack, source, tmp_path):
+    ws, alice, bob, ids, path, records = source
+    target = stack.workspace("import target")
+    alice2, bob2 = stack.member(target), stack.member(target)
+    mapping_path = tmp_path / "map.json"
+    args = [
+        "--file",
+        str(path),
+        "--workspace",
+        target,
+        "--member",
+        f"{alice.id}={alice2.id}",
+        "--member",
+        f"{bob.id}={bob2.id}",
+        "--history-member",
+        alice2.id,
+        "--mapping",
+        str(mapping_path),
+    ]
+    dry = json.loads(import_(stack, *args, "--dry-run", "--json").stdout)
+    assert dry["memories"] == {"to_import": 9} and dry["history_turns"] == {"to_import": 3}
+    assert stored(stack, target) == (0, 0, 0)  # a dry run writes nothing
+    first = json.loads(import_(stack, *args, "--json").stdout)
+    assert first["memories"] == {"created": 9} and first["entities"] == {"created": 2}
+    assert first["history_turns"] == {"created": 3}
+    mapping = json.loads(mapping_path.read_text())
+    assert set(mapping["memories"]) == {r["id"] for r in records[1:] if r["record"] == "memory"}
+    assert mapping["members"] == {alice.id: alice2.id, bob.id: bob2.id} and mapping["history_member"] == alice2.id
+    # A re-run writes nothing and maps every id the same way.
+    again = json.loads(import_(stack, *args, "--json").stdout)
+    assert again["memories"] == {"already_imported": 9} and again["history_turns"] == {"already_imported": 3}
+    assert json.loads(mapping_path.read_text()) == mapping
+    assert stored(stack, target) == (9, 2, 3)
+
+    back = export(stack, alice2, tmp_path / "again.jsonl", "--include-history")
+    inverse = {new: old for kind in ("memories", "entities", "history_turns") for old, new in mapping[kind].items()}
+    members_back = {alice2.id: alice.id, bob2.id: bob.id}
+    want_mems, want_turns = canonical(records, {}, {})
+    got_mems, got_turns = canonical(back, inverse, members_back)
+    assert got_mems == want_mems
+    assert got_turns == want_turns
+    assert back[0]["memories"] == records[0]["memories"] and back[0]["history_turns"] == records[0]["history_turns"]
+    # The imported memories are real: the chain reads back in order, recall finds them, bob2 sees no private one.
+    o3 = alice2.read(mapping["memories"][ids["office3"]])
+    assert o3.audience == m.AUDIENCE_MEMBER
+    o1 = alice2.read(mapping["memories"][ids["office1"]])
+    assert o1.superseded_by_id == mapping["memories"][ids["office2"]]
+    listed = stack.memory.ListMemories(g.ListMemoriesRequest(page_size=200), metadata=bob2.md())
+    assert mapping["memories"][ids["private"]] not in {x.id for x in listed.memories}
+    stack.wait_backlog_empty()
+    hits = alice2.recall("parrot Captain", mode=m.RECALL_MODE_LEXICAL)
+    assert mapping["memories"][ids["fact"]] in {it.memory.id for it in hits.items}
+
+
+def test_import_with_a_default_member(stack, source, tmp_path):
+    ws, alice, bob, ids, path, records = source
+    target = stack.workspace("import default")
+    carol = stack.member(target)
+    out = import_(
+        stack,
+        "--file",
+        str(path),
+        "--workspace",
+        target,
+        "--default-member",
+        carol.id,
+        "--mapping",
+        str(tmp_path / "m.json"),
+    )
+    assert "memories: 9 created" in out.stdout and "history turns: 3 created" in out.stdout
+    authors = {
+        x.created_by
+        for x in stack.memory.ListMemories(
+            g.ListMemoriesRequest(page_size=200, superseded=m.SUPERSEDED_FILTER_ALL), metadata=carol.md()
+        ).memories
+    }
+    assert authors == {carol.id}
+
+
+def write(path: Path, lines: list) -> Path:
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    return path
+
+
+@pytest.fixture
+def empty(stack):
+    target = stack.workspace("import refused")
+    return target, stack.member(target)
+
+
+def refused(stack, target, member, file: Path, *extra) -> str:
+    """Runs an import that must be refused: exit 1, nothing written; returns stderr."""
+    out = import_(stack, "--file", str(file), "--workspace", target, "--default-member", member.id, *extra, check=False)
+    assert out.returncode == 1, out.stdout
+    assert stored(stack, target) == (0, 0, 0)
+    assert not file.with_name(file.name + ".mapping.json").exists()
+    return out.stderr.strip()
+
+
+def test_bad_files_are_refused_naming_file_line_and_problem(stack, source, empty, tmp_path):
+    ws, alice, bob, ids, path, records = source
+    target, carol = empty
+    lines = path.read_text().splitlines()
+    history = ["--history-member", carol.id]
+
+    missing = tmp_path / "nope.jsonl"
+    assert refused(stack, target, carol, missing) == f"{missing}: no such file"
+
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])  # last line cut mid-way
+    err = refused(stack, target, carol, cut, *history)
+    assert err.startswith(f"{cut}:{len(lines)}: the last line is cut short") and "truncated" in err
+
+    short = write(tmp_path / "short.jsonl", lines[:-2])  # cut at a line boundary: the header's counts say so
+    err = refused(stack, target, carol, short, *history)
+    assert err.startswith(f"{short}: the header promises 9 memories and 3 history turns, the file holds 9 and 1")
+
+    head = json.loads(lines[0])
+    v2 = write(tmp_path / "v2.jsonl", [{**head, "schema_version": 2}, *lines[1:]])
+    assert refused(stack, target, carol, v2, *history) == (
+        f"{v2}:1: schema_version 2 is not supported; this recallatron reads version 1"
+    )
+
+    garbage = write(tmp_path / "garbage.jsonl", [lines[0], lines[1], "{this is not json", *lines[3:]])
+    err = refused(stack, target, carol, garbage, *history)
+    assert err.startswith(f"{garbage}:3: not JSON")
+
+    rec = json.loads(lines[1])
+    bad_kind = write(tmp_path / "kind.jsonl", [lines[0], {**rec, "kind": "rumour"}, *lines[2:]])
+    assert refused(stack, target, carol, bad_kind, *history).startswith(f"{bad_kind}:2: kind 'rumour' is not one of")
+
+    dangling = write(tmp_path / "dangling.jsonl", [lines[0], {**rec, "derived_from": [str(uuid.uuid4())]}, *lines[2:]])
+    err = refused(stack, target, carol, dangling, *history)
+    assert err.startswith(f"{dangling}:2: derived_from names") and "not in the file" in err
+
+    # The store's own checks of each item run before anything is written.
+    long_reason = write(tmp_path / "reason.jsonl", [lines[0], {**rec, "reason": "r" * 1001}, *lines[2:]])
+    err = refused(stack, target, carol, long_reason, *history)
+    assert err == f"{long_reason}:2: reason must be at most 1000 characters, without NUL"
+    turn = json.loads(lines[-1])
+    robot = write(tmp_path / "robot.jsonl", [*lines[:-1], {**turn, "role": "robot"}])
+    err = refused(stack, target, carol, robot, *history)
+    assert err.startswith(f"{robot}:{len(lines)}: role must be one of") and "'robot'" in err
+
+    not_export = write(tmp_path / "other.jsonl", [{"id": "1", "title": "x", "body": "y"}])
+    assert refused(stack, target, carol, not_export).startswith(f"{not_export}:1: not a Recallatron export")
+
+
+def test_bad_member_maps_are_refused_before_anything_is_written(stack, source, empty):
+    ws, alice, bob, ids, path, records = source
+    target, carol = empty
+    stranger = str(uuid.uuid4())
+    base = ["--file", str(path), "--workspace", target, "--history-member", carol.id]
+
+    def run(*args) -> str:
+        out = import_(stack, *base, *args, check=False)
+        assert out.returncode == 1, out.stdout
+        assert stored(stack, target) == (0, 0, 0)
+        return out.stderr.strip()
+
+    # An unknown member (the workspace has no such member): named, with the option that named it.
+    err = run("--member", f"{alice.id}={stranger}", "--member", f"{bob.id}={carol.id}")
+    assert (
+        err == f"not a member of workspace {target}: {stranger} (--member {alice.id}={stranger}); nothing was imported"
+    )
+    err = run("--default-member", stranger)
+    assert err == f"not a member of workspace {target}: {stranger} (--default-member); nothing was imported"
+    # An author left unmapped, an OLD that wrote nothing in the file, a malformed entry.
+    err = run("--member", f"{alice.id}={carol.id}")
+    assert err.startswith(f"{path}: no member for author {bob.id} (1 memories)")
+    err = run("--member", f"{stranger}={carol.id}", "--default-member", carol.id)
+    assert err == f"--member {stranger}={carol.id}: {stranger} is not the author of any memory in {path}"
+    assert run("--member", "alice", "--default-member", carol.id) == "--member alice: expected OLD=NEW"
+    # History turns need an owner; an unknown workspace is NOT_FOUND.
+    out = import_(
+        stack,
+        "--file",
+        str(path),
+        "--workspace",
+        target,
+        "--member",
+        f"{alice.id}={carol.id}",
+        "--member",
+        f"{bob.id}={carol.id}",
+        check=False,
+    )
+    assert out.returncode == 1 and "holds 3 history turns: name their owner with --history-member" in out.stderr
+    out = import_(stack, *base[:2], "--workspace", str(uuid.uuid4()), "--default-member", carol.id, check=False)
+    assert out.returncode == 1 and out.stderr.startswith("NOT_FOUND")
+
+
+def test_export_refuses_an_unwritable_path_and_keeps_an_old_file(stack, source, tmp_path):
+    ws, alice, bob, ids, path, records = source
+    out = cli(stack, "export", "--out", str(tmp_path / "no" / "such" / "dir.jsonl"), token=alice.token, check=False)
+    assert out.returncode == 1 and "cannot write it" in out.stderr
+    bad = cli(stack, "export", "--out", str(tmp_path / "x.jsonl"), token="rct_not_a_token", check=False)
+    assert bad.returncode == 1 and bad.stderr.startswith("UNAUTHENTICATED") and not (tmp_path / "x.jsonl").exists()
+
+
+def test_validate_only_answers_as_a_real_import_and_writes_nothing(stack, empty):
+    """ImportMemories.validate_only (what `recallatron import` probes the members with)."""
+    target, carol = empty
+    stranger = str(uuid.uuid4())
+    items = [
+        m.ImportedMemory(
+            import_key="k1",
+            author_member_id=carol.id,
+            purpose=m.PURPOSE_CONVERSATION,
+            audience=m.AUDIENCE_WORKSPACE,
+            body="one",
+            entity_keys=["e1"],
+        ),
+        m.ImportedMemory(
+            import_key="k2",
+            author_member_id=stranger,
+            purpose=m.PURPOSE_CONVERSATION,
+            audience=m.AUDIENCE_WORKSPACE,
+            body="two",
+        ),
+        m.ImportedMemory(
+            import_key="k3",
+            author_member_id=carol.id,
+            purpose=m.PURPOSE_CONVERSATION,
+            audience=m.AUDIENCE_WORKSPACE,
+            body="three",
+            derived_from_keys=["k1"],
+        ),
+    ]
+    req = g.ImportMemoriesRequest(
+        workspace_id=target, entities=[m.ImportedEntity(import_key="e1", name="Mira")], memories=items
+    )
+    preview = stack.admin.ImportMemories(
+        g.ImportMemoriesRequest(validate_only=True, **{f.name: v for f, v in req.ListFields()}), metadata=stack.op()
+    )
+    statuses = [r.status for r in preview.memories]
+    assert statuses == [m.IMPORT_STATUS_CREATED, m.IMPORT_STATUS_FAILED, m.IMPORT_STATUS_CREATED]
+    assert preview.memories[1].error.message == f"author_member_id {stranger} is not a member of this workspace"
+    assert stored(stack, target) == (0, 0, 0)
+    real = stack.admin.ImportMemories(req, metadata=stack.op())  # the keys were not used up by the preview
+    assert [r.status for r in real.memories] == statuses and real.entities[0].status == m.IMPORT_STATUS_CREATED
+    assert stored(stack, target) == (2, 1, 0)
+
+
+def test_a_large_file_goes_in_batches_of_500_sources_first(stack, tmp_path):
+    """1,100 memories written newest first, half derived from memories 550 lines further on: the
+    import sends three batches, each source before its derivations (across batches too), and a
+    re-run writes nothing."""
+    target = stack.workspace("import batches")
+    dana = stack.member(target)
+    author, n = str(uuid.uuid4()), 1100
+    ids = [str(uuid.uuid4()) for _ in range(n)]
+    ents = [str(uuid.uuid4()) for _ in range(7)]
+    recs = []
+    for k in range(n):
+        at = (T0 + datetime.timedelta(seconds=k)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        recs.append(
+            {
+                "record": "memory",
+                "id": ids[k],
+                "revision": 1,
+                "kind": "note",
+                "title": "",
+                "body": f"synthetic memory {k}",
+                "audience": "workspace",
+                "audience_member_id": None,
+                "purpose": "conversation",
+                "origin": "migrated",
+                "confidence": 1.0,
+                "reason": "",
+                "author": author,
+                "created_at": at,
+                "updated_at": at,
+                "occurred_at": None,
+                "superseded": False,
+                "superseded_by": None,
+                "supersedes": None,
+                "derived_from": [ids[k - 550]] if k >= 550 else [],
+                "entities": [{"id": ents[k % 7], "name": f"E{k % 7}"}],
+                "revisions": [],
+            }
+        )
+    head = portability.header(T0, n, 0, False)
+    path = write(tmp_path / "big.jsonl", [head, *reversed(recs)])
+    args = ["--file", str(path), "--workspace", target, "--default-member", dana.id]
+    dry = json.loads(import_(stack, *args, "--dry-run", "--json").stdout)
+    assert dry["batches"] == 3 and dry["memories"] == {"to_import": n} and dry["entities"] == {"to_import": 7}
+    first = json.loads(import_(stack, *args, "--json").stdout)
+    assert first["memories"] == {"created": n} and first["entities"] == {"created": 7}
+    assert stored(stack, target) == (n, 7, 0)
+    with stack.db(target) as conn:
+        links = conn.execute("SELECT count(*) FROM memory_link WHERE link_type = 'derived_from'").fetchone()[0]
+    assert links == 550
+    again = json.loads(import_(stack, *args, "--json").stdout)
+    assert again["memories"] == {"already_imported": n} and stored(stack, target) == (n, 7, 0)
