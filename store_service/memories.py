@@ -15,7 +15,7 @@ from recallatron.store.v1 import store_pb2 as s
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_REMEMBER_BATCH
-from store_service import entities, idempotency, lexical_index
+from store_service import entities, idempotency, known, lexical_index
 from store_service.database import named
 from store_service.idempotency import RequestKey
 from store_service.readability import CHAIN_READABLE, caller_params
@@ -222,11 +222,12 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
         named(conn)
         .execute(
             f"""INSERT INTO memory AS m (id, kind, title, body, audience_member_id, purpose, confidence, origin,
-                               created_by, occurred_at, request_id, request_operation, request_fingerprint)
-            SELECT i, k, t, b, a, p, c, o, %s, w, r, r_op, r_fp
+                               created_by, occurred_at, request_id, request_operation, request_fingerprint,
+                               body_key)
+            SELECT i, k, t, b, a, p, c, o, %s, w, r, r_op, r_fp, bk
               FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::uuid[], %s::text[], %s::float8[],
-                          %s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::bytea[])
-                   AS u(i, k, t, b, a, p, c, o, w, r, r_op, r_fp)
+                          %s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::bytea[], %s::bytea[])
+                   AS u(i, k, t, b, a, p, c, o, w, r, r_op, r_fp, bk)
             ON CONFLICT (created_by, request_id) DO NOTHING
             RETURNING {COLUMNS}""",
             (
@@ -243,6 +244,7 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
                 [items[j].key.request_id or None for j in order],
                 [items[j].key.operation if items[j].key.request_id else None for j in order],
                 [items[j].key.fingerprint if items[j].key.request_id else None for j in order],
+                [known.body_key(n.body) for n in news],
             ),
         )
         .fetchall()
@@ -475,6 +477,20 @@ def attach_links(conn: psycopg.Connection, caller: m.Caller, memories: dict[uuid
             )
 
 
+def attach_evidence(conn: psycopg.Connection, memories: dict[uuid.UUID, m.Memory]) -> None:
+    """Sets ``evidence`` (span and turn) on the captured memories of ``memories``, which the caller
+    may read (one query; store_service/capture.py writes it)."""
+    if not memories:
+        return
+    rows = named(conn).execute(
+        """SELECT e.memory_id, e.span, coalesce(c.turn, '') AS turn
+             FROM memory_evidence e JOIN capture c ON c.id = e.capture_id WHERE e.memory_id = ANY(%s)""",
+        (list(memories),),
+    )
+    for r in rows:
+        memories[r.memory_id].evidence.CopyFrom(m.CaptureEvidence(span=r.span, turn=r.turn))
+
+
 def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
     """One memory the caller may read (own row and chain), with readable links and optional history.
 
@@ -493,6 +509,7 @@ def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
     memory = to_memory(row)
     attach_links(conn, req.caller, {mid: memory})
     redact_successors(conn, req.caller, [memory])
+    attach_evidence(conn, {mid: memory})
     if req.include_history:
         for old in named(conn).execute(
             "SELECT revision, title, body, confidence, replaced_at FROM memory_revision "

@@ -25,27 +25,31 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"recallatron/memory/v1/memory.proto\x12\x15recallatron.memory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x01\n\x06\x43\x61ller\x12\x14\n\x0cworkspace_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12)\n\x04role\x18\x03 \x01(\x0e\x32\x1b.recallatron.memory.v1.Role\x12\x38\n\x10granted_purposes\x18\x04 \x03(\x0e\x32\x1e.recallatron.memory.v1.Purpose\"\x85\x01\n\x04Link\x12-\n\x04type\x18\x01 \x01(\x0e\x32\x1f.recallatron.memory.v1.LinkType\x12\x18\n\x10target_memory_id\x18\x02 \x01(\t\x12\x18\n\x10target_entity_id\x18\x03 \x01(\t\x12\x1a\n\x12target_entity_name\x18\x04 \x01(\t\"~\n\x08Revision\x12\x10\n\x08revision\x18\x01 \x01(\x03\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0c\n\x04\x62ody\x18\x03 \x01(\t\x12\x12\n\nconfidence\x18\x04 \x01(\x01\x12/\n\x0breplaced_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xfe\x04\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08revision\x18\x02 \x01(\x03\x12)\n\x04kind\x18\x03 \x01(\x0e\x32\x1b.recallatron.memory.v1.Kind\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0c\n\x04\x62ody\x18\x05 \x01(\t\x12\x31\n\x08\x61udience\x18\x06 \x01(\x0e\x32\x1f.recallatron.memory.v1.Audience\x12\x1a\n\x12\x61udience_member_id\x18\x07 \x01(\t\x12/\n\x07purpose\x18\x08 \x01(\x0e\x32\x1e.recallatron.memory.v1.Purpose\x12\x12\n\nconfidence\x18\t \x01(\x01\x12-\n\x06origin\x18\n \x01(\x0e\x32\x1d.recallatron.memory.v1.Origin\x12\x18\n\x10superseded_by_id\x18\x0b \x01(\t\x12\x1b\n\x13invalidation_reason\x18\x0c \x01(\t\x12\x12\n\ncreated_by\x18\r \x01(\t\x12.\n\ncreated_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0boccurred_at\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tforgotten\x18\x11 \x01(\x08\x12*\n\x05links\x18\x12 \x03(\x0b\x32\x1b.recallatron.memory.v1.Link\x12\x30\n\x07history\x18\x13 \x03(\x0b\x32\x1f.recallatron.memory.v1.Revision\"0\n\rEntityMention\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t*_\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\r\n\tKIND_NOTE\x10\x01\x12\r\n\tKIND_FACT\x10\x02\x12\x11\n\rKIND_DECISION\x10\x03\x12\x10\n\x0cKIND_SUMMARY\x10\x04*\x82\x01\n\x07Purpose\x12\x17\n\x13PURPOSE_UNSPECIFIED\x10\x00\x12\x18\n\x14PURPOSE_CONVERSATION\x10\x01\x12\x11\n\rPURPOSE_TASKS\x10\x02\x12\x15\n\x11PURPOSE_REPORTING\x10\x03\x12\x1a\n\x16PURPOSE_ADMINISTRATION\x10\x04*Q\n\x08\x41udience\x12\x18\n\x14\x41UDIENCE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41UDIENCE_WORKSPACE\x10\x01\x12\x13\n\x0f\x41UDIENCE_MEMBER\x10\x02*Z\n\x06Origin\x12\x16\n\x12ORIGIN_UNSPECIFIED\x10\x00\x12\x0f\n\x0bORIGIN_TOLD\x10\x01\x12\x12\n\x0eORIGIN_DERIVED\x10\x02\x12\x13\n\x0fORIGIN_MIGRATED\x10\x03*=\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_MEMBER\x10\x01\x12\x0e\n\nROLE_ADMIN\x10\x02*V\n\x08LinkType\x12\x19\n\x15LINK_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n\x16LINK_TYPE_DERIVED_FROM\x10\x01\x12\x13\n\x0fLINK_TYPE_ABOUT\x10\x02*q\n\nRecallMode\x12\x1b\n\x17RECALL_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13RECALL_MODE_LEXICAL\x10\x01\x12\x15\n\x11RECALL_MODE_DENSE\x10\x02\x12\x16\n\x12RECALL_MODE_HYBRID\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"recallatron/memory/v1/memory.proto\x12\x15recallatron.memory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x96\x01\n\x06\x43\x61ller\x12\x14\n\x0cworkspace_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12)\n\x04role\x18\x03 \x01(\x0e\x32\x1b.recallatron.memory.v1.Role\x12\x38\n\x10granted_purposes\x18\x04 \x03(\x0e\x32\x1e.recallatron.memory.v1.Purpose\"\x85\x01\n\x04Link\x12-\n\x04type\x18\x01 \x01(\x0e\x32\x1f.recallatron.memory.v1.LinkType\x12\x18\n\x10target_memory_id\x18\x02 \x01(\t\x12\x18\n\x10target_entity_id\x18\x03 \x01(\t\x12\x1a\n\x12target_entity_name\x18\x04 \x01(\t\"~\n\x08Revision\x12\x10\n\x08revision\x18\x01 \x01(\x03\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0c\n\x04\x62ody\x18\x03 \x01(\t\x12\x12\n\nconfidence\x18\x04 \x01(\x01\x12/\n\x0breplaced_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xb8\x05\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08revision\x18\x02 \x01(\x03\x12)\n\x04kind\x18\x03 \x01(\x0e\x32\x1b.recallatron.memory.v1.Kind\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0c\n\x04\x62ody\x18\x05 \x01(\t\x12\x31\n\x08\x61udience\x18\x06 \x01(\x0e\x32\x1f.recallatron.memory.v1.Audience\x12\x1a\n\x12\x61udience_member_id\x18\x07 \x01(\t\x12/\n\x07purpose\x18\x08 \x01(\x0e\x32\x1e.recallatron.memory.v1.Purpose\x12\x12\n\nconfidence\x18\t \x01(\x01\x12-\n\x06origin\x18\n \x01(\x0e\x32\x1d.recallatron.memory.v1.Origin\x12\x18\n\x10superseded_by_id\x18\x0b \x01(\t\x12\x1b\n\x13invalidation_reason\x18\x0c \x01(\t\x12\x12\n\ncreated_by\x18\r \x01(\t\x12.\n\ncreated_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0boccurred_at\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tforgotten\x18\x11 \x01(\x08\x12*\n\x05links\x18\x12 \x03(\x0b\x32\x1b.recallatron.memory.v1.Link\x12\x30\n\x07history\x18\x13 \x03(\x0b\x32\x1f.recallatron.memory.v1.Revision\x12\x38\n\x08\x65vidence\x18\x14 \x01(\x0b\x32&.recallatron.memory.v1.CaptureEvidence\"-\n\x0f\x43\x61ptureEvidence\x12\x0c\n\x04span\x18\x01 \x01(\t\x12\x0c\n\x04turn\x18\x02 \x01(\t\"D\n\x0fMentionedEntity\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08mentions\x18\x03 \x01(\x05\"\xfa\x01\n\x0f\x43\x61ptureProposal\x12\x0c\n\x04span\x18\x01 \x01(\t\x12)\n\x04kind\x18\x02 \x01(\x0e\x32\x1b.recallatron.memory.v1.Kind\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\x12\x31\n\x08\x61udience\x18\x05 \x01(\x0e\x32\x1f.recallatron.memory.v1.Audience\x12\x17\n\nconfidence\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x36\n\x08\x65ntities\x18\x07 \x03(\x0b\x32$.recallatron.memory.v1.EntityMentionB\r\n\x0b_confidence\"q\n\x0b\x43\x61ptureSkip\x12\x38\n\x06reason\x18\x01 \x01(\x0e\x32(.recallatron.memory.v1.CaptureSkipReason\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x17\n\x0fknown_memory_id\x18\x03 \x01(\t\"\x82\x01\n\rCaptureResult\x12/\n\x06memory\x18\x01 \x01(\x0b\x32\x1d.recallatron.memory.v1.MemoryH\x00\x12\x35\n\x07skipped\x18\x02 \x01(\x0b\x32\".recallatron.memory.v1.CaptureSkipH\x00\x42\t\n\x07outcome\"0\n\rEntityMention\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t*_\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\r\n\tKIND_NOTE\x10\x01\x12\r\n\tKIND_FACT\x10\x02\x12\x11\n\rKIND_DECISION\x10\x03\x12\x10\n\x0cKIND_SUMMARY\x10\x04*\x82\x01\n\x07Purpose\x12\x17\n\x13PURPOSE_UNSPECIFIED\x10\x00\x12\x18\n\x14PURPOSE_CONVERSATION\x10\x01\x12\x11\n\rPURPOSE_TASKS\x10\x02\x12\x15\n\x11PURPOSE_REPORTING\x10\x03\x12\x1a\n\x16PURPOSE_ADMINISTRATION\x10\x04*Q\n\x08\x41udience\x12\x18\n\x14\x41UDIENCE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41UDIENCE_WORKSPACE\x10\x01\x12\x13\n\x0f\x41UDIENCE_MEMBER\x10\x02*Z\n\x06Origin\x12\x16\n\x12ORIGIN_UNSPECIFIED\x10\x00\x12\x0f\n\x0bORIGIN_TOLD\x10\x01\x12\x12\n\x0eORIGIN_DERIVED\x10\x02\x12\x13\n\x0fORIGIN_MIGRATED\x10\x03*=\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_MEMBER\x10\x01\x12\x0e\n\nROLE_ADMIN\x10\x02*V\n\x08LinkType\x12\x19\n\x15LINK_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n\x16LINK_TYPE_DERIVED_FROM\x10\x01\x12\x13\n\x0fLINK_TYPE_ABOUT\x10\x02*q\n\nRecallMode\x12\x1b\n\x17RECALL_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13RECALL_MODE_LEXICAL\x10\x01\x12\x15\n\x11RECALL_MODE_DENSE\x10\x02\x12\x16\n\x12RECALL_MODE_HYBRID\x10\x03*\x90\x01\n\x0b\x43ontextPart\x12\x1c\n\x18\x43ONTEXT_PART_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43ONTEXT_PART_PINNED\x10\x01\x12\x18\n\x14\x43ONTEXT_PART_SUMMARY\x10\x02\x12\x17\n\x13\x43ONTEXT_PART_ENTITY\x10\x03\x12\x17\n\x13\x43ONTEXT_PART_RECENT\x10\x04*\xad\x01\n\x11\x43\x61ptureSkipReason\x12#\n\x1f\x43\x41PTURE_SKIP_REASON_UNSPECIFIED\x10\x00\x12(\n$CAPTURE_SKIP_REASON_SPAN_NOT_IN_TURN\x10\x01\x12\"\n\x1e\x43\x41PTURE_SKIP_REASON_EMPTY_BODY\x10\x02\x12%\n!CAPTURE_SKIP_REASON_ALREADY_KNOWN\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'recallatron.memory.v1.memory_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_KIND']._serialized_start=1202
-  _globals['_KIND']._serialized_end=1297
-  _globals['_PURPOSE']._serialized_start=1300
-  _globals['_PURPOSE']._serialized_end=1430
-  _globals['_AUDIENCE']._serialized_start=1432
-  _globals['_AUDIENCE']._serialized_end=1513
-  _globals['_ORIGIN']._serialized_start=1515
-  _globals['_ORIGIN']._serialized_end=1605
-  _globals['_ROLE']._serialized_start=1607
-  _globals['_ROLE']._serialized_end=1668
-  _globals['_LINKTYPE']._serialized_start=1670
-  _globals['_LINKTYPE']._serialized_end=1756
-  _globals['_RECALLMODE']._serialized_start=1758
-  _globals['_RECALLMODE']._serialized_end=1871
+  _globals['_KIND']._serialized_start=1878
+  _globals['_KIND']._serialized_end=1973
+  _globals['_PURPOSE']._serialized_start=1976
+  _globals['_PURPOSE']._serialized_end=2106
+  _globals['_AUDIENCE']._serialized_start=2108
+  _globals['_AUDIENCE']._serialized_end=2189
+  _globals['_ORIGIN']._serialized_start=2191
+  _globals['_ORIGIN']._serialized_end=2281
+  _globals['_ROLE']._serialized_start=2283
+  _globals['_ROLE']._serialized_end=2344
+  _globals['_LINKTYPE']._serialized_start=2346
+  _globals['_LINKTYPE']._serialized_end=2432
+  _globals['_RECALLMODE']._serialized_start=2434
+  _globals['_RECALLMODE']._serialized_end=2547
+  _globals['_CONTEXTPART']._serialized_start=2550
+  _globals['_CONTEXTPART']._serialized_end=2694
+  _globals['_CAPTURESKIPREASON']._serialized_start=2697
+  _globals['_CAPTURESKIPREASON']._serialized_end=2870
   _globals['_CALLER']._serialized_start=95
   _globals['_CALLER']._serialized_end=245
   _globals['_LINK']._serialized_start=248
@@ -53,7 +57,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REVISION']._serialized_start=383
   _globals['_REVISION']._serialized_end=509
   _globals['_MEMORY']._serialized_start=512
-  _globals['_MEMORY']._serialized_end=1150
-  _globals['_ENTITYMENTION']._serialized_start=1152
-  _globals['_ENTITYMENTION']._serialized_end=1200
+  _globals['_MEMORY']._serialized_end=1208
+  _globals['_CAPTUREEVIDENCE']._serialized_start=1210
+  _globals['_CAPTUREEVIDENCE']._serialized_end=1255
+  _globals['_MENTIONEDENTITY']._serialized_start=1257
+  _globals['_MENTIONEDENTITY']._serialized_end=1325
+  _globals['_CAPTUREPROPOSAL']._serialized_start=1328
+  _globals['_CAPTUREPROPOSAL']._serialized_end=1578
+  _globals['_CAPTURESKIP']._serialized_start=1580
+  _globals['_CAPTURESKIP']._serialized_end=1693
+  _globals['_CAPTURERESULT']._serialized_start=1696
+  _globals['_CAPTURERESULT']._serialized_end=1826
+  _globals['_ENTITYMENTION']._serialized_start=1828
+  _globals['_ENTITYMENTION']._serialized_end=1876
 # @@protoc_insertion_point(module_scope)
