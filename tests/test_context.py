@@ -106,6 +106,8 @@ def world(stack):
         make(f"o{i}", 24 * 40, about=["Archive"])  # the most mentioned entity, but not in the last 30 days
     make("t0", 0.5, purpose=m.PURPOSE_TASKS)
     make("b0", 0.5, who=bob, audience=m.AUDIENCE_MEMBER)
+    for i in range(1, 4):  # Kai is mentioned four times for bob, once for alice
+        make(f"b{i}", 0.5 + i / 10, who=bob, audience=m.AUDIENCE_MEMBER, about=["Kai"])
     pin(alice, ids["n11"])
     pin(alice, ids["s1"])
     return {"ws": ws, "alice": alice, "bob": bob, "ids": ids}
@@ -180,6 +182,11 @@ def test_nothing_the_caller_may_not_read_appears(world):
     assert ids["b0"] in {it.memory.id for it in bob.items}
     assert all(it.part != PINNED for it in bob.items)  # alice's pins are hers
     assert "Pinned by you" not in bob.text
+    # Mentions are counted over readable memories only: bob's private ones make Kai his most
+    # mentioned entity, and leave alice's counts (Kai: one mention, not in her top five) alone.
+    bob_entities = [(e.name, e.mentions) for it in bob.items for e in it.entities]
+    assert bob_entities[0] == ("Kai", 4)
+    assert "Kai" not in get_context(world["alice"]).text
 
 
 def test_the_budget_cuts_and_says_what(world):
