@@ -1,7 +1,7 @@
 """The ``recallatron`` command: run the system, administer it, and use it as a client.
 
 Each subcommand lives with its own parser function and handler (``serve``, ``up``,
-``admin_commands``, ``memory_commands``, ``history_commands``, ``mcp_command``, ``evaluate``,
+``admin_commands``, ``memory_commands``, ``context_commands``, ``history_commands``, ``mcp_command``, ``evaluate``,
 ``calibrate``); this module only puts the parsers together in the order ``--help`` lists them and
 calls the chosen handler. Nothing imports it.
 
@@ -15,7 +15,7 @@ import argparse
 import logging
 import sys
 
-from cli import admin_commands, history_commands, memory_commands
+from cli import admin_commands, context_commands, history_commands, memory_commands
 from cli.calibrate import calibrate_parser
 from cli.evaluate import eval_parser
 from cli.mcp_command import mcp_parser
@@ -31,6 +31,7 @@ PARSERS = (
     admin_commands.status_parser,
     admin_commands.rebuild_parser,
     *memory_commands.PARSERS,
+    *context_commands.PARSERS,
     mcp_parser,
     history_commands.history_parser,
     admin_commands.load_parser,

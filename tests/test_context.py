@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import datetime
 import functools
+import json
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import grpc
 import pytest
@@ -23,6 +27,7 @@ PINNED, SUMMARY, ENTITY, RECENT = (
     m.CONTEXT_PART_RECENT,
 )
 MAX = 100_000
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @functools.cache
@@ -321,3 +326,57 @@ def test_an_empty_bundle_says_so(stack):
     assert not resp.items and not resp.cut_items and "No memories of this purpose" in resp.text
     assert resp.tokens == count(resp.text) <= 200
     assert datetime.datetime.now(datetime.UTC).isoformat()[:10] in resp.text
+
+
+def cli(stack, token: str, *args: str) -> subprocess.CompletedProcess:
+    """``recallatron ARGS`` in a subprocess against the test stack's gateway, with member ``token``."""
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args, "--gateway", f"127.0.0.1:{stack.gateway.port}"],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}", "RECALLATRON_TOKEN": token},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_commands(stack):
+    ws = stack.workspace("bundle cli")
+    alice = stack.member(ws)
+    old = alice.remember("The first note, pinned from the command line.")
+    for i in range(10):
+        alice.remember(f"A later note {i}.")
+    off = cli(stack, alice.token, "context")
+    assert off.returncode == 1 and off.stderr.startswith("FAILED_PRECONDITION: ") and "context_bundle" in off.stderr
+    on = cli(
+        stack,
+        "",
+        "workspace",
+        "settings",
+        "--workspace",
+        ws,
+        "--context-bundle",
+        "on",
+        "--operator-token",
+        stack.operator_token,
+    )
+    assert on.returncode == 0 and on.stdout.strip().endswith("context_bundle=on"), on.stderr
+    pinned = cli(stack, alice.token, "pin", old.id)
+    assert pinned.returncode == 0 and pinned.stdout.startswith(f"pinned {old.id} at "), pinned.stderr
+    assert cli(stack, alice.token, "pin", old.id).stdout.startswith(f"already pinned {old.id}")
+    block = cli(stack, alice.token, "context")
+    assert block.returncode == 0 and block.stdout.startswith("# Recallatron context (conversation, built ")
+    assert (
+        block.stdout.index("## Pinned by you") < block.stdout.index("The first note") < block.stdout.index("## Newest")
+    )
+    # The block is GetContext's text (the opening line names the time it was built).
+    assert block.stdout.rstrip("\n").split("\n")[1:] == get_context(alice, budget=0).text.split("\n")[1:]
+    as_json = json.loads(cli(stack, alice.token, "context", "--budget", "200", "--json").stdout)
+    assert as_json["token_budget"] == 200 and as_json["tokens"] <= 200 and as_json["cut_items"]
+    assert cli(stack, alice.token, "unpin", old.id).stdout.strip() == f"unpinned {old.id}"
+    assert cli(stack, alice.token, "unpin", old.id).stdout.strip() == f"{old.id} was not pinned"
+    bad = cli(stack, alice.token, "context", "--budget", "50")
+    assert bad.returncode == 1 and bad.stderr.startswith("INVALID_ARGUMENT: token_budget")
+    assert cli(stack, alice.token, "context", "--budget", "lots").returncode == 2
+    missing = cli(stack, alice.token, "pin", str(uuid.uuid4()))
+    assert missing.returncode == 1 and missing.stderr.strip() == "NOT_FOUND: memory not found"
