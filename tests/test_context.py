@@ -206,8 +206,6 @@ def test_the_budget_cuts_and_says_what(world):
     assert {it.memory.id: it.tokens for it in [*resp.items, *resp.cut_items]} == full_tokens
     assert f"# Cut to fit 400 tokens: {len(cut)} of {len(order)} memories left out (" in resp.text
     assert not any(f"[{mid}] revision" in resp.text for mid in cut)
-    # No cut memory would have fitted in what the text left of the budget.
-    assert all(full_tokens[mid] > 400 - resp.tokens for mid in cut)
     # The default budget is 1,500 tokens.
     default = get_context(world["alice"], budget=0)
     assert default.token_budget == 1_500 and default.tokens <= 1_500 and default.tokens == count(default.text)
