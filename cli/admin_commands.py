@@ -18,6 +18,8 @@ from cli import client, options
 from cli.dataset import load_file, report_failures, wait_for_backlog
 from servicekit.vocabulary import name_of
 
+SWITCH = {"on": True, "off": False}
+
 
 def workspace_parser(sub: argparse._SubParsersAction) -> None:
     """``recallatron workspace create`` and ``recallatron workspace settings``."""
@@ -26,10 +28,11 @@ def workspace_parser(sub: argparse._SubParsersAction) -> None:
     wc.add_argument("name")
     options.gateway_options(wc, operator=True)
     wc.set_defaults(handler=workspace_create)
-    wst = ws.add_parser("settings", help="change a workspace's dense floor or default mode")
+    wst = ws.add_parser("settings", help="change a workspace's dense floor, default mode or context bundle")
     wst.add_argument("--workspace", required=True)
     wst.add_argument("--floor", type=float, help="dense-arm cosine floor, 0..1")
     wst.add_argument("--default-mode", choices=options.MODES)
+    wst.add_argument("--context-bundle", choices=SWITCH, help="turn GetContext (recallatron context) on or off")
     options.gateway_options(wst, operator=True)
     wst.set_defaults(handler=workspace_settings)
 
@@ -44,15 +47,21 @@ def workspace_create(gw: client.Gateway, args: argparse.Namespace) -> int:
 
 @client.gateway_command
 def workspace_settings(gw: client.Gateway, args: argparse.Namespace) -> int:
-    """UpdateWorkspaceSettings: prints the floor and default mode now in force."""
+    """UpdateWorkspaceSettings: prints the floor, default mode and context bundle switch now in force."""
     resp = gw.admin.UpdateWorkspaceSettings(
         g.UpdateWorkspaceSettingsRequest(
-            workspace_id=args.workspace, dense_floor=args.floor, default_mode=options.MODES.get(args.default_mode, 0)
+            workspace_id=args.workspace,
+            dense_floor=args.floor,
+            default_mode=options.MODES.get(args.default_mode, 0),
+            context_bundle=SWITCH.get(args.context_bundle),
         ),
         metadata=gw.metadata,
     )
     client.emit(
-        resp, args.json, f"dense_floor={resp.dense_floor:.2f} default_mode={name_of(m.RecallMode, resp.default_mode)}"
+        resp,
+        args.json,
+        f"dense_floor={resp.dense_floor:.2f} default_mode={name_of(m.RecallMode, resp.default_mode)} "
+        f"context_bundle={'on' if resp.context_bundle else 'off'}",
     )
     return 0
 

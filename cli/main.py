@@ -1,9 +1,10 @@
 """The ``recallatron`` command: run the system, administer it, and use it as a client.
 
 Each subcommand lives with its own parser function and handler (``serve``, ``up``,
-``admin_commands``, ``memory_commands``, ``history_commands``, ``portability_commands``, ``legacy_import``,
-``mcp_command``, ``evaluate``, ``calibrate``); this module only puts the parsers together in the order
-``--help`` lists them and calls the chosen handler. Nothing imports it.
+``admin_commands``, ``memory_commands``, ``context_commands``, ``history_commands``,
+``portability_commands``, ``legacy_import``, ``mcp_command``, ``evaluate``, ``calibrate``); this module
+only puts the parsers together in the order ``--help`` lists them and calls the chosen handler.
+Nothing imports it.
 
 Exit status 0 on success, 1 when a call fails (the gRPC status code name and message go to
 stderr), 2 for bad command-line usage.
@@ -15,7 +16,14 @@ import argparse
 import logging
 import sys
 
-from cli import admin_commands, history_commands, legacy_import, memory_commands, portability_commands
+from cli import (
+    admin_commands,
+    context_commands,
+    history_commands,
+    legacy_import,
+    memory_commands,
+    portability_commands,
+)
 from cli.calibrate import calibrate_parser
 from cli.evaluate import eval_parser
 from cli.mcp_command import mcp_parser
@@ -31,6 +39,7 @@ PARSERS = (
     admin_commands.status_parser,
     admin_commands.rebuild_parser,
     *memory_commands.PARSERS,
+    *context_commands.PARSERS,
     mcp_parser,
     history_commands.history_parser,
     portability_commands.export_parser,

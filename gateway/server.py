@@ -19,6 +19,7 @@ from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.store.v1 import store_pb2 as s
 from recallatron.store.v1 import store_pb2_grpc
 
+from gateway import context as bundle
 from gateway.auth import OperatorCredential, authenticate
 from gateway.dependencies import WATCH_SECONDS, Dependencies
 from gateway.recall import RecallConfig, Recaller
@@ -47,6 +48,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
 
     def __init__(self, store: store_pb2_grpc.StoreServiceStub, recaller: Recaller) -> None:
         self.store, self.recaller = store, recaller
+        self.tokens = bundle.Tokens()  # the context bundle's budget counter, loaded on first use
 
     def Remember(self, request, context):
         auth = authenticate(self.store, context)
@@ -184,6 +186,28 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         resp = self.store.ForgetHistory(s.ForgetHistoryRequest(caller=auth.caller, **fields_set(request)))
         return g.ForgetHistoryResponse(forgotten_count=resp.forgotten_count)
 
+    def PinMemory(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.PinMemory(s.PinMemoryRequest(caller=auth.caller, memory_id=request.id))
+        return same_fields(resp, g.PinMemoryResponse)
+
+    def UnpinMemory(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.UnpinMemory(s.UnpinMemoryRequest(caller=auth.caller, memory_id=request.id))
+        return same_fields(resp, g.UnpinMemoryResponse)
+
+    def GetContext(self, request, context):
+        auth = authenticate(self.store, context)
+        budget = bundle.check_budget(request.token_budget)
+        bundle.check_on(auth.settings)
+        resp = self.store.GetContext(s.GetContextRequest(caller=auth.caller, purpose=request.purpose))
+        return bundle.build(resp.entries, request.purpose, budget, self.tokens)
+
+    def Capture(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.Capture(s.CaptureRequest(caller=auth.caller, **fields_set(request)))
+        return same_fields(resp, g.CaptureResponse)
+
 
 class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
     """Implements recallatron.gateway.v1.AdminService, authorised by the operator credential."""
@@ -224,10 +248,13 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
                 workspace_id=request.workspace_id,
                 default_mode=request.default_mode,
                 dense_floor=request.dense_floor if request.HasField("dense_floor") else None,
+                context_bundle=request.context_bundle if request.HasField("context_bundle") else None,
             )
         )
         return g.UpdateWorkspaceSettingsResponse(
-            dense_floor=resp.settings.dense_floor, default_mode=resp.settings.default_mode
+            dense_floor=resp.settings.dense_floor,
+            default_mode=resp.settings.default_mode,
+            context_bundle=resp.settings.context_bundle,
         )
 
     def RebuildEmbeddings(self, request, context):

@@ -1,55 +1,19 @@
 """Compact text of the gateway's answers, for a model to read: provenance and dates before the text.
 
-Each memory is one header line (id, revision, kind, origin and author, creation and change times,
-when the event happened if known, audience, purpose, confidence), one provenance line when it has
-links or a successor, then its title and body. The structured result of a tool carries every field;
-this text is what a model reads first, so what it needs to judge a claim comes before the claim.
+Memories are rendered by ``servicekit.render.memory`` (one header line of provenance and dates, a
+provenance line, then title and body). The structured result of a tool carries every field; this
+text is what a model reads first, so what it needs to judge a claim comes before the claim.
 """
 
 from __future__ import annotations
 
-import datetime
-
-from google.protobuf import timestamp_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
+from servicekit.render import memory, when
 from servicekit.vocabulary import name_of
 
-
-def when(ts: timestamp_pb2.Timestamp) -> str:
-    """A timestamp as ISO 8601 UTC to the second, e.g. ``2026-12-01T04:39:41+00:00``."""
-    return ts.ToDatetime(tzinfo=datetime.UTC).isoformat(timespec="seconds")
-
-
-def memory(mem: m.Memory) -> str:
-    """One memory: header line, provenance line (if any), earlier revisions (if read), then title and body."""
-    if mem.forgotten:
-        return f"[{mem.id}] forgotten on {when(mem.updated_at)}: {mem.invalidation_reason or 'no reason kept'}"
-    audience = "workspace" if mem.audience == m.AUDIENCE_WORKSPACE else f"private to member {mem.audience_member_id}"
-    head = (
-        f"[{mem.id}] revision {mem.revision} | {name_of(m.Kind, mem.kind)}, {name_of(m.Origin, mem.origin)} "
-        f"by member {mem.created_by} | created {when(mem.created_at)}"
-    )
-    if mem.updated_at != mem.created_at:
-        head += f", changed {when(mem.updated_at)}"
-    if mem.HasField("occurred_at"):
-        head += f" | happened {when(mem.occurred_at)}"
-    head += f" | {audience} | {name_of(m.Purpose, mem.purpose)} | confidence {mem.confidence:.2f}"
-    provenance = [f"derived from {link.target_memory_id}" for link in mem.links if link.target_memory_id]
-    provenance += [
-        f"about {link.target_entity_name} ({link.target_entity_id})" for link in mem.links if link.target_entity_id
-    ]
-    if mem.superseded_by_id:
-        provenance.append(f"superseded by {mem.superseded_by_id}")
-    lines = [head]
-    if provenance:
-        lines.append("  " + "; ".join(provenance))
-    lines += [
-        f"  earlier revision {rev.revision} (replaced {when(rev.replaced_at)}): {rev.body}" for rev in mem.history
-    ]
-    lines.append(f"  {mem.title}: {mem.body}" if mem.title else f"  {mem.body}")
-    return "\n".join(lines)
+__all__ = ["capture", "context", "forgotten", "memory", "recall", "when"]
 
 
 def recall(resp: g.RecallResponse) -> str:
@@ -71,3 +35,22 @@ def recall(resp: g.RecallResponse) -> str:
 def forgotten(resp: g.ForgetResponse) -> str:
     """A Forget answer: the ids forgotten, the target first."""
     return "forgot " + ", ".join(resp.forgotten_ids)
+
+
+def context(resp: g.GetContextResponse) -> str:
+    """A GetContext answer: the bundle's own rendered text, as a prompt would carry it."""
+    return resp.text
+
+
+def capture(resp: g.CaptureResponse) -> str:
+    """A Capture answer: one line per proposal (stored, or skipped and why), stored memories in full."""
+    lines = ["replayed: the first answer to this request_id, nothing written"] if resp.replayed else []
+    for i, result in enumerate(resp.results):
+        if result.HasField("memory"):
+            lines.append(f"proposal {i}: stored")
+            lines.append(memory(result.memory))
+        else:
+            skip = result.skipped
+            known = f" (memory {skip.known_memory_id})" if skip.known_memory_id else ""
+            lines.append(f"proposal {i}: skipped, {name_of(m.CaptureSkipReason, skip.reason)}: {skip.message}{known}")
+    return "\n".join(lines) if lines else "no proposals"

@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cli import client
-from mcp_server import guidance, tools
+from mcp_server import bundle, guidance, tools
 
 log = logging.getLogger("recallatron.mcp")
 NAME = "recallatron"
@@ -41,9 +41,11 @@ class _Server(MCPServer):
 
 
 def build(gateway: client.Gateway, metadata_of) -> MCPServer:
-    """An MCPServer named ``recallatron`` with the seven tools; its instructions are the guidance."""
+    """An MCPServer named ``recallatron`` with the eight tools, the context prompt and resource; its
+    instructions are the guidance."""
     server = _Server(NAME, instructions=guidance.TEXT, log_level="WARNING")
     tools.register(server, gateway, metadata_of)
+    bundle.register(server, gateway, metadata_of)
     return server
 
 

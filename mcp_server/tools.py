@@ -1,4 +1,4 @@
-"""The seven memory tools, each one gateway RPC: its input schema follows the RPC's request message.
+"""The eight memory tools, each one gateway RPC: its input schema follows the RPC's request message.
 
 Enum inputs take the short names the CLI uses (``note``, ``workspace``, ``conversation``;
 servicekit.vocabulary). Each tool returns the RPC's response as structured content (the protobuf
@@ -18,7 +18,7 @@ from google.protobuf import json_format, timestamp_pb2
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
@@ -46,6 +46,28 @@ About = Annotated[list[str], Field(description="Names of entities the memory is 
 AboutIds = Annotated[list[str], Field(description="UUIDs of existing entities the memory is about.")]
 
 Metadata = client.Metadata
+
+CAPTURE_GUIDANCE = (
+    "Use it when the user states something worth keeping (a fact about them, a preference, a decision, "
+    "a date): pass the turn as it was said and, for each memory, the exact words of the turn that state "
+    "it as its span. A proposal is stored only when its span occurs in the turn, its body is not empty and "
+    "you cannot already read a memory with the same body; otherwise it is skipped with the reason, which "
+    "is not an error. Propose only what the turn states, never what it merely implies or what you "
+    "inferred, and pass a request_id (such as the turn's id) so that a retry stores nothing twice."
+)
+
+
+class Proposal(BaseModel):
+    """One memory proposed from a turn (recallatron.memory.v1.CaptureProposal)."""
+
+    span: Annotated[str, Field(description="The exact words of the turn that state this memory, copied from it.")]
+    body: Annotated[str, Field(description="The memory as it will be stored; at most 65,536 bytes of UTF-8.")]
+    title: Title = ""
+    kind: Kind = "note"
+    audience: Audience = "workspace"
+    confidence: Confidence = None
+    about: About = []  # noqa: RUF012 - pydantic copies defaults
+    about_ids: AboutIds = []  # noqa: RUF012
 
 
 def _timestamp(text: str | None) -> timestamp_pb2.Timestamp | None:
@@ -81,7 +103,7 @@ def _mentions(names: list[str], ids: list[str]) -> list[m.EntityMention]:
 
 
 def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[Context], Metadata]) -> None:
-    """Adds the seven tools to ``server``; each calls ``gateway`` with the credential ``metadata_of(ctx)``.
+    """Adds the eight tools to ``server``; each calls ``gateway`` with the credential ``metadata_of(ctx)``.
 
     ``metadata_of`` raises ToolError (UNAUTHENTICATED) when the request carries no credential."""
     mem = gateway.memory
@@ -265,3 +287,37 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         ctx: Context,
     ) -> CallToolResult:
         return call(ctx, mem.Forget, lambda: g.ForgetRequest(id=id, reason=reason), render.forgotten)
+
+    @tool(
+        f"Capture memories that a conversation turn states explicitly (origin told, the span and the turn kept "
+        f"as evidence). {CAPTURE_GUIDANCE}"
+    )
+    def recallatron_capture(
+        turn: Annotated[str, Field(description="The conversation turn, as said: 1..65,536 bytes of UTF-8.")],
+        proposals: Annotated[list[Proposal], Field(description="The memories it states, 0..20.")],
+        ctx: Context,
+        purpose: Purpose = "conversation",
+        request_id: RequestId = "",
+    ) -> CallToolResult:
+        return call(
+            ctx,
+            mem.Capture,
+            lambda: g.CaptureRequest(
+                purpose=options.PURPOSES[purpose],
+                turn=turn,
+                request_id=request_id,
+                proposals=[
+                    m.CaptureProposal(
+                        span=p.span,
+                        body=p.body,
+                        title=p.title,
+                        kind=options.KINDS[p.kind],
+                        audience=options.AUDIENCES[p.audience],
+                        confidence=p.confidence,
+                        entities=_mentions(p.about, p.about_ids),
+                    )
+                    for p in proposals
+                ],
+            ),
+            render.capture,
+        )

@@ -53,7 +53,15 @@ from collections import Counter
 
 import snowballstemmer
 
-__all__ = ["ENGLISH_STOP_WORDS", "MAX_LEXEME_CHARS", "MAX_QUERY_TERMS", "analyze", "document_terms", "query_terms"]
+__all__ = [
+    "ENGLISH_STOP_WORDS",
+    "MAX_LEXEME_CHARS",
+    "MAX_QUERY_TERMS",
+    "analyze",
+    "document_terms",
+    "normalise",
+    "query_terms",
+]
 
 MAX_QUERY_TERMS = 64
 MAX_LEXEME_CHARS = 200
@@ -535,7 +543,10 @@ def _joined(tok: str, out: list[str], level: int) -> None:
             _joined(part, out, lvl + 1)
 
 
-def _normalise(text: str) -> str:
+def normalise(text: str) -> str:
+    """Rule 1's Unicode normalisation of ``text``, before any cutting or case folding: controls and
+    lone surrogates to spaces, format characters removed, NFKC, the hyphen and minus sign to ``-``.
+    Also what Capture matches spans with (store_service/known.py)."""
     text = _TO_SPACE.sub(" ", text)
     text = _INVISIBLE.sub("", text)
     text = unicodedata.normalize("NFKC", text).translate(_HYPHENS)
@@ -549,7 +560,7 @@ def analyze(text: str) -> list[str]:
     if not isinstance(text, str):
         text = str(text)
     if not text.isascii() or _TO_SPACE.search(text):
-        text = _normalise(text)
+        text = normalise(text)
     out: list[str] = []
     for chunk in text.split():
         if chunk.isalpha() and (chunk.islower() or chunk[1:].islower() or chunk.isupper()):

@@ -25,15 +25,16 @@ class Workspace:
     db_name: str
     dense_floor: float
     default_mode: int
+    context_bundle: bool = False
 
 
 # The columns of a workspace row, as ``_workspace`` reads them.
-WORKSPACE_COLUMNS = "id, db_name, dense_floor, default_mode"
+WORKSPACE_COLUMNS = "id, db_name, dense_floor, default_mode, context_bundle"
 
 
 def _workspace(row) -> Workspace:
     """A Workspace of a named row selected with ``WORKSPACE_COLUMNS``."""
-    return Workspace(row.id, row.db_name, row.dense_floor, MODE_OF[row.default_mode])
+    return Workspace(row.id, row.db_name, row.dense_floor, MODE_OF[row.default_mode], row.context_bundle)
 
 
 def token_digest(token: str) -> bytes:
@@ -101,7 +102,8 @@ class ControlPlane:
             row = (
                 named(conn)
                 .execute(
-                    """SELECT w.id, w.db_name, w.dense_floor, w.default_mode, mb.id AS member_id, mb.role, c.purposes
+                    """SELECT w.id, w.db_name, w.dense_floor, w.default_mode, w.context_bundle, mb.id AS member_id,
+                            mb.role, c.purposes
                      FROM credential c JOIN member mb ON mb.id = c.member_id JOIN workspace w ON w.id = mb.workspace_id
                     WHERE c.token_sha256 = %s AND c.revoked_at IS NULL""",
                     (token_digest(token),),
@@ -118,8 +120,11 @@ class ControlPlane:
         )
         return caller, _workspace(row)
 
-    def update_settings(self, workspace_id: str, dense_floor: float | None, default_mode: int) -> Workspace:
-        """Changes a workspace's floor and/or default mode; NOT_FOUND or INVALID_ARGUMENT as fits."""
+    def update_settings(
+        self, workspace_id: str, dense_floor: float | None, default_mode: int, context_bundle: bool | None = None
+    ) -> Workspace:
+        """Changes a workspace's floor, default mode and/or context bundle switch (None and
+        unspecified keep them); NOT_FOUND or INVALID_ARGUMENT as fits."""
         ws = parse_uuid(workspace_id, "workspace_id", missing_is_not_found=True)
         if dense_floor is not None and not 0.0 <= dense_floor <= 1.0:
             raise InvalidArgument("dense_floor must be between 0 and 1", field="dense_floor")
@@ -129,9 +134,10 @@ class ControlPlane:
                 named(conn)
                 .execute(
                     f"""UPDATE workspace
-                       SET dense_floor = coalesce(%s, dense_floor), default_mode = coalesce(%s, default_mode)
+                       SET dense_floor = coalesce(%s, dense_floor), default_mode = coalesce(%s, default_mode),
+                           context_bundle = coalesce(%s, context_bundle)
                      WHERE id = %s RETURNING {WORKSPACE_COLUMNS}""",
-                    (dense_floor, mode, ws),
+                    (dense_floor, mode, context_bundle, ws),
                 )
                 .fetchone()
             )

@@ -24,7 +24,7 @@ from servicekit.errors import (
     NotFound,
     PermissionDenied,
 )
-from store_service import entities, idempotency, lexical_index
+from store_service import capture, entities, idempotency, known, lexical_index
 from store_service.database import named
 from store_service.memories import (
     COLUMNS,
@@ -166,9 +166,9 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
             named(conn)
             .execute(
                 f"""UPDATE memory m SET title = %s, body = %s, confidence = %s, revision = revision + 1,
-                          updated_at = now()
+                          updated_at = now(), body_key = %s
                  WHERE m.id = %s RETURNING {COLUMNS}""",
-                (new_title, new_body, new_conf, mid),
+                (new_title, new_body, new_conf, known.body_key(new_body), mid),
             )
             .fetchone()
         )
@@ -293,9 +293,12 @@ def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
         ]
         visible = readable_ids(conn, caller, closure)
         lexical_index.remove_memories(conn, closure)
-        # The request fingerprint goes with the text (store_service/idempotency.py): the id stays used.
+        # The request fingerprint and body key go with the text (store_service/idempotency.py,
+        # known.py): the id stays used. So does capture evidence (capture.erase).
+        capture.erase(conn, closure)
         conn.execute(
-            """UPDATE memory SET title = '', body = '', reason = NULL, request_fingerprint = NULL, forgotten_at = now(),
+            """UPDATE memory SET title = '', body = '', reason = NULL, request_fingerprint = NULL, body_key = NULL,
+                      forgotten_at = now(),
                       updated_at = now(),
                       invalidation_reason = CASE WHEN id = %(target)s THEN %(reason)s
                                                  ELSE 'forgotten with its source ' || %(target)s::text END

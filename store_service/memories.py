@@ -15,7 +15,7 @@ from recallatron.store.v1 import store_pb2 as s
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_REMEMBER_BATCH
-from store_service import entities, idempotency, lexical_index
+from store_service import entities, idempotency, known, lexical_index
 from store_service.database import named
 from store_service.idempotency import RequestKey
 from store_service.readability import CHAIN_READABLE, caller_params
@@ -233,13 +233,14 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
         .execute(
             f"""INSERT INTO memory AS m (id, kind, title, body, audience_member_id, purpose, confidence, origin,
                                created_by, occurred_at, request_id, request_operation, request_fingerprint,
-                               created_at, updated_at, revision, import_key, reason)
+                               created_at, updated_at, revision, import_key, reason, body_key)
             SELECT i, k, t, b, a, p, c, o, coalesce(cb, %s), w, r, r_op, r_fp,
-                   coalesce(ca, now()), coalesce(ua, ca, now()), rev, ik, rs
+                   coalesce(ca, now()), coalesce(ua, ca, now()), rev, ik, rs, bk
               FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::uuid[], %s::text[], %s::float8[],
                           %s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::bytea[],
-                          %s::uuid[], %s::timestamptz[], %s::timestamptz[], %s::bigint[], %s::text[], %s::text[])
-                   AS u(i, k, t, b, a, p, c, o, w, r, r_op, r_fp, cb, ca, ua, rev, ik, rs)
+                          %s::uuid[], %s::timestamptz[], %s::timestamptz[], %s::bigint[], %s::text[], %s::text[],
+                          %s::bytea[])
+                   AS u(i, k, t, b, a, p, c, o, w, r, r_op, r_fp, cb, ca, ua, rev, ik, rs, bk)
             ON CONFLICT (created_by, request_id) DO NOTHING
             RETURNING {COLUMNS}""",
             (
@@ -262,6 +263,7 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
                 [n.revision for n in news],
                 [n.import_key for n in news],
                 [n.reason for n in news],
+                [known.body_key(n.body) for n in news],
             ),
         )
         .fetchall()
@@ -494,6 +496,20 @@ def attach_links(conn: psycopg.Connection, caller: m.Caller, memories: dict[uuid
             )
 
 
+def attach_evidence(conn: psycopg.Connection, memories: dict[uuid.UUID, m.Memory]) -> None:
+    """Sets ``evidence`` (span and turn) on the captured memories of ``memories``, which the caller
+    may read (one query; store_service/capture.py writes it)."""
+    if not memories:
+        return
+    rows = named(conn).execute(
+        """SELECT e.memory_id, e.span, coalesce(c.turn, '') AS turn
+             FROM memory_evidence e JOIN capture c ON c.id = e.capture_id WHERE e.memory_id = ANY(%s)""",
+        (list(memories),),
+    )
+    for r in rows:
+        memories[r.memory_id].evidence.CopyFrom(m.CaptureEvidence(span=r.span, turn=r.turn))
+
+
 def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
     """One memory the caller may read (own row and chain), with readable links and optional history.
 
@@ -512,6 +528,7 @@ def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:
     memory = to_memory(row)
     attach_links(conn, req.caller, {mid: memory})
     redact_successors(conn, req.caller, [memory])
+    attach_evidence(conn, {mid: memory})
     if req.include_history:
         attach_history(conn, {mid: memory})
     return memory

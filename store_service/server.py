@@ -19,7 +19,19 @@ from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, NotFound, Unavailable, status_proto_for
 from servicekit.limits import DIMENSIONS, EMBED_BATCH_SIZE, MAX_CANDIDATE_LIMIT, MAX_QUERY_CHARS, SHUTDOWN_GRACE_SECONDS
 from servicekit.server import Running, start_server
-from store_service import candidates, entities, history, history_search, imports, lifecycle, listing, memories
+from store_service import (
+    candidates,
+    capture,
+    context,
+    entities,
+    history,
+    history_search,
+    imports,
+    lifecycle,
+    listing,
+    memories,
+    pins,
+)
 from store_service.control import ControlPlane, Workspace
 from store_service.database import Databases
 from store_service.embedding_job import EMBED_TIMEOUT_SECONDS, EmbeddingWorker, requeue
@@ -52,6 +64,13 @@ def _with_verdicts(conn, caller: m.Caller, rows) -> list[s.Candidate]:
             )
         )
     return out
+
+
+def _settings(ws: Workspace) -> s.WorkspaceSettings:
+    """A workspace's settings as the store's messages carry them."""
+    return s.WorkspaceSettings(
+        dense_floor=ws.dense_floor, default_mode=ws.default_mode, context_bundle=ws.context_bundle
+    )
 
 
 class StoreServicer(store_pb2_grpc.StoreServiceServicer):
@@ -93,8 +112,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
 
     def Authenticate(self, request, context):
         caller, ws = self.control.authenticate(request.token)
-        settings = s.WorkspaceSettings(dense_floor=ws.dense_floor, default_mode=ws.default_mode)
-        return s.AuthenticateResponse(caller=caller, settings=settings)
+        return s.AuthenticateResponse(caller=caller, settings=_settings(ws))
 
     # Memory operations.
     def Remember(self, request, context):
@@ -259,6 +277,26 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         resp = self.AppendHistory(s.AppendHistoryRequest(caller=caller, turns=request.turns), context)
         return s.ImportHistoryResponse(results=resp.results)
 
+    # The context bundle and capture (issue 11).
+    def PinMemory(self, request, context):
+        with self._conn(request.caller) as conn:
+            return pins.pin(conn, request.caller, request.memory_id)
+
+    def UnpinMemory(self, request, context):
+        with self._conn(request.caller) as conn:
+            return pins.unpin(conn, request.caller, request.memory_id)
+
+    def GetContext(self, request, context_):
+        with self._conn(request.caller) as conn:
+            return s.GetContextResponse(entries=context.bundle(conn, request.caller, request.purpose))
+
+    def Capture(self, request, context):
+        with self._conn(request.caller) as conn:
+            response = capture.capture(conn, request)
+        if any(r.HasField("memory") for r in response.results) and not response.replayed:
+            self._wake(request.caller)
+        return response
+
     def _wake(self, caller: m.Caller | None) -> None:
         """Tells the embedding worker that the caller's workspace (None: any) has new jobs."""
         if self.worker:
@@ -266,11 +304,12 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
 
     def UpdateWorkspaceSettings(self, request, context):
         ws = self.control.update_settings(
-            request.workspace_id, request.dense_floor if request.HasField("dense_floor") else None, request.default_mode
+            request.workspace_id,
+            request.dense_floor if request.HasField("dense_floor") else None,
+            request.default_mode,
+            request.context_bundle if request.HasField("context_bundle") else None,
         )
-        return s.UpdateWorkspaceSettingsResponse(
-            settings=s.WorkspaceSettings(dense_floor=ws.dense_floor, default_mode=ws.default_mode)
-        )
+        return s.UpdateWorkspaceSettingsResponse(settings=_settings(ws))
 
     def RebuildEmbeddings(self, request, context):
         if self.worker is None:

@@ -1,7 +1,8 @@
 """`recallatron mcp` as an MCP client meets it: the SDK's own client over stdio and over streamable
-HTTP, against the real stack (tests/conftest.py). The seven tools are listed with the guidance, each
+HTTP, against the real stack (tests/conftest.py). The eight tools are listed with the guidance, each
 is called with good and with bad input (a tool error that names the gRPC status), and a member's
-tools never show another member's memory."""
+tools never show another member's memory. The context bundle's prompt and resource give the
+caller's GetContext text, or an error naming the status."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from mcp_server import guidance
+from mcp_server import guidance, tools
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = {
@@ -30,6 +33,7 @@ TOOLS = {
     "recallatron_correct",
     "recallatron_supersede",
     "recallatron_forget",
+    "recallatron_capture",
 }
 
 
@@ -365,3 +369,135 @@ def test_command_line_errors(stack):
         cmd + ["--http", "127.0.0.1:1", "--token", "x"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     )
     assert both.returncode == 1 and "--token is for stdio" in both.stderr
+
+
+def test_capture_over_stdio(stack, members):
+    alice = members[0]
+    turn = "Quick note: my daughter Ilse starts violin lessons on Tuesdays, and I hate mornings."
+
+    async def session(client):
+        ilse = "my daughter Ilse starts violin lessons on Tuesdays"
+        proposals = [
+            {"span": ilse, "body": "Ilse has violin on Tuesdays.", "kind": "fact", "about": ["Ilse"]},
+            {"span": "Ilse plays the cello", "body": "Ilse plays the cello."},
+            {"span": "I hate mornings", "body": "  "},
+        ]
+        stored = await call_ok(
+            client, "recallatron_capture", {"turn": turn, "request_id": "turn-1", "proposals": proposals}
+        )
+        again = await call_ok(
+            client,
+            "recallatron_capture",
+            {
+                "turn": turn,
+                "proposals": [{"span": "violin lessons on Tuesdays", "body": "ilse has VIOLIN on tuesdays."}],
+            },
+        )
+        recalled = await call_ok(client, "recallatron_recall", {"query": "When is Ilse's violin?", "mode": "lexical"})
+        bad = [
+            await client.call_tool("recallatron_capture", {"turn": "", "proposals": []}),
+            await client.call_tool(
+                "recallatron_capture", {"turn": turn, "proposals": [{"span": "x", "body": "y"}] * 21}
+            ),
+            await client.call_tool("recallatron_capture", {"turn": turn, "proposals": [{"body": "no span"}]}),
+            await client.call_tool(
+                "recallatron_capture", {"turn": turn, "proposals": [{"span": "x", "body": "y"}], "request_id": "turn-1"}
+            ),
+        ]
+        return stored, again, recalled, bad
+
+    stored, again, recalled, bad = run_stdio(stack, alice.token, session)
+    results = stored.structured_content["results"]
+    memory = results[0]["memory"]
+    assert memory["origin"] == "ORIGIN_TOLD" and memory["kind"] == "KIND_FACT" and memory["created_by"] == alice.id
+    assert memory["evidence"] == {"span": "my daughter Ilse starts violin lessons on Tuesdays", "turn": turn}
+    assert [r["skipped"]["reason"] for r in results[1:]] == [
+        "CAPTURE_SKIP_REASON_SPAN_NOT_IN_TURN",
+        "CAPTURE_SKIP_REASON_EMPTY_BODY",
+    ]
+    text = text_of(stored)
+    assert text.startswith("proposal 0: stored\n") and "proposal 1: skipped, span_not_in_turn: " in text
+    assert "captured from the turn's words 'my daughter Ilse" in text
+    skip = again.structured_content["results"][0]["skipped"]
+    assert skip["reason"] == "CAPTURE_SKIP_REASON_ALREADY_KNOWN" and skip["known_memory_id"] == memory["id"]
+    assert recalled.structured_content["items"][0]["memory"]["id"] == memory["id"]
+    assert all(r.is_error for r in bad), [text_of(r) for r in bad]
+    assert text_of(bad[0]).startswith("INVALID_ARGUMENT: turn must not be empty")
+    assert text_of(bad[1]).startswith("INVALID_ARGUMENT: at most 20 proposals")
+    assert text_of(bad[2]) == "INVALID_ARGUMENT: proposals.0.span: Field required"
+    assert text_of(bad[3]).startswith("ALREADY_EXISTS: request_id 'turn-1' was already used")
+
+
+def test_capture_description_carries_its_guidance(stack, members):
+    async def session(client):
+        return {t.name: t.description for t in (await client.list_tools()).tools}
+
+    described = run_stdio(stack, members[0].token, session)
+    assert tools.CAPTURE_GUIDANCE in described["recallatron_capture"]
+    assert (ROOT / "docs" / "agents.md").read_text().count("recallatron_capture") >= 2
+
+
+@pytest.fixture(scope="module")
+def bundled(stack):
+    """A workspace with the context bundle on: two members, each with a private memory, and a shared one."""
+    ws = stack.workspace("mcp bundle")
+    stack.admin.UpdateWorkspaceSettings(
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, context_bundle=True), metadata=stack.op()
+    )
+    alice, bob = stack.member(ws), stack.member(ws)
+    alice.remember("Alice's private bundle note: her desk is 4B.", audience=m.AUDIENCE_MEMBER)
+    bob.remember("Bob's private bundle note: his desk is 7C.", audience=m.AUDIENCE_MEMBER)
+    alice.remember("The team bundle note: standup moved to 9:30.")
+    return alice, bob
+
+
+async def context_both_ways(client, purpose: str = "conversation", budget: str = "0"):
+    """The prompt's and the resource's text, or the MCPError each raised."""
+    out = []
+    for read in (
+        lambda: client.get_prompt("recallatron_context", {"purpose": purpose, "token_budget": budget}),
+        lambda: client.read_resource(f"recallatron://context/{purpose}"),
+    ):
+        try:
+            result = await read()
+        except MCPError as exc:
+            out.append(exc)
+            continue
+        out.append(result.messages[0].content.text if hasattr(result, "messages") else result.contents[0].text)
+    return out
+
+
+def test_context_prompt_and_resource_over_stdio(stack, bundled, members):
+    alice, _ = bundled
+
+    async def session(client):
+        prompts = [p.name for p in (await client.list_prompts()).prompts]
+        templates = [r.uri_template for r in (await client.list_resource_templates()).resource_templates]
+        return prompts, templates, await context_both_ways(client), await context_both_ways(client, budget="200")
+
+    prompts, templates, (prompt, resource), (short, _) = run_stdio(stack, alice.token, session)
+    assert prompts == ["recallatron_context"] and templates == ["recallatron://context/{purpose}"]
+    for text in (prompt, resource):
+        assert text.startswith("# Recallatron context (conversation, built ")
+        assert "desk is 4B" in text and "standup moved to 9:30" in text and "7C" not in text
+    assert prompt.split("\n")[1:] == resource.split("\n")[1:]
+    assert "# Cut to fit 200 tokens: " in short and "desk is 4B" not in short
+
+    async def refused(client):
+        return await context_both_ways(client), await context_both_ways(client, purpose="gossip")
+
+    off, bad_purpose = run_stdio(stack, members[0].token, refused)  # a workspace with the bundle off
+    for exc in off:
+        assert isinstance(exc, MCPError) and exc.message.startswith("FAILED_PRECONDITION: ")
+        assert "context_bundle" in exc.message
+    assert all(isinstance(exc, MCPError) for exc in bad_purpose)
+    assert bad_purpose[1].message.startswith("INVALID_ARGUMENT: purpose must be one of")
+
+
+def test_context_over_http_is_each_members_own(stack, bundled, http_server):
+    alice, bob = bundled
+    prompt, resource = run_http(http_server, alice.token, context_both_ways)
+    assert "4B" in prompt and "4B" in resource and "7C" not in prompt + resource
+    prompt, resource = run_http(http_server, bob.token, context_both_ways)
+    assert "7C" in prompt and "7C" in resource and "4B" not in prompt + resource
+    assert "standup moved to 9:30" in prompt

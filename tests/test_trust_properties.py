@@ -6,14 +6,18 @@ history appends (request ids shared across members) and history forgets (by id, 
 time range), and of the operator's imports (AdminService.ImportMemories of a memory authored by a
 member, derived from or superseding an earlier import now and then, and ImportHistory of a turn for
 a member), and checks every call's status against a small reference model of the rules in
-README.md, "Who sees what", and of history evidence (owner-only, never a memory; imported or appended alike).
-Then, as every member and for every purpose, it asks Recall in all three modes (re-rank on and off), Read on
-every id, ListMemories (every page, with and without superseded memories, and per purpose) and
-FindEntities on every entity name, and asserts:
+README.md, "Who sees what", and of history evidence (owner-only, never a memory; imported or
+appended alike). The program also pins and unpins memories (anyone's: only a readable one is found).
+Then, as every member and for every purpose, it asks Recall in all three modes (re-rank on and off),
+GetContext, Read on every id, ListMemories (every page, with and without superseded memories, and
+per purpose) and FindEntities on every entity name, and asserts:
 - nothing ineligible appears in any item, count, link or entity list (ListMemories' pages and
   total_size hold exactly the memories Read shows);
 - everything eligible and matching is found (the keyword arm returns exactly the eligible set);
-- an ungranted purpose is PERMISSION_DENIED, an unreadable id NOT_FOUND;
+- an ungranted purpose is PERMISSION_DENIED, an unreadable id NOT_FOUND (to PinMemory and UnpinMemory too);
+- the context bundle is exactly the model's: the member's readable pins of the purpose, the newest
+  memory about each of the 5 most mentioned entities and the 10 newest eligible memories, each once,
+  in that order, newest first within each part;
 - the keyword statistics maintained by the writes equal a full recount of the stored rows;
 - history: SearchHistory gives each member exactly their own live turns, scored with the statistics
   of those turns alone (a reference BM25 over the model), and listed in time order; another
@@ -77,7 +81,8 @@ class Model:
     """README.md's rules ("Who sees what") over the model memories, and the model history turns."""
 
     def __init__(self, grants: dict[str, set[int]], admins: set[str]) -> None:
-        self.grants, self.admins, self.mems = grants, admins, {}
+        self.grants, self.admins, self.mems = grants, admins, {}  # mems in the order they were created
+        self.pins: dict[str, set[str]] = {who: set() for who in grants}
         self.turns: dict[str, Turn] = {}
         self.keys: dict[tuple[str, str], str] = {}  # (owner, request id) -> the first turn's id
 
@@ -262,6 +267,59 @@ def import_memory(stack, ws: str, model: Model, me: str, n: int, a: int, b: int,
         model.mems[result.id] = Mem(result.id, mine, purpose, me, f"ent{n}", sources, key=f"imp{n}")
 
 
+def pin_or_unpin(api, model: Model, me: str, md, a: int, b: int) -> None:
+    """Pins (or, every third time, unpins) any member's memory: found only when ``me`` may read it."""
+    ids = list(model.mems)
+    if not ids:
+        return
+    target = ids[a % len(ids)]
+    readable = model.readable(target, me)
+    if b % 3 == 0:
+        code, resp = call(api.UnpinMemory, g.UnpinMemoryRequest(id=target), md)
+        assert code == (OK if readable else grpc.StatusCode.NOT_FOUND)
+        if code == OK:
+            assert resp.was_pinned == (target in model.pins[me])
+            model.pins[me].discard(target)
+        return
+    code, resp = call(api.PinMemory, g.PinMemoryRequest(id=target), md)
+    assert code == (OK if readable else grpc.StatusCode.NOT_FOUND)
+    if code == OK:
+        assert resp.already_pinned == (target in model.pins[me])
+        model.pins[me].add(target)
+
+
+def check_context(api, model: Model, me: str, md, purpose: int) -> None:
+    """GetContext gives exactly the model's bundle: nothing ineligible, nothing eligible missing."""
+    code, resp = call(api.GetContext, g.GetContextRequest(purpose=purpose, token_budget=100_000), md)
+    if purpose not in model.grants[me]:
+        assert code == grpc.StatusCode.PERMISSION_DENIED
+        return
+    assert code == OK and not resp.cut_items
+    created = list(model.mems)  # oldest first
+    newest = sorted(model.eligible(me, purpose), key=created.index, reverse=True)
+    pinned = [i for i in model.pins[me] if model.readable(i, me) and model.mems[i].purpose == purpose]
+    # Each remember and derive mentions an entity of its own, once: the five most mentioned are
+    # those of the five newest eligible memories about one, and each is its own newest memory.
+    about = [i for i in newest if model.mems[i].entity][:5]
+    want = sorted(pinned, key=created.index, reverse=True)
+    want += [i for i in about if i not in want]
+    want += [i for i in newest[:10] if i not in want]
+    got = [it.memory.id for it in resp.items]
+    assert got == want, (got, want)
+    parts = [m.CONTEXT_PART_PINNED] * len(pinned) + [m.CONTEXT_PART_ENTITY] * len(set(about) - set(pinned))
+    assert [it.part for it in resp.items] == parts + [m.CONTEXT_PART_RECENT] * (len(want) - len(parts))
+    for it in resp.items:
+        assert it.memory.purpose == purpose and f"[{it.memory.id}]" in resp.text
+        assert [(e.name, e.mentions) for e in it.entities] == (
+            [(model.mems[it.memory.id].entity, 1)] if it.memory.id in about else []
+        )
+        for link in it.memory.links:  # provenance shows only what the caller can read
+            if link.type == m.LINK_TYPE_DERIVED_FROM:
+                assert model.readable(link.target_memory_id, me)
+    # No id of a memory the member may not read appears anywhere in the text.
+    assert not any(i in resp.text for i in model.mems if not model.readable(i, me))
+
+
 def call(fn, req, md):
     try:
         return OK, fn(req, metadata=md)
@@ -284,6 +342,7 @@ ops = st.lists(
                 "forget_history",
                 "import",
                 "import_history",
+                "pin",
             ]
         ),
         st.integers(0, 2),
@@ -308,6 +367,9 @@ grant_sets = st.lists(st.sets(st.sampled_from(PURPOSES), min_size=1), min_size=3
 @given(program=ops, grants=grant_sets)
 def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, program, grants):
     ws = stack.workspace("property")
+    stack.admin.UpdateWorkspaceSettings(
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, context_bundle=True), metadata=stack.op()
+    )
     members = [
         stack.member(ws, role=m.ROLE_ADMIN if i == 2 else m.ROLE_MEMBER, purposes=sorted(grants[i])) for i in range(3)
     ]
@@ -326,6 +388,8 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
             import_memory(stack, ws, model, me, n, a, b, p, aud, word)
         elif op == "forget_history":
             forget_history(api, model, me, md, a, b)
+        elif op == "pin":
+            pin_or_unpin(api, model, me, md, a, b)
         elif op == "remember" or not ids:
             purpose = PURPOSES[p]
             aud = aud or m.AUDIENCE_WORKSPACE
@@ -431,6 +495,7 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
         me, md = who[i], member.md()
         check_history(api, model, me, md, word)
         for purpose in PURPOSES:
+            check_context(api, model, me, md, purpose)
             if purpose not in model.grants[me]:
                 code, _ = call(api.Recall, g.RecallRequest(query=word, purpose=purpose), md)
                 assert code == grpc.StatusCode.PERMISSION_DENIED

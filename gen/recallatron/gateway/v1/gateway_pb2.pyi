@@ -411,6 +411,88 @@ class ImportHistoryResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[AppendHistoryResult]
     def __init__(self, results: _Optional[_Iterable[_Union[AppendHistoryResult, _Mapping]]] = ...) -> None: ...
 
+class PinMemoryRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class PinMemoryResponse(_message.Message):
+    __slots__ = ("memory_id", "pinned_at", "already_pinned")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    PINNED_AT_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_PINNED_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    pinned_at: _timestamp_pb2.Timestamp
+    already_pinned: bool
+    def __init__(self, memory_id: _Optional[str] = ..., pinned_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., already_pinned: _Optional[bool] = ...) -> None: ...
+
+class UnpinMemoryRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class UnpinMemoryResponse(_message.Message):
+    __slots__ = ("was_pinned",)
+    WAS_PINNED_FIELD_NUMBER: _ClassVar[int]
+    was_pinned: bool
+    def __init__(self, was_pinned: _Optional[bool] = ...) -> None: ...
+
+class GetContextRequest(_message.Message):
+    __slots__ = ("purpose", "token_budget")
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    purpose: _memory_pb2.Purpose
+    token_budget: int
+    def __init__(self, purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., token_budget: _Optional[int] = ...) -> None: ...
+
+class ContextItem(_message.Message):
+    __slots__ = ("part", "memory", "entities", "tokens")
+    PART_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    part: _memory_pb2.ContextPart
+    memory: _memory_pb2.Memory
+    entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.MentionedEntity]
+    tokens: int
+    def __init__(self, part: _Optional[_Union[_memory_pb2.ContextPart, str]] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.MentionedEntity, _Mapping]]] = ..., tokens: _Optional[int] = ...) -> None: ...
+
+class GetContextResponse(_message.Message):
+    __slots__ = ("items", "cut_items", "text", "token_budget", "tokens")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    CUT_ITEMS_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[ContextItem]
+    cut_items: _containers.RepeatedCompositeFieldContainer[ContextItem]
+    text: str
+    token_budget: int
+    tokens: int
+    def __init__(self, items: _Optional[_Iterable[_Union[ContextItem, _Mapping]]] = ..., cut_items: _Optional[_Iterable[_Union[ContextItem, _Mapping]]] = ..., text: _Optional[str] = ..., token_budget: _Optional[int] = ..., tokens: _Optional[int] = ...) -> None: ...
+
+class CaptureRequest(_message.Message):
+    __slots__ = ("purpose", "turn", "proposals", "request_id")
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    PROPOSALS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    purpose: _memory_pb2.Purpose
+    turn: str
+    proposals: _containers.RepeatedCompositeFieldContainer[_memory_pb2.CaptureProposal]
+    request_id: str
+    def __init__(self, purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., turn: _Optional[str] = ..., proposals: _Optional[_Iterable[_Union[_memory_pb2.CaptureProposal, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CaptureResponse(_message.Message):
+    __slots__ = ("results", "replayed")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[_memory_pb2.CaptureResult]
+    replayed: bool
+    def __init__(self, results: _Optional[_Iterable[_Union[_memory_pb2.CaptureResult, _Mapping]]] = ..., replayed: _Optional[bool] = ...) -> None: ...
+
 class CreateWorkspaceRequest(_message.Message):
     __slots__ = ("name",)
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -458,22 +540,26 @@ class RevokeMemberResponse(_message.Message):
     def __init__(self, revoked: _Optional[int] = ...) -> None: ...
 
 class UpdateWorkspaceSettingsRequest(_message.Message):
-    __slots__ = ("workspace_id", "dense_floor", "default_mode")
+    __slots__ = ("workspace_id", "dense_floor", "default_mode", "context_bundle")
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_BUNDLE_FIELD_NUMBER: _ClassVar[int]
     workspace_id: str
     dense_floor: float
     default_mode: _memory_pb2.RecallMode
-    def __init__(self, workspace_id: _Optional[str] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ...) -> None: ...
+    context_bundle: bool
+    def __init__(self, workspace_id: _Optional[str] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ...) -> None: ...
 
 class UpdateWorkspaceSettingsResponse(_message.Message):
-    __slots__ = ("dense_floor", "default_mode")
+    __slots__ = ("dense_floor", "default_mode", "context_bundle")
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_BUNDLE_FIELD_NUMBER: _ClassVar[int]
     dense_floor: float
     default_mode: _memory_pb2.RecallMode
-    def __init__(self, dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ...) -> None: ...
+    context_bundle: bool
+    def __init__(self, dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ...) -> None: ...
 
 class RebuildEmbeddingsRequest(_message.Message):
     __slots__ = ("all",)

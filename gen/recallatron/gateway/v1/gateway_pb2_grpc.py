@@ -107,6 +107,26 @@ class MemoryServiceStub:
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesResponse.FromString,
                 _registered_method=True)
+        self.PinMemory = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/PinMemory',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.PinMemoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.PinMemoryResponse.FromString,
+                _registered_method=True)
+        self.UnpinMemory = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/UnpinMemory',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.UnpinMemoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.UnpinMemoryResponse.FromString,
+                _registered_method=True)
+        self.GetContext = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/GetContext',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetContextRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetContextResponse.FromString,
+                _registered_method=True)
+        self.Capture = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/Capture',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -238,6 +258,51 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PinMemory(self, request, context):
+        """Pins a memory the caller can read (any granted purpose) for the caller's context bundle; pinning
+        it again changes nothing. NOT_FOUND when the memory does not exist or is not readable;
+        FAILED_PRECONDITION when the caller already has 100 pins.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnpinMemory(self, request, context):
+        """Unpins a memory the caller can read; unpinning one that is not pinned changes nothing.
+        NOT_FOUND when the memory does not exist or is not readable.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetContext(self, request, context):
+        """The caller's context bundle for one purpose, for a prompt: the memories it pinned, the 3 newest
+        summaries, the newest memory about each of the 5 entities most mentioned in the last 30 days,
+        and the 10 newest memories, in that order, each memory once (in the first part that has it),
+        newest first within each part, every one readable by the caller exactly as Recall's are (its
+        purpose, its own row and whole derived_from chain readable; superseded memories only when
+        pinned). Cut to a token budget counted with the all-MiniLM-L6-v2 tokenizer; what was cut is
+        listed and said in the text. FAILED_PRECONDITION (reason CONTEXT_BUNDLE_OFF) unless the
+        workspace setting context_bundle is on (off by default); PERMISSION_DENIED for a purpose not
+        granted; INVALID_ARGUMENT for a bad purpose or budget.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Capture(self, request, context):
+        """Stores memories a conversation turn states explicitly. Each proposal is stored (origin told,
+        its span and the turn kept as evidence) only when its span occurs in the turn, its body is not
+        blank and no memory the caller can read has the same body (normalised); anything else is a
+        skip with its reason, never an error. INVALID_ARGUMENT for a malformed request (blank or
+        over-long turn, more than 20 proposals, a bad field); PERMISSION_DENIED for a purpose not
+        granted; NOT_FOUND for an entity id the caller cannot see. request_id makes a retry safe: the
+        same request answers with the first outcomes (replayed), another with ALREADY_EXISTS.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -305,6 +370,26 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ListMemories,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesResponse.SerializeToString,
+            ),
+            'PinMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.PinMemory,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.PinMemoryRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.PinMemoryResponse.SerializeToString,
+            ),
+            'UnpinMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnpinMemory,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.UnpinMemoryRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.UnpinMemoryResponse.SerializeToString,
+            ),
+            'GetContext': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetContext,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetContextRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetContextResponse.SerializeToString,
+            ),
+            'Capture': grpc.unary_unary_rpc_method_handler(
+                    servicer.Capture,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -676,6 +761,114 @@ class MemoryService:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def PinMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/PinMemory',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.PinMemoryRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.PinMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnpinMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/UnpinMemory',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.UnpinMemoryRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.UnpinMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetContext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/GetContext',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetContextRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetContextResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Capture(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/Capture',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class AdminServiceStub:
     """AdminService manages workspaces and members. Calls carry the operator credential as
@@ -764,7 +957,7 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateWorkspaceSettings(self, request, context):
-        """Changes a workspace's retrieval settings (dense floor, default mode).
+        """Changes a workspace's settings (dense floor, default mode, context bundle).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -26,31 +26,35 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"recallatron/memory/v1/memory.proto\x12\x15recallatron.memory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\x96\x01\n\x06\x43\x61ller\x12\x14\n\x0cworkspace_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12)\n\x04role\x18\x03 \x01(\x0e\x32\x1b.recallatron.memory.v1.Role\x12\x38\n\x10granted_purposes\x18\x04 \x03(\x0e\x32\x1e.recallatron.memory.v1.Purpose\"\x85\x01\n\x04Link\x12-\n\x04type\x18\x01 \x01(\x0e\x32\x1f.recallatron.memory.v1.LinkType\x12\x18\n\x10target_memory_id\x18\x02 \x01(\t\x12\x18\n\x10target_entity_id\x18\x03 \x01(\t\x12\x1a\n\x12target_entity_name\x18\x04 \x01(\t\"~\n\x08Revision\x12\x10\n\x08revision\x18\x01 \x01(\x03\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0c\n\x04\x62ody\x18\x03 \x01(\t\x12\x12\n\nconfidence\x18\x04 \x01(\x01\x12/\n\x0breplaced_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x8e\x05\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08revision\x18\x02 \x01(\x03\x12)\n\x04kind\x18\x03 \x01(\x0e\x32\x1b.recallatron.memory.v1.Kind\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0c\n\x04\x62ody\x18\x05 \x01(\t\x12\x31\n\x08\x61udience\x18\x06 \x01(\x0e\x32\x1f.recallatron.memory.v1.Audience\x12\x1a\n\x12\x61udience_member_id\x18\x07 \x01(\t\x12/\n\x07purpose\x18\x08 \x01(\x0e\x32\x1e.recallatron.memory.v1.Purpose\x12\x12\n\nconfidence\x18\t \x01(\x01\x12-\n\x06origin\x18\n \x01(\x0e\x32\x1d.recallatron.memory.v1.Origin\x12\x18\n\x10superseded_by_id\x18\x0b \x01(\t\x12\x1b\n\x13invalidation_reason\x18\x0c \x01(\t\x12\x12\n\ncreated_by\x18\r \x01(\t\x12.\n\ncreated_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0boccurred_at\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tforgotten\x18\x11 \x01(\x08\x12*\n\x05links\x18\x12 \x03(\x0b\x32\x1b.recallatron.memory.v1.Link\x12\x30\n\x07history\x18\x13 \x03(\x0b\x32\x1f.recallatron.memory.v1.Revision\x12\x0e\n\x06reason\x18\x14 \x01(\t\"0\n\rEntityMention\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"2\n\x0eImportedEntity\x12\x12\n\nimport_key\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x88\x01\n\x10ImportedRevision\x12\r\n\x05title\x18\x01 \x01(\t\x12\x0c\n\x04\x62ody\x18\x02 \x01(\t\x12\x17\n\nconfidence\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12/\n\x0breplaced_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\r\n\x0b_confidence\"\x9e\x05\n\x0eImportedMemory\x12\x12\n\nimport_key\x18\x01 \x01(\t\x12\x18\n\x10\x61uthor_member_id\x18\x02 \x01(\t\x12)\n\x04kind\x18\x03 \x01(\x0e\x32\x1b.recallatron.memory.v1.Kind\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0c\n\x04\x62ody\x18\x05 \x01(\t\x12\x31\n\x08\x61udience\x18\x06 \x01(\x0e\x32\x1f.recallatron.memory.v1.Audience\x12/\n\x07purpose\x18\x07 \x01(\x0e\x32\x1e.recallatron.memory.v1.Purpose\x12-\n\x06origin\x18\x08 \x01(\x0e\x32\x1d.recallatron.memory.v1.Origin\x12\x17\n\nconfidence\x18\t \x01(\x01H\x00\x88\x01\x01\x12\x0e\n\x06reason\x18\n \x01(\t\x12.\n\ncreated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0boccurred_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x36\n\x08\x65ntities\x18\x0e \x03(\x0b\x32$.recallatron.memory.v1.EntityMention\x12\x13\n\x0b\x65ntity_keys\x18\x0f \x03(\t\x12:\n\trevisions\x18\x10 \x03(\x0b\x32\'.recallatron.memory.v1.ImportedRevision\x12\x19\n\x11\x64\x65rived_from_keys\x18\x11 \x03(\t\x12\x16\n\x0esupersedes_key\x18\x12 \x01(\tB\r\n\x0b_confidence\"\x86\x01\n\x0cImportResult\x12\x12\n\nimport_key\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x33\n\x06status\x18\x03 \x01(\x0e\x32#.recallatron.memory.v1.ImportStatus\x12!\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x12.google.rpc.Status*_\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\r\n\tKIND_NOTE\x10\x01\x12\r\n\tKIND_FACT\x10\x02\x12\x11\n\rKIND_DECISION\x10\x03\x12\x10\n\x0cKIND_SUMMARY\x10\x04*\x82\x01\n\x07Purpose\x12\x17\n\x13PURPOSE_UNSPECIFIED\x10\x00\x12\x18\n\x14PURPOSE_CONVERSATION\x10\x01\x12\x11\n\rPURPOSE_TASKS\x10\x02\x12\x15\n\x11PURPOSE_REPORTING\x10\x03\x12\x1a\n\x16PURPOSE_ADMINISTRATION\x10\x04*Q\n\x08\x41udience\x12\x18\n\x14\x41UDIENCE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41UDIENCE_WORKSPACE\x10\x01\x12\x13\n\x0f\x41UDIENCE_MEMBER\x10\x02*Z\n\x06Origin\x12\x16\n\x12ORIGIN_UNSPECIFIED\x10\x00\x12\x0f\n\x0bORIGIN_TOLD\x10\x01\x12\x12\n\x0eORIGIN_DERIVED\x10\x02\x12\x13\n\x0fORIGIN_MIGRATED\x10\x03*=\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_MEMBER\x10\x01\x12\x0e\n\nROLE_ADMIN\x10\x02*V\n\x08LinkType\x12\x19\n\x15LINK_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n\x16LINK_TYPE_DERIVED_FROM\x10\x01\x12\x13\n\x0fLINK_TYPE_ABOUT\x10\x02*q\n\nRecallMode\x12\x1b\n\x17RECALL_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13RECALL_MODE_LEXICAL\x10\x01\x12\x15\n\x11RECALL_MODE_DENSE\x10\x02\x12\x16\n\x12RECALL_MODE_HYBRID\x10\x03*\x91\x01\n\x10SupersededFilter\x12!\n\x1dSUPERSEDED_FILTER_UNSPECIFIED\x10\x00\x12\x1d\n\x19SUPERSEDED_FILTER_CURRENT\x10\x01\x12 \n\x1cSUPERSEDED_FILTER_SUPERSEDED\x10\x02\x12\x19\n\x15SUPERSEDED_FILTER_ALL\x10\x03*\x86\x01\n\x0cImportStatus\x12\x1d\n\x19IMPORT_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15IMPORT_STATUS_CREATED\x10\x01\x12\"\n\x1eIMPORT_STATUS_ALREADY_IMPORTED\x10\x02\x12\x18\n\x14IMPORT_STATUS_FAILED\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"recallatron/memory/v1/memory.proto\x12\x15recallatron.memory.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\x96\x01\n\x06\x43\x61ller\x12\x14\n\x0cworkspace_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12)\n\x04role\x18\x03 \x01(\x0e\x32\x1b.recallatron.memory.v1.Role\x12\x38\n\x10granted_purposes\x18\x04 \x03(\x0e\x32\x1e.recallatron.memory.v1.Purpose\"\x85\x01\n\x04Link\x12-\n\x04type\x18\x01 \x01(\x0e\x32\x1f.recallatron.memory.v1.LinkType\x12\x18\n\x10target_memory_id\x18\x02 \x01(\t\x12\x18\n\x10target_entity_id\x18\x03 \x01(\t\x12\x1a\n\x12target_entity_name\x18\x04 \x01(\t\"~\n\x08Revision\x12\x10\n\x08revision\x18\x01 \x01(\x03\x12\r\n\x05title\x18\x02 \x01(\t\x12\x0c\n\x04\x62ody\x18\x03 \x01(\t\x12\x12\n\nconfidence\x18\x04 \x01(\x01\x12/\n\x0breplaced_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xc8\x05\n\x06Memory\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08revision\x18\x02 \x01(\x03\x12)\n\x04kind\x18\x03 \x01(\x0e\x32\x1b.recallatron.memory.v1.Kind\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0c\n\x04\x62ody\x18\x05 \x01(\t\x12\x31\n\x08\x61udience\x18\x06 \x01(\x0e\x32\x1f.recallatron.memory.v1.Audience\x12\x1a\n\x12\x61udience_member_id\x18\x07 \x01(\t\x12/\n\x07purpose\x18\x08 \x01(\x0e\x32\x1e.recallatron.memory.v1.Purpose\x12\x12\n\nconfidence\x18\t \x01(\x01\x12-\n\x06origin\x18\n \x01(\x0e\x32\x1d.recallatron.memory.v1.Origin\x12\x18\n\x10superseded_by_id\x18\x0b \x01(\t\x12\x1b\n\x13invalidation_reason\x18\x0c \x01(\t\x12\x12\n\ncreated_by\x18\r \x01(\t\x12.\n\ncreated_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0boccurred_at\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tforgotten\x18\x11 \x01(\x08\x12*\n\x05links\x18\x12 \x03(\x0b\x32\x1b.recallatron.memory.v1.Link\x12\x30\n\x07history\x18\x13 \x03(\x0b\x32\x1f.recallatron.memory.v1.Revision\x12\x0e\n\x06reason\x18\x14 \x01(\t\x12\x38\n\x08\x65vidence\x18\x15 \x01(\x0b\x32&.recallatron.memory.v1.CaptureEvidence\"-\n\x0f\x43\x61ptureEvidence\x12\x0c\n\x04span\x18\x01 \x01(\t\x12\x0c\n\x04turn\x18\x02 \x01(\t\"D\n\x0fMentionedEntity\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x10\n\x08mentions\x18\x03 \x01(\x05\"\xfa\x01\n\x0f\x43\x61ptureProposal\x12\x0c\n\x04span\x18\x01 \x01(\t\x12)\n\x04kind\x18\x02 \x01(\x0e\x32\x1b.recallatron.memory.v1.Kind\x12\r\n\x05title\x18\x03 \x01(\t\x12\x0c\n\x04\x62ody\x18\x04 \x01(\t\x12\x31\n\x08\x61udience\x18\x05 \x01(\x0e\x32\x1f.recallatron.memory.v1.Audience\x12\x17\n\nconfidence\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x36\n\x08\x65ntities\x18\x07 \x03(\x0b\x32$.recallatron.memory.v1.EntityMentionB\r\n\x0b_confidence\"q\n\x0b\x43\x61ptureSkip\x12\x38\n\x06reason\x18\x01 \x01(\x0e\x32(.recallatron.memory.v1.CaptureSkipReason\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x17\n\x0fknown_memory_id\x18\x03 \x01(\t\"\x82\x01\n\rCaptureResult\x12/\n\x06memory\x18\x01 \x01(\x0b\x32\x1d.recallatron.memory.v1.MemoryH\x00\x12\x35\n\x07skipped\x18\x02 \x01(\x0b\x32\".recallatron.memory.v1.CaptureSkipH\x00\x42\t\n\x07outcome\"0\n\rEntityMention\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"2\n\x0eImportedEntity\x12\x12\n\nimport_key\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x88\x01\n\x10ImportedRevision\x12\r\n\x05title\x18\x01 \x01(\t\x12\x0c\n\x04\x62ody\x18\x02 \x01(\t\x12\x17\n\nconfidence\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12/\n\x0breplaced_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\r\n\x0b_confidence\"\x9e\x05\n\x0eImportedMemory\x12\x12\n\nimport_key\x18\x01 \x01(\t\x12\x18\n\x10\x61uthor_member_id\x18\x02 \x01(\t\x12)\n\x04kind\x18\x03 \x01(\x0e\x32\x1b.recallatron.memory.v1.Kind\x12\r\n\x05title\x18\x04 \x01(\t\x12\x0c\n\x04\x62ody\x18\x05 \x01(\t\x12\x31\n\x08\x61udience\x18\x06 \x01(\x0e\x32\x1f.recallatron.memory.v1.Audience\x12/\n\x07purpose\x18\x07 \x01(\x0e\x32\x1e.recallatron.memory.v1.Purpose\x12-\n\x06origin\x18\x08 \x01(\x0e\x32\x1d.recallatron.memory.v1.Origin\x12\x17\n\nconfidence\x18\t \x01(\x01H\x00\x88\x01\x01\x12\x0e\n\x06reason\x18\n \x01(\t\x12.\n\ncreated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x0c \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0boccurred_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x36\n\x08\x65ntities\x18\x0e \x03(\x0b\x32$.recallatron.memory.v1.EntityMention\x12\x13\n\x0b\x65ntity_keys\x18\x0f \x03(\t\x12:\n\trevisions\x18\x10 \x03(\x0b\x32\'.recallatron.memory.v1.ImportedRevision\x12\x19\n\x11\x64\x65rived_from_keys\x18\x11 \x03(\t\x12\x16\n\x0esupersedes_key\x18\x12 \x01(\tB\r\n\x0b_confidence\"\x86\x01\n\x0cImportResult\x12\x12\n\nimport_key\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x33\n\x06status\x18\x03 \x01(\x0e\x32#.recallatron.memory.v1.ImportStatus\x12!\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x12.google.rpc.Status*_\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\r\n\tKIND_NOTE\x10\x01\x12\r\n\tKIND_FACT\x10\x02\x12\x11\n\rKIND_DECISION\x10\x03\x12\x10\n\x0cKIND_SUMMARY\x10\x04*\x82\x01\n\x07Purpose\x12\x17\n\x13PURPOSE_UNSPECIFIED\x10\x00\x12\x18\n\x14PURPOSE_CONVERSATION\x10\x01\x12\x11\n\rPURPOSE_TASKS\x10\x02\x12\x15\n\x11PURPOSE_REPORTING\x10\x03\x12\x1a\n\x16PURPOSE_ADMINISTRATION\x10\x04*Q\n\x08\x41udience\x12\x18\n\x14\x41UDIENCE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41UDIENCE_WORKSPACE\x10\x01\x12\x13\n\x0f\x41UDIENCE_MEMBER\x10\x02*Z\n\x06Origin\x12\x16\n\x12ORIGIN_UNSPECIFIED\x10\x00\x12\x0f\n\x0bORIGIN_TOLD\x10\x01\x12\x12\n\x0eORIGIN_DERIVED\x10\x02\x12\x13\n\x0fORIGIN_MIGRATED\x10\x03*=\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_MEMBER\x10\x01\x12\x0e\n\nROLE_ADMIN\x10\x02*V\n\x08LinkType\x12\x19\n\x15LINK_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n\x16LINK_TYPE_DERIVED_FROM\x10\x01\x12\x13\n\x0fLINK_TYPE_ABOUT\x10\x02*q\n\nRecallMode\x12\x1b\n\x17RECALL_MODE_UNSPECIFIED\x10\x00\x12\x17\n\x13RECALL_MODE_LEXICAL\x10\x01\x12\x15\n\x11RECALL_MODE_DENSE\x10\x02\x12\x16\n\x12RECALL_MODE_HYBRID\x10\x03*\x91\x01\n\x10SupersededFilter\x12!\n\x1dSUPERSEDED_FILTER_UNSPECIFIED\x10\x00\x12\x1d\n\x19SUPERSEDED_FILTER_CURRENT\x10\x01\x12 \n\x1cSUPERSEDED_FILTER_SUPERSEDED\x10\x02\x12\x19\n\x15SUPERSEDED_FILTER_ALL\x10\x03*\x90\x01\n\x0b\x43ontextPart\x12\x1c\n\x18\x43ONTEXT_PART_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43ONTEXT_PART_PINNED\x10\x01\x12\x18\n\x14\x43ONTEXT_PART_SUMMARY\x10\x02\x12\x17\n\x13\x43ONTEXT_PART_ENTITY\x10\x03\x12\x17\n\x13\x43ONTEXT_PART_RECENT\x10\x04*\xad\x01\n\x11\x43\x61ptureSkipReason\x12#\n\x1f\x43\x41PTURE_SKIP_REASON_UNSPECIFIED\x10\x00\x12(\n$CAPTURE_SKIP_REASON_SPAN_NOT_IN_TURN\x10\x01\x12\"\n\x1e\x43\x41PTURE_SKIP_REASON_EMPTY_BODY\x10\x02\x12%\n!CAPTURE_SKIP_REASON_ALREADY_KNOWN\x10\x03*\x86\x01\n\x0cImportStatus\x12\x1d\n\x19IMPORT_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15IMPORT_STATUS_CREATED\x10\x01\x12\"\n\x1eIMPORT_STATUS_ALREADY_IMPORTED\x10\x02\x12\x18\n\x14IMPORT_STATUS_FAILED\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'recallatron.memory.v1.memory_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_KIND']._serialized_start=2244
-  _globals['_KIND']._serialized_end=2339
-  _globals['_PURPOSE']._serialized_start=2342
-  _globals['_PURPOSE']._serialized_end=2472
-  _globals['_AUDIENCE']._serialized_start=2474
-  _globals['_AUDIENCE']._serialized_end=2555
-  _globals['_ORIGIN']._serialized_start=2557
-  _globals['_ORIGIN']._serialized_end=2647
-  _globals['_ROLE']._serialized_start=2649
-  _globals['_ROLE']._serialized_end=2710
-  _globals['_LINKTYPE']._serialized_start=2712
-  _globals['_LINKTYPE']._serialized_end=2798
-  _globals['_RECALLMODE']._serialized_start=2800
-  _globals['_RECALLMODE']._serialized_end=2913
-  _globals['_SUPERSEDEDFILTER']._serialized_start=2916
-  _globals['_SUPERSEDEDFILTER']._serialized_end=3061
-  _globals['_IMPORTSTATUS']._serialized_start=3064
-  _globals['_IMPORTSTATUS']._serialized_end=3198
+  _globals['_KIND']._serialized_start=2920
+  _globals['_KIND']._serialized_end=3015
+  _globals['_PURPOSE']._serialized_start=3018
+  _globals['_PURPOSE']._serialized_end=3148
+  _globals['_AUDIENCE']._serialized_start=3150
+  _globals['_AUDIENCE']._serialized_end=3231
+  _globals['_ORIGIN']._serialized_start=3233
+  _globals['_ORIGIN']._serialized_end=3323
+  _globals['_ROLE']._serialized_start=3325
+  _globals['_ROLE']._serialized_end=3386
+  _globals['_LINKTYPE']._serialized_start=3388
+  _globals['_LINKTYPE']._serialized_end=3474
+  _globals['_RECALLMODE']._serialized_start=3476
+  _globals['_RECALLMODE']._serialized_end=3589
+  _globals['_SUPERSEDEDFILTER']._serialized_start=3592
+  _globals['_SUPERSEDEDFILTER']._serialized_end=3737
+  _globals['_CONTEXTPART']._serialized_start=3740
+  _globals['_CONTEXTPART']._serialized_end=3884
+  _globals['_CAPTURESKIPREASON']._serialized_start=3887
+  _globals['_CAPTURESKIPREASON']._serialized_end=4060
+  _globals['_IMPORTSTATUS']._serialized_start=4063
+  _globals['_IMPORTSTATUS']._serialized_end=4197
   _globals['_CALLER']._serialized_start=120
   _globals['_CALLER']._serialized_end=270
   _globals['_LINK']._serialized_start=273
@@ -58,15 +62,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REVISION']._serialized_start=408
   _globals['_REVISION']._serialized_end=534
   _globals['_MEMORY']._serialized_start=537
-  _globals['_MEMORY']._serialized_end=1191
-  _globals['_ENTITYMENTION']._serialized_start=1193
-  _globals['_ENTITYMENTION']._serialized_end=1241
-  _globals['_IMPORTEDENTITY']._serialized_start=1243
-  _globals['_IMPORTEDENTITY']._serialized_end=1293
-  _globals['_IMPORTEDREVISION']._serialized_start=1296
-  _globals['_IMPORTEDREVISION']._serialized_end=1432
-  _globals['_IMPORTEDMEMORY']._serialized_start=1435
-  _globals['_IMPORTEDMEMORY']._serialized_end=2105
-  _globals['_IMPORTRESULT']._serialized_start=2108
-  _globals['_IMPORTRESULT']._serialized_end=2242
+  _globals['_MEMORY']._serialized_end=1249
+  _globals['_CAPTUREEVIDENCE']._serialized_start=1251
+  _globals['_CAPTUREEVIDENCE']._serialized_end=1296
+  _globals['_MENTIONEDENTITY']._serialized_start=1298
+  _globals['_MENTIONEDENTITY']._serialized_end=1366
+  _globals['_CAPTUREPROPOSAL']._serialized_start=1369
+  _globals['_CAPTUREPROPOSAL']._serialized_end=1619
+  _globals['_CAPTURESKIP']._serialized_start=1621
+  _globals['_CAPTURESKIP']._serialized_end=1734
+  _globals['_CAPTURERESULT']._serialized_start=1737
+  _globals['_CAPTURERESULT']._serialized_end=1867
+  _globals['_ENTITYMENTION']._serialized_start=1869
+  _globals['_ENTITYMENTION']._serialized_end=1917
+  _globals['_IMPORTEDENTITY']._serialized_start=1919
+  _globals['_IMPORTEDENTITY']._serialized_end=1969
+  _globals['_IMPORTEDREVISION']._serialized_start=1972
+  _globals['_IMPORTEDREVISION']._serialized_end=2108
+  _globals['_IMPORTEDMEMORY']._serialized_start=2111
+  _globals['_IMPORTEDMEMORY']._serialized_end=2781
+  _globals['_IMPORTRESULT']._serialized_start=2784
+  _globals['_IMPORTRESULT']._serialized_end=2918
 # @@protoc_insertion_point(module_scope)

@@ -66,6 +66,21 @@ class SupersededFilter(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SUPERSEDED_FILTER_SUPERSEDED: _ClassVar[SupersededFilter]
     SUPERSEDED_FILTER_ALL: _ClassVar[SupersededFilter]
 
+class ContextPart(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONTEXT_PART_UNSPECIFIED: _ClassVar[ContextPart]
+    CONTEXT_PART_PINNED: _ClassVar[ContextPart]
+    CONTEXT_PART_SUMMARY: _ClassVar[ContextPart]
+    CONTEXT_PART_ENTITY: _ClassVar[ContextPart]
+    CONTEXT_PART_RECENT: _ClassVar[ContextPart]
+
+class CaptureSkipReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CAPTURE_SKIP_REASON_UNSPECIFIED: _ClassVar[CaptureSkipReason]
+    CAPTURE_SKIP_REASON_SPAN_NOT_IN_TURN: _ClassVar[CaptureSkipReason]
+    CAPTURE_SKIP_REASON_EMPTY_BODY: _ClassVar[CaptureSkipReason]
+    CAPTURE_SKIP_REASON_ALREADY_KNOWN: _ClassVar[CaptureSkipReason]
+
 class ImportStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     IMPORT_STATUS_UNSPECIFIED: _ClassVar[ImportStatus]
@@ -103,6 +118,15 @@ SUPERSEDED_FILTER_UNSPECIFIED: SupersededFilter
 SUPERSEDED_FILTER_CURRENT: SupersededFilter
 SUPERSEDED_FILTER_SUPERSEDED: SupersededFilter
 SUPERSEDED_FILTER_ALL: SupersededFilter
+CONTEXT_PART_UNSPECIFIED: ContextPart
+CONTEXT_PART_PINNED: ContextPart
+CONTEXT_PART_SUMMARY: ContextPart
+CONTEXT_PART_ENTITY: ContextPart
+CONTEXT_PART_RECENT: ContextPart
+CAPTURE_SKIP_REASON_UNSPECIFIED: CaptureSkipReason
+CAPTURE_SKIP_REASON_SPAN_NOT_IN_TURN: CaptureSkipReason
+CAPTURE_SKIP_REASON_EMPTY_BODY: CaptureSkipReason
+CAPTURE_SKIP_REASON_ALREADY_KNOWN: CaptureSkipReason
 IMPORT_STATUS_UNSPECIFIED: ImportStatus
 IMPORT_STATUS_CREATED: ImportStatus
 IMPORT_STATUS_ALREADY_IMPORTED: ImportStatus
@@ -147,7 +171,7 @@ class Revision(_message.Message):
     def __init__(self, revision: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., replaced_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "revision", "kind", "title", "body", "audience", "audience_member_id", "purpose", "confidence", "origin", "superseded_by_id", "invalidation_reason", "created_by", "created_at", "updated_at", "occurred_at", "forgotten", "links", "history", "reason")
+    __slots__ = ("id", "revision", "kind", "title", "body", "audience", "audience_member_id", "purpose", "confidence", "origin", "superseded_by_id", "invalidation_reason", "created_by", "created_at", "updated_at", "occurred_at", "forgotten", "links", "history", "reason", "evidence")
     ID_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -168,6 +192,7 @@ class Memory(_message.Message):
     LINKS_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     id: str
     revision: int
     kind: Kind
@@ -188,7 +213,62 @@ class Memory(_message.Message):
     links: _containers.RepeatedCompositeFieldContainer[Link]
     history: _containers.RepeatedCompositeFieldContainer[Revision]
     reason: str
-    def __init__(self, id: _Optional[str] = ..., revision: _Optional[int] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., audience_member_id: _Optional[str] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., confidence: _Optional[float] = ..., origin: _Optional[_Union[Origin, str]] = ..., superseded_by_id: _Optional[str] = ..., invalidation_reason: _Optional[str] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., forgotten: _Optional[bool] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., history: _Optional[_Iterable[_Union[Revision, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
+    evidence: CaptureEvidence
+    def __init__(self, id: _Optional[str] = ..., revision: _Optional[int] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., audience_member_id: _Optional[str] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., confidence: _Optional[float] = ..., origin: _Optional[_Union[Origin, str]] = ..., superseded_by_id: _Optional[str] = ..., invalidation_reason: _Optional[str] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., forgotten: _Optional[bool] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., history: _Optional[_Iterable[_Union[Revision, _Mapping]]] = ..., reason: _Optional[str] = ..., evidence: _Optional[_Union[CaptureEvidence, _Mapping]] = ...) -> None: ...
+
+class CaptureEvidence(_message.Message):
+    __slots__ = ("span", "turn")
+    SPAN_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    span: str
+    turn: str
+    def __init__(self, span: _Optional[str] = ..., turn: _Optional[str] = ...) -> None: ...
+
+class MentionedEntity(_message.Message):
+    __slots__ = ("entity_id", "name", "mentions")
+    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MENTIONS_FIELD_NUMBER: _ClassVar[int]
+    entity_id: str
+    name: str
+    mentions: int
+    def __init__(self, entity_id: _Optional[str] = ..., name: _Optional[str] = ..., mentions: _Optional[int] = ...) -> None: ...
+
+class CaptureProposal(_message.Message):
+    __slots__ = ("span", "kind", "title", "body", "audience", "confidence", "entities")
+    SPAN_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    AUDIENCE_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    span: str
+    kind: Kind
+    title: str
+    body: str
+    audience: Audience
+    confidence: float
+    entities: _containers.RepeatedCompositeFieldContainer[EntityMention]
+    def __init__(self, span: _Optional[str] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., confidence: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[EntityMention, _Mapping]]] = ...) -> None: ...
+
+class CaptureSkip(_message.Message):
+    __slots__ = ("reason", "message", "known_memory_id")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    reason: CaptureSkipReason
+    message: str
+    known_memory_id: str
+    def __init__(self, reason: _Optional[_Union[CaptureSkipReason, str]] = ..., message: _Optional[str] = ..., known_memory_id: _Optional[str] = ...) -> None: ...
+
+class CaptureResult(_message.Message):
+    __slots__ = ("memory", "skipped")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    memory: Memory
+    skipped: CaptureSkip
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., skipped: _Optional[_Union[CaptureSkip, _Mapping]] = ...) -> None: ...
 
 class EntityMention(_message.Message):
     __slots__ = ("entity_id", "name")

@@ -47,6 +47,84 @@ class ImportHistoryResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[AppendHistoryResult]
     def __init__(self, results: _Optional[_Iterable[_Union[AppendHistoryResult, _Mapping]]] = ...) -> None: ...
 
+class PinMemoryRequest(_message.Message):
+    __slots__ = ("caller", "memory_id")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    memory_id: str
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ...) -> None: ...
+
+class PinMemoryResponse(_message.Message):
+    __slots__ = ("memory_id", "pinned_at", "already_pinned")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    PINNED_AT_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_PINNED_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    pinned_at: _timestamp_pb2.Timestamp
+    already_pinned: bool
+    def __init__(self, memory_id: _Optional[str] = ..., pinned_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., already_pinned: _Optional[bool] = ...) -> None: ...
+
+class UnpinMemoryRequest(_message.Message):
+    __slots__ = ("caller", "memory_id")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    memory_id: str
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ...) -> None: ...
+
+class UnpinMemoryResponse(_message.Message):
+    __slots__ = ("was_pinned",)
+    WAS_PINNED_FIELD_NUMBER: _ClassVar[int]
+    was_pinned: bool
+    def __init__(self, was_pinned: _Optional[bool] = ...) -> None: ...
+
+class GetContextRequest(_message.Message):
+    __slots__ = ("caller", "purpose")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    purpose: _memory_pb2.Purpose
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ...) -> None: ...
+
+class ContextEntry(_message.Message):
+    __slots__ = ("part", "memory", "entities")
+    PART_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    part: _memory_pb2.ContextPart
+    memory: _memory_pb2.Memory
+    entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.MentionedEntity]
+    def __init__(self, part: _Optional[_Union[_memory_pb2.ContextPart, str]] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.MentionedEntity, _Mapping]]] = ...) -> None: ...
+
+class GetContextResponse(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[ContextEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[ContextEntry, _Mapping]]] = ...) -> None: ...
+
+class CaptureRequest(_message.Message):
+    __slots__ = ("caller", "purpose", "turn", "proposals", "request_id")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    PROPOSALS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    purpose: _memory_pb2.Purpose
+    turn: str
+    proposals: _containers.RepeatedCompositeFieldContainer[_memory_pb2.CaptureProposal]
+    request_id: str
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., turn: _Optional[str] = ..., proposals: _Optional[_Iterable[_Union[_memory_pb2.CaptureProposal, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CaptureResponse(_message.Message):
+    __slots__ = ("results", "replayed")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[_memory_pb2.CaptureResult]
+    replayed: bool
+    def __init__(self, results: _Optional[_Iterable[_Union[_memory_pb2.CaptureResult, _Mapping]]] = ..., replayed: _Optional[bool] = ...) -> None: ...
+
 class HistoryTurn(_message.Message):
     __slots__ = ("request_id", "chat_id", "role", "text", "occurred_at", "session_id")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
@@ -188,14 +266,16 @@ class ListMemoriesResponse(_message.Message):
     def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ...) -> None: ...
 
 class UpdateWorkspaceSettingsRequest(_message.Message):
-    __slots__ = ("workspace_id", "dense_floor", "default_mode")
+    __slots__ = ("workspace_id", "dense_floor", "default_mode", "context_bundle")
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_BUNDLE_FIELD_NUMBER: _ClassVar[int]
     workspace_id: str
     dense_floor: float
     default_mode: _memory_pb2.RecallMode
-    def __init__(self, workspace_id: _Optional[str] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ...) -> None: ...
+    context_bundle: bool
+    def __init__(self, workspace_id: _Optional[str] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ...) -> None: ...
 
 class UpdateWorkspaceSettingsResponse(_message.Message):
     __slots__ = ("settings",)
@@ -218,12 +298,14 @@ class RebuildEmbeddingsResponse(_message.Message):
     def __init__(self, queued: _Optional[int] = ..., input_version: _Optional[str] = ...) -> None: ...
 
 class WorkspaceSettings(_message.Message):
-    __slots__ = ("dense_floor", "default_mode")
+    __slots__ = ("dense_floor", "default_mode", "context_bundle")
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_BUNDLE_FIELD_NUMBER: _ClassVar[int]
     dense_floor: float
     default_mode: _memory_pb2.RecallMode
-    def __init__(self, dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ...) -> None: ...
+    context_bundle: bool
+    def __init__(self, dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ...) -> None: ...
 
 class CreateWorkspaceRequest(_message.Message):
     __slots__ = ("name",)

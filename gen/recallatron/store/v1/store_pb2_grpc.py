@@ -160,6 +160,26 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ImportHistoryRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ImportHistoryResponse.FromString,
                 _registered_method=True)
+        self.PinMemory = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/PinMemory',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.PinMemoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.PinMemoryResponse.FromString,
+                _registered_method=True)
+        self.UnpinMemory = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/UnpinMemory',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.UnpinMemoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.UnpinMemoryResponse.FromString,
+                _registered_method=True)
+        self.GetContext = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/GetContext',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.GetContextRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.GetContextResponse.FromString,
+                _registered_method=True)
+        self.Capture = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/Capture',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.CaptureRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.CaptureResponse.FromString,
+                _registered_method=True)
 
 
 class StoreServiceServicer:
@@ -362,6 +382,35 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PinMemory(self, request, context):
+        """Pins a readable memory for the caller (as the gateway's PinMemory).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnpinMemory(self, request, context):
+        """Unpins a readable memory for the caller (as the gateway's UnpinMemory).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetContext(self, request, context):
+        """The parts of the caller's context bundle for one purpose, before the gateway renders and cuts
+        them (as the gateway's GetContext, less the budget and the setting, which the gateway checks).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Capture(self, request, context):
+        """Stores the proposals a turn states explicitly (as the gateway's Capture).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -489,6 +538,26 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.ImportHistory,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ImportHistoryRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ImportHistoryResponse.SerializeToString,
+            ),
+            'PinMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.PinMemory,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.PinMemoryRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.PinMemoryResponse.SerializeToString,
+            ),
+            'UnpinMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnpinMemory,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.UnpinMemoryRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.UnpinMemoryResponse.SerializeToString,
+            ),
+            'GetContext': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetContext,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.GetContextRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.GetContextResponse.SerializeToString,
+            ),
+            'Capture': grpc.unary_unary_rpc_method_handler(
+                    servicer.Capture,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.CaptureRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.CaptureResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1167,6 +1236,114 @@ class StoreService:
             '/recallatron.store.v1.StoreService/ImportHistory',
             recallatron_dot_store_dot_v1_dot_store__pb2.ImportHistoryRequest.SerializeToString,
             recallatron_dot_store_dot_v1_dot_store__pb2.ImportHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PinMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/PinMemory',
+            recallatron_dot_store_dot_v1_dot_store__pb2.PinMemoryRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.PinMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnpinMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/UnpinMemory',
+            recallatron_dot_store_dot_v1_dot_store__pb2.UnpinMemoryRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.UnpinMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetContext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/GetContext',
+            recallatron_dot_store_dot_v1_dot_store__pb2.GetContextRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.GetContextResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Capture(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/Capture',
+            recallatron_dot_store_dot_v1_dot_store__pb2.CaptureRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.CaptureResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,72 @@
+"""The context bundle's commands: ``context`` prints the caller's bundle for a prompt, ``pin`` and
+``unpin`` choose what it always holds (gateway GetContext, PinMemory, UnpinMemory).
+
+``recallatron context`` is for bots that assemble their own prompt: it prints the rendered block
+(``--json``: the whole response, items and cut items included). The workspace must have the bundle
+on (``recallatron workspace settings --context-bundle on``), else FAILED_PRECONDITION.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+
+from recallatron.gateway.v1 import gateway_pb2 as g
+
+from cli import client, options
+
+
+def context_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron context``."""
+    cx = sub.add_parser(
+        "context",
+        help="print your context bundle for a prompt (pinned, summaries, entities, newest)",
+        description="Prints the rendered bundle; what was cut to fit the budget is said on its last line.",
+    )
+    cx.add_argument(
+        "--budget", type=options.int32, default=0, help="most tokens (MiniLM word pieces), 200..100000; default 1500"
+    )
+    options.gateway_options(cx)
+    cx.set_defaults(handler=context)
+
+
+@client.gateway_command
+def context(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """GetContext: prints the bundle's text, or the protobuf JSON."""
+    resp = gw.memory.GetContext(
+        g.GetContextRequest(purpose=options.PURPOSES[args.purpose], token_budget=args.budget), metadata=gw.metadata
+    )
+    client.emit(resp, args.json, resp.text)
+    return 0
+
+
+def pin_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron pin`` and ``recallatron unpin``."""
+    for name, handler, text in (
+        ("pin", pin, "keep a memory you can read in your context bundle"),
+        ("unpin", unpin, "take a memory out of your pins"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("id")
+        options.gateway_options(p, purpose=False)
+        p.set_defaults(handler=handler)
+
+
+@client.gateway_command
+def pin(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """PinMemory: prints when it was pinned (and whether it already was)."""
+    resp = gw.memory.PinMemory(g.PinMemoryRequest(id=args.id), metadata=gw.metadata)
+    at = resp.pinned_at.ToDatetime(tzinfo=datetime.UTC).isoformat(timespec="seconds")
+    client.emit(resp, args.json, f"{'already pinned' if resp.already_pinned else 'pinned'} {resp.memory_id} at {at}")
+    return 0
+
+
+@client.gateway_command
+def unpin(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """UnpinMemory: prints whether there was a pin to take away."""
+    resp = gw.memory.UnpinMemory(g.UnpinMemoryRequest(id=args.id), metadata=gw.metadata)
+    client.emit(resp, args.json, f"unpinned {args.id}" if resp.was_pinned else f"{args.id} was not pinned")
+    return 0
+
+
+PARSERS = (context_parser, pin_parser)

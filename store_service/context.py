@@ -1,0 +1,140 @@
+"""The parts of a member's context bundle (GetContext), chosen in SQL under the readability rule.
+
+For one purpose granted to the caller, the parts are chosen independently among the memories the
+caller can read exactly as Recall's are (``READABLE`` of that purpose, then the derived_from walk,
+``memories.readable_ids``; superseded memories only when pinned), then joined in this order with each
+memory kept once, in the first part that chose it:
+
+1. pinned: every memory the caller pinned (store_service/pins.py);
+2. summary: the ``SUMMARIES`` newest of kind summary;
+3. entity: for each of the ``ENTITIES`` entities most mentioned in the last ``WINDOW_DAYS`` days
+   (mentions = readable memories about it created in that window; ties: the most recent mention,
+   then the entity id), the newest readable memory about it;
+4. recent: the ``RECENT`` newest memories.
+
+"Newest" is creation time, ties by id; each part lists newest first. The counts are taken over
+readable memories only, so their order reveals nothing the caller may not read. The gateway renders
+the entries and cuts them to a token budget (gateway/context.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+
+import psycopg
+from recallatron.memory.v1 import memory_pb2 as m
+from recallatron.store.v1 import store_pb2 as s
+
+from servicekit.caller import check_purpose_granted
+from store_service.database import named
+from store_service.memories import get_memories, readable_ids
+from store_service.readability import READABLE, caller_params
+
+SUMMARIES = 3
+ENTITIES = 5
+RECENT = 10
+WINDOW_DAYS = 30
+# Rows read per query while looking for the newest readable ones: the walk can drop a row (an
+# unreadable source up its chain), so reading goes on page by page until enough pass.
+PAGE = 50
+NEWEST = "ORDER BY m.created_at DESC, m.id DESC"
+
+
+@dataclass
+class _Chosen:
+    """One memory of the bundle while it is built."""
+
+    part: int
+    created_at: object
+    entities: list[m.MentionedEntity] = field(default_factory=list)
+
+
+def _newest(conn: psycopg.Connection, caller: m.Caller, where: str, params: dict, limit: int | None) -> list:
+    """Rows ``(id, created_at)`` of the newest memories ``m`` matching ``where`` that the caller may
+    read (own row and chain), newest first, at most ``limit`` (None: all), reading ``PAGE`` at a time."""
+    out: list = []
+    offset = 0
+    while limit is None or len(out) < limit:
+        rows = (
+            named(conn)
+            .execute(
+                f"SELECT m.id, m.created_at FROM memory m WHERE {READABLE} AND {where} {NEWEST} "
+                "LIMIT %(page)s OFFSET %(offset)s",
+                {**caller_params(caller), **params, "page": PAGE, "offset": offset},
+            )
+            .fetchall()
+        )
+        ok = readable_ids(conn, caller, [r.id for r in rows])
+        out += [r for r in rows if r.id in ok]
+        if len(rows) < PAGE:
+            break
+        offset += PAGE
+    return out if limit is None else out[:limit]
+
+
+def _top_entities(conn: psycopg.Connection, caller: m.Caller, params: dict) -> list[m.MentionedEntity]:
+    """The ``ENTITIES`` entities most mentioned by readable, live memories of the purpose created in
+    the last ``WINDOW_DAYS`` days, most mentioned first."""
+    rows = (
+        named(conn)
+        .execute(
+            f"""SELECT m.id, m.created_at, e.id AS entity_id, e.name
+                  FROM memory m JOIN memory_link l ON l.memory_id = m.id AND l.link_type = 'about'
+                  JOIN entity e ON e.id = l.target_entity_id
+                 WHERE {READABLE} AND m.purpose = %(purpose)s AND m.superseded_by_id IS NULL
+                   AND m.created_at >= now() - make_interval(days => %(days)s)""",
+            {**caller_params(caller), **params, "days": WINDOW_DAYS},
+        )
+        .fetchall()
+    )
+    ok = readable_ids(conn, caller, list({r.id for r in rows}))
+    counts: Counter = Counter()
+    last: dict[uuid.UUID, object] = {}
+    names: dict[uuid.UUID, str] = {}
+    for r in rows:
+        if r.id in ok:
+            counts[r.entity_id] += 1
+            last[r.entity_id] = max(last.get(r.entity_id, r.created_at), r.created_at)
+            names[r.entity_id] = r.name
+    ranked = sorted(counts, key=str)  # stable sorts: the last key sorted is the first compared
+    ranked.sort(key=lambda e: last[e], reverse=True)
+    ranked.sort(key=lambda e: counts[e], reverse=True)
+    ranked = ranked[:ENTITIES]
+    return [m.MentionedEntity(entity_id=str(e), name=names[e], mentions=counts[e]) for e in ranked]
+
+
+def bundle(conn: psycopg.Connection, caller: m.Caller, purpose: int) -> list[s.ContextEntry]:
+    """The entries of the caller's bundle for ``purpose``: part by part, newest first within each part,
+    each memory once. INVALID_ARGUMENT for a bad purpose, PERMISSION_DENIED for one not granted."""
+    params = {"purpose": check_purpose_granted(caller, purpose), "member": uuid.UUID(caller.member_id)}
+    live = "m.purpose = %(purpose)s AND m.superseded_by_id IS NULL"
+    chosen: dict[uuid.UUID, _Chosen] = {}
+
+    def choose(rows, part: int) -> None:
+        for r in rows:
+            chosen.setdefault(r.id, _Chosen(part, r.created_at))
+
+    pinned = "m.purpose = %(purpose)s AND m.id IN (SELECT memory_id FROM memory_pin WHERE member_id = %(member)s)"
+    choose(_newest(conn, caller, pinned, params, None), m.CONTEXT_PART_PINNED)
+    choose(_newest(conn, caller, f"{live} AND m.kind = 'summary'", params, SUMMARIES), m.CONTEXT_PART_SUMMARY)
+    for entity in _top_entities(conn, caller, params):
+        about = f"""{live} AND EXISTS (SELECT 1 FROM memory_link l WHERE l.memory_id = m.id
+                      AND l.link_type = 'about' AND l.target_entity_id = %(entity)s)"""
+        rows = _newest(conn, caller, about, {**params, "entity": uuid.UUID(entity.entity_id)}, 1)
+        choose(rows, m.CONTEXT_PART_ENTITY)
+        for r in rows:
+            chosen[r.id].entities.append(entity)
+    choose(_newest(conn, caller, live, params, RECENT), m.CONTEXT_PART_RECENT)
+
+    # NEWEST within each part (UUIDs compare as PostgreSQL compares them, byte by byte); stable sorts.
+    order = sorted(chosen, reverse=True)
+    order.sort(key=lambda i: chosen[i].created_at, reverse=True)
+    order.sort(key=lambda i: chosen[i].part)
+    found = {mem.id: mem for mem in get_memories(conn, caller, [str(i) for i in order])}
+    return [
+        s.ContextEntry(part=chosen[i].part, memory=found[str(i)], entities=chosen[i].entities)
+        for i in order
+        if str(i) in found  # forgotten between the choice and the fetch
+    ]

@@ -1,0 +1,215 @@
+"""Capture: memories a conversation turn states explicitly, end to end through the gateway against
+real PostgreSQL (tests/conftest.py). Each rule that skips a proposal is a no-op with its reason;
+malformed requests are INVALID_ARGUMENT; request_id makes a retry safe."""
+
+from __future__ import annotations
+
+import uuid
+
+import grpc
+import pytest
+from conftest import code_of
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+
+from servicekit.errors import error_info
+from store_service import known
+
+SPAN_NOT_IN_TURN, EMPTY_BODY, ALREADY_KNOWN = (
+    m.CAPTURE_SKIP_REASON_SPAN_NOT_IN_TURN,
+    m.CAPTURE_SKIP_REASON_EMPTY_BODY,
+    m.CAPTURE_SKIP_REASON_ALREADY_KNOWN,
+)
+TURN = "By the way, my sister Ana moved to Porto last spring, and she now works as a pilot."
+
+
+def proposal(body: str, span: str, **kw) -> m.CaptureProposal:
+    return m.CaptureProposal(body=body, span=span, audience=kw.pop("audience", m.AUDIENCE_WORKSPACE), **kw)
+
+
+def capture(member, *proposals, turn: str = TURN, purpose=m.PURPOSE_CONVERSATION, request_id: str = ""):
+    req = g.CaptureRequest(purpose=purpose, turn=turn, proposals=proposals, request_id=request_id)
+    return member.stack.memory.Capture(req, metadata=member.md())
+
+
+def memory_count(stack, ws: str) -> int:
+    with stack.db(ws) as conn:
+        return conn.execute("SELECT count(*) FROM memory").fetchone()[0]
+
+
+@pytest.fixture
+def world(stack):
+    ws = stack.workspace("capture")
+    return {"ws": ws, "alice": stack.member(ws), "bob": stack.member(ws)}
+
+
+def test_a_valid_proposal_is_stored_with_its_evidence_and_recalled(world):
+    alice = world["alice"]
+    resp = capture(
+        alice,
+        proposal(
+            "Alice's sister Ana moved to Porto in the spring.",
+            "my sister Ana moved to Porto last spring",
+            kind=m.KIND_FACT,
+            title="Ana",
+            entities=[m.EntityMention(name="Ana")],
+        ),
+    )
+    assert not resp.replayed and len(resp.results) == 1 and resp.results[0].HasField("memory")
+    mem = resp.results[0].memory
+    assert (mem.origin, mem.kind, mem.title, mem.created_by) == (m.ORIGIN_TOLD, m.KIND_FACT, "Ana", alice.id)
+    assert mem.evidence.span == "my sister Ana moved to Porto last spring" and mem.evidence.turn == TURN
+    read = alice.read(mem.id)
+    assert read.body == "Alice's sister Ana moved to Porto in the spring."
+    assert (read.evidence.span, read.evidence.turn) == (mem.evidence.span, TURN)
+    assert [link.target_entity_name for link in read.links] == ["Ana"]
+    hits = alice.recall("Where did Ana move?", mode=m.RECALL_MODE_LEXICAL)
+    assert hits.items[0].memory.id == mem.id
+    bob_sees = world["bob"].read(mem.id)  # a workspace memory: its readers see its evidence
+    assert bob_sees.evidence.span == mem.evidence.span
+
+
+def test_the_span_is_matched_after_the_keyword_arms_normalisation(world):
+    # Case, runs of whitespace, NFKC (the ligature, full-width letters) and the non-breaking hyphen.
+    turn = "The ﬁle QA\u20113141 is due on FRIDAY,\n\n  says the ＣＦＯ."
+    resp = capture(
+        world["alice"],
+        proposal("File QA-3141 is due on Friday.", "the file qa-3141 is due on friday, says the cfo"),
+        turn=turn,
+    )
+    assert resp.results[0].HasField("memory"), resp
+    assert known.span_in_turn("qa-3141   IS due", turn) and not known.span_in_turn("QA 3141", turn)
+
+
+def test_each_rule_is_a_no_op_with_its_reason(stack, world):
+    alice, bob = world["alice"], world["bob"]
+    existing = alice.remember("Ana works as a pilot.")
+    before = memory_count(stack, world["ws"])
+    resp = capture(
+        alice,
+        proposal("Ana moved to Lisbon.", "my sister Ana moved to Lisbon"),  # not what the turn says
+        proposal("Ana is a pilot.", "   "),  # a blank span
+        proposal("   ", "she now works as a pilot"),  # an empty body
+        proposal("", "she now works as a pilot"),
+        proposal("  ana WORKS as a   pilot. ", "she now works as a pilot"),  # the same body, normalised
+    )
+    reasons = [(r.skipped.reason, r.skipped.known_memory_id) for r in resp.results]
+    assert reasons == [
+        (SPAN_NOT_IN_TURN, ""),
+        (SPAN_NOT_IN_TURN, ""),
+        (EMPTY_BODY, ""),
+        (EMPTY_BODY, ""),
+        (ALREADY_KNOWN, existing.id),
+    ]
+    assert [r.skipped.message for r in resp.results[:3]] == [
+        "the span does not occur in the turn",
+        "the span is blank",
+        "the body is empty or blank",
+    ]
+    assert not any(r.HasField("memory") for r in resp.results)
+    assert memory_count(stack, world["ws"]) == before
+    with stack.db(world["ws"]) as conn:  # nothing stored: no turn kept either
+        assert conn.execute("SELECT count(*) FROM capture").fetchone()[0] == 0
+
+    # Known means readable by the caller: bob's private memory with the same body is not alice's.
+    private = bob.remember("Ana has a cat called Miso.", audience=m.AUDIENCE_MEMBER)
+    turn = "Ana has a cat called Miso, I think."
+    resp = capture(alice, proposal("Ana has a cat called Miso.", "Ana has a cat called Miso"), turn=turn)
+    assert resp.results[0].HasField("memory") and resp.results[0].memory.id != private.id
+    # Two proposals of one call with one body: the second is known from the first.
+    resp = capture(bob, proposal("The pilot is Ana.", "works as a pilot"), proposal("the pilot is ana.", "Ana"))
+    first = resp.results[0].memory.id
+    assert (resp.results[1].skipped.reason, resp.results[1].skipped.known_memory_id) == (ALREADY_KNOWN, first)
+    # A superseded or forgotten memory is no longer known.
+    stack.memory.Forget(g.ForgetRequest(id=existing.id, reason="test"), metadata=alice.md())
+    resp = capture(alice, proposal("Ana works as a pilot.", "works as a pilot"))
+    assert resp.results[0].HasField("memory")
+
+
+def test_a_retry_is_a_no_op_answered_with_the_first_outcome(stack, world):
+    alice = world["alice"]
+    props = [proposal("Ana lives in Porto.", "Ana moved to Porto"), proposal("x", "not in the turn")]
+    first = capture(alice, *props, request_id="turn-42")
+    stored = first.results[0].memory
+    count = memory_count(stack, world["ws"])
+    again = capture(alice, *props, request_id="turn-42")
+    assert again.replayed and not first.replayed
+    assert again.results[0].memory.id == stored.id and again.results[0].memory.evidence.turn == TURN
+    assert again.results[1].skipped.reason == SPAN_NOT_IN_TURN
+    assert memory_count(stack, world["ws"]) == count  # nothing written twice (not "already known" either)
+    # Another member's identical request id is another id.
+    other = capture(world["bob"], proposal("Ana's home is Porto.", "Ana moved to Porto"), request_id="turn-42")
+    assert not other.replayed and other.results[0].HasField("memory")
+    # The same id with another request is refused and writes nothing.
+    with pytest.raises(grpc.RpcError) as err:
+        capture(alice, proposal("Ana lives in Porto now.", "Ana moved to Porto"), request_id="turn-42")
+    assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    info = error_info(err.value)
+    assert info.reason == "REQUEST_ID_REUSED" and info.metadata["operation"] == "capture"
+    assert memory_count(stack, world["ws"]) == count + 1
+    # A request id whose capture stored nothing is still bound to its request.
+    none = capture(alice, proposal("", "Ana"), request_id="turn-43")
+    assert capture(alice, proposal("", "Ana"), request_id="turn-43").replayed and not none.replayed
+    assert code_of(capture, alice, proposal("", "Porto"), request_id="turn-43") == grpc.StatusCode.ALREADY_EXISTS
+
+
+def test_forgetting_a_captured_memory_erases_its_evidence(stack, world):
+    alice = world["alice"]
+    mem = capture(alice, proposal("Ana flies for a living.", "works as a pilot"), request_id="t1").results[0].memory
+    stack.memory.Forget(g.ForgetRequest(id=mem.id, reason="asked"), metadata=alice.md())
+    with stack.db(world["ws"]) as conn:
+        span, turn, fingerprint = conn.execute(
+            "SELECT e.span, c.turn, c.fingerprint FROM memory_evidence e JOIN capture c ON c.id = e.capture_id "
+            "WHERE e.memory_id = %s",
+            (uuid.UUID(mem.id),),
+        ).fetchone()
+        body_key = conn.execute("SELECT body_key FROM memory WHERE id = %s", (uuid.UUID(mem.id),)).fetchone()[0]
+    assert (span, turn, fingerprint, body_key) == ("", "", None, None)
+    with pytest.raises(grpc.RpcError) as err:  # the id stays used
+        capture(alice, proposal("Ana flies for a living.", "works as a pilot"), request_id="t1")
+    assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS and "forgotten" in err.value.details()
+
+
+def test_malformed_requests_are_invalid_argument(stack, world):
+    alice = world["alice"]
+    ok = proposal("Ana is a pilot.", "works as a pilot")
+    assert capture(alice).results == []  # no proposals is a valid, empty answer
+    cases = [
+        ({"turn": ""}, "turn"),
+        ({"turn": "   \n"}, "turn"),
+        ({"turn": "x" * 65_537}, "turn"),
+        ({"turn": "a\x00b"}, "turn"),
+        ({"request_id": "r" * 201}, "request_id"),
+    ]
+    for kwargs, field in cases:
+        with pytest.raises(grpc.RpcError) as err:
+            capture(alice, ok, **kwargs)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, kwargs
+        assert error_info(err.value).metadata["field"] == field
+    with pytest.raises(grpc.RpcError) as err:
+        capture(alice, *[ok] * 21)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "at most 20 proposals" in err.value.details()
+    bad = [
+        (proposal("Ana.", "Ana", kind=9), "proposals[1].kind"),
+        (proposal("Ana.", "Ana", confidence=1.5), "proposals[1].confidence"),
+        (proposal("Ana.", "Ana", audience=m.AUDIENCE_UNSPECIFIED), "proposals[1].audience"),
+        (proposal("a" * 65_537, "Ana"), "proposals[1].body"),
+        (proposal("Ana.", "s" * 65_537), "proposals[1].span"),
+        (proposal("Ana.", "Ana", title="t" * 1_001), "proposals[1].title"),
+        (proposal("Ana.", "Ana", entities=[m.EntityMention(name="")]), "proposals[1].entities"),
+    ]
+    before = memory_count(stack, world["ws"])
+    for prop, field in bad:
+        with pytest.raises(grpc.RpcError) as err:
+            capture(alice, ok, prop)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, field
+        assert error_info(err.value).metadata["field"] == field and err.value.details().startswith("proposals[1]: ")
+    assert memory_count(stack, world["ws"]) == before  # a malformed call stores nothing, not even ok
+    unknown = proposal("Ana.", "Ana", entities=[m.EntityMention(entity_id=str(uuid.uuid4()))])
+    assert code_of(capture, alice, ok, unknown) == grpc.StatusCode.NOT_FOUND
+    assert code_of(capture, alice, ok, purpose=m.PURPOSE_UNSPECIFIED) == grpc.StatusCode.INVALID_ARGUMENT
+    narrow = stack.member(world["ws"], purposes=[m.PURPOSE_TASKS])
+    assert code_of(capture, narrow, ok) == grpc.StatusCode.PERMISSION_DENIED
+    req = g.CaptureRequest(purpose=m.PURPOSE_CONVERSATION, turn=TURN, proposals=[ok])
+    assert code_of(stack.memory.Capture, req) == grpc.StatusCode.UNAUTHENTICATED
+    assert memory_count(stack, world["ws"]) == before
