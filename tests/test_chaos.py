@@ -136,3 +136,26 @@ def test_the_load_ran_every_write_operation(chaos_run):
     assert sorted(op for op in total if total[op] > 0) == ["correct", "forget", "remember", "supersede"], total
     assert [p.target for p in chaos_run] == list(TARGETS)
     assert chaos_run[-1].forgotten > 0
+
+
+def test_phase_figures_are_json():
+    # dataclasses.asdict turned the Counters into Counters of (key, value) tuples: --json crashed.
+    import json
+
+    phase = chaos.Phase(
+        "store",
+        Counter(remember=3, forget=1),
+        4,
+        1,
+        1,
+        {"revision_without_memory": 0},
+        0,
+        0,
+        2.0,
+        3.1,
+        5.2,
+        retried=Counter(UNAVAILABLE=2),
+    )
+    got = json.loads(json.dumps(phase.as_json()))
+    assert got["acknowledged"] == {"remember": 3, "forget": 1} and got["retried"] == {"UNAVAILABLE": 2}
+    assert got["ok"] is True and got["found"] == 4

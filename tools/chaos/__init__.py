@@ -15,6 +15,7 @@ tests/test_chaos.py runs the same with a few seconds of load per kill.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 import threading
@@ -55,6 +56,12 @@ class Phase:
     caught_up_seconds: float
     retried: Counter = field(default_factory=Counter)
     unexpected: Counter = field(default_factory=Counter)
+
+    def as_json(self) -> dict:
+        """The figures as plain JSON values, ``ok`` included. Not ``dataclasses.asdict``: it rebuilds a
+        Counter from (key, value) pairs, which a Counter counts as tuple keys that JSON refuses."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {k: dict(v) if isinstance(v, dict) else v for k, v in fields.items()} | {"ok": self.ok}
 
     @property
     def ok(self) -> bool:

@@ -4,7 +4,6 @@ check failed."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -30,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     phases = run(args.seconds, args.clients, targets, args.rounds, args.home)
     print(table(phases))
     if args.json:
-        print(json.dumps([dataclasses.asdict(p) | {"ok": p.ok} for p in phases], indent=2))
+        print(json.dumps([p.as_json() for p in phases], indent=2))
     failed = [p.target for p in phases if not p.ok]
     print("chaos: every check passed" if not failed else f"chaos: checks FAILED after killing {', '.join(failed)}")
     return 1 if failed else 0
