@@ -135,10 +135,7 @@ class Recaller:
         dense_rows, dense_available, embed_down = [], True, False
         try:
             if ask.mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
-                if req.include_superseded:
-                    dense_available = False
-                else:
-                    dense_rows, dense_available, embed_down = self._dense(req.query, caller, req, floor, ask.limit)
+                dense_rows, dense_available, embed_down = self._dense(req.query, caller, req, floor, ask.limit)
             lexical_rows = list(lexical_call.result().candidates) if lexical_call else []
         finally:
             if lexical_call is not None:
@@ -270,8 +267,9 @@ def _validate(
     req: g.RecallRequest, caller: m.Caller, settings: store_pb2.WorkspaceSettings, candidate_limit: int
 ) -> _Ask:
     """Checks a request before any call: INVALID_ARGUMENT for an empty or over-long question, an
-    unknown mode or purpose, ``top_k`` outside 0..MAX_TOP_K; PERMISSION_DENIED for an ungranted
-    purpose. The mode defaults to the workspace's, then hybrid; ``top_k`` 0 means DEFAULT_TOP_K."""
+    unknown mode or purpose, ``top_k`` outside 0..MAX_TOP_K, dense mode with ``include_superseded``;
+    PERMISSION_DENIED for an ungranted purpose. The mode defaults to the workspace's, then hybrid, and
+    is lexical with ``include_superseded``; ``top_k`` 0 means DEFAULT_TOP_K."""
     if not req.query.strip():
         raise InvalidArgument("query must not be empty", field="query")
     if len(req.query) > MAX_QUERY_CHARS:
@@ -280,6 +278,16 @@ def _validate(
     mode = req.mode or settings.default_mode or m.RECALL_MODE_HYBRID
     if mode not in MODES:
         raise InvalidArgument("mode must be lexical, dense or hybrid", field="mode")
+    if req.include_superseded:
+        # Superseded memories have no vectors: a history recall is a keyword recall, and says so in
+        # its mode (not as dense_available=false, which tells that the embedder could not answer).
+        if req.mode == m.RECALL_MODE_DENSE:
+            raise InvalidArgument(
+                "include_superseded searches by keyword only (superseded memories have no vectors): "
+                "use lexical or hybrid mode",
+                field="include_superseded",
+            )
+        mode = m.RECALL_MODE_LEXICAL
     if req.top_k < 0 or req.top_k > MAX_TOP_K:
         raise InvalidArgument(f"top_k must be 0..{MAX_TOP_K} (0 means {DEFAULT_TOP_K})", field="top_k")
     top_k = req.top_k or DEFAULT_TOP_K

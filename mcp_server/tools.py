@@ -93,9 +93,12 @@ def invalid_arguments(exc: ValidationError) -> CallToolResult:
     return error(f"INVALID_ARGUMENT: {reasons}")
 
 
-def _content(kind: str, title: str, body: str, confidence: float | None, request_id: str) -> dict:
-    """The request fields Remember, Derive and Supersede share, as keyword arguments."""
-    return dict(kind=options.KINDS[kind], title=title, body=body, confidence=confidence, request_id=request_id)
+def _content(kind: str | None, title: str, body: str, confidence: float | None, request_id: str) -> dict:
+    """The request fields Remember, Derive and Supersede share, as keyword arguments (``kind`` None:
+    KIND_UNSPECIFIED, which Supersede reads as the old memory's kind)."""
+    return dict(
+        kind=options.KINDS[kind] if kind else 0, title=title, body=body, confidence=confidence, request_id=request_id
+    )
 
 
 def _mentions(names: list[str], ids: list[str]) -> list[m.EntityMention]:
@@ -258,7 +261,7 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         body: Body,
         ctx: Context,
         title: Title = "",
-        kind: Kind = "note",
+        kind: Annotated[Kind | None, Field(description="Unset keeps the old memory's kind.")] = None,
         audience: Annotated[Audience | None, Field(description="Narrow to member; unset keeps the old.")] = None,
         confidence: Confidence = None,
         request_id: RequestId = "",

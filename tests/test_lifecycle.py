@@ -219,8 +219,10 @@ def test_supersede_replaces_and_hides_the_old(team):
     assert alice.read(old.id).superseded_by_id == new.id
     assert found(alice, w_old, mode=m.RECALL_MODE_LEXICAL) == []
     assert found(alice, w_old, mode=m.RECALL_MODE_LEXICAL, include_superseded=True) == [old.id]
-    history = alice.recall(w_old, include_superseded=True)
-    assert not history.dense_available and [it.memory.id for it in history.items] == [old.id]
+    history = alice.recall(w_old, include_superseded=True)  # hybrid asked: a keyword recall, and it says so
+    assert (history.mode, history.dense_available) == (m.RECALL_MODE_LEXICAL, True)
+    assert [it.memory.id for it in history.items] == [old.id]
+    assert code_of(alice.recall, w_old, mode=m.RECALL_MODE_DENSE, include_superseded=True) == INVALID
     assert code_of(supersede, alice, old.id, 1, "again") == PRECONDITION
     assert code_of(correct, alice, old.id, 1, body="edit old") == PRECONDITION
 

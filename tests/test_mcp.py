@@ -197,6 +197,13 @@ def test_each_tool_over_stdio(stack, members):
             "recallatron_supersede",
             {"id": mid, "expected_revision": 2, "body": "The zephyrine ledger audit is cancelled.", "kind": "decision"},
         )
+        # Without a kind the successor keeps the old memory's kind (the schema's default was "note").
+        successor_id = out["supersede"].structured_content["memory"]["id"]
+        out["supersede_again"] = await call_ok(
+            client,
+            "recallatron_supersede",
+            {"id": successor_id, "expected_revision": 1, "body": "The zephyrine ledger audit is back on."},
+        )
         out["forget"] = await call_ok(client, "recallatron_forget", {"id": mid, "reason": "test cleanup"})
         out["after"] = await client.call_tool("recallatron_read", {"id": mid})
         return mid, out
@@ -226,6 +233,7 @@ def test_each_tool_over_stdio(stack, members):
     assert "earlier revision 1" in text_of(out["history"]) and "March 14." in text_of(out["history"])
     successor = out["supersede"].structured_content["memory"]
     assert successor["kind"] == "KIND_DECISION" and successor["body"] == "The zephyrine ledger audit is cancelled."
+    assert out["supersede_again"].structured_content["memory"]["kind"] == "KIND_DECISION"
     assert out["forget"].structured_content["forgotten_ids"][:1] == [mid]
     assert derived["id"] in out["forget"].structured_content["forgotten_ids"]
     after = out["after"]
