@@ -293,6 +293,16 @@ def _resolve(it: _Item, known: dict[str, _Known], entity_keys: dict[str, uuid.UU
             raise FailedPrecondition(f"derived_from_keys: {k!r} has not been imported", import_key=k)
         if src.forgotten:
             raise FailedPrecondition(f"derived_from_keys: {k!r} was forgotten", import_key=k)
+        # Derive's rule (lifecycle.derive): a derived memory has its sources' purpose and no wider an
+        # audience, so whoever may read it may read its whole chain (the readability rule relies on it).
+        if src.purpose != it.new.purpose:
+            raise FailedPrecondition(f"derived_from_keys: {k!r} has another purpose", import_key=k)
+        if src.audience is not None and src.audience != it.new.audience:
+            raise FailedPrecondition(
+                f"derived_from_keys: {k!r} is member-only, so a memory derived from it must be member-only "
+                "for the same member",
+                import_key=k,
+            )
         sources.append(src.id)
     target = None
     if it.supersedes_key:

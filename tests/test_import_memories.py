@@ -270,3 +270,24 @@ def test_validate_only_answers_as_the_call_would_and_writes_nothing(stack, team)
             ).fetchone()[0]
             == 0
         )
+
+
+def test_a_derivation_keeps_derives_rule(stack, team):
+    # Found by the trust property test: a workspace memory derived from a member-only import was
+    # written, and another member then found its entity although its chain was unreadable to them.
+    ws, alice, bob = team
+    run(stack, ws, [item("t9:private", alice.id, "Alice's own note on the kiln")])
+    wider, other_purpose, others, ok = run(
+        stack,
+        ws,
+        [
+            item("t9:wide", alice.id, "kiln summary", audience=m.AUDIENCE_WORKSPACE, derived_from_keys=["t9:private"]),
+            item("t9:purpose", alice.id, "kiln task", purpose=m.PURPOSE_TASKS, derived_from_keys=["t9:private"]),
+            item("t9:bob", bob.id, "kiln, for bob", derived_from_keys=["t9:private"]),
+            item("t9:same", alice.id, "kiln summary for alice", derived_from_keys=["t9:private"]),
+        ],
+    ).memories
+    for got, words in ((wider, "member-only"), (other_purpose, "another purpose"), (others, "member-only")):
+        assert (got.status, code(got)) == (FAILED, grpc.StatusCode.FAILED_PRECONDITION), got
+        assert words in got.error.message and "t9:private" in got.error.message
+    assert ok.status == CREATED

@@ -231,7 +231,8 @@ def import_memory(stack, ws: str, model: Model, me: str, n: int, a: int, b: int,
     """The operator imports a memory authored by ``me`` (AdminService.ImportMemories), derived from
     or superseding an earlier import now and then; the model takes it as the rules say: its
     audience as given, its sources' chain, a supersede only of a live, unsuperseded target of the
-    same purpose whose audience it does not narrow... nor widen."""
+    same purpose whose audience it does not widen, and a derivation only of a live source of the same
+    purpose whose audience it does not widen (Derive's rule)."""
     audience = aud or m.AUDIENCE_MEMBER
     mine = me if audience == m.AUDIENCE_MEMBER else None
     purpose = PURPOSES[p]
@@ -251,7 +252,10 @@ def import_memory(stack, ws: str, model: Model, me: str, n: int, a: int, b: int,
     )
     resp = stack.admin.ImportMemories(g.ImportMemoriesRequest(workspace_id=ws, memories=[item]), metadata=stack.op())
     (result,) = resp.memories
-    ok = not (derived and other.forgotten)
+    ok = not (
+        derived
+        and (other.forgotten or other.purpose != purpose or (other.audience is not None and other.audience != mine))
+    )
     if target is not None:
         ok = not (
             target.forgotten
