@@ -3,7 +3,7 @@
     recallatron import-legacy --workspace W --sqlite legacy.sqlite --graph graph.jsonl \\
         --member tg:100200300=<member id> [--member CHAT_ID=MEMBER_ID ...] [--dry-run] [--json] [--report FILE]
 
-``cli.legacy_store`` reads the files and applies the rules (../shared/legacy/README.md); this module
+``cli.legacy_store`` reads the files and applies the rules (docs/portability.md); this module
 checks the member map against the workspace, sends what the rules keep through the operator's batch
 calls (AdminService.ImportMemories and ImportHistory, 500 items a call), writes the report and prints
 the counts. Every item goes under an import key (``legacy:turn:<id>``, ``legacy:digest:<id>``,

@@ -1,5 +1,5 @@
 """Reading the old store (one SQLite file and a JSONL graph beside it) under the rules of a correct
-import (../shared/legacy/README.md), without the network: what ``recallatron import-legacy`` would
+import (docs/portability.md, "Importing the old store"), without the network: what ``recallatron import-legacy`` would
 import, and every row it skips with its reason.
 
 The format, in short: ``conversation`` (turns), ``digest`` (session summaries, JSON bodies),
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
@@ -261,7 +262,7 @@ def _digests(db, member_map, counts, skip) -> list[Item]:
     ):
         try:
             body = json.loads(raw)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             body = None
         when = parse_time(created)
         if chat not in member_map:
@@ -301,7 +302,7 @@ def _items(db, member_map, turn_chat, counts, skip):
         all_ids.add(iid)
         try:
             content = json.loads(raw)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             content = None
         label = content.get("label") if isinstance(content, dict) else None
         props = content.get("properties") if isinstance(content, dict) else None
@@ -411,7 +412,7 @@ def _graph(lines: list[bytes], items: dict[int, Item], all_ids: set[int], counts
             continue
         try:
             obj = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):
             obj = None
         if not isinstance(obj, dict):
             skip("graph", "graph.jsonl", n, "bad_json")
@@ -441,7 +442,8 @@ def _graph(lines: list[bytes], items: dict[int, Item], all_ids: set[int], counts
         elif skind == "entity" and tkind == "entity":
             counts["entity_edges_not_imported"] += 1
         elif skind == "memory" and tkind == "entity":
-            mid = int(sref) if sref.isdigit() else None
+            # ASCII digits only: str.isdigit() also takes '²' (int() then fails) and Arabic-Indic digits.
+            mid = int(sref) if re.fullmatch(r"[0-9]{1,18}", sref) else None
             if mid not in all_ids:
                 skip("graph", "graph.jsonl", n, "unknown_memory", str(sref)[:40])
             elif mid in items:

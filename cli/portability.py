@@ -43,7 +43,13 @@ class ExportFileError(Exception):
 
 def iso(ts: timestamp_pb2.Timestamp) -> str:
     """A Timestamp as RFC 3339 in UTC with microseconds, e.g. ``2026-03-02T08:00:00.000000Z``."""
-    return ts.ToDatetime(tzinfo=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return _rfc3339(ts.ToDatetime(tzinfo=datetime.UTC))
+
+
+def _rfc3339(when: datetime.datetime) -> str:
+    # isoformat, not strftime("%Y"): glibc's %Y does not pad years below 1000 to four digits, and the
+    # import refused the file it was given ("1-01-01T...").
+    return when.astimezone(datetime.UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def header(exported_at: datetime.datetime, memories: int, history_turns: int, include_history: bool) -> dict:
@@ -52,7 +58,7 @@ def header(exported_at: datetime.datetime, memories: int, history_turns: int, in
         "record": "header",
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
-        "exported_at": exported_at.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "exported_at": _rfc3339(exported_at),
         "memories": memories,
         "history_turns": history_turns,
         "include_history": include_history,
@@ -167,6 +173,8 @@ def _lines(path: Path) -> Iterable[tuple[int, dict]]:
             raise ExportFileError(f"{path}:{n}: empty line (an export has one record on every line)")
         try:
             obj = json.loads(line)
+        except RecursionError:  # nesting deeper than the parser's recursion limit
+            raise ExportFileError(f"{path}:{n}: JSON nested too deeply to be an export record") from None
         except json.JSONDecodeError as exc:
             if n == last and not text.endswith("\n"):
                 raise ExportFileError(

@@ -59,5 +59,5 @@ def decode(token: str, fingerprint: str, what: str) -> list | None:
         if data["v"] != _TOKEN_VERSION or data["f"] != fingerprint or not isinstance(data["k"], list):
             raise ValueError("another query")
         return data["k"]
-    except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError, AttributeError):
+    except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError, AttributeError, RecursionError):
         raise invalid(what) from None

@@ -516,3 +516,32 @@ def test_a_large_file_goes_in_batches_of_500_sources_first(stack, tmp_path):
     assert links == 550
     again = json.loads(import_(stack, *args, "--json").stdout)
     assert again["memories"] == {"already_imported": n} and stored(stack, target) == (n, 7, 0)
+
+
+def test_export_times_keep_four_digit_years():
+    # glibc's strftime("%Y") wrote year 1 as "1-01-01T...", which the import then refused.
+    from google.protobuf import timestamp_pb2
+
+    from cli import portability
+
+    assert portability.iso(timestamp_pb2.Timestamp(seconds=-62135596800)) == "0001-01-01T00:00:00.000000Z"
+    assert portability.iso(timestamp_pb2.Timestamp(seconds=1_780_000_000)) == "2026-05-28T20:26:40.000000Z"
+
+
+def test_deeply_nested_json_is_a_clear_error_not_a_traceback(tmp_path):
+    # json.loads raises RecursionError (not JSONDecodeError) past its nesting limit.
+    import base64
+
+    import pytest
+
+    from cli import portability
+    from servicekit.errors import InvalidArgument
+    from store_service import page_tokens
+
+    token = base64.urlsafe_b64encode(b"[" * 100_000).decode().rstrip("=")
+    with pytest.raises(InvalidArgument):
+        page_tokens.decode(token, "fp", "page_token")
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"record": "header"}\n' + "[" * 100_000 + "\n")
+    with pytest.raises(portability.ExportFileError, match="deep.jsonl:2: JSON nested too deeply"):
+        list(portability._lines(path))
