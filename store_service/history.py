@@ -28,7 +28,8 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.errors import InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_HISTORY_BATCH
-from store_service import history_index, history_sessions
+from store_service import history_index, history_sessions, idempotency
+from store_service.database import named
 from store_service.memories import check_request_id
 from store_service.vocabulary import MAX_BODY_BYTES, check_timestamp
 
@@ -53,6 +54,18 @@ class NewTurn:
     text: str
     occurred_at: datetime.datetime
     session_id: str | None
+    timed: bool = True  # occurred_at was sent (else it is the time of the call)
+
+    def same_request(self, other: NewTurn) -> bool:
+        """Whether two turns are one request sent twice: same chat, role, text and session, and the
+        same time where both sent one (an unsent time is the time of each call, never equal)."""
+        same = (self.chat_id, self.role, self.text, self.session_id) == (
+            other.chat_id,
+            other.role,
+            other.text,
+            other.session_id,
+        )
+        return same and (not (self.timed and other.timed) or self.occurred_at == other.occurred_at)
 
 
 @dataclass
@@ -102,7 +115,9 @@ def prepare(turn, now: datetime.datetime) -> NewTurn:
             f"text is {size} bytes; the limit is {MAX_BODY_BYTES} bytes of UTF-8", field="text", limit=MAX_BODY_BYTES
         )
     when = check_timestamp(turn.occurred_at, "occurred_at") if turn.HasField("occurred_at") else now
-    return NewTurn(turn.request_id, turn.chat_id, role, text, when, turn.session_id or None)
+    return NewTurn(
+        turn.request_id, turn.chat_id, role, text, when, turn.session_id or None, turn.HasField("occurred_at")
+    )
 
 
 def lock_owner(conn: psycopg.Connection, owner: uuid.UUID) -> None:
@@ -113,9 +128,11 @@ def lock_owner(conn: psycopg.Connection, owner: uuid.UUID) -> None:
 def append(conn: psycopg.Connection, caller: m.Caller, turns) -> list[Appended | ServiceError]:
     """Stores 1..500 HistoryTurn messages for the caller, in one transaction; one result per turn.
 
-    A turn's result is its new id; for a request id already used (by an earlier call, even for a
-    turn forgotten since, or by an earlier turn of this call) the first turn's id, replayed, with
-    nothing written; or the InvalidArgument it failed validation with (it alone fails).
+    A turn's result is its new id; for a request id already used for the same turn (by an earlier
+    call, even for a turn forgotten since, or by an earlier turn of this call) the first turn's id,
+    replayed, with nothing written; AlreadyExists (it alone fails) for a request id already used for
+    a different turn (another chat, role, text, session or time: the second turn is never silently
+    dropped); or the InvalidArgument it failed validation with (it alone fails).
     """
     check_batch_size(len(turns))
     owner = uuid.UUID(caller.member_id)
@@ -132,21 +149,34 @@ def append(conn: psycopg.Connection, caller: m.Caller, turns) -> list[Appended |
     with conn.transaction():
         lock_owner(conn, owner)
         keys = sorted({t.request_id for t in fresh.values() if t.request_id})
-        firsts = dict(
-            conn.execute(
-                "SELECT request_id, id FROM history_turn WHERE owner_member_id = %s AND request_id = ANY(%s)",
+        # request id -> (first turn's id, that turn as stored; None once forgotten: its text is erased)
+        firsts: dict[str, tuple[uuid.UUID, NewTurn | None]] = {
+            r.request_id: (
+                r.id,
+                None
+                if r.forgotten
+                else NewTurn(r.request_id, r.chat_id, r.role, r.text, r.occurred_at, r.session_id, r.timed),
+            )
+            for r in named(conn).execute(
+                """SELECT request_id, id, chat_id, role, text, occurred_at, session_id,
+                          forgotten_at IS NOT NULL AS forgotten, true AS timed
+                     FROM history_turn WHERE owner_member_id = %s AND request_id = ANY(%s)""",
                 (owner, keys),
-            ).fetchall()
-        )
+            )
+        }
         rows: list[tuple[uuid.UUID, NewTurn, dict[str, int]]] = []
         for i, turn in fresh.items():
             first = firsts.get(turn.request_id) if turn.request_id else None
             if first is not None:
-                results[i] = Appended(first, replayed=True)
+                first_id, stored = first
+                if stored is None or stored.same_request(turn):
+                    results[i] = Appended(first_id, replayed=True)
+                else:
+                    results[i] = idempotency.reused(turn.request_id, "AppendHistory")
                 continue
             turn_id = uuid.uuid4()
             if turn.request_id:
-                firsts[turn.request_id] = turn_id
+                firsts[turn.request_id] = (turn_id, turn)
             rows.append((turn_id, turn, history_index.terms(turn.text)))
             results[i] = Appended(turn_id, replayed=False)
         if rows:

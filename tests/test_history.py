@@ -112,13 +112,22 @@ def test_a_request_id_is_stored_once_even_within_one_call(stack, team):
     ws, alice, bob = team
     key = f"legacy-turn-{uuid.uuid4().hex[:8]}"
     first = append(alice, [turn("first words", request_id=key, chat="idem")])[0]
-    again = append(alice, [turn("other words", request_id=key, chat="idem"), turn("x", request_id=key, chat="idem")])
+    again = append(alice, [turn("first words", request_id=key, chat="idem"), turn("x", request_id=key, chat="idem")])
     assert code(first) == OK and not first.replayed
-    assert [(r.turn_id, r.replayed) for r in again] == [(first.turn_id, True), (first.turn_id, True)]
+    # The same turn again is a replay; another turn under the same id is refused, never dropped silently.
+    assert (again[0].turn_id, again[0].replayed) == (first.turn_id, True)
+    assert code(again[1]) == grpc.StatusCode.ALREADY_EXISTS
     pair = append(
-        alice, [turn("one", request_id=key + "b", chat="idem"), turn("two", request_id=key + "b", chat="idem")]
+        alice,
+        [
+            turn("one", request_id=key + "b", chat="idem"),
+            turn("one", request_id=key + "b", chat="idem"),
+            turn("two", request_id=key + "b", chat="idem"),
+            turn("one", request_id=key + "b", chat="other chat"),
+        ],
     )
     assert pair[0].turn_id == pair[1].turn_id and (pair[0].replayed, pair[1].replayed) == (False, True)
+    assert [code(r) for r in pair[2:]] == [grpc.StatusCode.ALREADY_EXISTS] * 2
     assert [r[3] for r in stored(stack, ws, alice.id) if r[1] == "idem"] == ["first words", "one"]
     # The same request id is another member's own key: bob's turn is stored.
     theirs = append(bob, [turn("bob's words", request_id=key, chat="idem")])[0]

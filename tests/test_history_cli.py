@@ -46,8 +46,10 @@ def test_append_search_forget(stack, people):
     assert first.stdout.startswith("stored ")
     turn_id = first.stdout.split()[1]
     again = run(stack, alice.token, "append", "x", "--chat", "tg:1", "--request-id", "r1", "--json")
-    replay = run(stack, alice.token, "append", "y", "--chat", "tg:1", "--request-id", "r1")
+    replay = run(stack, alice.token, "append", "x", "--chat", "tg:1", "--request-id", "r1")
     assert replay.stdout.strip() == f"already stored {json.loads(again.stdout)['results'][0]['turn_id']}"
+    reused = run(stack, alice.token, "append", "y", "--chat", "tg:1", "--request-id", "r1", check=False)
+    assert reused.returncode == 1 and "ALREADY_EXISTS: request_id 'r1' was already used" in reused.stderr
     run(
         stack,
         alice.token,
