@@ -218,7 +218,9 @@ class MemoryServiceServicer:
         """Appends 1..500 conversation turns to the caller's own history evidence: owner-only, never a
         memory, never recalled, never visible to anyone else (admins included) in any call or count.
         Each turn is validated and answered on its own, and a failed turn fails only itself; a turn
-        whose request_id the caller already used is not stored twice. Turns without a session_id get
+        whose request_id the caller already used for the same turn (chat, role, text, session, time if
+        sent) is not stored twice (replayed), and one whose request_id was used for another turn fails
+        with ALREADY_EXISTS naming the id. Turns without a session_id get
         the session of their run (see HistoryEntry.session_id). The whole call fails only for a bad
         token (UNAUTHENTICATED), no turns or more than 500 (INVALID_ARGUMENT), or an unavailable store.
         """
