@@ -553,6 +553,13 @@ def normalise(text: str) -> str:
     return _INVISIBLE.sub("", text)
 
 
+def is_blank(text: str) -> bool:
+    """Whether ``text`` holds nothing but white space and invisible characters once normalised (a
+    zero-width space alone is as empty as a space: it would be stored, found by nothing, and match
+    every other invisible-only body)."""
+    return not normalise(text).strip()
+
+
 def analyze(text: str) -> list[str]:
     """Every lexeme occurrence of ``text`` in order: whole tokens and their parts (rules above)."""
     if not text:

@@ -29,7 +29,7 @@ from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import AlreadyExists, InvalidArgument, NotFound, ServiceError
-from store_service import entities, idempotency, known
+from store_service import analysis, entities, idempotency, known
 from store_service.database import named
 from store_service.memories import (
     Insert,
@@ -101,7 +101,7 @@ def _validate(req: s.CaptureRequest) -> tuple[str, list[tuple[str, Prepared | No
     for i, p in enumerate(req.proposals):
         try:
             _check_turn_text(p.span, "span")
-            if not p.body.strip():
+            if analysis.is_blank(p.body):
                 _check_turn_text(p.body, "body")
                 out.append((p.span, None))
                 continue

@@ -28,7 +28,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.errors import InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_HISTORY_BATCH
-from store_service import history_index, history_sessions, idempotency
+from store_service import analysis, history_index, history_sessions, idempotency
 from store_service.database import named
 from store_service.memories import check_request_id
 from store_service.vocabulary import MAX_BODY_BYTES, check_timestamp
@@ -107,8 +107,8 @@ def prepare(turn, now: datetime.datetime) -> NewTurn:
     if role is None:
         raise InvalidArgument(f"role must be one of: {', '.join(ROLES)}; got {turn.role[:40]!r}", field="role")
     text = turn.text.replace("\x00", "")
-    if not text.strip():
-        raise InvalidArgument("text must not be empty or blank", field="text")
+    if analysis.is_blank(text):
+        raise InvalidArgument("text must not be empty or blank (invisible characters count as blank)", field="text")
     size = len(text.encode("utf-8"))
     if size > MAX_BODY_BYTES:
         raise InvalidArgument(

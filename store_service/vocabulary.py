@@ -12,6 +12,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit import vocabulary
 from servicekit.errors import InvalidArgument, NotFound
+from store_service import analysis
 
 KINDS = vocabulary.names(m.Kind)
 PURPOSES = vocabulary.names(m.Purpose)
@@ -52,8 +53,8 @@ def parse_uuid(value: str, field: str = "id", *, missing_is_not_found: bool = Fa
 
 def check_text(title: str, body: str) -> None:
     """Validates a memory's title and body; INVALID_ARGUMENT naming the limit when off."""
-    if not body or not body.strip():
-        raise InvalidArgument("body must not be empty or blank", field="body")
+    if not body or analysis.is_blank(body):
+        raise InvalidArgument("body must not be empty or blank (invisible characters count as blank)", field="body")
     size = len(body.encode("utf-8"))
     if size > MAX_BODY_BYTES:
         raise InvalidArgument(

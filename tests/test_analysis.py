@@ -339,3 +339,12 @@ def test_a_memory_indexes_at_most_max_document_terms():
     assert len(terms) == MAX_DOCUMENT_TERMS
     assert "q0.w0-e0_r0/t0" in terms and "q2999.w2999-e2999_r2999/t2999" not in terms
     assert document_terms("", "plain words here") == {"plain": 1, "word": 1}  # "here" is a stop word
+
+
+def test_invisible_only_text_is_blank():
+    # Found by the breaker review: a zero-width body was stored (and Capture then called every other
+    # invisible-only body ALREADY_KNOWN).
+    for text in ("", " ", "\u200b", " \u200b ", "\u200b\u2060", "\ufeff\u00ad", "\u200d\n"):
+        assert analysis.is_blank(text), repr(text)
+    for text in ("a", "\u200ba", "Ⅻ", "-"):
+        assert not analysis.is_blank(text), repr(text)
