@@ -125,7 +125,8 @@ def ts(when: datetime.datetime) -> timestamp_pb2.Timestamp:
 
 def append_history(api, model: Model, me: str, md, n: int, a: int, b: int, p: int, word: str, operator=None) -> None:
     """One turn of ``me``, at a time of its own; every other one shares a request id with whoever
-    (a replay only when ``me`` used it before, even for a turn forgotten since). With ``operator``
+    (when ``me`` used it before: ALREADY_EXISTS, the turns differing, or a replay once the first was
+    forgotten). With ``operator``
     (``(workspace id, operator metadata, admin stub)``) the operator appends it for ``me`` through
     AdminService.ImportHistory: the same turn, owned by ``me`` alone."""
     key = f"key{a % 3}" if b % 2 else ""
@@ -139,11 +140,15 @@ def append_history(api, model: Model, me: str, md, n: int, a: int, b: int, p: in
         )
     else:
         code, resp = call(api.AppendHistory, g.AppendHistoryRequest(turns=[turn]), md)
-    assert code == OK and resp.results[0].HasField("turn_id"), resp
+    assert code == OK, resp
     result, first = resp.results[0], model.keys.get((me, key))
     if key and first:
-        assert result.replayed and result.turn_id == first
+        if model.turns[first].live:  # another turn (its own time and text) under a used id: refused
+            assert result.error.code == grpc.StatusCode.ALREADY_EXISTS.value[0], result
+        else:  # the first was forgotten, its text erased: nothing to compare, a replay
+            assert result.replayed and result.turn_id == first, result
         return
+    assert result.HasField("turn_id"), result
     assert not result.replayed and result.turn_id not in model.turns
     model.turns[result.turn_id] = Turn(result.turn_id, me, text, at)
     if key:
