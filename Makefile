@@ -9,9 +9,9 @@ BUF := .tools/node_modules/.bin/buf
 # format-N follows EXPORT_FORMAT in embed_service/export_onnx.py (default_path there).
 ONNX_MODEL := .venv/share/recallatron/all-MiniLM-L6-v2/format-2/model.onnx
 
-.PHONY: setup prometheus proto proto-check proto-lint lint demo test clean bench chaos
+.PHONY: setup prometheus chromium proto proto-check proto-lint lint demo test clean bench chaos
 
-setup: .venv/.installed $(ONNX_MODEL) prometheus
+setup: .venv/.installed $(ONNX_MODEL) prometheus chromium
 
 # promtool (the alert-rule checks in `make test`) and prometheus come from Debian's `prometheus`
 # package, installed when promtool is missing: as root directly, otherwise through sudo.
@@ -21,6 +21,13 @@ prometheus:
 	@command -v promtool >/dev/null || { \
 	  command -v apt-get >/dev/null || { echo "promtool missing and no apt-get: install Prometheus 2.x (promtool on PATH)" >&2; exit 1; }; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; }
+
+# The web screen's browser tests (tests/test_web_*.py) drive Debian's `chromium` through Playwright for
+# Python: Playwright cannot download its own browser here, so the system one is installed when missing.
+chromium:
+	@command -v chromium >/dev/null || { \
+	  command -v apt-get >/dev/null || { echo "chromium missing and no apt-get: install Chromium (chromium on PATH)" >&2; exit 1; }; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
 
 .venv/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
