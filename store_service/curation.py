@@ -43,6 +43,7 @@ import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
+from servicekit import vocabulary
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound
 from store_service import lifecycle, memories, page_tokens
@@ -60,17 +61,11 @@ COSINE_DECIMALS = 9
 # Page sizes (AIP-158), as ListMemories': 200 proposals hold at most 400 memories of 64 KiB.
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
-_DECISIONS = {
-    m.DUPLICATE_DECISION_KEEP_BOTH: "keep_both",
-    m.DUPLICATE_DECISION_SUPERSEDE: "supersede",
-    m.DUPLICATE_DECISION_FORGET: "forget",
-}
+# The short names of the enums (servicekit.vocabulary): decisions, and flag states as stored.
+_DECISIONS = vocabulary.names(m.DuplicateDecision)
+_STATE_OF = vocabulary.values(m.ConflictFlagState)
+# What each resolution makes of a flag's state.
 _RESOLUTIONS = {m.CONFLICT_RESOLUTION_ACKNOWLEDGE: "acknowledged", m.CONFLICT_RESOLUTION_UNDO: "undone"}
-_STATE_OF = {
-    "open": m.CONFLICT_FLAG_STATE_OPEN,
-    "acknowledged": m.CONFLICT_FLAG_STATE_ACKNOWLEDGED,
-    "undone": m.CONFLICT_FLAG_STATE_UNDONE,
-}
 # The first page of a newest-first listing starts after a position later than any row.
 _FIRST = (datetime.datetime.max.replace(tzinfo=datetime.UTC), uuid.UUID(int=(1 << 128) - 1))
 
@@ -386,7 +381,10 @@ def resolve(conn: psycopg.Connection, req: s.ResolveConflictFlagRequest) -> s.Re
     caller = req.caller
     fid = parse_uuid(req.flag_id, "flag_id")
     if req.resolution not in _RESOLUTIONS:
-        raise InvalidArgument("resolution must be one of: acknowledge, undo", field="resolution")
+        raise InvalidArgument(
+            "resolution must be one of: " + ", ".join(vocabulary.names(m.ConflictResolution).values()),
+            field="resolution",
+        )
     undo = req.resolution == m.CONFLICT_RESOLUTION_UNDO
     if undo and req.expected_revision <= 0:
         raise InvalidArgument(

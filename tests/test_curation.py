@@ -644,3 +644,34 @@ def test_cli_duplicates_and_flags(stack):
     assert cli(stack, alice.token, "flags", "resolve", "x", check=False).returncode == 2
     assert "no conflict flags" in cli(stack, alice.token, "flags").stdout
     assert "1 shown of 1" in cli(stack, alice.token, "flags", "--all").stdout
+
+
+def test_bench_building_blocks_on_a_tiny_workspace(stack):
+    """bench/duplicates_bench.py's measurement over 40 bench-corpus rows written by the bench's own
+    writer (its 10,000-memory run is the lead's, on a quiet machine): the counts are the real answer's."""
+    sys.path.insert(0, str(ROOT))
+    from bench import corpus, duplicates_bench, workspace
+    from cli import client
+
+    ws = stack.workspace("dup bench")
+    member = stack.member(ws)
+    gw = client.Gateway(f"127.0.0.1:{stack.gateway.port}", stack.operator_token)
+    writer = workspace.Writer(gw, member.token)
+    try:
+        ids = writer.write(0, corpus.rows(40))
+    finally:
+        writer.close()
+    stack.wait_backlog_empty()
+    # Two rows made near copies of others, so the list is not empty.
+    set_vectors(stack, ws, {ids[0]: unit(1), ids[1]: unit(1), ids[2]: unit(0, 1), ids[3]: unit(0, 1)})
+    try:
+        result = duplicates_bench.measure(gw, member.token, calls=3, warmup=1)
+    finally:
+        gw.close()
+    direct = proposals(member)
+    assert result["calls"] == 3 and len(result["ms"]) == 3 and all(t > 0 for t in result["ms"])
+    assert result["median_ms"] <= result["p95_ms"] == max(result["ms"])
+    assert result["proposals"] == direct.total_size >= 2 and result["memories_considered"] == 40
+    assert result["memories_without_vectors"] == 0 and result["first_page"] == min(50, direct.total_size)
+    assert result["walk"] == {"pages": 1, "proposals": direct.total_size, "ms": result["walk"]["ms"]}
+    assert duplicates_bench.p95([5.0, 1.0, 3.0]) == 5.0
