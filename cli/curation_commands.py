@@ -81,7 +81,9 @@ def duplicates_parser(sub: argparse._SubParsersAction) -> None:
     how.add_argument("--supersede-with", metavar="KEEP_ID", help="keep KEEP_ID; the other is superseded by it")
     how.add_argument("--forget", metavar="ID", help="forget ID (and everything derived from it)")
     de.add_argument(
-        "--revision", type=int, help="with --supersede-with: the revision of the memory superseded, as you read it"
+        "--revision",
+        type=options.int64,
+        help="with --supersede-with: the revision of the memory superseded, as you read it",
     )
     de.add_argument("--reason", default="", help="with --forget: why")
     options.gateway_options(de, purpose=False)
@@ -159,7 +161,7 @@ def flags_parser(sub: argparse._SubParsersAction) -> None:
     how = rs.add_mutually_exclusive_group(required=True)
     how.add_argument("--acknowledge", action="store_true", help="let the supersession stand")
     how.add_argument("--undo", action="store_true", help="supersede the newer by a new memory with the older's text")
-    rs.add_argument("--revision", type=int, help="with --undo: the newer memory's revision, as you read it")
+    rs.add_argument("--revision", type=options.int64, help="with --undo: the newer memory's revision, as you read it")
     options.gateway_options(rs, purpose=False)
     rs.set_defaults(handler=resolve)
 

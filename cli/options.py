@@ -46,6 +46,18 @@ def int32(text: str) -> int:
     return value
 
 
+def int64(text: str) -> int:
+    """The argparse type of an integer the request carries as int64 (a revision): a usage error
+    outside its range (the server judges the range the field allows)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not -(2**63) <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"out of range: {text}")
+    return value
+
+
 def gateway_options(parser: argparse.ArgumentParser, operator: bool = False, purpose: bool = True) -> None:
     """Adds --gateway and --json, and either --operator-token (operator commands) or --token and, unless
     ``purpose`` is false (history commands: history has no purpose), --purpose.

@@ -624,9 +624,14 @@ def test_cli_duplicates_and_flags(stack):
         (("duplicates", "decide", ids[0], ids[1]), 2),
         (("duplicates", "decide", ids[0], ids[1], "--keep-both", "--forget", ids[0]), 2),
         (("duplicates", "decide", ids[0], ids[1], "--keep-both", "--revision", "1"), 2),
+        (("duplicates", "decide", ids[0], ids[1], "--supersede-with", ids[1], "--revision", str(2**63)), 2),
+        (("duplicates", "decide", ids[0], ids[1], "--supersede-with", ids[1], "--revision", "0"), 1),
+        (("duplicates", "--page-size", str(2**31)), 2),
+        (("flags", "resolve", str(uuid.uuid4()), "--undo", "--revision", str(2**63)), 2),
+        (("flags", "resolve", str(uuid.uuid4()), "--acknowledge", "--revision", "1"), 2),
     ]:
         out = cli(stack, alice.token, *args, check=False)
-        assert out.returncode == code, (args, out.stderr)
+        assert out.returncode == code and "Traceback" not in out.stderr, (args, out.stderr)
     hidden = cli(stack, bob.token, "duplicates", "decide", ids[0], str(uuid.uuid4()), "--keep-both", check=False)
     assert hidden.returncode == 1 and hidden.stderr.strip() == "NOT_FOUND: memory not found"
     # flags: the one the supersede wrote; resolve by undo (revision the flag shows) and acknowledge.
