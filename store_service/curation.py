@@ -13,10 +13,12 @@ vector of the current input version (named by the gateway, which asks the embed 
 loads no model) and of its current revision takes part; every pair of them at cosine
 ``DUPLICATE_COSINE`` or more is a proposal, unless a person kept that pair as both. Cosines are
 computed here with numpy from the stored vectors (500 x 384 floats, one matrix product) and rounded
-to nine decimals: the rounding absorbs last-bit differences of the product between windows, so a
-pair's cosine is the same number on every page. Order: cosine descending, then the newer memory's
-id, then the older's; a page token holds that triple for the last proposal of the page (keyset
-pages, ``store_service.page_tokens``, bound to the member, their purposes and the purpose asked).
+to six decimals: the vectors are stored as float32 (about seven significant digits), so further
+digits are noise, and the rounding absorbs last-bit differences of the product between windows, so a
+pair's cosine is the same number on every page and one built at 0.80 counts as 0.80. Order:
+cosine descending, then the newer memory's id, then the older's; a page token holds that triple
+for the last proposal of the page (keyset pages, ``store_service.page_tokens``, bound to the
+member, their purposes and the purpose asked).
 
 **Decisions** (``decide``): on any two distinct memories the caller can read (not only a current
 proposal: the list moves as memories are written, and a decision on a pair seen a moment ago
@@ -57,7 +59,7 @@ from store_service.vocabulary import KIND_OF, parse_uuid
 DUPLICATE_COSINE = 0.80
 DUPLICATE_WINDOW = 500
 # Cosines are compared and shown rounded to this many decimals (module docstring).
-COSINE_DECIMALS = 9
+COSINE_DECIMALS = 6
 # Page sizes (AIP-158), as ListMemories': 200 proposals hold at most 400 memories of 64 KiB.
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200

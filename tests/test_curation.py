@@ -95,7 +95,7 @@ def scatter(stack, ws: str, ids: list[str], seed: int = 7) -> None:
     384-d directions meet at cosine about 0 +- 0.05), so they form no pair."""
     rng = np.random.default_rng(seed)
     vecs = rng.normal(size=(len(ids), 384)).astype(np.float32)
-    vecs[:, :8] = 0  # orthogonal to the unit(...) axes
+    vecs[:, :10] = 0  # orthogonal to the unit(...) axes these tests use
     set_vectors(stack, ws, dict(zip(ids, vecs / np.linalg.norm(vecs, axis=1, keepdims=True), strict=True)))
 
 
@@ -144,28 +144,37 @@ def test_real_minilm_paraphrases_are_proposed_and_unrelated_text_is_not(stack):
 def test_threshold_order_ties_pages_and_tokens(stack):
     ws = stack.workspace("dup order")
     alice, bob = stack.member(ws), stack.member(ws)
-    mem = [alice.remember(f"order memory {i}") for i in range(6)]
+    mem = [alice.remember(f"order memory {i}") for i in range(10)]
     stack.wait_backlog_empty()
     ids = [x.id for x in mem]
     scatter(stack, ws, ids)
-    # 0-1 at cosine 1; 2-3 and 4-5 tie at 0.9; 0-2 just below the threshold (0.79); 1-3 at exactly 0.8.
-    c = 0.9
+
+    def at(cosine: float, axis: int) -> np.ndarray:
+        weights = [0.0] * (axis + 2)
+        weights[axis], weights[axis + 1] = cosine, np.sqrt(1 - cosine * cosine)
+        return unit(*weights)
+
+    # 0-1 at cosine 1; 2-3 and 4-5 tie at 0.9; 6-7 at exactly 0.8 (in); 8-9 at 0.79 (out).
     set_vectors(
         stack,
         ws,
         {
             ids[0]: unit(1),
             ids[1]: unit(1),
-            ids[2]: unit(0, 0, 1),
-            ids[3]: unit(0, 0, c, np.sqrt(1 - c * c)),
-            ids[4]: unit(0, 0, 0, 0, 1),
-            ids[5]: unit(0, 0, 0, 0, c, np.sqrt(1 - c * c)),
+            ids[2]: unit(0, 1),
+            ids[3]: at(0.9, 1),
+            ids[4]: unit(0, 0, 0, 1),
+            ids[5]: at(0.9, 3),
+            ids[6]: unit(0, 0, 0, 0, 0, 1),
+            ids[7]: at(0.8, 5),
+            ids[8]: unit(*[0.0] * 7, 1),
+            ids[9]: at(0.79, 7),
         },
     )
     resp = proposals(alice, page_size=200)
     expected_ties = sorted([(ids[3], ids[2]), (ids[5], ids[4])])
-    assert pair_ids(resp) == [(ids[1], ids[0]), *expected_ties] and resp.total_size == 3
-    assert [round(p.cosine, 6) for p in resp.proposals] == [1.0, 0.9, 0.9]
+    assert pair_ids(resp) == [(ids[1], ids[0]), *expected_ties, (ids[7], ids[6])] and resp.total_size == 4
+    assert [p.cosine for p in resp.proposals] == [1.0, 0.9, 0.9, 0.8]
     # One a page walks the same list; every page counts every proposal.
     walked, token, totals = [], "", []
     while True:
@@ -175,7 +184,7 @@ def test_threshold_order_ties_pages_and_tokens(stack):
         token = page.next_page_token
         if not token:
             break
-    assert walked == pair_ids(resp) and totals == [3, 3, 3]
+    assert walked == pair_ids(resp) and totals == [4, 4, 4, 4]
     first = proposals(alice, page_size=1)
     # Another member's, another purpose's, another list's or a broken token: INVALID_ARGUMENT.
     listing_token = stack.memory.ListMemories(g.ListMemoriesRequest(page_size=1), metadata=alice.md()).next_page_token
