@@ -474,11 +474,13 @@ def test_conflict_flags_from_every_path_that_supersedes(stack):
             break
     assert walked == [f.id for f in listed.flags]
     first = flags(alice, page_size=1)
+    listing_token = stack.memory.ListMemories(g.ListMemoriesRequest(page_size=1), metadata=alice.md()).next_page_token
+    assert listing_token
     for member, kw in [
         (bob, {"page_token": first.next_page_token}),
         (alice, {"page_token": first.next_page_token, "include_resolved": True}),
         (alice, {"page_token": "garbage"}),
-        (alice, {"page_token": proposals(alice, page_size=1).next_page_token or "eyJ2IjoxfQ"}),
+        (alice, {"page_token": listing_token}),
     ]:
         code, text = error_of(flags, member, **kw)
         assert code == INVALID and "page_token" in text, kw
@@ -638,6 +640,8 @@ def test_cli_duplicates_and_flags(stack):
         (("duplicates", "--page-size", str(2**31)), 2),
         (("flags", "resolve", str(uuid.uuid4()), "--undo", "--revision", str(2**63)), 2),
         (("flags", "resolve", str(uuid.uuid4()), "--acknowledge", "--revision", "1"), 2),
+        (("flags", "--page-token", "junk"), 1),
+        (("flags", "--page-size", "-1"), 1),
     ]:
         out = cli(stack, alice.token, *args, check=False)
         assert out.returncode == code and "Traceback" not in out.stderr, (args, out.stderr)
