@@ -74,8 +74,8 @@ def workspace_settings(gw: client.Gateway, args: argparse.Namespace) -> int:
         resp,
         args.json,
         f"dense_floor={resp.dense_floor:.2f} default_mode={name_of(m.RecallMode, resp.default_mode)} "
-        f"context_bundle={'on' if resp.context_bundle else 'off'} "
-        f"expiry={f'{resp.expiry_days}d' if resp.expiry_days else 'off'}",
+        f"expiry={f'{resp.expiry_days}d' if resp.expiry_days else 'off'} "
+        f"context_bundle={'on' if resp.context_bundle else 'off'}",
     )
     return 0
 

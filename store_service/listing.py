@@ -11,6 +11,9 @@ Order: ``created_at`` descending, then id descending. Pages are keyset pages
 the member, their granted purposes and every filter, so it cannot be replayed by another member or
 with other filters. A memory written between two pages is newer than the position, so it never
 shifts a later page; one forgotten meanwhile just leaves it.
+
+``where``, ``position`` and ``page`` also serve ListExpiringMemories (store_service/expiry.py), in
+its own order: ``updated_at`` ascending, then id ascending (``OLDEST_UPDATED``).
 """
 
 from __future__ import annotations

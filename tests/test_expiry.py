@@ -508,7 +508,7 @@ def test_the_commands(stack):
     off = cli(stack, alice.token, "expiring")
     assert off.returncode == 0 and off.stdout.strip() == "the expiry gate is off: recall hides nothing", off.stderr
     on = cli(stack, "", "workspace", "settings", *op, "--expiry-days", "365")
-    assert on.returncode == 0 and on.stdout.strip().endswith("context_bundle=off expiry=365d"), on.stderr
+    assert on.returncode == 0 and on.stdout.strip().endswith("expiry=365d context_bundle=off"), on.stderr
     listed = cli(stack, alice.token, "expiring")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith("expiry gate: 365 days; hidden from recall: not updated since ")
@@ -523,7 +523,11 @@ def test_the_commands(stack):
     assert "0 shown of 0 hidden" in cli(stack, alice.token, "expiring").stdout
     text = cli(stack, alice.token, "keep", note.id, "--revision", "1")
     assert text.returncode == 0 and "  kept: last updated " in text.stdout
-    assert cli(stack, "", "workspace", "settings", *op, "--expiry", "off").stdout.strip().endswith("expiry=off")
+    assert (
+        cli(stack, "", "workspace", "settings", *op, "--expiry", "off")
+        .stdout.strip()
+        .endswith("expiry=off context_bundle=off")
+    )
     # Bad input: the server judges the range (exit 1, its message); usage errors exit 2.
     for days in ("0", "-5", "3651"):
         bad = cli(stack, "", "workspace", "settings", *op, "--expiry-days", days)
