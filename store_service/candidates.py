@@ -36,16 +36,17 @@ filtered search still returns the requested count; rows below the cosine floor a
 The expiry gate (``store_service.expiry``), when a request carries one, leaves out the rows it
 hides, in both arms and every mode, history recall included. The dense arm filters them in its
 candidate statement, beside readability (the statement already joins the memory row). The keyword
-arm's statements read postings alone, from an index-only scan: joining every posting, or every
-scored memory, to its memory row to test ``updated_at`` would cost one heap lookup per row (20,000
-and more for common questions at 100,000 memories) and more than the statement itself. So with the
-gate on, the keyword arm reads its exact top rows as without it, tests them for the gate by primary
-key in one more statement (``expiry.hidden_ids``), and, only when hidden rows leave it short of the
-limit, reads ``DEPTH_GROWTH`` times deeper until ``limit`` shown rows are found or every matching row
-was read. Each read is the exact top of all readable rows in the BM25 order, so the shown rows in
-that order are the exact top of the rows the gate shows. Off, or with no hidden row near the top,
-it costs nothing or one primary-key query over at most the limit. The statistics are unchanged:
-hidden rows are readable and stay counted (``store_service.expiry``).
+arm's statements read postings alone, from an index-only scan: testing ``updated_at`` in them would
+add a heap lookup of the memory row per posting, or per scored memory (20,000 and more for common
+questions at 100,000 memories), to statements tuned to read the index alone. So with the gate on,
+the keyword arm reads its exact top rows as without it, tests them for the gate by primary key in
+one more statement (``expiry.hidden_ids``), and, only when hidden rows leave it short of the limit,
+reads deeper (``DEPTH_GROWTH`` times at least, more when few rows were shown) until ``limit`` shown
+rows are found or every matching row was read. Each read is the exact top of all readable rows in
+the BM25 order, so the shown rows in that order are the exact top of the rows the gate shows. Off,
+or with no hidden row near the top, it costs nothing or one primary-key query over at most the
+limit. The statistics are unchanged: hidden rows are readable and stay counted
+(``store_service.expiry``).
 """
 
 from __future__ import annotations
@@ -261,7 +262,10 @@ def _shown_top(conn: psycopg.Connection, top, limit: int, expiry_days: int) -> l
         shown = [r for r in rows if r[0] not in hidden]
         if len(shown) >= limit or len(rows) < want:
             return shown[:limit]
-        want *= DEPTH_GROWTH
+        # Deeper: at least DEPTH_GROWTH times, and as deep as the share shown so far says ``limit``
+        # shown rows need (with none shown, ``limit`` times deeper), so a top mostly hidden costs two
+        # or three reads, not one per factor of DEPTH_GROWTH.
+        want = max(want * DEPTH_GROWTH, math.ceil(want * limit / max(len(shown), 1)))
 
 
 def _score_all(

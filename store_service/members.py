@@ -15,6 +15,11 @@ In this order, each step safe to run again, so a run that stops half way is fini
 Workspace memories the member wrote stay, readable as before and still naming it as ``created_by``;
 from now on an admin changes them (their creator no longer can). Admins can be removed, the last one
 too: the operator, not an admin, administers members, and can add another admin at any time.
+
+Cost: one Forget per member-only memory that is not a derivation of another (each its own short
+transaction, so other calls are never held for long). A member with many thousands of them can take
+longer than the gateway's internal deadline (30 s): the caller then sees UNAVAILABLE while the store
+finishes the sweep, and running the call again completes what is left and reports it.
 """
 
 from __future__ import annotations
