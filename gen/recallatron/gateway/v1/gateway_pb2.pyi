@@ -375,6 +375,46 @@ class ListMemoriesResponse(_message.Message):
     total_size: int
     def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ...) -> None: ...
 
+class ListExpiringMemoriesRequest(_message.Message):
+    __slots__ = ("page_size", "page_token", "purpose", "superseded")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    purpose: _memory_pb2.Purpose
+    superseded: _memory_pb2.SupersededFilter
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., superseded: _Optional[_Union[_memory_pb2.SupersededFilter, str]] = ...) -> None: ...
+
+class ListExpiringMemoriesResponse(_message.Message):
+    __slots__ = ("memories", "next_page_token", "total_size", "expiry_days", "hidden_before")
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
+    HIDDEN_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    next_page_token: str
+    total_size: int
+    expiry_days: int
+    hidden_before: _timestamp_pb2.Timestamp
+    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ..., expiry_days: _Optional[int] = ..., hidden_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class KeepMemoryRequest(_message.Message):
+    __slots__ = ("id", "expected_revision")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    expected_revision: int
+    def __init__(self, id: _Optional[str] = ..., expected_revision: _Optional[int] = ...) -> None: ...
+
+class KeepMemoryResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
 class ImportMemoriesRequest(_message.Message):
     __slots__ = ("workspace_id", "entities", "memories", "validate_only")
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -635,27 +675,53 @@ class RevokeMemberResponse(_message.Message):
     revoked: int
     def __init__(self, revoked: _Optional[int] = ...) -> None: ...
 
+class RemoveMemberRequest(_message.Message):
+    __slots__ = ("workspace_id", "member_id")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    member_id: str
+    def __init__(self, workspace_id: _Optional[str] = ..., member_id: _Optional[str] = ...) -> None: ...
+
+class RemoveMemberResponse(_message.Message):
+    __slots__ = ("revoked", "forgotten_ids", "history_forgotten", "already_removed")
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FORGOTTEN_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    revoked: int
+    forgotten_ids: _containers.RepeatedScalarFieldContainer[str]
+    history_forgotten: int
+    already_removed: bool
+    def __init__(self, revoked: _Optional[int] = ..., forgotten_ids: _Optional[_Iterable[str]] = ..., history_forgotten: _Optional[int] = ..., already_removed: _Optional[bool] = ...) -> None: ...
+
 class UpdateWorkspaceSettingsRequest(_message.Message):
-    __slots__ = ("workspace_id", "dense_floor", "default_mode", "context_bundle")
+    __slots__ = ("workspace_id", "dense_floor", "default_mode", "context_bundle", "expiry_days", "expiry_off")
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_BUNDLE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_OFF_FIELD_NUMBER: _ClassVar[int]
     workspace_id: str
     dense_floor: float
     default_mode: _memory_pb2.RecallMode
     context_bundle: bool
-    def __init__(self, workspace_id: _Optional[str] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ...) -> None: ...
+    expiry_days: int
+    expiry_off: bool
+    def __init__(self, workspace_id: _Optional[str] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ..., expiry_off: _Optional[bool] = ...) -> None: ...
 
 class UpdateWorkspaceSettingsResponse(_message.Message):
-    __slots__ = ("dense_floor", "default_mode", "context_bundle")
+    __slots__ = ("dense_floor", "default_mode", "context_bundle", "expiry_days")
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_BUNDLE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
     dense_floor: float
     default_mode: _memory_pb2.RecallMode
     context_bundle: bool
-    def __init__(self, dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ...) -> None: ...
+    expiry_days: int
+    def __init__(self, dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ...) -> None: ...
 
 class RebuildEmbeddingsRequest(_message.Message):
     __slots__ = ("all",)

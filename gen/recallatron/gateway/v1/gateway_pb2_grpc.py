@@ -107,6 +107,16 @@ class MemoryServiceStub:
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesResponse.FromString,
                 _registered_method=True)
+        self.ListExpiringMemories = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/ListExpiringMemories',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListExpiringMemoriesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListExpiringMemoriesResponse.FromString,
+                _registered_method=True)
+        self.KeepMemory = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/KeepMemory',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.KeepMemoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.KeepMemoryResponse.FromString,
+                _registered_method=True)
         self.PinMemory = channel.unary_unary(
                 '/recallatron.gateway.v1.MemoryService/PinMemory',
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.PinMemoryRequest.SerializeToString,
@@ -280,6 +290,34 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListExpiringMemories(self, request, context):
+        """The expiry gate (issue 9). Lists the memories the caller can read (the readability rule of
+        ListMemories: audience, granted purpose, not forgotten, whole derived_from chain readable) that
+        the workspace's expiry gate hides from Recall and GetContext: those whose updated_at is at or
+        before the call's time minus the gate's days. Oldest updated first (then id), paginated
+        (AIP-158), total_size counting every such readable memory. They are never erased: KeepMemory
+        brings one back, Forget forgets it. With the gate off nothing is hidden, so the list is empty and
+        expiry_days is 0. INVALID_ARGUMENT for a bad page size, page token or filter; PERMISSION_DENIED
+        for a purpose filter not granted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KeepMemory(self, request, context):
+        """Keeps a memory the caller can read and may change (the rule of Correct: a member-only memory its
+        member, a workspace memory its creator or an admin): counts as an update, so updated_at becomes
+        the call's time and the memory is back in Recall and GetContext for another expiry_days days.
+        Title, body, confidence, revision, vectors and history are unchanged. Works with the gate on or
+        off, on a superseded memory too (history recall hides expired ones as well). NOT_FOUND when the
+        memory does not exist or is not readable (malformed ids included); PERMISSION_DENIED when it is
+        readable but not the caller's to change; ABORTED naming the current revision when
+        expected_revision is stale; INVALID_ARGUMENT when expected_revision is not positive.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PinMemory(self, request, context):
         """Pins a memory the caller can read (any granted purpose) for the caller's context bundle; pinning
         it again changes nothing. NOT_FOUND when the memory does not exist or is not readable;
@@ -448,6 +486,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.ListMemories,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesResponse.SerializeToString,
+            ),
+            'ListExpiringMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListExpiringMemories,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListExpiringMemoriesRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListExpiringMemoriesResponse.SerializeToString,
+            ),
+            'KeepMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.KeepMemory,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.KeepMemoryRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.KeepMemoryResponse.SerializeToString,
             ),
             'PinMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.PinMemory,
@@ -860,6 +908,60 @@ class MemoryService:
             _registered_method=True)
 
     @staticmethod
+    def ListExpiringMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/ListExpiringMemories',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListExpiringMemoriesRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListExpiringMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KeepMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/KeepMemory',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.KeepMemoryRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.KeepMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def PinMemory(request,
             target,
             options=(),
@@ -1102,6 +1204,11 @@ class AdminServiceStub:
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RevokeMemberRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RevokeMemberResponse.FromString,
                 _registered_method=True)
+        self.RemoveMember = channel.unary_unary(
+                '/recallatron.gateway.v1.AdminService/RemoveMember',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RemoveMemberRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RemoveMemberResponse.FromString,
+                _registered_method=True)
         self.GetStatus = channel.unary_unary(
                 '/recallatron.gateway.v1.AdminService/GetStatus',
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetStatusRequest.SerializeToString,
@@ -1155,6 +1262,20 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RemoveMember(self, request, context):
+        """Removes a member from a workspace (issue 9): revokes every token of the member (the next call of
+        any of them is UNAUTHENTICATED), forgets every member-only memory of the member (tombstones, with
+        everything derived from them, exactly as Forget) and all of the member's history evidence (its
+        text erased, as ForgetHistory). Workspace memories the member wrote stay, still naming it as
+        created_by (changed from now on by admins). Admins can be removed, the last one too (the operator
+        can add another). Running it again finishes what an interrupted run left and answers
+        already_removed. NOT_FOUND for an unknown workspace or a member not in it (another workspace's
+        member included, malformed ids too).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetStatus(self, request, context):
         """Reports the embedding backlog and which dependencies are up.
         """
@@ -1163,7 +1284,7 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateWorkspaceSettings(self, request, context):
-        """Changes a workspace's settings (dense floor, default mode, context bundle).
+        """Changes a workspace's settings (dense floor, default mode, context bundle, expiry gate).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -1217,6 +1338,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RevokeMember,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RevokeMemberRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RevokeMemberResponse.SerializeToString,
+            ),
+            'RemoveMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveMember,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RemoveMemberRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RemoveMemberResponse.SerializeToString,
             ),
             'GetStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStatus,
@@ -1327,6 +1453,33 @@ class AdminService:
             '/recallatron.gateway.v1.AdminService/RevokeMember',
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RevokeMemberRequest.SerializeToString,
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RevokeMemberResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.AdminService/RemoveMember',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RemoveMemberRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RemoveMemberResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -80,12 +80,14 @@ class UnpinMemoryResponse(_message.Message):
     def __init__(self, was_pinned: _Optional[bool] = ...) -> None: ...
 
 class GetContextRequest(_message.Message):
-    __slots__ = ("caller", "purpose")
+    __slots__ = ("caller", "purpose", "expiry_days")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     purpose: _memory_pb2.Purpose
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ...) -> None: ...
+    expiry_days: int
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., expiry_days: _Optional[int] = ...) -> None: ...
 
 class ContextEntry(_message.Message):
     __slots__ = ("part", "memory", "entities")
@@ -371,17 +373,67 @@ class ListMemoriesResponse(_message.Message):
     total_size: int
     def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ...) -> None: ...
 
+class ListExpiringMemoriesRequest(_message.Message):
+    __slots__ = ("caller", "page_size", "page_token", "purpose", "superseded", "expiry_days")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    page_size: int
+    page_token: str
+    purpose: _memory_pb2.Purpose
+    superseded: _memory_pb2.SupersededFilter
+    expiry_days: int
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., superseded: _Optional[_Union[_memory_pb2.SupersededFilter, str]] = ..., expiry_days: _Optional[int] = ...) -> None: ...
+
+class ListExpiringMemoriesResponse(_message.Message):
+    __slots__ = ("memories", "next_page_token", "total_size", "expiry_days", "hidden_before")
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
+    HIDDEN_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    next_page_token: str
+    total_size: int
+    expiry_days: int
+    hidden_before: _timestamp_pb2.Timestamp
+    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ..., expiry_days: _Optional[int] = ..., hidden_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class KeepMemoryRequest(_message.Message):
+    __slots__ = ("caller", "memory_id", "expected_revision")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    memory_id: str
+    expected_revision: int
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ..., expected_revision: _Optional[int] = ...) -> None: ...
+
+class KeepMemoryResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
 class UpdateWorkspaceSettingsRequest(_message.Message):
-    __slots__ = ("workspace_id", "dense_floor", "default_mode", "context_bundle")
+    __slots__ = ("workspace_id", "dense_floor", "default_mode", "context_bundle", "expiry_days", "expiry_off")
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_BUNDLE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_OFF_FIELD_NUMBER: _ClassVar[int]
     workspace_id: str
     dense_floor: float
     default_mode: _memory_pb2.RecallMode
     context_bundle: bool
-    def __init__(self, workspace_id: _Optional[str] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ...) -> None: ...
+    expiry_days: int
+    expiry_off: bool
+    def __init__(self, workspace_id: _Optional[str] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ..., expiry_off: _Optional[bool] = ...) -> None: ...
 
 class UpdateWorkspaceSettingsResponse(_message.Message):
     __slots__ = ("settings",)
@@ -404,14 +456,16 @@ class RebuildEmbeddingsResponse(_message.Message):
     def __init__(self, queued: _Optional[int] = ..., input_version: _Optional[str] = ...) -> None: ...
 
 class WorkspaceSettings(_message.Message):
-    __slots__ = ("dense_floor", "default_mode", "context_bundle")
+    __slots__ = ("dense_floor", "default_mode", "context_bundle", "expiry_days")
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_BUNDLE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
     dense_floor: float
     default_mode: _memory_pb2.RecallMode
     context_bundle: bool
-    def __init__(self, dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ...) -> None: ...
+    expiry_days: int
+    def __init__(self, dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ...) -> None: ...
 
 class CreateWorkspaceRequest(_message.Message):
     __slots__ = ("name",)
@@ -458,6 +512,26 @@ class RevokeMemberResponse(_message.Message):
     REVOKED_FIELD_NUMBER: _ClassVar[int]
     revoked: int
     def __init__(self, revoked: _Optional[int] = ...) -> None: ...
+
+class RemoveMemberRequest(_message.Message):
+    __slots__ = ("workspace_id", "member_id")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    member_id: str
+    def __init__(self, workspace_id: _Optional[str] = ..., member_id: _Optional[str] = ...) -> None: ...
+
+class RemoveMemberResponse(_message.Message):
+    __slots__ = ("revoked", "forgotten_ids", "history_forgotten", "already_removed")
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FORGOTTEN_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    revoked: int
+    forgotten_ids: _containers.RepeatedScalarFieldContainer[str]
+    history_forgotten: int
+    already_removed: bool
+    def __init__(self, revoked: _Optional[int] = ..., forgotten_ids: _Optional[_Iterable[str]] = ..., history_forgotten: _Optional[int] = ..., already_removed: _Optional[bool] = ...) -> None: ...
 
 class AuthenticateRequest(_message.Message):
     __slots__ = ("token",)
@@ -592,20 +666,22 @@ class Candidate(_message.Message):
     def __init__(self, memory_id: _Optional[str] = ..., score: _Optional[float] = ..., chain_readable: _Optional[bool] = ..., identifier_matches: _Optional[int] = ..., all_terms: _Optional[bool] = ...) -> None: ...
 
 class LexicalCandidatesRequest(_message.Message):
-    __slots__ = ("caller", "purpose", "query", "limit", "include_superseded", "entity_ids")
+    __slots__ = ("caller", "purpose", "query", "limit", "include_superseded", "entity_ids", "expiry_days")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
     ENTITY_IDS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     purpose: _memory_pb2.Purpose
     query: str
     limit: int
     include_superseded: bool
     entity_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    expiry_days: int
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ..., expiry_days: _Optional[int] = ...) -> None: ...
 
 class LexicalCandidatesResponse(_message.Message):
     __slots__ = ("candidates",)
@@ -614,7 +690,7 @@ class LexicalCandidatesResponse(_message.Message):
     def __init__(self, candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ...) -> None: ...
 
 class DenseCandidatesRequest(_message.Message):
-    __slots__ = ("caller", "purpose", "vector", "input_version", "floor", "limit", "entity_ids")
+    __slots__ = ("caller", "purpose", "vector", "input_version", "floor", "limit", "entity_ids", "expiry_days")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
@@ -622,6 +698,7 @@ class DenseCandidatesRequest(_message.Message):
     FLOOR_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     ENTITY_IDS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     purpose: _memory_pb2.Purpose
     vector: _containers.RepeatedScalarFieldContainer[float]
@@ -629,7 +706,8 @@ class DenseCandidatesRequest(_message.Message):
     floor: float
     limit: int
     entity_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., vector: _Optional[_Iterable[float]] = ..., input_version: _Optional[str] = ..., floor: _Optional[float] = ..., limit: _Optional[int] = ..., entity_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    expiry_days: int
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., vector: _Optional[_Iterable[float]] = ..., input_version: _Optional[str] = ..., floor: _Optional[float] = ..., limit: _Optional[int] = ..., entity_ids: _Optional[_Iterable[str]] = ..., expiry_days: _Optional[int] = ...) -> None: ...
 
 class DenseCandidatesResponse(_message.Message):
     __slots__ = ("candidates", "stamp_current")
