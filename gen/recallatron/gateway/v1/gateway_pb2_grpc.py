@@ -137,6 +137,26 @@ class MemoryServiceStub:
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureResponse.FromString,
                 _registered_method=True)
+        self.ListDuplicateProposals = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/ListDuplicateProposals',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListDuplicateProposalsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListDuplicateProposalsResponse.FromString,
+                _registered_method=True)
+        self.DecideDuplicateProposal = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/DecideDuplicateProposal',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DecideDuplicateProposalRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DecideDuplicateProposalResponse.FromString,
+                _registered_method=True)
+        self.ListConflictFlags = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/ListConflictFlags',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListConflictFlagsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListConflictFlagsResponse.FromString,
+                _registered_method=True)
+        self.ResolveConflictFlag = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/ResolveConflictFlag',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ResolveConflictFlagRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ResolveConflictFlagResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -343,6 +363,62 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDuplicateProposals(self, request, context):
+        """--- Curation: duplicate proposals and conflict flags (issue 9; docs/curation.md). ---
+        Pairs of memories at cosine 0.80 or more among the 500 newest memories the caller can read for
+        the stated purpose (the readability rule of Read and Recall, chain included; neither superseded
+        nor forgotten), each with both memories and the cosine of their stored vectors, best first
+        (cosine descending, then the pair's ids), paginated (AIP-158), total_size counting every pair.
+        Pairs a person kept as both are never proposed again. The vectors are the stored ones of the
+        current input version and revision; without them the list is not an error: dense_available says
+        whether pairs could be computed at all, memories_without_vectors how many memories of the window
+        had no usable vector (so took part in no pair). Nothing merges by itself: a person decides
+        (DecideDuplicateProposal). INVALID_ARGUMENT for a bad purpose, page size or page token;
+        PERMISSION_DENIED for a purpose not granted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DecideDuplicateProposal(self, request, context):
+        """Decides about a pair of distinct memories the caller can read (any two; they need not be on the
+        current list, which moves as memories are written): keep both (remembered for the workspace, so
+        the pair is never proposed again to anyone), supersede one by the other (the memory named by
+        keep_id stays as it is, the other gets superseded_by_id = keep_id; Supersede's rules: the caller
+        may change the one superseded, expected_revision is its revision as read, neither may already
+        be superseded, both have the same purpose), or forget one (Forget, derivations included).
+        NOT_FOUND (the same text as a missing memory) when either is not readable; INVALID_ARGUMENT for
+        a malformed id, the same id twice, an unknown decision, or keep_id or forget_id not one of the
+        pair; PERMISSION_DENIED when the caller may not change the memory superseded or forgotten;
+        ABORTED naming the current revision when expected_revision is stale; FAILED_PRECONDITION when
+        one of the pair is already superseded or the purposes differ.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListConflictFlags(self, request, context):
+        """Conflict flags whose two memories the caller can both read (the readability rule, chain
+        included), newest first, paginated (AIP-158), total_size counting the same flags.
+        INVALID_ARGUMENT for a bad page size or page token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveConflictFlag(self, request, context):
+        """Resolves an open conflict flag: acknowledge it, or undo it (the newer memory is superseded by a
+        new memory carrying the older's text, under expected_revision, the newer's revision as read).
+        Either needs the right to change the newer memory. NOT_FOUND (the same text as a missing flag)
+        when the caller cannot read both memories; INVALID_ARGUMENT for a malformed id or an unknown
+        resolution; PERMISSION_DENIED when the caller may not change the newer memory; ABORTED naming
+        the current revision when expected_revision is stale; FAILED_PRECONDITION when the flag is
+        already resolved or, to undo, the newer memory is superseded.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -440,6 +516,26 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Capture,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureResponse.SerializeToString,
+            ),
+            'ListDuplicateProposals': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDuplicateProposals,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListDuplicateProposalsRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListDuplicateProposalsResponse.SerializeToString,
+            ),
+            'DecideDuplicateProposal': grpc.unary_unary_rpc_method_handler(
+                    servicer.DecideDuplicateProposal,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DecideDuplicateProposalRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DecideDuplicateProposalResponse.SerializeToString,
+            ),
+            'ListConflictFlags': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConflictFlags,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListConflictFlagsRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListConflictFlagsResponse.SerializeToString,
+            ),
+            'ResolveConflictFlag': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveConflictFlag,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ResolveConflictFlagRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ResolveConflictFlagResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -963,6 +1059,114 @@ class MemoryService:
             '/recallatron.gateway.v1.MemoryService/Capture',
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureRequest.SerializeToString,
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDuplicateProposals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/ListDuplicateProposals',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListDuplicateProposalsRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListDuplicateProposalsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DecideDuplicateProposal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/DecideDuplicateProposal',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DecideDuplicateProposalRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DecideDuplicateProposalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListConflictFlags(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/ListConflictFlags',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListConflictFlagsRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListConflictFlagsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveConflictFlag(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/ResolveConflictFlag',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ResolveConflictFlagRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ResolveConflictFlagResponse.FromString,
             options,
             channel_credentials,
             insecure,

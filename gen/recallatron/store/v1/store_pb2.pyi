@@ -127,6 +127,112 @@ class CaptureResponse(_message.Message):
     replayed: bool
     def __init__(self, results: _Optional[_Iterable[_Union[_memory_pb2.CaptureResult, _Mapping]]] = ..., replayed: _Optional[bool] = ...) -> None: ...
 
+class ListDuplicateProposalsRequest(_message.Message):
+    __slots__ = ("caller", "purpose", "page_size", "page_token", "input_version")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    INPUT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    purpose: _memory_pb2.Purpose
+    page_size: int
+    page_token: str
+    input_version: str
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., input_version: _Optional[str] = ...) -> None: ...
+
+class ListDuplicateProposalsResponse(_message.Message):
+    __slots__ = ("proposals", "next_page_token", "total_size", "dense_available", "memories_considered", "memories_without_vectors")
+    PROPOSALS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    DENSE_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_CONSIDERED_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_WITHOUT_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    proposals: _containers.RepeatedCompositeFieldContainer[_memory_pb2.DuplicateProposal]
+    next_page_token: str
+    total_size: int
+    dense_available: bool
+    memories_considered: int
+    memories_without_vectors: int
+    def __init__(self, proposals: _Optional[_Iterable[_Union[_memory_pb2.DuplicateProposal, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ..., dense_available: _Optional[bool] = ..., memories_considered: _Optional[int] = ..., memories_without_vectors: _Optional[int] = ...) -> None: ...
+
+class DecideDuplicateProposalRequest(_message.Message):
+    __slots__ = ("caller", "memory_a_id", "memory_b_id", "decision", "keep_id", "expected_revision", "forget_id", "reason")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_A_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_B_ID_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    KEEP_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    FORGET_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    memory_a_id: str
+    memory_b_id: str
+    decision: _memory_pb2.DuplicateDecision
+    keep_id: str
+    expected_revision: int
+    forget_id: str
+    reason: str
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_a_id: _Optional[str] = ..., memory_b_id: _Optional[str] = ..., decision: _Optional[_Union[_memory_pb2.DuplicateDecision, str]] = ..., keep_id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., forget_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class DecideDuplicateProposalResponse(_message.Message):
+    __slots__ = ("decision", "superseded", "kept", "forgotten_ids", "conflict_flag_id")
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    KEPT_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    CONFLICT_FLAG_ID_FIELD_NUMBER: _ClassVar[int]
+    decision: _memory_pb2.DuplicateDecision
+    superseded: _memory_pb2.Memory
+    kept: _memory_pb2.Memory
+    forgotten_ids: _containers.RepeatedScalarFieldContainer[str]
+    conflict_flag_id: str
+    def __init__(self, decision: _Optional[_Union[_memory_pb2.DuplicateDecision, str]] = ..., superseded: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., kept: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., forgotten_ids: _Optional[_Iterable[str]] = ..., conflict_flag_id: _Optional[str] = ...) -> None: ...
+
+class ListConflictFlagsRequest(_message.Message):
+    __slots__ = ("caller", "page_size", "page_token", "include_resolved")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_RESOLVED_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    page_size: int
+    page_token: str
+    include_resolved: bool
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., include_resolved: _Optional[bool] = ...) -> None: ...
+
+class ListConflictFlagsResponse(_message.Message):
+    __slots__ = ("flags", "next_page_token", "total_size")
+    FLAGS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    flags: _containers.RepeatedCompositeFieldContainer[_memory_pb2.ConflictFlag]
+    next_page_token: str
+    total_size: int
+    def __init__(self, flags: _Optional[_Iterable[_Union[_memory_pb2.ConflictFlag, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ...) -> None: ...
+
+class ResolveConflictFlagRequest(_message.Message):
+    __slots__ = ("caller", "flag_id", "resolution", "expected_revision")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    FLAG_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    flag_id: str
+    resolution: _memory_pb2.ConflictResolution
+    expected_revision: int
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., flag_id: _Optional[str] = ..., resolution: _Optional[_Union[_memory_pb2.ConflictResolution, str]] = ..., expected_revision: _Optional[int] = ...) -> None: ...
+
+class ResolveConflictFlagResponse(_message.Message):
+    __slots__ = ("flag", "restored")
+    FLAG_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_FIELD_NUMBER: _ClassVar[int]
+    flag: _memory_pb2.ConflictFlag
+    restored: _memory_pb2.Memory
+    def __init__(self, flag: _Optional[_Union[_memory_pb2.ConflictFlag, _Mapping]] = ..., restored: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
 class HistoryTurn(_message.Message):
     __slots__ = ("request_id", "chat_id", "role", "text", "occurred_at", "session_id")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]

@@ -195,6 +195,26 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.CaptureRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.CaptureResponse.FromString,
                 _registered_method=True)
+        self.ListDuplicateProposals = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/ListDuplicateProposals',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListDuplicateProposalsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListDuplicateProposalsResponse.FromString,
+                _registered_method=True)
+        self.DecideDuplicateProposal = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/DecideDuplicateProposal',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.DecideDuplicateProposalRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.DecideDuplicateProposalResponse.FromString,
+                _registered_method=True)
+        self.ListConflictFlags = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/ListConflictFlags',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListConflictFlagsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListConflictFlagsResponse.FromString,
+                _registered_method=True)
+        self.ResolveConflictFlag = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/ResolveConflictFlag',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ResolveConflictFlagRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ResolveConflictFlagResponse.FromString,
+                _registered_method=True)
 
 
 class StoreServiceServicer:
@@ -450,6 +470,36 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDuplicateProposals(self, request, context):
+        """--- Curation: duplicate proposals and conflict flags (issue 9; docs/curation.md). ---
+        The duplicate proposals of the caller's window (as the gateway's ListDuplicateProposals), from
+        the stored vectors of input_version, which the gateway names (the store loads no model).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DecideDuplicateProposal(self, request, context):
+        """Applies a person's decision about a pair (as the gateway's DecideDuplicateProposal).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListConflictFlags(self, request, context):
+        """The conflict flags whose two memories the caller can read (as the gateway's ListConflictFlags).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveConflictFlag(self, request, context):
+        """Resolves a conflict flag (as the gateway's ResolveConflictFlag).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -612,6 +662,26 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.Capture,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.CaptureRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.CaptureResponse.SerializeToString,
+            ),
+            'ListDuplicateProposals': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDuplicateProposals,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListDuplicateProposalsRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListDuplicateProposalsResponse.SerializeToString,
+            ),
+            'DecideDuplicateProposal': grpc.unary_unary_rpc_method_handler(
+                    servicer.DecideDuplicateProposal,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.DecideDuplicateProposalRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.DecideDuplicateProposalResponse.SerializeToString,
+            ),
+            'ListConflictFlags': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConflictFlags,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListConflictFlagsRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListConflictFlagsResponse.SerializeToString,
+            ),
+            'ResolveConflictFlag': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveConflictFlag,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ResolveConflictFlagRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ResolveConflictFlagResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1479,6 +1549,114 @@ class StoreService:
             '/recallatron.store.v1.StoreService/Capture',
             recallatron_dot_store_dot_v1_dot_store__pb2.CaptureRequest.SerializeToString,
             recallatron_dot_store_dot_v1_dot_store__pb2.CaptureResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDuplicateProposals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/ListDuplicateProposals',
+            recallatron_dot_store_dot_v1_dot_store__pb2.ListDuplicateProposalsRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.ListDuplicateProposalsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DecideDuplicateProposal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/DecideDuplicateProposal',
+            recallatron_dot_store_dot_v1_dot_store__pb2.DecideDuplicateProposalRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.DecideDuplicateProposalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListConflictFlags(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/ListConflictFlags',
+            recallatron_dot_store_dot_v1_dot_store__pb2.ListConflictFlagsRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.ListConflictFlagsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveConflictFlag(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/ResolveConflictFlag',
+            recallatron_dot_store_dot_v1_dot_store__pb2.ResolveConflictFlagRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.ResolveConflictFlagResponse.FromString,
             options,
             channel_credentials,
             insecure,
