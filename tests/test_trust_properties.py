@@ -380,8 +380,9 @@ def check_context(api, model: Model, me: str, md, purpose: int) -> None:
                 assert model.readable(link.target_memory_id, me)
     # No id of a memory the member may not read appears anywhere in the text.
     assert not any(i in resp.text for i in model.mems if not model.readable(i, me))
-    # Nor of one the gate hides.
-    assert not any(i in resp.text for i in model.mems if i not in shown)
+    # Nor is one the gate hides an item (its id may still be named as a shown derivation's readable
+    # source: hidden is not unreadable).
+    assert not {it.memory.id for it in resp.items} - shown
 
 
 def expiring_pages(api, model: Model, md, **kw) -> tuple[list[m.Memory], set[int]]:
