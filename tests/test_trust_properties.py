@@ -9,8 +9,8 @@ a member), and checks every call's status against a small reference model of the
 README.md, "Who sees what", and of history evidence (owner-only, never a memory; imported or
 appended alike). The program also pins and unpins memories (anyone's: only a readable one is found).
 Then, as every member and for every purpose, it asks Recall in all three modes (re-rank on and off),
-GetContext, Read on every id, ListMemories (every page, with and without superseded memories, and
-per purpose) and FindEntities on every entity name, and asserts:
+GetContext, Read on every id, ListMemories (every page, with and without superseded memories, per
+purpose, and the derivations of every source) and FindEntities on every entity name, and asserts:
 - nothing ineligible appears in any item, count, link or entity list (ListMemories' pages and
   total_size hold exactly the memories Read shows);
 - everything eligible and matching is found (the keyword arm returns exactly the eligible set);
@@ -222,6 +222,10 @@ def check_listing(api, model: Model, me: str, md, everything: set[str]) -> None:
             assert all(
                 model.readable(link.target_memory_id, me) for link in x.links if link.type == m.LINK_TYPE_DERIVED_FROM
             )
+    for source in {src for mem in model.mems.values() for src in mem.sources}:  # each source's derivations
+        listed, totals = list_pages(api, md, derived_from_id=source, superseded=m.SUPERSEDED_FILTER_ALL)
+        want = {i for i in readable if source in model.mems[i].sources}
+        assert {x.id for x in listed} == want and totals == {len(want)}
     for purpose in PURPOSES:
         if purpose not in model.grants[me]:
             assert call(api.ListMemories, g.ListMemoriesRequest(purpose=purpose), md)[0] == (
