@@ -2,7 +2,7 @@
 
 Each subcommand lives with its own parser function and handler (``serve``, ``up``,
 ``admin_commands``, ``memory_commands``, ``context_commands``, ``history_commands``,
-``portability_commands``, ``legacy_import``, ``mcp_command``, ``evaluate``, ``calibrate``); this module
+``portability_commands``, ``legacy_import``, ``mcp_command``, ``web_command``, ``evaluate``, ``calibrate``); this module
 only puts the parsers together in the order ``--help`` lists them and calls the chosen handler.
 Nothing imports it.
 
@@ -29,6 +29,7 @@ from cli.evaluate import eval_parser
 from cli.mcp_command import mcp_parser
 from cli.serve import serve_parser
 from cli.up import up_parser
+from cli.web_command import web_parser
 from servicekit import settings as settings_mod
 
 PARSERS = (
@@ -41,6 +42,7 @@ PARSERS = (
     *memory_commands.PARSERS,
     *context_commands.PARSERS,
     mcp_parser,
+    web_parser,
     history_commands.history_parser,
     portability_commands.export_parser,
     admin_commands.load_parser,

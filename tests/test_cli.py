@@ -377,6 +377,7 @@ def test_children_die_with_a_killed_supervisor(tmp_path, pg):
     for name in ("gateway", "store", "embed", "rank"):
         env[f"RECALLATRON_{name.upper()}_ADDR"] = f"127.0.0.1:{free_port()}"
         env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = "0"
+    env["RECALLATRON_WEB_ADDR"] = f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "cli.main", "up"],
         cwd=ROOT,

@@ -1,0 +1,5 @@
+"""The review pages (duplicates, conflict flags, expiring memories): routes added with their RPCs."""
+
+from __future__ import annotations
+
+ROUTES: list = []
