@@ -43,6 +43,8 @@ HTTP_STATUS = {
     grpc.StatusCode.UNAVAILABLE: 503,
     grpc.StatusCode.DEADLINE_EXCEEDED: 504,
 }
+
+
 def http_status(exc: grpc.RpcError) -> int:
     """The HTTP status of a page showing failed call ``exc`` (500 for codes a caller cannot cause)."""
     return HTTP_STATUS.get(exc.code(), 500)
@@ -109,5 +111,3 @@ def link(path: str, params: dict[str, str], **changes: str) -> str:
     """``path`` with query ``params`` and ``changes``, empty values left out."""
     merged = {k: v for k, v in {**params, **changes}.items() if v}
     return f"{path}?{urllib.parse.urlencode(merged)}" if merged else path
-
-
