@@ -33,7 +33,7 @@ def world(stack):
     ws = stack.workspace("web privacy")
     alice, bob = stack.member(ws), stack.member(ws)
     shared = alice.remember("The team lunch is on Friday at noon in the canteen.", title="Lunch")
-    alice.remember("The team lunch happens Friday at noon in the canteen.", title="Lunch again")  # a visible pair
+    twin = alice.remember("The team lunch is on Fridays at noon in the canteen.", title="Lunch")  # a visible pair
     private = [
         bob.remember(f"{MARK}: the team lunch is on Friday at noon in the canteen.", audience=m.AUDIENCE_MEMBER),
         bob.remember(f"{MARK}: the team lunch is Friday at noon, canteen.", audience=m.AUDIENCE_MEMBER),
@@ -77,7 +77,7 @@ def world(stack):
         g.UpdateWorkspaceSettingsRequest(workspace_id=ws, expiry_days=30), metadata=stack.op()
     )
     stack.wait_backlog_empty()
-    return {"ws": ws, "alice": alice, "bob": bob, "shared": shared, "private": private}
+    return {"ws": ws, "alice": alice, "bob": bob, "shared": shared, "twin": twin, "private": private}
 
 
 def visit_every_page(page, base: str, path: str) -> list[str]:
@@ -131,7 +131,7 @@ def test_another_members_memory_is_nowhere_on_the_screen(stack, web_screen, page
             assert MARK not in html, name
             assert not [i for i in ids if i in html], name
     # The pages did show alice what she may read: her pair, her old memory, the shared memory.
-    assert any("Lunch again" in html for html in theirs["duplicates"])
+    assert any(world["shared"].id in html and world["twin"].id in html for html in theirs["duplicates"])
     assert any("bike shed" in html for html in theirs["expiring"])
     assert "The team lunch is on Friday" in theirs["shared memory"][0]
     page.goto(f"{web_screen}/memories/{world['shared'].id}")

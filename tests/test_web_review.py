@@ -20,18 +20,22 @@ from recallatron.memory.v1 import memory_pb2 as m
 # Near-identical pairs (cosine well above 0.80 with all-MiniLM-L6-v2), each on a topic of its own.
 PAIRS = {
     "keep": (
+        "Staff meeting",
         "The weekly staff meeting moved to Thursday at ten in room four.",
         "The weekly staff meeting was moved to Thursday at ten in room four.",
     ),
     "supersede": (
+        "Parrot",
         "Maria's parrot is called Captain and speaks Portuguese.",
         "Maria's parrot is named Captain and it speaks Portuguese.",
     ),
     "forget": (
+        "Guest wifi",
         "The wifi password for the guest network is printed on the fridge.",
         "The guest network wifi password is printed on the fridge.",
     ),
     "stale": (
+        "Dentist",
         "Our dentist appointment is on the fifth of May at nine.",
         "Our dentist appointment is on May the fifth at nine.",
     ),
@@ -63,9 +67,9 @@ def dup_team(stack):
     ws = stack.workspace("web duplicates")
     alice = stack.member(ws)
     pairs = {}
-    for name, (older, newer) in PAIRS.items():
-        first = alice.remember(older, title=name.capitalize())
-        second = alice.remember(newer, title=name.capitalize())
+    for name, (title, older, newer) in PAIRS.items():
+        first = alice.remember(older, title=title)
+        second = alice.remember(newer, title=title)
         pairs[name] = (second, first)  # (newer, older): the list's A and B
     stack.wait_backlog_empty()
     return ws, alice, pairs
@@ -97,7 +101,7 @@ def test_duplicate_pairs_decided_each_way(stack, web_screen, page, dup_team):
     # Supersede the older (B) by the newer (A).
     a, b = pairs["supersede"]
     proposal(page, a.id, b.id).get_by_role("button", name="Keep A, supersede B").click()
-    expect(page.locator("#notice")).to_contain_text(f"Superseded “Supersede” ({b.id}) by “Supersede” ({a.id}).")
+    expect(page.locator("#notice")).to_contain_text(f"Superseded “Parrot” ({b.id}) by “Parrot” ({a.id}).")
     assert alice.read(b.id).superseded_by_id == a.id and not alice.read(a.id).superseded_by_id
     expect(proposal(page, a.id, b.id)).to_have_count(0)
 
@@ -111,7 +115,7 @@ def test_duplicate_pairs_decided_each_way(stack, web_screen, page, dup_team):
     # A stale revision: B is corrected after the page was shown; the supersede names the current revision.
     a, b = pairs["stale"]
     stack.memory.Correct(
-        g.CorrectRequest(id=b.id, expected_revision=1, body=PAIRS["stale"][0] + " Bring the card."),
+        g.CorrectRequest(id=b.id, expected_revision=1, body=PAIRS["stale"][1] + " Bring the card."),
         metadata=alice.md(),
     )
     proposal(page, a.id, b.id).get_by_role("button", name="Keep A, supersede B").click()
@@ -145,13 +149,13 @@ def test_conflict_flags_acknowledged_and_undone(stack, web_screen, page):
     ws = stack.workspace("web conflicts")
     alice = stack.member(ws)
     flagged = {}
-    for name, (before, after) in {
-        "ack": ("The library opens at eight.", "The library opens at nine."),
-        "undo": ("The boiler was serviced in March.", "The boiler was serviced in April."),
-    }.items():
-        old = alice.remember(before, title=f"Conflict {name}", confidence=0.9)
+    for name, title, before, after in (
+        ("ack", "Library hours", "The library opens at eight.", "The library opens at nine."),
+        ("undo", "Boiler service", "The boiler was serviced in March.", "The boiler was serviced in April."),
+    ):
+        old = alice.remember(before, title=title, confidence=0.9)
         new = stack.memory.Supersede(
-            g.SupersedeRequest(id=old.id, expected_revision=1, title=f"Conflict {name}", body=after, confidence=0.95),
+            g.SupersedeRequest(id=old.id, expected_revision=1, title=title, body=after, confidence=0.95),
             metadata=alice.md(),
         ).memory
         flagged[name] = (old, new)
@@ -165,7 +169,7 @@ def test_conflict_flags_acknowledged_and_undone(stack, web_screen, page):
     box = page.locator("section.flag", has=page.locator(f"article[data-memory-id='{new.id}']"))
     box.get_by_role("button", name="Acknowledge (the newer stands)").click()
     expect(page.locator("#notice")).to_have_text(
-        f"Acknowledged: “Conflict ack” ({new.id}) stays the successor of “Conflict ack” ({old.id})."
+        f"Acknowledged: “Library hours” ({new.id}) stays the successor of “Library hours” ({old.id})."
     )
     expect(page.locator("section.flag")).to_have_count(1)
 
