@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import time
 
 import grpc
 import pytest
@@ -249,3 +250,18 @@ def test_expiring_memories_kept_and_forgotten(stack, web_screen, page):
     expect(page.locator("#notice")).to_have_text(f"Forgot 1 memory(ies): {plumber}.")
     expect(page.locator("#expiring-summary")).to_have_text("0 shown of 0")
     assert code_of(alice.read, plumber) == grpc.StatusCode.NOT_FOUND
+
+
+def test_duplicates_without_the_embedder_say_they_could_not_be_computed(stack, web_screen, page, dup_team):
+    """With the embed service down the list is not an error: the page says the pairs could not be computed."""
+    _, alice, _ = dup_team
+    sign_in(page, web_screen, alice.token)
+    with stack.embed_down():
+        page.goto(f"{web_screen}/duplicates")
+        expect(page.locator("#dense-available")).to_have_text("false")
+        expect(page.locator("#no-vectors")).to_contain_text("could not be computed")
+        expect(page.locator("#error")).to_have_count(0)
+    deadline = time.monotonic() + 60  # leave the stack as found: the meaning arm answering again
+    while not alice.recall("staff meeting").dense_available:
+        assert time.monotonic() < deadline, "the embed service did not come back"
+        time.sleep(0.5)
