@@ -15,7 +15,8 @@ from playwright.sync_api import expect
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from web.app import TOKEN_COOKIE
+from web.diff import Segment, sides
+from web.screen import TOKEN_COOKIE
 
 
 @pytest.fixture(scope="module")
@@ -284,3 +285,14 @@ def test_the_gateway_down_reads_as_unavailable(stack, browser, team):
         context.close()
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def test_diff_marks_the_changed_words_and_gives_each_text_back():
+    left, right = sides("The ferry leaves at noon.", "The ferry leaves at one, daily.")
+    assert "".join(s.text for s in left) == "The ferry leaves at noon."
+    assert "".join(s.text for s in right) == "The ferry leaves at one, daily."
+    assert [s.text for s in left if s.changed] == ["noon."]
+    assert [s.text for s in right if s.changed] == ["one, daily."]
+    assert sides("", "new text") == ([], [Segment("new text", True)])
+    same = sides("a  b\n c", "a  b\n c")
+    assert same[0] == same[1] == [Segment("a  b\n c", False)]
