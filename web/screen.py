@@ -92,16 +92,17 @@ class Screen:
         return await self.gateway.call(self.token(request), method, message)
 
     def render(self, request: Request, name: str, status: int = 200, **context) -> Response:
-        """Template ``name`` with ``context``, the CSRF token for its forms and the nav's page."""
+        """Template ``name`` with ``context``, the CSRF token for its forms, and whether the person is
+        signed in (the navigation and Sign out show only then)."""
         context.setdefault("error", "")
         context.setdefault("notice", "")
         context["csrf_token"] = request.scope.get("state", {}).get("csrf_token", "")
-        context["signed_in"] = self.token(request) is not None
+        context.setdefault("signed_in", self.token(request) is not None)
         return self.templates.TemplateResponse(request, name, context, status_code=status)
 
     def login_page(self, request: Request, message: str = "", status: int = 200) -> Response:
         """The login page with ``message``; the token cookie is cleared when there was one."""
-        response = self.render(request, "login.html", status=status, error=message)
+        response = self.render(request, "login.html", status=status, error=message, signed_in=False)
         if self.token(request) is not None:
             response.delete_cookie(TOKEN_COOKIE, path="/", httponly=True, samesite="strict")
         return response
