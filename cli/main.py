@@ -1,7 +1,7 @@
 """The ``recallatron`` command: run the system, administer it, and use it as a client.
 
 Each subcommand lives with its own parser function and handler (``serve``, ``up``,
-``admin_commands``, ``memory_commands``, ``context_commands``, ``history_commands``,
+``admin_commands``, ``memory_commands``, ``curation_commands``, ``context_commands``, ``history_commands``,
 ``portability_commands``, ``legacy_import``, ``mcp_command``, ``evaluate``, ``calibrate``); this module
 only puts the parsers together in the order ``--help`` lists them and calls the chosen handler.
 Nothing imports it.
@@ -19,6 +19,7 @@ import sys
 from cli import (
     admin_commands,
     context_commands,
+    curation_commands,
     history_commands,
     legacy_import,
     memory_commands,
@@ -40,6 +41,7 @@ PARSERS = (
     admin_commands.status_parser,
     admin_commands.rebuild_parser,
     *memory_commands.PARSERS,
+    *curation_commands.PARSERS,
     *context_commands.PARSERS,
     mcp_parser,
     web_parser,

@@ -21,6 +21,7 @@ from recallatron.store.v1 import store_pb2_grpc
 
 from gateway import context as bundle
 from gateway.auth import OperatorCredential, authenticate
+from gateway.curation import InputVersion
 from gateway.dependencies import WATCH_SECONDS, Dependencies
 from gateway.recall import RecallConfig, Recaller
 from servicekit import clients
@@ -46,8 +47,12 @@ def fields_set(request) -> dict:
 class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
     """Implements recallatron.gateway.v1.MemoryService."""
 
-    def __init__(self, store: store_pb2_grpc.StoreServiceStub, recaller: Recaller) -> None:
+    def __init__(
+        self, store: store_pb2_grpc.StoreServiceStub, recaller: Recaller, input_version: InputVersion | None = None
+    ) -> None:
         self.store, self.recaller = store, recaller
+        # The embed service's stamp for duplicate proposals; none known without one (gateway.curation).
+        self.input_version = input_version or InputVersion(None, lambda: True, 0.0)
         self.tokens = bundle.Tokens()  # the context bundle's budget counter, loaded on first use
 
     def Remember(self, request, context):
@@ -207,6 +212,33 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         auth = authenticate(self.store, context)
         resp = self.store.Capture(s.CaptureRequest(caller=auth.caller, **fields_set(request)))
         return same_fields(resp, g.CaptureResponse)
+
+    # Curation (issue 9; store_service/curation.py holds the rules).
+    def ListDuplicateProposals(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.ListDuplicateProposals(
+            s.ListDuplicateProposalsRequest(
+                caller=auth.caller, input_version=self.input_version.current(), **fields_set(request)
+            )
+        )
+        return same_fields(resp, g.ListDuplicateProposalsResponse)
+
+    def DecideDuplicateProposal(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.DecideDuplicateProposal(
+            s.DecideDuplicateProposalRequest(caller=auth.caller, **fields_set(request))
+        )
+        return same_fields(resp, g.DecideDuplicateProposalResponse)
+
+    def ListConflictFlags(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.ListConflictFlags(s.ListConflictFlagsRequest(caller=auth.caller, **fields_set(request)))
+        return same_fields(resp, g.ListConflictFlagsResponse)
+
+    def ResolveConflictFlag(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.ResolveConflictFlag(s.ResolveConflictFlagRequest(caller=auth.caller, **fields_set(request)))
+        return same_fields(resp, g.ResolveConflictFlagResponse)
 
 
 class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
@@ -373,7 +405,11 @@ class GatewayService:
             [
                 (
                     gateway_pb2_grpc.add_MemoryServiceServicer_to_server,
-                    MemoryServicer(store, recaller),
+                    MemoryServicer(
+                        store,
+                        recaller,
+                        InputVersion(self.deps.embed, lambda: self.breakers["embed"].is_open, config.embed_deadline),
+                    ),
                     g.DESCRIPTOR.services_by_name["MemoryService"].full_name,
                 ),
                 (

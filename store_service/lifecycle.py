@@ -24,7 +24,7 @@ from servicekit.errors import (
     NotFound,
     PermissionDenied,
 )
-from store_service import capture, entities, idempotency, known, lexical_index
+from store_service import capture, conflict_flags, entities, idempotency, known, lexical_index
 from store_service.database import named
 from store_service.memories import (
     COLUMNS,
@@ -46,11 +46,13 @@ from store_service.vocabulary import (
 )
 
 MAX_SOURCES = 100
+MAX_REASON_CHARS = 1000
 
 
-def _locked(conn: psycopg.Connection, caller: m.Caller, memory_id: str, *, for_change: bool):
-    """Locks a memory and returns its row; NOT_FOUND unless readable (chain included), and with
-    ``for_change`` PERMISSION_DENIED unless the caller may change it."""
+def lock_readable(conn: psycopg.Connection, caller: m.Caller, memory_id: str, *, for_change: bool):
+    """Locks a memory (``FOR NO KEY UPDATE``) and returns its row; NOT_FOUND unless readable (chain
+    included), and with ``for_change`` PERMISSION_DENIED unless the caller may change it. The one
+    lock-and-judge step of every change (here and in store_service/curation.py)."""
     mid = parse_uuid(memory_id, "memory_id", missing_is_not_found=True)
     row = named(conn).execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = %s FOR NO KEY UPDATE", (mid,)).fetchone()
     if row is None or mid not in readable_ids(conn, caller, [mid]):
@@ -151,7 +153,7 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
     if not (req.HasField("title") or req.HasField("body") or req.HasField("confidence")):
         raise InvalidArgument("give a new title, body or confidence", field="body")
     with conn.transaction():
-        row = _locked(conn, req.caller, req.memory_id, for_change=True)
+        row = lock_readable(conn, req.caller, req.memory_id, for_change=True)
         _check_revision(row, req.expected_revision)
         mid, rev = row.id, row.revision
         new_title = req.title if req.HasField("title") else row.title
@@ -183,9 +185,11 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
     return to_memory(updated)
 
 
-def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
+def supersede(conn: psycopg.Connection, req: s.SupersedeRequest, *, flag_conflict: bool = True) -> m.Memory:
     """Replaces a memory by a new one with the same purpose; the audience may narrow from the
-    workspace to the caller, never widen (INVALID_ARGUMENT). A superseded target is FAILED_PRECONDITION."""
+    workspace to the caller, never widen (INVALID_ARGUMENT). A superseded target is FAILED_PRECONDITION.
+    Both confident (store_service/conflict_flags.py): the pair is flagged in the same transaction,
+    unless ``flag_conflict`` is false (an undo of a flag, store_service/curation.py)."""
     caller = req.caller
     check_text(req.title, req.body)
     confidence = check_confidence(req.confidence) if req.HasField("confidence") else 1.0
@@ -213,7 +217,7 @@ def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
             f"SELECT 1 FROM memory m WHERE m.id IN ({ANCESTORS}) AND m.id <> %(target)s ORDER BY m.id FOR SHARE",
             {"ids": [target], "target": target},
         )
-        row = _locked(conn, caller, req.memory_id, for_change=True)
+        row = lock_readable(conn, caller, req.memory_id, for_change=True)
         first = by_request_id(conn, caller, key)  # a concurrent retry may have won while we waited
         if first is not None:
             return first
@@ -248,13 +252,56 @@ def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
             [],
             sources,
         )
-        conn.execute(
-            "UPDATE memory SET superseded_by_id = %s, updated_at = now() WHERE id = %s",
-            (uuid.UUID(successor.id), row.id),
-        )
-        lexical_index.mark_superseded(conn, [row.id])
-        _drop_vector(conn, row.id)
+        _retire(conn, row.id, uuid.UUID(successor.id), flag_conflict=flag_conflict)
     return successor
+
+
+def _retire(conn: psycopg.Connection, old: uuid.UUID, successor: uuid.UUID, *, flag_conflict: bool) -> uuid.UUID | None:
+    """Marks ``old`` superseded by ``successor`` (locked and judged by the caller): it leaves the
+    live keyword partition and the vector index, and, with ``flag_conflict``, the pair is flagged
+    when both are confident (store_service/conflict_flags.py). Returns the flag's id, if one was written."""
+    conn.execute("UPDATE memory SET superseded_by_id = %s, updated_at = now() WHERE id = %s", (successor, old))
+    lexical_index.mark_superseded(conn, [old])
+    _drop_vector(conn, old)
+    return conflict_flags.flag(conn, [(old, successor)]).get(old) if flag_conflict else None
+
+
+def supersede_by_existing(
+    conn: psycopg.Connection, caller: m.Caller, target_id: str, keep_id: str, expected_revision: int
+) -> uuid.UUID | None:
+    """Supersedes memory ``target_id`` by the existing memory ``keep_id``, which stays as it is: the
+    target gets ``superseded_by_id`` = ``keep_id`` and leaves the default search, as Supersede's
+    target does (DecideDuplicateProposal, store_service/curation.py). Returns the conflict flag's id
+    when both are confident, else None.
+
+    Supersede's rules, through the same lock-and-judge code: both are locked (in id order, so two
+    opposite decisions on one pair cannot deadlock) and must be readable (NOT_FOUND); the caller may
+    change the target (PERMISSION_DENIED); ``expected_revision`` is the target's revision as read
+    (INVALID_ARGUMENT when not positive, ABORTED naming the current one when stale); neither may be
+    superseded already and both must have the same purpose (FAILED_PRECONDITION), so a chain of
+    successors never loops and the successor serves the purpose the target did. No text moves, so
+    the audiences may differ either way: nobody gains a reader. The successor keeps its own links.
+    """
+    target = parse_uuid(target_id, "memory_id", missing_is_not_found=True)
+    keep = parse_uuid(keep_id, "keep_id", missing_is_not_found=True)
+    if target == keep:
+        raise InvalidArgument("a memory cannot supersede itself", field="keep_id")
+    with conn.transaction():
+        rows = {mid: lock_readable(conn, caller, str(mid), for_change=mid == target) for mid in sorted((target, keep))}
+        _check_revision(rows[target], expected_revision)
+        if rows[keep].superseded_by_id is not None:
+            raise FailedPrecondition("the memory kept is superseded; keep its successor instead")
+        if rows[keep].purpose != rows[target].purpose:
+            raise FailedPrecondition(
+                "the two memories have different purposes: a memory is superseded only by one of its purpose"
+            )
+        return _retire(conn, target, keep, flag_conflict=True)
+
+
+def check_reason(reason: str) -> None:
+    """A forget's reason: INVALID_ARGUMENT when over 1,000 characters or holding NUL."""
+    if len(reason) > MAX_REASON_CHARS or "\x00" in reason:
+        raise InvalidArgument(f"reason must be at most {MAX_REASON_CHARS} characters, without NUL", field="reason")
 
 
 def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
@@ -265,8 +312,7 @@ def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
     each derived tombstone names the forgotten source.
     """
     caller = req.caller
-    if len(req.reason) > 1000 or "\x00" in req.reason:
-        raise InvalidArgument("reason must be at most 1000 characters, without NUL", field="reason")
+    check_reason(req.reason)
     reason = req.reason.strip() or "forgotten on request"
     with conn.transaction():
         mid = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
@@ -282,7 +328,7 @@ def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
         )
         if tomb is not None and tomb.forgotten_at is not None and tomb.in_scope and may_change(caller, tomb):
             return [str(mid)]
-        _locked(conn, caller, req.memory_id, for_change=True)
+        lock_readable(conn, caller, req.memory_id, for_change=True)
         closure = [
             r.id
             for r in named(conn).execute(

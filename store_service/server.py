@@ -23,6 +23,7 @@ from store_service import (
     candidates,
     capture,
     context,
+    curation,
     entities,
     history,
     history_search,
@@ -294,6 +295,26 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         with self._conn(request.caller) as conn:
             response = capture.capture(conn, request)
         if any(r.HasField("memory") for r in response.results) and not response.replayed:
+            self._wake(request.caller)
+        return response
+
+    # Curation: duplicate proposals and conflict flags (issue 9; store_service/curation.py).
+    def ListDuplicateProposals(self, request, context):
+        with self._conn(request.caller) as conn:
+            return curation.list_duplicates(conn, request)
+
+    def DecideDuplicateProposal(self, request, context):
+        with self._conn(request.caller) as conn:
+            return curation.decide(conn, request)
+
+    def ListConflictFlags(self, request, context):
+        with self._conn(request.caller) as conn:
+            return curation.list_flags(conn, request)
+
+    def ResolveConflictFlag(self, request, context):
+        with self._conn(request.caller) as conn:
+            response = curation.resolve(conn, request)
+        if response.HasField("restored"):
             self._wake(request.caller)
         return response
 

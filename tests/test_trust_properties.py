@@ -19,6 +19,14 @@ purpose, and the derivations of every source) and FindEntities on every entity n
   memory about each of the 5 most mentioned entities and the 10 newest eligible memories, each once,
   in that order, newest first within each part;
 - the keyword statistics maintained by the writes equal a full recount of the stored rows;
+- curation: the program also decides about random pairs (DecideDuplicateProposal: keep both,
+  supersede one by the other, forget one) and resolves random conflict flags (acknowledge or undo),
+  each answered with the model's status; every supersession of two confident memories (all of
+  them here: confidence 1) is a flag. At the end the stored vectors are replaced by the model's
+  (two clusters: cosine 1 within, 0 across), and ListDuplicateProposals (every page, every
+  granted purpose) holds exactly the model's pairs among the memories the member may read, kept
+  pairs left out, and counts them so; ListConflictFlags (open, and with resolved ones) holds and
+  counts exactly the flags whose two memories the member may read;
 - history: SearchHistory gives each member exactly their own live turns, scored with the statistics
   of those turns alone (a reference BM25 over the model), and listed in time order; another
   member's turn id is NOT_FOUND to ForgetHistory, Read and Derive, for the admin as for anyone; a
@@ -33,6 +41,7 @@ import uuid
 from dataclasses import dataclass, field
 
 import grpc
+import numpy as np
 import pytest
 from google.protobuf import timestamp_pb2
 from history_reference import bm25
@@ -41,6 +50,7 @@ from hypothesis import strategies as st
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
+from servicekit import vocabulary
 from store_service import history_index, lexical_index
 
 PURPOSES = [m.PURPOSE_CONVERSATION, m.PURPOSE_TASKS, m.PURPOSE_REPORTING, m.PURPOSE_ADMINISTRATION]
@@ -67,6 +77,15 @@ class Mem:
 
 
 @dataclass
+class Flag:
+    """The reference model of one conflict flag."""
+
+    older: str
+    newer: str
+    state: str = "open"
+
+
+@dataclass
 class Turn:
     """The reference model of one history turn."""
 
@@ -85,6 +104,13 @@ class Model:
         self.pins: dict[str, set[str]] = {who: set() for who in grants}
         self.turns: dict[str, Turn] = {}
         self.keys: dict[tuple[str, str], str] = {}  # (owner, request id) -> the first turn's id
+        self.kept: set[frozenset[str]] = set()  # pairs kept as both (never proposed again)
+        self.flags: list[Flag] = []  # conflict flags, oldest first
+
+    def supersede(self, old: Mem, new_id: str) -> None:
+        """``old`` superseded by ``new_id``: every memory here has confidence 1, so it is flagged."""
+        old.superseded = True
+        self.flags.append(Flag(old.id, new_id))
 
     def own_readable(self, mem: Mem, who: str) -> bool:
         return not mem.forgotten and mem.audience in (None, who) and mem.purpose in self.grants[who]
@@ -275,9 +301,9 @@ def import_memory(stack, ws: str, model: Model, me: str, n: int, a: int, b: int,
     assert result.status == (m.IMPORT_STATUS_CREATED if ok else m.IMPORT_STATUS_FAILED), (result, derived, target)
     if ok:
         sources = [other.id] if derived else list(target.sources) if target else []
-        if target is not None:
-            target.superseded = True
         model.mems[result.id] = Mem(result.id, mine, purpose, me, f"ent{n}", sources, key=f"imp{n}")
+        if target is not None:
+            model.supersede(target, result.id)
 
 
 def pin_or_unpin(api, model: Model, me: str, md, a: int, b: int) -> None:
@@ -333,6 +359,175 @@ def check_context(api, model: Model, me: str, md, purpose: int) -> None:
     assert not any(i in resp.text for i in model.mems if not model.readable(i, me))
 
 
+def decide_pair(api, model: Model, me: str, md, a: int, b: int, p: int) -> None:
+    """Decides about two model memories (any member's, perhaps the same one twice): keep both,
+    supersede the first by the second (under the first's revision), or forget the first; the status
+    is the model's (INVALID_ARGUMENT for one id twice, NOT_FOUND unless both are readable, then the
+    change rules of Supersede and Forget)."""
+    ids = list(model.mems)
+    if a % 2 == 0:  # half the time among the memories ``me`` reads, so decisions get made
+        ids = [i for i in ids if model.readable(i, me)] or ids
+    # Two different memories, but one id twice now and then (INVALID_ARGUMENT).
+    other = a if b % 7 == 3 or len(ids) == 1 else a + 1 + b % (len(ids) - 1)
+    first, second = model.mems[ids[a % len(ids)]], model.mems[ids[other % len(ids)]]
+    decision = [m.DUPLICATE_DECISION_KEEP_BOTH, m.DUPLICATE_DECISION_SUPERSEDE, m.DUPLICATE_DECISION_FORGET][p % 3]
+    req = g.DecideDuplicateProposalRequest(memory_a_id=first.id, memory_b_id=second.id, decision=decision)
+    if decision == m.DUPLICATE_DECISION_SUPERSEDE:
+        req.keep_id, req.expected_revision = second.id, first.revision
+    elif decision == m.DUPLICATE_DECISION_FORGET:
+        req.forget_id = first.id
+    code, resp = call(api.DecideDuplicateProposal, req, md)
+    if first.id == second.id:
+        want = grpc.StatusCode.INVALID_ARGUMENT
+    elif not (model.readable(first.id, me) and model.readable(second.id, me)):
+        want = grpc.StatusCode.NOT_FOUND
+    elif decision == m.DUPLICATE_DECISION_KEEP_BOTH:
+        want = OK
+    elif not model.may_change(first, me):
+        want = grpc.StatusCode.PERMISSION_DENIED
+    elif decision == m.DUPLICATE_DECISION_SUPERSEDE and (
+        first.superseded or second.superseded or first.purpose != second.purpose
+    ):
+        want = grpc.StatusCode.FAILED_PRECONDITION
+    else:
+        want = OK
+    assert code == want, (decision, code, want)
+    if code != OK:
+        return
+    if decision == m.DUPLICATE_DECISION_KEEP_BOTH:
+        model.kept.add(frozenset((first.id, second.id)))
+    elif decision == m.DUPLICATE_DECISION_SUPERSEDE:
+        assert resp.superseded.superseded_by_id == second.id and resp.conflict_flag_id
+        model.supersede(first, second.id)
+    else:
+        assert resp.forgotten_ids[0] == first.id
+        assert all(model.readable(i, me) for i in resp.forgotten_ids)  # only what the member could read
+        model.forget(first.id)
+
+
+def resolve_flag(stack, ws: str, api, model: Model, me: str, md, a: int, b: int) -> None:
+    """Resolves a model flag (any: only one whose memories ``me`` reads is found) by acknowledging
+    it or, every other time, undoing it under the newer memory's revision; the status is the
+    model's, and an undo adds the restored memory (the newer's successor, no new flag)."""
+    candidates = model.flags
+    if a % 2 == 0:  # half the time among the flags ``me`` sees, so flags get resolved
+        seen = [f for f in model.flags if model.readable(f.older, me) and model.readable(f.newer, me)]
+        candidates = seen or candidates
+    if not candidates:
+        return
+    flag = candidates[b % len(candidates)]
+    with stack.db(ws) as conn:  # the flag's id, as the member that sees it would have it
+        (flag_id,) = conn.execute("SELECT id FROM conflict_flag WHERE older_id = %s", (flag.older,)).fetchone()
+    older, newer = model.mems[flag.older], model.mems[flag.newer]
+    undo = (a + b) % 2 == 1
+    req = g.ResolveConflictFlagRequest(flag_id=str(flag_id))
+    if undo:
+        req.resolution, req.expected_revision = m.CONFLICT_RESOLUTION_UNDO, newer.revision
+    else:
+        req.resolution = m.CONFLICT_RESOLUTION_ACKNOWLEDGE
+    code, resp = call(api.ResolveConflictFlag, req, md)
+    if not (model.readable(older.id, me) and model.readable(newer.id, me)):
+        want = grpc.StatusCode.NOT_FOUND
+    elif flag.state != "open" or (undo and newer.superseded and model.may_change(newer, me)):
+        want = grpc.StatusCode.FAILED_PRECONDITION
+    elif not model.may_change(newer, me):
+        want = grpc.StatusCode.PERMISSION_DENIED
+    else:
+        want = OK
+    assert code == want, (undo, code, want)
+    if code != OK:
+        return
+    flag.state = "undone" if undo else "acknowledged"
+    if undo:
+        restored = resp.restored
+        model.mems[restored.id] = Mem(restored.id, newer.audience, newer.purpose, me, "", list(newer.sources))
+        newer.superseded = True  # by the restored memory: an undo writes no flag
+        assert resp.flag.restored_memory_id == restored.id
+
+
+def set_model_vectors(stack, ws: str, model: Model) -> None:
+    """Once the embedding job has drained, replaces the stored vector of every live, unsuperseded
+    model memory (each has one then, of its current revision) by its cluster's: the cluster of the
+    n-th model memory is n // 2 mod 2 (0, 0, 1, 1, 0, ...), one axis each, so two memories are at
+    cosine 1 when they share a cluster and 0 otherwise."""
+    stack.wait_backlog_empty()
+    with stack.db(ws) as conn:
+        for n, mem in enumerate(model.mems.values()):
+            if mem.forgotten or mem.superseded:
+                continue
+            vec = np.zeros(384, dtype=np.float32)
+            vec[n // 2 % 2] = 1.0
+            done = conn.execute("UPDATE memory_embedding SET embedding = %s WHERE memory_id = %s", (vec, mem.id))
+            assert done.rowcount == 1, mem
+
+
+def check_curation(api, model: Model, me: str, md) -> None:
+    """ListDuplicateProposals and ListConflictFlags show and count exactly the model's pairs and flags
+    among what ``me`` may read; an ungranted purpose is PERMISSION_DENIED."""
+    order = list(model.mems)  # oldest first
+    cluster = {i: n // 2 % 2 for n, i in enumerate(order)}
+    for purpose in PURPOSES:
+        if purpose not in model.grants[me]:
+            code, _ = call(api.ListDuplicateProposals, g.ListDuplicateProposalsRequest(purpose=purpose), md)
+            assert code == grpc.StatusCode.PERMISSION_DENIED
+            continue
+        window = sorted(model.eligible(me, purpose), key=order.index, reverse=True)  # newest first
+        want = {
+            (x, y)
+            for n, x in enumerate(window)
+            for y in window[n + 1 :]
+            if cluster[x] == cluster[y] and frozenset((x, y)) not in model.kept
+        }
+        got, token = [], ""
+        while True:
+            code, resp = call(
+                api.ListDuplicateProposals,
+                g.ListDuplicateProposalsRequest(purpose=purpose, page_size=2, page_token=token),
+                md,
+            )
+            assert code == OK
+            assert resp.total_size == len(want) and resp.memories_considered == len(window)
+            assert resp.dense_available and resp.memories_without_vectors == 0
+            for prop in resp.proposals:
+                got.append((prop.memory_a.id, prop.memory_b.id))
+                assert prop.cosine == 1.0
+                for mem in (prop.memory_a, prop.memory_b):
+                    assert not mem.superseded_by_id and mem.purpose == purpose
+                    assert all(
+                        model.readable(link.target_memory_id, me)
+                        for link in mem.links
+                        if link.type == m.LINK_TYPE_DERIVED_FROM
+                    )
+            token = resp.next_page_token
+            if not token:
+                break
+        assert len(got) == len(set(got)) and set(got) == want, set(got) ^ want
+    for include_resolved in (False, True):
+        want = [
+            (f.older, f.newer)
+            for f in model.flags
+            if (include_resolved or f.state == "open") and model.readable(f.older, me) and model.readable(f.newer, me)
+        ]
+        got, token = [], ""
+        while True:
+            code, resp = call(
+                api.ListConflictFlags,
+                g.ListConflictFlagsRequest(page_size=2, page_token=token, include_resolved=include_resolved),
+                md,
+            )
+            assert code == OK and resp.total_size == len(want)
+            for flag in resp.flags:
+                got.append((flag.older.id, flag.newer.id))
+                assert flag.older.superseded_by_id == flag.newer.id
+                state = next(f.state for f in model.flags if f.older == flag.older.id)
+                assert vocabulary.name_of(m.ConflictFlagState, flag.state) == state
+                assert not flag.restored_memory_id or model.readable(flag.restored_memory_id, me)
+            token = resp.next_page_token
+            if not token:
+                break
+        assert got == list(reversed(want)), (got, want)  # newest first
+
+
 def call(fn, req, md):
     try:
         return OK, fn(req, metadata=md)
@@ -356,6 +551,10 @@ ops = st.lists(
                 "import",
                 "import_history",
                 "pin",
+                "decide",
+                "decide",
+                "resolve",
+                "resolve",
             ]
         ),
         st.integers(0, 2),
@@ -403,6 +602,10 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
             forget_history(api, model, me, md, a, b)
         elif op == "pin":
             pin_or_unpin(api, model, me, md, a, b)
+        elif op == "decide" and ids:
+            decide_pair(api, model, me, md, a, b, p)
+        elif op == "resolve":
+            resolve_flag(stack, ws, api, model, me, md, a, b)
         elif op == "remember" or not ids:
             purpose = PURPOSES[p]
             aud = aud or m.AUDIENCE_WORKSPACE
@@ -480,12 +683,12 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
                 )
                 assert code == want, (op, code, want)
                 if code == OK:
-                    target.superseded = True
                     audience = me if aud == m.AUDIENCE_MEMBER else target.audience
                     # The successor keeps the old memory's sources (a forget of a source reaches it).
                     model.mems[resp.memory.id] = Mem(
                         resp.memory.id, audience, target.purpose, me, "", list(target.sources)
                     )
+                    model.supersede(target, resp.memory.id)
 
     # The keyword statistics maintained by every write equal a full recount of the stored rows, and
     # their partition sums equal the model's live memories (so nothing is counted twice or lost).
@@ -504,9 +707,11 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
         }
 
     everything = set(model.mems)
+    set_model_vectors(stack, ws, model)
     for i, member in enumerate(members):
         me, md = who[i], member.md()
         check_history(api, model, me, md, word)
+        check_curation(api, model, me, md)
         for purpose in PURPOSES:
             check_context(api, model, me, md, purpose)
             if purpose not in model.grants[me]:
