@@ -113,6 +113,22 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         resp = self.store.ListMemories(s.ListMemoriesRequest(caller=auth.caller, **fields_set(request)))
         return same_fields(resp, g.ListMemoriesResponse)
 
+    def ListExpiringMemories(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.ListExpiringMemories(
+            s.ListExpiringMemoriesRequest(
+                caller=auth.caller, expiry_days=auth.settings.expiry_days, **fields_set(request)
+            )
+        )
+        return same_fields(resp, g.ListExpiringMemoriesResponse)
+
+    def KeepMemory(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.KeepMemory(
+            s.KeepMemoryRequest(caller=auth.caller, memory_id=request.id, expected_revision=request.expected_revision)
+        )
+        return g.KeepMemoryResponse(memory=resp.memory)
+
     def Recall(self, request, context):
         auth = authenticate(self.store, context)
         return self.recaller.recall(request, auth.caller, auth.settings)
@@ -205,7 +221,9 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         auth = authenticate(self.store, context)
         budget = bundle.check_budget(request.token_budget)
         bundle.check_on(auth.settings)
-        resp = self.store.GetContext(s.GetContextRequest(caller=auth.caller, purpose=request.purpose))
+        resp = self.store.GetContext(
+            s.GetContextRequest(caller=auth.caller, purpose=request.purpose, expiry_days=auth.settings.expiry_days)
+        )
         return bundle.build(resp.entries, request.purpose, budget, self.tokens)
 
     def Capture(self, request, context):
@@ -273,20 +291,21 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         )
         return g.RevokeMemberResponse(revoked=resp.revoked)
 
-    def UpdateWorkspaceSettings(self, request, context):
+    def RemoveMember(self, request, context):
         self.operator.check(context)
-        resp = self.store.UpdateWorkspaceSettings(
-            s.UpdateWorkspaceSettingsRequest(
-                workspace_id=request.workspace_id,
-                default_mode=request.default_mode,
-                dense_floor=request.dense_floor if request.HasField("dense_floor") else None,
-                context_bundle=request.context_bundle if request.HasField("context_bundle") else None,
-            )
+        resp = self.store.RemoveMember(
+            s.RemoveMemberRequest(workspace_id=request.workspace_id, member_id=request.member_id)
         )
+        return same_fields(resp, g.RemoveMemberResponse)
+
+    def UpdateWorkspaceSettings(self, request, context):
+        self.operator.check(context)  # the store checks every field (store_service/expiry.py: the gate)
+        resp = self.store.UpdateWorkspaceSettings(s.UpdateWorkspaceSettingsRequest(**fields_set(request)))
         return g.UpdateWorkspaceSettingsResponse(
             dense_floor=resp.settings.dense_floor,
             default_mode=resp.settings.default_mode,
             context_bundle=resp.settings.context_bundle,
+            expiry_days=resp.settings.expiry_days,
         )
 
     def RebuildEmbeddings(self, request, context):

@@ -1,4 +1,5 @@
-"""The changing operations: derive, correct, supersede, forget (README.md, "Using it" and "Who sees what").
+"""The changing operations: derive, correct, supersede, forget, keep (README.md, "Using it" and "Who
+sees what"), and forgetting a removed member's memories.
 
 Each locks the rows it reads before judging them (``FOR NO KEY UPDATE``, which still lets the
 embedding job's foreign-key checks through, so the two cannot deadlock), so concurrent calls serialise: one of twenty
@@ -29,10 +30,12 @@ from store_service.database import named
 from store_service.memories import (
     COLUMNS,
     NewMemory,
+    attach_links,
     by_request_id,
     check_request_id,
     insert,
     readable_ids,
+    redact_successors,
     to_memory,
 )
 from store_service.provenance import ANCESTORS, DOWN
@@ -73,10 +76,10 @@ def may_change(caller: m.Caller, row) -> bool:
     return row.created_by == me or caller.role == m.ROLE_ADMIN
 
 
-def _check_revision(row, expected: int) -> None:
+def _check_revision(row, expected: int, *, superseded_ok: bool = False) -> None:
     if expected <= 0:
         raise InvalidArgument("expected_revision is required (the revision you read)", field="expected_revision")
-    if row.superseded_by_id is not None:
+    if row.superseded_by_id is not None and not superseded_ok:
         raise FailedPrecondition("memory is superseded; change its successor instead")
     if row.revision != expected:
         raise Aborted(f"revision conflict: expected {expected}, current {row.revision}", current_revision=row.revision)
@@ -183,6 +186,31 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
             (mid, rev + 1),
         )
     return to_memory(updated)
+
+
+def keep(conn: psycopg.Connection, req: s.KeepMemoryRequest) -> m.Memory:
+    """Keeps a memory (the expiry gate, store_service/expiry.py): ``updated_at`` becomes ``now()``,
+    which counts as an update, so the gate shows it again for its whole period. Nothing else changes:
+    title, body, confidence, revision, history, vectors and the keyword index stay as they are (the
+    text did not change, so there is nothing to re-embed or re-index). A superseded memory can be
+    kept too (history recall hides expired ones as well). Returns the memory with its readable links.
+
+    NOT_FOUND unless readable (chain included; malformed ids too); PERMISSION_DENIED unless the caller
+    may change it (``may_change``, Correct's rule); INVALID_ARGUMENT for a revision that is not
+    positive; ABORTED (with ``current_revision``) for a stale one.
+    """
+    with conn.transaction():
+        row = lock_readable(conn, req.caller, req.memory_id, for_change=True)
+        _check_revision(row, req.expected_revision, superseded_ok=True)
+        kept = (
+            named(conn)
+            .execute(f"UPDATE memory m SET updated_at = now() WHERE m.id = %s RETURNING {COLUMNS}", (row.id,))
+            .fetchone()
+        )
+        memory = to_memory(kept)
+        attach_links(conn, req.caller, {row.id: memory})
+        redact_successors(conn, req.caller, [memory])
+    return memory
 
 
 def supersede(conn: psycopg.Connection, req: s.SupersedeRequest, *, flag_conflict: bool = True) -> m.Memory:
@@ -355,3 +383,44 @@ def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
         conn.execute("DELETE FROM memory_embedding WHERE memory_id = ANY(%s)", (closure,))
         conn.execute("DELETE FROM embedding_job WHERE memory_id = ANY(%s)", (closure,))
     return [str(mid)] + [str(i) for i in closure if i != mid and i in visible]
+
+
+# The tombstone reason of a removed member's memories (AdminService.RemoveMember).
+REMOVED_REASON = "its member was removed from the workspace"
+# Sweeps of a removed member's memories at most: a call of the member already in flight when its
+# tokens were revoked may still write one; the next sweep finds it (a later RemoveMember would too).
+MEMBER_SWEEPS = 3
+
+
+def forget_member(conn: psycopg.Connection, member: m.Caller) -> list[str]:
+    """Forgets every live member-only memory of ``member`` (a Caller with every purpose, as
+    ``ControlPlane.remove_member`` gives it), each exactly as its member's own Forget would (so with
+    everything derived from it, tombstones kept), oldest first; returns the ids forgotten, oldest
+    first, derivations included. A derivation of a member-only memory is member-only for the same
+    member (Derive's intersection), so nothing another member may read is forgotten. Memories already
+    forgotten are left alone, so a second run forgets nothing and returns nothing."""
+    done: list[str] = []
+    seen: set[str] = set()
+    for _ in range(MEMBER_SWEEPS):
+        live = [
+            str(r.id)
+            for r in named(conn).execute(
+                """SELECT m.id FROM memory m WHERE m.audience_member_id = %s AND m.forgotten_at IS NULL
+                    ORDER BY m.created_at, m.id""",
+                (uuid.UUID(member.member_id),),
+            )
+        ]
+        if not live:
+            break
+        for memory_id in live:
+            if memory_id in seen:  # forgotten with a source earlier in this sweep
+                continue
+            try:
+                forgotten = forget(conn, s.ForgetRequest(caller=member, memory_id=memory_id, reason=REMOVED_REASON))
+            except NotFound:  # no longer readable by its member (forgotten meanwhile): nothing to do
+                continue
+            for mid in forgotten:
+                if mid not in seen:
+                    seen.add(mid)
+                    done.append(mid)
+    return done

@@ -8,9 +8,13 @@ member, derived from or superseding an earlier import now and then, and ImportHi
 a member), and checks every call's status against a small reference model of the rules in
 README.md, "Who sees what", and of history evidence (owner-only, never a memory; imported or
 appended alike). The program also pins and unpins memories (anyone's: only a readable one is found).
+Half the examples turn the workspace's expiry gate on (30 days); the program then also ages memories
+(their updated_at set 40 days back in the database) and keeps them (KeepMemory, anyone's, under the
+revision the model holds: only the caller's to change is kept).
 Then, as every member and for every purpose, it asks Recall in all three modes (re-rank on and off),
 GetContext, Read on every id, ListMemories (every page, with and without superseded memories, per
-purpose, and the derivations of every source) and FindEntities on every entity name, and asserts:
+purpose, and the derivations of every source), ListExpiringMemories (likewise) and FindEntities on
+every entity name, and asserts:
 - nothing ineligible appears in any item, count, link or entity list (ListMemories' pages and
   total_size hold exactly the memories Read shows);
 - everything eligible and matching is found (the keyword arm returns exactly the eligible set);
@@ -18,6 +22,10 @@ purpose, and the derivations of every source) and FindEntities on every entity n
 - the context bundle is exactly the model's: the member's readable pins of the purpose, the newest
   memory about each of the 5 most mentioned entities and the 10 newest eligible memories, each once,
   in that order, newest first within each part;
+- with the gate on, no aged memory is in Recall (any mode) or the bundle, and the keyword arm still
+  finds every other eligible one; Read and ListMemories still show aged ones;
+- ListExpiringMemories lists, and counts, exactly the aged memories the member may read (none with
+  the gate off), oldest updated first;
 - the keyword statistics maintained by the writes equal a full recount of the stored rows;
 - curation: the program also decides about random pairs (DecideDuplicateProposal: keep both,
   supersede one by the other, forget one) and resolves random conflict flags (acknowledge or undo),
@@ -58,6 +66,8 @@ MODES = [m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID]
 OK = grpc.StatusCode.OK
 EXAMPLES = int(os.environ.get("RECALLATRON_PROPERTY_EXAMPLES", "300"))
 T0 = datetime.datetime(2026, 3, 2, 8, 0, tzinfo=datetime.UTC)
+# The expiry gate of the examples that turn it on, and how far back an aged memory's last update is.
+GATE_DAYS, AGED_DAYS = 30, 40
 
 
 @dataclass
@@ -74,6 +84,7 @@ class Mem:
     superseded: bool = False
     forgotten: bool = False
     key: str = ""  # the import key of an imported memory
+    aged: bool = False  # updated_at set past the expiry gate's 30 days (a change or a keep resets it)
 
 
 @dataclass
@@ -99,8 +110,9 @@ class Turn:
 class Model:
     """README.md's rules ("Who sees what") over the model memories, and the model history turns."""
 
-    def __init__(self, grants: dict[str, set[int]], admins: set[str]) -> None:
+    def __init__(self, grants: dict[str, set[int]], admins: set[str], gate: bool = False) -> None:
         self.grants, self.admins, self.mems = grants, admins, {}  # mems in the order they were created
+        self.gate = gate  # the expiry gate is on (GATE_DAYS)
         self.pins: dict[str, set[str]] = {who: set() for who in grants}
         self.turns: dict[str, Turn] = {}
         self.keys: dict[tuple[str, str], str] = {}  # (owner, request id) -> the first turn's id
@@ -110,6 +122,7 @@ class Model:
     def supersede(self, old: Mem, new_id: str) -> None:
         """``old`` superseded by ``new_id``: every memory here has confidence 1, so it is flagged."""
         old.superseded = True
+        old.aged = False  # superseding a memory updates it (the expiry gate shows it again)
         self.flags.append(Flag(old.id, new_id))
 
     def own_readable(self, mem: Mem, who: str) -> bool:
@@ -125,6 +138,18 @@ class Model:
     def eligible(self, who: str, purpose: int) -> set[str]:
         return {
             i for i, mem in self.mems.items() if mem.purpose == purpose and not mem.superseded and self.readable(i, who)
+        }
+
+    def recallable(self, who: str, purpose: int) -> set[str]:
+        """What Recall and the context bundle may show: the eligible memories the gate does not hide."""
+        return {i for i in self.eligible(who, purpose) if not (self.gate and self.mems[i].aged)}
+
+    def expiring(self, who: str, superseded: bool = False) -> set[str]:
+        """What ListExpiringMemories lists: readable aged memories (current ones, or all), with the gate on."""
+        return {
+            i
+            for i, mem in self.mems.items()
+            if self.gate and mem.aged and (superseded or not mem.superseded) and self.readable(i, who)
         }
 
     def change_code(self, mem_id: str, who: str) -> grpc.StatusCode:
@@ -335,8 +360,9 @@ def check_context(api, model: Model, me: str, md, purpose: int) -> None:
         return
     assert code == OK and not resp.cut_items
     created = list(model.mems)  # oldest first
-    newest = sorted(model.eligible(me, purpose), key=created.index, reverse=True)
-    pinned = [i for i in model.pins[me] if model.readable(i, me) and model.mems[i].purpose == purpose]
+    newest = sorted(model.recallable(me, purpose), key=created.index, reverse=True)
+    shown = {i for i in model.mems if not (model.gate and model.mems[i].aged)}  # the gate hides pins too
+    pinned = [i for i in model.pins[me] if model.readable(i, me) and model.mems[i].purpose == purpose and i in shown]
     # Each remember and derive mentions an entity of its own, once: the five most mentioned are
     # those of the five newest eligible memories about one, and each is its own newest memory.
     about = [i for i in newest if model.mems[i].entity][:5]
@@ -357,6 +383,74 @@ def check_context(api, model: Model, me: str, md, purpose: int) -> None:
                 assert model.readable(link.target_memory_id, me)
     # No id of a memory the member may not read appears anywhere in the text.
     assert not any(i in resp.text for i in model.mems if not model.readable(i, me))
+    # Nor of one the gate hides.
+    assert not any(i in resp.text for i in model.mems if i not in shown)
+
+
+def expiring_pages(api, model: Model, md, **kw) -> tuple[list[m.Memory], set[int]]:
+    """Every page of a ListExpiringMemories (two a page): the memories, and each page's total_size."""
+    out, totals, token = [], set(), ""
+    while True:
+        resp = api.ListExpiringMemories(g.ListExpiringMemoriesRequest(page_size=2, page_token=token, **kw), metadata=md)
+        assert resp.expiry_days == (GATE_DAYS if model.gate else 0)
+        out += resp.memories
+        totals.add(resp.total_size)
+        token = resp.next_page_token
+        if not token:
+            return out, totals
+
+
+def check_expiring(api, model: Model, me: str, md) -> None:
+    """ListExpiringMemories lists, and counts, exactly the aged memories ``me`` may read (with the
+    gate on; nothing with it off), oldest updated first, per granted purpose too; an ungranted
+    purpose is PERMISSION_DENIED. Links and successors name only readable memories."""
+    for kw, superseded in (({}, False), ({"superseded": m.SUPERSEDED_FILTER_ALL}, True)):
+        listed, totals = expiring_pages(api, model, md, **kw)
+        want = model.expiring(me, superseded)
+        assert len(listed) == len(want) and {x.id for x in listed} == want, (kw, [x.id for x in listed], want)
+        order = [(x.updated_at.ToDatetime(), uuid.UUID(x.id)) for x in listed]
+        assert order == sorted(order)  # oldest updated first, then id (as PostgreSQL orders uuids)
+        assert totals == {len(want)}, (kw, totals, len(want))
+        for x in listed:
+            assert not x.superseded_by_id or model.readable(x.superseded_by_id, me)
+            assert all(
+                model.readable(link.target_memory_id, me) for link in x.links if link.type == m.LINK_TYPE_DERIVED_FROM
+            )
+    for purpose in PURPOSES:
+        code, resp = call(api.ListExpiringMemories, g.ListExpiringMemoriesRequest(purpose=purpose), md)
+        if purpose not in model.grants[me]:
+            assert code == grpc.StatusCode.PERMISSION_DENIED
+            continue
+        want = {i for i in model.expiring(me) if model.mems[i].purpose == purpose}
+        assert code == OK and {x.id for x in resp.memories} == want and resp.total_size == len(want)
+
+
+def age(stack, ws: str, model: Model, a: int) -> None:
+    """Moves any memory's last update AGED_DAYS back (the database's clock): past the gate."""
+    ids = list(model.mems)
+    if not ids:
+        return
+    target = model.mems[ids[a % len(ids)]]
+    with stack.db(ws) as conn:
+        conn.execute(
+            "UPDATE memory SET updated_at = now() - make_interval(days => %s) WHERE id = %s",
+            (AGED_DAYS, uuid.UUID(target.id)),
+        )
+    target.aged = True
+
+
+def keep(api, model: Model, me: str, md, a: int) -> None:
+    """KeepMemory of any memory under the model's revision: kept only when ``me`` may change it
+    (superseded ones too), NOT_FOUND when unreadable, PERMISSION_DENIED when readable only."""
+    ids = list(model.mems)
+    if not ids:
+        return
+    target = model.mems[ids[a % len(ids)]]
+    code, resp = call(api.KeepMemory, g.KeepMemoryRequest(id=target.id, expected_revision=target.revision), md)
+    assert code == model.change_code(target.id, me), (code, target)
+    if code == OK:
+        assert resp.memory.id == target.id and resp.memory.revision == target.revision
+        target.aged = False
 
 
 def decide_pair(api, model: Model, me: str, md, a: int, b: int, p: int) -> None:
@@ -555,6 +649,8 @@ ops = st.lists(
                 "decide",
                 "resolve",
                 "resolve",
+                "age",
+                "keep",
             ]
         ),
         st.integers(0, 2),
@@ -576,17 +672,18 @@ grant_sets = st.lists(st.sets(st.sampled_from(PURPOSES), min_size=1), min_size=3
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(program=ops, grants=grant_sets)
-def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, program, grants):
+@given(program=ops, grants=grant_sets, gate=st.booleans())
+def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, program, grants, gate):
     ws = stack.workspace("property")
     stack.admin.UpdateWorkspaceSettings(
-        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, context_bundle=True), metadata=stack.op()
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, context_bundle=True, expiry_days=GATE_DAYS if gate else None),
+        metadata=stack.op(),
     )
     members = [
         stack.member(ws, role=m.ROLE_ADMIN if i == 2 else m.ROLE_MEMBER, purposes=sorted(grants[i])) for i in range(3)
     ]
     who = [mb.id for mb in members]
-    model = Model({who[i]: set(grants[i]) for i in range(3)}, {who[2]})
+    model = Model({who[i]: set(grants[i]) for i in range(3)}, {who[2]}, gate)
     word = "pw" + uuid.uuid4().hex[:8]  # every body carries it: a one-term lexical query matches all
     api = stack.memory
 
@@ -606,6 +703,10 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
             decide_pair(api, model, me, md, a, b, p)
         elif op == "resolve":
             resolve_flag(stack, ws, api, model, me, md, a, b)
+        elif op == "age":
+            age(stack, ws, model, a)
+        elif op == "keep":
+            keep(api, model, me, md, a)
         elif op == "remember" or not ids:
             purpose = PURPOSES[p]
             aud = aud or m.AUDIENCE_WORKSPACE
@@ -671,6 +772,7 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
                 assert code == want, (op, code, want)
                 if code == OK:
                     target.revision += 1
+                    target.aged = False  # a change is an update
             else:
                 if want == OK and aud == m.AUDIENCE_WORKSPACE and target.audience is not None:
                     want = grpc.StatusCode.INVALID_ARGUMENT
@@ -726,7 +828,7 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
                         md,
                     )
                     assert code == OK
-                    eligible = model.eligible(me, purpose)
+                    eligible = model.recallable(me, purpose)
                     got = [it.memory.id for it in resp.items]
                     # Nothing ineligible anywhere; ids outside this example never appear either.
                     assert set(got) <= eligible, (mode, set(got) - eligible)
@@ -753,6 +855,7 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
                     if link.type == m.LINK_TYPE_DERIVED_FROM:
                         assert model.readable(link.target_memory_id, me)
         check_listing(api, model, me, md, everything)
+        check_expiring(api, model, me, md)
         for name in {mem.entity for mem in model.mems.values() if mem.entity}:
             code, resp = call(api.FindEntities, g.FindEntitiesRequest(name=name), md)
             visible = any(mem.entity == name and model.readable(i, me) for i, mem in model.mems.items())
