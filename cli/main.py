@@ -2,7 +2,8 @@
 
 Each subcommand lives with its own parser function and handler (``serve``, ``up``,
 ``admin_commands``, ``memory_commands``, ``curation_commands``, ``context_commands``, ``expiry_commands``,
-``history_commands``, ``portability_commands``, ``legacy_import``, ``mcp_command``, ``evaluate``, ``calibrate``);
+``history_commands``, ``portability_commands``, ``legacy_import``, ``mcp_command``, ``web_command``, ``evaluate``,
+``calibrate``);
 this module only puts the parsers together in the order ``--help`` lists them and calls the chosen handler.
 Nothing imports it.
 
