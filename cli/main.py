@@ -3,9 +3,8 @@
 Each subcommand lives with its own parser function and handler (``serve``, ``up``,
 ``admin_commands``, ``memory_commands``, ``curation_commands``, ``context_commands``, ``expiry_commands``,
 ``history_commands``, ``portability_commands``, ``legacy_import``, ``mcp_command``, ``web_command``, ``evaluate``,
-``calibrate``);
-this module only puts the parsers together in the order ``--help`` lists them and calls the chosen handler.
-Nothing imports it.
+``calibrate``); this module only puts the parsers together in the order ``--help`` lists them and calls
+the chosen handler. Nothing imports it.
 
 Exit status 0 on success, 1 when a call fails (the gRPC status code name and message go to
 stderr), 2 for bad command-line usage.
