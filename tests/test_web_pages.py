@@ -200,6 +200,9 @@ def test_bad_token_and_revoked_token(stack, web_screen, page, team):
     expect(page.locator("#error")).to_have_text(re.compile(r"^UNAUTHENTICATED: "))
     assert not [c for c in page.context.cookies() if c["name"] == TOKEN_COOKIE]
     screenshot(page, "login-refused")
+    sign_in(page, web_screen, "rct_ünïcödé token")  # not even a header value: refused before any call
+    expect(page.locator("#error")).to_have_text(re.compile(r"^That is not a member token"))
+    assert not [c for c in page.context.cookies() if c["name"] == TOKEN_COOKIE]
 
     carol = stack.member(team["ws"])
     sign_in(page, web_screen, carol.token)

@@ -53,11 +53,14 @@ class Gateway:
     async def call(self, token: str | None, method: str, request):
         """``MemoryService.<method>(request)`` as the member whose token this is; returns the response.
 
-        LoggedOut without a token or when the gateway answers UNAUTHENTICATED (a bad or revoked
-        token: nothing about the caller is cached, so a revocation counts on the next call);
+        LoggedOut without a token, with one that gRPC metadata cannot carry (not printable ASCII),
+        or when the gateway answers UNAUTHENTICATED (a bad or revoked token: nothing about the caller
+        is cached, so a revocation counts on the next call);
         grpc.RpcError for every other failure, for the page to show with ``describe``."""
         if not token:
             raise LoggedOut()
+        if not (token.isascii() and token.isprintable()):  # gRPC metadata carries no other value
+            raise LoggedOut("That is not a member token: member tokens are printable ASCII (rct_…).")
         stub_method = getattr(self.memory, method)
         try:
             return await run_in_threadpool(stub_method, request, metadata=bearer(token), timeout=CALL_TIMEOUT_SECONDS)
