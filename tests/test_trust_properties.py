@@ -12,8 +12,9 @@ Half the examples turn the workspace's expiry gate on (30 days); the program the
 (their updated_at set 40 days back in the database) and keeps them (KeepMemory, anyone's, under the
 revision the model holds: only the caller's to change is kept).
 Then, as every member and for every purpose, it asks Recall in all three modes (re-rank on and off),
-GetContext, Read on every id, ListMemories (every page, with and without superseded memories, and
-per purpose), ListExpiringMemories (likewise) and FindEntities on every entity name, and asserts:
+GetContext, Read on every id, ListMemories (every page, with and without superseded memories, per
+purpose, and the derivations of every source), ListExpiringMemories (likewise) and FindEntities on
+every entity name, and asserts:
 - nothing ineligible appears in any item, count, link or entity list (ListMemories' pages and
   total_size hold exactly the memories Read shows);
 - everything eligible and matching is found (the keyword arm returns exactly the eligible set);
@@ -274,6 +275,10 @@ def check_listing(api, model: Model, me: str, md, everything: set[str]) -> None:
             assert all(
                 model.readable(link.target_memory_id, me) for link in x.links if link.type == m.LINK_TYPE_DERIVED_FROM
             )
+    for source in {src for mem in model.mems.values() for src in mem.sources}:  # each source's derivations
+        listed, totals = list_pages(api, md, derived_from_id=source, superseded=m.SUPERSEDED_FILTER_ALL)
+        want = {i for i in readable if source in model.mems[i].sources}
+        assert {x.id for x in listed} == want and totals == {len(want)}
     for purpose in PURPOSES:
         if purpose not in model.grants[me]:
             assert call(api.ListMemories, g.ListMemoriesRequest(purpose=purpose), md)[0] == (
