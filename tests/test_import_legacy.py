@@ -5,6 +5,7 @@ afterwards, supersede chains, forget reaching derivations, and bad input."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sqlite3
 import subprocess
@@ -288,6 +289,56 @@ def test_a_run_killed_half_way_and_run_again_ends_as_one_clean_run(stack, made, 
         assert status == 0 and counts_of(json.loads(out)) == made.expected
         results[ws] = by_role(stored(stack, ws), owner.id, second.id)
     assert results[clean] == results[broken]
+
+
+class RpcFailure(grpc.RpcError):
+    """What a call raises when the gateway goes away (grpc's own error type, as the stub raises)."""
+
+    def code(self):
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self):
+        return "failed to connect to all addresses"
+
+
+def test_a_run_stopped_by_a_failed_call_still_writes_its_report(stack, made, tmp_path):
+    ws = stack.workspace("stopped run")
+    _, _, members = members_for(stack, ws)
+    report = tmp_path / "stopped.jsonl"
+    args = argparse.Namespace(
+        member=list(members.items()),
+        sqlite=made.sqlite,
+        graph=made.graph,
+        workspace=ws,
+        dry_run=False,
+        report=report,
+        json=True,
+    )
+    gw = client.Gateway(f"127.0.0.1:{stack.gateway.port}", stack.operator_token)
+    admin = gw.admin
+    calls = []
+
+    class FailsAfterTheMemories:
+        def __getattr__(self, name):
+            calls.append(name)
+            if name == "ImportHistory":
+                raise RpcFailure()
+            return getattr(admin, name)
+
+    gw.admin = FailsAfterTheMemories()
+    try:
+        with pytest.raises(RpcFailure):
+            legacy_import.import_legacy.__wrapped__(gw, args)
+    finally:
+        gw.close()
+    rows = [json.loads(line) for line in report.read_text().splitlines()]
+    summary = rows[-1]
+    assert summary["kind"] == "summary" and summary["stopped"] == "UNAVAILABLE: failed to connect to all addresses"
+    assert summary["answered"]["memories"] == {"IMPORT_STATUS_CREATED": made.expected["memories"]["imported"]}
+    assert summary["answered"]["history"] == {}
+    assert sum(r["kind"] == "skipped" for r in rows) == sum(
+        sum(made.expected[s]["skipped"].values()) for s in ("history", "memories", "digests")
+    ) + sum(made.expected["graph_lines_skipped"].values())
 
 
 def test_shared_generator_counts_match_expected_json_exactly(stack, tmp_path):
