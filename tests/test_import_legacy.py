@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -289,6 +291,69 @@ def test_a_run_killed_half_way_and_run_again_ends_as_one_clean_run(stack, made, 
         assert status == 0 and counts_of(json.loads(out)) == made.expected
         results[ws] = by_role(stored(stack, ws), owner.id, second.id)
     assert results[clean] == results[broken]
+
+
+@pytest.fixture(scope="module")
+def bigger(tmp_path_factory):
+    """A store whose import takes several calls of each kind (the owner's 700 turns: two)."""
+    return make_store(tmp_path_factory.mktemp("bigger"), seed=9, turns=1400, items=60)
+
+
+def test_a_process_killed_mid_run_and_run_again_ends_as_one_clean_run(stack, bigger, tmp_path):
+    """kill -9 of the command once the store holds some of its turns, then a re-run."""
+    made = bigger
+    clean, killed = stack.workspace("clean run"), stack.workspace("killed run")
+    results = {}
+    for ws in (clean, killed):
+        owner, second, members = members_for(stack, ws)
+        args = import_args(ws, made.sqlite, made.graph, members, tmp_path / "k.jsonl", "--json")
+        if ws == killed:
+            proc = subprocess.Popen(
+                command(stack, *args), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            turns = 0
+            while proc.poll() is None and turns == 0:
+                with stack.db(ws) as conn:
+                    turns = conn.execute("SELECT count(*) FROM history_turn").fetchone()[0]
+                time.sleep(0.01)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            # The memories' calls come first, then 500 turns a call: it died with turns to send.
+            assert 0 < turns < made.expected["history"]["imported"], turns
+        status, out, err = cli(stack, *args)
+        assert status == 0 and counts_of(json.loads(out)) == made.expected, err
+        results[ws] = by_role(stored(stack, ws), owner.id, second.id)
+    assert results[clean] == results[killed]
+
+
+def test_two_runs_at_once_end_as_one_clean_run(stack, bigger, tmp_path):
+    made = bigger
+    clean, twice = stack.workspace("one run"), stack.workspace("two runs at once")
+    results = {}
+    for ws in (clean, twice):
+        owner, second, members = members_for(stack, ws)
+        runs = 2 if ws == twice else 1
+        procs = [
+            subprocess.Popen(
+                command(stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / f"c{i}.jsonl", "--json")),
+                cwd=ROOT,
+                env=ENV,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(runs)
+        ]
+        for proc in procs:
+            out, err = proc.communicate(timeout=600)
+            assert proc.returncode == 0 and counts_of(json.loads(out)) == made.expected, err
+        results[ws] = by_role(stored(stack, ws), owner.id, second.id)
+    assert results[clean] == results[twice]
+    # Between them the two runs created each item once: the other answered it already imported.
+    answered = [json.loads((tmp_path / f"c{i}.jsonl").read_text().splitlines()[-1])["answered"] for i in range(2)]
+    for section in ("history", "memories", "digests", "entities"):
+        created = sum(a[section].get("IMPORT_STATUS_CREATED", 0) for a in answered)
+        assert created == (made.expected["entities"] if section == "entities" else made.expected[section]["imported"])
 
 
 class RpcFailure(grpc.RpcError):
