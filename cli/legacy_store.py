@@ -14,7 +14,8 @@ Skip reasons, checked in this order (the first that applies is the one counted):
   once NUL characters are dropped), ``empty`` (nothing but white space and invisible characters);
 - digests: ``chat_not_mapped``, ``bad_encoding``, ``bad_json`` (not a JSON object), ``bad_timestamp``,
   ``empty``, ``too_long``;
-- memory items: ``bad_encoding`` (content or reason not UTF-8), ``bad_json``, ``empty`` (a blank
+- memory items: ``bad_encoding`` (content or reason not UTF-8, or JSON escaping a lone surrogate),
+  ``bad_json``, ``empty`` (a blank
   label and no properties), ``unknown_type``,
   ``no_owner`` (the source turn does not exist), ``chat_not_mapped``, ``unconfirmed``,
   ``bad_confidence`` (outside 0..1), ``bad_timestamp``, ``too_long``;
@@ -38,6 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cli.json_text import lone_surrogate, may_hold_surrogate
 from store_service.analysis import is_blank
 from store_service.vocabulary import MAX_BODY_BYTES, MAX_TITLE_CHARS
 
@@ -263,7 +265,7 @@ def read_graph_lines(path: Path) -> list[bytes]:
     except OSError as exc:
         raise LegacyStoreError(f"{path}: cannot be read ({exc.strerror})") from None
     lines = data.splitlines()
-    if lines and not data.endswith((b"\n", b"\r")) and not isinstance(_json_line(lines[-1]), dict):
+    if lines and not data.endswith((b"\n", b"\r")) and not isinstance(_loads(lines[-1]), dict):
         raise LegacyStoreError(
             f"{path}: line {len(lines)} is cut short (no newline at the end, not a whole JSON object): "
             "the file looks truncated"
@@ -271,11 +273,15 @@ def read_graph_lines(path: Path) -> list[bytes]:
     return lines
 
 
-def _json_line(raw: bytes):
-    """One graph line as JSON, or None when it is not UTF-8 JSON."""
+def _loads(raw):
+    """A graph line or JSON cell parsed: None when it is not UTF-8 JSON, an ``Undecodable`` when a
+    string in it holds a lone surrogate escape (no UTF-8 text, so no memory or entity, can hold it)."""
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        value = json.loads(raw)
+        if may_hold_surrogate(raw) and lone_surrogate(value):
+            return Undecodable(raw.encode("utf-8") if isinstance(raw, str) else raw)
+        return value
+    except (TypeError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
 
 
@@ -347,15 +353,12 @@ def _digests(db, member_map, counts, skip) -> list[Item]:
     for did, chat, session, created, raw in db.execute(
         "SELECT id, chat_id, session_id, created_at, body FROM digest ORDER BY id"
     ):
-        try:
-            body = json.loads(raw)
-        except (TypeError, ValueError, RecursionError):
-            body = None
+        body = _loads(raw)
         when = parse_time(created)
         if chat not in member_map:
             skip("digests", "digest", did, "chat_not_mapped", str(chat)[:40])
-        elif _undecodable(raw, session):
-            skip("digests", "digest", did, "bad_encoding", "body or session_id is not UTF-8")
+        elif _undecodable(raw, session, body):
+            skip("digests", "digest", did, "bad_encoding", "body or session_id is not UTF-8 text")
         elif not isinstance(body, dict):
             skip("digests", "digest", did, "bad_json")
         elif when is None:
@@ -389,17 +392,14 @@ def _items(db, member_map, turn_chat, counts, skip):
     )
     for iid, typ, raw, conf, reason, src, status, created, sup in rows:
         all_ids.add(iid)
-        try:
-            content = json.loads(raw)
-        except (TypeError, ValueError, RecursionError):
-            content = None
+        content = _loads(raw)
         label = content.get("label") if isinstance(content, dict) else None
         props = content.get("properties") if isinstance(content, dict) else None
         chat = turn_chat.get(src) if isinstance(src, int) else None
         when = parse_time(created)
         reason_text = _text(reason) or ""
         why = None
-        if _undecodable(raw, reason):
+        if _undecodable(raw, reason, content):
             why = "bad_encoding"
         elif not isinstance(content, dict) or not isinstance(label or "", str) or not isinstance(props or {}, dict):
             why = "bad_json"
@@ -501,7 +501,7 @@ def _graph(lines: list[bytes], items: dict[int, Item], all_ids: set[int], counts
     for n, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
-        obj = _json_line(raw)
+        obj = _loads(raw)
         if not isinstance(obj, dict):
             skip("graph", "graph.jsonl", n, "bad_json")
         elif obj.get("kind") == "entity":

@@ -21,6 +21,7 @@ from google.protobuf import timestamp_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
+from cli.json_text import lone_surrogate, may_hold_surrogate
 from servicekit import vocabulary
 from servicekit.errors import ServiceError
 from store_service import entities, history, imports
@@ -184,6 +185,12 @@ def _lines(path: Path) -> Iterable[tuple[int, dict]]:
             raise ExportFileError(f"{path}:{n}: not JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(obj, dict):
             raise ExportFileError(f"{path}:{n}: not a JSON object")
+        try:
+            surrogate = may_hold_surrogate(line) and lone_surrogate(obj)
+        except RecursionError:
+            raise ExportFileError(f"{path}:{n}: JSON nested too deeply to be an export record") from None
+        if surrogate:
+            raise ExportFileError(f"{path}:{n}: a string escapes a lone surrogate (\\ud800..\\udfff): not Unicode text")
         yield n, obj
 
 

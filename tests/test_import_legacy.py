@@ -485,8 +485,9 @@ def test_bad_input_is_a_clear_error_and_nothing_is_written(stack, made, tmp_path
 
 def odd_store(folder: Path) -> tuple[Path, Path]:
     """A store of rows real old data holds at the edges: unicode, NUL and invisible characters,
-    text that is not UTF-8, a BLOB of text, the body limit exactly, years 1 and 9999, an offset past
-    them, a self-superseding item, an item without a label key, entity ids with NUL or of no string."""
+    text that is not UTF-8 or JSON escaping half a surrogate pair, a BLOB of text, the body limit
+    exactly, years 1 and 9999, an offset past them, a self-superseding item, an item without a label
+    key, entity ids with NUL or of no string."""
     folder.mkdir(parents=True, exist_ok=True)
     path, graph = folder / "odd.sqlite", folder / "odd.jsonl"
     db = sqlite3.connect(path)
@@ -512,6 +513,7 @@ def odd_store(folder: Path) -> tuple[Path, Path]:
     db.execute(digest, (1, OWNER_CHAT, "s\x00x", json.dumps({"narrative": "a digest of s\u0000x"})))
     db.execute(digest, (2, OWNER_CHAT, "s2", json.dumps({"narrative": "\u200b", "decisions": []})))  # empty
     db.execute(digest, (3, OWNER_CHAT, "s3", json.dumps({"narrative": None, "decisions": "not a list"})))  # empty
+    db.execute(digest, (4, OWNER_CHAT, "s4", '{"narrative": "half a pair \\ud83d"}'))  # a lone surrogate
     item = """INSERT INTO memory_item (id, type, content, confidence, reason, source_turn_id, status, created_at,
                                        superseded_by) VALUES (?, 'fact', ?, ?, ?, 1, 'confirmed', ?, ?)"""
     for row in [
@@ -522,6 +524,7 @@ def odd_store(folder: Path) -> tuple[Path, Path]:
         (5, json.dumps({"label": "\u200b", "properties": {}}), 0.5, "r", "2026-01-01", None),  # empty
         (6, json.dumps({"label": "inf", "properties": {}}), float("inf"), "r", "2026-01-01", None),  # bad_confidence
         (7, json.dumps({"label": "late", "properties": {}}), 0.5, "r", "9999-12-31T23:00:00-05:00", None),
+        (8, '{"label": "\\udc00", "properties": {}}', 0.5, "r", "2026-01-01", None),  # bad_encoding
     ]:
         db.execute(item, row)
     db.commit()
@@ -535,6 +538,7 @@ def odd_store(folder: Path) -> tuple[Path, Path]:
         {"kind": "edge", "source": "memory:\u0663", "target": "entity:ok"},  # Arabic-Indic 3: unknown_memory
         {"kind": "edge", "source": "entity:ok", "target": "memory:2"},  # unsupported_edge
         {"kind": "edge", "source": None, "target": 3},  # unsupported_edge
+        {"kind": "entity", "id": "half", "name": "\ud800"},  # json.dumps escapes the lone surrogate: bad_json
     ]
     graph.write_text("\n".join(json.dumps(x) for x in lines) + "\n\xff\xfe\n", encoding="utf-8")
     return path, graph
@@ -551,11 +555,14 @@ def test_odd_rows_are_kept_or_skipped_by_the_rules_and_the_store_refuses_none(st
         "imported": 6,
         "skipped": {"bad_encoding": 2, "bad_timestamp": 1, "empty": 1, "too_long": 1},
     }
-    assert counts["digests"] == {"imported": 1, "skipped": {"empty": 2}}
-    assert counts["memories"] == {"imported": 4, "skipped": {"bad_confidence": 1, "bad_timestamp": 1, "empty": 1}}
+    assert counts["digests"] == {"imported": 1, "skipped": {"bad_encoding": 1, "empty": 2}}
+    assert counts["memories"] == {
+        "imported": 4,
+        "skipped": {"bad_confidence": 1, "bad_encoding": 1, "bad_timestamp": 1, "empty": 1},
+    }
     assert (counts["supersede_links"], counts["chain_faults_reported"]) == (1, 1)
     assert (counts["entities"], counts["mentions"]) == (1, 1)
-    assert counts["graph_lines_skipped"] == {"bad_entity": 2, "bad_json": 1, "unknown_entity": 1, "unknown_memory": 1,
+    assert counts["graph_lines_skipped"] == {"bad_entity": 2, "bad_json": 2, "unknown_entity": 1, "unknown_memory": 1,
                                              "unsupported_edge": 2}  # fmt: skip
     report = [json.loads(line) for line in (tmp_path / "odd.jsonl").read_text().splitlines()]
     assert not [r for r in report if r.get("reason") == "rejected"]  # nothing is left for the store to refuse

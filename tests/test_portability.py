@@ -349,6 +349,11 @@ def test_bad_files_are_refused_naming_file_line_and_problem(stack, source, empty
     err = refused(stack, target, carol, garbage, *history)
     assert err.startswith(f"{garbage}:3: not JSON")
 
+    half = write(tmp_path / "half.jsonl", [lines[0], lines[1].replace('"title":"', '"title":"\\ud83d', 1), *lines[2:]])
+    assert refused(stack, target, carol, half, *history) == (
+        f"{half}:2: a string escapes a lone surrogate (\\ud800..\\udfff): not Unicode text"
+    )
+
     rec = json.loads(lines[1])
     bad_kind = write(tmp_path / "kind.jsonl", [lines[0], {**rec, "kind": "rumour"}, *lines[2:]])
     assert refused(stack, target, carol, bad_kind, *history).startswith(f"{bad_kind}:2: kind 'rumour' is not one of")
