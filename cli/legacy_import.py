@@ -274,11 +274,13 @@ def import_legacy(gw: client.Gateway, args: argparse.Namespace) -> int:
         print(f"import-legacy: {exc}", file=sys.stderr)
         return 1
     problem = check_members(gw, args.workspace, mapping)
+    report = args.report or Path(f"import-legacy-{datetime.datetime.now(datetime.UTC):%Y%m%dT%H%M%SZ}.jsonl")
+    if not problem and (unwritable := options.unwritable(report)):
+        problem = f"--report {report}: cannot write it ({unwritable})"
     if problem:
         print(f"import-legacy: {problem}; nothing was written", file=sys.stderr)
         return 1
     run = None
-    report = args.report or Path(f"import-legacy-{datetime.datetime.now(datetime.UTC):%Y%m%dT%H%M%SZ}.jsonl")
     if not args.dry_run:
         run = Run(gw, args.workspace, plan)
         try:
@@ -295,11 +297,17 @@ def import_legacy(gw: client.Gateway, args: argparse.Namespace) -> int:
             print(f"import-legacy: stopped part way; run it again to finish. report: {report}", file=sys.stderr)
             raise
     answered = {k: dict(v) for k, v in run.answered.items()} if run else None
-    write_report(report, plan, {"dry_run": args.dry_run, "counts": plan.counts, "answered": answered})
+    try:
+        write_report(report, plan, {"dry_run": args.dry_run, "counts": plan.counts, "answered": answered})
+    except OSError as exc:  # checked writable before the run; a full disk can still refuse it
+        print(f"import-legacy: --report {report}: cannot write it ({exc.strerror})", file=sys.stderr)
+        report = None
     print(
         json.dumps(plan.counts, indent=2, sort_keys=True)
         if args.json
         else text_summary(plan.counts, run and run.answered, args.dry_run)
     )
+    if report is None:
+        return 1
     print(f"report: {report}", file=sys.stderr)
     return 0

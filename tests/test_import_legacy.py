@@ -479,6 +479,10 @@ def test_bad_input_is_a_clear_error_and_nothing_is_written(stack, made, tmp_path
     twice += ["--member", f"{OWNER_CHAT}={owner.id}", "--member", f"{OWNER_CHAT}={stranger}"]
     status, _, err = cli(stack, *twice)
     assert status == 2 and "mapped to two members" in err
+    # A report that cannot be written is found out before the run, not after it.
+    for report, why in ((tmp_path / "no" / "r.jsonl", "no such folder"), (tmp_path, "it is a folder")):
+        status, out, err = cli(stack, *import_args(ws, made.sqlite, made.graph, members, report))
+        assert (status, out) == (1, "") and f"--report {report}: cannot write it ({why}" in err, err
     assert stored(stack, ws) == {"memories": [], "mentions": [], "entities": [], "turns": [], "vectors": 0}
     assert not (tmp_path / "b.jsonl").exists()  # no report of a run that did not start
 

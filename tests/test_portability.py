@@ -416,6 +416,12 @@ def test_bad_member_maps_are_refused_before_anything_is_written(stack, source, e
     assert out.returncode == 1 and "holds 3 history turns: name their owner with --history-member" in out.stderr
     out = import_(stack, *base[:2], "--workspace", str(uuid.uuid4()), "--default-member", carol.id, check=False)
     assert out.returncode == 1 and out.stderr.startswith("NOT_FOUND")
+    # A mapping file that cannot be written is found out before anything is imported.
+    nowhere = path.with_name("no-such-folder") / "m.json"
+    err = run("--default-member", carol.id, "--mapping", str(nowhere))
+    assert (
+        err == f"{nowhere}: cannot write the id mapping there (no such folder {nowhere.parent}); nothing was imported"
+    )
 
 
 def test_export_refuses_an_unwritable_path_and_keeps_an_old_file(stack, source, tmp_path):
