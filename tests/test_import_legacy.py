@@ -244,6 +244,11 @@ def test_dry_run_counts_and_writes_nothing(stack, made, tmp_path):
         stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "d.jsonl", "--dry-run", "--json")
     )
     assert status == 0 and counts_of(json.loads(out)) == made.expected, err
+    rows = [json.loads(line) for line in (tmp_path / "d.jsonl").read_text().splitlines()]  # a dry run reports too
+    assert rows[-1]["dry_run"] and rows[-1]["answered"] is None and counts_of(rows[-1]["counts"]) == made.expected
+    assert sum(r["kind"] == "skipped" for r in rows) == sum(
+        sum(made.expected[s]["skipped"].values()) for s in ("history", "memories", "digests")
+    ) + sum(made.expected["graph_lines_skipped"].values())
     status, out, _ = cli(stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "d.jsonl", "--dry-run"))
     assert status == 0 and out.startswith(f"history: would import {made.expected['history']['imported']}; skipped")
     assert stored(stack, ws) == {"memories": [], "mentions": [], "entities": [], "turns": [], "vectors": 0}
