@@ -355,6 +355,11 @@ def test_bad_files_are_refused_naming_file_line_and_problem(stack, source, empty
     )
 
     rec = json.loads(lines[1])
+    renamed = {**rec, "id": str(uuid.uuid4()), "entities": [{"id": ids["mira"], "name": "Myra"}]}
+    two_names = write(tmp_path / "names.jsonl", [{**head, "memories": 10}, *lines[1:3], renamed, *lines[3:]])
+    assert refused(stack, target, carol, two_names, *history) == (
+        f"{two_names}:4: entity {ids['mira']} is named 'Myra' here and 'Mira' on line 2"
+    )
     bad_kind = write(tmp_path / "kind.jsonl", [lines[0], {**rec, "kind": "rumour"}, *lines[2:]])
     assert refused(stack, target, carol, bad_kind, *history).startswith(f"{bad_kind}:2: kind 'rumour' is not one of")
 
