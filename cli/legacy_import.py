@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 from google.protobuf import timestamp_pb2
 from google.rpc import code_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
@@ -139,12 +140,13 @@ class Run:
         else:
             counts[section]["imported"] -= 1
             counts[section]["skipped"]["rejected"] = counts[section]["skipped"].get("rejected", 0) + 1
+        legacy_id = key.split(":", 2)[-1]  # legacy:<kind>:<id>; rows have integer ids, entities any string
         self.plan.report.append(
             {
                 "kind": "skipped",
                 "section": section,
                 "source": source,
-                "source_id": key.rsplit(":", 1)[-1],
+                "source_id": legacy_id if section == "entities" else int(legacy_id),
                 "reason": "rejected",
                 "detail": f"{code_pb2.Code.Name(error.code)}: {error.message}",
             }
@@ -272,21 +274,40 @@ def import_legacy(gw: client.Gateway, args: argparse.Namespace) -> int:
         print(f"import-legacy: {exc}", file=sys.stderr)
         return 1
     problem = check_members(gw, args.workspace, mapping)
+    report = args.report or Path(f"import-legacy-{datetime.datetime.now(datetime.UTC):%Y%m%dT%H%M%SZ}.jsonl")
+    if not problem and (unwritable := options.unwritable(report)):
+        problem = f"--report {report}: cannot write it ({unwritable})"
     if problem:
         print(f"import-legacy: {problem}; nothing was written", file=sys.stderr)
         return 1
     run = None
     if not args.dry_run:
         run = Run(gw, args.workspace, plan)
-        run.memories()
-        run.history()
-    report = args.report or Path(f"import-legacy-{datetime.datetime.now(datetime.UTC):%Y%m%dT%H%M%SZ}.jsonl")
+        try:
+            run.memories()
+            run.history()
+        except grpc.RpcError as exc:
+            # A run stopped by a failed call still reports what the store had answered; a re-run
+            # goes on from there (import keys).
+            stopped = f"{exc.code().name}: {exc.details()}"
+            answered = {k: dict(v) for k, v in run.answered.items()}
+            write_report(
+                report, plan, {"dry_run": False, "counts": plan.counts, "answered": answered, "stopped": stopped}
+            )
+            print(f"import-legacy: stopped part way; run it again to finish. report: {report}", file=sys.stderr)
+            raise
     answered = {k: dict(v) for k, v in run.answered.items()} if run else None
-    write_report(report, plan, {"dry_run": args.dry_run, "counts": plan.counts, "answered": answered})
+    try:
+        write_report(report, plan, {"dry_run": args.dry_run, "counts": plan.counts, "answered": answered})
+    except OSError as exc:  # checked writable before the run; a full disk can still refuse it
+        print(f"import-legacy: --report {report}: cannot write it ({exc.strerror})", file=sys.stderr)
+        report = None
     print(
         json.dumps(plan.counts, indent=2, sort_keys=True)
         if args.json
         else text_summary(plan.counts, run and run.answered, args.dry_run)
     )
+    if report is None:
+        return 1
     print(f"report: {report}", file=sys.stderr)
     return 0

@@ -9,16 +9,21 @@ and returns a ``Plan``: the counts by section and reason (the keys and nesting o
 ``expected.json``), the skipped rows and chain faults for the report, and what to send.
 
 Skip reasons, checked in this order (the first that applies is the one counted):
-- history turns: ``chat_not_mapped``, ``bad_role`` (not ``user`` or ``rheo``), ``bad_timestamp``,
-  ``too_long`` (over 65,536 bytes of UTF-8 once NUL characters are dropped), ``empty``;
-- digests: ``chat_not_mapped``, ``bad_json`` (not a JSON object), ``bad_timestamp``, ``empty``,
-  ``too_long``;
-- memory items: ``bad_json``, ``empty`` (empty label and no properties), ``unknown_type``,
+- history turns: ``chat_not_mapped``, ``bad_encoding`` (text or session id that is not UTF-8),
+  ``bad_role`` (not ``user`` or ``rheo``), ``bad_timestamp``, ``too_long`` (over 65,536 bytes of UTF-8
+  once NUL characters are dropped), ``empty`` (nothing but white space and invisible characters);
+- digests: ``chat_not_mapped``, ``bad_encoding``, ``bad_json`` (not a JSON object), ``bad_timestamp``,
+  ``empty``, ``too_long``;
+- memory items: ``bad_encoding`` (content or reason not UTF-8, or JSON escaping a lone surrogate),
+  ``bad_json``, ``empty`` (a blank
+  label and no properties), ``unknown_type``,
   ``no_owner`` (the source turn does not exist), ``chat_not_mapped``, ``unconfirmed``,
   ``bad_confidence`` (outside 0..1), ``bad_timestamp``, ``too_long``;
 - graph lines: ``bad_json``, ``bad_entity`` (no id or a name that is not 1..200 characters),
   ``duplicate_entity``, ``unknown_entity``, ``unknown_memory``, ``unknown_kind``, ``unsupported_edge``,
   ``duplicate_edge``, ``too_many_mentions`` (over 32 for one memory).
+NUL characters are dropped from every text sent (bodies, titles, reasons, session ids), as the rules
+say of turns: PostgreSQL text holds none, and the store refuses them.
 Chain faults (reported; the items are imported without the link): ``missing_target``,
 ``target_not_imported``, ``cycle`` (one fault per cycle; every link of it dropped), ``cross_owner``,
 ``merge`` (a second older item pointing at the same newer one: the lowest id keeps the link).
@@ -34,6 +39,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cli.json_text import lone_surrogate, may_hold_surrogate
+from store_service.analysis import is_blank
 from store_service.vocabulary import MAX_BODY_BYTES, MAX_TITLE_CHARS
 
 # The store's limits of what an import sends (store_service.entities.MAX_NAME_CHARS and MAX_MENTIONS,
@@ -70,6 +77,40 @@ TABLES = {
         "superseded_by",
     ),
 }
+
+
+class Undecodable:
+    """A SQLite text value that is not UTF-8 (the connection's text factory gives it instead of
+    failing the whole read), so that the row holding it is skipped as ``bad_encoding``."""
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+
+    def __str__(self) -> str:
+        return self.raw[:40].decode("utf-8", "backslashreplace")
+
+
+def _decode(raw: bytes) -> str | Undecodable:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return Undecodable(raw)
+
+
+def _text(value) -> str | None:
+    """A cell as text without NUL characters: a string, a BLOB that is UTF-8 (old clients wrote
+    some), a number as written; None for NULL or bytes that are not UTF-8."""
+    if isinstance(value, bytes):
+        value = _decode(value)
+    if value is None or isinstance(value, Undecodable):
+        return None
+    return str(value).replace("\x00", "")
+
+
+def _undecodable(*values) -> bool:
+    return any(
+        isinstance(v, Undecodable) or (isinstance(v, bytes) and isinstance(_decode(v), Undecodable)) for v in values
+    )
 
 
 class LegacyStoreError(Exception):
@@ -158,7 +199,10 @@ def parse_time(text) -> datetime.datetime | None:
         return None
     if when.tzinfo is None:
         return when.replace(tzinfo=datetime.UTC)
-    return when.astimezone(datetime.UTC)
+    try:
+        return when.astimezone(datetime.UTC)
+    except OverflowError:  # an offset that moves year 1 or year 9999 out of datetime's range
+        return None
 
 
 def _too_long(text: str) -> bool:
@@ -171,28 +215,74 @@ def open_sqlite(path: Path) -> sqlite3.Connection:
         raise LegacyStoreError(f"{path}: no such file")
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        db.text_factory = _decode
         cols = {}
         for table in TABLES:
             cols[table] = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
     except sqlite3.DatabaseError as exc:
-        raise LegacyStoreError(f"{path}: not a SQLite database ({exc})") from None
+        raise LegacyStoreError(f"{path}: not a SQLite database, or a damaged one ({exc})") from None
+    # SQLite writes whole pages, and its header counts them: a file cut short (an interrupted copy)
+    # is caught here, before rows at its end go missing without a word. (Pages still in a write-ahead
+    # log beside the file are counted but not in it.)
+    size = path.stat().st_size
+    in_wal = path.with_name(path.name + "-wal").exists()
+    if size % page_size or (size < pages * page_size and not in_wal):
+        db.close()
+        raise LegacyStoreError(
+            f"{path}: truncated: {size} bytes is not the {pages} pages of {page_size} bytes its header names"
+        )
     for table, wanted in TABLES.items():
         if not cols[table]:
             raise LegacyStoreError(f"{path}: no table {table!r}; is this the old store's legacy.sqlite?")
         missing = [c for c in wanted if c not in cols[table]]
         if missing:
             raise LegacyStoreError(f"{path}: table {table!r} lacks column(s) {', '.join(missing)}")
+        # Row ids are the report's source ids and the import keys, so they must be unique integers
+        # (the format's INTEGER PRIMARY KEY); checked here rather than found out half way.
+        try:
+            bad = db.execute(
+                f"SELECT count(*) - count(DISTINCT id) + sum(typeof(id) != 'integer') FROM {table}"
+            ).fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise LegacyStoreError(f"{path}: cannot be read ({exc})") from None
+        if bad:
+            raise LegacyStoreError(f"{path}: table {table!r}: its ids are not unique integers")
     return db
 
 
 def read_graph_lines(path: Path) -> list[bytes]:
-    """The graph file's lines (bytes; each decoded on its own, so one bad line fails alone)."""
+    """The graph file's lines (bytes; each decoded on its own, so one bad line fails alone).
+
+    LegacyStoreError for a missing or unreadable file, and for a truncated one: its last line has
+    no newline and is not a JSON object (an interrupted copy). A bad line anywhere else is a
+    skipped line (``bad_json``), as the rules count it."""
     if not path.is_file():
         raise LegacyStoreError(f"{path}: no such file")
     try:
-        return path.read_bytes().splitlines()
+        data = path.read_bytes()
     except OSError as exc:
         raise LegacyStoreError(f"{path}: cannot be read ({exc.strerror})") from None
+    lines = data.splitlines()
+    if lines and not data.endswith((b"\n", b"\r")) and not isinstance(_loads(lines[-1]), dict):
+        raise LegacyStoreError(
+            f"{path}: line {len(lines)} is cut short (no newline at the end, not a whole JSON object): "
+            "the file looks truncated"
+        )
+    return lines
+
+
+def _loads(raw):
+    """A graph line or JSON cell parsed: None when it is not UTF-8 JSON, an ``Undecodable`` when a
+    string in it holds a lone surrogate escape (no UTF-8 text, so no memory or entity, can hold it)."""
+    try:
+        value = json.loads(raw)
+        if may_hold_surrogate(raw) and lone_surrogate(value):
+            return Undecodable(raw.encode("utf-8") if isinstance(raw, str) else raw)
+        return value
+    except (TypeError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
 
 
 def read_store(sqlite_path: Path, graph_path: Path, member_map: dict[str, str]) -> Plan:
@@ -222,19 +312,22 @@ def _history(db, member_map, counts, skip) -> tuple[list[Turn], dict[int, str]]:
     ):
         turn_chat[tid] = chat
         when = parse_time(ts)
-        text = content.replace("\x00", "") if isinstance(content, str) else ""
+        text = _text(content) or ""
         if chat not in member_map:
-            skip("history", "conversation", tid, "chat_not_mapped", str(chat))
+            skip("history", "conversation", tid, "chat_not_mapped", str(chat)[:40])
+        elif _undecodable(content, session):
+            skip("history", "conversation", tid, "bad_encoding", "content or session_id is not UTF-8")
         elif role not in ROLES:
             skip("history", "conversation", tid, "bad_role", str(role)[:40])
         elif when is None:
             skip("history", "conversation", tid, "bad_timestamp", str(ts)[:40])
         elif _too_long(text):
             skip("history", "conversation", tid, "too_long", f"{len(text.encode('utf-8'))} bytes")
-        elif not text.strip():
+        elif is_blank(text):
             skip("history", "conversation", tid, "empty")
         else:
-            session_id = session if isinstance(session, str) and len(session) <= 200 else ""
+            session_id = _text(session) or ""
+            session_id = session_id if len(session_id) <= 200 else ""
             turns.append(Turn(member_map[chat], tid, chat, role, text, when, session_id))
             counts["history"]["imported"] += 1
     return turns, turn_chat
@@ -260,23 +353,22 @@ def _digests(db, member_map, counts, skip) -> list[Item]:
     for did, chat, session, created, raw in db.execute(
         "SELECT id, chat_id, session_id, created_at, body FROM digest ORDER BY id"
     ):
-        try:
-            body = json.loads(raw)
-        except (TypeError, ValueError, RecursionError):
-            body = None
+        body = _loads(raw)
         when = parse_time(created)
         if chat not in member_map:
-            skip("digests", "digest", did, "chat_not_mapped", str(chat))
+            skip("digests", "digest", did, "chat_not_mapped", str(chat)[:40])
+        elif _undecodable(raw, session, body):
+            skip("digests", "digest", did, "bad_encoding", "body or session_id is not UTF-8 text")
         elif not isinstance(body, dict):
             skip("digests", "digest", did, "bad_json")
         elif when is None:
             skip("digests", "digest", did, "bad_timestamp", str(created)[:40])
-        elif not (text := _digest_body(body)):
+        elif is_blank(text := _digest_body(body)):
             skip("digests", "digest", did, "empty")
         elif _too_long(text):
             skip("digests", "digest", did, "too_long")
         else:
-            title = f"Session digest {session}" if session else "Session digest"
+            title = f"Session digest {_text(session)}" if _text(session) else "Session digest"
             out.append(Item(f"legacy:digest:{did}", member_map[chat], "summary", title[:MAX_TITLE_CHARS], text, when))
             counts["digests"]["imported"] += 1
     return out
@@ -300,19 +392,18 @@ def _items(db, member_map, turn_chat, counts, skip):
     )
     for iid, typ, raw, conf, reason, src, status, created, sup in rows:
         all_ids.add(iid)
-        try:
-            content = json.loads(raw)
-        except (TypeError, ValueError, RecursionError):
-            content = None
+        content = _loads(raw)
         label = content.get("label") if isinstance(content, dict) else None
         props = content.get("properties") if isinstance(content, dict) else None
         chat = turn_chat.get(src) if isinstance(src, int) else None
         when = parse_time(created)
-        reason_text = reason.replace("\x00", "") if isinstance(reason, str) else ""
+        reason_text = _text(reason) or ""
         why = None
-        if not isinstance(content, dict) or not isinstance(label or "", str) or not isinstance(props or {}, dict):
+        if _undecodable(raw, reason, content):
+            why = "bad_encoding"
+        elif not isinstance(content, dict) or not isinstance(label or "", str) or not isinstance(props or {}, dict):
             why = "bad_json"
-        elif not (label or "").strip() and not props:
+        elif is_blank(label or "") and not props:
             why = "empty"
         elif typ not in KIND_OF_TYPE:
             why = "unknown_type"
@@ -336,7 +427,7 @@ def _items(db, member_map, turn_chat, counts, skip):
             f"legacy:item:{iid}",
             member_map[chat],
             KIND_OF_TYPE[typ],
-            label.strip()[:MAX_TITLE_CHARS],
+            (label or "").replace("\x00", "").strip()[:MAX_TITLE_CHARS],
             body,
             when,
             float(conf) if conf is not None else None,
@@ -410,18 +501,19 @@ def _graph(lines: list[bytes], items: dict[int, Item], all_ids: set[int], counts
     for n, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
-        try:
-            obj = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            obj = None
+        obj = _loads(raw)
         if not isinstance(obj, dict):
             skip("graph", "graph.jsonl", n, "bad_json")
         elif obj.get("kind") == "entity":
             eid, name = obj.get("id"), obj.get("name")
             if not isinstance(eid, str) or not eid or not isinstance(name, str) or not name.strip():
                 skip("graph", "graph.jsonl", n, "bad_entity")
-            elif len(name.strip()) > MAX_NAME_CHARS or "\x00" in name or len(f"legacy:entity:{eid}") > MAX_KEY_CHARS:
-                skip("graph", "graph.jsonl", n, "bad_entity", "name or id too long")
+            elif (
+                len(name.strip()) > MAX_NAME_CHARS
+                or "\x00" in name + eid
+                or len(f"legacy:entity:{eid}") > MAX_KEY_CHARS
+            ):
+                skip("graph", "graph.jsonl", n, "bad_entity", "name or id too long, or holding NUL")
             elif eid in entities:
                 skip("graph", "graph.jsonl", n, "duplicate_entity", eid)
             else:

@@ -21,6 +21,7 @@ from google.protobuf import timestamp_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
+from cli.json_text import lone_surrogate, may_hold_surrogate
 from servicekit import vocabulary
 from servicekit.errors import ServiceError
 from store_service import entities, history, imports
@@ -184,6 +185,12 @@ def _lines(path: Path) -> Iterable[tuple[int, dict]]:
             raise ExportFileError(f"{path}:{n}: not JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(obj, dict):
             raise ExportFileError(f"{path}:{n}: not a JSON object")
+        try:
+            surrogate = may_hold_surrogate(line) and lone_surrogate(obj)
+        except RecursionError:
+            raise ExportFileError(f"{path}:{n}: JSON nested too deeply to be an export record") from None
+        if surrogate:
+            raise ExportFileError(f"{path}:{n}: a string escapes a lone surrogate (\\ud800..\\udfff): not Unicode text")
         yield n, obj
 
 
@@ -394,15 +401,17 @@ def _check_header(head: dict, path: Path) -> None:
 def read_export(path: Path) -> Export:
     """Reads and checks a whole export file before anything is written (docs/portability.md):
     the header (schema and version), every record's fields, types, enum names, times, UUIDs and
-    content limits (the store's own checks), ids not repeated, every derived_from, supersedes and
-    superseded_by naming a memory of the file, the two supersede directions agreeing, and the counts
-    the header promises (a file cut at a line boundary is caught there). ExportFileError otherwise."""
+    content limits (the store's own checks), ids not repeated, one name per entity id, every
+    derived_from, supersedes and superseded_by naming a memory of the file, the two supersede
+    directions agreeing, and the counts the header promises (a file cut at a line boundary is caught
+    there). ExportFileError otherwise."""
     rows = iter(_lines(path))
     _, head = next(rows)
     _check_header(head, path)
     memories: dict[str, dict] = {}
     turns: list[dict] = []
     lines: dict[str, int] = {}
+    entity_names: dict[str, tuple[str, int]] = {}  # entity id -> (its name, the line that first named it)
     for n, rec in rows:
         where = f"{path}:{n}"
         kind = rec.get("record")
@@ -410,6 +419,13 @@ def read_export(path: Path) -> Export:
             _check_memory(rec, where)
             if rec["id"] in memories:
                 raise ExportFileError(f"{where}: memory {rec['id']} also on line {lines[rec['id']]}")
+            for ent in rec["entities"]:
+                # One id is one entity: a second name would be dropped without a word on import.
+                name, first = entity_names.setdefault(ent["id"], (ent["name"], n))
+                if name != ent["name"]:
+                    raise ExportFileError(
+                        f"{where}: entity {ent['id']} is named {ent['name']!r} here and {name!r} on line {first}"
+                    )
             memories[rec["id"]] = rec
         elif kind == "history_turn":
             _check_turn(rec, where)

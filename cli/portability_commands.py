@@ -259,6 +259,10 @@ def import_file(gw: client.Gateway, args: argparse.Namespace) -> int:
     except ExportFileError as exc:
         print(exc, file=sys.stderr)
         return 1
+    out = Path(args.mapping) if args.mapping else path.with_name(path.name + ".mapping.json")
+    if not args.dry_run and (problem := options.unwritable(out)):
+        print(f"{out}: cannot write the id mapping there ({problem}); nothing was imported", file=sys.stderr)
+        return 1
     requests = batches(export, order, authors)
     counts = {"memories": Counter(), "entities": Counter(), "history_turns": Counter()}
     mapping: dict[str, dict[str, str]] = {"memories": {}, "entities": {}, "history_turns": {}}
@@ -305,7 +309,6 @@ def import_file(gw: client.Gateway, args: argparse.Namespace) -> int:
             "could not read them); they were imported as current",
             file=sys.stderr,
         )
-    out = Path(args.mapping) if args.mapping else path.with_name(path.name + ".mapping.json")
     _write_mapping(out, path, args.workspace, authors, owner, mapping)
     for failure in failures:
         print(failure, file=sys.stderr)

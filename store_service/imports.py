@@ -109,9 +109,14 @@ def check_sizes(entity_count: int, memory_count: int) -> None:
 
 def check_key(value: str, field_name: str) -> str:
     """An import key: 1..200 characters without NUL (INVALID_ARGUMENT naming the field otherwise)."""
-    if not value or len(value) > MAX_KEY_CHARS or "\x00" in value:
+    if not _is_key(value):
         raise InvalidArgument(f"{field_name} must be 1..{MAX_KEY_CHARS} characters without NUL", field=field_name)
     return value
+
+
+def _is_key(value: str) -> bool:
+    """Whether ``value`` passes ``check_key``."""
+    return bool(value) and len(value) <= MAX_KEY_CHARS and "\x00" not in value
 
 
 def author_ids(items) -> set[uuid.UUID]:
@@ -223,7 +228,9 @@ def _import_entities(conn: psycopg.Connection, msgs, items) -> tuple[list[Outcom
     """Writes the new entities; returns their outcomes and every entity key this call may name."""
     out: list[Outcome] = []
     named_keys = {k for it in items if isinstance(it, _Item) for k in it.entity_keys}
-    wanted = sorted(named_keys | {e.import_key for e in msgs if e.import_key})
+    # Only well-formed keys are looked up: a NUL in a query parameter fails the whole statement
+    # (PostgreSQL text holds no NUL), and that entity is to fail alone, below.
+    wanted = sorted(named_keys | {e.import_key for e in msgs if _is_key(e.import_key)})
     known = dict(conn.execute("SELECT import_key, id FROM entity WHERE import_key = ANY(%s)", (wanted,)).fetchall())
     rows = []
     for msg in msgs:

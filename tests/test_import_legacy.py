@@ -5,16 +5,19 @@ afterwards, supersede chains, forget reaching derivations, and bad input."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import grpc
 import pytest
-from legacy_maker import NAMES, OWNER_CHAT, SECOND_CHAT, UNIQUE_WORD, make_store
+from legacy_maker import NAMES, OWNER_CHAT, SCHEMA, SECOND_CHAT, UNIQUE_WORD, make_store
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
@@ -33,19 +36,28 @@ def counts_of(expected: dict) -> dict:
     return out
 
 
-def cli(stack, *args: str) -> tuple[int, str, str]:
-    """Runs ``recallatron`` as an operator does, in a new process against the stack's gateway;
-    (exit status, stdout, stderr)."""
+def command(stack, *args: str) -> list[str]:
+    """The argv of ``recallatron`` run as an operator does, against the stack's gateway."""
     argv = [*args, "--gateway", f"127.0.0.1:{stack.gateway.port}", "--operator-token", stack.operator_token]
-    out = subprocess.run(
-        [sys.executable, "-m", "cli.main", *argv],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return [sys.executable, "-m", "cli.main", *argv]
+
+
+ENV = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}"}
+
+
+def cli(stack, *args: str) -> tuple[int, str, str]:
+    """Runs ``recallatron`` in a new process; (exit status, stdout, stderr)."""
+    out = subprocess.run(command(stack, *args), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
     return out.returncode, out.stdout, out.stderr
+
+
+def by_role(got: dict, owner: str, second: str) -> dict:
+    """``stored`` with each member id named by role, to compare workspaces (member ids differ)."""
+    names = {owner: "owner", second: "second"}
+    out = dict(got)
+    out["memories"] = [(*r[:8], names[r[8]], *r[9:]) for r in got["memories"]]
+    out["turns"] = [(r[0], names[r[1]], *r[2:]) for r in got["turns"]]
+    return out
 
 
 def import_args(ws: str, sqlite: Path, graph: Path, members: dict[str, str], report: Path, *extra: str) -> list[str]:
@@ -232,6 +244,11 @@ def test_dry_run_counts_and_writes_nothing(stack, made, tmp_path):
         stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "d.jsonl", "--dry-run", "--json")
     )
     assert status == 0 and counts_of(json.loads(out)) == made.expected, err
+    rows = [json.loads(line) for line in (tmp_path / "d.jsonl").read_text().splitlines()]  # a dry run reports too
+    assert rows[-1]["dry_run"] and rows[-1]["answered"] is None and counts_of(rows[-1]["counts"]) == made.expected
+    assert sum(r["kind"] == "skipped" for r in rows) == sum(
+        sum(made.expected[s]["skipped"].values()) for s in ("history", "memories", "digests")
+    ) + sum(made.expected["graph_lines_skipped"].values())
     status, out, _ = cli(stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "d.jsonl", "--dry-run"))
     assert status == 0 and out.startswith(f"history: would import {made.expected['history']['imported']}; skipped")
     assert stored(stack, ws) == {"memories": [], "mentions": [], "entities": [], "turns": [], "vectors": 0}
@@ -277,13 +294,121 @@ def test_a_run_killed_half_way_and_run_again_ends_as_one_clean_run(stack, made, 
             gw.close()
         status, out, _ = cli(stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "k.jsonl", "--json"))
         assert status == 0 and counts_of(json.loads(out)) == made.expected
-        # Member ids differ between the workspaces: compare with each member named by role.
-        names = {owner.id: "owner", second.id: "second"}
-        got = stored(stack, ws)
-        got["memories"] = [(*r[:8], names[r[8]], *r[9:]) for r in got["memories"]]
-        got["turns"] = [(r[0], names[r[1]], *r[2:]) for r in got["turns"]]
-        results[ws] = got
+        results[ws] = by_role(stored(stack, ws), owner.id, second.id)
     assert results[clean] == results[broken]
+
+
+@pytest.fixture(scope="module")
+def bigger(tmp_path_factory):
+    """A store whose import takes several calls of each kind (the owner's 700 turns: two)."""
+    return make_store(tmp_path_factory.mktemp("bigger"), seed=9, turns=1400, items=60)
+
+
+def test_a_process_killed_mid_run_and_run_again_ends_as_one_clean_run(stack, bigger, tmp_path):
+    """kill -9 of the command once the store holds some of its turns, then a re-run."""
+    made = bigger
+    clean, killed = stack.workspace("clean run"), stack.workspace("killed run")
+    results = {}
+    for ws in (clean, killed):
+        owner, second, members = members_for(stack, ws)
+        args = import_args(ws, made.sqlite, made.graph, members, tmp_path / "k.jsonl", "--json")
+        if ws == killed:
+            proc = subprocess.Popen(
+                command(stack, *args), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            turns = 0
+            while proc.poll() is None and turns == 0:
+                with stack.db(ws) as conn:
+                    turns = conn.execute("SELECT count(*) FROM history_turn").fetchone()[0]
+                time.sleep(0.01)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            # The memories' calls come first, then 500 turns a call: it died with turns to send.
+            assert 0 < turns < made.expected["history"]["imported"], turns
+        status, out, err = cli(stack, *args)
+        assert status == 0 and counts_of(json.loads(out)) == made.expected, err
+        results[ws] = by_role(stored(stack, ws), owner.id, second.id)
+    assert results[clean] == results[killed]
+
+
+def test_two_runs_at_once_end_as_one_clean_run(stack, bigger, tmp_path):
+    made = bigger
+    clean, twice = stack.workspace("one run"), stack.workspace("two runs at once")
+    results = {}
+    for ws in (clean, twice):
+        owner, second, members = members_for(stack, ws)
+        runs = 2 if ws == twice else 1
+        procs = [
+            subprocess.Popen(
+                command(stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / f"c{i}.jsonl", "--json")),
+                cwd=ROOT,
+                env=ENV,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(runs)
+        ]
+        for proc in procs:
+            out, err = proc.communicate(timeout=600)
+            assert proc.returncode == 0 and counts_of(json.loads(out)) == made.expected, err
+        results[ws] = by_role(stored(stack, ws), owner.id, second.id)
+    assert results[clean] == results[twice]
+    # Between them the two runs created each item once: the other answered it already imported.
+    answered = [json.loads((tmp_path / f"c{i}.jsonl").read_text().splitlines()[-1])["answered"] for i in range(2)]
+    for section in ("history", "memories", "digests", "entities"):
+        created = sum(a[section].get("IMPORT_STATUS_CREATED", 0) for a in answered)
+        assert created == (made.expected["entities"] if section == "entities" else made.expected[section]["imported"])
+
+
+class RpcFailure(grpc.RpcError):
+    """What a call raises when the gateway goes away (grpc's own error type, as the stub raises)."""
+
+    def code(self):
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self):
+        return "failed to connect to all addresses"
+
+
+def test_a_run_stopped_by_a_failed_call_still_writes_its_report(stack, made, tmp_path):
+    ws = stack.workspace("stopped run")
+    _, _, members = members_for(stack, ws)
+    report = tmp_path / "stopped.jsonl"
+    args = argparse.Namespace(
+        member=list(members.items()),
+        sqlite=made.sqlite,
+        graph=made.graph,
+        workspace=ws,
+        dry_run=False,
+        report=report,
+        json=True,
+    )
+    gw = client.Gateway(f"127.0.0.1:{stack.gateway.port}", stack.operator_token)
+    admin = gw.admin
+    calls = []
+
+    class FailsAfterTheMemories:
+        def __getattr__(self, name):
+            calls.append(name)
+            if name == "ImportHistory":
+                raise RpcFailure()
+            return getattr(admin, name)
+
+    gw.admin = FailsAfterTheMemories()
+    try:
+        with pytest.raises(RpcFailure):
+            legacy_import.import_legacy.__wrapped__(gw, args)
+    finally:
+        gw.close()
+    rows = [json.loads(line) for line in report.read_text().splitlines()]
+    summary = rows[-1]
+    assert summary["kind"] == "summary" and summary["stopped"] == "UNAVAILABLE: failed to connect to all addresses"
+    assert summary["answered"]["memories"] == {"IMPORT_STATUS_CREATED": made.expected["memories"]["imported"]}
+    assert summary["answered"]["history"] == {}
+    assert sum(r["kind"] == "skipped" for r in rows) == sum(
+        sum(made.expected[s]["skipped"].values()) for s in ("history", "memories", "digests")
+    ) + sum(made.expected["graph_lines_skipped"].values())
 
 
 def test_shared_generator_counts_match_expected_json_exactly(stack, tmp_path):
@@ -316,10 +441,30 @@ def test_bad_input_is_a_clear_error_and_nothing_is_written(stack, made, tmp_path
     empty_db = tmp_path / "empty.sqlite"
     sqlite3.connect(empty_db).execute("CREATE TABLE other (x)").connection.close()
     stranger = str(uuid.uuid4())
+    data = made.sqlite.read_bytes()
+    half, short = tmp_path / "half.sqlite", tmp_path / "short.sqlite"
+    half.write_bytes(data[: len(data) // 2])  # an interrupted copy
+    short.write_bytes(data[:-1])  # one byte short: SQLite itself still reads it
+    text = made.graph.read_text()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(text[: text.rstrip().rfind("\n") + 12])  # the last line cut after 11 characters
+    lines = len(cut.read_text().splitlines())
+    twice = tmp_path / "twice.sqlite"
+    db = sqlite3.connect(twice)
+    db.executescript(SCHEMA.replace("id INTEGER PRIMARY KEY AUTOINCREMENT", "id INTEGER"))
+    db.execute("INSERT INTO conversation VALUES (7, 'tg:1', 'user', 'a', '2026-01-01', NULL)")
+    db.execute("INSERT INTO conversation VALUES (7, 'tg:1', 'user', 'b', '2026-01-01', NULL)")
+    db.commit()
+    db.close()
     cases = [
         (dict(sqlite=tmp_path / "missing.sqlite"), 1, "missing.sqlite: no such file"),
+        (dict(sqlite=half), 1, "half.sqlite: not a SQLite database, or a damaged one"),
+        (dict(sqlite=short), 1, f"short.sqlite: truncated: {len(data) - 1} bytes is not the"),
+        (dict(sqlite=twice), 1, "twice.sqlite: table 'conversation': its ids are not unique integers"),
+        (dict(graph=cut), 1, f"cut.jsonl: line {lines} is cut short"),
         (dict(graph=tmp_path / "missing.jsonl"), 1, "missing.jsonl: no such file"),
         (dict(sqlite=not_sqlite), 1, "notes.sqlite: not a SQLite database"),
+        (dict(sqlite=tmp_path), 1, f"{tmp_path}: no such file"),  # a folder
         (dict(sqlite=empty_db), 1, "no table 'conversation'"),
         (dict(members={OWNER_CHAT: owner.id, SECOND_CHAT: stranger}), 1, f"{stranger} is not a member of workspace"),
         (dict(ws=str(uuid.uuid4())), 1, "NOT_FOUND: workspace not found"),
@@ -339,5 +484,111 @@ def test_bad_input_is_a_clear_error_and_nothing_is_written(stack, made, tmp_path
     twice += ["--member", f"{OWNER_CHAT}={owner.id}", "--member", f"{OWNER_CHAT}={stranger}"]
     status, _, err = cli(stack, *twice)
     assert status == 2 and "mapped to two members" in err
+    # A report that cannot be written is found out before the run, not after it.
+    for report, why in ((tmp_path / "no" / "r.jsonl", "no such folder"), (tmp_path, "it is a folder")):
+        status, out, err = cli(stack, *import_args(ws, made.sqlite, made.graph, members, report))
+        assert (status, out) == (1, "") and f"--report {report}: cannot write it ({why}" in err, err
     assert stored(stack, ws) == {"memories": [], "mentions": [], "entities": [], "turns": [], "vectors": 0}
     assert not (tmp_path / "b.jsonl").exists()  # no report of a run that did not start
+
+
+def odd_store(folder: Path) -> tuple[Path, Path]:
+    """A store of rows real old data holds at the edges: unicode, NUL and invisible characters,
+    text that is not UTF-8 or JSON escaping half a surrogate pair, a BLOB of text, the body limit
+    exactly, years 1 and 9999, an offset past them, a self-superseding item, an item without a label
+    key, entity ids with NUL or of no string."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path, graph = folder / "odd.sqlite", folder / "odd.jsonl"
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA)
+    turn = "INSERT INTO conversation (id, chat_id, role, content, ts, session_id) VALUES (?, ?, 'user', ?, ?, ?)"
+    for row in [
+        (1, OWNER_CHAT, "héllo 😀 مرحبا e\u0301 \u200b", "2026-01-01 00:00:00", None),  # kept as it is
+        (2, OWNER_CHAT, "\u200b\u2060 ", "2026-01-01 00:00:01", None),  # invisible only: empty
+        (3, OWNER_CHAT, "x" * 65_536, "2026-01-01 00:00:02", None),  # the limit exactly: kept
+        (4, OWNER_CHAT, "é" * 32_768, "2026-01-01 00:00:03", "s\x00one"),  # 65,536 bytes; NUL in the session
+        (5, OWNER_CHAT, "é" * 32_768 + "x", "2026-01-01 00:00:04", None),  # a byte over: too_long
+        (6, OWNER_CHAT, "the last second", "9999-12-31 23:59:59", None),
+        (7, OWNER_CHAT, "the first second", "0001-01-01 00:00:00", None),
+        (8, OWNER_CHAT, "before year 1 in UTC", "0001-01-01T00:30:00+01:00", None),  # bad_timestamp
+        (9, OWNER_CHAT, b"stored as a BLOB", "2026-01-01 00:00:05", None),  # UTF-8 bytes: text
+        (10, OWNER_CHAT, b"caf\xe9 in Latin-1", "2026-01-01 00:00:06", None),  # not UTF-8: bad_encoding
+    ]:
+        db.execute(turn, row)
+    # A TEXT cell that is not UTF-8 (by default sqlite3 fails the whole read on one).
+    db.execute("INSERT INTO conversation VALUES (11, ?, 'user', CAST(X'FFFE' AS TEXT), '2026-01-01 00:00:07', NULL)",
+               (OWNER_CHAT,))  # fmt: skip
+    digest = "INSERT INTO digest (id, chat_id, session_id, created_at, body) VALUES (?, ?, ?, '2026-01-01 00:00:00', ?)"
+    db.execute(digest, (1, OWNER_CHAT, "s\x00x", json.dumps({"narrative": "a digest of s\u0000x"})))
+    db.execute(digest, (2, OWNER_CHAT, "s2", json.dumps({"narrative": "\u200b", "decisions": []})))  # empty
+    db.execute(digest, (3, OWNER_CHAT, "s3", json.dumps({"narrative": None, "decisions": "not a list"})))  # empty
+    db.execute(digest, (4, OWNER_CHAT, "s4", '{"narrative": "half a pair \\ud83d"}'))  # a lone surrogate
+    item = """INSERT INTO memory_item (id, type, content, confidence, reason, source_turn_id, status, created_at,
+                                       superseded_by) VALUES (?, 'fact', ?, ?, ?, 1, 'confirmed', ?, ?)"""
+    for row in [
+        (1, json.dumps({"label": "gate\u0000code", "properties": {"code": "4471"}}), 0.5, "r", "2026-01-01", 2),
+        (2, json.dumps({"label": "gate code, new", "properties": {}}), 0.5, "said\x00twice", "2026-01-02", None),
+        (3, json.dumps({"label": "self", "properties": {}}), 0.5, "r", "2026-01-01", 3),  # a cycle of one
+        (4, json.dumps({"properties": {"colour": "teal"}}), None, None, "2026-01-01", None),  # no label key
+        (5, json.dumps({"label": "\u200b", "properties": {}}), 0.5, "r", "2026-01-01", None),  # empty
+        (6, json.dumps({"label": "inf", "properties": {}}), float("inf"), "r", "2026-01-01", None),  # bad_confidence
+        (7, json.dumps({"label": "late", "properties": {}}), 0.5, "r", "9999-12-31T23:00:00-05:00", None),
+        (8, '{"label": "\\udc00", "properties": {}}', 0.5, "r", "2026-01-01", None),  # bad_encoding
+    ]:
+        db.execute(item, row)
+    db.commit()
+    db.close()
+    lines = [
+        {"kind": "entity", "id": "nul\x00id", "name": "Nul Id"},  # bad_entity: NUL in the id
+        {"kind": "entity", "id": 5, "name": "Number Id"},  # bad_entity
+        {"kind": "entity", "id": "ok", "name": "Ünïcødé 名前"},
+        {"kind": "edge", "source": "memory:2", "target": "entity:ok"},
+        {"kind": "edge", "source": "memory:1", "target": "entity:nul\x00id"},  # unknown_entity
+        {"kind": "edge", "source": "memory:\u0663", "target": "entity:ok"},  # Arabic-Indic 3: unknown_memory
+        {"kind": "edge", "source": "entity:ok", "target": "memory:2"},  # unsupported_edge
+        {"kind": "edge", "source": None, "target": 3},  # unsupported_edge
+        {"kind": "entity", "id": "half", "name": "\ud800"},  # json.dumps escapes the lone surrogate: bad_json
+    ]
+    graph.write_text("\n".join(json.dumps(x) for x in lines) + "\n\xff\xfe\n", encoding="utf-8")
+    return path, graph
+
+
+def test_odd_rows_are_kept_or_skipped_by_the_rules_and_the_store_refuses_none(stack, tmp_path):
+    ws = stack.workspace("odd rows")
+    owner, _, members = members_for(stack, ws)
+    sqlite, graph = odd_store(tmp_path)
+    status, out, err = cli(stack, *import_args(ws, sqlite, graph, members, tmp_path / "odd.jsonl", "--json"))
+    assert status == 0, err
+    counts = json.loads(out)
+    assert counts["history"] == {
+        "imported": 6,
+        "skipped": {"bad_encoding": 2, "bad_timestamp": 1, "empty": 1, "too_long": 1},
+    }
+    assert counts["digests"] == {"imported": 1, "skipped": {"bad_encoding": 1, "empty": 2}}
+    assert counts["memories"] == {
+        "imported": 4,
+        "skipped": {"bad_confidence": 1, "bad_encoding": 1, "bad_timestamp": 1, "empty": 1},
+    }
+    assert (counts["supersede_links"], counts["chain_faults_reported"]) == (1, 1)
+    assert (counts["entities"], counts["mentions"]) == (1, 1)
+    assert counts["graph_lines_skipped"] == {"bad_entity": 2, "bad_json": 2, "unknown_entity": 1, "unknown_memory": 1,
+                                             "unsupported_edge": 2}  # fmt: skip
+    report = [json.loads(line) for line in (tmp_path / "odd.jsonl").read_text().splitlines()]
+    assert not [r for r in report if r.get("reason") == "rejected"]  # nothing is left for the store to refuse
+    with stack.db(ws) as conn:
+        turns = dict(conn.execute("SELECT request_id, text FROM history_turn").fetchall())
+        sessions = dict(conn.execute("SELECT request_id, session_id FROM history_turn").fetchall())
+        mems = {
+            r[0]: r[1:]
+            for r in conn.execute("SELECT import_key, title, body, reason, superseded_by_id IS NOT NULL FROM memory")
+        }
+    assert turns["legacy:turn:1"] == "héllo 😀 مرحبا e\u0301 \u200b" and turns["legacy:turn:9"] == "stored as a BLOB"
+    assert len(turns["legacy:turn:3"]) == 65_536 and sessions["legacy:turn:4"] == "sone"
+    assert {"legacy:turn:6", "legacy:turn:7"} <= set(turns)
+    assert mems["legacy:digest:1"][:2] == ("Session digest sx", "a digest of sx")
+    assert mems["legacy:item:1"] == ("gatecode", "fact: gatecode\ncode: 4471", "r", True)
+    assert mems["legacy:item:2"][2] == "saidtwice"
+    assert mems["legacy:item:4"][:2] == ("", "fact\ncolour: teal")
+    assert set(mems) == {"legacy:digest:1", "legacy:item:1", "legacy:item:2", "legacy:item:3", "legacy:item:4"}
+    found = stack.memory.SearchHistory(g.SearchHistoryRequest(query="مرحبا"), metadata=owner.md()).entries
+    assert [e.turn.text for e in found] == [turns["legacy:turn:1"]]

@@ -211,6 +211,18 @@ def test_bad_items_fail_alone_with_the_problem_named(stack, team):
         assert conn.execute("SELECT count(*) FROM memory WHERE import_key LIKE 't5:%'").fetchone()[0] == 1
 
 
+def test_a_bad_entity_key_fails_that_entity_alone(stack, team):
+    """An entity key with NUL (PostgreSQL text holds none) is refused alone, not the whole call."""
+    ws, alice, _ = team
+    entities = [m.ImportedEntity(import_key="t9:e\x00vil", name="Nul"), m.ImportedEntity(import_key="t9:e", name="Ok")]
+    resp = run(stack, ws, [item("t9:1", alice.id, "fine", entity_keys=["t9:e"])], entities)
+    bad, good = resp.entities
+    assert (bad.status, code(bad)) == (FAILED, grpc.StatusCode.INVALID_ARGUMENT) and "import_key" in bad.error.message
+    assert good.status == CREATED and resp.memories[0].status == CREATED
+    with stack.db(ws) as conn:
+        assert conn.execute("SELECT name FROM entity WHERE import_key LIKE 't9:%'").fetchall() == [("Ok",)]
+
+
 def test_the_whole_call_fails_only_for_credential_workspace_or_size(stack, team):
     ws, alice, _ = team
     one = [item("t6:1", alice.id, "b")]

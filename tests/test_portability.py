@@ -349,7 +349,17 @@ def test_bad_files_are_refused_naming_file_line_and_problem(stack, source, empty
     err = refused(stack, target, carol, garbage, *history)
     assert err.startswith(f"{garbage}:3: not JSON")
 
+    half = write(tmp_path / "half.jsonl", [lines[0], lines[1].replace('"title":"', '"title":"\\ud83d', 1), *lines[2:]])
+    assert refused(stack, target, carol, half, *history) == (
+        f"{half}:2: a string escapes a lone surrogate (\\ud800..\\udfff): not Unicode text"
+    )
+
     rec = json.loads(lines[1])
+    renamed = {**rec, "id": str(uuid.uuid4()), "entities": [{"id": ids["mira"], "name": "Myra"}]}
+    two_names = write(tmp_path / "names.jsonl", [{**head, "memories": 10}, *lines[1:3], renamed, *lines[3:]])
+    assert refused(stack, target, carol, two_names, *history) == (
+        f"{two_names}:4: entity {ids['mira']} is named 'Myra' here and 'Mira' on line 2"
+    )
     bad_kind = write(tmp_path / "kind.jsonl", [lines[0], {**rec, "kind": "rumour"}, *lines[2:]])
     assert refused(stack, target, carol, bad_kind, *history).startswith(f"{bad_kind}:2: kind 'rumour' is not one of")
 
@@ -411,6 +421,12 @@ def test_bad_member_maps_are_refused_before_anything_is_written(stack, source, e
     assert out.returncode == 1 and "holds 3 history turns: name their owner with --history-member" in out.stderr
     out = import_(stack, *base[:2], "--workspace", str(uuid.uuid4()), "--default-member", carol.id, check=False)
     assert out.returncode == 1 and out.stderr.startswith("NOT_FOUND")
+    # A mapping file that cannot be written is found out before anything is imported.
+    nowhere = path.with_name("no-such-folder") / "m.json"
+    err = run("--default-member", carol.id, "--mapping", str(nowhere))
+    assert (
+        err == f"{nowhere}: cannot write the id mapping there (no such folder {nowhere.parent}); nothing was imported"
+    )
 
 
 def test_export_refuses_an_unwritable_path_and_keeps_an_old_file(stack, source, tmp_path):

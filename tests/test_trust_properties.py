@@ -39,8 +39,11 @@ every entity name, and asserts:
   exactly the model's pairs among what each member may read, kept pairs left out;
 - history: SearchHistory gives each member exactly their own live turns, scored with the statistics
   of those turns alone (a reference BM25 over the model), and listed in time order; another
-  member's turn id is NOT_FOUND to ForgetHistory, Read and Derive, for the admin as for anyone; a
-  request id another member used is not a replay; the history statistics equal a recount.
+  member's turn id is NOT_FOUND to ForgetHistory, and any turn id to every call taking a memory id
+  (Read, Derive, Correct, Supersede, Forget, PinMemory, UnpinMemory), for the admin as for anyone; a
+  history recall holds exactly the readable memories, superseded too, and no turn; Capture stores a
+  proposal whose body is any member's turn text (history is not a memory it knows) and adds no
+  turn; a request id another member used is not a replay; the history statistics equal a recount.
 """
 
 from __future__ import annotations
@@ -242,9 +245,43 @@ def check_history(api, model: Model, me: str, md, word: str) -> None:
         )
     code, resp = call(api.SearchHistory, g.SearchHistoryRequest(page_size=200), md)
     assert code == OK and [e.turn_id for e in resp.entries] == sorted(mine, key=lambda i: mine[i].at)
+    # No turn id (their own included) is a memory to any call that takes a memory id.
     for turn_id in model.turns:
-        assert call(api.Read, g.ReadRequest(id=turn_id), md)[0] == grpc.StatusCode.NOT_FOUND
-        assert call(api.Derive, g.DeriveRequest(source_ids=[turn_id], body="x"), md)[0] == grpc.StatusCode.NOT_FOUND
+        for fn, req in (
+            (api.Read, g.ReadRequest(id=turn_id)),
+            (api.Derive, g.DeriveRequest(source_ids=[turn_id], body="x")),
+            (api.Correct, g.CorrectRequest(id=turn_id, expected_revision=1, body="x")),
+            (api.Supersede, g.SupersedeRequest(id=turn_id, expected_revision=1, body="x")),
+            (api.Forget, g.ForgetRequest(id=turn_id, reason="x")),
+            (api.PinMemory, g.PinMemoryRequest(id=turn_id)),
+            (api.UnpinMemory, g.UnpinMemoryRequest(id=turn_id)),
+        ):
+            assert call(fn, req, md)[0] == grpc.StatusCode.NOT_FOUND, (fn, turn_id)
+
+
+def check_history_recall(api, model: Model, me: str, md, word: str, purpose: int) -> None:
+    """A history recall (superseded memories too, keyword arm only) finds exactly the readable
+    memories of the purpose, superseded or not, and never a history turn."""
+    code, resp = call(api.Recall, g.RecallRequest(query=word, purpose=purpose, include_superseded=True, top_k=200), md)
+    assert code == OK and resp.mode == m.RECALL_MODE_LEXICAL
+    want = {i for i, mem in model.mems.items() if mem.purpose == purpose and model.readable(i, me)}
+    got = {it.memory.id for it in resp.items}
+    assert got == want and not got & set(model.turns), (got ^ want, got & set(model.turns))
+    assert resp.counts.returned == len(want)
+
+
+def check_capture_ignores_history(api, model: Model, me: str, md, purpose: int) -> None:
+    """Capture judges "already known" against memories alone: a proposal whose body is the text of
+    any member's turn (its own included) is stored, and no capture adds a history turn."""
+    texts = [t.text for t in model.turns.values() if t.live][:20]
+    if not texts:
+        return
+    turn = "\n".join(texts)
+    proposals = [m.CaptureProposal(span=t, body=t, audience=m.AUDIENCE_MEMBER) for t in texts]
+    code, resp = call(api.Capture, g.CaptureRequest(purpose=purpose, turn=turn, proposals=proposals), md)
+    assert code == OK, code
+    for text, result in zip(texts, resp.results, strict=True):
+        assert result.WhichOneof("outcome") == "memory" and result.memory.body == text, result
 
 
 def list_pages(api, md, **kw) -> tuple[list[m.Memory], set[int]]:
@@ -834,6 +871,8 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
         check_curation(api, model, me, md, exact=False)  # exact pairs: the test below
         for purpose in PURPOSES:
             check_context(api, model, me, md, purpose)
+            if purpose in model.grants[me]:
+                check_history_recall(api, model, me, md, word, purpose)
             if purpose not in model.grants[me]:
                 code, _ = call(api.Recall, g.RecallRequest(query=word, purpose=purpose), md)
                 assert code == grpc.StatusCode.PERMISSION_DENIED
@@ -878,6 +917,16 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
             code, resp = call(api.FindEntities, g.FindEntitiesRequest(name=name), md)
             visible = any(mem.entity == name and model.readable(i, me) for i, mem in model.mems.items())
             assert code == OK and len(resp.entities) == (1 if visible else 0), name
+
+    # Last, as it writes memories the model does not hold: Capture never takes a turn for a memory,
+    # and history is unchanged by it.
+    for i, member in enumerate(members):
+        check_capture_ignores_history(api, model, who[i], member.md(), min(model.grants[who[i]]))
+    for i, member in enumerate(members):
+        code, resp = call(api.SearchHistory, g.SearchHistoryRequest(page_size=200), member.md())
+        assert code == OK and {e.turn_id for e in resp.entries} == {
+            t.id for t in model.turns.values() if t.owner == who[i] and t.live
+        }
 
 
 curation_ops = st.lists(
