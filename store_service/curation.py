@@ -147,19 +147,6 @@ def pairs(
     return out
 
 
-def _after(position: list | None) -> tuple[float, uuid.UUID, uuid.UUID] | None:
-    """The (cosine, newer, older) a duplicates page token holds; INVALID_ARGUMENT for a bad one."""
-    if position is None:
-        return None
-    try:
-        cosine, a, b = position
-        if isinstance(cosine, bool) or not isinstance(cosine, float | int):
-            raise TypeError("cosine")
-        return float(cosine), uuid.UUID(a), uuid.UUID(b)
-    except (ValueError, TypeError, AttributeError):
-        raise page_tokens.invalid("duplicate list") from None
-
-
 def list_duplicates(conn: psycopg.Connection, req: s.ListDuplicateProposalsRequest) -> s.ListDuplicateProposalsResponse:
     """One page of the caller's duplicate proposals for ``req.purpose`` (module docstring), from the
     vectors of ``req.input_version`` (empty: unknown, so no pair is computed and
@@ -174,7 +161,14 @@ def list_duplicates(conn: psycopg.Connection, req: s.ListDuplicateProposalsReque
     fingerprint = page_tokens.fingerprint(
         ["duplicates", caller.member_id, sorted(caller_params(caller)["purposes"]), purpose]
     )
-    after = _after(page_tokens.decode(req.page_token, fingerprint, "duplicate list"))
+    after = page_tokens.decode_position(
+        req.page_token,
+        fingerprint,
+        "duplicate list",
+        page_tokens.number,
+        page_tokens.identifier,
+        page_tokens.identifier,
+    )
     ids = window(conn, caller, purpose)
     vectors = _vectors(conn, ids, req.input_version)
     found = pairs(ids, vectors, _kept(conn, ids))
@@ -309,18 +303,10 @@ def _flag_messages(conn: psycopg.Connection, caller: m.Caller, rows) -> list[m.C
 
 
 def _flag_position(token: str, fingerprint: str) -> tuple[datetime.datetime, uuid.UUID]:
-    """The (flagged_at, id) after which a flags page starts; INVALID_ARGUMENT for a foreign token."""
-    position = page_tokens.decode(token, fingerprint, "flag list")
-    if position is None:
-        return _FIRST
-    try:
-        at, fid = position
-        when = datetime.datetime.fromisoformat(at)
-        if when.tzinfo is None:
-            raise ValueError("no offset")
-        return when, uuid.UUID(fid)
-    except (ValueError, TypeError, AttributeError):
-        raise page_tokens.invalid("flag list") from None
+    """The (flagged_at, id) after which a flags page starts; INVALID_ARGUMENT for a foreign or
+    malformed token (``page_tokens.decode_position``)."""
+    position = page_tokens.decode_position(token, fingerprint, "flag list", page_tokens.instant, page_tokens.identifier)
+    return _FIRST if position is None else position
 
 
 def list_flags(conn: psycopg.Connection, req: s.ListConflictFlagsRequest) -> s.ListConflictFlagsResponse:

@@ -8,6 +8,7 @@ the embedding job wrote), after the job has drained: the store compares whatever
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -693,3 +694,66 @@ def test_bench_building_blocks_on_a_tiny_workspace(stack):
     assert result["memories_without_vectors"] == 0 and result["first_page"] == min(50, direct.total_size)
     assert result["walk"] == {"pages": 1, "proposals": direct.total_size, "ms": result["walk"]["ms"]}
     assert duplicates_bench.p95([5.0, 1.0, 3.0]) == 5.0
+
+
+def _reforged(token: str, position) -> str:
+    """``token`` with its position replaced by ``position`` and its fingerprint kept: what a member
+    can forge, since a token is not signed (store_service/page_tokens.py)."""
+    data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    raw = json.dumps({**data, "k": position}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def test_forged_page_tokens_of_every_list_are_invalid_argument(stack):
+    """A token's position is parsed to the shape its list issues or refused with INVALID_ARGUMENT:
+    a number too large for a float, NaN, infinity, a boolean, a time without an offset or out of
+    range, a malformed id. Found here as INTERNAL: a huge integer cosine (OverflowError), a boolean
+    arrival order in a history search."""
+    ws = stack.workspace("forged tokens")
+    alice = stack.member(ws)
+    mem = [alice.remember(f"forged token memory {i}", confidence=0.9) for i in range(5)]
+    stack.wait_backlog_empty()
+    set_vectors(stack, ws, {x.id: unit(1) for x in mem[2:]})  # three proposals
+    for x in mem[:2]:  # two flags
+        stack.memory.Supersede(
+            g.SupersedeRequest(id=x.id, expected_revision=1, body=f"not {x.body}", confidence=0.9),
+            metadata=alice.md(),
+        )
+    stack.memory.AppendHistory(
+        g.AppendHistoryRequest(
+            turns=[g.HistoryTurn(chat_id="c", role="user", text=f"forged history turn {i}") for i in range(2)]
+        ),
+        metadata=alice.md(),
+    )
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    later = (
+        lambda tok, **kw: stack.memory.ListMemories(
+            g.ListMemoriesRequest(page_size=1, superseded=m.SUPERSEDED_FILTER_ALL, page_token=tok, **kw),
+            metadata=alice.md(),
+        ),
+        lambda tok: proposals(alice, page_size=1, page_token=tok),
+        lambda tok: flags(alice, page_size=1, page_token=tok),
+        lambda tok: stack.memory.SearchHistory(
+            g.SearchHistoryRequest(query="forged history", page_size=1, page_token=tok), metadata=alice.md()
+        ),
+        lambda tok: stack.memory.SearchHistory(
+            g.SearchHistoryRequest(page_size=1, page_token=tok), metadata=alice.md()
+        ),
+    )
+    times = ["2026-03-02T08:00:00", "10000-01-01T00:00:00+00:00", 10**400, True, None, ["x"]]
+    numbers = [10**400, float("nan"), float("inf"), -float("inf"), True, "0.9", None]
+    ids = [True, 5, "not-a-uuid", None, ["x"]]
+    bad = {
+        0: [[t, a] for t in times] + [["2026-03-02T08:00:00+00:00", i] for i in ids],
+        1: [[c, a, b] for c in numbers] + [[0.9, i, b] for i in ids] + [[0.9, a, i] for i in ids] + [[0.9, a]],
+        2: [[t, a] for t in times] + [["2026-03-02T08:00:00+00:00", i] for i in ids],
+        3: [[c, a] for c in numbers] + [[0.5, i] for i in ids],
+        4: [[t, 1] for t in times] + [["2026-03-02T08:00:00+00:00", n] for n in (True, 10**400, 1.5, "1", None)],
+    }
+    for n, call in enumerate(later):
+        token = call("").next_page_token
+        assert token, n
+        assert call(_reforged(token, json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))["k"]))
+        for position in bad[n]:
+            code, text = error_of(call, _reforged(token, position))
+            assert code == INVALID and "page_token" in text, (n, position, code, text)
