@@ -32,7 +32,8 @@ could have seen it; keeping changes no memory, so reading both is enough). Super
 ``list_flags`` shows a flag only when the caller can read both of its memories (the same rule,
 chain included), and counts only those; ``resolve`` acknowledges one or undoes it by superseding
 the newer memory with a new memory carrying the older's text (``lifecycle.supersede``), so nothing
-is erased: the older, the newer and the restored text all stay.
+is erased: the older, the newer and the restored text all stay. The restored memory derives from
+the older, so the older's text never gains a reader and a Forget of the older reaches its copy.
 """
 
 from __future__ import annotations
@@ -361,6 +362,11 @@ def resolve(conn: psycopg.Connection, req: s.ResolveConflictFlagRequest) -> s.Re
     writing no new flag); either needs the right to change the newer memory. The flag is locked
     first, so of two racing resolutions one wins and the other finds it resolved.
 
+    The restored memory carries the older's text, so it has no more readers than the older: it is
+    linked ``derived_from`` the older (readable only with it, forgotten with it or with anything
+    the older derives from) and member-only, the caller's, when the older is member-only; otherwise
+    it keeps the newer's audience and sources, as Supersede gives a successor.
+
     INVALID_ARGUMENT for a malformed id, an unknown resolution or a revision that does not go with
     it; NOT_FOUND ("conflict flag not found", as for a missing one) unless the caller can read both
     memories; FAILED_PRECONDITION when already resolved; PERMISSION_DENIED, ABORTED and
@@ -388,6 +394,10 @@ def resolve(conn: psycopg.Connection, req: s.ResolveConflictFlagRequest) -> s.Re
             .execute(f"SELECT {_FLAG_COLUMNS} FROM conflict_flag f WHERE f.id = %s FOR UPDATE", (fid,))
             .fetchone()
         )
+        if row is not None and undo:
+            # The older's text is copied: lock it (and its chain) before judging and reading it, so a
+            # Forget of it in progress finishes first (then the flag is gone) or reaches the copy.
+            lifecycle.lock_chains(conn, [row.older_id, row.newer_id], but=row.newer_id)
         if row is None or memories.readable_ids(conn, caller, [row.older_id, row.newer_id]) != {
             row.older_id,
             row.newer_id,
@@ -411,8 +421,12 @@ def resolve(conn: psycopg.Connection, req: s.ResolveConflictFlagRequest) -> s.Re
                     title=older.title,
                     body=older.body,
                     confidence=older.confidence,
+                    # The older's text keeps the older's readers at most: a member-only older is the
+                    # caller's own (nobody else reads it), so the copy narrows to the caller.
+                    audience=m.AUDIENCE_MEMBER if older.audience_member_id is not None else m.AUDIENCE_UNSPECIFIED,
                 ),
                 flag_conflict=False,
+                also_from=(row.older_id,),
             )
         else:
             lifecycle.lock_readable(conn, caller, str(row.newer_id), for_change=True)

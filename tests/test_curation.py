@@ -12,6 +12,7 @@ import base64
 import json
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -757,3 +758,88 @@ def test_forged_page_tokens_of_every_list_are_invalid_argument(stack):
         for position in bad[n]:
             code, text = error_of(call, _reforged(token, position))
             assert code == INVALID and "page_token" in text, (n, position, code, text)
+
+
+def test_an_undo_never_gives_the_older_text_more_readers_and_forget_reaches_it(stack):
+    """The restored memory carries the older's text, so it is as private as the older and goes with
+    it: member-only when the older is (the caller's own: nobody else reads a member-only memory),
+    linked derived_from the older, so it is readable only with it and a Forget of the older, or of
+    anything the older derives from, forgets it too. Found here: a member-only older restored as a
+    workspace memory any member read, and a restored copy that outlived a forgotten source."""
+    ws = stack.workspace("undo audience")
+    alice, bob = stack.member(ws), stack.member(ws)
+    private = alice.remember("alice private: the safe code is 1234", audience=m.AUDIENCE_MEMBER, confidence=0.9)
+    public = alice.remember("the safe code is 9999", confidence=0.9)
+    flag_id = decide(alice, private.id, public.id, SUPERSEDE, keep_id=public.id, expected_revision=1).conflict_flag_id
+    assert flag_id
+    restored = resolve(alice, flag_id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1).restored
+    assert restored.body == private.body and restored.audience == m.AUDIENCE_MEMBER
+    assert [
+        (x.type, x.target_memory_id) for x in alice.read(restored.id).links if x.type == m.LINK_TYPE_DERIVED_FROM
+    ] == [(m.LINK_TYPE_DERIVED_FROM, private.id)]
+    assert error_of(bob.read, restored.id) == (NOT_FOUND, "memory not found")
+    listed = stack.memory.ListMemories(g.ListMemoriesRequest(), metadata=bob.md())
+    assert restored.id not in {x.id for x in listed.memories} and listed.total_size == 0  # public is superseded
+    assert all(h.memory.id != restored.id for h in bob.recall("safe code", mode=m.RECALL_MODE_LEXICAL).items)
+    # Forgetting the older forgets its restored copy.
+    gone = stack.memory.Forget(g.ForgetRequest(id=private.id, reason="private"), metadata=alice.md())
+    assert restored.id in gone.forgotten_ids and error_of(alice.read, restored.id)[0] == NOT_FOUND
+    # An older derived from a source, superseded by an unrelated memory, then undone: forgetting
+    # the source reaches the restored copy through the older.
+    source = alice.remember("the vault is in Porto", confidence=0.9)
+    older = stack.memory.Derive(
+        g.DeriveRequest(source_ids=[source.id], body="the vault is in Porto, says the source", confidence=0.9),
+        metadata=alice.md(),
+    ).memory
+    newer = alice.remember("the vault is in Lisbon", confidence=0.9)
+    flag_id = decide(alice, older.id, newer.id, SUPERSEDE, keep_id=newer.id, expected_revision=1).conflict_flag_id
+    restored = resolve(alice, flag_id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1).restored
+    assert restored.audience == m.AUDIENCE_WORKSPACE and alice.read(restored.id).body == older.body
+    assert bob.read(restored.id).body == older.body  # the older was a workspace memory: as many readers
+    gone = stack.memory.Forget(g.ForgetRequest(id=source.id, reason="wrong"), metadata=alice.md())
+    assert {older.id, restored.id} <= set(gone.forgotten_ids)
+    assert error_of(alice.read, restored.id)[0] == NOT_FOUND and alice.read(newer.id).body == newer.body
+
+
+def test_an_undo_waits_for_a_forget_of_the_older_in_progress(stack):
+    """An undo reads the older's text under a lock: while a Forget of the older holds it (as
+    lifecycle.forget does, FOR NO KEY UPDATE), the undo waits, then finds the flag gone (its older
+    forgotten) and restores nothing. Found here: the undo read the text without a lock and wrote a
+    copy of a memory being forgotten."""
+    ws = stack.workspace("undo race")
+    alice = stack.member(ws)
+    older = alice.remember("the race text", confidence=0.9)
+    stack.memory.Supersede(
+        g.SupersedeRequest(id=older.id, expected_revision=1, body="not the race text", confidence=0.9),
+        metadata=alice.md(),
+    )
+    flag = flags(alice).flags[0]
+    out = {}
+    with stack.db(ws) as forgetting, stack.db(ws) as watch:
+        forgetting.autocommit = False
+        forgetting.execute("SELECT 1 FROM memory WHERE id = %s FOR NO KEY UPDATE", (older.id,))
+        worker = threading.Thread(
+            target=lambda: out.update(
+                result=error_of(resolve, alice, flag.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1)
+            )
+        )
+        worker.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and worker.is_alive():
+            waiting = watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()[0]
+            if waiting:
+                break
+            time.sleep(0.05)
+        assert worker.is_alive(), f"the undo did not wait for the older's lock: {out}"
+        forgetting.execute(  # what Forget commits: the text erased, a tombstone
+            "UPDATE memory SET title = '', body = '', forgotten_at = now(), invalidation_reason = 'test' WHERE id = %s",
+            (older.id,),
+        )
+        forgetting.commit()
+        worker.join(60)
+    assert out["result"] == (NOT_FOUND, "conflict flag not found")
+    with stack.db(ws) as conn:
+        assert conn.execute("SELECT count(*) FROM memory WHERE body = 'the race text'").fetchone()[0] == 0
+        assert conn.execute("SELECT state FROM conflict_flag WHERE id = %s", (flag.id,)).fetchone()[0] == "open"
