@@ -156,18 +156,10 @@ def where(caller: m.Caller, req: s.ListMemoriesRequest) -> tuple[str, dict, list
 
 
 def position(token: str, fingerprint: str, order: Order) -> tuple[datetime.datetime, uuid.UUID]:
-    """The (timestamp, id) after which the page starts in ``order``; INVALID_ARGUMENT for a foreign token."""
-    position = page_tokens.decode(token, fingerprint, "listing")
-    if position is None:
-        return order.first
-    try:
-        at, mid = position
-        when = datetime.datetime.fromisoformat(at)
-        if when.tzinfo is None:
-            raise ValueError("no offset")
-        return when, uuid.UUID(mid)
-    except (ValueError, TypeError, AttributeError):
-        raise page_tokens.invalid("listing") from None
+    """The (timestamp, id) after which the page starts in ``order``; INVALID_ARGUMENT for a foreign
+    or malformed token (``page_tokens.decode_position``)."""
+    position = page_tokens.decode_position(token, fingerprint, "listing", page_tokens.instant, page_tokens.identifier)
+    return order.first if position is None else position
 
 
 def list_memories(conn: psycopg.Connection, caller: m.Caller, req: s.ListMemoriesRequest) -> s.ListMemoriesResponse:

@@ -545,7 +545,8 @@ def decide_pair(api, model: Model, me: str, md, a: int, b: int, p: int) -> None:
 def resolve_flag(stack, ws: str, api, model: Model, me: str, md, a: int, b: int) -> None:
     """Resolves a model flag (any: only one whose memories ``me`` reads is found) by acknowledging
     it or, every other time, undoing it under the newer memory's revision; the status is the
-    model's, and an undo adds the restored memory (the newer's successor, no new flag)."""
+    model's, and an undo adds the restored memory (the newer's successor, derived from the older and
+    member-only when the older is; no new flag)."""
     candidates = model.flags
     if a % 2 == 0:  # half the time among the flags ``me`` sees, so flags get resolved
         seen = [f for f in model.flags if model.readable(f.older, me) and model.readable(f.newer, me)]
@@ -578,7 +579,11 @@ def resolve_flag(stack, ws: str, api, model: Model, me: str, md, a: int, b: int)
     flag.state = "undone" if undo else "acknowledged"
     if undo:
         restored = resp.restored
-        model.mems[restored.id] = Mem(restored.id, newer.audience, newer.purpose, me, "", list(newer.sources))
+        # The older's text: derived from the older, and member-only (``me``'s) when the older is.
+        audience = me if older.audience else newer.audience
+        sources = list(dict.fromkeys([*newer.sources, older.id]))
+        model.mems[restored.id] = Mem(restored.id, audience, newer.purpose, me, "", sources)
+        assert restored.audience == (m.AUDIENCE_MEMBER if audience else m.AUDIENCE_WORKSPACE), restored
         newer.superseded, newer.aged = True, False  # by the restored memory (an update); an undo writes no flag
         assert resp.flag.restored_memory_id == restored.id
 
