@@ -1,4 +1,4 @@
-"""The operator's commands: workspace create and settings, member add and revoke, status,
+"""The operator's commands: workspace create and settings, member add, revoke and remove, status,
 rebuild-embeddings and load.
 
 Each has a parser function (``*_parser(sub)``, which also names its handler) and a handler taking
@@ -28,11 +28,21 @@ def workspace_parser(sub: argparse._SubParsersAction) -> None:
     wc.add_argument("name")
     options.gateway_options(wc, operator=True)
     wc.set_defaults(handler=workspace_create)
-    wst = ws.add_parser("settings", help="change a workspace's dense floor, default mode or context bundle")
+    wst = ws.add_parser(
+        "settings", help="change a workspace's dense floor, default mode, context bundle or expiry gate"
+    )
     wst.add_argument("--workspace", required=True)
     wst.add_argument("--floor", type=float, help="dense-arm cosine floor, 0..1")
     wst.add_argument("--default-mode", choices=options.MODES)
     wst.add_argument("--context-bundle", choices=SWITCH, help="turn GetContext (recallatron context) on or off")
+    gate = wst.add_mutually_exclusive_group()
+    gate.add_argument(
+        "--expiry-days",
+        type=options.int32,
+        metavar="N",
+        help="turn the expiry gate on: memories not updated for N days (1..3650) are hidden from recall",
+    )
+    gate.add_argument("--expiry", choices=("off",), help="turn the expiry gate off (off by default)")
     options.gateway_options(wst, operator=True)
     wst.set_defaults(handler=workspace_settings)
 
@@ -47,13 +57,16 @@ def workspace_create(gw: client.Gateway, args: argparse.Namespace) -> int:
 
 @client.gateway_command
 def workspace_settings(gw: client.Gateway, args: argparse.Namespace) -> int:
-    """UpdateWorkspaceSettings: prints the floor, default mode and context bundle switch now in force."""
+    """UpdateWorkspaceSettings: prints the floor, default mode, context bundle switch and expiry gate now
+    in force (``expiry=30d``, or ``expiry=off``)."""
     resp = gw.admin.UpdateWorkspaceSettings(
         g.UpdateWorkspaceSettingsRequest(
             workspace_id=args.workspace,
             dense_floor=args.floor,
             default_mode=options.MODES.get(args.default_mode, 0),
             context_bundle=SWITCH.get(args.context_bundle),
+            expiry_days=args.expiry_days,
+            expiry_off=True if args.expiry == "off" else None,
         ),
         metadata=gw.metadata,
     )
@@ -61,13 +74,14 @@ def workspace_settings(gw: client.Gateway, args: argparse.Namespace) -> int:
         resp,
         args.json,
         f"dense_floor={resp.dense_floor:.2f} default_mode={name_of(m.RecallMode, resp.default_mode)} "
+        f"expiry={f'{resp.expiry_days}d' if resp.expiry_days else 'off'} "
         f"context_bundle={'on' if resp.context_bundle else 'off'}",
     )
     return 0
 
 
 def member_parser(sub: argparse._SubParsersAction) -> None:
-    """``recallatron member add`` and ``recallatron member revoke``."""
+    """``recallatron member add``, ``member revoke`` and ``member remove``."""
     mb = sub.add_parser("member", help="members").add_subparsers(dest="action", required=True)
     ma = mb.add_parser("add", help="add a member and print its token")
     ma.add_argument("--workspace", required=True)
@@ -81,6 +95,15 @@ def member_parser(sub: argparse._SubParsersAction) -> None:
     mr.add_argument("member_id")
     options.gateway_options(mr, operator=True)
     mr.set_defaults(handler=member_revoke)
+    mx = mb.add_parser(
+        "remove",
+        help="remove a member: revoke its tokens, forget its member-only memories and its history "
+        "(its workspace memories stay)",
+    )
+    mx.add_argument("--workspace", required=True)
+    mx.add_argument("member_id")
+    options.gateway_options(mx, operator=True)
+    mx.set_defaults(handler=member_remove)
 
 
 @client.gateway_command
@@ -103,6 +126,22 @@ def member_revoke(gw: client.Gateway, args: argparse.Namespace) -> int:
         g.RevokeMemberRequest(workspace_id=args.workspace, member_id=args.member_id), metadata=gw.metadata
     )
     client.emit(resp, args.json, f"revoked {resp.revoked} token(s)")
+    return 0
+
+
+@client.gateway_command
+def member_remove(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """RemoveMember: prints what the call did (tokens revoked, memories and history turns forgotten)
+    and the forgotten memory ids, one per line."""
+    resp = gw.admin.RemoveMember(
+        g.RemoveMemberRequest(workspace_id=args.workspace, member_id=args.member_id), metadata=gw.metadata
+    )
+    again = " (already removed before: this run finished what was left)" if resp.already_removed else ""
+    text = (
+        f"removed member {args.member_id}{again}: revoked {resp.revoked} token(s), forgot "
+        f"{len(resp.forgotten_ids)} member-only memories and {resp.history_forgotten} history turn(s)"
+    )
+    client.emit(resp, args.json, "\n".join([text, *(f"  forgot {i}" for i in resp.forgotten_ids)]))
     return 0
 
 

@@ -1,9 +1,9 @@
 """The ``recallatron`` command: run the system, administer it, and use it as a client.
 
 Each subcommand lives with its own parser function and handler (``serve``, ``up``,
-``admin_commands``, ``memory_commands``, ``context_commands``, ``history_commands``,
-``portability_commands``, ``legacy_import``, ``mcp_command``, ``evaluate``, ``calibrate``); this module
-only puts the parsers together in the order ``--help`` lists them and calls the chosen handler.
+``admin_commands``, ``memory_commands``, ``curation_commands``, ``context_commands``, ``expiry_commands``,
+``history_commands``, ``portability_commands``, ``legacy_import``, ``mcp_command``, ``evaluate``, ``calibrate``);
+this module only puts the parsers together in the order ``--help`` lists them and calls the chosen handler.
 Nothing imports it.
 
 Exit status 0 on success, 1 when a call fails (the gRPC status code name and message go to
@@ -19,6 +19,8 @@ import sys
 from cli import (
     admin_commands,
     context_commands,
+    curation_commands,
+    expiry_commands,
     history_commands,
     legacy_import,
     memory_commands,
@@ -39,7 +41,9 @@ PARSERS = (
     admin_commands.status_parser,
     admin_commands.rebuild_parser,
     *memory_commands.PARSERS,
+    *curation_commands.PARSERS,
     *context_commands.PARSERS,
+    *expiry_commands.PARSERS,
     mcp_parser,
     history_commands.history_parser,
     portability_commands.export_parser,

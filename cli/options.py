@@ -50,16 +50,21 @@ def purposes(text: str) -> list[int]:
         ) from None
 
 
-def int32(text: str) -> int:
-    """The argparse type of an integer the request carries as int32: a usage error outside its range
-    (the server judges the range the field allows)."""
+def int32(text: str, bits: int = 32) -> int:
+    """The argparse type of an integer the request carries as int32 (or as a signed integer of
+    ``bits`` bits): a usage error outside its range (the server judges the range the field allows)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not -(2**31) <= value < 2**31:
+    if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
         raise argparse.ArgumentTypeError(f"out of range: {text}")
     return value
+
+
+def int64(text: str) -> int:
+    """The argparse type of an integer the request carries as int64 (a revision): as ``int32``."""
+    return int32(text, 64)
 
 
 def gateway_options(parser: argparse.ArgumentParser, operator: bool = False, purpose: bool = True) -> None:

@@ -92,7 +92,7 @@ class Recaller:
     def recall(self, req: g.RecallRequest, caller: m.Caller, settings: store_pb2.WorkspaceSettings) -> g.RecallResponse:
         """Answers a RecallRequest. INVALID_ARGUMENT for bad input, PERMISSION_DENIED for an ungranted purpose."""
         ask = _validate(req, caller, settings, self.config.candidate_limit)
-        lexical_rows, dense_rows, dense_available, embed_down = self._candidates(ask, caller, settings.dense_floor)
+        lexical_rows, dense_rows, dense_available, embed_down = self._candidates(ask, caller, settings)
         passed = self._fuse_and_walk(lexical_rows, dense_rows)
         rerank = self._will_rerank(ask, passed, embed_down)
         memories = self._fetch(caller, passed[: max(ask.top_k, self.config.rerank_top_n if rerank else 0)])
@@ -114,10 +114,11 @@ class Recaller:
             items=items, mode=ask.mode, dense_available=dense_available, reranked=bool(rerank_scores), counts=counts
         )
 
-    def _candidates(self, ask: _Ask, caller: m.Caller, floor: float):
+    def _candidates(self, ask: _Ask, caller: m.Caller, settings: store_pb2.WorkspaceSettings):
         """The two arms' candidate rows, ``(lexical, dense, dense_available, embed_down)``: the keyword
         query is in flight on the channel (no thread of ours) while the question is embedded and the
         dense arm queried. Superseded memories have no vectors, so a history recall is lexical only.
+        Both arms get the workspace's dense floor and expiry gate as Authenticate read them.
         ``embed_down`` is true when the embed call failed for want of the service (see ``_dense``)."""
         req = ask.req
         lexical_call = None
@@ -130,12 +131,13 @@ class Recaller:
                     limit=ask.limit,
                     include_superseded=req.include_superseded,
                     entity_ids=req.entity_ids,
+                    expiry_days=settings.expiry_days,
                 )
             )
         dense_rows, dense_available, embed_down = [], True, False
         try:
             if ask.mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
-                dense_rows, dense_available, embed_down = self._dense(req.query, caller, req, floor, ask.limit)
+                dense_rows, dense_available, embed_down = self._dense(req.query, caller, req, settings, ask.limit)
             lexical_rows = list(lexical_call.result().candidates) if lexical_call else []
         finally:
             if lexical_call is not None:
@@ -205,7 +207,9 @@ class Recaller:
             ).candidates
         )
 
-    def _dense(self, query: str, caller: m.Caller, req: g.RecallRequest, floor: float, limit: int):
+    def _dense(
+        self, query: str, caller: m.Caller, req: g.RecallRequest, settings: store_pb2.WorkspaceSettings, limit: int
+    ):
         """``(rows, dense_available, embed_down)``: the dense candidates, whether the arm could
         contribute, and whether the embed service was missing (past the deadline, unavailable or its
         breaker open). Embed failures degrade, never raise."""
@@ -224,9 +228,10 @@ class Recaller:
                 purpose=req.purpose,
                 vector=resp.vectors[0].values,
                 input_version=resp.input_version,
-                floor=floor,
+                floor=settings.dense_floor,
                 limit=limit,
                 entity_ids=req.entity_ids,
+                expiry_days=settings.expiry_days,
             )
         )
         if not out.stamp_current:

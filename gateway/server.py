@@ -21,6 +21,7 @@ from recallatron.store.v1 import store_pb2_grpc
 
 from gateway import context as bundle
 from gateway.auth import OperatorCredential, authenticate
+from gateway.curation import InputVersion
 from gateway.dependencies import WATCH_SECONDS, Dependencies
 from gateway.recall import RecallConfig, Recaller
 from servicekit import clients
@@ -46,8 +47,12 @@ def fields_set(request) -> dict:
 class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
     """Implements recallatron.gateway.v1.MemoryService."""
 
-    def __init__(self, store: store_pb2_grpc.StoreServiceStub, recaller: Recaller) -> None:
+    def __init__(
+        self, store: store_pb2_grpc.StoreServiceStub, recaller: Recaller, input_version: InputVersion | None = None
+    ) -> None:
         self.store, self.recaller = store, recaller
+        # The embed service's stamp for duplicate proposals; none known without one (gateway.curation).
+        self.input_version = input_version or InputVersion(None, lambda: True, 0.0)
         self.tokens = bundle.Tokens()  # the context bundle's budget counter, loaded on first use
 
     def Remember(self, request, context):
@@ -107,6 +112,22 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         auth = authenticate(self.store, context)
         resp = self.store.ListMemories(s.ListMemoriesRequest(caller=auth.caller, **fields_set(request)))
         return same_fields(resp, g.ListMemoriesResponse)
+
+    def ListExpiringMemories(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.ListExpiringMemories(
+            s.ListExpiringMemoriesRequest(
+                caller=auth.caller, expiry_days=auth.settings.expiry_days, **fields_set(request)
+            )
+        )
+        return same_fields(resp, g.ListExpiringMemoriesResponse)
+
+    def KeepMemory(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.KeepMemory(
+            s.KeepMemoryRequest(caller=auth.caller, memory_id=request.id, expected_revision=request.expected_revision)
+        )
+        return g.KeepMemoryResponse(memory=resp.memory)
 
     def Recall(self, request, context):
         auth = authenticate(self.store, context)
@@ -200,13 +221,42 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         auth = authenticate(self.store, context)
         budget = bundle.check_budget(request.token_budget)
         bundle.check_on(auth.settings)
-        resp = self.store.GetContext(s.GetContextRequest(caller=auth.caller, purpose=request.purpose))
+        resp = self.store.GetContext(
+            s.GetContextRequest(caller=auth.caller, purpose=request.purpose, expiry_days=auth.settings.expiry_days)
+        )
         return bundle.build(resp.entries, request.purpose, budget, self.tokens)
 
     def Capture(self, request, context):
         auth = authenticate(self.store, context)
         resp = self.store.Capture(s.CaptureRequest(caller=auth.caller, **fields_set(request)))
         return same_fields(resp, g.CaptureResponse)
+
+    # Curation (issue 9; store_service/curation.py holds the rules).
+    def ListDuplicateProposals(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.ListDuplicateProposals(
+            s.ListDuplicateProposalsRequest(
+                caller=auth.caller, input_version=self.input_version.current(), **fields_set(request)
+            )
+        )
+        return same_fields(resp, g.ListDuplicateProposalsResponse)
+
+    def DecideDuplicateProposal(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.DecideDuplicateProposal(
+            s.DecideDuplicateProposalRequest(caller=auth.caller, **fields_set(request))
+        )
+        return same_fields(resp, g.DecideDuplicateProposalResponse)
+
+    def ListConflictFlags(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.ListConflictFlags(s.ListConflictFlagsRequest(caller=auth.caller, **fields_set(request)))
+        return same_fields(resp, g.ListConflictFlagsResponse)
+
+    def ResolveConflictFlag(self, request, context):
+        auth = authenticate(self.store, context)
+        resp = self.store.ResolveConflictFlag(s.ResolveConflictFlagRequest(caller=auth.caller, **fields_set(request)))
+        return same_fields(resp, g.ResolveConflictFlagResponse)
 
 
 class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
@@ -241,20 +291,21 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         )
         return g.RevokeMemberResponse(revoked=resp.revoked)
 
-    def UpdateWorkspaceSettings(self, request, context):
+    def RemoveMember(self, request, context):
         self.operator.check(context)
-        resp = self.store.UpdateWorkspaceSettings(
-            s.UpdateWorkspaceSettingsRequest(
-                workspace_id=request.workspace_id,
-                default_mode=request.default_mode,
-                dense_floor=request.dense_floor if request.HasField("dense_floor") else None,
-                context_bundle=request.context_bundle if request.HasField("context_bundle") else None,
-            )
+        resp = self.store.RemoveMember(
+            s.RemoveMemberRequest(workspace_id=request.workspace_id, member_id=request.member_id)
         )
+        return same_fields(resp, g.RemoveMemberResponse)
+
+    def UpdateWorkspaceSettings(self, request, context):
+        self.operator.check(context)  # the store checks every field (store_service/expiry.py: the gate)
+        resp = self.store.UpdateWorkspaceSettings(s.UpdateWorkspaceSettingsRequest(**fields_set(request)))
         return g.UpdateWorkspaceSettingsResponse(
             dense_floor=resp.settings.dense_floor,
             default_mode=resp.settings.default_mode,
             context_bundle=resp.settings.context_bundle,
+            expiry_days=resp.settings.expiry_days,
         )
 
     def RebuildEmbeddings(self, request, context):
@@ -373,7 +424,11 @@ class GatewayService:
             [
                 (
                     gateway_pb2_grpc.add_MemoryServiceServicer_to_server,
-                    MemoryServicer(store, recaller),
+                    MemoryServicer(
+                        store,
+                        recaller,
+                        InputVersion(self.deps.embed, lambda: self.breakers["embed"].is_open, config.embed_deadline),
+                    ),
                     g.DESCRIPTOR.services_by_name["MemoryService"].full_name,
                 ),
                 (

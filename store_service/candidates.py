@@ -32,6 +32,21 @@ the most common ones.
 
 Dense arm: cosine over the pgvector HNSW index with iterative index scans (pgvector 0.8+), so a
 filtered search still returns the requested count; rows below the cosine floor are dropped.
+
+The expiry gate (``store_service.expiry``), when a request carries one, leaves out the rows it
+hides, in both arms and every mode, history recall included. The dense arm filters them in its
+candidate statement, beside readability (the statement already joins the memory row). The keyword
+arm's statements read postings alone, from an index-only scan: testing ``updated_at`` in them would
+add a heap lookup of the memory row per posting, or per scored memory (20,000 and more for common
+questions at 100,000 memories), to statements tuned to read the index alone. So with the gate on,
+the keyword arm reads its exact top rows as without it, tests them for the gate by primary key in
+one more statement (``expiry.hidden_ids``), and, only when hidden rows leave it short of the limit,
+reads deeper (``DEPTH_GROWTH`` times at least, more when few rows were shown) until ``limit`` shown
+rows are found or every matching row was read. Each read is the exact top of all readable rows in
+the BM25 order, so the shown rows in that order are the exact top of the rows the gate shows. Off,
+or with no hidden row near the top, it costs nothing or one primary-key query over at most the
+limit. The statistics are unchanged: hidden rows are readable and stay counted
+(``store_service.expiry``).
 """
 
 from __future__ import annotations
@@ -45,7 +60,7 @@ import psycopg
 from psycopg import sql
 from recallatron.memory.v1 import memory_pb2 as m
 
-from store_service import analysis
+from store_service import analysis, expiry
 from store_service.database import named
 from store_service.lexical_index import WORKSPACE
 from store_service.readability import READABLE, caller_params
@@ -123,21 +138,26 @@ def lexical(
     limit: int,
     include_superseded: bool,
     entity_ids: list[uuid.UUID] = (),
+    *,
+    expiry_days: int = 0,
 ) -> list[tuple[uuid.UUID, float]]:
     """Ranked (memory id, BM25 score) pairs, best first, ties by id; empty when no term survives.
 
     ``purpose`` is a stored purpose string; one the caller was not granted reads nothing.
+    ``expiry_days`` is the workspace's expiry gate (0: off): rows it hides are left out.
     """
-    return _lexical(conn, caller, purpose, text, limit, include_superseded, entity_ids)[0]
+    return _lexical(conn, caller, purpose, text, limit, include_superseded, entity_ids, expiry_days)[0]
 
 
-def lexical_with_matches(conn: psycopg.Connection, *query) -> list[tuple[uuid.UUID, float, int, bool]]:
+def lexical_with_matches(
+    conn: psycopg.Connection, *query, expiry_days: int = 0
+) -> list[tuple[uuid.UUID, float, int, bool]]:
     """``lexical``'s rows (``query``: ``lexical``'s arguments after ``conn``) with, for fusion's
     precedence, how many of the question's identifiers (``analysis.identifier_terms``) each memory
     contains, counted only for lookups (at most ``IDENTIFIER_LOOKUP_MAX_TERMS`` scored terms besides
     the identifiers' parts), and whether it contains every scored term (two or more): one more
     primary-key query over the rows returned."""
-    rows, kept = _lexical(conn, *query)
+    rows, kept = _lexical(conn, *query, expiry_days=expiry_days)
     identifiers = analysis.identifier_terms(kept)
     if _question_size(kept, identifiers) > IDENTIFIER_LOOKUP_MAX_TERMS:
         identifiers = []
@@ -173,6 +193,7 @@ def _lexical(
     limit: int,
     include_superseded: bool,
     entity_ids: list[uuid.UUID],
+    expiry_days: int = 0,
 ) -> tuple[list[tuple[uuid.UUID, float]], list[str]]:
     """``lexical``'s rows and the terms BM25 scored."""
     terms = analysis.query_terms(text)
@@ -183,7 +204,11 @@ def _lexical(
     superseded = [False, True] if include_superseded else [False]
     if entity_ids:
         return _lexical_filtered(
-            conn, {**params, "purpose": purpose, "entities": list(entity_ids)}, terms, limit, include_superseded
+            conn,
+            {**params, "purpose": purpose, "entities": list(entity_ids), "expiry_days": expiry_days},
+            terms,
+            limit,
+            include_superseded,
         )
     # The readable partitions' sums and the terms' statistics in them, in one round trip: one row
     # per (partition, present term), or one row with a NULL lexeme for a partition without any.
@@ -214,8 +239,33 @@ def _lexical(
     avg = max(total / n, 1.0)
     idf = {t: bm25_idf(n, df[t]) for t in kept}
     if sum(df[t] for t in kept) <= EXHAUSTIVE_MAX_POSTINGS:
-        return _score_all(conn, part_ids, idf, avg, limit), kept
-    return _threshold_top_k(conn, part_ids, idf, max_tf, avg, limit, max(df[t] for t in kept)), kept
+
+        def top(n: int) -> list[tuple[uuid.UUID, float]]:
+            return _score_all(conn, part_ids, idf, avg, n)
+
+    else:
+
+        def top(n: int) -> list[tuple[uuid.UUID, float]]:
+            return _threshold_top_k(conn, part_ids, idf, max_tf, avg, n, max(df[t] for t in kept))
+
+    return _shown_top(conn, top, limit, expiry_days), kept
+
+
+def _shown_top(conn: psycopg.Connection, top, limit: int, expiry_days: int) -> list[tuple[uuid.UUID, float]]:
+    """The best ``limit`` rows of ``top`` (``top(n)``: the exact best ``n`` readable rows, best first)
+    that the expiry gate of ``expiry_days`` days does not hide, best first: ``top(limit)`` itself when
+    the gate is off, else read deeper while hidden rows leave it short (module docstring)."""
+    want = limit
+    while True:
+        rows = top(want)
+        hidden = expiry.hidden_ids(conn, [mid for mid, _ in rows], expiry_days)
+        shown = [r for r in rows if r[0] not in hidden]
+        if len(shown) >= limit or len(rows) < want:
+            return shown[:limit]
+        # Deeper: at least DEPTH_GROWTH times, and as deep as the share shown so far says ``limit``
+        # shown rows need (with none shown, ``limit`` times deeper), so a top mostly hidden costs two
+        # or three reads, not one per factor of DEPTH_GROWTH.
+        want = max(want * DEPTH_GROWTH, math.ceil(want * limit / max(len(shown), 1)))
 
 
 def _score_all(
@@ -343,16 +393,21 @@ def _lexical_filtered(
     conn: psycopg.Connection, params: dict, terms: list[str], limit: int, include_superseded: bool
 ) -> tuple[list[tuple[uuid.UUID, float]], list[str]]:
     """BM25 over the rows about the given entities: a small set, so its statistics are counted
-    (exactly as the scope defines them) and every matching row is scored."""
+    (exactly as the scope defines them, rows the expiry gate hides included: they are readable) and
+    every matching row the gate shows is scored."""
     scope = _scope(include_superseded, True)
-    docs = {
-        r.memory_id: r.doc_len
-        for r in named(conn).execute(
-            f"""SELECT d.memory_id, d.doc_len FROM memory m JOIN lexical_document d ON d.memory_id = m.id
+    hidden_test = expiry.HIDDEN if params.get("expiry_days") else "FALSE"
+    hidden: set[uuid.UUID] = set()
+    docs = {}
+    for r in named(conn).execute(
+        f"""SELECT d.memory_id, d.doc_len, {hidden_test} AS hidden
+              FROM memory m JOIN lexical_document d ON d.memory_id = m.id
              WHERE {scope}""",
-            params,
-        )
-    }
+        params,
+    ):
+        docs[r.memory_id] = r.doc_len
+        if r.hidden:
+            hidden.add(r.memory_id)
     if not docs:
         return [], []
     postings = (
@@ -374,7 +429,7 @@ def _lexical_filtered(
     idf = {t: bm25_idf(n, df[t]) for t in kept}
     scores: dict[uuid.UUID, float] = {}
     for p in postings:
-        if p.lexeme in idf:
+        if p.lexeme in idf and p.memory_id not in hidden:
             scores[p.memory_id] = scores.get(p.memory_id, 0.0) + idf[p.lexeme] * _w(p.tf, docs[p.memory_id], avg)
     return _best(scores.items(), limit), kept
 
@@ -388,8 +443,11 @@ def dense(
     floor: float,
     limit: int,
     entity_ids: list[uuid.UUID] = (),
+    *,
+    expiry_days: int = 0,
 ) -> tuple[list[tuple[uuid.UUID, float]], bool]:
     """Ranked (memory id, cosine) pairs at or above ``floor``, best first, and whether the stamp is current.
+    ``expiry_days`` is the workspace's expiry gate (0: off): rows it hides are left out.
 
     Only vectors of the memory's current revision and of ``input_version`` are searched: vectors
     from two embedding spaces are never mixed. The second value is False when the workspace holds
@@ -403,7 +461,9 @@ def dense(
         "limit": limit,
         "max_distance": 1.0 - floor,
         "entities": list(entity_ids),
+        "expiry_days": expiry_days,
     }
+    gate = f" AND NOT ({expiry.HIDDEN})" if expiry_days else ""
     with conn.transaction():
         conn.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
         conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, min(limit, 1000)))))
@@ -413,7 +473,7 @@ def dense(
                 f"""WITH nn AS MATERIALIZED (
                     SELECT e.memory_id, e.embedding <=> %(q)s AS distance
                       FROM memory_embedding e JOIN memory m ON m.id = e.memory_id
-                     WHERE {_scope(False, bool(entity_ids))}
+                     WHERE {_scope(False, bool(entity_ids))}{gate}
                        AND e.input_version = %(stamp)s AND e.memory_revision = m.revision
                      ORDER BY e.embedding <=> %(q)s
                      LIMIT %(limit)s)

@@ -15,6 +15,11 @@ memory kept once, in the first part that chose it:
 "Newest" is creation time, ties by id; each part lists newest first. The counts are taken over
 readable memories only, so their order reveals nothing the caller may not read. The gateway renders
 the entries and cuts them to a token budget (gateway/context.py).
+
+With the workspace's expiry gate on (``store_service.expiry``), the memories it hides are left out of
+every part, pinned ones included (a pin is not an update: KeepMemory brings a memory back), and out of
+the entity mention counts: the bundle is put in front of an agent unasked, exactly what the gate
+keeps stale memories out of.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.caller import check_purpose_granted
+from store_service import expiry
 from store_service.database import named
 from store_service.memories import get_memories, readable_ids
 from store_service.readability import READABLE, caller_params
@@ -74,9 +80,10 @@ def _newest(conn: psycopg.Connection, caller: m.Caller, where: str, params: dict
     return out if limit is None else out[:limit]
 
 
-def _top_entities(conn: psycopg.Connection, caller: m.Caller, params: dict) -> list[m.MentionedEntity]:
+def _top_entities(conn: psycopg.Connection, caller: m.Caller, params: dict, gate: str) -> list[m.MentionedEntity]:
     """The ``ENTITIES`` entities most mentioned by readable, live memories of the purpose created in
-    the last ``WINDOW_DAYS`` days, most mentioned first."""
+    the last ``WINDOW_DAYS`` days that the expiry ``gate`` (a clause, '' when off) does not hide,
+    most mentioned first."""
     rows = (
         named(conn)
         .execute(
@@ -84,7 +91,7 @@ def _top_entities(conn: psycopg.Connection, caller: m.Caller, params: dict) -> l
                   FROM memory m JOIN memory_link l ON l.memory_id = m.id AND l.link_type = 'about'
                   JOIN entity e ON e.id = l.target_entity_id
                  WHERE {READABLE} AND m.purpose = %(purpose)s AND m.superseded_by_id IS NULL
-                   AND m.created_at >= now() - make_interval(days => %(days)s)""",
+                   AND m.created_at >= now() - make_interval(days => %(days)s){gate}""",
             {**caller_params(caller), **params, "days": WINDOW_DAYS},
         )
         .fetchall()
@@ -105,21 +112,29 @@ def _top_entities(conn: psycopg.Connection, caller: m.Caller, params: dict) -> l
     return [m.MentionedEntity(entity_id=str(e), name=names[e], mentions=counts[e]) for e in ranked]
 
 
-def bundle(conn: psycopg.Connection, caller: m.Caller, purpose: int) -> list[s.ContextEntry]:
+def bundle(conn: psycopg.Connection, caller: m.Caller, purpose: int, expiry_days: int = 0) -> list[s.ContextEntry]:
     """The entries of the caller's bundle for ``purpose``: part by part, newest first within each part,
-    each memory once. INVALID_ARGUMENT for a bad purpose, PERMISSION_DENIED for one not granted."""
-    params = {"purpose": check_purpose_granted(caller, purpose), "member": uuid.UUID(caller.member_id)}
-    live = "m.purpose = %(purpose)s AND m.superseded_by_id IS NULL"
+    each memory once, none the expiry gate of ``expiry_days`` days (0: off) hides. INVALID_ARGUMENT
+    for a bad purpose or gate, PERMISSION_DENIED for a purpose not granted."""
+    params = {
+        "purpose": check_purpose_granted(caller, purpose),
+        "member": uuid.UUID(caller.member_id),
+        "expiry_days": expiry.check_days(expiry_days),
+    }
+    gate = f" AND NOT ({expiry.HIDDEN})" if expiry_days else ""
+    live = f"m.purpose = %(purpose)s AND m.superseded_by_id IS NULL{gate}"
     chosen: dict[uuid.UUID, _Chosen] = {}
 
     def choose(rows, part: int) -> None:
         for r in rows:
             chosen.setdefault(r.id, _Chosen(part, r.created_at))
 
-    pinned = "m.purpose = %(purpose)s AND m.id IN (SELECT memory_id FROM memory_pin WHERE member_id = %(member)s)"
+    pinned = (
+        "m.purpose = %(purpose)s AND m.id IN (SELECT memory_id FROM memory_pin WHERE member_id = %(member)s)" + gate
+    )
     choose(_newest(conn, caller, pinned, params, None), m.CONTEXT_PART_PINNED)
     choose(_newest(conn, caller, f"{live} AND m.kind = 'summary'", params, SUMMARIES), m.CONTEXT_PART_SUMMARY)
-    for entity in _top_entities(conn, caller, params):
+    for entity in _top_entities(conn, caller, params, gate):
         about = f"""{live} AND EXISTS (SELECT 1 FROM memory_link l WHERE l.memory_id = m.id
                       AND l.link_type = 'about' AND l.target_entity_id = %(entity)s)"""
         rows = _newest(conn, caller, about, {**params, "entity": uuid.UUID(entity.entity_id)}, 1)

@@ -26,15 +26,32 @@ class Workspace:
     dense_floor: float
     default_mode: int
     context_bundle: bool = False
+    # The expiry gate (store_service/expiry.py): days without an update that hide a memory from
+    # recall; 0 when off (stored as NULL).
+    expiry_days: int = 0
 
 
 # The columns of a workspace row, as ``_workspace`` reads them.
-WORKSPACE_COLUMNS = "id, db_name, dense_floor, default_mode, context_bundle"
+WORKSPACE_COLUMNS = "id, db_name, dense_floor, default_mode, context_bundle, expiry_days"
 
 
 def _workspace(row) -> Workspace:
     """A Workspace of a named row selected with ``WORKSPACE_COLUMNS``."""
-    return Workspace(row.id, row.db_name, row.dense_floor, MODE_OF[row.default_mode], row.context_bundle)
+    return Workspace(
+        row.id, row.db_name, row.dense_floor, MODE_OF[row.default_mode], row.context_bundle, row.expiry_days or 0
+    )
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What ``ControlPlane.remove_member`` did: the member as a Caller (its role, every purpose: the
+    identity its memories are forgotten as), its workspace's database, the tokens revoked now, and
+    whether an earlier call had removed it already."""
+
+    caller: m.Caller
+    db_name: str
+    revoked: int
+    already_removed: bool
 
 
 def token_digest(token: str) -> bytes:
@@ -94,6 +111,39 @@ class ControlPlane:
             )
             return cur.rowcount
 
+    def remove_member(self, workspace_id: str, member_id: str) -> Removal:
+        """Marks a member removed and revokes every live credential of it, in one transaction, so its
+        next call with any token is UNAUTHENTICATED. Running it again revokes nothing more and says
+        ``already_removed``. NOT_FOUND for an unknown workspace or a member not in it (malformed ids
+        too, as ``revoke_member``). Forgetting the member's memories and history is the caller's
+        next step (store_service/members.py)."""
+        ws = parse_uuid(workspace_id, "workspace_id", missing_is_not_found=True)
+        mem = parse_uuid(member_id, "member_id", missing_is_not_found=True)
+        with self.dbs.control.connection() as conn, conn.transaction():
+            row = (
+                named(conn)
+                .execute(
+                    """SELECT mb.role, mb.removed_at, w.db_name
+                         FROM member mb JOIN workspace w ON w.id = mb.workspace_id
+                        WHERE mb.id = %s AND mb.workspace_id = %s FOR UPDATE OF mb""",
+                    (mem, ws),
+                )
+                .fetchone()
+            )
+            if row is None:
+                raise NotFound("member not found")
+            conn.execute("UPDATE member SET removed_at = coalesce(removed_at, now()) WHERE id = %s", (mem,))
+            revoked = conn.execute(
+                "UPDATE credential SET revoked_at = now() WHERE member_id = %s AND revoked_at IS NULL", (mem,)
+            ).rowcount
+        caller = m.Caller(
+            workspace_id=str(ws),
+            member_id=str(mem),
+            role=ROLE_OF[row.role],
+            granted_purposes=sorted(PURPOSE_OF.values()),
+        )
+        return Removal(caller, row.db_name, revoked, row.removed_at is not None)
+
     def authenticate(self, token: str) -> tuple[m.Caller, Workspace]:
         """Resolves a bearer token; UNAUTHENTICATED for an unknown, revoked or malformed one."""
         if not token or len(token) > MAX_TOKEN_CHARS:
@@ -102,10 +152,10 @@ class ControlPlane:
             row = (
                 named(conn)
                 .execute(
-                    """SELECT w.id, w.db_name, w.dense_floor, w.default_mode, w.context_bundle, mb.id AS member_id,
-                            mb.role, c.purposes
+                    """SELECT w.id, w.db_name, w.dense_floor, w.default_mode, w.context_bundle, w.expiry_days,
+                            mb.id AS member_id, mb.role, c.purposes
                      FROM credential c JOIN member mb ON mb.id = c.member_id JOIN workspace w ON w.id = mb.workspace_id
-                    WHERE c.token_sha256 = %s AND c.revoked_at IS NULL""",
+                    WHERE c.token_sha256 = %s AND c.revoked_at IS NULL AND mb.removed_at IS NULL""",
                     (token_digest(token),),
                 )
                 .fetchone()
@@ -121,10 +171,16 @@ class ControlPlane:
         return caller, _workspace(row)
 
     def update_settings(
-        self, workspace_id: str, dense_floor: float | None, default_mode: int, context_bundle: bool | None = None
+        self,
+        workspace_id: str,
+        dense_floor: float | None,
+        default_mode: int,
+        context_bundle: bool | None = None,
+        expiry_days: int | None = None,
     ) -> Workspace:
-        """Changes a workspace's floor, default mode and/or context bundle switch (None and
-        unspecified keep them); NOT_FOUND or INVALID_ARGUMENT as fits."""
+        """Changes a workspace's floor, default mode, context bundle switch and/or expiry gate (None
+        and unspecified keep them; ``expiry_days`` 0 turns the gate off, 1..3650 on, as
+        ``expiry.gate_setting`` checked it); NOT_FOUND or INVALID_ARGUMENT as fits."""
         ws = parse_uuid(workspace_id, "workspace_id", missing_is_not_found=True)
         if dense_floor is not None and not 0.0 <= dense_floor <= 1.0:
             raise InvalidArgument("dense_floor must be between 0 and 1", field="dense_floor")
@@ -134,10 +190,13 @@ class ControlPlane:
                 named(conn)
                 .execute(
                     f"""UPDATE workspace
-                       SET dense_floor = coalesce(%s, dense_floor), default_mode = coalesce(%s, default_mode),
-                           context_bundle = coalesce(%s, context_bundle)
-                     WHERE id = %s RETURNING {WORKSPACE_COLUMNS}""",
-                    (dense_floor, mode, context_bundle, ws),
+                       SET dense_floor = coalesce(%(floor)s, dense_floor),
+                           default_mode = coalesce(%(mode)s, default_mode),
+                           context_bundle = coalesce(%(bundle)s, context_bundle),
+                           expiry_days = CASE WHEN %(expiry)s::int IS NULL THEN expiry_days
+                                              ELSE nullif(%(expiry)s::int, 0) END
+                     WHERE id = %(ws)s RETURNING {WORKSPACE_COLUMNS}""",
+                    {"floor": dense_floor, "mode": mode, "bundle": context_bundle, "expiry": expiry_days, "ws": ws},
                 )
                 .fetchone()
             )

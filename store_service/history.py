@@ -263,6 +263,23 @@ def forget(conn: psycopg.Connection, caller: m.Caller, req) -> int:
     return len(rows)
 
 
+def forget_all(conn: psycopg.Connection, owner: uuid.UUID) -> int:
+    """Forgets every live turn of ``owner``, as its own ForgetHistory of them would (text erased, out
+    of search, sessions and statistics, request-id tombstones kept); returns how many. This is what
+    AdminService.RemoveMember does with a removed member's history: it is that member's evidence
+    alone, nobody else may ever read it, so nothing is lost to anyone and the member's words do not
+    outlive its membership. A second run finds nothing and returns 0."""
+    with conn.transaction():
+        lock_owner(conn, owner)
+        rows = conn.execute(
+            """SELECT id, chat_id, occurred_at, request_id IS NOT NULL FROM history_turn
+                WHERE owner_member_id = %s AND forgotten_at IS NULL""",
+            (owner,),
+        ).fetchall()
+        _erase(conn, owner, rows)  # no live turn of the owner is left, so no session to recompute
+    return len(rows)
+
+
 def _parse_turn_ids(ids: list[str]) -> dict[str, uuid.UUID]:
     """Each given id and its UUID; a malformed one cannot name a turn: NOT_FOUND, as a missing one."""
     out = {}

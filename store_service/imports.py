@@ -10,7 +10,8 @@ index, embedding job, provenance links), so it is recallable, readable, correcta
 and a forget reaches whatever was derived from it. What an import adds: the author is a member the
 operator names, created/updated times and revisions are kept as given, and a supersede link joins
 it to an older imported memory (as ``lifecycle.supersede`` would: the older leaves recall and the
-successor keeps the older's sources, so a forget of one of them still reaches it).
+successor keeps the older's sources, so a forget of one of them still reaches it; two confident
+memories are flagged for review, store_service/conflict_flags.py).
 
 Each item is validated and answered on its own; the items written are written in one transaction,
 and imports of one workspace serialise on an advisory lock, so two concurrent runs cannot write one
@@ -28,7 +29,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_IMPORT_BATCH
-from store_service import entities, lexical_index
+from store_service import conflict_flags, entities, lexical_index
 from store_service.database import named
 from store_service.idempotency import RequestKey
 from store_service.lifecycle import MAX_SOURCES
@@ -404,6 +405,8 @@ def _write(conn, authors, todo, entity_keys, supersedes) -> None:
         lexical_index.mark_superseded(conn, olds)
         conn.execute("DELETE FROM memory_embedding WHERE memory_id = ANY(%s)", (olds,))
         conn.execute("DELETE FROM embedding_job WHERE memory_id = ANY(%s)", (olds,))
+        # As lifecycle.supersede: two confident claims, the older replaced, are flagged for a person.
+        conflict_flags.flag(conn, supersedes)
 
 
 def check_item(item: m.ImportedMemory) -> None:

@@ -1,4 +1,5 @@
-"""The changing operations: derive, correct, supersede, forget (README.md, "Using it" and "Who sees what").
+"""The changing operations: derive, correct, supersede, forget, keep (README.md, "Using it" and "Who
+sees what"), and forgetting a removed member's memories.
 
 Each locks the rows it reads before judging them (``FOR NO KEY UPDATE``, which still lets the
 embedding job's foreign-key checks through, so the two cannot deadlock), so concurrent calls serialise: one of twenty
@@ -24,15 +25,17 @@ from servicekit.errors import (
     NotFound,
     PermissionDenied,
 )
-from store_service import capture, entities, idempotency, known, lexical_index
+from store_service import capture, conflict_flags, entities, idempotency, known, lexical_index
 from store_service.database import named
 from store_service.memories import (
     COLUMNS,
     NewMemory,
+    attach_links,
     by_request_id,
     check_request_id,
     insert,
     readable_ids,
+    redact_successors,
     to_memory,
 )
 from store_service.provenance import ANCESTORS, DOWN
@@ -46,11 +49,13 @@ from store_service.vocabulary import (
 )
 
 MAX_SOURCES = 100
+MAX_REASON_CHARS = 1000
 
 
-def _locked(conn: psycopg.Connection, caller: m.Caller, memory_id: str, *, for_change: bool):
-    """Locks a memory and returns its row; NOT_FOUND unless readable (chain included), and with
-    ``for_change`` PERMISSION_DENIED unless the caller may change it."""
+def lock_readable(conn: psycopg.Connection, caller: m.Caller, memory_id: str, *, for_change: bool):
+    """Locks a memory (``FOR NO KEY UPDATE``) and returns its row; NOT_FOUND unless readable (chain
+    included), and with ``for_change`` PERMISSION_DENIED unless the caller may change it. The one
+    lock-and-judge step of every change (here and in store_service/curation.py)."""
     mid = parse_uuid(memory_id, "memory_id", missing_is_not_found=True)
     row = named(conn).execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = %s FOR NO KEY UPDATE", (mid,)).fetchone()
     if row is None or mid not in readable_ids(conn, caller, [mid]):
@@ -71,10 +76,10 @@ def may_change(caller: m.Caller, row) -> bool:
     return row.created_by == me or caller.role == m.ROLE_ADMIN
 
 
-def _check_revision(row, expected: int) -> None:
+def _check_revision(row, expected: int, *, superseded_ok: bool = False) -> None:
     if expected <= 0:
         raise InvalidArgument("expected_revision is required (the revision you read)", field="expected_revision")
-    if row.superseded_by_id is not None:
+    if row.superseded_by_id is not None and not superseded_ok:
         raise FailedPrecondition("memory is superseded; change its successor instead")
     if row.revision != expected:
         raise Aborted(f"revision conflict: expected {expected}, current {row.revision}", current_revision=row.revision)
@@ -151,7 +156,7 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
     if not (req.HasField("title") or req.HasField("body") or req.HasField("confidence")):
         raise InvalidArgument("give a new title, body or confidence", field="body")
     with conn.transaction():
-        row = _locked(conn, req.caller, req.memory_id, for_change=True)
+        row = lock_readable(conn, req.caller, req.memory_id, for_change=True)
         _check_revision(row, req.expected_revision)
         mid, rev = row.id, row.revision
         new_title = req.title if req.HasField("title") else row.title
@@ -183,9 +188,36 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
     return to_memory(updated)
 
 
-def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
+def keep(conn: psycopg.Connection, req: s.KeepMemoryRequest) -> m.Memory:
+    """Keeps a memory (the expiry gate, store_service/expiry.py): ``updated_at`` becomes ``now()``,
+    which counts as an update, so the gate shows it again for its whole period. Nothing else changes:
+    title, body, confidence, revision, history, vectors and the keyword index stay as they are (the
+    text did not change, so there is nothing to re-embed or re-index). A superseded memory can be
+    kept too (history recall hides expired ones as well). Returns the memory with its readable links.
+
+    NOT_FOUND unless readable (chain included; malformed ids too); PERMISSION_DENIED unless the caller
+    may change it (``may_change``, Correct's rule); INVALID_ARGUMENT for a revision that is not
+    positive; ABORTED (with ``current_revision``) for a stale one.
+    """
+    with conn.transaction():
+        row = lock_readable(conn, req.caller, req.memory_id, for_change=True)
+        _check_revision(row, req.expected_revision, superseded_ok=True)
+        kept = (
+            named(conn)
+            .execute(f"UPDATE memory m SET updated_at = now() WHERE m.id = %s RETURNING {COLUMNS}", (row.id,))
+            .fetchone()
+        )
+        memory = to_memory(kept)
+        attach_links(conn, req.caller, {row.id: memory})
+        redact_successors(conn, req.caller, [memory])
+    return memory
+
+
+def supersede(conn: psycopg.Connection, req: s.SupersedeRequest, *, flag_conflict: bool = True) -> m.Memory:
     """Replaces a memory by a new one with the same purpose; the audience may narrow from the
-    workspace to the caller, never widen (INVALID_ARGUMENT). A superseded target is FAILED_PRECONDITION."""
+    workspace to the caller, never widen (INVALID_ARGUMENT). A superseded target is FAILED_PRECONDITION.
+    Both confident (store_service/conflict_flags.py): the pair is flagged in the same transaction,
+    unless ``flag_conflict`` is false (an undo of a flag, store_service/curation.py)."""
     caller = req.caller
     check_text(req.title, req.body)
     confidence = check_confidence(req.confidence) if req.HasField("confidence") else 1.0
@@ -213,7 +245,7 @@ def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
             f"SELECT 1 FROM memory m WHERE m.id IN ({ANCESTORS}) AND m.id <> %(target)s ORDER BY m.id FOR SHARE",
             {"ids": [target], "target": target},
         )
-        row = _locked(conn, caller, req.memory_id, for_change=True)
+        row = lock_readable(conn, caller, req.memory_id, for_change=True)
         first = by_request_id(conn, caller, key)  # a concurrent retry may have won while we waited
         if first is not None:
             return first
@@ -248,13 +280,56 @@ def supersede(conn: psycopg.Connection, req: s.SupersedeRequest) -> m.Memory:
             [],
             sources,
         )
-        conn.execute(
-            "UPDATE memory SET superseded_by_id = %s, updated_at = now() WHERE id = %s",
-            (uuid.UUID(successor.id), row.id),
-        )
-        lexical_index.mark_superseded(conn, [row.id])
-        _drop_vector(conn, row.id)
+        _retire(conn, row.id, uuid.UUID(successor.id), flag_conflict=flag_conflict)
     return successor
+
+
+def _retire(conn: psycopg.Connection, old: uuid.UUID, successor: uuid.UUID, *, flag_conflict: bool) -> uuid.UUID | None:
+    """Marks ``old`` superseded by ``successor`` (locked and judged by the caller): it leaves the
+    live keyword partition and the vector index, and, with ``flag_conflict``, the pair is flagged
+    when both are confident (store_service/conflict_flags.py). Returns the flag's id, if one was written."""
+    conn.execute("UPDATE memory SET superseded_by_id = %s, updated_at = now() WHERE id = %s", (successor, old))
+    lexical_index.mark_superseded(conn, [old])
+    _drop_vector(conn, old)
+    return conflict_flags.flag(conn, [(old, successor)]).get(old) if flag_conflict else None
+
+
+def supersede_by_existing(
+    conn: psycopg.Connection, caller: m.Caller, target_id: str, keep_id: str, expected_revision: int
+) -> uuid.UUID | None:
+    """Supersedes memory ``target_id`` by the existing memory ``keep_id``, which stays as it is: the
+    target gets ``superseded_by_id`` = ``keep_id`` and leaves the default search, as Supersede's
+    target does (DecideDuplicateProposal, store_service/curation.py). Returns the conflict flag's id
+    when both are confident, else None.
+
+    Supersede's rules, through the same lock-and-judge code: both are locked (in id order, so two
+    opposite decisions on one pair cannot deadlock) and must be readable (NOT_FOUND); the caller may
+    change the target (PERMISSION_DENIED); ``expected_revision`` is the target's revision as read
+    (INVALID_ARGUMENT when not positive, ABORTED naming the current one when stale); neither may be
+    superseded already and both must have the same purpose (FAILED_PRECONDITION), so a chain of
+    successors never loops and the successor serves the purpose the target did. No text moves, so
+    the audiences may differ either way: nobody gains a reader. The successor keeps its own links.
+    """
+    target = parse_uuid(target_id, "memory_id", missing_is_not_found=True)
+    keep = parse_uuid(keep_id, "keep_id", missing_is_not_found=True)
+    if target == keep:
+        raise InvalidArgument("a memory cannot supersede itself", field="keep_id")
+    with conn.transaction():
+        rows = {mid: lock_readable(conn, caller, str(mid), for_change=mid == target) for mid in sorted((target, keep))}
+        _check_revision(rows[target], expected_revision)
+        if rows[keep].superseded_by_id is not None:
+            raise FailedPrecondition("the memory kept is superseded; keep its successor instead")
+        if rows[keep].purpose != rows[target].purpose:
+            raise FailedPrecondition(
+                "the two memories have different purposes: a memory is superseded only by one of its purpose"
+            )
+        return _retire(conn, target, keep, flag_conflict=True)
+
+
+def check_reason(reason: str) -> None:
+    """A forget's reason: INVALID_ARGUMENT when over 1,000 characters or holding NUL."""
+    if len(reason) > MAX_REASON_CHARS or "\x00" in reason:
+        raise InvalidArgument(f"reason must be at most {MAX_REASON_CHARS} characters, without NUL", field="reason")
 
 
 def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
@@ -265,8 +340,7 @@ def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
     each derived tombstone names the forgotten source.
     """
     caller = req.caller
-    if len(req.reason) > 1000 or "\x00" in req.reason:
-        raise InvalidArgument("reason must be at most 1000 characters, without NUL", field="reason")
+    check_reason(req.reason)
     reason = req.reason.strip() or "forgotten on request"
     with conn.transaction():
         mid = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
@@ -282,7 +356,7 @@ def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
         )
         if tomb is not None and tomb.forgotten_at is not None and tomb.in_scope and may_change(caller, tomb):
             return [str(mid)]
-        _locked(conn, caller, req.memory_id, for_change=True)
+        lock_readable(conn, caller, req.memory_id, for_change=True)
         closure = [
             r.id
             for r in named(conn).execute(
@@ -309,3 +383,44 @@ def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
         conn.execute("DELETE FROM memory_embedding WHERE memory_id = ANY(%s)", (closure,))
         conn.execute("DELETE FROM embedding_job WHERE memory_id = ANY(%s)", (closure,))
     return [str(mid)] + [str(i) for i in closure if i != mid and i in visible]
+
+
+# The tombstone reason of a removed member's memories (AdminService.RemoveMember).
+REMOVED_REASON = "its member was removed from the workspace"
+# Sweeps of a removed member's memories at most: a call of the member already in flight when its
+# tokens were revoked may still write one; the next sweep finds it (a later RemoveMember would too).
+MEMBER_SWEEPS = 3
+
+
+def forget_member(conn: psycopg.Connection, member: m.Caller) -> list[str]:
+    """Forgets every live member-only memory of ``member`` (a Caller with every purpose, as
+    ``ControlPlane.remove_member`` gives it), each exactly as its member's own Forget would (so with
+    everything derived from it, tombstones kept), oldest first; returns the ids forgotten, oldest
+    first, derivations included. A derivation of a member-only memory is member-only for the same
+    member (Derive's intersection), so nothing another member may read is forgotten. Memories already
+    forgotten are left alone, so a second run forgets nothing and returns nothing."""
+    done: list[str] = []
+    seen: set[str] = set()
+    for _ in range(MEMBER_SWEEPS):
+        live = [
+            str(r.id)
+            for r in named(conn).execute(
+                """SELECT m.id FROM memory m WHERE m.audience_member_id = %s AND m.forgotten_at IS NULL
+                    ORDER BY m.created_at, m.id""",
+                (uuid.UUID(member.member_id),),
+            )
+        ]
+        if not live:
+            break
+        for memory_id in live:
+            if memory_id in seen:  # forgotten with a source earlier in this sweep
+                continue
+            try:
+                forgotten = forget(conn, s.ForgetRequest(caller=member, memory_id=memory_id, reason=REMOVED_REASON))
+            except NotFound:  # no longer readable by its member (forgotten meanwhile): nothing to do
+                continue
+            for mid in forgotten:
+                if mid not in seen:
+                    seen.add(mid)
+                    done.append(mid)
+    return done

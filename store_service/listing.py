@@ -11,12 +11,16 @@ Order: ``created_at`` descending, then id descending. Pages are keyset pages
 the member, their granted purposes and every filter, so it cannot be replayed by another member or
 with other filters. A memory written between two pages is newer than the position, so it never
 shifts a later page; one forgotten meanwhile just leaves it.
+
+``where``, ``position`` and ``page`` also serve ListExpiringMemories (store_service/expiry.py), in
+its own order: ``updated_at`` ascending, then id ascending (``OLDEST_UPDATED``).
 """
 
 from __future__ import annotations
 
 import datetime
 import uuid
+from dataclasses import dataclass
 
 import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
@@ -46,15 +50,52 @@ _AUDIENCE = {
     m.AUDIENCE_WORKSPACE: "m.audience_member_id IS NULL",
     m.AUDIENCE_MEMBER: "m.audience_member_id = %(member_id)s",
 }
-# The first page starts after a position later than any memory.
-_FIRST = (datetime.datetime.max.replace(tzinfo=datetime.UTC), uuid.UUID(int=(1 << 128) - 1))
+
+
+@dataclass(frozen=True)
+class Order:
+    """A listing's order: a timestamp column of ``m``, then id, both descending or both ascending;
+    ``first`` is a position before every memory in that order (where the first page starts)."""
+
+    column: str
+    descending: bool
+    first: tuple[datetime.datetime, uuid.UUID]
+
+    @property
+    def sql(self) -> str:
+        way = "DESC" if self.descending else "ASC"
+        return f"m.{self.column} {way}, m.id {way}"
+
+    @property
+    def after(self) -> str:
+        """Rows after the position ``(%(after_at)s, %(after_id)s)`` in this order."""
+        return f"(m.{self.column}, m.id) {'<' if self.descending else '>'} (%(after_at)s, %(after_id)s)"
+
+
+# ListMemories: newest first. ListExpiringMemories (store_service/expiry.py): oldest updated first.
+NEWEST_CREATED = Order(
+    "created_at", True, (datetime.datetime.max.replace(tzinfo=datetime.UTC), uuid.UUID(int=(1 << 128) - 1))
+)
+OLDEST_UPDATED = Order("updated_at", False, (datetime.datetime.min.replace(tzinfo=datetime.UTC), uuid.UUID(int=0)))
+
+
+@dataclass
+class Page:
+    """One page of a listing: its memories (with readable links and successors), the next page's
+    token ('' on the last), how many readable memories match over all pages, and the database's
+    ``now()`` the page was read at."""
+
+    memories: list[m.Memory]
+    next_page_token: str
+    total: int
+    now: datetime.datetime
 
 
 def _iso(value: datetime.datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def _where(caller: m.Caller, req: s.ListMemoriesRequest) -> tuple[str, dict, list]:
+def where(caller: m.Caller, req: s.ListMemoriesRequest) -> tuple[str, dict, list]:
     """The filter clause over ``m`` (readability included), its parameters, and the fields the page
     token is bound to. INVALID_ARGUMENT for a bad kind, audience, entity id, time range or superseded
     filter; PERMISSION_DENIED for a purpose not granted."""
@@ -104,11 +145,11 @@ def _where(caller: m.Caller, req: s.ListMemoriesRequest) -> tuple[str, dict, lis
     return " AND ".join(clauses), params, bound
 
 
-def _position(token: str, fingerprint: str) -> tuple[datetime.datetime, uuid.UUID]:
-    """The (created_at, id) after which the page starts; INVALID_ARGUMENT for a foreign token."""
+def position(token: str, fingerprint: str, order: Order) -> tuple[datetime.datetime, uuid.UUID]:
+    """The (timestamp, id) after which the page starts in ``order``; INVALID_ARGUMENT for a foreign token."""
     position = page_tokens.decode(token, fingerprint, "listing")
     if position is None:
-        return _FIRST
+        return order.first
     try:
         at, mid = position
         when = datetime.datetime.fromisoformat(at)
@@ -122,39 +163,59 @@ def _position(token: str, fingerprint: str) -> tuple[datetime.datetime, uuid.UUI
 def list_memories(conn: psycopg.Connection, caller: m.Caller, req: s.ListMemoriesRequest) -> s.ListMemoriesResponse:
     """One page of the memories ``caller`` can read that match ``req``'s filters (module docstring),
     with ``total_size`` the count of every such memory and, with ``include_history``, their earlier
-    revisions. One statement selects the readable matches (the chain walk seeded by the filtered
-    rows), counts them and reads the page; links and successors take one query each, as Read's.
+    revisions.
 
     INVALID_ARGUMENT for a negative page size, a bad filter or a page token not issued for this
     member and these filters; PERMISSION_DENIED for a purpose filter not granted.
     """
     size = page_tokens.page_size(req.page_size, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-    where, params, bound = _where(caller, req)
+    clause, params, bound = where(caller, req)
     fingerprint = page_tokens.fingerprint(bound)
-    after_at, after_id = _position(req.page_token, fingerprint)
+    after = position(req.page_token, fingerprint, NEWEST_CREATED)
+    out = page(conn, caller, clause, params, fingerprint, after, size, NEWEST_CREATED, req.include_history)
+    return s.ListMemoriesResponse(memories=out.memories, next_page_token=out.next_page_token, total_size=out.total)
+
+
+def page(
+    conn: psycopg.Connection,
+    caller: m.Caller,
+    clause: str,
+    params: dict,
+    fingerprint: str,
+    after: tuple[datetime.datetime, uuid.UUID],
+    size: int,
+    order: Order,
+    include_history: bool = False,
+) -> Page:
+    """The page of ``size`` memories after ``after`` in ``order`` among the rows ``m`` matching
+    ``clause`` (which holds ``READABLE``; its ``params``) whose whole derived_from chain the caller
+    can read, the count of all of them, and the next token (bound to ``fingerprint``). One statement
+    selects the readable matches (the chain walk seeded by the filtered rows), counts them and reads
+    the page; links and successors take one query each, as Read's."""
     rows = (
         named(conn)
         .execute(
-            f"""WITH ok AS MATERIALIZED ({chain_readable(f"(SELECT m.id FROM memory m WHERE {where})")})
-                SELECT c.total, p.*
-                  FROM (SELECT count(*) AS total FROM ok) c
+            f"""WITH ok AS MATERIALIZED ({chain_readable(f"(SELECT m.id FROM memory m WHERE {clause})")})
+                SELECT c.total, c.now, p.*
+                  FROM (SELECT count(*) AS total, now() AS now FROM ok) c
                   LEFT JOIN LATERAL (
                        SELECT {memories.COLUMNS} FROM memory m JOIN ok ON ok.start_id = m.id
-                        WHERE (m.created_at, m.id) < (%(after_at)s, %(after_id)s)
-                        ORDER BY m.created_at DESC, m.id DESC LIMIT %(limit)s) p ON TRUE""",
-            {**params, "after_at": after_at, "after_id": after_id, "limit": size + 1},
+                        WHERE {order.after}
+                        ORDER BY {order.sql} LIMIT %(limit)s) p ON TRUE""",
+            {**params, "after_at": after[0], "after_id": after[1], "limit": size + 1},
         )
         .fetchall()
     )
-    total = rows[0].total
+    total, now = rows[0].total, rows[0].now
     rows = [r for r in rows if r.id is not None]
     token = ""
     if len(rows) > size:
         rows = rows[:size]
-        token = page_tokens.encode(fingerprint, [rows[-1].created_at.isoformat(), str(rows[-1].id)])
-    page = {r.id: memories.to_memory(r) for r in rows}
-    memories.attach_links(conn, caller, page)
-    memories.redact_successors(conn, caller, list(page.values()))
-    if req.include_history:
-        memories.attach_history(conn, page)
-    return s.ListMemoriesResponse(memories=list(page.values()), next_page_token=token, total_size=total)
+        last = rows[-1]
+        token = page_tokens.encode(fingerprint, [getattr(last, order.column).isoformat(), str(last.id)])
+    found = {r.id: memories.to_memory(r) for r in rows}
+    memories.attach_links(conn, caller, found)
+    memories.redact_successors(conn, caller, list(found.values()))
+    if include_history:
+        memories.attach_history(conn, found)
+    return Page(list(found.values()), token, total, now)

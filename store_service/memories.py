@@ -42,7 +42,8 @@ COLUMNS = """m.id, m.revision, m.kind, m.title, m.body, m.audience_member_id, m.
               m.occurred_at, m.forgotten_at, m.reason"""
 
 
-def _ts(value) -> timestamp_pb2.Timestamp | None:
+def timestamp(value) -> timestamp_pb2.Timestamp | None:
+    """A datetime (or None) as a protobuf Timestamp (or None)."""
     if value is None:
         return None
     ts = timestamp_pb2.Timestamp()
@@ -67,13 +68,13 @@ def to_memory(row) -> m.Memory:
         superseded_by_id=str(sup) if sup else "",
         invalidation_reason=row.invalidation_reason or "",
         created_by=str(row.created_by),
-        created_at=_ts(row.created_at),
-        updated_at=_ts(row.updated_at),
+        created_at=timestamp(row.created_at),
+        updated_at=timestamp(row.updated_at),
         forgotten=row.forgotten_at is not None,
         reason=row.reason or "",
     )
     if row.occurred_at is not None:
-        msg.occurred_at.CopyFrom(_ts(row.occurred_at))
+        msg.occurred_at.CopyFrom(timestamp(row.occurred_at))
     return msg
 
 
@@ -550,7 +551,7 @@ def attach_history(conn: psycopg.Connection, memories: dict[uuid.UUID, m.Memory]
                 title=old.title,
                 body=old.body,
                 confidence=old.confidence,
-                replaced_at=_ts(old.replaced_at),
+                replaced_at=timestamp(old.replaced_at),
             )
         )
 

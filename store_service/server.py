@@ -23,12 +23,15 @@ from store_service import (
     candidates,
     capture,
     context,
+    curation,
     entities,
+    expiry,
     history,
     history_search,
     imports,
     lifecycle,
     listing,
+    members,
     memories,
     pins,
 )
@@ -69,7 +72,10 @@ def _with_verdicts(conn, caller: m.Caller, rows) -> list[s.Candidate]:
 def _settings(ws: Workspace) -> s.WorkspaceSettings:
     """A workspace's settings as the store's messages carry them."""
     return s.WorkspaceSettings(
-        dense_floor=ws.dense_floor, default_mode=ws.default_mode, context_bundle=ws.context_bundle
+        dense_floor=ws.dense_floor,
+        default_mode=ws.default_mode,
+        context_bundle=ws.context_bundle,
+        expiry_days=ws.expiry_days,
     )
 
 
@@ -110,6 +116,9 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def RevokeMember(self, request, context):
         return s.RevokeMemberResponse(revoked=self.control.revoke_member(request.workspace_id, request.member_id))
 
+    def RemoveMember(self, request, context):
+        return members.remove(self.control, self.dbs, request.workspace_id, request.member_id)
+
     def Authenticate(self, request, context):
         caller, ws = self.control.authenticate(request.token)
         return s.AuthenticateResponse(caller=caller, settings=_settings(ws))
@@ -147,6 +156,14 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         with self._conn(request.caller) as conn:
             return listing.list_memories(conn, request.caller, request)
 
+    def ListExpiringMemories(self, request, context):
+        with self._conn(request.caller) as conn:
+            return expiry.list_expiring(conn, request.caller, request)
+
+    def KeepMemory(self, request, context):
+        with self._conn(request.caller) as conn:
+            return s.KeepMemoryResponse(memory=lifecycle.keep(conn, request))
+
     def CheckReadable(self, request, context):
         with self._conn(request.caller) as conn:
             return s.CheckReadableResponse(
@@ -158,6 +175,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         limit = _limit(request.limit)
         if len(request.query) > MAX_QUERY_CHARS:
             raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
+        expiry_days = expiry.check_days(request.expiry_days)
         with self._conn(request.caller) as conn:
             query = request.query.replace("\x00", " ")
             rows = candidates.lexical_with_matches(
@@ -168,6 +186,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
                 limit,
                 request.include_superseded,
                 entities.parse_filter(request.entity_ids),
+                expiry_days=expiry_days,
             )
             return s.LexicalCandidatesResponse(candidates=_with_verdicts(conn, request.caller, rows))
 
@@ -181,6 +200,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             raise InvalidArgument("vector must be finite", field="vector")
         if not 0.0 <= request.floor <= 1.0:
             raise InvalidArgument("floor must be between 0 and 1", field="floor")
+        expiry_days = expiry.check_days(request.expiry_days)
         with self._conn(request.caller) as conn:
             rows, current = candidates.dense(
                 conn,
@@ -191,6 +211,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
                 request.floor,
                 limit,
                 entities.parse_filter(request.entity_ids),
+                expiry_days=expiry_days,
             )
             return s.DenseCandidatesResponse(
                 candidates=_with_verdicts(conn, request.caller, rows), stamp_current=current
@@ -288,12 +309,34 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
 
     def GetContext(self, request, context_):
         with self._conn(request.caller) as conn:
-            return s.GetContextResponse(entries=context.bundle(conn, request.caller, request.purpose))
+            return s.GetContextResponse(
+                entries=context.bundle(conn, request.caller, request.purpose, request.expiry_days)
+            )
 
     def Capture(self, request, context):
         with self._conn(request.caller) as conn:
             response = capture.capture(conn, request)
         if any(r.HasField("memory") for r in response.results) and not response.replayed:
+            self._wake(request.caller)
+        return response
+
+    # Curation: duplicate proposals and conflict flags (issue 9; store_service/curation.py).
+    def ListDuplicateProposals(self, request, context):
+        with self._conn(request.caller) as conn:
+            return curation.list_duplicates(conn, request)
+
+    def DecideDuplicateProposal(self, request, context):
+        with self._conn(request.caller) as conn:
+            return curation.decide(conn, request)
+
+    def ListConflictFlags(self, request, context):
+        with self._conn(request.caller) as conn:
+            return curation.list_flags(conn, request)
+
+    def ResolveConflictFlag(self, request, context):
+        with self._conn(request.caller) as conn:
+            response = curation.resolve(conn, request)
+        if response.HasField("restored"):
             self._wake(request.caller)
         return response
 
@@ -308,6 +351,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             request.dense_floor if request.HasField("dense_floor") else None,
             request.default_mode,
             request.context_bundle if request.HasField("context_bundle") else None,
+            expiry.gate_setting(request),
         )
         return s.UpdateWorkspaceSettingsResponse(settings=_settings(ws))
 

@@ -8,9 +8,12 @@ member, derived from or superseding an earlier import now and then, and ImportHi
 a member), and checks every call's status against a small reference model of the rules in
 README.md, "Who sees what", and of history evidence (owner-only, never a memory; imported or
 appended alike). The program also pins and unpins memories (anyone's: only a readable one is found).
+Half the examples turn the workspace's expiry gate on (30 days); the program then also ages memories
+(their updated_at set 40 days back in the database) and keeps them (KeepMemory, anyone's, under the
+revision the model holds: only the caller's to change is kept).
 Then, as every member and for every purpose, it asks Recall in all three modes (re-rank on and off),
 GetContext, Read on every id, ListMemories (every page, with and without superseded memories, and
-per purpose) and FindEntities on every entity name, and asserts:
+per purpose), ListExpiringMemories (likewise) and FindEntities on every entity name, and asserts:
 - nothing ineligible appears in any item, count, link or entity list (ListMemories' pages and
   total_size hold exactly the memories Read shows);
 - everything eligible and matching is found (the keyword arm returns exactly the eligible set);
@@ -18,12 +21,27 @@ per purpose) and FindEntities on every entity name, and asserts:
 - the context bundle is exactly the model's: the member's readable pins of the purpose, the newest
   memory about each of the 5 most mentioned entities and the 10 newest eligible memories, each once,
   in that order, newest first within each part;
+- with the gate on, no aged memory is in Recall (any mode) or the bundle, and the keyword arm still
+  finds every other eligible one; Read and ListMemories still show aged ones;
+- ListExpiringMemories lists, and counts, exactly the aged memories the member may read (none with
+  the gate off), oldest updated first;
 - the keyword statistics maintained by the writes equal a full recount of the stored rows;
+- curation: the program also decides about random pairs (DecideDuplicateProposal: keep both,
+  supersede one by the other, forget one) and resolves random conflict flags (acknowledge or undo),
+  each answered with the model's status; every supersession of two confident memories (all of
+  them here: confidence 1) is a flag. ListDuplicateProposals (every page, every granted purpose)
+  shows only pairs of memories the member may read, of its window, newer first, never a kept pair,
+  and counts that window exactly; ListConflictFlags (open, and with resolved ones) holds and counts
+  exactly the flags whose two memories the member may read. A second test runs longer programs
+  weighted to writes and curation (a fifth of the examples), then replaces the stored vectors by the
+  model's (two clusters: cosine 1 within, 0 across), so ListDuplicateProposals must hold and count
+  exactly the model's pairs among what each member may read, kept pairs left out;
 - history: SearchHistory gives each member exactly their own live turns, scored with the statistics
   of those turns alone (a reference BM25 over the model), and listed in time order; another
   member's turn id is NOT_FOUND to ForgetHistory, and any turn id to every call taking a memory id
-  (Read, Derive, Correct, Supersede, Forget, PinMemory, UnpinMemory), for the admin as for anyone; a
-  history recall holds exactly the readable memories, superseded too, and no turn; Capture stores a
+  (Read, Derive, Correct, Supersede, Forget, KeepMemory, PinMemory, UnpinMemory), for the admin as
+  for anyone; a history recall holds exactly the readable memories the gate does not hide,
+  superseded too, and no turn; Capture stores a
   proposal whose body is any member's turn text (history is not a memory it knows) and adds no
   turn; a request id another member used is not a replay; the history statistics equal a recount.
 """
@@ -36,6 +54,7 @@ import uuid
 from dataclasses import dataclass, field
 
 import grpc
+import numpy as np
 import pytest
 from google.protobuf import timestamp_pb2
 from history_reference import bm25
@@ -44,6 +63,7 @@ from hypothesis import strategies as st
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
+from servicekit import vocabulary
 from store_service import history_index, lexical_index
 
 PURPOSES = [m.PURPOSE_CONVERSATION, m.PURPOSE_TASKS, m.PURPOSE_REPORTING, m.PURPOSE_ADMINISTRATION]
@@ -51,6 +71,8 @@ MODES = [m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID]
 OK = grpc.StatusCode.OK
 EXAMPLES = int(os.environ.get("RECALLATRON_PROPERTY_EXAMPLES", "300"))
 T0 = datetime.datetime(2026, 3, 2, 8, 0, tzinfo=datetime.UTC)
+# The expiry gate of the examples that turn it on, and how far back an aged memory's last update is.
+GATE_DAYS, AGED_DAYS = 30, 40
 
 
 @dataclass
@@ -67,6 +89,16 @@ class Mem:
     superseded: bool = False
     forgotten: bool = False
     key: str = ""  # the import key of an imported memory
+    aged: bool = False  # updated_at set past the expiry gate's 30 days (a change or a keep resets it)
+
+
+@dataclass
+class Flag:
+    """The reference model of one conflict flag."""
+
+    older: str
+    newer: str
+    state: str = "open"
 
 
 @dataclass
@@ -83,11 +115,20 @@ class Turn:
 class Model:
     """README.md's rules ("Who sees what") over the model memories, and the model history turns."""
 
-    def __init__(self, grants: dict[str, set[int]], admins: set[str]) -> None:
+    def __init__(self, grants: dict[str, set[int]], admins: set[str], gate: bool = False) -> None:
         self.grants, self.admins, self.mems = grants, admins, {}  # mems in the order they were created
+        self.gate = gate  # the expiry gate is on (GATE_DAYS)
         self.pins: dict[str, set[str]] = {who: set() for who in grants}
         self.turns: dict[str, Turn] = {}
         self.keys: dict[tuple[str, str], str] = {}  # (owner, request id) -> the first turn's id
+        self.kept: set[frozenset[str]] = set()  # pairs kept as both (never proposed again)
+        self.flags: list[Flag] = []  # conflict flags, oldest first
+
+    def supersede(self, old: Mem, new_id: str) -> None:
+        """``old`` superseded by ``new_id``: every memory here has confidence 1, so it is flagged."""
+        old.superseded = True
+        old.aged = False  # superseding a memory updates it (the expiry gate shows it again)
+        self.flags.append(Flag(old.id, new_id))
 
     def own_readable(self, mem: Mem, who: str) -> bool:
         return not mem.forgotten and mem.audience in (None, who) and mem.purpose in self.grants[who]
@@ -102,6 +143,18 @@ class Model:
     def eligible(self, who: str, purpose: int) -> set[str]:
         return {
             i for i, mem in self.mems.items() if mem.purpose == purpose and not mem.superseded and self.readable(i, who)
+        }
+
+    def recallable(self, who: str, purpose: int) -> set[str]:
+        """What Recall and the context bundle may show: the eligible memories the gate does not hide."""
+        return {i for i in self.eligible(who, purpose) if not (self.gate and self.mems[i].aged)}
+
+    def expiring(self, who: str, superseded: bool = False) -> set[str]:
+        """What ListExpiringMemories lists: readable aged memories (current ones, or all), with the gate on."""
+        return {
+            i
+            for i, mem in self.mems.items()
+            if self.gate and mem.aged and (superseded or not mem.superseded) and self.readable(i, who)
         }
 
     def change_code(self, mem_id: str, who: str) -> grpc.StatusCode:
@@ -202,16 +255,22 @@ def check_history(api, model: Model, me: str, md, word: str) -> None:
             (api.Forget, g.ForgetRequest(id=turn_id, reason="x")),
             (api.PinMemory, g.PinMemoryRequest(id=turn_id)),
             (api.UnpinMemory, g.UnpinMemoryRequest(id=turn_id)),
+            (api.KeepMemory, g.KeepMemoryRequest(id=turn_id, expected_revision=1)),
         ):
             assert call(fn, req, md)[0] == grpc.StatusCode.NOT_FOUND, (fn, turn_id)
 
 
 def check_history_recall(api, model: Model, me: str, md, word: str, purpose: int) -> None:
     """A history recall (superseded memories too, keyword arm only) finds exactly the readable
-    memories of the purpose, superseded or not, and never a history turn."""
+    memories of the purpose, superseded or not, that the expiry gate does not hide, and never a
+    history turn."""
     code, resp = call(api.Recall, g.RecallRequest(query=word, purpose=purpose, include_superseded=True, top_k=200), md)
     assert code == OK and resp.mode == m.RECALL_MODE_LEXICAL
-    want = {i for i, mem in model.mems.items() if mem.purpose == purpose and model.readable(i, me)}
+    want = {
+        i
+        for i, mem in model.mems.items()
+        if mem.purpose == purpose and model.readable(i, me) and not (model.gate and mem.aged)
+    }
     got = {it.memory.id for it in resp.items}
     assert got == want and not got & set(model.turns), (got ^ want, got & set(model.turns))
     assert resp.counts.returned == len(want)
@@ -308,9 +367,9 @@ def import_memory(stack, ws: str, model: Model, me: str, n: int, a: int, b: int,
     assert result.status == (m.IMPORT_STATUS_CREATED if ok else m.IMPORT_STATUS_FAILED), (result, derived, target)
     if ok:
         sources = [other.id] if derived else list(target.sources) if target else []
-        if target is not None:
-            target.superseded = True
         model.mems[result.id] = Mem(result.id, mine, purpose, me, f"ent{n}", sources, key=f"imp{n}")
+        if target is not None:
+            model.supersede(target, result.id)
 
 
 def pin_or_unpin(api, model: Model, me: str, md, a: int, b: int) -> None:
@@ -342,8 +401,9 @@ def check_context(api, model: Model, me: str, md, purpose: int) -> None:
         return
     assert code == OK and not resp.cut_items
     created = list(model.mems)  # oldest first
-    newest = sorted(model.eligible(me, purpose), key=created.index, reverse=True)
-    pinned = [i for i in model.pins[me] if model.readable(i, me) and model.mems[i].purpose == purpose]
+    newest = sorted(model.recallable(me, purpose), key=created.index, reverse=True)
+    shown = {i for i in model.mems if not (model.gate and model.mems[i].aged)}  # the gate hides pins too
+    pinned = [i for i in model.pins[me] if model.readable(i, me) and model.mems[i].purpose == purpose and i in shown]
     # Each remember and derive mentions an entity of its own, once: the five most mentioned are
     # those of the five newest eligible memories about one, and each is its own newest memory.
     about = [i for i in newest if model.mems[i].entity][:5]
@@ -364,6 +424,342 @@ def check_context(api, model: Model, me: str, md, purpose: int) -> None:
                 assert model.readable(link.target_memory_id, me)
     # No id of a memory the member may not read appears anywhere in the text.
     assert not any(i in resp.text for i in model.mems if not model.readable(i, me))
+    # Nor is one the gate hides an item (its id may still be named as a shown derivation's readable
+    # source: hidden is not unreadable).
+    assert not {it.memory.id for it in resp.items} - shown
+
+
+def expiring_pages(api, model: Model, md, **kw) -> tuple[list[m.Memory], set[int]]:
+    """Every page of a ListExpiringMemories (two a page): the memories, and each page's total_size."""
+    out, totals, token = [], set(), ""
+    while True:
+        resp = api.ListExpiringMemories(g.ListExpiringMemoriesRequest(page_size=2, page_token=token, **kw), metadata=md)
+        assert resp.expiry_days == (GATE_DAYS if model.gate else 0)
+        out += resp.memories
+        totals.add(resp.total_size)
+        token = resp.next_page_token
+        if not token:
+            return out, totals
+
+
+def check_expiring(api, model: Model, me: str, md) -> None:
+    """ListExpiringMemories lists, and counts, exactly the aged memories ``me`` may read (with the
+    gate on; nothing with it off), oldest updated first, per granted purpose too; an ungranted
+    purpose is PERMISSION_DENIED. Links and successors name only readable memories."""
+    for kw, superseded in (({}, False), ({"superseded": m.SUPERSEDED_FILTER_ALL}, True)):
+        listed, totals = expiring_pages(api, model, md, **kw)
+        want = model.expiring(me, superseded)
+        assert len(listed) == len(want) and {x.id for x in listed} == want, (kw, [x.id for x in listed], want)
+        order = [(x.updated_at.ToDatetime(), uuid.UUID(x.id)) for x in listed]
+        assert order == sorted(order)  # oldest updated first, then id (as PostgreSQL orders uuids)
+        assert totals == {len(want)}, (kw, totals, len(want))
+        for x in listed:
+            assert not x.superseded_by_id or model.readable(x.superseded_by_id, me)
+            assert all(
+                model.readable(link.target_memory_id, me) for link in x.links if link.type == m.LINK_TYPE_DERIVED_FROM
+            )
+    for purpose in PURPOSES:
+        code, resp = call(api.ListExpiringMemories, g.ListExpiringMemoriesRequest(purpose=purpose), md)
+        if purpose not in model.grants[me]:
+            assert code == grpc.StatusCode.PERMISSION_DENIED
+            continue
+        want = {i for i in model.expiring(me) if model.mems[i].purpose == purpose}
+        assert code == OK and {x.id for x in resp.memories} == want and resp.total_size == len(want)
+
+
+def age(stack, ws: str, model: Model, a: int) -> None:
+    """Moves any memory's last update AGED_DAYS back (the database's clock): past the gate."""
+    ids = list(model.mems)
+    if not ids:
+        return
+    target = model.mems[ids[a % len(ids)]]
+    with stack.db(ws) as conn:
+        conn.execute(
+            "UPDATE memory SET updated_at = now() - make_interval(days => %s) WHERE id = %s",
+            (AGED_DAYS, uuid.UUID(target.id)),
+        )
+    target.aged = True
+
+
+def keep(api, model: Model, me: str, md, a: int) -> None:
+    """KeepMemory of any memory under the model's revision: kept only when ``me`` may change it
+    (superseded ones too), NOT_FOUND when unreadable, PERMISSION_DENIED when readable only."""
+    ids = list(model.mems)
+    if not ids:
+        return
+    target = model.mems[ids[a % len(ids)]]
+    code, resp = call(api.KeepMemory, g.KeepMemoryRequest(id=target.id, expected_revision=target.revision), md)
+    assert code == model.change_code(target.id, me), (code, target)
+    if code == OK:
+        assert resp.memory.id == target.id and resp.memory.revision == target.revision
+        target.aged = False
+
+
+def decide_pair(api, model: Model, me: str, md, a: int, b: int, p: int) -> None:
+    """Decides about two model memories (any member's, perhaps the same one twice): keep both,
+    supersede the first by the second (under the first's revision), or forget the first; the status
+    is the model's (INVALID_ARGUMENT for one id twice, NOT_FOUND unless both are readable, then the
+    change rules of Supersede and Forget)."""
+    ids = list(model.mems)
+    firsts = ids
+    if a % 2 == 0:  # half the time among what ``me`` reads, the first one its own to change, so decisions get made
+        ids = [i for i in ids if model.readable(i, me)] or ids
+        firsts = [i for i in ids if model.may_change(model.mems[i], me) and not model.mems[i].superseded] or ids
+    first = model.mems[firsts[a % len(firsts)]]
+    # Another memory, but the same one twice now and then (INVALID_ARGUMENT).
+    others = [i for i in ids if i != first.id]
+    second = first if b % 7 == 3 or not others else model.mems[others[b % len(others)]]
+    decision = [m.DUPLICATE_DECISION_KEEP_BOTH, m.DUPLICATE_DECISION_SUPERSEDE, m.DUPLICATE_DECISION_FORGET][p % 3]
+    req = g.DecideDuplicateProposalRequest(memory_a_id=first.id, memory_b_id=second.id, decision=decision)
+    if decision == m.DUPLICATE_DECISION_SUPERSEDE:
+        req.keep_id, req.expected_revision = second.id, first.revision
+    elif decision == m.DUPLICATE_DECISION_FORGET:
+        req.forget_id = first.id
+    code, resp = call(api.DecideDuplicateProposal, req, md)
+    if first.id == second.id:
+        want = grpc.StatusCode.INVALID_ARGUMENT
+    elif not (model.readable(first.id, me) and model.readable(second.id, me)):
+        want = grpc.StatusCode.NOT_FOUND
+    elif decision == m.DUPLICATE_DECISION_KEEP_BOTH:
+        want = OK
+    elif not model.may_change(first, me):
+        want = grpc.StatusCode.PERMISSION_DENIED
+    elif decision == m.DUPLICATE_DECISION_SUPERSEDE and (
+        first.superseded or second.superseded or first.purpose != second.purpose
+    ):
+        want = grpc.StatusCode.FAILED_PRECONDITION
+    else:
+        want = OK
+    assert code == want, (decision, code, want)
+    if code != OK:
+        return
+    if decision == m.DUPLICATE_DECISION_KEEP_BOTH:
+        model.kept.add(frozenset((first.id, second.id)))
+    elif decision == m.DUPLICATE_DECISION_SUPERSEDE:
+        assert resp.superseded.superseded_by_id == second.id and resp.conflict_flag_id
+        model.supersede(first, second.id)
+    else:
+        assert resp.forgotten_ids[0] == first.id
+        assert all(model.readable(i, me) for i in resp.forgotten_ids)  # only what the member could read
+        model.forget(first.id)
+
+
+def resolve_flag(stack, ws: str, api, model: Model, me: str, md, a: int, b: int) -> None:
+    """Resolves a model flag (any: only one whose memories ``me`` reads is found) by acknowledging
+    it or, every other time, undoing it under the newer memory's revision; the status is the
+    model's, and an undo adds the restored memory (the newer's successor, no new flag)."""
+    candidates = model.flags
+    if a % 2 == 0:  # half the time among the flags ``me`` sees, so flags get resolved
+        seen = [f for f in model.flags if model.readable(f.older, me) and model.readable(f.newer, me)]
+        mine = [f for f in seen if f.state == "open" and model.may_change(model.mems[f.newer], me)]
+        candidates = mine or seen or candidates
+    if not candidates:
+        return
+    flag = candidates[b % len(candidates)]
+    with stack.db(ws) as conn:  # the flag's id, as the member that sees it would have it
+        (flag_id,) = conn.execute("SELECT id FROM conflict_flag WHERE older_id = %s", (flag.older,)).fetchone()
+    older, newer = model.mems[flag.older], model.mems[flag.newer]
+    undo = (a + b) % 2 == 1
+    req = g.ResolveConflictFlagRequest(flag_id=str(flag_id))
+    if undo:
+        req.resolution, req.expected_revision = m.CONFLICT_RESOLUTION_UNDO, newer.revision
+    else:
+        req.resolution = m.CONFLICT_RESOLUTION_ACKNOWLEDGE
+    code, resp = call(api.ResolveConflictFlag, req, md)
+    if not (model.readable(older.id, me) and model.readable(newer.id, me)):
+        want = grpc.StatusCode.NOT_FOUND
+    elif flag.state != "open" or (undo and newer.superseded and model.may_change(newer, me)):
+        want = grpc.StatusCode.FAILED_PRECONDITION
+    elif not model.may_change(newer, me):
+        want = grpc.StatusCode.PERMISSION_DENIED
+    else:
+        want = OK
+    assert code == want, (undo, code, want)
+    if code != OK:
+        return
+    flag.state = "undone" if undo else "acknowledged"
+    if undo:
+        restored = resp.restored
+        model.mems[restored.id] = Mem(restored.id, newer.audience, newer.purpose, me, "", list(newer.sources))
+        newer.superseded, newer.aged = True, False  # by the restored memory (an update); an undo writes no flag
+        assert resp.flag.restored_memory_id == restored.id
+
+
+def set_model_vectors(stack, ws: str, model: Model) -> None:
+    """Once the embedding job has drained, replaces the stored vector of every live, unsuperseded
+    model memory (each has one then, of its current revision) by its cluster's: the cluster of the
+    n-th model memory is n // 2 mod 2 (0, 0, 1, 1, 0, ...), one axis each, so two memories are at
+    cosine 1 when they share a cluster and 0 otherwise."""
+    stack.wait_backlog_empty()
+    with stack.db(ws) as conn:
+        for n, mem in enumerate(model.mems.values()):
+            if mem.forgotten or mem.superseded:
+                continue
+            vec = np.zeros(384, dtype=np.float32)
+            vec[n // 2 % 2] = 1.0
+            done = conn.execute("UPDATE memory_embedding SET embedding = %s WHERE memory_id = %s", (vec, mem.id))
+            assert done.rowcount == 1, mem
+
+
+def check_curation(api, model: Model, me: str, md, exact: bool = True) -> None:
+    """ListDuplicateProposals and ListConflictFlags show and count exactly the model's pairs and flags
+    among what ``me`` may read; an ungranted purpose is PERMISSION_DENIED. With ``exact`` the stored
+    vectors are the model's (``set_model_vectors``); without, they are MiniLM's as the embedding job
+    writes them, perhaps still arriving, so a proposal's two memories must be eligible, distinct,
+    newer first and not kept, and the window's count exact, whatever the cosines."""
+    order = list(model.mems)  # oldest first
+    cluster = {i: n // 2 % 2 for n, i in enumerate(order)}
+    for purpose in PURPOSES:
+        if purpose not in model.grants[me]:
+            code, _ = call(api.ListDuplicateProposals, g.ListDuplicateProposalsRequest(purpose=purpose), md)
+            assert code == grpc.StatusCode.PERMISSION_DENIED
+            continue
+        window = sorted(model.eligible(me, purpose), key=order.index, reverse=True)  # newest first
+        want = {
+            (x, y)
+            for n, x in enumerate(window)
+            for y in window[n + 1 :]
+            if cluster[x] == cluster[y] and frozenset((x, y)) not in model.kept
+        }
+        got, token = [], ""
+        while True:
+            code, resp = call(
+                api.ListDuplicateProposals,
+                g.ListDuplicateProposalsRequest(purpose=purpose, page_size=2, page_token=token),
+                md,
+            )
+            assert code == OK and resp.memories_considered == len(window)
+            assert resp.memories_without_vectors <= len(window)
+            if exact:
+                assert resp.total_size == len(want) and resp.dense_available and resp.memories_without_vectors == 0
+            for prop in resp.proposals:
+                pair = (prop.memory_a.id, prop.memory_b.id)
+                got.append(pair)
+                assert pair[0] in window and pair[1] in window and frozenset(pair) not in model.kept
+                assert window.index(pair[0]) < window.index(pair[1])  # the newer first
+                assert prop.cosine == 1.0 if exact else 0.8 <= prop.cosine <= 1.0
+                for mem in (prop.memory_a, prop.memory_b):
+                    assert not mem.superseded_by_id and mem.purpose == purpose
+                    assert all(
+                        model.readable(link.target_memory_id, me)
+                        for link in mem.links
+                        if link.type == m.LINK_TYPE_DERIVED_FROM
+                    )
+            token = resp.next_page_token
+            if not token:
+                break
+        assert len(got) == len(set(got)), got
+        assert set(got) == want or not exact, set(got) ^ want
+    for include_resolved in (False, True):
+        want = [
+            (f.older, f.newer)
+            for f in model.flags
+            if (include_resolved or f.state == "open") and model.readable(f.older, me) and model.readable(f.newer, me)
+        ]
+        got, token = [], ""
+        while True:
+            code, resp = call(
+                api.ListConflictFlags,
+                g.ListConflictFlagsRequest(page_size=2, page_token=token, include_resolved=include_resolved),
+                md,
+            )
+            assert code == OK and resp.total_size == len(want)
+            for flag in resp.flags:
+                got.append((flag.older.id, flag.newer.id))
+                assert flag.older.superseded_by_id == flag.newer.id
+                state = next(f.state for f in model.flags if f.older == flag.older.id)
+                assert vocabulary.name_of(m.ConflictFlagState, flag.state) == state
+                assert not flag.restored_memory_id or model.readable(flag.restored_memory_id, me)
+            token = resp.next_page_token
+            if not token:
+                break
+        assert got == list(reversed(want)), (got, want)  # newest first
+
+
+def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p: int, aud, word: str) -> None:
+    """One remember, derive, correct, supersede or forget by ``me`` (a remember when there is no memory
+    yet), its status checked against the model and the model updated (README.md, "Who sees what")."""
+    ids = list(model.mems)
+    if op == "remember" or not ids:
+        purpose = PURPOSES[p]
+        aud = aud or m.AUDIENCE_WORKSPACE
+        code, resp = call(
+            api.Remember,
+            g.RememberRequest(
+                purpose=purpose, body=f"{word} note {n}", audience=aud, entities=[m.EntityMention(name=f"ent{n}")]
+            ),
+            md,
+        )
+        assert code == (OK if purpose in model.grants[me] else grpc.StatusCode.PERMISSION_DENIED)
+        if code == OK:
+            model.mems[resp.memory.id] = Mem(
+                resp.memory.id, me if aud == m.AUDIENCE_MEMBER else None, purpose, me, f"ent{n}"
+            )
+    elif op == "derive":
+        sources = list(dict.fromkeys([ids[a % len(ids)], ids[b % len(ids)]]))
+        code, resp = call(
+            api.Derive,
+            g.DeriveRequest(source_ids=sources, body=f"{word} derived {n}", entities=[m.EntityMention(name=f"ent{n}")]),
+            md,
+        )
+        if not all(model.readable(s, me) for s in sources):
+            want = grpc.StatusCode.NOT_FOUND
+        elif (
+            len({model.mems[s].audience for s in sources} - {None}) > 1
+            or len({model.mems[s].purpose for s in sources}) > 1
+        ):
+            want = grpc.StatusCode.FAILED_PRECONDITION
+        else:
+            want = OK
+        assert code == want, (op, code, want)
+        if code == OK:
+            src = [model.mems[s] for s in sources]
+            audience = next((s.audience for s in src if s.audience), None)
+            model.mems[resp.memory.id] = Mem(resp.memory.id, audience, src[0].purpose, me, f"ent{n}", sources)
+    else:
+        target = model.mems[ids[a % len(ids)]]
+        want = model.change_code(target.id, me)
+        if op == "forget":
+            if (
+                target.forgotten
+                and target.audience in (None, me)
+                and target.purpose in model.grants[me]
+                and model.may_change(target, me)
+            ):
+                want = OK
+            code, _ = call(api.Forget, g.ForgetRequest(id=target.id, reason="test"), md)
+            assert code == want, (op, code, want)
+            if code == OK:
+                model.forget(target.id)
+            return
+        if want == OK and target.superseded:
+            want = grpc.StatusCode.FAILED_PRECONDITION
+        if op == "correct":
+            code, resp = call(
+                api.Correct,
+                g.CorrectRequest(id=target.id, expected_revision=target.revision, body=f"{word} corrected {n}"),
+                md,
+            )
+            assert code == want, (op, code, want)
+            if code == OK:
+                target.revision += 1
+                target.aged = False  # a change is an update
+        else:
+            if want == OK and aud == m.AUDIENCE_WORKSPACE and target.audience is not None:
+                want = grpc.StatusCode.INVALID_ARGUMENT
+            code, resp = call(
+                api.Supersede,
+                g.SupersedeRequest(
+                    id=target.id, expected_revision=target.revision, body=f"{word} successor {n}", audience=aud
+                ),
+                md,
+            )
+            assert code == want, (op, code, want)
+            if code == OK:
+                audience = me if aud == m.AUDIENCE_MEMBER else target.audience
+                # The successor keeps the old memory's sources (a forget of a source reaches it).
+                model.mems[resp.memory.id] = Mem(resp.memory.id, audience, target.purpose, me, "", list(target.sources))
+                model.supersede(target, resp.memory.id)
 
 
 def call(fn, req, md):
@@ -389,6 +785,12 @@ ops = st.lists(
                 "import",
                 "import_history",
                 "pin",
+                "decide",
+                "decide",
+                "resolve",
+                "resolve",
+                "age",
+                "keep",
             ]
         ),
         st.integers(0, 2),
@@ -410,17 +812,18 @@ grant_sets = st.lists(st.sets(st.sampled_from(PURPOSES), min_size=1), min_size=3
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(program=ops, grants=grant_sets)
-def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, program, grants):
+@given(program=ops, grants=grant_sets, gate=st.booleans())
+def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, program, grants, gate):
     ws = stack.workspace("property")
     stack.admin.UpdateWorkspaceSettings(
-        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, context_bundle=True), metadata=stack.op()
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, context_bundle=True, expiry_days=GATE_DAYS if gate else None),
+        metadata=stack.op(),
     )
     members = [
         stack.member(ws, role=m.ROLE_ADMIN if i == 2 else m.ROLE_MEMBER, purposes=sorted(grants[i])) for i in range(3)
     ]
     who = [mb.id for mb in members]
-    model = Model({who[i]: set(grants[i]) for i in range(3)}, {who[2]})
+    model = Model({who[i]: set(grants[i]) for i in range(3)}, {who[2]}, gate)
     word = "pw" + uuid.uuid4().hex[:8]  # every body carries it: a one-term lexical query matches all
     api = stack.memory
 
@@ -436,89 +839,16 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
             forget_history(api, model, me, md, a, b)
         elif op == "pin":
             pin_or_unpin(api, model, me, md, a, b)
-        elif op == "remember" or not ids:
-            purpose = PURPOSES[p]
-            aud = aud or m.AUDIENCE_WORKSPACE
-            code, resp = call(
-                api.Remember,
-                g.RememberRequest(
-                    purpose=purpose, body=f"{word} note {n}", audience=aud, entities=[m.EntityMention(name=f"ent{n}")]
-                ),
-                md,
-            )
-            assert code == (OK if purpose in model.grants[me] else grpc.StatusCode.PERMISSION_DENIED)
-            if code == OK:
-                model.mems[resp.memory.id] = Mem(
-                    resp.memory.id, me if aud == m.AUDIENCE_MEMBER else None, purpose, me, f"ent{n}"
-                )
-        elif op == "derive":
-            sources = list(dict.fromkeys([ids[a % len(ids)], ids[b % len(ids)]]))
-            code, resp = call(
-                api.Derive,
-                g.DeriveRequest(
-                    source_ids=sources, body=f"{word} derived {n}", entities=[m.EntityMention(name=f"ent{n}")]
-                ),
-                md,
-            )
-            if not all(model.readable(s, me) for s in sources):
-                want = grpc.StatusCode.NOT_FOUND
-            elif (
-                len({model.mems[s].audience for s in sources} - {None}) > 1
-                or len({model.mems[s].purpose for s in sources}) > 1
-            ):
-                want = grpc.StatusCode.FAILED_PRECONDITION
-            else:
-                want = OK
-            assert code == want, (op, code, want)
-            if code == OK:
-                src = [model.mems[s] for s in sources]
-                audience = next((s.audience for s in src if s.audience), None)
-                model.mems[resp.memory.id] = Mem(resp.memory.id, audience, src[0].purpose, me, f"ent{n}", sources)
+        elif op == "decide" and ids:
+            decide_pair(api, model, me, md, a, b, p)
+        elif op == "resolve":
+            resolve_flag(stack, ws, api, model, me, md, a, b)
+        elif op == "age":
+            age(stack, ws, model, a)
+        elif op == "keep":
+            keep(api, model, me, md, a)
         else:
-            target = model.mems[ids[a % len(ids)]]
-            want = model.change_code(target.id, me)
-            if op == "forget":
-                if (
-                    target.forgotten
-                    and target.audience in (None, me)
-                    and target.purpose in model.grants[me]
-                    and model.may_change(target, me)
-                ):
-                    want = OK
-                code, _ = call(api.Forget, g.ForgetRequest(id=target.id, reason="test"), md)
-                assert code == want, (op, code, want)
-                if code == OK:
-                    model.forget(target.id)
-                continue
-            if want == OK and target.superseded:
-                want = grpc.StatusCode.FAILED_PRECONDITION
-            if op == "correct":
-                code, resp = call(
-                    api.Correct,
-                    g.CorrectRequest(id=target.id, expected_revision=target.revision, body=f"{word} corrected {n}"),
-                    md,
-                )
-                assert code == want, (op, code, want)
-                if code == OK:
-                    target.revision += 1
-            else:
-                if want == OK and aud == m.AUDIENCE_WORKSPACE and target.audience is not None:
-                    want = grpc.StatusCode.INVALID_ARGUMENT
-                code, resp = call(
-                    api.Supersede,
-                    g.SupersedeRequest(
-                        id=target.id, expected_revision=target.revision, body=f"{word} successor {n}", audience=aud
-                    ),
-                    md,
-                )
-                assert code == want, (op, code, want)
-                if code == OK:
-                    target.superseded = True
-                    audience = me if aud == m.AUDIENCE_MEMBER else target.audience
-                    # The successor keeps the old memory's sources (a forget of a source reaches it).
-                    model.mems[resp.memory.id] = Mem(
-                        resp.memory.id, audience, target.purpose, me, "", list(target.sources)
-                    )
+            memory_op(api, model, me, md, n, op, a, b, p, aud, word)
 
     # The keyword statistics maintained by every write equal a full recount of the stored rows, and
     # their partition sums equal the model's live memories (so nothing is counted twice or lost).
@@ -540,6 +870,7 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
     for i, member in enumerate(members):
         me, md = who[i], member.md()
         check_history(api, model, me, md, word)
+        check_curation(api, model, me, md, exact=False)  # exact pairs: the test below
         for purpose in PURPOSES:
             check_context(api, model, me, md, purpose)
             if purpose in model.grants[me]:
@@ -556,7 +887,7 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
                         md,
                     )
                     assert code == OK
-                    eligible = model.eligible(me, purpose)
+                    eligible = model.recallable(me, purpose)
                     got = [it.memory.id for it in resp.items]
                     # Nothing ineligible anywhere; ids outside this example never appear either.
                     assert set(got) <= eligible, (mode, set(got) - eligible)
@@ -583,6 +914,7 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
                     if link.type == m.LINK_TYPE_DERIVED_FROM:
                         assert model.readable(link.target_memory_id, me)
         check_listing(api, model, me, md, everything)
+        check_expiring(api, model, me, md)
         for name in {mem.entity for mem in model.mems.values() if mem.entity}:
             code, resp = call(api.FindEntities, g.FindEntitiesRequest(name=name), md)
             visible = any(mem.entity == name and model.readable(i, me) for i, mem in model.mems.items())
@@ -597,3 +929,56 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
         assert code == OK and {e.turn_id for e in resp.entries} == {
             t.id for t in model.turns.values() if t.owner == who[i] and t.live
         }
+
+
+curation_ops = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["remember"] * 4 + ["supersede"] * 2 + ["decide"] * 3 + ["resolve"] * 2 + ["forget", "derive", "import"]
+        ),
+        st.integers(0, 2),
+        st.integers(0, 50),
+        st.integers(0, 50),
+        st.integers(0, 1),  # two purposes, so pairs share one
+        st.sampled_from([m.AUDIENCE_WORKSPACE, m.AUDIENCE_MEMBER, m.AUDIENCE_UNSPECIFIED]),
+    ),
+    min_size=6,
+    max_size=16,
+)
+
+
+@pytest.mark.timeout(3000)
+@settings(
+    max_examples=max(EXAMPLES // 5, 10),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(program=curation_ops, grants=grant_sets)
+def test_curation_lists_hold_exactly_the_readable_pairs_and_flags(stack, program, grants):
+    """Longer programs of writes and curation (remembers, supersedes, derivations, imports, forgets,
+    duplicate decisions and flag resolutions by three members, one admin), each status the model's;
+    then every member's ListDuplicateProposals and ListConflictFlags hold and count exactly the
+    model's pairs and flags among what the member may read, and ListMemories the readable memories."""
+    ws = stack.workspace("property curation")
+    members = [
+        stack.member(ws, role=m.ROLE_ADMIN if i == 2 else m.ROLE_MEMBER, purposes=sorted(grants[i])) for i in range(3)
+    ]
+    who = [mb.id for mb in members]
+    model = Model({who[i]: set(grants[i]) for i in range(3)}, {who[2]})
+    word = "cw" + uuid.uuid4().hex[:8]
+    api = stack.memory
+    for n, (op, actor, a, b, p, aud) in enumerate(program):
+        me, md = who[actor], members[actor].md()
+        if op == "decide" and model.mems:
+            decide_pair(api, model, me, md, a, b, p + a)
+        elif op == "resolve":
+            resolve_flag(stack, ws, api, model, me, md, a, b)
+        elif op == "import":
+            import_memory(stack, ws, model, me, n, a, b, p, aud, word)
+        else:
+            memory_op(api, model, me, md, n, op, a, b, p, aud, word)
+    set_model_vectors(stack, ws, model)
+    for i, member in enumerate(members):
+        check_curation(api, model, who[i], member.md())
+        check_listing(api, model, who[i], member.md(), set(model.mems))

@@ -87,6 +87,7 @@ def test_the_names_themselves():
         ("link_type", m.LinkType),
         ("default_mode", m.RecallMode),
         ("role", m.Role),
+        ("state", m.ConflictFlagState),
     ],
 )
 def test_sql_check_constraints_allow_exactly_the_vocabulary(column, enum):

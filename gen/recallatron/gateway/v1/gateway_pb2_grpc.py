@@ -107,6 +107,16 @@ class MemoryServiceStub:
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesResponse.FromString,
                 _registered_method=True)
+        self.ListExpiringMemories = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/ListExpiringMemories',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListExpiringMemoriesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListExpiringMemoriesResponse.FromString,
+                _registered_method=True)
+        self.KeepMemory = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/KeepMemory',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.KeepMemoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.KeepMemoryResponse.FromString,
+                _registered_method=True)
         self.PinMemory = channel.unary_unary(
                 '/recallatron.gateway.v1.MemoryService/PinMemory',
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.PinMemoryRequest.SerializeToString,
@@ -126,6 +136,26 @@ class MemoryServiceStub:
                 '/recallatron.gateway.v1.MemoryService/Capture',
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureResponse.FromString,
+                _registered_method=True)
+        self.ListDuplicateProposals = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/ListDuplicateProposals',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListDuplicateProposalsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListDuplicateProposalsResponse.FromString,
+                _registered_method=True)
+        self.DecideDuplicateProposal = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/DecideDuplicateProposal',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DecideDuplicateProposalRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DecideDuplicateProposalResponse.FromString,
+                _registered_method=True)
+        self.ListConflictFlags = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/ListConflictFlags',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListConflictFlagsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListConflictFlagsResponse.FromString,
+                _registered_method=True)
+        self.ResolveConflictFlag = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/ResolveConflictFlag',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ResolveConflictFlagRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ResolveConflictFlagResponse.FromString,
                 _registered_method=True)
 
 
@@ -260,6 +290,34 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListExpiringMemories(self, request, context):
+        """The expiry gate (issue 9). Lists the memories the caller can read (the readability rule of
+        ListMemories: audience, granted purpose, not forgotten, whole derived_from chain readable) that
+        the workspace's expiry gate hides from Recall and GetContext: those whose updated_at is at or
+        before the call's time minus the gate's days. Oldest updated first (then id), paginated
+        (AIP-158), total_size counting every such readable memory. They are never erased: KeepMemory
+        brings one back, Forget forgets it. With the gate off nothing is hidden, so the list is empty and
+        expiry_days is 0. INVALID_ARGUMENT for a bad page size, page token or filter; PERMISSION_DENIED
+        for a purpose filter not granted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KeepMemory(self, request, context):
+        """Keeps a memory the caller can read and may change (the rule of Correct: a member-only memory its
+        member, a workspace memory its creator or an admin): counts as an update, so updated_at becomes
+        the call's time and the memory is back in Recall and GetContext for another expiry_days days.
+        Title, body, confidence, revision, vectors and history are unchanged. Works with the gate on or
+        off, on a superseded memory too (history recall hides expired ones as well). NOT_FOUND when the
+        memory does not exist or is not readable (malformed ids included); PERMISSION_DENIED when it is
+        readable but not the caller's to change; ABORTED naming the current revision when
+        expected_revision is stale; INVALID_ARGUMENT when expected_revision is not positive.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PinMemory(self, request, context):
         """Pins a memory the caller can read (any granted purpose) for the caller's context bundle; pinning
         it again changes nothing. NOT_FOUND when the memory does not exist or is not readable;
@@ -300,6 +358,62 @@ class MemoryServiceServicer:
         over-long turn, more than 20 proposals, a bad field); PERMISSION_DENIED for a purpose not
         granted; NOT_FOUND for an entity id the caller cannot see. request_id makes a retry safe: the
         same request answers with the first outcomes (replayed), another with ALREADY_EXISTS.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDuplicateProposals(self, request, context):
+        """--- Curation: duplicate proposals and conflict flags (issue 9; docs/curation.md). ---
+        Pairs of memories at cosine 0.80 or more among the 500 newest memories the caller can read for
+        the stated purpose (the readability rule of Read and Recall, chain included; neither superseded
+        nor forgotten), each with both memories and the cosine of their stored vectors, best first
+        (cosine descending, then the pair's ids), paginated (AIP-158), total_size counting every pair.
+        Pairs a person kept as both are never proposed again. The vectors are the stored ones of the
+        current input version and revision; without them the list is not an error: dense_available says
+        whether pairs could be computed at all, memories_without_vectors how many memories of the window
+        had no usable vector (so took part in no pair). Nothing merges by itself: a person decides
+        (DecideDuplicateProposal). INVALID_ARGUMENT for a bad purpose, page size or page token;
+        PERMISSION_DENIED for a purpose not granted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DecideDuplicateProposal(self, request, context):
+        """Decides about a pair of distinct memories the caller can read (any two; they need not be on the
+        current list, which moves as memories are written): keep both (remembered for the workspace, so
+        the pair is never proposed again to anyone), supersede one by the other (the memory named by
+        keep_id stays as it is, the other gets superseded_by_id = keep_id; Supersede's rules: the caller
+        may change the one superseded, expected_revision is its revision as read, neither may already
+        be superseded, both have the same purpose), or forget one (Forget, derivations included).
+        NOT_FOUND (the same text as a missing memory) when either is not readable; INVALID_ARGUMENT for
+        a malformed id, the same id twice, an unknown decision, or keep_id or forget_id not one of the
+        pair; PERMISSION_DENIED when the caller may not change the memory superseded or forgotten;
+        ABORTED naming the current revision when expected_revision is stale; FAILED_PRECONDITION when
+        one of the pair is already superseded or the purposes differ.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListConflictFlags(self, request, context):
+        """Conflict flags whose two memories the caller can both read (the readability rule, chain
+        included), newest first, paginated (AIP-158), total_size counting the same flags.
+        INVALID_ARGUMENT for a bad page size or page token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveConflictFlag(self, request, context):
+        """Resolves an open conflict flag: acknowledge it, or undo it (the newer memory is superseded by a
+        new memory carrying the older's text, under expected_revision, the newer's revision as read).
+        Either needs the right to change the newer memory. NOT_FOUND (the same text as a missing flag)
+        when the caller cannot read both memories; INVALID_ARGUMENT for a malformed id or an unknown
+        resolution; PERMISSION_DENIED when the caller may not change the newer memory; ABORTED naming
+        the current revision when expected_revision is stale; FAILED_PRECONDITION when the flag is
+        already resolved or, to undo, the newer memory is superseded.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -373,6 +487,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMemoriesResponse.SerializeToString,
             ),
+            'ListExpiringMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListExpiringMemories,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListExpiringMemoriesRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListExpiringMemoriesResponse.SerializeToString,
+            ),
+            'KeepMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.KeepMemory,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.KeepMemoryRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.KeepMemoryResponse.SerializeToString,
+            ),
             'PinMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.PinMemory,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.PinMemoryRequest.FromString,
@@ -392,6 +516,26 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Capture,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureResponse.SerializeToString,
+            ),
+            'ListDuplicateProposals': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDuplicateProposals,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListDuplicateProposalsRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListDuplicateProposalsResponse.SerializeToString,
+            ),
+            'DecideDuplicateProposal': grpc.unary_unary_rpc_method_handler(
+                    servicer.DecideDuplicateProposal,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DecideDuplicateProposalRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DecideDuplicateProposalResponse.SerializeToString,
+            ),
+            'ListConflictFlags': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConflictFlags,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListConflictFlagsRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListConflictFlagsResponse.SerializeToString,
+            ),
+            'ResolveConflictFlag': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveConflictFlag,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ResolveConflictFlagRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ResolveConflictFlagResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -764,6 +908,60 @@ class MemoryService:
             _registered_method=True)
 
     @staticmethod
+    def ListExpiringMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/ListExpiringMemories',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListExpiringMemoriesRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListExpiringMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KeepMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/KeepMemory',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.KeepMemoryRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.KeepMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def PinMemory(request,
             target,
             options=(),
@@ -871,6 +1069,114 @@ class MemoryService:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def ListDuplicateProposals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/ListDuplicateProposals',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListDuplicateProposalsRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListDuplicateProposalsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DecideDuplicateProposal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/DecideDuplicateProposal',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DecideDuplicateProposalRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DecideDuplicateProposalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListConflictFlags(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/ListConflictFlags',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListConflictFlagsRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListConflictFlagsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveConflictFlag(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/ResolveConflictFlag',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ResolveConflictFlagRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ResolveConflictFlagResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class AdminServiceStub:
     """AdminService manages workspaces and members. Calls carry the operator credential as
@@ -897,6 +1203,11 @@ class AdminServiceStub:
                 '/recallatron.gateway.v1.AdminService/RevokeMember',
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RevokeMemberRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RevokeMemberResponse.FromString,
+                _registered_method=True)
+        self.RemoveMember = channel.unary_unary(
+                '/recallatron.gateway.v1.AdminService/RemoveMember',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RemoveMemberRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RemoveMemberResponse.FromString,
                 _registered_method=True)
         self.GetStatus = channel.unary_unary(
                 '/recallatron.gateway.v1.AdminService/GetStatus',
@@ -951,6 +1262,20 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RemoveMember(self, request, context):
+        """Removes a member from a workspace (issue 9): revokes every token of the member (the next call of
+        any of them is UNAUTHENTICATED), forgets every member-only memory of the member (tombstones, with
+        everything derived from them, exactly as Forget) and all of the member's history evidence (its
+        text erased, as ForgetHistory). Workspace memories the member wrote stay, still naming it as
+        created_by (changed from now on by admins). Admins can be removed, the last one too (the operator
+        can add another). Running it again finishes what an interrupted run left and answers
+        already_removed. NOT_FOUND for an unknown workspace or a member not in it (another workspace's
+        member included, malformed ids too).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetStatus(self, request, context):
         """Reports the embedding backlog and which dependencies are up.
         """
@@ -959,7 +1284,7 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateWorkspaceSettings(self, request, context):
-        """Changes a workspace's settings (dense floor, default mode, context bundle).
+        """Changes a workspace's settings (dense floor, default mode, context bundle, expiry gate).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -1013,6 +1338,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RevokeMember,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RevokeMemberRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RevokeMemberResponse.SerializeToString,
+            ),
+            'RemoveMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveMember,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RemoveMemberRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RemoveMemberResponse.SerializeToString,
             ),
             'GetStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStatus,
@@ -1123,6 +1453,33 @@ class AdminService:
             '/recallatron.gateway.v1.AdminService/RevokeMember',
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RevokeMemberRequest.SerializeToString,
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RevokeMemberResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.AdminService/RemoveMember',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RemoveMemberRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RemoveMemberResponse.FromString,
             options,
             channel_credentials,
             insecure,

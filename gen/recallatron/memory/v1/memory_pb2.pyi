@@ -87,6 +87,26 @@ class ImportStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     IMPORT_STATUS_CREATED: _ClassVar[ImportStatus]
     IMPORT_STATUS_ALREADY_IMPORTED: _ClassVar[ImportStatus]
     IMPORT_STATUS_FAILED: _ClassVar[ImportStatus]
+
+class DuplicateDecision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DUPLICATE_DECISION_UNSPECIFIED: _ClassVar[DuplicateDecision]
+    DUPLICATE_DECISION_KEEP_BOTH: _ClassVar[DuplicateDecision]
+    DUPLICATE_DECISION_SUPERSEDE: _ClassVar[DuplicateDecision]
+    DUPLICATE_DECISION_FORGET: _ClassVar[DuplicateDecision]
+
+class ConflictFlagState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONFLICT_FLAG_STATE_UNSPECIFIED: _ClassVar[ConflictFlagState]
+    CONFLICT_FLAG_STATE_OPEN: _ClassVar[ConflictFlagState]
+    CONFLICT_FLAG_STATE_ACKNOWLEDGED: _ClassVar[ConflictFlagState]
+    CONFLICT_FLAG_STATE_UNDONE: _ClassVar[ConflictFlagState]
+
+class ConflictResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONFLICT_RESOLUTION_UNSPECIFIED: _ClassVar[ConflictResolution]
+    CONFLICT_RESOLUTION_ACKNOWLEDGE: _ClassVar[ConflictResolution]
+    CONFLICT_RESOLUTION_UNDO: _ClassVar[ConflictResolution]
 KIND_UNSPECIFIED: Kind
 KIND_NOTE: Kind
 KIND_FACT: Kind
@@ -131,6 +151,17 @@ IMPORT_STATUS_UNSPECIFIED: ImportStatus
 IMPORT_STATUS_CREATED: ImportStatus
 IMPORT_STATUS_ALREADY_IMPORTED: ImportStatus
 IMPORT_STATUS_FAILED: ImportStatus
+DUPLICATE_DECISION_UNSPECIFIED: DuplicateDecision
+DUPLICATE_DECISION_KEEP_BOTH: DuplicateDecision
+DUPLICATE_DECISION_SUPERSEDE: DuplicateDecision
+DUPLICATE_DECISION_FORGET: DuplicateDecision
+CONFLICT_FLAG_STATE_UNSPECIFIED: ConflictFlagState
+CONFLICT_FLAG_STATE_OPEN: ConflictFlagState
+CONFLICT_FLAG_STATE_ACKNOWLEDGED: ConflictFlagState
+CONFLICT_FLAG_STATE_UNDONE: ConflictFlagState
+CONFLICT_RESOLUTION_UNSPECIFIED: ConflictResolution
+CONFLICT_RESOLUTION_ACKNOWLEDGE: ConflictResolution
+CONFLICT_RESOLUTION_UNDO: ConflictResolution
 
 class Caller(_message.Message):
     __slots__ = ("workspace_id", "member_id", "role", "granted_purposes")
@@ -349,3 +380,33 @@ class ImportResult(_message.Message):
     status: ImportStatus
     error: _status_pb2.Status
     def __init__(self, import_key: _Optional[str] = ..., id: _Optional[str] = ..., status: _Optional[_Union[ImportStatus, str]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class DuplicateProposal(_message.Message):
+    __slots__ = ("memory_a", "memory_b", "cosine")
+    MEMORY_A_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_B_FIELD_NUMBER: _ClassVar[int]
+    COSINE_FIELD_NUMBER: _ClassVar[int]
+    memory_a: Memory
+    memory_b: Memory
+    cosine: float
+    def __init__(self, memory_a: _Optional[_Union[Memory, _Mapping]] = ..., memory_b: _Optional[_Union[Memory, _Mapping]] = ..., cosine: _Optional[float] = ...) -> None: ...
+
+class ConflictFlag(_message.Message):
+    __slots__ = ("id", "older", "newer", "flagged_at", "state", "resolved_at", "resolved_by", "restored_memory_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OLDER_FIELD_NUMBER: _ClassVar[int]
+    NEWER_FIELD_NUMBER: _ClassVar[int]
+    FLAGGED_AT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_AT_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_BY_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    older: Memory
+    newer: Memory
+    flagged_at: _timestamp_pb2.Timestamp
+    state: ConflictFlagState
+    resolved_at: _timestamp_pb2.Timestamp
+    resolved_by: str
+    restored_memory_id: str
+    def __init__(self, id: _Optional[str] = ..., older: _Optional[_Union[Memory, _Mapping]] = ..., newer: _Optional[_Union[Memory, _Mapping]] = ..., flagged_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[_Union[ConflictFlagState, str]] = ..., resolved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resolved_by: _Optional[str] = ..., restored_memory_id: _Optional[str] = ...) -> None: ...

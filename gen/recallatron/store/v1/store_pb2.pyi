@@ -80,12 +80,14 @@ class UnpinMemoryResponse(_message.Message):
     def __init__(self, was_pinned: _Optional[bool] = ...) -> None: ...
 
 class GetContextRequest(_message.Message):
-    __slots__ = ("caller", "purpose")
+    __slots__ = ("caller", "purpose", "expiry_days")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     purpose: _memory_pb2.Purpose
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ...) -> None: ...
+    expiry_days: int
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., expiry_days: _Optional[int] = ...) -> None: ...
 
 class ContextEntry(_message.Message):
     __slots__ = ("part", "memory", "entities")
@@ -124,6 +126,112 @@ class CaptureResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[_memory_pb2.CaptureResult]
     replayed: bool
     def __init__(self, results: _Optional[_Iterable[_Union[_memory_pb2.CaptureResult, _Mapping]]] = ..., replayed: _Optional[bool] = ...) -> None: ...
+
+class ListDuplicateProposalsRequest(_message.Message):
+    __slots__ = ("caller", "purpose", "page_size", "page_token", "input_version")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    INPUT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    purpose: _memory_pb2.Purpose
+    page_size: int
+    page_token: str
+    input_version: str
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., input_version: _Optional[str] = ...) -> None: ...
+
+class ListDuplicateProposalsResponse(_message.Message):
+    __slots__ = ("proposals", "next_page_token", "total_size", "dense_available", "memories_considered", "memories_without_vectors")
+    PROPOSALS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    DENSE_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_CONSIDERED_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_WITHOUT_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    proposals: _containers.RepeatedCompositeFieldContainer[_memory_pb2.DuplicateProposal]
+    next_page_token: str
+    total_size: int
+    dense_available: bool
+    memories_considered: int
+    memories_without_vectors: int
+    def __init__(self, proposals: _Optional[_Iterable[_Union[_memory_pb2.DuplicateProposal, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ..., dense_available: _Optional[bool] = ..., memories_considered: _Optional[int] = ..., memories_without_vectors: _Optional[int] = ...) -> None: ...
+
+class DecideDuplicateProposalRequest(_message.Message):
+    __slots__ = ("caller", "memory_a_id", "memory_b_id", "decision", "keep_id", "expected_revision", "forget_id", "reason")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_A_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_B_ID_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    KEEP_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    FORGET_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    memory_a_id: str
+    memory_b_id: str
+    decision: _memory_pb2.DuplicateDecision
+    keep_id: str
+    expected_revision: int
+    forget_id: str
+    reason: str
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_a_id: _Optional[str] = ..., memory_b_id: _Optional[str] = ..., decision: _Optional[_Union[_memory_pb2.DuplicateDecision, str]] = ..., keep_id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., forget_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class DecideDuplicateProposalResponse(_message.Message):
+    __slots__ = ("decision", "superseded", "kept", "forgotten_ids", "conflict_flag_id")
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    KEPT_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    CONFLICT_FLAG_ID_FIELD_NUMBER: _ClassVar[int]
+    decision: _memory_pb2.DuplicateDecision
+    superseded: _memory_pb2.Memory
+    kept: _memory_pb2.Memory
+    forgotten_ids: _containers.RepeatedScalarFieldContainer[str]
+    conflict_flag_id: str
+    def __init__(self, decision: _Optional[_Union[_memory_pb2.DuplicateDecision, str]] = ..., superseded: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., kept: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., forgotten_ids: _Optional[_Iterable[str]] = ..., conflict_flag_id: _Optional[str] = ...) -> None: ...
+
+class ListConflictFlagsRequest(_message.Message):
+    __slots__ = ("caller", "page_size", "page_token", "include_resolved")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_RESOLVED_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    page_size: int
+    page_token: str
+    include_resolved: bool
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., include_resolved: _Optional[bool] = ...) -> None: ...
+
+class ListConflictFlagsResponse(_message.Message):
+    __slots__ = ("flags", "next_page_token", "total_size")
+    FLAGS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    flags: _containers.RepeatedCompositeFieldContainer[_memory_pb2.ConflictFlag]
+    next_page_token: str
+    total_size: int
+    def __init__(self, flags: _Optional[_Iterable[_Union[_memory_pb2.ConflictFlag, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ...) -> None: ...
+
+class ResolveConflictFlagRequest(_message.Message):
+    __slots__ = ("caller", "flag_id", "resolution", "expected_revision")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    FLAG_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    flag_id: str
+    resolution: _memory_pb2.ConflictResolution
+    expected_revision: int
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., flag_id: _Optional[str] = ..., resolution: _Optional[_Union[_memory_pb2.ConflictResolution, str]] = ..., expected_revision: _Optional[int] = ...) -> None: ...
+
+class ResolveConflictFlagResponse(_message.Message):
+    __slots__ = ("flag", "restored")
+    FLAG_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_FIELD_NUMBER: _ClassVar[int]
+    flag: _memory_pb2.ConflictFlag
+    restored: _memory_pb2.Memory
+    def __init__(self, flag: _Optional[_Union[_memory_pb2.ConflictFlag, _Mapping]] = ..., restored: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class HistoryTurn(_message.Message):
     __slots__ = ("request_id", "chat_id", "role", "text", "occurred_at", "session_id")
@@ -265,17 +373,67 @@ class ListMemoriesResponse(_message.Message):
     total_size: int
     def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ...) -> None: ...
 
+class ListExpiringMemoriesRequest(_message.Message):
+    __slots__ = ("caller", "page_size", "page_token", "purpose", "superseded", "expiry_days")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    page_size: int
+    page_token: str
+    purpose: _memory_pb2.Purpose
+    superseded: _memory_pb2.SupersededFilter
+    expiry_days: int
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., superseded: _Optional[_Union[_memory_pb2.SupersededFilter, str]] = ..., expiry_days: _Optional[int] = ...) -> None: ...
+
+class ListExpiringMemoriesResponse(_message.Message):
+    __slots__ = ("memories", "next_page_token", "total_size", "expiry_days", "hidden_before")
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
+    HIDDEN_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    next_page_token: str
+    total_size: int
+    expiry_days: int
+    hidden_before: _timestamp_pb2.Timestamp
+    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ..., expiry_days: _Optional[int] = ..., hidden_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class KeepMemoryRequest(_message.Message):
+    __slots__ = ("caller", "memory_id", "expected_revision")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    memory_id: str
+    expected_revision: int
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ..., expected_revision: _Optional[int] = ...) -> None: ...
+
+class KeepMemoryResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
 class UpdateWorkspaceSettingsRequest(_message.Message):
-    __slots__ = ("workspace_id", "dense_floor", "default_mode", "context_bundle")
+    __slots__ = ("workspace_id", "dense_floor", "default_mode", "context_bundle", "expiry_days", "expiry_off")
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_BUNDLE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_OFF_FIELD_NUMBER: _ClassVar[int]
     workspace_id: str
     dense_floor: float
     default_mode: _memory_pb2.RecallMode
     context_bundle: bool
-    def __init__(self, workspace_id: _Optional[str] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ...) -> None: ...
+    expiry_days: int
+    expiry_off: bool
+    def __init__(self, workspace_id: _Optional[str] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ..., expiry_off: _Optional[bool] = ...) -> None: ...
 
 class UpdateWorkspaceSettingsResponse(_message.Message):
     __slots__ = ("settings",)
@@ -298,14 +456,16 @@ class RebuildEmbeddingsResponse(_message.Message):
     def __init__(self, queued: _Optional[int] = ..., input_version: _Optional[str] = ...) -> None: ...
 
 class WorkspaceSettings(_message.Message):
-    __slots__ = ("dense_floor", "default_mode", "context_bundle")
+    __slots__ = ("dense_floor", "default_mode", "context_bundle", "expiry_days")
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_BUNDLE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
     dense_floor: float
     default_mode: _memory_pb2.RecallMode
     context_bundle: bool
-    def __init__(self, dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ...) -> None: ...
+    expiry_days: int
+    def __init__(self, dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ...) -> None: ...
 
 class CreateWorkspaceRequest(_message.Message):
     __slots__ = ("name",)
@@ -352,6 +512,26 @@ class RevokeMemberResponse(_message.Message):
     REVOKED_FIELD_NUMBER: _ClassVar[int]
     revoked: int
     def __init__(self, revoked: _Optional[int] = ...) -> None: ...
+
+class RemoveMemberRequest(_message.Message):
+    __slots__ = ("workspace_id", "member_id")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    member_id: str
+    def __init__(self, workspace_id: _Optional[str] = ..., member_id: _Optional[str] = ...) -> None: ...
+
+class RemoveMemberResponse(_message.Message):
+    __slots__ = ("revoked", "forgotten_ids", "history_forgotten", "already_removed")
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FORGOTTEN_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    revoked: int
+    forgotten_ids: _containers.RepeatedScalarFieldContainer[str]
+    history_forgotten: int
+    already_removed: bool
+    def __init__(self, revoked: _Optional[int] = ..., forgotten_ids: _Optional[_Iterable[str]] = ..., history_forgotten: _Optional[int] = ..., already_removed: _Optional[bool] = ...) -> None: ...
 
 class AuthenticateRequest(_message.Message):
     __slots__ = ("token",)
@@ -486,20 +666,22 @@ class Candidate(_message.Message):
     def __init__(self, memory_id: _Optional[str] = ..., score: _Optional[float] = ..., chain_readable: _Optional[bool] = ..., identifier_matches: _Optional[int] = ..., all_terms: _Optional[bool] = ...) -> None: ...
 
 class LexicalCandidatesRequest(_message.Message):
-    __slots__ = ("caller", "purpose", "query", "limit", "include_superseded", "entity_ids")
+    __slots__ = ("caller", "purpose", "query", "limit", "include_superseded", "entity_ids", "expiry_days")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
     ENTITY_IDS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     purpose: _memory_pb2.Purpose
     query: str
     limit: int
     include_superseded: bool
     entity_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    expiry_days: int
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ..., expiry_days: _Optional[int] = ...) -> None: ...
 
 class LexicalCandidatesResponse(_message.Message):
     __slots__ = ("candidates",)
@@ -508,7 +690,7 @@ class LexicalCandidatesResponse(_message.Message):
     def __init__(self, candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ...) -> None: ...
 
 class DenseCandidatesRequest(_message.Message):
-    __slots__ = ("caller", "purpose", "vector", "input_version", "floor", "limit", "entity_ids")
+    __slots__ = ("caller", "purpose", "vector", "input_version", "floor", "limit", "entity_ids", "expiry_days")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
@@ -516,6 +698,7 @@ class DenseCandidatesRequest(_message.Message):
     FLOOR_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     ENTITY_IDS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     purpose: _memory_pb2.Purpose
     vector: _containers.RepeatedScalarFieldContainer[float]
@@ -523,7 +706,8 @@ class DenseCandidatesRequest(_message.Message):
     floor: float
     limit: int
     entity_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., vector: _Optional[_Iterable[float]] = ..., input_version: _Optional[str] = ..., floor: _Optional[float] = ..., limit: _Optional[int] = ..., entity_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    expiry_days: int
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., vector: _Optional[_Iterable[float]] = ..., input_version: _Optional[str] = ..., floor: _Optional[float] = ..., limit: _Optional[int] = ..., entity_ids: _Optional[_Iterable[str]] = ..., expiry_days: _Optional[int] = ...) -> None: ...
 
 class DenseCandidatesResponse(_message.Message):
     __slots__ = ("candidates", "stamp_current")

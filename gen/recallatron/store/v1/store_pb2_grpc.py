@@ -50,6 +50,11 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.RevokeMemberRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.RevokeMemberResponse.FromString,
                 _registered_method=True)
+        self.RemoveMember = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/RemoveMember',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.RemoveMemberRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.RemoveMemberResponse.FromString,
+                _registered_method=True)
         self.Authenticate = channel.unary_unary(
                 '/recallatron.store.v1.StoreService/Authenticate',
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.AuthenticateRequest.SerializeToString,
@@ -150,6 +155,16 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListMemoriesRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListMemoriesResponse.FromString,
                 _registered_method=True)
+        self.ListExpiringMemories = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/ListExpiringMemories',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListExpiringMemoriesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListExpiringMemoriesResponse.FromString,
+                _registered_method=True)
+        self.KeepMemory = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/KeepMemory',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.KeepMemoryRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.KeepMemoryResponse.FromString,
+                _registered_method=True)
         self.ImportMemories = channel.unary_unary(
                 '/recallatron.store.v1.StoreService/ImportMemories',
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ImportMemoriesRequest.SerializeToString,
@@ -180,6 +195,26 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.CaptureRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.CaptureResponse.FromString,
                 _registered_method=True)
+        self.ListDuplicateProposals = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/ListDuplicateProposals',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListDuplicateProposalsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListDuplicateProposalsResponse.FromString,
+                _registered_method=True)
+        self.DecideDuplicateProposal = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/DecideDuplicateProposal',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.DecideDuplicateProposalRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.DecideDuplicateProposalResponse.FromString,
+                _registered_method=True)
+        self.ListConflictFlags = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/ListConflictFlags',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListConflictFlagsRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListConflictFlagsResponse.FromString,
+                _registered_method=True)
+        self.ResolveConflictFlag = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/ResolveConflictFlag',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ResolveConflictFlagRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ResolveConflictFlagResponse.FromString,
+                _registered_method=True)
 
 
 class StoreServiceServicer:
@@ -203,6 +238,15 @@ class StoreServiceServicer:
 
     def RevokeMember(self, request, context):
         """Revokes every credential of a member. NOT_FOUND for an unknown member.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveMember(self, request, context):
+        """Removes a member (AdminService.RemoveMember): revokes its tokens, marks it removed, forgets its
+        member-only memories (lifecycle.forget, derivations included) and its history evidence.
+        Idempotent. NOT_FOUND for an unknown workspace or a member not in it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -363,6 +407,21 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListExpiringMemories(self, request, context):
+        """The readable memories the expiry gate hides from recall, oldest updated first, paginated
+        (as the gateway's ListExpiringMemories); empty when expiry_days is 0 (the gate off).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KeepMemory(self, request, context):
+        """Keeps a memory: updated_at becomes now, nothing else changes (as the gateway's KeepMemory).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ImportMemories(self, request, context):
         """Imports entities and memories into a workspace (AdminService.ImportMemories): each item is
         validated and answered on its own, a failed item failing only itself; the items written are
@@ -411,6 +470,36 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDuplicateProposals(self, request, context):
+        """--- Curation: duplicate proposals and conflict flags (issue 9; docs/curation.md). ---
+        The duplicate proposals of the caller's window (as the gateway's ListDuplicateProposals), from
+        the stored vectors of input_version, which the gateway names (the store loads no model).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DecideDuplicateProposal(self, request, context):
+        """Applies a person's decision about a pair (as the gateway's DecideDuplicateProposal).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListConflictFlags(self, request, context):
+        """The conflict flags whose two memories the caller can read (as the gateway's ListConflictFlags).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveConflictFlag(self, request, context):
+        """Resolves a conflict flag (as the gateway's ResolveConflictFlag).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -428,6 +517,11 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.RevokeMember,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.RevokeMemberRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.RevokeMemberResponse.SerializeToString,
+            ),
+            'RemoveMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveMember,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.RemoveMemberRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.RemoveMemberResponse.SerializeToString,
             ),
             'Authenticate': grpc.unary_unary_rpc_method_handler(
                     servicer.Authenticate,
@@ -529,6 +623,16 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListMemoriesRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListMemoriesResponse.SerializeToString,
             ),
+            'ListExpiringMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListExpiringMemories,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListExpiringMemoriesRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListExpiringMemoriesResponse.SerializeToString,
+            ),
+            'KeepMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.KeepMemory,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.KeepMemoryRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.KeepMemoryResponse.SerializeToString,
+            ),
             'ImportMemories': grpc.unary_unary_rpc_method_handler(
                     servicer.ImportMemories,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ImportMemoriesRequest.FromString,
@@ -558,6 +662,26 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.Capture,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.CaptureRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.CaptureResponse.SerializeToString,
+            ),
+            'ListDuplicateProposals': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDuplicateProposals,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListDuplicateProposalsRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListDuplicateProposalsResponse.SerializeToString,
+            ),
+            'DecideDuplicateProposal': grpc.unary_unary_rpc_method_handler(
+                    servicer.DecideDuplicateProposal,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.DecideDuplicateProposalRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.DecideDuplicateProposalResponse.SerializeToString,
+            ),
+            'ListConflictFlags': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListConflictFlags,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListConflictFlagsRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListConflictFlagsResponse.SerializeToString,
+            ),
+            'ResolveConflictFlag': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveConflictFlag,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ResolveConflictFlagRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ResolveConflictFlagResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -642,6 +766,33 @@ class StoreService:
             '/recallatron.store.v1.StoreService/RevokeMember',
             recallatron_dot_store_dot_v1_dot_store__pb2.RevokeMemberRequest.SerializeToString,
             recallatron_dot_store_dot_v1_dot_store__pb2.RevokeMemberResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/RemoveMember',
+            recallatron_dot_store_dot_v1_dot_store__pb2.RemoveMemberRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.RemoveMemberResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1193,6 +1344,60 @@ class StoreService:
             _registered_method=True)
 
     @staticmethod
+    def ListExpiringMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/ListExpiringMemories',
+            recallatron_dot_store_dot_v1_dot_store__pb2.ListExpiringMemoriesRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.ListExpiringMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KeepMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/KeepMemory',
+            recallatron_dot_store_dot_v1_dot_store__pb2.KeepMemoryRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.KeepMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def ImportMemories(request,
             target,
             options=(),
@@ -1344,6 +1549,114 @@ class StoreService:
             '/recallatron.store.v1.StoreService/Capture',
             recallatron_dot_store_dot_v1_dot_store__pb2.CaptureRequest.SerializeToString,
             recallatron_dot_store_dot_v1_dot_store__pb2.CaptureResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDuplicateProposals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/ListDuplicateProposals',
+            recallatron_dot_store_dot_v1_dot_store__pb2.ListDuplicateProposalsRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.ListDuplicateProposalsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DecideDuplicateProposal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/DecideDuplicateProposal',
+            recallatron_dot_store_dot_v1_dot_store__pb2.DecideDuplicateProposalRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.DecideDuplicateProposalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListConflictFlags(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/ListConflictFlags',
+            recallatron_dot_store_dot_v1_dot_store__pb2.ListConflictFlagsRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.ListConflictFlagsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveConflictFlag(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/ResolveConflictFlag',
+            recallatron_dot_store_dot_v1_dot_store__pb2.ResolveConflictFlagRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.ResolveConflictFlagResponse.FromString,
             options,
             channel_credentials,
             insecure,

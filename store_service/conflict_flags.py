@@ -1,0 +1,39 @@
+"""Conflict flags, written where a supersession is made (docs/curation.md, "Conflict flags").
+
+The old store's rule, kept: when a memory held with confidence 0.8 or more is superseded by one held
+with 0.8 or more, two confident claims disagree. Both stay (the older points to the newer through
+``superseded_by_id``) and the pair is flagged for a person to acknowledge or undo
+(store_service/curation.py lists and resolves flags). ``flag`` runs in the transaction that sets
+``superseded_by_id``, on every path that sets it: Supersede and supersede by an existing memory
+(store_service/lifecycle.py, which DecideDuplicateProposal uses) and ImportMemories' supersede
+links (store_service/imports.py), so the rule lives here alone. An undo's own supersession writes
+no flag: it is a person's answer to the flag, not a new disagreement.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+
+# The confidence both memories must reach for a supersession to be flagged (issue 9 and the old
+# store's rule; ../shared/DESIGN.md, "Curation").
+CONFLICT_CONFIDENCE = 0.8
+
+
+def flag(conn: psycopg.Connection, pairs: list[tuple[uuid.UUID, uuid.UUID]]) -> dict[uuid.UUID, uuid.UUID]:
+    """Writes one open flag per (older, newer) pair whose memories both have confidence
+    ``CONFLICT_CONFIDENCE`` or more, as the rows stand in this transaction; returns older id -> flag
+    id for the flags written (one statement however many pairs)."""
+    if not pairs:
+        return {}
+    rows = conn.execute(
+        """INSERT INTO conflict_flag (id, older_id, newer_id)
+           SELECT gen_random_uuid(), o.id, n.id
+             FROM unnest(%(olds)s::uuid[], %(news)s::uuid[]) AS p(old, new)
+             JOIN memory o ON o.id = p.old JOIN memory n ON n.id = p.new
+            WHERE o.confidence >= %(floor)s AND n.confidence >= %(floor)s
+        RETURNING older_id, id""",
+        {"olds": [o for o, _ in pairs], "news": [n for _, n in pairs], "floor": CONFLICT_CONFIDENCE},
+    ).fetchall()
+    return {older: fid for older, fid in rows}

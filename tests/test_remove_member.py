@@ -1,0 +1,195 @@
+"""Member removal (AdminService.RemoveMember, issue 9, item 5) end to end through the gateway against
+real PostgreSQL: tokens revoked, member-only memories forgotten with their derivations and listed,
+workspace memories kept naming their creator, history evidence forgotten, idempotence, admins, bad
+input and `recallatron member remove`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import grpc
+import pytest
+from conftest import code_of
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+
+ROOT = Path(__file__).resolve().parent.parent
+NOT_FOUND = grpc.StatusCode.NOT_FOUND
+CONV = m.PURPOSE_CONVERSATION
+
+
+def remove(stack, ws: str, member_id: str) -> g.RemoveMemberResponse:
+    return stack.admin.RemoveMember(g.RemoveMemberRequest(workspace_id=ws, member_id=member_id), metadata=stack.op())
+
+
+def derive(member, sources: list[str], body: str) -> m.Memory:
+    return member.stack.memory.Derive(g.DeriveRequest(source_ids=sources, body=body), metadata=member.md()).memory
+
+
+def test_removal_forgets_what_is_the_members_alone_and_keeps_the_rest(stack):
+    ws = stack.workspace("remove member")
+    carol, dave = stack.member(ws), stack.member(ws)
+    shared = carol.remember("Carol: the workshop opens at eight.")
+    own = carol.remember("Carol's locker code is 4711.", audience=m.AUDIENCE_MEMBER)
+    own_tasks = carol.remember("Carol must renew her badge.", audience=m.AUDIENCE_MEMBER, purpose=m.PURPOSE_TASKS)
+    from_own = derive(carol, [own.id], "Carol keeps a locker.")  # member-only: Derive's intersection
+    from_shared = derive(carol, [shared.id], "The workshop is open mornings.")  # a workspace memory
+    dave_own = dave.remember("Dave's locker code is 1234.", audience=m.AUDIENCE_MEMBER)
+    stack.memory.AppendHistory(
+        g.AppendHistoryRequest(
+            turns=[
+                g.HistoryTurn(chat_id="tg:1", role="user", text="Carol said her locker code is 4711."),
+                g.HistoryTurn(chat_id="tg:1", role="assistant", text="Noted.", request_id="turn-2"),
+            ]
+        ),
+        metadata=carol.md(),
+    )
+    dave_turn = stack.memory.AppendHistory(
+        g.AppendHistoryRequest(turns=[g.HistoryTurn(chat_id="tg:2", role="user", text="Dave's locker.")]),
+        metadata=dave.md(),
+    )
+    resp = remove(stack, ws, carol.id)
+    assert resp.revoked == 1 and resp.history_forgotten == 2 and resp.already_removed is False
+    assert resp.forgotten_ids == [own.id, from_own.id, own_tasks.id]  # each, then its derivations
+    # Her next call, any call, is refused.
+    for call, req in (
+        (stack.memory.Read, g.ReadRequest(id=shared.id)),
+        (stack.memory.ListMemories, g.ListMemoriesRequest()),
+        (stack.memory.SearchHistory, g.SearchHistoryRequest()),
+    ):
+        assert code_of(call, req, metadata=carol.md()) == grpc.StatusCode.UNAUTHENTICATED
+    # Her workspace memories stay, naming her; dave's own memory and turns are untouched.
+    for x in (shared, from_shared):
+        kept = dave.read(x.id)
+        assert kept.body == x.body and kept.created_by == carol.id and not kept.forgotten
+    assert dave.read(dave_own.id).body == dave_own.body
+    assert [e.turn.text for e in stack.memory.SearchHistory(g.SearchHistoryRequest(), metadata=dave.md()).entries] == [
+        "Dave's locker."
+    ]
+    assert dave_turn.results[0].turn_id
+    with stack.db(ws) as conn:
+        rows = conn.execute(
+            "SELECT id::text, title, body, forgotten_at IS NOT NULL, invalidation_reason FROM memory"
+            " WHERE id = ANY(%s)",
+            ([uuid.UUID(i) for i in resp.forgotten_ids],),
+        ).fetchall()
+        assert len(rows) == 3 and all(r[1] == "" and r[2] == "" and r[3] for r in rows)  # tombstones, text erased
+        reasons = {r[0]: r[4] for r in rows}
+        assert reasons[own.id] == "its member was removed from the workspace"
+        assert reasons[from_own.id] == f"forgotten with its source {own.id}"
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM lexical_document WHERE memory_id = ANY(%s)",
+                ([uuid.UUID(i) for i in resp.forgotten_ids],),
+            ).fetchone()[0]
+            == 0
+        )
+        turns = conn.execute(
+            "SELECT text, forgotten_at IS NOT NULL FROM history_turn WHERE owner_member_id = %s", (uuid.UUID(carol.id),)
+        ).fetchall()
+        assert turns == [("", True)]  # the one with a request id keeps a tombstone; the other is gone
+    # Nothing of hers is recalled any more, by anyone.
+    assert [it.memory.id for it in dave.recall("locker code", top_k=50).items] == [dave_own.id]
+
+
+def test_removing_again_finishes_and_changes_nothing_more(stack):
+    ws = stack.workspace("remove twice")
+    erin = stack.member(ws)
+    note = erin.remember("Erin's own note.", audience=m.AUDIENCE_MEMBER)
+    first = remove(stack, ws, erin.id)
+    assert list(first.forgotten_ids) == [note.id] and first.revoked == 1
+    second = remove(stack, ws, erin.id)
+    assert second.already_removed is True and second.revoked == 0
+    assert list(second.forgotten_ids) == [] and second.history_forgotten == 0
+    # A member-only memory written by a call already in flight at removal (as if it landed just
+    # after the sweep) is found by the next run.
+    with stack.db(ws) as conn:
+        late = uuid.uuid4()
+        conn.execute(
+            """INSERT INTO memory (id, kind, title, body, audience_member_id, purpose, confidence, origin, created_by)
+               VALUES (%s, 'note', '', 'landed late', %s, 'conversation', 1, 'told', %s)""",
+            (late, uuid.UUID(erin.id), uuid.UUID(erin.id)),
+        )
+    assert list(remove(stack, ws, erin.id).forgotten_ids) == [str(late)]
+
+
+def test_admins_can_be_removed_the_last_one_too(stack):
+    ws = stack.workspace("remove admin")
+    admin = stack.member(ws, role=m.ROLE_ADMIN)
+    member = stack.member(ws)
+    note = admin.remember("Admin's workspace note.")
+    resp = remove(stack, ws, admin.id)
+    assert resp.revoked == 1
+    assert code_of(stack.memory.Read, g.ReadRequest(id=note.id), metadata=admin.md()) == grpc.StatusCode.UNAUTHENTICATED
+    assert member.read(note.id).created_by == admin.id
+    # Its workspace memories are now changed by admins only: the operator adds one.
+    assert (
+        code_of(
+            stack.memory.Correct,
+            g.CorrectRequest(id=note.id, expected_revision=1, body="changed"),
+            metadata=member.md(),
+        )
+        == grpc.StatusCode.PERMISSION_DENIED
+    )
+    new_admin = stack.member(ws, role=m.ROLE_ADMIN)
+    stack.memory.Correct(g.CorrectRequest(id=note.id, expected_revision=1, body="changed"), metadata=new_admin.md())
+
+
+def test_unknown_members_and_bad_input(stack):
+    ws, other = stack.workspace("remove input"), stack.workspace("remove other")
+    stranger = stack.member(other)
+    kept = stranger.remember("The stranger's own note.", audience=m.AUDIENCE_MEMBER)
+    for workspace, member in (
+        (ws, str(uuid.uuid4())),  # nobody
+        (ws, stranger.id),  # another workspace's member
+        (str(uuid.uuid4()), stranger.id),  # an unknown workspace
+        (ws, "not-a-uuid"),
+        ("not-a-uuid", stranger.id),
+        (ws, ""),
+        (ws, "x" * 10_000),
+    ):
+        with pytest.raises(grpc.RpcError) as err:
+            remove(stack, workspace, member)
+        assert err.value.code() == NOT_FOUND
+    assert stranger.read(kept.id).body == kept.body  # nothing happened to the stranger
+    # Operator only.
+    req = g.RemoveMemberRequest(workspace_id=other, member_id=stranger.id)
+    assert code_of(stack.admin.RemoveMember, req, metadata=stranger.md()) == grpc.StatusCode.UNAUTHENTICATED
+    assert code_of(stack.admin.RemoveMember, req) == grpc.StatusCode.UNAUTHENTICATED
+    assert stranger.read(kept.id).body == kept.body
+
+
+def cli(stack, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args, "--gateway", f"127.0.0.1:{stack.gateway.port}"],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_command(stack):
+    ws = stack.workspace("remove cli")
+    fred = stack.member(ws)
+    note = fred.remember("Fred's own note.", audience=m.AUDIENCE_MEMBER)
+    op = ("--operator-token", stack.operator_token)
+    out = cli(stack, "member", "remove", "--workspace", ws, fred.id, *op)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        f"removed member {fred.id}: revoked 1 token(s), forgot 1 member-only memories and 0 history turn(s)",
+        f"  forgot {note.id}",
+    ]
+    again = json.loads(cli(stack, "member", "remove", "--workspace", ws, fred.id, "--json", *op).stdout)
+    assert again == {"revoked": "0", "forgotten_ids": [], "history_forgotten": "0", "already_removed": True}
+    missing = cli(stack, "member", "remove", "--workspace", ws, str(uuid.uuid4()), *op)
+    assert missing.returncode == 1 and missing.stderr.strip() == "NOT_FOUND: member not found"
+    assert cli(stack, "member", "remove", fred.id, *op).returncode == 2  # --workspace is required
+    assert cli(stack, "member", "remove", "--workspace", ws, *op).returncode == 2
+    bad = cli(stack, "member", "remove", "--workspace", ws, fred.id, "--operator-token", "wrong")
+    assert bad.returncode == 1 and bad.stderr.startswith("UNAUTHENTICATED: ")
