@@ -40,8 +40,9 @@ every entity name, and asserts:
 - history: SearchHistory gives each member exactly their own live turns, scored with the statistics
   of those turns alone (a reference BM25 over the model), and listed in time order; another
   member's turn id is NOT_FOUND to ForgetHistory, and any turn id to every call taking a memory id
-  (Read, Derive, Correct, Supersede, Forget, PinMemory, UnpinMemory), for the admin as for anyone; a
-  history recall holds exactly the readable memories, superseded too, and no turn; Capture stores a
+  (Read, Derive, Correct, Supersede, Forget, KeepMemory, PinMemory, UnpinMemory), for the admin as
+  for anyone; a history recall holds exactly the readable memories the gate does not hide,
+  superseded too, and no turn; Capture stores a
   proposal whose body is any member's turn text (history is not a memory it knows) and adds no
   turn; a request id another member used is not a replay; the history statistics equal a recount.
 """
@@ -255,16 +256,22 @@ def check_history(api, model: Model, me: str, md, word: str) -> None:
             (api.Forget, g.ForgetRequest(id=turn_id, reason="x")),
             (api.PinMemory, g.PinMemoryRequest(id=turn_id)),
             (api.UnpinMemory, g.UnpinMemoryRequest(id=turn_id)),
+            (api.KeepMemory, g.KeepMemoryRequest(id=turn_id, expected_revision=1)),
         ):
             assert call(fn, req, md)[0] == grpc.StatusCode.NOT_FOUND, (fn, turn_id)
 
 
 def check_history_recall(api, model: Model, me: str, md, word: str, purpose: int) -> None:
     """A history recall (superseded memories too, keyword arm only) finds exactly the readable
-    memories of the purpose, superseded or not, and never a history turn."""
+    memories of the purpose, superseded or not, that the expiry gate does not hide, and never a
+    history turn."""
     code, resp = call(api.Recall, g.RecallRequest(query=word, purpose=purpose, include_superseded=True, top_k=200), md)
     assert code == OK and resp.mode == m.RECALL_MODE_LEXICAL
-    want = {i for i, mem in model.mems.items() if mem.purpose == purpose and model.readable(i, me)}
+    want = {
+        i
+        for i, mem in model.mems.items()
+        if mem.purpose == purpose and model.readable(i, me) and not (model.gate and mem.aged)
+    }
     got = {it.memory.id for it in resp.items}
     assert got == want and not got & set(model.turns), (got ^ want, got & set(model.turns))
     assert resp.counts.returned == len(want)
