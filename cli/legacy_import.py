@@ -131,13 +131,18 @@ class Run:
 
     def __init__(self, gw: client.Gateway, workspace: str, plan: Plan) -> None:
         self.gw, self.workspace, self.plan = gw, workspace, plan
-        self.answered = {s: Counter() for s in (*SECTIONS, "entities")}
+        self.answered = {s: Counter() for s in (*SECTIONS, "entities", "mentions")}
+        # The mentions each memory carries: written with it when the store answers CREATED, not
+        # written when it answers ALREADY_IMPORTED (an imported key writes nothing, store_service/
+        # imports.py) or refuses it. The plan's ``mentions`` counts what a correct import holds.
+        self.mentions_of = {it.key: len(it.entity_keys) for it in plan.items}
 
     def _refused(self, section: str, source: str, key: str, error) -> None:
         counts = self.plan.counts
         if section == "entities":
             counts["entities"] -= 1
         else:
+            counts["mentions"] -= self.mentions_of.get(key, 0)
             counts[section]["imported"] -= 1
             counts[section]["skipped"]["rejected"] = counts[section]["skipped"].get("rejected", 0) + 1
         legacy_id = key.split(":", 2)[-1]  # legacy:<kind>:<id>; rows have integer ids, entities any string
@@ -155,6 +160,9 @@ class Run:
     def _note(self, section: str, source: str, result) -> None:
         status = result.status
         self.answered[section][m.ImportStatus.Name(status)] += 1
+        if mentions := self.mentions_of.get(result.import_key, 0):
+            kind = {m.IMPORT_STATUS_CREATED: "written", m.IMPORT_STATUS_ALREADY_IMPORTED: "already_imported"}
+            self.answered["mentions"][kind.get(status, "rejected")] += mentions
         if status == m.IMPORT_STATUS_FAILED:
             self._refused(section, source, result.import_key, result.error)
 
@@ -256,8 +264,14 @@ def text_summary(counts: dict, answered: dict | None, dry_run: bool) -> str:
     lines.append(
         f"supersede links: {counts['supersede_links']}; chain faults reported: {counts['chain_faults_reported']}"
     )
+    mentions = f"{counts['mentions']}"
+    if answered is not None:
+        a = answered["mentions"]
+        mentions += (
+            f" ({a['written']} written, {a['already_imported']} not written: their memories were already imported)"
+        )
     lines.append(
-        f"entities: {counts['entities']}; mentions: {counts['mentions']}; "
+        f"entities: {counts['entities']}; mentions: {mentions}; "
         f"entity edges not imported: {counts['entity_edges_not_imported']}; "
         f"graph lines skipped: {reasons(counts['graph_lines_skipped'])}"
     )
@@ -303,7 +317,9 @@ def import_legacy(gw: client.Gateway, args: argparse.Namespace) -> int:
         print(f"import-legacy: --report {report}: cannot write it ({exc.strerror})", file=sys.stderr)
         report = None
     print(
-        json.dumps(plan.counts, indent=2, sort_keys=True)
+        # The keys and nesting of expected.json (a contract), and what the store answered (None for
+        # a dry run), as in the report's summary line.
+        json.dumps({**plan.counts, "answered": answered}, indent=2, sort_keys=True)
         if args.json
         else text_summary(plan.counts, run and run.answered, args.dry_run)
     )
