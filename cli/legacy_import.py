@@ -10,9 +10,11 @@ the counts. Every item goes under an import key (``legacy:turn:<id>``, ``legacy:
 ``legacy:item:<id>``, ``legacy:entity:<id>``), so a re-run writes nothing twice and a run killed half
 way, run again, ends as one clean run would.
 
-Exit status: 0 when done; 1 when a file cannot be read, the member map names someone who is not a
-member of the workspace, or a call fails (the message says which, nothing is written by a run that
-stops before its first write); 2 for bad usage (a malformed --member).
+Exit status: 0 when done; 1 when a file cannot be read (or is not what the option names: a folder,
+a graph that is not JSON Lines or is cut short), the workspace is unknown (named), the member map
+names someone who is not a member of the workspace, or a call fails (the message says which,
+nothing is written by a run that stops before its first write); 2 for bad usage (a malformed
+--member, a chat mapped twice).
 """
 
 from __future__ import annotations
@@ -103,8 +105,9 @@ def _chunks(seq: list, size: int) -> Iterator[list]:
 
 
 def check_members(gw: client.Gateway, workspace: str, mapping: dict[str, str]) -> str | None:
-    """None when every mapped member is a member of the workspace, else the problem, named: one
-    validate-only ImportMemories (AIP-163) with a probe per member, so nothing is written."""
+    """None when every mapped member is a member of the workspace, else the problem, named (an
+    unknown workspace too): one validate-only ImportMemories (AIP-163) with a probe per member, so
+    nothing is written."""
     members = sorted(set(mapping.values()))
     probes = [
         m.ImportedMemory(
@@ -116,9 +119,14 @@ def check_members(gw: client.Gateway, workspace: str, mapping: dict[str, str]) -
         )
         for mid in members
     ]
-    resp = gw.admin.ImportMemories(
-        g.ImportMemoriesRequest(workspace_id=workspace, memories=probes, validate_only=True), metadata=gw.metadata
-    )
+    try:
+        resp = gw.admin.ImportMemories(
+            g.ImportMemoriesRequest(workspace_id=workspace, memories=probes, validate_only=True), metadata=gw.metadata
+        )
+    except grpc.RpcError as exc:
+        if problem := client.workspace_problem(exc, workspace):
+            return problem
+        raise
     for mid, result in zip(members, resp.memories, strict=True):
         if result.status == m.IMPORT_STATUS_FAILED and result.error.code == code_pb2.NOT_FOUND:
             chats = ", ".join(sorted(c for c, x in mapping.items() if x == mid))

@@ -481,7 +481,8 @@ def test_bad_input_is_a_clear_error_and_nothing_is_written(stack, made, tmp_path
         (dict(sqlite=tmp_path), 1, f"{tmp_path}: is a folder, not a file"),
         (dict(sqlite=empty_db), 1, "no table 'conversation'"),
         (dict(members={OWNER_CHAT: owner.id, SECOND_CHAT: stranger}), 1, f"{stranger} is not a member of workspace"),
-        (dict(ws=str(uuid.uuid4())), 1, "NOT_FOUND: workspace not found"),
+        (dict(ws=(unknown := str(uuid.uuid4()))), 1, f"--workspace {unknown}: no such workspace (NOT_FOUND"),
+        (dict(ws="not-a-uuid"), 1, "--workspace not-a-uuid: no such workspace (NOT_FOUND"),
     ]
     for change, want, message in cases:
         args = dict(ws=ws, sqlite=made.sqlite, graph=made.graph, members=members) | change
