@@ -159,6 +159,8 @@ def _lines(path: Path) -> Iterable[tuple[int, dict]]:
         data = path.read_bytes()
     except FileNotFoundError:
         raise ExportFileError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ExportFileError(f"{path}: is a folder, not a file; --file names an export file") from None
     except OSError as exc:
         raise ExportFileError(f"{path}: cannot read it ({exc.strerror})") from None
     try:

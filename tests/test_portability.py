@@ -329,6 +329,8 @@ def test_bad_files_are_refused_naming_file_line_and_problem(stack, source, empty
 
     missing = tmp_path / "nope.jsonl"
     assert refused(stack, target, carol, missing) == f"{missing}: no such file"
+    folder_err = refused(stack, target, carol, tmp_path)
+    assert folder_err == f"{tmp_path}: is a folder, not a file; --file names an export file"
 
     cut = tmp_path / "cut.jsonl"
     cut.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])  # last line cut mid-way
