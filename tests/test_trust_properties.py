@@ -374,7 +374,9 @@ def import_memory(stack, ws: str, model: Model, me: str, n: int, a: int, b: int,
         sources = [other.id] if derived else list(target.sources) if target else []
         model.mems[result.id] = Mem(result.id, mine, purpose, me, f"ent{n}", sources, key=f"imp{n}")
         if target is not None:
+            aged = target.aged
             model.supersede(target, result.id)
+            target.aged = aged  # an import's supersede link keeps the times of the file: no update
 
 
 def pin_or_unpin(api, model: Model, me: str, md, a: int, b: int) -> None:
