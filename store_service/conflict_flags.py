@@ -17,7 +17,7 @@ import uuid
 import psycopg
 
 # The confidence both memories must reach for a supersession to be flagged (issue 9 and the old
-# store's rule; ../shared/DESIGN.md, "Curation").
+# store's rule; docs/curation.md).
 CONFLICT_CONFIDENCE = 0.8
 
 

@@ -54,7 +54,7 @@ from store_service.database import named
 from store_service.readability import READABLE, caller_params, chain_readable
 from store_service.vocabulary import KIND_OF, parse_uuid
 
-# Issue 9 and the old store's curation rule (../shared/DESIGN.md, "Curation"): pairs at cosine 0.80
+# Issue 9 and the old store's curation rule (docs/curation.md): pairs at cosine 0.80
 # or more among the 500 newest memories the caller can read are proposed. 500 also bounds the work
 # of a listing (at most 124,750 cosines, one matrix product) whatever the workspace's size.
 DUPLICATE_COSINE = 0.80
