@@ -369,7 +369,11 @@ def import_memory(stack, ws: str, model: Model, me: str, n: int, a: int, b: int,
         sources = [other.id] if derived else list(target.sources) if target else []
         model.mems[result.id] = Mem(result.id, mine, purpose, me, f"ent{n}", sources, key=f"imp{n}")
         if target is not None:
+            aged = target.aged
             model.supersede(target, result.id)
+            # An import keeps the times it is given (a round trip keeps updated_at): unlike Supersede,
+            # linking the older memory does not update it, so an aged one stays aged.
+            target.aged = aged
 
 
 def pin_or_unpin(api, model: Model, me: str, md, a: int, b: int) -> None:
