@@ -126,7 +126,8 @@ class InProcess:
 
 class Up:
     """``recallatron up`` in a temporary home: four service processes on ports ``base+1..4``, their
-    metrics on ``base+11..14``, the control plane on ``pg_url`` (PostgreSQL of this bench)."""
+    metrics on ``base+11..14``, the web screen on ``base+5``, the control plane on ``pg_url``
+    (PostgreSQL of this bench)."""
 
     def __init__(self, pg_url: str, token_path: Path, home: Path, base: int) -> None:
         ports = {"gateway": base + 1, "store": base + 2, "embed": base + 3, "rank": base + 4}
@@ -141,6 +142,7 @@ class Up:
         for name, port in ports.items():
             env[f"RECALLATRON_{name.upper()}_ADDR"] = f"127.0.0.1:{port}"
             env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = str(port + 10)
+        env["RECALLATRON_WEB_ADDR"] = f"127.0.0.1:{base + 5}"  # the screen `up` starts too
         self.metrics = [f"http://127.0.0.1:{ports[n] + 10}/metrics" for n in ("store", "embed", "rank")]
         self.gateway_addr = f"127.0.0.1:{ports['gateway']}"
         self.proc = subprocess.Popen(

@@ -3,7 +3,7 @@ bench reads from it (process ids, resident memory, the embedded PostgreSQL's add
 
 The bench never uses the default ports or ``.recallatron/``, so it can run next to a developer's
 own stack: gRPC on ``127.0.0.1:<base+1..4>`` (default base 50150: gateway 50151, store 50152,
-embed 50153, rank 50154), Prometheus metrics on any free port.
+embed 50153, rank 50154), the web screen on ``base+5``, Prometheus metrics on any free port.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ class Stack:
         for name, addr in addrs.items():
             env[f"RECALLATRON_{name.upper()}_ADDR"] = addr
             env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = "0"
+        env["RECALLATRON_WEB_ADDR"] = f"127.0.0.1:{port_base + len(SERVICES) + 1}"  # the screen `up` starts too
         started = time.monotonic()
         proc = subprocess.Popen(
             [sys.executable, "-m", "cli.main", "up"],

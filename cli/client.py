@@ -78,6 +78,15 @@ def fail(exc: grpc.RpcError) -> int:
     return 1
 
 
+def workspace_problem(exc: grpc.RpcError, workspace: str) -> str | None:
+    """The message, naming the id, for a call about ``workspace`` that failed NOT_FOUND (the store
+    answers a missing and a malformed workspace id alike: NOT_FOUND, store_service/control.py), else
+    None. For commands whose first call is the workspace's (import, import-legacy)."""
+    if exc.code() != grpc.StatusCode.NOT_FOUND:
+        return None
+    return f"--workspace {workspace}: no such workspace ({exc.code().name}: {exc.details()})"
+
+
 def dump(obj) -> str:
     """Plain JSON for non-protobuf output."""
     return json.dumps(obj, indent=2, sort_keys=True)

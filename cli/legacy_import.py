@@ -10,9 +10,11 @@ the counts. Every item goes under an import key (``legacy:turn:<id>``, ``legacy:
 ``legacy:item:<id>``, ``legacy:entity:<id>``), so a re-run writes nothing twice and a run killed half
 way, run again, ends as one clean run would.
 
-Exit status: 0 when done; 1 when a file cannot be read, the member map names someone who is not a
-member of the workspace, or a call fails (the message says which, nothing is written by a run that
-stops before its first write); 2 for bad usage (a malformed --member).
+Exit status: 0 when done; 1 when a file cannot be read (or is not what the option names: a folder,
+a graph that is not JSON Lines or is cut short), the workspace is unknown (named), the member map
+names someone who is not a member of the workspace, or a call fails (the message says which,
+nothing is written by a run that stops before its first write); 2 for bad usage (a malformed
+--member, a chat mapped twice).
 """
 
 from __future__ import annotations
@@ -103,8 +105,9 @@ def _chunks(seq: list, size: int) -> Iterator[list]:
 
 
 def check_members(gw: client.Gateway, workspace: str, mapping: dict[str, str]) -> str | None:
-    """None when every mapped member is a member of the workspace, else the problem, named: one
-    validate-only ImportMemories (AIP-163) with a probe per member, so nothing is written."""
+    """None when every mapped member is a member of the workspace, else the problem, named (an
+    unknown workspace too): one validate-only ImportMemories (AIP-163) with a probe per member, so
+    nothing is written."""
     members = sorted(set(mapping.values()))
     probes = [
         m.ImportedMemory(
@@ -116,9 +119,14 @@ def check_members(gw: client.Gateway, workspace: str, mapping: dict[str, str]) -
         )
         for mid in members
     ]
-    resp = gw.admin.ImportMemories(
-        g.ImportMemoriesRequest(workspace_id=workspace, memories=probes, validate_only=True), metadata=gw.metadata
-    )
+    try:
+        resp = gw.admin.ImportMemories(
+            g.ImportMemoriesRequest(workspace_id=workspace, memories=probes, validate_only=True), metadata=gw.metadata
+        )
+    except grpc.RpcError as exc:
+        if problem := client.workspace_problem(exc, workspace):
+            return problem
+        raise
     for mid, result in zip(members, resp.memories, strict=True):
         if result.status == m.IMPORT_STATUS_FAILED and result.error.code == code_pb2.NOT_FOUND:
             chats = ", ".join(sorted(c for c, x in mapping.items() if x == mid))
@@ -131,13 +139,18 @@ class Run:
 
     def __init__(self, gw: client.Gateway, workspace: str, plan: Plan) -> None:
         self.gw, self.workspace, self.plan = gw, workspace, plan
-        self.answered = {s: Counter() for s in (*SECTIONS, "entities")}
+        self.answered = {s: Counter() for s in (*SECTIONS, "entities", "mentions")}
+        # The mentions each memory carries: written with it when the store answers CREATED, not
+        # written when it answers ALREADY_IMPORTED (an imported key writes nothing, store_service/
+        # imports.py) or refuses it. The plan's ``mentions`` counts what a correct import holds.
+        self.mentions_of = {it.key: len(it.entity_keys) for it in plan.items}
 
     def _refused(self, section: str, source: str, key: str, error) -> None:
         counts = self.plan.counts
         if section == "entities":
             counts["entities"] -= 1
         else:
+            counts["mentions"] -= self.mentions_of.get(key, 0)
             counts[section]["imported"] -= 1
             counts[section]["skipped"]["rejected"] = counts[section]["skipped"].get("rejected", 0) + 1
         legacy_id = key.split(":", 2)[-1]  # legacy:<kind>:<id>; rows have integer ids, entities any string
@@ -155,6 +168,9 @@ class Run:
     def _note(self, section: str, source: str, result) -> None:
         status = result.status
         self.answered[section][m.ImportStatus.Name(status)] += 1
+        if mentions := self.mentions_of.get(result.import_key, 0):
+            kind = {m.IMPORT_STATUS_CREATED: "written", m.IMPORT_STATUS_ALREADY_IMPORTED: "already_imported"}
+            self.answered["mentions"][kind.get(status, "rejected")] += mentions
         if status == m.IMPORT_STATUS_FAILED:
             self._refused(section, source, result.import_key, result.error)
 
@@ -256,8 +272,14 @@ def text_summary(counts: dict, answered: dict | None, dry_run: bool) -> str:
     lines.append(
         f"supersede links: {counts['supersede_links']}; chain faults reported: {counts['chain_faults_reported']}"
     )
+    mentions = f"{counts['mentions']}"
+    if answered is not None:
+        a = answered["mentions"]
+        mentions += (
+            f" ({a['written']} written, {a['already_imported']} not written: their memories were already imported)"
+        )
     lines.append(
-        f"entities: {counts['entities']}; mentions: {counts['mentions']}; "
+        f"entities: {counts['entities']}; mentions: {mentions}; "
         f"entity edges not imported: {counts['entity_edges_not_imported']}; "
         f"graph lines skipped: {reasons(counts['graph_lines_skipped'])}"
     )
@@ -303,7 +325,9 @@ def import_legacy(gw: client.Gateway, args: argparse.Namespace) -> int:
         print(f"import-legacy: --report {report}: cannot write it ({exc.strerror})", file=sys.stderr)
         report = None
     print(
-        json.dumps(plan.counts, indent=2, sort_keys=True)
+        # The keys and nesting of expected.json (a contract), and what the store answered (None for
+        # a dry run), as in the report's summary line.
+        json.dumps({**plan.counts, "answered": answered}, indent=2, sort_keys=True)
         if args.json
         else text_summary(plan.counts, run and run.answered, args.dry_run)
     )

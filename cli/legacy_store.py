@@ -39,7 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cli.json_text import lone_surrogate, may_hold_surrogate
+from cli.json_text import last_line_cut_short, lone_surrogate, may_hold_surrogate
 from store_service.analysis import is_blank
 from store_service.vocabulary import MAX_BODY_BYTES, MAX_TITLE_CHARS
 
@@ -51,6 +51,10 @@ MAX_REASON_CHARS = 1_000
 MAX_MENTIONS = 32
 MAX_KEY_CHARS = 200
 ROLES = {"user", "rheo"}
+# A graph file more than this share of whose non-blank lines are not JSON objects is refused as not
+# JSON Lines (a wrong file), rather than imported with every line skipped as ``bad_json``. Real old
+# graphs hold a few bad lines among thousands (the generator's: one or two); half is far from both.
+NOT_JSON_LINES_SHARE = 0.5
 # Legacy item types -> memory kinds (Kind names of servicekit.vocabulary). The type itself is kept
 # at the head of the body, so nothing of it is lost.
 KIND_OF_TYPE = {
@@ -211,6 +215,8 @@ def _too_long(text: str) -> bool:
 
 def open_sqlite(path: Path) -> sqlite3.Connection:
     """The old store opened read-only, its tables and columns checked; LegacyStoreError otherwise."""
+    if path.is_dir():
+        raise LegacyStoreError(f"{path}: is a folder, not a file; --sqlite names the old store's legacy.sqlite")
     if not path.is_file():
         raise LegacyStoreError(f"{path}: no such file")
     try:
@@ -255,9 +261,14 @@ def open_sqlite(path: Path) -> sqlite3.Connection:
 def read_graph_lines(path: Path) -> list[bytes]:
     """The graph file's lines (bytes; each decoded on its own, so one bad line fails alone).
 
-    LegacyStoreError for a missing or unreadable file, and for a truncated one: its last line has
-    no newline and is not a JSON object (an interrupted copy). A bad line anywhere else is a
-    skipped line (``bad_json``), as the rules count it."""
+    LegacyStoreError, before anything is written, for a missing or unreadable file, a folder, a
+    truncated file (its last line cut short: ``cli.json_text.last_line_cut_short``, the check
+    ``recallatron import`` makes of its files), and, checked first, a file that is not JSON Lines at
+    all: more than half of its non-blank lines are not JSON objects (``NOT_JSON_LINES_SHARE``; a
+    SQLite file or a text file named by mistake). A bad line among good ones is a skipped line
+    (``bad_json``), as the rules count it."""
+    if path.is_dir():
+        raise LegacyStoreError(f"{path}: is a folder, not a file; --graph names the old store's graph.jsonl")
     if not path.is_file():
         raise LegacyStoreError(f"{path}: no such file")
     try:
@@ -265,9 +276,16 @@ def read_graph_lines(path: Path) -> list[bytes]:
     except OSError as exc:
         raise LegacyStoreError(f"{path}: cannot be read ({exc.strerror})") from None
     lines = data.splitlines()
-    if lines and not data.endswith((b"\n", b"\r")) and not isinstance(_loads(lines[-1]), dict):
+    filled = [raw for raw in lines if raw.strip()]
+    bad = sum(1 for raw in filled if not isinstance(_loads(raw), dict))
+    if filled and bad > len(filled) * NOT_JSON_LINES_SHARE:
         raise LegacyStoreError(
-            f"{path}: line {len(lines)} is cut short (no newline at the end, not a whole JSON object): "
+            f"{path}: not a JSON Lines graph: {bad} of its {len(filled)} lines are not JSON objects; "
+            "--graph names the old store's graph.jsonl"
+        )
+    if (cut := last_line_cut_short(data)) is not None:
+        raise LegacyStoreError(
+            f"{path}: line {cut} is cut short (no newline at the end, not a whole JSON object): "
             "the file looks truncated"
         )
     return lines

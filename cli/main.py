@@ -2,9 +2,9 @@
 
 Each subcommand lives with its own parser function and handler (``serve``, ``up``,
 ``admin_commands``, ``memory_commands``, ``curation_commands``, ``context_commands``, ``expiry_commands``,
-``history_commands``, ``portability_commands``, ``legacy_import``, ``mcp_command``, ``evaluate``, ``calibrate``);
-this module only puts the parsers together in the order ``--help`` lists them and calls the chosen handler.
-Nothing imports it.
+``history_commands``, ``portability_commands``, ``legacy_import``, ``mcp_command``, ``web_command``, ``evaluate``,
+``calibrate``); this module only puts the parsers together in the order ``--help`` lists them and calls
+the chosen handler. Nothing imports it.
 
 Exit status 0 on success, 1 when a call fails (the gRPC status code name and message go to
 stderr), 2 for bad command-line usage.
@@ -31,6 +31,7 @@ from cli.evaluate import eval_parser
 from cli.mcp_command import mcp_parser
 from cli.serve import serve_parser
 from cli.up import up_parser
+from cli.web_command import web_parser
 from servicekit import settings as settings_mod
 
 PARSERS = (
@@ -45,6 +46,7 @@ PARSERS = (
     *context_commands.PARSERS,
     *expiry_commands.PARSERS,
     mcp_parser,
+    web_parser,
     history_commands.history_parser,
     portability_commands.export_parser,
     admin_commands.load_parser,

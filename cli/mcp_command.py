@@ -5,16 +5,15 @@ from __future__ import annotations
 import argparse
 
 from cli import client
-from servicekit.settings import Settings
+from servicekit.settings import Settings, host_port
 
 
 def http_address(text: str) -> tuple[str, int]:
     """The ``--http`` type: ``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host, port); a usage error otherwise."""
-    host, sep, port = text.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT with a port 1..65535, got {text!r}")
-    return host, int(port)
+    try:
+        return host_port(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def mcp_parser(sub: argparse._SubParsersAction) -> None:

@@ -274,6 +274,7 @@ def list_parser(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--audience", choices=options.AUDIENCES, help="workspace, or member (your own member-only ones)")
     ls.add_argument("--purpose", choices=options.PURPOSES, help="one purpose (default: every purpose granted)")
     ls.add_argument("--about-id", default="", help="only memories about this entity id")
+    ls.add_argument("--derived-from", default="", help="only memories derived directly from this memory id")
     ls.add_argument("--created-after", type=instant, help="created at or after this time (ISO 8601, UTC by default)")
     ls.add_argument("--created-before", type=instant, help="created before this time")
     ls.add_argument("--updated-after", type=instant, help="last changed at or after this time")
@@ -294,6 +295,7 @@ def list_request(args: argparse.Namespace) -> g.ListMemoriesRequest:
         audience=options.AUDIENCES.get(args.audience, 0),
         purpose=options.PURPOSES.get(args.purpose, 0),
         entity_id=args.about_id,
+        derived_from_id=args.derived_from,
         created_after=args.created_after,
         created_before=args.created_before,
         updated_after=args.updated_after,

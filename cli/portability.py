@@ -21,7 +21,7 @@ from google.protobuf import timestamp_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from cli.json_text import lone_surrogate, may_hold_surrogate
+from cli.json_text import last_line_cut_short, lone_surrogate, may_hold_surrogate
 from servicekit import vocabulary
 from servicekit.errors import ServiceError
 from store_service import entities, history, imports
@@ -159,6 +159,8 @@ def _lines(path: Path) -> Iterable[tuple[int, dict]]:
         data = path.read_bytes()
     except FileNotFoundError:
         raise ExportFileError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ExportFileError(f"{path}: is a folder, not a file; --file names an export file") from None
     except OSError as exc:
         raise ExportFileError(f"{path}: cannot read it ({exc.strerror})") from None
     try:
@@ -177,7 +179,7 @@ def _lines(path: Path) -> Iterable[tuple[int, dict]]:
         except RecursionError:  # nesting deeper than the parser's recursion limit
             raise ExportFileError(f"{path}:{n}: JSON nested too deeply to be an export record") from None
         except json.JSONDecodeError as exc:
-            if n == last and not text.endswith("\n"):
+            if n == last and last_line_cut_short(data) is not None:
                 raise ExportFileError(
                     f"{path}:{n}: the last line is cut short (not JSON and no newline at its end): the file is "
                     "truncated; export it again"

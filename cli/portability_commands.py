@@ -19,6 +19,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import grpc
 from google.rpc import code_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
@@ -120,12 +121,18 @@ def import_parser(sub: argparse._SubParsersAction) -> None:
         "--member",
         action="append",
         default=[],
+        type=old_new,
         metavar="OLD=NEW",
         help="write the memories of author OLD (a member id in the file) as member NEW of the workspace (repeatable)",
     )
-    im.add_argument("--default-member", metavar="NEW", help="the member for every author no --member names")
     im.add_argument(
-        "--history-member", metavar="NEW", help="owner of the file's history turns (default: --default-member)"
+        "--default-member", type=member_id, metavar="NEW", help="the member for every author no --member names"
+    )
+    im.add_argument(
+        "--history-member",
+        type=member_id,
+        metavar="NEW",
+        help="owner of the file's history turns (default: --default-member)",
     )
     im.add_argument("--mapping", help="where to write the old -> new ids (default: FILE.mapping.json)")
     im.add_argument("--dry-run", action="store_true", help="check everything and print the counts; write nothing")
@@ -133,30 +140,44 @@ def import_parser(sub: argparse._SubParsersAction) -> None:
     im.set_defaults(handler=import_file)
 
 
-def _member_id(value: str, where: str) -> str:
+def member_id(text: str) -> str:
+    """The ``--default-member`` / ``--history-member`` type: a member id (a UUID), normalised.
+    argparse.ArgumentTypeError otherwise (a usage error, exit 2, as import-legacy's --member)."""
     try:
-        return str(uuid.UUID(value))
+        return str(uuid.UUID(text.strip()))
     except ValueError:
-        raise ExportFileError(f"{where}: {value!r} is not a member id (a UUID)") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a member id (a UUID)") from None
+
+
+def old_new(text: str) -> tuple[str, str]:
+    """The ``--member`` type: ``OLD=NEW``, two member ids (UUIDs), normalised. argparse.ArgumentTypeError
+    naming the entry otherwise (a usage error, exit 2, as import-legacy's --member)."""
+    old, sep, new = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"want OLD=NEW, got {text!r}")
+    try:
+        return member_id(old), member_id(new)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
 def member_map(export: portability.Export, args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
     """Old author id -> new member id for every author of the file (each --member OLD=NEW, else
-    --default-member), and new member id -> the option that named it. ExportFileError for a malformed
-    entry, an OLD that authored nothing in the file, an OLD named twice, or an author left unmapped."""
+    --default-member), and new member id -> the option that named it (malformed entries are refused
+    by argparse, ``old_new``). ExportFileError for an OLD that authored nothing in the file or an
+    author left unmapped; SystemExit(2) for an OLD named twice."""
     authors = Counter(rec["author"] for rec in export.memories.values())
     out: dict[str, str] = {}
-    for entry in args.member:
-        old, sep, new = entry.partition("=")
-        if not sep:
-            raise ExportFileError(f"--member {entry}: expected OLD=NEW")
-        old, new = _member_id(old.strip(), f"--member {entry}"), _member_id(new.strip(), f"--member {entry}")
+    for old, new in args.member:
+        entry = f"{old}={new}"
         if old in out:
-            raise ExportFileError(f"--member {entry}: {old} is mapped twice")
+            # A usage error (exit 2), as import-legacy's chat mapped twice.
+            print(f"import: --member {entry}: {old} is mapped twice", file=sys.stderr)
+            raise SystemExit(2)
         if old not in authors:
             raise ExportFileError(f"--member {entry}: {old} is not the author of any memory in {export.path}")
         out[old] = new
-    default = _member_id(args.default_member, "--default-member") if args.default_member else None
+    default = args.default_member
     unmapped = [a for a in authors if a not in out]
     if unmapped and default is None:
         listed = ", ".join(f"{a} ({authors[a]} memories)" for a in unmapped[:5])
@@ -181,12 +202,13 @@ def history_owner(export: portability.Export, args: argparse.Namespace) -> str |
             f"{export.path}: the file holds {len(export.turns)} history turns: name their owner with "
             "--history-member NEW (history is owner-only evidence)"
         )
-    return _member_id(chosen, "--history-member" if args.history_member else "--default-member")
+    return chosen
 
 
 def probe_members(gw: client.Gateway, workspace: str, members: dict[str, str]) -> None:
     """A validate-only ImportMemories with one item per member (new id -> how the command named it):
-    ExportFileError naming each one that is not a member of the workspace. Writes nothing."""
+    ExportFileError naming each one that is not a member of the workspace, or the workspace when
+    there is none of that id. Writes nothing."""
     items = [
         m.ImportedMemory(
             import_key=PROBE_KEY + new,
@@ -197,9 +219,14 @@ def probe_members(gw: client.Gateway, workspace: str, members: dict[str, str]) -
         )
         for new in members
     ]
-    resp = gw.admin.ImportMemories(
-        g.ImportMemoriesRequest(workspace_id=workspace, memories=items, validate_only=True), metadata=gw.metadata
-    )
+    try:
+        resp = gw.admin.ImportMemories(
+            g.ImportMemoriesRequest(workspace_id=workspace, memories=items, validate_only=True), metadata=gw.metadata
+        )
+    except grpc.RpcError as exc:
+        if problem := client.workspace_problem(exc, workspace):
+            raise ExportFileError(f"{problem}; nothing was imported") from None
+        raise
     unknown = [
         f"{new} ({members[new]})"
         for new, r in zip(members, resp.memories, strict=True)
@@ -244,8 +271,10 @@ def _old_id(key: str) -> str:
 def import_file(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Import: checks the file, the member map and the members, then writes the memories (and history
     turns) in batches; prints the counts (one JSON object with --json) and writes the id mapping.
-    Exit 1 naming the file, line and problem for a bad file or map, writing nothing; exit 1 after
-    the run when an item failed (each named on stderr; a re-run retries only what is missing)."""
+    Exit 1 naming the file, line and problem for a bad file or map (or an unknown workspace, named),
+    writing nothing; exit 2 for bad usage (a malformed --member, --default-member or --history-member,
+    an OLD mapped twice); exit 1 after the run when an item failed (each named on stderr; a re-run
+    retries only what is missing)."""
     path = Path(args.file)
     try:
         export = portability.read_export(path)

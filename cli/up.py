@@ -1,8 +1,10 @@
 """``recallatron up``: the whole system locally, each service its own process, supervised.
 
 Starts the embedded PostgreSQL unless ``DATABASE_URL`` is set, writes the operator credential into
-the data folder (mode 0600, never logged), starts ``recallatron serve NAME`` for the four services,
-prints one line containing ``ready`` once all answer SERVING, restarts a process that dies (backoff
+the data folder (mode 0600, never logged), starts ``recallatron serve NAME`` for the four services
+and ``recallatron web`` (the curation screen, on ``RECALLATRON_WEB_ADDR``, 127.0.0.1:8080 by
+default), prints one line containing ``ready`` once the services answer SERVING and the screen
+answers, restarts a process that dies (backoff
 1 s doubling to 30 s, back to 1 s once it has run ``STABLE_SECONDS``) and the embedded PostgreSQL
 when it dies (``kill -9`` included: its crash recovery brings back every committed transaction; the
 store's pools reconnect on their own), and stops everything cleanly on SIGTERM or Ctrl-C.
@@ -19,16 +21,21 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servicekit import clients
-from servicekit.settings import Settings
+from servicekit.settings import Settings, host_port
 
 if TYPE_CHECKING:
     from servicekit.embedded_pg import EmbeddedPostgres
 
 ORDER = ("rank", "embed", "store", "gateway")
+# The web screen is one more child, started after the services and stopped before them: it only
+# calls the gateway.
+WEB = "web"
+CHILDREN = (*ORDER, WEB)
 READY_TIMEOUT_SECONDS = 300
 BACKOFF_START, BACKOFF_MAX = 1.0, 30.0
 # A process that ran this long before it died restarts after BACKOFF_START again: only a process
@@ -67,14 +74,15 @@ class Supervisor:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen] = {}
         self.started: dict[str, float] = {}
-        self.backoff = {name: BACKOFF_START for name in ORDER}
+        self.backoff = {name: BACKOFF_START for name in CHILDREN}
 
     def spawn(self, name: str) -> None:
-        """Starts ``recallatron serve NAME``; log (JSON lines, appended) in <home>/logs/NAME.log, pid in
-        <home>/run/NAME.pid."""
+        """Starts ``recallatron serve NAME`` (``recallatron web --gateway <gateway>`` for the screen); log
+        (JSON lines, appended) in <home>/logs/NAME.log, pid in <home>/run/NAME.pid."""
         log = open(self.logs / f"{name}.log", "ab")
+        command = ["web", "--gateway", self.addr("gateway")] if name == WEB else ["serve", name]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "serve", name],
+            [sys.executable, "-m", "cli.main", *command],
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -90,8 +98,19 @@ class Supervisor:
         addr = getattr(self.settings, f"{name}_addr")
         return addr.replace("0.0.0.0", "127.0.0.1").replace("[::]", "127.0.0.1")
 
+    def web_answers(self) -> bool:
+        """Whether the screen answers its /healthz (it calls nothing behind it)."""
+        host, port = host_port(self.settings.web_addr)
+        host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        try:
+            with urllib.request.urlopen(f"http://{host}:{port}/healthz", timeout=2) as resp:
+                return resp.status == 200
+        except OSError:
+            return False
+
     def wait_ready(self) -> bool:
-        """Waits until every service answers SERVING; False on timeout, stop, or a process that exits."""
+        """Waits until every service answers SERVING and the screen answers; False on timeout, stop, or
+        a process that exits."""
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
         channels = {n: clients.channel(self.addr(n)) for n in ORDER}
         try:
@@ -105,7 +124,7 @@ class Supervisor:
                             flush=True,
                         )
                         return False
-                if all(clients.is_serving(ch) for ch in channels.values()):
+                if all(clients.is_serving(ch) for ch in channels.values()) and self.web_answers():
                     return True
                 self.stopping.wait(0.5)
             return False
@@ -143,10 +162,11 @@ class Supervisor:
         print(f"recallatron: PostgreSQL back after {time.monotonic() - t0:.1f}s", flush=True)
 
     def stop(self) -> None:
-        """SIGTERM to each process in turn, gateway first, each waited for (SIGKILL after its grace
-        period and 5 s more), so the calls a service lets finish still find the services behind it."""
+        """SIGTERM to each process in turn, the screen first, then the gateway, each waited for (SIGKILL
+        after its grace period and 5 s more), so the calls a service lets finish still find the
+        services behind it."""
         self.stopping.set()
-        for name in reversed(ORDER):
+        for name in reversed(CHILDREN):
             proc = self.procs.get(name)
             if proc is None:
                 continue
@@ -160,9 +180,10 @@ class Supervisor:
 
 
 def busy_ports(settings: Settings) -> list[str]:
-    """The configured gRPC addresses that something already listens on (another stack, say)."""
+    """The configured gRPC addresses and the screen's that something already listens on (another
+    stack, say)."""
     busy = []
-    for name in ORDER:
+    for name in CHILDREN:
         host, _, port = getattr(settings, f"{name}_addr").rpartition(":")
         host = host.strip("[]") or "127.0.0.1"
         try:
@@ -182,7 +203,7 @@ def run(settings: Settings) -> int:
     if busy:
         print(
             f"recallatron: already in use: {', '.join(busy)}. Is another `recallatron up` running? "
-            "Stop it, or set RECALLATRON_<SERVICE>_ADDR to other ports.",
+            "Stop it, or set RECALLATRON_<SERVICE>_ADDR (RECALLATRON_WEB_ADDR for web) to other ports.",
             file=sys.stderr,
             flush=True,
         )
@@ -204,11 +225,12 @@ def run(settings: Settings) -> int:
     sup = Supervisor(settings, env, stop, pg)
     status = 0
     try:
-        for name in ORDER:
+        for name in CHILDREN:
             sup.spawn(name)
         if sup.wait_ready():
             print(
-                f"recallatron ready: gateway on {settings.gateway_addr}, database: {where}, "
+                f"recallatron ready: gateway on {settings.gateway_addr}, web screen on "
+                f"http://{settings.web_addr}/, database: {where}, "
                 f"operator token in {settings.operator_token_path}",
                 flush=True,
             )
@@ -232,5 +254,7 @@ def run(settings: Settings) -> int:
 
 def up_parser(sub: argparse._SubParsersAction) -> None:
     """``recallatron up``."""
-    up = sub.add_parser("up", help="start the embedded database and all four services; Ctrl-C stops them")
+    up = sub.add_parser(
+        "up", help="start the embedded database, all four services and the web screen; Ctrl-C stops them"
+    )
     up.set_defaults(handler=lambda args, settings: run(settings))

@@ -10,10 +10,20 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from servicekit import limits
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host, port); ValueError naming what it expects
+    otherwise. The one rule for the HTTP listen addresses (``recallatron web``, ``recallatron mcp --http``)."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT with a port 1..65535, got {text!r}")
+    return host, int(port)
 
 
 class Settings(BaseSettings):
@@ -30,6 +40,9 @@ class Settings(BaseSettings):
     store_addr: str = "127.0.0.1:50052"
     embed_addr: str = "127.0.0.1:50053"
     rank_addr: str = "127.0.0.1:50054"
+    web_addr: str = Field(
+        "127.0.0.1:8080", description="HOST:PORT of the curation web screen (`recallatron web`, started by `up`)"
+    )
     gateway_metrics_port: int = Field(9451, ge=0, le=65535)
     store_metrics_port: int = Field(9452, ge=0, le=65535)
     embed_metrics_port: int = Field(9453, ge=0, le=65535)
@@ -65,6 +78,12 @@ class Settings(BaseSettings):
         limits.EMBED_BATCH_SIZE, ge=1, le=limits.MAX_EMBED_BATCH, description="memories per embedding-job batch"
     )
     db_pool_max: int = Field(4, ge=1, le=50, description="connections per database pool (16 workspace pools + control)")
+
+    @field_validator("web_addr")
+    @classmethod
+    def _web_addr(cls, value: str) -> str:
+        host_port(value)
+        return value
 
     @property
     def operator_token_path(self) -> Path:

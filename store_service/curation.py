@@ -32,7 +32,8 @@ could have seen it; keeping changes no memory, so reading both is enough). Super
 ``list_flags`` shows a flag only when the caller can read both of its memories (the same rule,
 chain included), and counts only those; ``resolve`` acknowledges one or undoes it by superseding
 the newer memory with a new memory carrying the older's text (``lifecycle.supersede``), so nothing
-is erased: the older, the newer and the restored text all stay.
+is erased: the older, the newer and the restored text all stay. The restored memory derives from
+the older, so the older's text never gains a reader and a Forget of the older reaches its copy.
 """
 
 from __future__ import annotations
@@ -147,19 +148,6 @@ def pairs(
     return out
 
 
-def _after(position: list | None) -> tuple[float, uuid.UUID, uuid.UUID] | None:
-    """The (cosine, newer, older) a duplicates page token holds; INVALID_ARGUMENT for a bad one."""
-    if position is None:
-        return None
-    try:
-        cosine, a, b = position
-        if isinstance(cosine, bool) or not isinstance(cosine, float | int):
-            raise TypeError("cosine")
-        return float(cosine), uuid.UUID(a), uuid.UUID(b)
-    except (ValueError, TypeError, AttributeError):
-        raise page_tokens.invalid("duplicate list") from None
-
-
 def list_duplicates(conn: psycopg.Connection, req: s.ListDuplicateProposalsRequest) -> s.ListDuplicateProposalsResponse:
     """One page of the caller's duplicate proposals for ``req.purpose`` (module docstring), from the
     vectors of ``req.input_version`` (empty: unknown, so no pair is computed and
@@ -174,7 +162,14 @@ def list_duplicates(conn: psycopg.Connection, req: s.ListDuplicateProposalsReque
     fingerprint = page_tokens.fingerprint(
         ["duplicates", caller.member_id, sorted(caller_params(caller)["purposes"]), purpose]
     )
-    after = _after(page_tokens.decode(req.page_token, fingerprint, "duplicate list"))
+    after = page_tokens.decode_position(
+        req.page_token,
+        fingerprint,
+        "duplicate list",
+        page_tokens.number,
+        page_tokens.identifier,
+        page_tokens.identifier,
+    )
     ids = window(conn, caller, purpose)
     vectors = _vectors(conn, ids, req.input_version)
     found = pairs(ids, vectors, _kept(conn, ids))
@@ -309,18 +304,10 @@ def _flag_messages(conn: psycopg.Connection, caller: m.Caller, rows) -> list[m.C
 
 
 def _flag_position(token: str, fingerprint: str) -> tuple[datetime.datetime, uuid.UUID]:
-    """The (flagged_at, id) after which a flags page starts; INVALID_ARGUMENT for a foreign token."""
-    position = page_tokens.decode(token, fingerprint, "flag list")
-    if position is None:
-        return _FIRST
-    try:
-        at, fid = position
-        when = datetime.datetime.fromisoformat(at)
-        if when.tzinfo is None:
-            raise ValueError("no offset")
-        return when, uuid.UUID(fid)
-    except (ValueError, TypeError, AttributeError):
-        raise page_tokens.invalid("flag list") from None
+    """The (flagged_at, id) after which a flags page starts; INVALID_ARGUMENT for a foreign or
+    malformed token (``page_tokens.decode_position``)."""
+    position = page_tokens.decode_position(token, fingerprint, "flag list", page_tokens.instant, page_tokens.identifier)
+    return _FIRST if position is None else position
 
 
 def list_flags(conn: psycopg.Connection, req: s.ListConflictFlagsRequest) -> s.ListConflictFlagsResponse:
@@ -375,6 +362,11 @@ def resolve(conn: psycopg.Connection, req: s.ResolveConflictFlagRequest) -> s.Re
     writing no new flag); either needs the right to change the newer memory. The flag is locked
     first, so of two racing resolutions one wins and the other finds it resolved.
 
+    The restored memory carries the older's text, so it has no more readers than the older: it is
+    linked ``derived_from`` the older (readable only with it, forgotten with it or with anything
+    the older derives from) and member-only, the caller's, when the older is member-only; otherwise
+    it keeps the newer's audience and sources, as Supersede gives a successor.
+
     INVALID_ARGUMENT for a malformed id, an unknown resolution or a revision that does not go with
     it; NOT_FOUND ("conflict flag not found", as for a missing one) unless the caller can read both
     memories; FAILED_PRECONDITION when already resolved; PERMISSION_DENIED, ABORTED and
@@ -402,6 +394,10 @@ def resolve(conn: psycopg.Connection, req: s.ResolveConflictFlagRequest) -> s.Re
             .execute(f"SELECT {_FLAG_COLUMNS} FROM conflict_flag f WHERE f.id = %s FOR UPDATE", (fid,))
             .fetchone()
         )
+        if row is not None and undo:
+            # The older's text is copied: lock it (and its chain) before judging and reading it, so a
+            # Forget of it in progress finishes first (then the flag is gone) or reaches the copy.
+            lifecycle.lock_chains(conn, [row.older_id, row.newer_id], but=row.newer_id)
         if row is None or memories.readable_ids(conn, caller, [row.older_id, row.newer_id]) != {
             row.older_id,
             row.newer_id,
@@ -425,8 +421,12 @@ def resolve(conn: psycopg.Connection, req: s.ResolveConflictFlagRequest) -> s.Re
                     title=older.title,
                     body=older.body,
                     confidence=older.confidence,
+                    # The older's text keeps the older's readers at most: a member-only older is the
+                    # caller's own (nobody else reads it), so the copy narrows to the caller.
+                    audience=m.AUDIENCE_MEMBER if older.audience_member_id is not None else m.AUDIENCE_UNSPECIFIED,
                 ),
                 flag_conflict=False,
+                also_from=(row.older_id,),
             )
         else:
             lifecycle.lock_readable(conn, caller, str(row.newer_id), for_change=True)

@@ -154,6 +154,10 @@ class EmbeddingWorker:
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._active: set[str] = set()  # db names that may have queued jobs
+        # Wakes per db name: the worker drops a workspace from ``_active`` only when no wake came
+        # since it started looking (a write committing between its "no jobs left" check and the drop
+        # would otherwise wait for the next sweep, up to SWEEP_SECONDS, and GetStatus would say 0).
+        self._wakes: dict[str, int] = {}
         self._version = ""
         self._next_sweep = 0.0
         self._next_gauge = 0.0
@@ -176,6 +180,7 @@ class EmbeddingWorker:
                 self._next_sweep = 0.0
             else:
                 self._active.add(db_name)
+                self._wakes[db_name] = self._wakes.get(db_name, 0) + 1
         self._wake.set()
 
     def backlog(self) -> int:
@@ -232,6 +237,8 @@ class EmbeddingWorker:
                 # A long pipeline only while one workspace has work: with several, one batch each in turn.
                 pipeline = PIPELINE_BATCHES if len(active) == 1 else 1
                 for db_name in active:
+                    with self._lock:
+                        wakes = self._wakes.get(db_name, 0)
                     try:
                         n = self.run_once(db_name, max_batches=pipeline)
                     except psycopg.Error:  # one workspace's trouble must not stall the others
@@ -241,7 +248,8 @@ class EmbeddingWorker:
                     done += n
                     if n < self.batch_size and not has_jobs(self.dbs, db_name):
                         with self._lock:
-                            self._active.discard(db_name)
+                            if self._wakes.get(db_name, 0) == wakes:  # else a write came meanwhile
+                                self._active.discard(db_name)
                 self._publish_backlog(force=done == 0)
                 delay = BACKOFF_START
                 if done == 0:

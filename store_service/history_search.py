@@ -66,19 +66,10 @@ def encode_token(fingerprint: str, position: list) -> str:
 
 def decode_token(token: str, fingerprint: str, ranked: bool) -> tuple | None:
     """The position a page token holds: (score key, turn id) when ``ranked``, else (instant, arrival
-    order); None for the empty token. INVALID_ARGUMENT for anything that is not a token of this search."""
-    position = page_tokens.decode(token, fingerprint, "search")
-    if position is None:
-        return None
-    try:
-        first, second = position
-        if ranked:
-            return float(first), uuid.UUID(second)
-        if not isinstance(second, int):
-            raise ValueError("bad position")
-        return datetime.datetime.fromisoformat(first), second
-    except (ValueError, TypeError, AttributeError):
-        raise page_tokens.invalid("search") from None
+    order); None for the empty token. INVALID_ARGUMENT for anything that is not a token of this search
+    (``page_tokens.decode_position``)."""
+    shape = (page_tokens.number, page_tokens.identifier) if ranked else (page_tokens.instant, page_tokens.sequence)
+    return page_tokens.decode_position(token, fingerprint, "search", *shape)
 
 
 def _ts(value: datetime.datetime) -> timestamp_pb2.Timestamp:

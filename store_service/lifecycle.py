@@ -213,11 +213,34 @@ def keep(conn: psycopg.Connection, req: s.KeepMemoryRequest) -> m.Memory:
     return memory
 
 
-def supersede(conn: psycopg.Connection, req: s.SupersedeRequest, *, flag_conflict: bool = True) -> m.Memory:
+def lock_chains(conn: psycopg.Connection, ids: list[uuid.UUID], *, but: uuid.UUID | None = None) -> None:
+    """Locks ``ids`` and everything up their derived_from chains ``FOR SHARE``, in id order, except
+    ``but`` (a row the caller then locks for change): a concurrent forget of any of them then either
+    finishes first (and the rows read as gone) or waits and then finds what this transaction writes
+    through its links (Forget walks the links down after taking its locks)."""
+    conn.execute(
+        f"SELECT 1 FROM memory m WHERE m.id IN ({ANCESTORS}) AND m.id IS DISTINCT FROM %(but)s ORDER BY m.id FOR SHARE",
+        {"ids": list(ids), "but": but},
+    )
+
+
+def supersede(
+    conn: psycopg.Connection,
+    req: s.SupersedeRequest,
+    *,
+    flag_conflict: bool = True,
+    also_from: tuple[uuid.UUID, ...] = (),
+) -> m.Memory:
     """Replaces a memory by a new one with the same purpose; the audience may narrow from the
     workspace to the caller, never widen (INVALID_ARGUMENT). A superseded target is FAILED_PRECONDITION.
     Both confident (store_service/conflict_flags.py): the pair is flagged in the same transaction,
-    unless ``flag_conflict`` is false (an undo of a flag, store_service/curation.py)."""
+    unless ``flag_conflict`` is false (an undo of a flag, store_service/curation.py).
+
+    ``also_from``: memories the new text comes from besides the target's sources (an undo: the older
+    memory, whose text it carries), already judged readable by the caller. They are locked with the
+    target's chain and linked ``derived_from``, so the successor is readable only with them and a
+    Forget of any of them, or of anything up their chains, forgets it too (a derivation may copy
+    its text)."""
     caller = req.caller
     check_text(req.title, req.body)
     confidence = check_confidence(req.confidence) if req.HasField("confidence") else 1.0
@@ -241,10 +264,7 @@ def supersede(conn: psycopg.Connection, req: s.SupersedeRequest, *, flag_conflic
         # concurrent forget of an ancestor then either finishes first (and the target reads as
         # gone) or waits and finds the successor through the links it inherits. Without this a
         # successor of a forgotten source stayed live and indexed, readable by nobody.
-        conn.execute(
-            f"SELECT 1 FROM memory m WHERE m.id IN ({ANCESTORS}) AND m.id <> %(target)s ORDER BY m.id FOR SHARE",
-            {"ids": [target], "target": target},
-        )
+        lock_chains(conn, [target, *also_from], but=target)
         row = lock_readable(conn, caller, req.memory_id, for_change=True)
         first = by_request_id(conn, caller, key)  # a concurrent retry may have won while we waited
         if first is not None:
@@ -272,6 +292,7 @@ def supersede(conn: psycopg.Connection, req: s.SupersedeRequest, *, flag_conflic
                 (row.id,),
             )
         ]
+        sources += [x for x in also_from if x not in sources]
         successor = insert(
             conn,
             caller,

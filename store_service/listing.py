@@ -97,8 +97,8 @@ def _iso(value: datetime.datetime | None) -> str | None:
 
 def where(caller: m.Caller, req: s.ListMemoriesRequest) -> tuple[str, dict, list]:
     """The filter clause over ``m`` (readability included), its parameters, and the fields the page
-    token is bound to. INVALID_ARGUMENT for a bad kind, audience, entity id, time range or superseded
-    filter; PERMISSION_DENIED for a purpose not granted."""
+    token is bound to. INVALID_ARGUMENT for a bad kind, audience, entity id, source id, time range or
+    superseded filter; PERMISSION_DENIED for a purpose not granted."""
     params = caller_params(caller)
     clauses = [READABLE]
     kind = None
@@ -119,6 +119,15 @@ def where(caller: m.Caller, req: s.ListMemoriesRequest) -> tuple[str, dict, list
             "EXISTS (SELECT 1 FROM memory_link l WHERE l.memory_id = m.id AND l.link_type = 'about'"
             " AND l.target_entity_id = %(entity)s)"
         )
+    source = None
+    if req.derived_from_id:
+        # A memory derived from an unreadable one has an unreadable chain, so it is never listed:
+        # an unreadable source lists nothing, like one that does not exist.
+        source = parse_uuid(req.derived_from_id, "derived_from_id")
+        clauses.append(
+            "EXISTS (SELECT 1 FROM memory_link l WHERE l.memory_id = m.id AND l.link_type = 'derived_from'"
+            " AND l.target_memory_id = %(source)s)"
+        )
     created = time_range(req, "created_after", "created_before")
     updated = time_range(req, "updated_after", "updated_before")
     for column, (start, end) in (("created_at", created), ("updated_at", updated)):
@@ -130,7 +139,7 @@ def where(caller: m.Caller, req: s.ListMemoriesRequest) -> tuple[str, dict, list
     if req.superseded not in _SUPERSEDED:
         raise InvalidArgument("superseded must be current, superseded, all or unspecified", field="superseded")
     clauses.append(_SUPERSEDED[req.superseded])
-    params |= {"kind": kind, "purpose": purpose, "entity": entity}
+    params |= {"kind": kind, "purpose": purpose, "entity": entity, "source": source}
     bound = [
         caller.member_id,
         sorted(params["purposes"]),
@@ -141,23 +150,16 @@ def where(caller: m.Caller, req: s.ListMemoriesRequest) -> tuple[str, dict, list
         [_iso(x) for x in created],
         [_iso(x) for x in updated],
         _SUPERSEDED[req.superseded],
+        source and str(source),
     ]
     return " AND ".join(clauses), params, bound
 
 
 def position(token: str, fingerprint: str, order: Order) -> tuple[datetime.datetime, uuid.UUID]:
-    """The (timestamp, id) after which the page starts in ``order``; INVALID_ARGUMENT for a foreign token."""
-    position = page_tokens.decode(token, fingerprint, "listing")
-    if position is None:
-        return order.first
-    try:
-        at, mid = position
-        when = datetime.datetime.fromisoformat(at)
-        if when.tzinfo is None:
-            raise ValueError("no offset")
-        return when, uuid.UUID(mid)
-    except (ValueError, TypeError, AttributeError):
-        raise page_tokens.invalid("listing") from None
+    """The (timestamp, id) after which the page starts in ``order``; INVALID_ARGUMENT for a foreign
+    or malformed token (``page_tokens.decode_position``)."""
+    position = page_tokens.decode_position(token, fingerprint, "listing", page_tokens.instant, page_tokens.identifier)
+    return order.first if position is None else position
 
 
 def list_memories(conn: psycopg.Connection, caller: m.Caller, req: s.ListMemoriesRequest) -> s.ListMemoriesResponse:

@@ -7,14 +7,23 @@ INVALID_ARGUMENT. The position is the last entry's sort key, and the next page s
 (keyset pagination: every page costs the same however deep it is). A token is not secret: a member
 who forges one can only move their own position within their own query, and each page is read with
 the readability rule in force at that call, so a token can never show anything the caller cannot read.
+
+Since a token can be forged (the fingerprint is computed from what the member knows), its position
+is untrusted input: ``decode_position`` parses every part to the shape its list issues
+(``instant``, ``identifier``, ``number``, ``sequence``) and anything else is INVALID_ARGUMENT, never
+an error further down (a float overflow, a boolean compared with a bigint in SQL).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 import hashlib
 import json
+import math
+import uuid
+from collections.abc import Callable
 
 from servicekit.errors import InvalidArgument
 
@@ -60,4 +69,54 @@ def decode(token: str, fingerprint: str, what: str) -> list | None:
             raise ValueError("another query")
         return data["k"]
     except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError, AttributeError, RecursionError):
+        raise invalid(what) from None
+
+
+def instant(value) -> datetime.datetime:
+    """A position's instant: an ISO 8601 string with its offset (as ``datetime.isoformat`` of a
+    timestamptz writes it), in UTC."""
+    if not isinstance(value, str):
+        raise TypeError("instant")
+    when = datetime.datetime.fromisoformat(value)
+    if when.tzinfo is None:
+        raise ValueError("no offset")
+    return when.astimezone(datetime.UTC)  # OverflowError past year 1 or 9999 in UTC
+
+
+def identifier(value) -> uuid.UUID:
+    """A position's id: a UUID string."""
+    if not isinstance(value, str):
+        raise TypeError("id")
+    return uuid.UUID(value)
+
+
+def number(value) -> float:
+    """A position's score or cosine: a finite JSON number (a boolean is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError("number")
+    out = float(value)  # OverflowError for an integer beyond a double
+    if not math.isfinite(out):
+        raise ValueError("not finite")
+    return out
+
+
+def sequence(value) -> int:
+    """A position's sequence number: an integer of PostgreSQL's bigint (a boolean is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63:
+        raise ValueError("sequence")
+    return value
+
+
+def decode_position(token: str, fingerprint: str, what: str, *shape: Callable) -> tuple | None:
+    """The position a page token of ``what`` holds, one part per parser of ``shape`` (``instant``,
+    ``identifier``, ``number``, ``sequence``), as a tuple; None for the empty token. INVALID_ARGUMENT
+    (``invalid(what)``) for a token not issued for ``fingerprint`` or a position of another shape."""
+    position = decode(token, fingerprint, what)
+    if position is None:
+        return None
+    if len(position) != len(shape):
+        raise invalid(what)
+    try:
+        return tuple(parse(part) for parse, part in zip(shape, position, strict=True))
+    except (ValueError, TypeError, OverflowError):
         raise invalid(what) from None

@@ -276,8 +276,9 @@ def embed_process(tmp_path_factory):
 @contextmanager
 def recallatron_up(home: Path, **env):
     """`recallatron up` as a user runs it, in data folder ``home`` with its own embedded PostgreSQL,
-    every gRPC and metrics port a free one, ``env`` added to its environment. Yields once it printed
-    ``ready``: ``{"proc", "env", "home", "gateway" (address), "metrics" ({service: port})}``; the
+    every gRPC, metrics and web port a free one, ``env`` added to its environment. Yields once it printed
+    ``ready``: ``{"proc", "env", "home", "gateway" (address), "metrics" ({service: port}), "web"
+    (the screen's HOST:PORT)}``; the
     process's stdout (a pipe) is left for the caller. Stops it with SIGTERM unless it has exited."""
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | env
     ports = {name: free_port() for name in SERVICES}
@@ -287,6 +288,8 @@ def recallatron_up(home: Path, **env):
         host = "localhost" if name == "gateway" else "127.0.0.1"
         env[f"RECALLATRON_{name.upper()}_ADDR"] = f"{host}:{ports[name]}"
         env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = str(metrics[name])
+    web = f"127.0.0.1:{free_port()}"
+    env["RECALLATRON_WEB_ADDR"] = web
     proc = subprocess.Popen(
         [sys.executable, "-m", "cli.main", "up"],
         cwd=ROOT,
@@ -306,7 +309,14 @@ def recallatron_up(home: Path, **env):
             if "ready" in line:
                 break
         assert any("ready" in line for line in lines), "".join(lines)
-        yield {"proc": proc, "env": env, "home": home, "gateway": f"localhost:{ports['gateway']}", "metrics": metrics}
+        yield {
+            "proc": proc,
+            "env": env,
+            "home": home,
+            "gateway": f"localhost:{ports['gateway']}",
+            "metrics": metrics,
+            "web": web,
+        }
     finally:
         if proc.poll() is None:  # a test failed before stopping it: stop the stack cleanly
             proc.send_signal(signal.SIGTERM)
@@ -314,3 +324,78 @@ def recallatron_up(home: Path, **env):
                 proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+# The browser tests' Chromium (Debian's package, `make chromium`): headless, nothing fetched from the network.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="session")
+def web_screen(stack):
+    """The curation web screen (web.app) over the in-process stack's gateway, served by uvicorn in a
+    thread on a free loopback port; yields its base URL, ``http://127.0.0.1:PORT``."""
+    import threading
+
+    import uvicorn
+
+    from web.app import build
+
+    port = free_port()
+    config = uvicorn.Config(
+        build(f"127.0.0.1:{stack.gateway.port}"), host="127.0.0.1", port=port, log_level="warning", access_log=False
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the web screen did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Debian Chromium driven by Playwright (sync API); fails when chromium is missing."""
+    import shutil
+
+    from playwright.sync_api import sync_playwright
+
+    path = shutil.which("chromium")
+    assert path, "chromium is not on PATH: `make chromium` installs Debian's package"
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh browser context (no cookies) and page, 1280 pixels wide; closed after the test."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(60_000)
+    yield context.new_page()
+    context.close()
+
+
+def sign_in(page, base: str, token: str) -> None:
+    """Signs in on the screen's login page as the member whose token this is."""
+    page.goto(f"{base}/login")
+    page.get_by_label("Member token").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+
+
+def screenshot(page, name: str) -> None:
+    """The whole page as docs/screenshots/<name>.png (docs/web.md shows them)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SCREENSHOTS / f"{name}.png", full_page=True)

@@ -58,10 +58,10 @@ def tiny_eval(dest: Path) -> Path:
 
 
 def free_port_base() -> int:
-    """A base such that base+1..base+4 are free on loopback."""
+    """A base such that base+1..base+5 (four services and the web screen) are free on loopback."""
     for base in range(51_000, 60_000, 10):
         try:
-            for n in range(1, 5):
+            for n in range(1, 6):
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", base + n))
             return base

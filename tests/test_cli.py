@@ -2,12 +2,18 @@
 folder, `ready`, grpcurl (list, describe, a Recall call with JSON, health), the CLI's --json output
 and failure codes, /metrics, restart of a dead service, and a clean stop on SIGTERM."""
 
+import functools
+import http.cookiejar
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -370,6 +376,61 @@ def test_load_stores_good_rows_and_reports_failed_ones(system, member, tmp_path)
     assert out.stdout.strip() == "loaded 1 memories" and "failed" not in out.stderr
 
 
+def test_up_serves_the_web_screen(system, member):
+    """`up` started `recallatron web` on RECALLATRON_WEB_ADDR over its gateway: the login page, and a
+    sign-in as a member that reaches the gateway (a bad token comes back UNAUTHENTICATED)."""
+    base = f"http://{system['web']}"
+    assert urllib.request.urlopen(f"{base}/healthz").read() == b"ok"
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    page = browser.open(f"{base}/login").read().decode()
+    assert "Member token" in page
+    csrf = re.search(r'name="csrftoken" value="([^"]+)"', page).group(1)
+
+    def sign_in(token: str) -> str:
+        form = urllib.parse.urlencode({"csrftoken": csrf, "token": token}).encode()
+        try:
+            return browser.open(f"{base}/login", data=form).read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.read().decode()
+
+    assert "UNAUTHENTICATED: " in sign_in("rct_not-a-token")
+    assert "<h1>Search</h1>" in sign_in(member["token"])  # signed in, redirected to the search page
+    assert (system["home"] / "run" / "web.pid").exists()
+
+
+def test_up_refuses_when_the_web_port_is_taken(tmp_path):
+    """Something listening on RECALLATRON_WEB_ADDR: `up` says so and starts nothing."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+        env.update({"RECALLATRON_HOME": str(tmp_path), "RECALLATRON_WEB_ADDR": f"127.0.0.1:{port}"})
+        for name in ("gateway", "store", "embed", "rank"):
+            env[f"RECALLATRON_{name.upper()}_ADDR"] = f"127.0.0.1:{free_port()}"
+        out = subprocess.run(
+            [sys.executable, "-m", "cli.main", "up"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        )
+    assert out.returncode == 1 and f"already in use: web (127.0.0.1:{port})" in out.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_web_command_usage_errors(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RECALLATRON_")}
+    run = functools.partial(
+        subprocess.run,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env | {"RECALLATRON_HOME": str(tmp_path)},
+    )
+    out = run([sys.executable, "-m", "cli.main", "web", "--addr", "nowhere"])
+    assert out.returncode == 2 and "expected HOST:PORT" in out.stderr
+    out = run([sys.executable, "-m", "cli.main", "web"], env=env | {"RECALLATRON_WEB_ADDR": "127.0.0.1:99999"})
+    assert out.returncode == 1 and "RECALLATRON_WEB_ADDR" in out.stderr
+
+
 def test_children_die_with_a_killed_supervisor(tmp_path, pg):
     """Even a SIGKILLed `up` leaves no service behind (the children ask for SIGTERM on parent death)."""
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
@@ -377,6 +438,7 @@ def test_children_die_with_a_killed_supervisor(tmp_path, pg):
     for name in ("gateway", "store", "embed", "rank"):
         env[f"RECALLATRON_{name.upper()}_ADDR"] = f"127.0.0.1:{free_port()}"
         env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = "0"
+    env["RECALLATRON_WEB_ADDR"] = f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "cli.main", "up"],
         cwd=ROOT,
@@ -409,7 +471,7 @@ def test_sigterm_stops_everything(system):
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "recallatron stopped" in out
-    for name in ("gateway", "store", "embed", "rank"):
+    for name in ("gateway", "store", "embed", "rank", "web"):
         pid = int((system["home"] / "run" / f"{name}.pid").read_text())
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)

@@ -8,9 +8,11 @@ the embedding job wrote), after the job has drained: the store compares whatever
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -693,3 +695,151 @@ def test_bench_building_blocks_on_a_tiny_workspace(stack):
     assert result["memories_without_vectors"] == 0 and result["first_page"] == min(50, direct.total_size)
     assert result["walk"] == {"pages": 1, "proposals": direct.total_size, "ms": result["walk"]["ms"]}
     assert duplicates_bench.p95([5.0, 1.0, 3.0]) == 5.0
+
+
+def _reforged(token: str, position) -> str:
+    """``token`` with its position replaced by ``position`` and its fingerprint kept: what a member
+    can forge, since a token is not signed (store_service/page_tokens.py)."""
+    data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    raw = json.dumps({**data, "k": position}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def test_forged_page_tokens_of_every_list_are_invalid_argument(stack):
+    """A token's position is parsed to the shape its list issues or refused with INVALID_ARGUMENT:
+    a number too large for a float, NaN, infinity, a boolean, a time without an offset or out of
+    range, a malformed id. Found here as INTERNAL: a huge integer cosine (OverflowError), a boolean
+    arrival order in a history search."""
+    ws = stack.workspace("forged tokens")
+    alice = stack.member(ws)
+    mem = [alice.remember(f"forged token memory {i}", confidence=0.9) for i in range(5)]
+    stack.wait_backlog_empty()
+    set_vectors(stack, ws, {x.id: unit(1) for x in mem[2:]})  # three proposals
+    for x in mem[:2]:  # two flags
+        stack.memory.Supersede(
+            g.SupersedeRequest(id=x.id, expected_revision=1, body=f"not {x.body}", confidence=0.9),
+            metadata=alice.md(),
+        )
+    stack.memory.AppendHistory(
+        g.AppendHistoryRequest(
+            turns=[g.HistoryTurn(chat_id="c", role="user", text=f"forged history turn {i}") for i in range(2)]
+        ),
+        metadata=alice.md(),
+    )
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    later = (
+        lambda tok, **kw: stack.memory.ListMemories(
+            g.ListMemoriesRequest(page_size=1, superseded=m.SUPERSEDED_FILTER_ALL, page_token=tok, **kw),
+            metadata=alice.md(),
+        ),
+        lambda tok: proposals(alice, page_size=1, page_token=tok),
+        lambda tok: flags(alice, page_size=1, page_token=tok),
+        lambda tok: stack.memory.SearchHistory(
+            g.SearchHistoryRequest(query="forged history", page_size=1, page_token=tok), metadata=alice.md()
+        ),
+        lambda tok: stack.memory.SearchHistory(
+            g.SearchHistoryRequest(page_size=1, page_token=tok), metadata=alice.md()
+        ),
+    )
+    times = ["2026-03-02T08:00:00", "10000-01-01T00:00:00+00:00", 10**400, True, None, ["x"]]
+    numbers = [10**400, float("nan"), float("inf"), -float("inf"), True, "0.9", None]
+    ids = [True, 5, "not-a-uuid", None, ["x"]]
+    bad = {
+        0: [[t, a] for t in times] + [["2026-03-02T08:00:00+00:00", i] for i in ids],
+        1: [[c, a, b] for c in numbers] + [[0.9, i, b] for i in ids] + [[0.9, a, i] for i in ids] + [[0.9, a]],
+        2: [[t, a] for t in times] + [["2026-03-02T08:00:00+00:00", i] for i in ids],
+        3: [[c, a] for c in numbers] + [[0.5, i] for i in ids],
+        4: [[t, 1] for t in times] + [["2026-03-02T08:00:00+00:00", n] for n in (True, 10**400, 1.5, "1", None)],
+    }
+    for n, call in enumerate(later):
+        token = call("").next_page_token
+        assert token, n
+        assert call(_reforged(token, json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))["k"]))
+        for position in bad[n]:
+            code, text = error_of(call, _reforged(token, position))
+            assert code == INVALID and "page_token" in text, (n, position, code, text)
+
+
+def test_an_undo_never_gives_the_older_text_more_readers_and_forget_reaches_it(stack):
+    """The restored memory carries the older's text, so it is as private as the older and goes with
+    it: member-only when the older is (the caller's own: nobody else reads a member-only memory),
+    linked derived_from the older, so it is readable only with it and a Forget of the older, or of
+    anything the older derives from, forgets it too. Found here: a member-only older restored as a
+    workspace memory any member read, and a restored copy that outlived a forgotten source."""
+    ws = stack.workspace("undo audience")
+    alice, bob = stack.member(ws), stack.member(ws)
+    private = alice.remember("alice private: the safe code is 1234", audience=m.AUDIENCE_MEMBER, confidence=0.9)
+    public = alice.remember("the safe code is 9999", confidence=0.9)
+    flag_id = decide(alice, private.id, public.id, SUPERSEDE, keep_id=public.id, expected_revision=1).conflict_flag_id
+    assert flag_id
+    restored = resolve(alice, flag_id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1).restored
+    assert restored.body == private.body and restored.audience == m.AUDIENCE_MEMBER
+    assert [
+        (x.type, x.target_memory_id) for x in alice.read(restored.id).links if x.type == m.LINK_TYPE_DERIVED_FROM
+    ] == [(m.LINK_TYPE_DERIVED_FROM, private.id)]
+    assert error_of(bob.read, restored.id) == (NOT_FOUND, "memory not found")
+    listed = stack.memory.ListMemories(g.ListMemoriesRequest(), metadata=bob.md())
+    assert restored.id not in {x.id for x in listed.memories} and listed.total_size == 0  # public is superseded
+    assert all(h.memory.id != restored.id for h in bob.recall("safe code", mode=m.RECALL_MODE_LEXICAL).items)
+    # Forgetting the older forgets its restored copy.
+    gone = stack.memory.Forget(g.ForgetRequest(id=private.id, reason="private"), metadata=alice.md())
+    assert restored.id in gone.forgotten_ids and error_of(alice.read, restored.id)[0] == NOT_FOUND
+    # An older derived from a source, superseded by an unrelated memory, then undone: forgetting
+    # the source reaches the restored copy through the older.
+    source = alice.remember("the vault is in Porto", confidence=0.9)
+    older = stack.memory.Derive(
+        g.DeriveRequest(source_ids=[source.id], body="the vault is in Porto, says the source", confidence=0.9),
+        metadata=alice.md(),
+    ).memory
+    newer = alice.remember("the vault is in Lisbon", confidence=0.9)
+    flag_id = decide(alice, older.id, newer.id, SUPERSEDE, keep_id=newer.id, expected_revision=1).conflict_flag_id
+    restored = resolve(alice, flag_id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1).restored
+    assert restored.audience == m.AUDIENCE_WORKSPACE and alice.read(restored.id).body == older.body
+    assert bob.read(restored.id).body == older.body  # the older was a workspace memory: as many readers
+    gone = stack.memory.Forget(g.ForgetRequest(id=source.id, reason="wrong"), metadata=alice.md())
+    assert {older.id, restored.id} <= set(gone.forgotten_ids)
+    assert error_of(alice.read, restored.id)[0] == NOT_FOUND and alice.read(newer.id).body == newer.body
+
+
+def test_an_undo_waits_for_a_forget_of_the_older_in_progress(stack):
+    """An undo reads the older's text under a lock: while a Forget of the older holds it (as
+    lifecycle.forget does, FOR NO KEY UPDATE), the undo waits, then finds the flag gone (its older
+    forgotten) and restores nothing. Found here: the undo read the text without a lock and wrote a
+    copy of a memory being forgotten."""
+    ws = stack.workspace("undo race")
+    alice = stack.member(ws)
+    older = alice.remember("the race text", confidence=0.9)
+    stack.memory.Supersede(
+        g.SupersedeRequest(id=older.id, expected_revision=1, body="not the race text", confidence=0.9),
+        metadata=alice.md(),
+    )
+    flag = flags(alice).flags[0]
+    out = {}
+    with stack.db(ws) as forgetting, stack.db(ws) as watch:
+        forgetting.autocommit = False
+        forgetting.execute("SELECT 1 FROM memory WHERE id = %s FOR NO KEY UPDATE", (older.id,))
+        worker = threading.Thread(
+            target=lambda: out.update(
+                result=error_of(resolve, alice, flag.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1)
+            )
+        )
+        worker.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and worker.is_alive():
+            waiting = watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()[0]
+            if waiting:
+                break
+            time.sleep(0.05)
+        assert worker.is_alive(), f"the undo did not wait for the older's lock: {out}"
+        forgetting.execute(  # what Forget commits: the text erased, a tombstone
+            "UPDATE memory SET title = '', body = '', forgotten_at = now(), invalidation_reason = 'test' WHERE id = %s",
+            (older.id,),
+        )
+        forgetting.commit()
+        worker.join(60)
+    assert out["result"] == (NOT_FOUND, "conflict flag not found")
+    with stack.db(ws) as conn:
+        assert conn.execute("SELECT count(*) FROM memory WHERE body = 'the race text'").fetchone()[0] == 0
+        assert conn.execute("SELECT state FROM conflict_flag WHERE id = %s", (flag.id,)).fetchone()[0] == "open"

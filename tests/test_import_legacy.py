@@ -30,8 +30,9 @@ SHARED_CHATS = ("tg:100200300", "tg:100200301")  # the shared generator's mapped
 
 
 def counts_of(expected: dict) -> dict:
-    """The counts an import prints, without the member map (its values differ: labels, member ids)."""
-    out = {k: v for k, v in expected.items() if k != "member_map"}
+    """The counts an import prints, without the member map (its values differ: labels, member ids)
+    and what the store answered (a run's own, beside the expected.json keys)."""
+    out = {k: v for k, v in expected.items() if k not in ("member_map", "answered")}
     out.setdefault("chain_faults_reported", 0)  # the shared generator leaves it out for tiny stores
     return out
 
@@ -164,6 +165,11 @@ def test_counts_match_the_makers_and_the_report_lists_every_skip(stack, made, im
     again = json.loads((tmp_path / "r2.jsonl").read_text().splitlines()[-1])["answered"]
     assert again["memories"] == {"IMPORT_STATUS_ALREADY_IMPORTED": e["memories"]["imported"]}
     assert again["history"] == {"IMPORT_STATUS_ALREADY_IMPORTED": e["history"]["imported"]}
+    # The re-run wrote no mention and says so, in --json and in the report alike.
+    assert again["mentions"] == {"already_imported": e["mentions"]} == json.loads(out)["answered"]["mentions"]
+    assert summary["answered"]["mentions"] == {"written": e["mentions"]}
+    status, out, _ = cli(stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "r3.jsonl"))
+    assert status == 0 and f"mentions: {e['mentions']} (0 written, {e['mentions']} not written: " in out, out
 
 
 def test_the_owner_finds_a_migrated_memory_and_the_other_member_sees_nothing_of_the_owners(stack, made, imported):
@@ -456,7 +462,15 @@ def test_bad_input_is_a_clear_error_and_nothing_is_written(stack, made, tmp_path
     db.execute("INSERT INTO conversation VALUES (7, 'tg:1', 'user', 'b', '2026-01-01', NULL)")
     db.commit()
     db.close()
+    lines_total = len([x for x in text.splitlines() if x.strip()])
+    mostly_bad = tmp_path / "mostly_bad.jsonl"  # just over half of its lines are not JSON
+    good_lines = [x for x in text.splitlines() if x.strip()][: lines_total // 2]
+    mostly_bad.write_text("\n".join(good_lines + ["not json"] * (len(good_lines) + 1)) + "\n")
     cases = [
+        # The SQLite file given as the graph: refused, not imported with every line skipped.
+        (dict(graph=made.sqlite), 1, f"{made.sqlite}: not a JSON Lines graph: "),
+        (dict(graph=mostly_bad), 1, f"{len(good_lines) + 1} of its {2 * len(good_lines) + 1} lines are not JSON"),
+        (dict(graph=tmp_path), 1, f"{tmp_path}: is a folder, not a file"),
         (dict(sqlite=tmp_path / "missing.sqlite"), 1, "missing.sqlite: no such file"),
         (dict(sqlite=half), 1, "half.sqlite: not a SQLite database, or a damaged one"),
         (dict(sqlite=short), 1, f"short.sqlite: truncated: {len(data) - 1} bytes is not the"),
@@ -464,10 +478,11 @@ def test_bad_input_is_a_clear_error_and_nothing_is_written(stack, made, tmp_path
         (dict(graph=cut), 1, f"cut.jsonl: line {lines} is cut short"),
         (dict(graph=tmp_path / "missing.jsonl"), 1, "missing.jsonl: no such file"),
         (dict(sqlite=not_sqlite), 1, "notes.sqlite: not a SQLite database"),
-        (dict(sqlite=tmp_path), 1, f"{tmp_path}: no such file"),  # a folder
+        (dict(sqlite=tmp_path), 1, f"{tmp_path}: is a folder, not a file"),
         (dict(sqlite=empty_db), 1, "no table 'conversation'"),
         (dict(members={OWNER_CHAT: owner.id, SECOND_CHAT: stranger}), 1, f"{stranger} is not a member of workspace"),
-        (dict(ws=str(uuid.uuid4())), 1, "NOT_FOUND: workspace not found"),
+        (dict(ws=(unknown := str(uuid.uuid4()))), 1, f"--workspace {unknown}: no such workspace (NOT_FOUND"),
+        (dict(ws="not-a-uuid"), 1, "--workspace not-a-uuid: no such workspace (NOT_FOUND"),
     ]
     for change, want, message in cases:
         args = dict(ws=ws, sqlite=made.sqlite, graph=made.graph, members=members) | change
@@ -592,3 +607,30 @@ def test_odd_rows_are_kept_or_skipped_by_the_rules_and_the_store_refuses_none(st
     assert set(mems) == {"legacy:digest:1", "legacy:item:1", "legacy:item:2", "legacy:item:3", "legacy:item:4"}
     found = stack.memory.SearchHistory(g.SearchHistoryRequest(query="مرحبا"), metadata=owner.md()).entries
     assert [e.turn.text for e in found] == [turns["legacy:turn:1"]]
+
+
+def test_the_graph_is_refused_when_it_is_not_json_lines_or_cut_short(tmp_path):
+    """The graph file's own checks (cli.legacy_store.read_graph_lines), before anything is read
+    into a plan: the truncation check is the one ``recallatron import`` makes of its files."""
+    from cli.json_text import last_line_cut_short
+    from cli.legacy_store import LegacyStoreError, read_graph_lines
+
+    entity = b'{"kind": "entity", "id": "e1", "name": "Ada"}'
+    assert last_line_cut_short(entity + b"\n" + entity[:11]) == 2
+    assert last_line_cut_short(entity + b"\n" + entity) is None  # only the final newline is missing
+    assert last_line_cut_short(entity + b"\n") is None and last_line_cut_short(b"") is None
+    assert last_line_cut_short(entity + b"\n" + b'{"name": "\xc3') == 2  # cut inside a UTF-8 character
+    graph = tmp_path / "g.jsonl"
+    for data, message in [
+        (entity + b"\n" + entity[:11], "line 2 is cut short"),
+        (b"SQLite format 3\x00" + bytes(range(256)) * 8, "not a JSON Lines graph"),
+        (b"\xff\xfe" + "not json\n".encode("utf-16-le") * 3, "not a JSON Lines graph"),
+        (b"notes\n" * 2 + entity + b"\n", "2 of its 3 lines are not JSON objects"),
+    ]:
+        graph.write_bytes(data)
+        with pytest.raises(LegacyStoreError, match=message):
+            read_graph_lines(graph)
+    graph.write_bytes(b"notes\n\n" + entity + b"\n")  # half bad (blank lines do not count): kept, one skip
+    assert len(read_graph_lines(graph)) == 3
+    graph.write_bytes(b"")  # a store with no graph
+    assert read_graph_lines(graph) == []

@@ -203,6 +203,13 @@ def test_exactly_the_readable_set_chain_included(stack):
     assert totals == [5]
     listed, totals = list_all(narrow)
     assert {x.id for x in listed} == {tasks.id} and totals == [1]
+    # Derived from: the direct derivations the caller can read; an unreadable source lists nothing
+    # (the memory linked to it has an unreadable chain), exactly as a source that does not exist.
+    assert [x.id for x in list_all(alice, derived_from_id=source.id)[0]] == [derived.id]
+    assert list_all(alice, derived_from_id=hidden_source.id) == ([], [0])
+    assert list_all(alice, derived_from_id=str(uuid.uuid4())) == ([], [0])
+    assert [x.id for x in list_all(bob, derived_from_id=hidden_source.id)[0]] == [orphan.id]
+    assert list_all(narrow, derived_from_id=source.id) == ([], [0])
     # A purpose not granted is refused, as Recall refuses it.
     assert code_of(list_all, narrow, purpose=m.PURPOSE_CONVERSATION) == grpc.StatusCode.PERMISSION_DENIED
 
@@ -220,6 +227,7 @@ def test_page_tokens_are_bound_to_member_and_filters(stack, team):
         (g.ListMemoriesRequest(page_token=token), bob.md()),
         (g.ListMemoriesRequest(page_token=token, kind=m.KIND_NOTE), alice.md()),
         (g.ListMemoriesRequest(page_token=token, superseded=m.SUPERSEDED_FILTER_ALL), alice.md()),
+        (g.ListMemoriesRequest(page_token=token, derived_from_id=str(uuid.uuid4())), alice.md()),
         (g.ListMemoriesRequest(page_token="not a token"), alice.md()),
         (g.ListMemoriesRequest(page_token=token[:-3]), alice.md()),
         (g.ListMemoriesRequest(page_token="eyJ2IjoxLCJmIjoiYSIsImsiOlsxLDJdfQ"), alice.md()),
@@ -240,6 +248,7 @@ def test_page_tokens_are_bound_to_member_and_filters(stack, team):
         (g.ListMemoriesRequest(audience=7), "audience"),
         (g.ListMemoriesRequest(superseded=9), "superseded"),
         (g.ListMemoriesRequest(entity_id="not-a-uuid"), "entity_id"),
+        (g.ListMemoriesRequest(derived_from_id="not-a-uuid"), "derived_from_id"),
         (
             g.ListMemoriesRequest(
                 created_after=ts(datetime.datetime(2026, 3, 2, tzinfo=datetime.UTC)),
@@ -314,6 +323,9 @@ def test_cli_list(stack):
         run_list(stack, alice.token, "--created-after", notes[2].created_at.ToJsonString(), "--json").stdout
     )
     assert {x["id"] for x in since["memories"]} == {notes[2].id, task.id}
+    derived = stack.memory.Derive(g.DeriveRequest(source_ids=[notes[0].id], body="cli derived"), metadata=alice.md())
+    children = json.loads(run_list(stack, alice.token, "--derived-from", notes[0].id, "--json").stdout)
+    assert [x["id"] for x in children["memories"]] == [derived.memory.id]
     bad = run_list(stack, alice.token, "--page-token", "junk", check=False)
     assert bad.returncode == 1 and bad.stderr.startswith("INVALID_ARGUMENT: page_token")
     usage = run_list(stack, alice.token, "--created-after", "yesterday", check=False)

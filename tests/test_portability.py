@@ -329,6 +329,8 @@ def test_bad_files_are_refused_naming_file_line_and_problem(stack, source, empty
 
     missing = tmp_path / "nope.jsonl"
     assert refused(stack, target, carol, missing) == f"{missing}: no such file"
+    folder_err = refused(stack, target, carol, tmp_path)
+    assert folder_err == f"{tmp_path}: is a folder, not a file; --file names an export file"
 
     cut = tmp_path / "cut.jsonl"
     cut.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])  # last line cut mid-way
@@ -404,7 +406,17 @@ def test_bad_member_maps_are_refused_before_anything_is_written(stack, source, e
     assert err.startswith(f"{path}: no member for author {bob.id} (1 memories)")
     err = run("--member", f"{stranger}={carol.id}", "--default-member", carol.id)
     assert err == f"--member {stranger}={carol.id}: {stranger} is not the author of any memory in {path}"
-    assert run("--member", "alice", "--default-member", carol.id) == "--member alice: expected OLD=NEW"
+    # Bad usage exits 2, as import-legacy's: a malformed entry or member id, an OLD mapped twice.
+    for bad, message in [
+        (["--member", "alice"], "argument --member: want OLD=NEW, got 'alice'"),
+        (["--member", f"alice={carol.id}"], f"argument --member: 'alice={carol.id}': 'alice' is not a member id"),
+        (["--default-member", "carol"], "argument --default-member: 'carol' is not a member id (a UUID)"),
+        (["--history-member", "x"], "argument --history-member: 'x' is not a member id (a UUID)"),
+        (["--member", f"{alice.id}={carol.id}", "--member", f"{alice.id}={bob.id}"], f"{alice.id} is mapped twice"),
+    ]:
+        out = import_(stack, *base, "--default-member", carol.id, *bad, check=False)
+        assert out.returncode == 2 and message in out.stderr, (bad, out.stderr)
+        assert stored(stack, target) == (0, 0, 0)
     # History turns need an owner; an unknown workspace is NOT_FOUND.
     out = import_(
         stack,
@@ -419,8 +431,13 @@ def test_bad_member_maps_are_refused_before_anything_is_written(stack, source, e
         check=False,
     )
     assert out.returncode == 1 and "holds 3 history turns: name their owner with --history-member" in out.stderr
-    out = import_(stack, *base[:2], "--workspace", str(uuid.uuid4()), "--default-member", carol.id, check=False)
-    assert out.returncode == 1 and out.stderr.startswith("NOT_FOUND")
+    # An unknown workspace, and a malformed id, are named (the store answers both NOT_FOUND, as every
+    # admin call does for a workspace id).
+    for unknown in (str(uuid.uuid4()), "not-a-uuid"):
+        out = import_(stack, *base[:2], "--workspace", unknown, "--default-member", carol.id, check=False)
+        assert out.returncode == 1 and out.stderr.startswith(f"--workspace {unknown}: no such workspace (NOT_FOUND"), (
+            out.stderr
+        )
     # A mapping file that cannot be written is found out before anything is imported.
     nowhere = path.with_name("no-such-folder") / "m.json"
     err = run("--default-member", carol.id, "--mapping", str(nowhere))

@@ -12,8 +12,9 @@ Half the examples turn the workspace's expiry gate on (30 days); the program the
 (their updated_at set 40 days back in the database) and keeps them (KeepMemory, anyone's, under the
 revision the model holds: only the caller's to change is kept).
 Then, as every member and for every purpose, it asks Recall in all three modes (re-rank on and off),
-GetContext, Read on every id, ListMemories (every page, with and without superseded memories, and
-per purpose), ListExpiringMemories (likewise) and FindEntities on every entity name, and asserts:
+GetContext, Read on every id, ListMemories (every page, with and without superseded memories, per
+purpose, and the derivations of every source), ListExpiringMemories (likewise) and FindEntities on
+every entity name, and asserts:
 - nothing ineligible appears in any item, count, link or entity list (ListMemories' pages and
   total_size hold exactly the memories Read shows);
 - everything eligible and matching is found (the keyword arm returns exactly the eligible set);
@@ -318,6 +319,10 @@ def check_listing(api, model: Model, me: str, md, everything: set[str]) -> None:
             assert all(
                 model.readable(link.target_memory_id, me) for link in x.links if link.type == m.LINK_TYPE_DERIVED_FROM
             )
+    for source in {src for mem in model.mems.values() for src in mem.sources}:  # each source's derivations
+        listed, totals = list_pages(api, md, derived_from_id=source, superseded=m.SUPERSEDED_FILTER_ALL)
+        want = {i for i in readable if source in model.mems[i].sources}
+        assert {x.id for x in listed} == want and totals == {len(want)}
     for purpose in PURPOSES:
         if purpose not in model.grants[me]:
             assert call(api.ListMemories, g.ListMemoriesRequest(purpose=purpose), md)[0] == (
@@ -551,7 +556,8 @@ def decide_pair(api, model: Model, me: str, md, a: int, b: int, p: int) -> None:
 def resolve_flag(stack, ws: str, api, model: Model, me: str, md, a: int, b: int) -> None:
     """Resolves a model flag (any: only one whose memories ``me`` reads is found) by acknowledging
     it or, every other time, undoing it under the newer memory's revision; the status is the
-    model's, and an undo adds the restored memory (the newer's successor, no new flag)."""
+    model's, and an undo adds the restored memory (the newer's successor, derived from the older and
+    member-only when the older is; no new flag)."""
     candidates = model.flags
     if a % 2 == 0:  # half the time among the flags ``me`` sees, so flags get resolved
         seen = [f for f in model.flags if model.readable(f.older, me) and model.readable(f.newer, me)]
@@ -584,7 +590,11 @@ def resolve_flag(stack, ws: str, api, model: Model, me: str, md, a: int, b: int)
     flag.state = "undone" if undo else "acknowledged"
     if undo:
         restored = resp.restored
-        model.mems[restored.id] = Mem(restored.id, newer.audience, newer.purpose, me, "", list(newer.sources))
+        # The older's text: derived from the older, and member-only (``me``'s) when the older is.
+        audience = me if older.audience else newer.audience
+        sources = list(dict.fromkeys([*newer.sources, older.id]))
+        model.mems[restored.id] = Mem(restored.id, audience, newer.purpose, me, "", sources)
+        assert restored.audience == (m.AUDIENCE_MEMBER if audience else m.AUDIENCE_WORKSPACE), restored
         newer.superseded, newer.aged = True, False  # by the restored memory (an update); an undo writes no flag
         assert resp.flag.restored_memory_id == restored.id
 

@@ -54,6 +54,7 @@ class UpStack:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RECALLATRON_") and k != "DATABASE_URL"}
         env.update({f"RECALLATRON_{name.upper()}_ADDR": addr for name, addr in self.addrs.items()})
         env.update({f"RECALLATRON_{name.upper()}_METRICS_PORT": "0" for name in SERVICES})
+        env["RECALLATRON_WEB_ADDR"] = f"127.0.0.1:{free_port()}"  # the screen `up` starts too
         env.update(RECALLATRON_HOME=str(self.home), HF_HUB_OFFLINE="1")
         self.log_path = self.home / "up.log"
         with open(self.log_path, "ab") as log:

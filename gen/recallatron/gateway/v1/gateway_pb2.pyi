@@ -338,7 +338,7 @@ class ForgetHistoryResponse(_message.Message):
     def __init__(self, forgotten_count: _Optional[int] = ...) -> None: ...
 
 class ListMemoriesRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "kind", "audience", "purpose", "entity_id", "created_after", "created_before", "updated_after", "updated_before", "superseded", "include_history")
+    __slots__ = ("page_size", "page_token", "kind", "audience", "purpose", "entity_id", "created_after", "created_before", "updated_after", "updated_before", "superseded", "include_history", "derived_from_id")
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -351,6 +351,7 @@ class ListMemoriesRequest(_message.Message):
     UPDATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_HISTORY_FIELD_NUMBER: _ClassVar[int]
+    DERIVED_FROM_ID_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     kind: _memory_pb2.Kind
@@ -363,7 +364,8 @@ class ListMemoriesRequest(_message.Message):
     updated_before: _timestamp_pb2.Timestamp
     superseded: _memory_pb2.SupersededFilter
     include_history: bool
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., entity_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded: _Optional[_Union[_memory_pb2.SupersededFilter, str]] = ..., include_history: _Optional[bool] = ...) -> None: ...
+    derived_from_id: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., entity_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded: _Optional[_Union[_memory_pb2.SupersededFilter, str]] = ..., include_history: _Optional[bool] = ..., derived_from_id: _Optional[str] = ...) -> None: ...
 
 class ListMemoriesResponse(_message.Message):
     __slots__ = ("memories", "next_page_token", "total_size")

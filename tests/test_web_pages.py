@@ -1,0 +1,301 @@
+"""The web screen in a real browser (Playwright driving headless Debian Chromium) over the real
+stack: signing in with a member token, search (Recall's ranks, cosine, fused score, dense_available),
+a memory (provenance, revisions, derivations), browse (filters, pages), a bad and a revoked token,
+gRPC errors as readable messages, memory text shown as text, and the cross-site request check.
+Screenshots of each page go to docs/screenshots/."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+from conftest import screenshot, sign_in
+from playwright.sync_api import expect
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+
+from web.diff import Segment, sides
+from web.screen import TOKEN_COOKIE
+
+
+@pytest.fixture(scope="module")
+def team(stack):
+    """A workspace with alice (who writes), bob and a narrow member (tasks only), and alice's memories:
+    a fact about an entity, corrected once, a memory derived from it, a superseded note and its
+    successor, and six notes to page through."""
+    ws = stack.workspace("web pages")
+    alice, bob = stack.member(ws), stack.member(ws)
+    narrow = stack.member(ws, purposes=[m.PURPOSE_TASKS])
+    fact = stack.memory.Remember(
+        g.RememberRequest(
+            purpose=m.PURPOSE_CONVERSATION,
+            kind=m.KIND_FACT,
+            title="Lighthouse",
+            body="The lighthouse keeper Odile polishes the brass lens every morning.",
+            audience=m.AUDIENCE_WORKSPACE,
+            confidence=0.9,
+            entities=[m.EntityMention(name="Odile")],
+        ),
+        metadata=alice.md(),
+    ).memory
+    fact = stack.memory.Correct(
+        g.CorrectRequest(
+            id=fact.id,
+            expected_revision=1,
+            body="The lighthouse keeper Odile polishes the brass lens every evening.",
+        ),
+        metadata=alice.md(),
+    ).memory
+    derived = stack.memory.Derive(
+        g.DeriveRequest(
+            source_ids=[fact.id], title="Routine", body="Odile keeps an evening routine at the lighthouse."
+        ),
+        metadata=alice.md(),
+    ).memory
+    old = alice.remember("The ferry to the island leaves at noon.", title="Ferry")
+    successor = stack.memory.Supersede(
+        g.SupersedeRequest(
+            id=old.id, expected_revision=1, title="Ferry", body="The ferry to the island leaves at one."
+        ),
+        metadata=alice.md(),
+    ).memory
+    notes = [alice.remember(f"Paging note number {i} about tide tables.", title=f"Tide {i}") for i in range(6)]
+    stack.wait_backlog_empty()
+    return {
+        "ws": ws,
+        "alice": alice,
+        "bob": bob,
+        "narrow": narrow,
+        "fact": fact,
+        "derived": derived,
+        "old": old,
+        "successor": successor,
+        "notes": notes,
+    }
+
+
+def test_sign_in_search_and_open_a_memory(stack, web_screen, page, team):
+    alice, fact = team["alice"], team["fact"]
+    page.goto(f"{web_screen}/search")
+    expect(page).to_have_url(re.compile(r"/login$"))  # not signed in: the login page
+    screenshot(page, "login")
+    sign_in(page, web_screen, alice.token)
+    expect(page).to_have_url(re.compile(r"/search$"))
+    cookie = next(c for c in page.context.cookies() if c["name"] == TOKEN_COOKIE)
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["value"] == alice.token
+
+    query = "who polishes the lighthouse lens"
+    page.get_by_label("Query").fill(query)
+    page.get_by_label("Mode").select_option("hybrid")
+    page.get_by_label("Purpose").select_option("conversation")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#dense-available")).to_have_text("true")
+    want = alice.recall(query, mode=m.RECALL_MODE_HYBRID)
+    assert want.dense_available and want.items[0].memory.id == fact.id
+    rows = page.locator("tr.hit")
+    expect(rows).to_have_count(len(want.items))
+    for i, item in enumerate(want.items):  # the gateway's own numbers, row by row
+        row = rows.nth(i)
+        assert row.get_attribute("data-memory-id") == item.memory.id
+        expect(row.locator(".lexical-rank")).to_have_text(str(item.lexical_rank or "–"))
+        expect(row.locator(".dense-rank")).to_have_text(str(item.dense_rank or "–"))
+        expect(row.locator(".cosine")).to_have_text(f"{item.cosine:.4f}" if item.dense_rank else "–")
+        expect(row.locator(".fused")).to_have_text(f"{item.fused_score:.5f}")
+    expect(page.locator("#reranked")).to_have_text("true" if want.reranked else "false")
+    screenshot(page, "search")
+
+    page.get_by_role("link", name="Lighthouse").first.click()
+    expect(page).to_have_url(re.compile(f"/memories/{fact.id}$"))
+    expect(page.get_by_role("heading", level=1)).to_have_text("Lighthouse")
+    expect(page.locator("#revisions tbody tr")).to_have_count(2)  # the current one and revision 1
+    expect(page.locator("#revisions")).to_contain_text("polishes the brass lens every morning.")
+    expect(page.locator("#links a.entity")).to_have_text("Odile")
+    expect(page.locator("#derivations article")).to_have_count(1)
+    expect(page.locator("#derivations")).to_contain_text("Odile keeps an evening routine")
+    screenshot(page, "memory")
+
+    page.locator("#derivations a").first.click()  # the derivation names its source
+    expect(page).to_have_url(re.compile(f"/memories/{team['derived'].id}$"))
+    expect(page.locator("#links a.source")).to_have_text(fact.id)
+    page.locator("#links a.source").click()
+    page.locator("#links a.entity").click()  # browse, filtered by the entity
+    expect(page.locator("article.memory")).to_have_count(1)
+    expect(page.locator("#list-summary")).to_have_text("1 shown of 1")
+
+
+def test_superseded_memory_links_its_successor_and_history_search(stack, web_screen, page, team):
+    sign_in(page, web_screen, team["alice"].token)
+    page.goto(f"{web_screen}/memories/{team['old'].id}")
+    expect(page.locator("a.successor")).to_have_text(team["successor"].id)
+    page.goto(f"{web_screen}/search")
+    page.get_by_label("Query").fill("ferry island noon")
+    page.get_by_label("superseded too").check()
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#recall-summary")).to_contain_text("Mode lexical")  # history recall is keyword-only
+    expect(page.locator(f"tr.hit[data-memory-id='{team['old'].id}']")).to_have_count(1)
+
+
+def test_browse_filters_and_pages(stack, web_screen, page, team):
+    alice = team["alice"]
+    sign_in(page, web_screen, alice.token)
+    page.get_by_role("link", name="Browse").click()
+    total = stack.memory.ListMemories(g.ListMemoriesRequest(), metadata=alice.md()).total_size
+    expect(page.locator("#list-summary")).to_have_text(f"{total} shown of {total}")
+    page.get_by_label("Kind").select_option("note")
+    page.get_by_label("Page size").fill("4")
+    page.get_by_role("button", name="Filter").click()
+    want = stack.memory.ListMemories(g.ListMemoriesRequest(kind=m.KIND_NOTE, page_size=200), metadata=alice.md())
+    assert want.total_size == 8  # six tide notes, the ferry's successor and the derived note
+    seen = []
+    while True:
+        seen += page.locator("article.memory").evaluate_all("els => els.map(e => e.dataset.memoryId)")
+        expect(page.locator("#list-summary")).to_contain_text(f"of {want.total_size}")
+        if len(seen) == 4:
+            screenshot(page, "browse")
+        if not page.locator("#next-page").count():
+            break
+        page.locator("#next-page").click()
+    assert seen == [x.id for x in want.memories]  # newest first, every page, nothing twice
+    page.locator("#first-page").click()
+    expect(page.locator("article.memory")).to_have_count(4)
+
+    # Filters the gateway judges: superseded only, a time range, an entity id of the wrong shape.
+    page.get_by_label("Superseded").select_option("superseded")
+    page.get_by_label("Kind").select_option("")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("article.memory")).to_have_count(1)
+    assert page.locator("article.memory").get_attribute("data-memory-id") == team["old"].id
+    page.get_by_label("Superseded").select_option("current")
+    page.get_by_label("Created before").fill("2000-01-01")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("#list-summary")).to_have_text("0 shown of 0")
+    page.get_by_label("Created before").fill("")
+    page.get_by_label("About entity (id)").fill("not-a-uuid")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("#error")).to_have_text(re.compile(r"^INVALID_ARGUMENT: .*entity_id"))
+
+
+def test_errors_read_as_status_and_message(stack, web_screen, page, team):
+    sign_in(page, web_screen, team["narrow"].token)
+    page.goto(f"{web_screen}/search?query=lighthouse&purpose=conversation")
+    expect(page.locator("#error")).to_have_text(re.compile(r"^PERMISSION_DENIED: "))
+    page.goto(f"{web_screen}/memories/{uuid.uuid4()}")
+    expect(page.locator("#error")).to_have_text(re.compile(r"^NOT_FOUND: "))
+    # A memory the narrow member may not read answers exactly as one that does not exist.
+    missing = page.locator("#error").inner_text().split(": ", 1)[1]
+    page.goto(f"{web_screen}/memories/{team['fact'].id}")
+    expect(page.locator("#error")).to_have_text(f"NOT_FOUND: {missing}")
+    assert "Lighthouse" not in page.content()
+    page.goto(f"{web_screen}/memories?page_token=junk")
+    expect(page.locator("#error")).to_have_text(re.compile(r"^INVALID_ARGUMENT: page_token"))
+    page.goto(f"{web_screen}/memories?created_after=yesterday")
+    expect(page.locator("#error")).to_have_text(re.compile(r"^created_after: not a date"))
+    assert "Traceback" not in page.content()
+
+
+def test_bad_token_and_revoked_token(stack, web_screen, page, team):
+    sign_in(page, web_screen, "rct_not-a-real-token")
+    expect(page).to_have_url(re.compile(r"/login$"))
+    expect(page.locator("#error")).to_have_text(re.compile(r"^UNAUTHENTICATED: "))
+    assert not [c for c in page.context.cookies() if c["name"] == TOKEN_COOKIE]
+    screenshot(page, "login-refused")
+    sign_in(page, web_screen, "rct_ünïcödé token")  # not even a header value: refused before any call
+    expect(page.locator("#error")).to_have_text(re.compile(r"^That is not a member token"))
+    assert not [c for c in page.context.cookies() if c["name"] == TOKEN_COOKIE]
+
+    carol = stack.member(team["ws"])
+    sign_in(page, web_screen, carol.token)
+    page.goto(f"{web_screen}/memories")
+    expect(page.locator("#list-summary")).to_be_visible()
+    stack.admin.RevokeMember(g.RevokeMemberRequest(workspace_id=team["ws"], member_id=carol.id), metadata=stack.op())
+    page.reload()  # the next call with the revoked token: the login page, the gateway's message, no cookie
+    expect(page.get_by_role("heading", level=1)).to_have_text("Sign in")
+    expect(page.locator("#error")).to_have_text(re.compile(r"^UNAUTHENTICATED: "))
+    assert "Paging note" not in page.content()
+    assert not [c for c in page.context.cookies() if c["name"] == TOKEN_COOKIE]
+    page.goto(f"{web_screen}/memories")
+    expect(page).to_have_url(re.compile(r"/login$"))
+
+
+def test_sign_out(stack, web_screen, page, team):
+    sign_in(page, web_screen, team["bob"].token)
+    page.get_by_role("button", name="Sign out").click()
+    expect(page).to_have_url(re.compile(r"/login$"))
+    assert not [c for c in page.context.cookies() if c["name"] == TOKEN_COOKIE]
+    page.goto(f"{web_screen}/memories")
+    expect(page).to_have_url(re.compile(r"/login$"))
+
+
+def test_memory_text_is_shown_as_text(stack, web_screen, page, team):
+    hostile = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> Quokka-Markup-9Z'
+    team["bob"].remember(hostile, title="<b>bold?</b>")
+    stack.wait_backlog_empty()
+    sign_in(page, web_screen, team["bob"].token)
+    page.goto(f"{web_screen}/search?query=Quokka-Markup-9Z&mode=lexical")
+    expect(page.locator("tr.hit .body")).to_have_text(hostile)
+    expect(page.locator("tr.hit a").first).to_have_text("<b>bold?</b>")
+    assert page.evaluate("window.__pwned") is None
+
+
+def test_a_post_without_the_csrf_token_is_refused(stack, web_screen, page, team):
+    """starlette-csrf's double submit: a POST without the form's token, or with a wrong one, is
+    refused with 403 before anything runs (here: a sign-in that would otherwise succeed), and so is a
+    form a cross-site page submits (it cannot read the token)."""
+    bob = team["bob"]
+    page.goto(f"{web_screen}/login")  # the browser holds the csrftoken cookie now
+    for form in ({"token": bob.token}, {"token": bob.token, "csrftoken": "forged"}):
+        resp = page.context.request.post(f"{web_screen}/login", form=form, max_redirects=0)
+        assert resp.status == 403 and "cross-site request token" in resp.text()
+    assert not [c for c in page.context.cookies() if c["name"] == TOKEN_COOKIE]
+
+    sign_in(page, web_screen, bob.token)
+    page.goto("about:blank")
+    page.set_content(
+        f'<form method="post" action="{web_screen}/logout"><button>go</button></form>'  # a page elsewhere
+    )
+    page.click("button")
+    expect(page.get_by_text("cross-site request token")).to_be_visible()
+    assert [c for c in page.context.cookies() if c["name"] == TOKEN_COOKIE]  # still signed in
+    page.goto(f"{web_screen}/memories")
+    expect(page.locator("#list-summary")).to_be_visible()
+
+
+def test_the_gateway_down_reads_as_unavailable(stack, browser, team):
+    """A screen whose gateway does not answer shows UNAVAILABLE, not a stack trace."""
+    import threading
+    import time
+
+    import uvicorn
+    from conftest import free_port
+
+    from web.app import build
+
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(build(f"127.0.0.1:{free_port()}"), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        sign_in(page, f"http://127.0.0.1:{port}", team["bob"].token)
+        expect(page.locator("#error")).to_have_text(re.compile(r"^UNAVAILABLE: "))
+    finally:
+        context.close()
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def test_diff_marks_the_changed_words_and_gives_each_text_back():
+    left, right = sides("The ferry leaves at noon.", "The ferry leaves at one, daily.")
+    assert "".join(s.text for s in left) == "The ferry leaves at noon."
+    assert "".join(s.text for s in right) == "The ferry leaves at one, daily."
+    assert [s.text for s in left if s.changed] == ["noon."]
+    assert [s.text for s in right if s.changed] == ["one, daily."]
+    assert sides("", "new text") == ([], [Segment("new text", True)])
+    same = sides("a  b\n c", "a  b\n c")
+    assert same[0] == same[1] == [Segment("a  b\n c", False)]

@@ -1,0 +1,114 @@
+"""What every page of the screen shares: the templates, the signed-in person's calls, rendering,
+and how a failed call reads (its gRPC status code name and message; an HTTP status to go with it)."""
+
+from __future__ import annotations
+
+import datetime
+import urllib.parse
+from pathlib import Path
+
+import grpc
+import jinja2
+from recallatron.memory.v1 import memory_pb2 as m
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.templating import Jinja2Templates
+
+from servicekit import vocabulary
+from web import diff
+from web.calls import Gateway
+
+HERE = Path(__file__).resolve().parent
+TOKEN_COOKIE = "recallatron_token"
+
+KINDS = vocabulary.values(m.Kind)
+AUDIENCES = vocabulary.values(m.Audience)
+PURPOSES = vocabulary.values(m.Purpose)
+MODES = vocabulary.values(m.RecallMode)
+SUPERSEDED = vocabulary.values(m.SupersededFilter)
+
+# How a failed call's status reads as an HTTP status, for the page that shows it (the page itself
+# always shows the gRPC code name and message).
+HTTP_STATUS = {
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.FAILED_PRECONDITION: 409,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+}
+
+
+def http_status(exc: grpc.RpcError) -> int:
+    """The HTTP status of a page showing failed call ``exc`` (500 for codes a caller cannot cause)."""
+    return HTTP_STATUS.get(exc.code(), 500)
+
+
+def when(ts) -> str:
+    """A set Timestamp as ``YYYY-MM-DD HH:MM:SS UTC``; empty for an unset one."""
+    if ts is None or (ts.seconds == 0 and ts.nanos == 0):
+        return ""
+    return ts.ToDatetime(tzinfo=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def templates() -> Jinja2Templates:
+    """The page templates (web/templates), autoescaped: memory text is shown as text, never as HTML."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.ChainableUndefined
+    )
+    env.filters["when"] = when
+    env.filters["kind"] = lambda v: vocabulary.name_of(m.Kind, v)
+    env.filters["purpose"] = lambda v: vocabulary.name_of(m.Purpose, v)
+    env.filters["origin"] = lambda v: vocabulary.name_of(m.Origin, v)
+    env.filters["mode"] = lambda v: vocabulary.name_of(m.RecallMode, v)
+    env.filters["flag_state"] = lambda v: vocabulary.name_of(m.ConflictFlagState, v)
+    env.globals["sides"] = diff.sides
+    env.globals["FLAG_OPEN"] = m.CONFLICT_FLAG_STATE_OPEN
+    env.globals.update(kinds=KINDS, audiences=AUDIENCES, purposes=PURPOSES, modes=MODES, superseded_filters=SUPERSEDED)
+    env.globals["DERIVED_FROM"] = m.LINK_TYPE_DERIVED_FROM
+    env.globals["AUDIENCE_MEMBER"] = m.AUDIENCE_MEMBER
+    return Jinja2Templates(env=env)
+
+
+class Screen:
+    """The routes' shared parts: the gateway, the templates, and how a page is rendered."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.templates = templates()
+
+    def token(self, request: Request) -> str | None:
+        """The member token of the browser's cookie."""
+        return request.cookies.get(TOKEN_COOKIE) or None
+
+    async def call(self, request: Request, method: str, message):
+        """``MemoryService.<method>`` as the signed-in person (``web.calls.Gateway.call``)."""
+        return await self.gateway.call(self.token(request), method, message)
+
+    def render(self, request: Request, name: str, status: int = 200, **context) -> Response:
+        """Template ``name`` with ``context``, the CSRF token for its forms, and whether the person is
+        signed in (the navigation and Sign out show only then)."""
+        context.setdefault("error", "")
+        context.setdefault("notice", "")
+        context["csrf_token"] = request.scope.get("state", {}).get("csrf_token", "")
+        context.setdefault("signed_in", self.token(request) is not None)
+        return self.templates.TemplateResponse(request, name, context, status_code=status)
+
+    def login_page(self, request: Request, message: str = "", status: int = 200) -> Response:
+        """The login page with ``message``; the token cookie is cleared when there was one."""
+        response = self.render(request, "login.html", status=status, error=message, signed_in=False)
+        if self.token(request) is not None:
+            response.delete_cookie(TOKEN_COOKIE, path="/", httponly=True, samesite="strict")
+        return response
+
+
+def link(path: str, params: dict[str, str], **changes: str) -> str:
+    """``path`` with query ``params`` and ``changes``, empty values left out."""
+    merged = {k: v for k, v in {**params, **changes}.items() if v}
+    return f"{path}?{urllib.parse.urlencode(merged)}" if merged else path
