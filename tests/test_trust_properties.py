@@ -376,7 +376,9 @@ def import_memory(stack, ws: str, model: Model, me: str, n: int, a: int, b: int,
         if target is not None:
             aged = target.aged
             model.supersede(target, result.id)
-            target.aged = aged  # an import's supersede link keeps the times of the file: no update
+            # An import keeps the times it is given (a round trip keeps updated_at): unlike Supersede,
+            # linking the older memory does not update it, so an aged one stays aged.
+            target.aged = aged
 
 
 def pin_or_unpin(api, model: Model, me: str, md, a: int, b: int) -> None:
