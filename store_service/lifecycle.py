@@ -353,13 +353,32 @@ def check_reason(reason: str) -> None:
         raise InvalidArgument(f"reason must be at most {MAX_REASON_CHARS} characters, without NUL", field="reason")
 
 
+# Forget runs again this many times at most when PostgreSQL breaks a deadlock by aborting it. It
+# locks the target before its derivations (in id order), while the embedding worker locks a batch's
+# memories in id order (FOR SHARE), so a derivation whose id sorts before its source can hold the
+# two in opposite orders; the rolled-back transaction changed nothing, so running it again is safe.
+FORGET_DEADLOCK_ATTEMPTS = 3
+
+
 def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
     """Erases a memory and everything derived from it, transitively, keeping tombstones.
 
     Returns the ids forgotten that the caller could read (target first); forgetting again is a
     no-op returning the target alone. Title, body, history, search data and vectors are erased;
-    each derived tombstone names the forgotten source.
+    each derived tombstone names the forgotten source. A deadlock with the embedding worker is
+    retried (``FORGET_DEADLOCK_ATTEMPTS``); past that it is ABORTED (servicekit/errors.py).
     """
+    for attempt in range(1, FORGET_DEADLOCK_ATTEMPTS + 1):
+        try:
+            return _forget_once(conn, req)
+        except psycopg.errors.DeadlockDetected:
+            if attempt == FORGET_DEADLOCK_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _forget_once(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
+    """One transaction of ``forget``."""
     caller = req.caller
     check_reason(req.reason)
     reason = req.reason.strip() or "forgotten on request"

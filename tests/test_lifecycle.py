@@ -523,3 +523,51 @@ def test_forget_racing_supersede_of_a_derivation_leaves_no_live_successor(stack)
         assert orphans == []
         assert lexical_index.maintained(conn) == lexical_index.recount(conn)
         assert lexical_index.maintained(conn)[1] == {}  # everything was forgotten: no partition counts
+
+
+def test_forget_retries_a_deadlock_with_the_embedding_workers_lock_order(stack):
+    """Forget locks its target, then the derivations in id order; the embedding worker locks a
+    batch's memories in id order (FOR SHARE). With a derivation whose id sorts before its source,
+    the worker holding the derivation and then asking for the source deadlocks with a Forget of the
+    source, and PostgreSQL aborts the Forget (it waited first). Found by the issue 10 audit, where a
+    test's Forget came back ABORTED "concurrent change; retry the call" once in four runs. Forget now
+    runs its transaction again, and succeeds once the worker's transaction ends."""
+    ws = stack.workspace("forget deadlock")
+    alice = stack.member(ws)
+    for _ in range(40):  # a derivation whose id sorts before its source's, as PostgreSQL orders uuids
+        source = alice.remember("the deadlock source")
+        derived = stack.memory.Derive(
+            g.DeriveRequest(source_ids=[source.id], body="the deadlock derivation"), metadata=alice.md()
+        ).memory
+        if uuid.UUID(derived.id).bytes < uuid.UUID(source.id).bytes:
+            break
+    else:
+        pytest.fail("no derivation sorted before its source in 40 tries")
+    out = {}
+    with stack.db(ws) as worker, stack.db(ws) as watch:
+        worker.autocommit = False
+        worker.execute("SET deadlock_timeout = '20s'")  # Forget's check (1 s) finds the cycle first
+        worker.execute("SELECT 1 FROM memory WHERE id = %s FOR SHARE", (derived.id,))
+        req = g.ForgetRequest(id=source.id)
+        forgetting = threading.Thread(
+            target=lambda: out.update(code=code_of(stack.memory.Forget, req, metadata=alice.md()))
+        )
+        forgetting.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # Forget holds the source and waits for the derivation
+            waiting = watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()[0]
+            if waiting:
+                break
+            time.sleep(0.05)
+        worker.execute("SELECT 1 FROM memory WHERE id = %s FOR SHARE", (source.id,))  # after Forget's abort
+        worker.commit()
+        forgetting.join(60)
+    assert out["code"] == grpc.StatusCode.OK
+    with stack.db(ws) as conn:
+        rows = conn.execute(
+            "SELECT count(*) FROM memory WHERE id = ANY(%s) AND forgotten_at IS NOT NULL",
+            ([uuid.UUID(source.id), uuid.UUID(derived.id)],),
+        ).fetchone()[0]
+    assert rows == 2
