@@ -155,12 +155,15 @@ def tables(res: dict) -> str:
         drains = ", ".join(f"{d['rows']:,} in {d['seconds']:.0f} s ({d['rate']:.0f}/s)" for d in e.get("drains", []))
         reuse = e.get("reuse")
         reuse_s = (
-            f"{reuse['rows']:,} in {reuse['seconds']:.0f} s (bench-only step)"
+            f"copies: {reuse['rows']:,} in {reuse['seconds']:.0f} s (bench-only step)"
             if reuse
-            else "by the store's worker (in the drain)"
+            else "copies: by the store's worker (in the drain)"
             if e.get("reuse_path") == "worker"
             else "none"
         )
+        donor = sum(d["rows"] for d in e.get("donor_reuse", []))
+        if donor:
+            reuse_s = f"{donor:,} from the smaller workspace (bench-only step); {reuse_s}"
         state = "built in this run" if e.get("built_now") else f"reused (built {e.get('finished', '?')})"
         out.append(
             f"| {int(size):,} | {state} | {e.get('commit')} | {e.get('ingest_form', '-')} | {rate} | "
@@ -232,6 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--build-only", action="store_true", help="build (or check) the workspaces and stop: no probe, no measurement"
     )
+    parser.add_argument(
+        "--bulk-reuse",
+        action="store_true",
+        help="bench-only build shortcut: vectors of identical texts copied by SQL (bench/RESULTS.md, 1,000,000)",
+    )
     parser.add_argument("--label", default="", help="a note for the results heading")
     args = parser.parse_args(argv)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
@@ -287,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         ch.close()
         for size in sizes:
             print(f"bench: workspace of {size:,}", file=sys.stderr, flush=True)
-            entry = workspace.ensure(stack, gw, size, rebuild=args.rebuild, input_version=version)
+            entry = workspace.ensure(
+                stack, gw, size, rebuild=args.rebuild, input_version=version, bulk_reuse=args.bulk_reuse
+            )
             if entry.get("migrations") != workspace.migrations():
                 print(
                     f"bench: note: workspace {size} was built with migrations {entry.get('migrations')}; "

@@ -31,6 +31,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -271,6 +272,9 @@ class Manifest:
     def get(self, key: str) -> dict | None:
         return self.data.get(key)
 
+    def entries(self) -> list[dict]:
+        return list(self.data.values())
+
     def put(self, key: str, entry: dict) -> None:
         self.data[key] = entry
         tmp = self.path.with_suffix(".tmp")
@@ -290,6 +294,20 @@ def workspace_counts(stack: Stack, workspace_id: str) -> dict:
     return {"rows": rows, "vectors": vectors, "jobs": jobs}
 
 
+def _donor(stack: Stack, manifest: Manifest, size: int) -> str | None:
+    """The conninfo of the largest complete workspace of this recipe smaller than ``size`` (its rows
+    are the first rows of this one), or None."""
+    done = [
+        e
+        for e in manifest.entries()
+        if e.get("recipe") == corpus.RECIPE and e.get("complete") and e["size"] < size and "/max" not in e["key"]
+    ]
+    if not done:
+        return None
+    best = max(done, key=lambda e: e["size"])
+    return stack.pg_conninfo(new_db_name(uuid.UUID(best["workspace_id"])))
+
+
 def ensure(
     stack: Stack,
     gw: client.Gateway,
@@ -299,9 +317,17 @@ def ensure(
     eval_dir: Path = corpus.EVAL,
     max_unique: int | None = None,
     input_version: str = "",
+    bulk_reuse: bool = False,
 ) -> dict:
     """The manifest entry of a complete workspace of ``size`` rows: reused when recorded and
-    intact, otherwise built (or resumed) now. ``entry["built_now"]`` says which."""
+    intact, otherwise built (or resumed) now. ``entry["built_now"]`` says which.
+
+    ``bulk_reuse`` (``bench.run --bulk-reuse``, a bench-only shortcut that RESULTS.md names when a
+    build used it): before the unique rows' embedding drains, the vectors of the rows a smaller
+    complete workspace of the same stack and recipe already holds (the same texts: a workspace of N
+    is a prefix of every larger one) are copied from it (``reuse_vectors(donor=...)``); and the
+    copies past the unique texts get their twins' vectors by ``reuse_vectors(rebuild_index=True)``
+    (one HNSW build instead of one graph insert per copy) instead of the store's worker."""
     manifest = Manifest(stack.home)
     key = f"{size}/{corpus.RECIPE}" + (f"/max{max_unique}" if max_unique else "")
     entry = manifest.get(key)
@@ -369,11 +395,13 @@ def ensure(
                         file=sys.stderr,
                         flush=True,
                     )
+                conninfo = stack.pg_conninfo(new_db_name(uuid.UUID(entry["workspace_id"])))
+                if phase_end <= unique_end and bulk_reuse:
+                    donor = _donor(stack, manifest, size)
+                    if donor is not None:
+                        entry.setdefault("donor_reuse", []).append(reuse_vectors(conninfo, input_version, donor=donor))
                 if phase_end > unique_end:
-                    import uuid
-
-                    conninfo = stack.pg_conninfo(new_db_name(uuid.UUID(entry["workspace_id"])))
-                    if unhashed_vectors(conninfo, input_version):  # fallback: vectors from before 0005
+                    if bulk_reuse or unhashed_vectors(conninfo, input_version):  # fallback: vectors from before 0005
                         entry["reuse"] = reuse_vectors(conninfo, input_version, rebuild_index=True)
                     else:  # the product path: the store's worker copies vectors of identical inputs
                         entry["reuse_path"] = "worker"
