@@ -1,14 +1,14 @@
 """The keyword arm alone at scale: write N memories of the bench recipe straight into a workspace
 database through the store's own write functions (no services, no embeddings), then time
-``candidates.lexical`` on the bench questions, each top-k path forced in turn, side by side.
+``candidates.lexical`` on the bench questions.
 
     .venv/bin/python -m bench.lexical_scale --sizes 100000,1000000 [--home .bench/lexical]
 
 Rows are the recipe of ``bench/corpus.py`` (past its unique rows, texts repeat as documented
 there); they are written in batches of 2,000 by ``lexical_index.add_memories``, exactly what
 ``RememberBatch`` calls, so the statistics and postings are the product's. A built workspace is
-reused (its size is recorded beside it). Prints, per size, the write rate of the index and, per
-path, p50 / p95 / max in ms at limit 100, and checks every path returns the same ranking.
+reused (its size is recorded beside it). Prints, per size, the write rate of the index and
+p50 / p95 / max in ms at limit 100.
 """
 
 from __future__ import annotations
@@ -32,11 +32,6 @@ from store_service.database import Databases
 
 LIMIT = 100
 BATCH = 2_000
-PATHS = {
-    "chosen (aggregate up to 40,000 postings)": candidates.EXHAUSTIVE_MAX_POSTINGS,
-    "aggregate always": 10**12,
-    "threshold rounds always": 0,
-}
 
 
 def _build(url: str, member: uuid.UUID, n: int) -> float:
@@ -83,34 +78,20 @@ def _workspace(home: Path, n: int) -> tuple[EmbeddedPostgres, str, uuid.UUID, fl
         dbs.close()
 
 
-def measure(url: str, member: uuid.UUID) -> dict[str, dict]:
-    """Per path: p50 / p95 / max ms over the bench questions (after one warm-up pass)."""
+def measure(url: str, member: uuid.UUID) -> dict[str, float]:
+    """p50 / p95 / max ms of ``candidates.lexical`` over the bench questions (after one warm-up pass)."""
     caller = m.Caller(member_id=str(member), granted_purposes=[m.PURPOSE_CONVERSATION])
     questions = [q.text for q in corpus.questions()]
-    saved = candidates.EXHAUSTIVE_MAX_POSTINGS
-    out, rankings = {}, {}
     with psycopg.connect(url, autocommit=True) as conn:
         for q in questions:
             candidates.lexical(conn, caller, "conversation", q, LIMIT, False)
-        try:
-            for name, cap in PATHS.items():
-                candidates.EXHAUSTIVE_MAX_POSTINGS = cap
-                times = []
-                for q in questions:
-                    start = time.perf_counter()
-                    rows = candidates.lexical(conn, caller, "conversation", q, LIMIT, False)
-                    times.append((time.perf_counter() - start) * 1000)
-                    rankings.setdefault(q, []).append([r[0] for r in rows])
-                times.sort()
-                out[name] = {
-                    "p50": statistics.median(times),
-                    "p95": times[int(0.95 * (len(times) - 1))],
-                    "max": times[-1],
-                }
-        finally:
-            candidates.EXHAUSTIVE_MAX_POSTINGS = saved
-    out["_same_ranking"] = all(all(r == v[0] for r in v) for v in rankings.values())
-    return out
+        times = []
+        for q in questions:
+            start = time.perf_counter()
+            candidates.lexical(conn, caller, "conversation", q, LIMIT, False)
+            times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    return {"p50": statistics.median(times), "p95": times[int(0.95 * (len(times) - 1))], "max": times[-1]}
 
 
 def main() -> None:
@@ -119,18 +100,16 @@ def main() -> None:
     ap.add_argument("--home", type=Path, default=corpus.ROOT / ".bench" / "lexical")
     args = ap.parse_args()
     args.home.mkdir(parents=True, exist_ok=True)
-    print("| memories | path | p50 ms | p95 ms | max ms |\n|---|---|---|---|---|")
+    print("| memories | p50 ms | p95 ms | max ms |\n|---|---|---|---|")
     for n in (int(s) for s in args.sizes.split(",")):
         pg, url, member, rate = _workspace(args.home, n)
         try:
             result = measure(url, member)
         finally:
             pg.stop()
-        for name, r in result.items():
-            if not name.startswith("_"):
-                print(f"| {n:,} | {name} | {r['p50']:.1f} | {r['p95']:.1f} | {r['max']:.1f} |")
+        print(f"| {n:,} | {result['p50']:.1f} | {result['p95']:.1f} | {result['max']:.1f} |")
         built = f"built at {rate:,.0f} memories/s (memory rows + keyword index)" if rate else "reused"
-        print(f"\n{n:,}: {built}; every path gave the same ranking: {result['_same_ranking']}\n")
+        print(f"\n{n:,}: {built}\n")
 
 
 if __name__ == "__main__":

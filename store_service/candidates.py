@@ -11,24 +11,15 @@ nothing is recounted per query. Any user text is accepted. With three or more qu
 present in 15% or more of the readable rows are dropped (README.md, "How recall works", step 2), except that
 the rarest term is always kept, so a question never loses every term.
 
-Top-k without scoring every matching row. Each posting stores ``r = len / tf``, and the index
-reads a term's postings in one partition in ascending ``r``. A posting's contribution is
-``idf (k1 + 1) / (1 + k1 (1 - b) / tf + k1 b r / avg)``, and ``tf`` is at most the partition's
-maintained ``max_tf``, so once a term's postings are read to some depth, the unread ones add at
-most ``idf (k1 + 1) / (1 + k1 (1 - b) / max_tf + k1 b r_last / avg)``. This is the threshold rule of
-Fagin, Lotem and Naor ("Optimal aggregation algorithms for middleware", 2003: NRA, then random
-access). Each round is one statement that reads every stream to the same depth and sums the known
-contributions. It stops when the limit-th best known score is greater than the sum of the
-bounds, so no unseen memory can enter, and at most ``MAX_OPEN_PER_RESULT * limit`` seen memories
-remain undecided. Those are completed by primary key, and the exact top k comes back: the same
-ranking full BM25 scoring gives. Scores equal to ``TIE_DIGITS`` decimals tie, and ties go by id.
-Otherwise the depth grows by ``DEPTH_GROWTH`` and the round runs again.
-
-When the kept terms have at most ``EXHAUSTIVE_MAX_POSTINGS`` readable postings in all, one
-aggregate statement scores them all instead. Measured at 100,000 memories, that is faster than
-reading in rounds, because a limit of 100 candidates needs deep reading anyway. The threshold
-rounds are for terms too common for that, and the 15% rule (three or more terms) already drops
-the most common ones.
+Top k: one aggregate statement sums the contributions of every readable posting of the kept terms
+(an index-only scan of ``lexical_posting`` by lexeme and partition) and keeps the best ``limit``;
+the 15% rule already drops the most common terms. Scores equal to ``TIE_DIGITS`` decimals tie,
+and ties go by id. Early-stopping readings were built and measured against it and dropped, because
+they read nearly every posting anyway at a limit of 100 candidates and cost more per posting read
+(docs/retrieval.md, "Keyword top k: what was measured"): the threshold rounds of Fagin, Lotem and
+Naor (NRA, 2003; 0.2 to 5 times slower at 100,000 and 1,000,000 memories) and MaxScore (Turtle and
+Flood, 1995). What would cut the postings read is bounds per block of postings (block-max WAND,
+Ding and Suel, 2011), which needs a traversal PostgreSQL's executor does not offer.
 
 Dense arm: cosine over the pgvector HNSW index with iterative index scans (pgvector 0.8+), so a
 filtered search still returns the requested count; rows below the cosine floor are dropped.
@@ -69,12 +60,8 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 COMMON_TERM_SHARE = 0.15
 COMMON_TERM_MIN_TERMS = 3
-# Postings read per partition stream in the first round, and the factor of each further round.
-FIRST_DEPTH = 1_000
+# The factor by which the expiry gate's reading goes deeper when hidden rows leave it short.
 DEPTH_GROWTH = 4
-# Up to this many postings of the kept terms, one aggregate statement scores them all (measured
-# crossover, see docs/retrieval.md); beyond it, the threshold reading below.
-EXHAUSTIVE_MAX_POSTINGS = 40_000
 # Scores equal to this many decimals are ties, broken by id: sums of the same terms in another
 # order differ in the last bits, and identical texts must rank the same way on every path. The key
 # is ``floor(score * 10**TIE_DIGITS + 0.5)`` in float8 arithmetic, the same IEEE operations in SQL
@@ -82,8 +69,6 @@ EXHAUSTIVE_MAX_POSTINGS = 40_000
 # (every group converted to numeric) at 100,000 memories.
 TIE_DIGITS = 9
 TIE_SCALE = float(10**TIE_DIGITS)
-# Undecided memories completed by primary key at most (times the limit); more means read on.
-MAX_OPEN_PER_RESULT = 4
 # A question of at most this many scored terms that holds an identifier is a lookup, and memories
 # holding the identifier take precedence in hybrid fusion. Longer questions (claims, stories) only
 # mention identifiers in passing: on SciFact, precedence for them cost 0.035 nDCG@10 (docs/retrieval.md).
@@ -107,11 +92,6 @@ def _scope(include_superseded: bool, entity_filter: bool) -> str:
 def _w(tf: float, length: float, avg: float) -> float:
     """BM25's saturated term frequency: ``tf (k1 + 1) / (tf + k1 (1 - b + b len / avg))``."""
     return tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * length / avg))
-
-
-def _w_bound(max_tf: int, len_per_tf: float, avg: float) -> float:
-    """The most ``_w`` can be for a posting with ``tf <= max_tf`` and ``len / tf >= len_per_tf``."""
-    return (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B) / max_tf + BM25_K1 * BM25_B * len_per_tf / avg)
 
 
 def bm25_idf(n: int, df: int) -> float:
@@ -215,7 +195,7 @@ def _lexical(
     rows = (
         named(conn)
         .execute(
-            """SELECT pt.id, pt.doc_count, pt.total_len, d.lexeme, d.df, d.max_tf
+            """SELECT pt.id, pt.doc_count, pt.total_len, d.lexeme, d.df
              FROM lexical_partition pt
              LEFT JOIN lexical_df d ON d.partition_id = pt.id AND d.lexeme = ANY(%s) AND d.df > 0
             WHERE pt.purpose = %s AND pt.audience = ANY(%s) AND pt.superseded = ANY(%s)""",
@@ -228,25 +208,17 @@ def _lexical(
     if n <= 0:
         return [], []
     df: dict[str, int] = {}
-    max_tf: dict[str, int] = {}
     for r in rows:
         if r.lexeme is not None:
             df[r.lexeme] = df.get(r.lexeme, 0) + r.df
-            max_tf[r.lexeme] = max(max_tf.get(r.lexeme, 1), r.max_tf)
     kept = kept_terms(terms, df, n)
     if not kept:
         return [], []
     avg = max(total / n, 1.0)
     idf = {t: bm25_idf(n, df[t]) for t in kept}
-    if sum(df[t] for t in kept) <= EXHAUSTIVE_MAX_POSTINGS:
 
-        def top(n: int) -> list[tuple[uuid.UUID, float]]:
-            return _score_all(conn, part_ids, idf, avg, n)
-
-    else:
-
-        def top(n: int) -> list[tuple[uuid.UUID, float]]:
-            return _threshold_top_k(conn, part_ids, idf, max_tf, avg, n, max(df[t] for t in kept))
+    def top(n: int) -> list[tuple[uuid.UUID, float]]:
+        return _score_all(conn, part_ids, idf, avg, n)
 
     return _shown_top(conn, top, limit, expiry_days), kept
 
@@ -271,8 +243,7 @@ def _shown_top(conn: psycopg.Connection, top, limit: int, expiry_days: int) -> l
 def _score_all(
     conn: psycopg.Connection, part_ids: list[int], idf: dict[str, float], avg: float, limit: int
 ) -> list[tuple[uuid.UUID, float]]:
-    """Exact BM25 top ``limit`` scoring every readable posting of the kept terms in one statement
-    (cheaper than reading in rounds when the terms are rare enough)."""
+    """Exact BM25 top ``limit`` scoring every readable posting of the kept terms in one statement."""
     rows = (
         named(conn)
         .execute(
@@ -300,83 +271,6 @@ def _score_all(
         .fetchall()
     )
     return [(r.memory_id, r.score) for r in rows]
-
-
-# The threshold reading as one statement per round (see the module docstring). Parameters: the
-# kept terms with their idf and largest tf, the readable partitions, the depth read per partition
-# stream, BM25's constants, the limit and the most undecided memories completed by primary key.
-# It returns the exact top rows when it could decide, else one row with a NULL id.
-_PREFIX_ROUND = """
-WITH q AS (
-    SELECT * FROM unnest(%(terms)s::text[], %(idf)s::float8[], %(max_tf)s::int[]) WITH ORDINALITY
-                  AS q(lexeme, idf, max_tf, i)),
-pre AS (  -- the first %(depth)s postings of each term in each readable partition, by len/tf
-    SELECT q.i, p.memory_id, q.idf * p.tf * (%(k1)s + 1)
-               / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s)) AS part,
-           a.partition_id, p.len_per_tf
-      FROM q CROSS JOIN unnest(%(parts)s::int[]) AS a(partition_id)
-     CROSS JOIN LATERAL (
-           SELECT p.memory_id, p.tf, p.doc_len, p.len_per_tf FROM lexical_posting p
-            WHERE p.lexeme = q.lexeme AND p.partition_id = a.partition_id
-            ORDER BY p.len_per_tf, p.memory_id LIMIT %(depth)s) p),
-streams AS (SELECT i, partition_id, count(*) AS n, max(len_per_tf) AS last FROM pre GROUP BY 1, 2),
-bound AS (  -- the most an unread posting of each term can add: 0 once every stream of it ended
-    SELECT q.i, coalesce(max(q.idf * (%(k1)s + 1) / (1 + %(k1)s * (1 - %(b)s) / q.max_tf
-                                                     + %(k1)s * %(b)s * s.last / %(avg)s))
-                          FILTER (WHERE s.n >= %(depth)s), 0) AS bound
-      FROM q LEFT JOIN streams s ON s.i = q.i GROUP BY q.i),
-tau AS (SELECT sum(bound) AS tau FROM bound),
-agg AS (  -- per memory seen: the known part of its score and the most the unseen terms can add
-    SELECT pre.memory_id, sum(pre.part) AS known, (SELECT tau FROM tau) - sum(b.bound) AS unseen
-      FROM pre JOIN bound b ON b.i = pre.i GROUP BY pre.memory_id),
-kth AS (SELECT coalesce((SELECT known FROM agg ORDER BY known DESC LIMIT 1 OFFSET %(limit)s - 1), 0) AS kth),
-decided AS (SELECT (SELECT tau FROM tau) = 0 OR (SELECT kth FROM kth) > (SELECT tau FROM tau) AS ok),
-open AS (SELECT memory_id FROM agg WHERE known + unseen >= (SELECT kth FROM kth) AND (SELECT ok FROM decided)),
-go AS (SELECT (SELECT ok FROM decided)
-              AND ((SELECT tau FROM tau) = 0 OR (SELECT count(*) FROM open) <= %(cap)s) AS ok),
-exact AS (  -- everything read (tau = 0): the known scores are exact; else complete the open rows
-    SELECT p.memory_id, sum(q.idf * p.tf * (%(k1)s + 1)
-                            / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s)))::float8 AS score
-      FROM open o CROSS JOIN q JOIN lexical_posting p ON p.memory_id = o.memory_id AND p.lexeme = q.lexeme
-     WHERE (SELECT ok FROM go) AND (SELECT tau FROM tau) > 0
-     GROUP BY p.memory_id
-    UNION ALL
-    SELECT memory_id, known::float8 FROM agg WHERE (SELECT ok FROM go) AND (SELECT tau FROM tau) = 0)
-SELECT go.ok, e.memory_id, e.score FROM go LEFT JOIN LATERAL (
-    SELECT * FROM exact ORDER BY floor(score * %(scale)s + 0.5) DESC, memory_id LIMIT %(limit)s) e ON go.ok
-"""
-
-
-def _threshold_top_k(
-    conn: psycopg.Connection,
-    part_ids: list[int],
-    idf: dict[str, float],
-    max_tf: dict[str, int],
-    avg: float,
-    limit: int,
-    longest: int,
-) -> list[tuple[uuid.UUID, float]]:
-    """Exact BM25 top ``limit`` by reading each term's postings to a growing depth (module docstring)."""
-    params = {
-        "terms": list(idf),
-        "idf": list(idf.values()),
-        "max_tf": [max(max_tf[t], 1) for t in idf],
-        "parts": part_ids,
-        "k1": BM25_K1,
-        "b": BM25_B,
-        "avg": avg,
-        "limit": limit,
-        "cap": MAX_OPEN_PER_RESULT * limit,
-        "scale": TIE_SCALE,
-    }
-    depth = max(FIRST_DEPTH, limit)
-    while True:
-        rows = named(conn).execute(_PREFIX_ROUND, {**params, "depth": depth}).fetchall()
-        if rows[0].ok:
-            return [(r.memory_id, r.score) for r in rows if r.memory_id is not None]
-        if depth > longest:  # cannot happen: a round past every stream's end always decides
-            raise RuntimeError("threshold reading did not decide after reading every posting")
-        depth *= DEPTH_GROWTH
 
 
 def tie_key(score: float) -> float:

@@ -51,7 +51,8 @@ class _Delta:
     def __init__(self) -> None:
         self.docs: list[tuple] = []  # (memory_id, partition, doc_len)
         self.postings: list[tuple] = []  # (memory_id, lexeme, partition, tf, doc_len)
-        self.df: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])  # (lexeme, partition) -> [ddf, max_tf]
+        # (lexeme, partition) -> [ddf, max_tf]; max_tf no longer read (docs/retrieval.md: kept for a future bound)
+        self.df: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
         self.parts: dict[Partition, list[int]] = defaultdict(lambda: [0, 0])  # partition -> [dcount, dlen]
 
     def count(self, part: Partition, terms: dict[str, int], sign: int) -> None:

@@ -445,15 +445,6 @@ def test_the_keyword_arm_reads_deeper_and_stays_exact(stack):
         for limit in (1, 5, 10, 50, 100):
             got = candidates.lexical(conn, caller, "conversation", "gull harbour", limit, False, expiry_days=7)
             assert got == shown[:limit]
-        # The threshold path, forced from a small depth, gives the same rows.
-        old = (candidates.EXHAUSTIVE_MAX_POSTINGS, candidates.FIRST_DEPTH)
-        candidates.EXHAUSTIVE_MAX_POSTINGS, candidates.FIRST_DEPTH = 0, 2
-        try:
-            for limit in (1, 10, 60):
-                got = candidates.lexical(conn, caller, "conversation", "gull harbour", limit, False, expiry_days=7)
-                assert [mid for mid, _ in got] == [mid for mid, _ in shown[:limit]]
-        finally:
-            candidates.EXHAUSTIVE_MAX_POSTINGS, candidates.FIRST_DEPTH = old
         entity = conn.execute("SELECT id FROM entity WHERE name = 'Harbour'").fetchone()[0]
         ungated = candidates.lexical(conn, caller, "conversation", "gull harbour", 1000, False, [entity])
         gated = candidates.lexical(conn, caller, "conversation", "gull harbour", 1000, False, [entity], expiry_days=7)

@@ -1,10 +1,8 @@
-"""The keyword arm's early-stopping top k equals full BM25 scoring, on real PostgreSQL.
+"""The keyword arm's top k over the maintained index equals full BM25 scoring, on real PostgreSQL.
 
 Memories are written through the gateway (so the maintained index is what the product wrote);
 the reference here scores every readable row from the stored text with its own BM25 code, and the
 store's ``candidates.lexical`` must return the same ids in the same order, with the same scores.
-Both paths are checked: the threshold reading (with a tiny first chunk, so that it stops early
-after several rounds) and the single statement that scores every posting.
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ import math
 import random
 import uuid
 
-import pytest
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
@@ -48,42 +45,7 @@ def _reference(rows, terms, limit):
     return sorted(scores.items(), key=lambda r: (-candidates.tie_key(r[1]), r[0]))[:limit]
 
 
-@pytest.fixture(params=["threshold", "score-all"])
-def path(request, monkeypatch):
-    """Either path of the store: the threshold reading (forced, from a depth of 2) or one statement
-    scoring every posting."""
-    monkeypatch.setattr(candidates, "FIRST_DEPTH", 2)
-    monkeypatch.setattr(candidates, "EXHAUSTIVE_MAX_POSTINGS", 0 if request.param == "threshold" else 10**9)
-    return request.param
-
-
-class Spy:
-    """A connection that records the depth of every threshold round it runs."""
-
-    def __init__(self, conn) -> None:
-        self.conn, self.depths = conn, []
-
-    def _note(self, query, params) -> None:
-        if query is candidates._PREFIX_ROUND:
-            self.depths.append(params["depth"])
-
-    def execute(self, query, params=None):
-        self._note(query, params)
-        return self.conn.execute(query, params)
-
-    def cursor(self, **kwargs):
-        """A cursor of the real connection whose ``execute`` is recorded too (the store reads named rows)."""
-        spy, cur = self, self.conn.cursor(**kwargs)
-
-        class Cursor:
-            def execute(self, query, params=None):
-                spy._note(query, params)
-                return cur.execute(query, params)
-
-        return Cursor()
-
-
-def test_early_stopping_equals_full_scoring(stack, path):
+def test_top_k_equals_full_scoring(stack):
     rng = random.Random(7)
     ws = stack.workspace("topk")
     alice, bob = stack.member(ws), stack.member(ws)
@@ -105,7 +67,7 @@ def test_early_stopping_equals_full_scoring(stack, path):
     caller = m.Caller(
         workspace_id=ws, member_id=alice.id, role=m.ROLE_MEMBER, granted_purposes=[m.PURPOSE_CONVERSATION]
     )
-    compared, early, rounds = 0, 0, 0
+    compared = 0
     with stack.db(ws) as conn:
         readable = conn.execute(
             """SELECT id, title, body FROM memory WHERE forgotten_at IS NULL AND superseded_by_id IS NULL
@@ -116,32 +78,17 @@ def test_early_stopping_equals_full_scoring(stack, path):
         for _ in range(60):
             query = " ".join(rng.sample(WORDS, rng.randint(1, 5)))
             for limit in (1, 5, 30):
-                spy = Spy(conn)
-                got = candidates.lexical(spy, caller, "conversation", query, limit, False)
+                got = candidates.lexical(conn, caller, "conversation", query, limit, False)
                 want = _reference(readable, analysis.query_terms(query), limit)
-                if spy.depths:
-                    rounds += len(spy.depths) > 1
-                    deepest = max(
-                        sum(1 for _, t, b in readable if w in analysis.document_terms(t, b))
-                        for w in analysis.query_terms(query)
-                    )
-                    early += spy.depths[-1] < deepest  # decided before reading every posting
                 assert [g[0] for g in got] == [w[0] for w in want], (query, limit)
                 assert all(abs(g[1] - w[1]) < 1e-9 for g, w in zip(got, want, strict=True))
                 compared += bool(want)
     assert compared > 100  # most queries match something: the comparison is not vacuous
-    if path == "threshold":  # many searches took several rounds, and many stopped early
-        assert rounds > 20 and early > 20, (rounds, early)
-    else:
-        assert rounds == 0
 
 
-def test_threshold_reading_ends_on_many_ties(stack, monkeypatch):
-    # Found in review: hundreds of memories with the same score at the cut-off kept the rounds
-    # going (the undecided set never got small) until the depth overflowed. Once every posting is
-    # read the known scores are exact, so the reading must stop there with the exact answer.
-    monkeypatch.setattr(candidates, "FIRST_DEPTH", 2)
-    monkeypatch.setattr(candidates, "EXHAUSTIVE_MAX_POSTINGS", 0)
+def test_many_ties_at_the_cut_off_go_by_id(stack):
+    # Found in review (of an earlier, round-based reading): hundreds of memories with the same score
+    # at the cut-off. Every limit must give the exact answer, ties by id.
     ws = stack.workspace("ties")
     alice = stack.member(ws)
     stack.memory.RememberBatch(
@@ -157,11 +104,10 @@ def test_threshold_reading_ends_on_many_ties(stack, monkeypatch):
     with stack.db(ws) as conn:
         rows = conn.execute("SELECT id, title, body FROM memory").fetchall()
         for limit in (1, 5, 100):
-            spy = Spy(conn)
-            got = candidates.lexical(spy, caller, "conversation", "parrot", limit, False)
+            got = candidates.lexical(conn, caller, "conversation", "parrot", limit, False)
             assert [r[0] for r in got] == [r[0] for r in _reference(rows, ["parrot"], limit)]
             assert got == sorted(got, key=lambda r: r[0])  # all tie: by id
-            assert spy.depths[-1] <= 300 * candidates.DEPTH_GROWTH
+            assert len(got) == limit
 
 
 def test_entity_filtered_scoring_counts_only_what_the_caller_reads(stack):
