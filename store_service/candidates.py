@@ -359,8 +359,12 @@ def dense(
     }
     gate = f" AND NOT ({expiry.HIDDEN})" if expiry_days else ""
     with conn.transaction():
-        conn.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
-        conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(40, min(limit, 1000)))))
+        # Both settings in one round trip (several statements are allowed in one query without parameters).
+        conn.execute(
+            sql.SQL("SET LOCAL hnsw.iterative_scan = 'relaxed_order'; SET LOCAL hnsw.ef_search = {}").format(
+                sql.Literal(max(40, min(limit, 1000)))
+            )
+        )
         rows = (
             named(conn)
             .execute(
