@@ -19,18 +19,20 @@ hybrid nDCG@10 on LoCoMo rises (all-terms precedence), SciFact is unchanged with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from servicekit.errors import InvalidArgument
 from servicekit.limits import WALK_LIMIT
 
 RRF_K = 60
 ARMS = ("lexical", "dense")
+_ABSENT = float("inf")  # the keyword rank of a memory only the dense arm found: after every ranked one
 
 
-@dataclass(frozen=True)
-class Fused:
-    """One fused candidate: id, RRF score and its 1-based rank per arm (0 when absent)."""
+class Fused(NamedTuple):
+    """One fused candidate: id, RRF score and its 1-based rank per arm (0 when absent). A NamedTuple,
+    not a frozen dataclass: a recall builds about 400 of them, and a frozen dataclass's ``__init__``
+    was the largest single cost of FuseAndWalk (1.7 ms for 170 ids, measured with cProfile)."""
 
     memory_id: str
     score: float
@@ -39,17 +41,16 @@ class Fused:
     all_terms: bool = False
 
 
-def _order(f: Fused) -> tuple:
+def _order(memory_id: str, score: float, per_arm: dict[str, int], identifier_matches: int, all_terms: bool) -> tuple:
     """Sort key: more identifier matches, every term held, higher score, best single-arm rank, keyword
-    arm rank (absent last), id."""
-    lexical = f.ranks["lexical"] or float("inf")
+    arm rank (absent last), id. ``per_arm`` holds only the arms that ranked the memory."""
     return (
-        -f.identifier_matches,
-        not f.all_terms,
-        -f.score,
-        min(r for r in f.ranks.values() if r),
-        lexical,
-        f.memory_id,
+        -identifier_matches,
+        not all_terms,
+        -score,
+        min(per_arm.values()),
+        per_arm.get("lexical", _ABSENT),
+        memory_id,
     )
 
 
@@ -73,17 +74,14 @@ def fuse(arms: dict[str, list[str]], k: int = RRF_K, matches: dict[str, tuple[in
             raise InvalidArgument(f"arm {arm} lists an id twice", field="memory_ids")
         for position, memory_id in enumerate(ids, start=1):
             ranks.setdefault(memory_id, {})[arm] = position
-    fused = [
-        Fused(
-            mid,
-            sum(1.0 / (k + r) for r in per_arm.values()),
-            {a: per_arm.get(a, 0) for a in ARMS},
-            *matches.get(mid, (0, False)),
-        )
-        for mid, per_arm in ranks.items()
-    ]
-    fused.sort(key=_order)
-    return fused
+    keyed = []
+    for mid, per_arm in ranks.items():
+        identifier_matches, all_terms = matches.get(mid, (0, False))
+        score = sum(1.0 / (k + r) for r in per_arm.values())
+        fused = Fused(mid, score, {a: per_arm.get(a, 0) for a in ARMS}, identifier_matches, all_terms)
+        keyed.append((_order(mid, score, per_arm, identifier_matches, all_terms), fused))
+    keyed.sort(key=lambda pair: pair[0])
+    return [fused for _, fused in keyed]
 
 
 def walk(candidates: list[Fused], readable: set[str], limit: int = WALK_LIMIT, k: int = RRF_K) -> list[Fused]:
