@@ -34,15 +34,52 @@ Failure = tuple[str, str, str]
 
 def read_jsonl(path: Path) -> list[dict]:
     """Rows of a JSON Lines file; SystemExit naming the line when one is not JSON."""
+    return [row for _, row in read_jsonl_lines(path)]
+
+
+def read_jsonl_lines(path: Path) -> list[tuple[int, object]]:
+    """(line number, parsed value) of every non-blank line; SystemExit naming the file when it is missing
+    or not a file, and the line when one is not JSON (before anything is written)."""
+    if not path.is_file():
+        raise SystemExit(f"{path}: {'a folder, not a file' if path.is_dir() else 'no such file'}")
     rows = []
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise SystemExit(f"{path}:{n}: not JSON ({exc.msg})") from None
+    try:
+        with path.open(encoding="utf-8") as f:
+            for n, line in enumerate(f, start=1):
+                if line.strip():
+                    try:
+                        rows.append((n, json.loads(line)))
+                    except json.JSONDecodeError as exc:
+                        raise SystemExit(f"{path}:{n}: not JSON ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise SystemExit(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return rows
+
+
+def _usable_id(value: object) -> bool:
+    """Whether a row's ``id`` can name it (and its request id ``load:<id>``): a non-empty string or an integer."""
+    return isinstance(value, str | int) and not isinstance(value, bool) and str(value) != ""
+
+
+def row_problem(row: object) -> str | None:
+    """Why a dataset row cannot become a Remember (checked here because it never reaches the server:
+    a row that is not an object, has no id, or has fields of the wrong type), or None. The content
+    rules (blank body, sizes) are the server's, checked per row there."""
+    if not isinstance(row, dict):
+        return f"a row must be a JSON object, not {type(row).__name__}"
+    if not _usable_id(row.get("id")):
+        return "a row needs an id (a string or an integer)"
+    for field in ("title", "body", "occurred_at"):
+        if row.get(field) is not None and not isinstance(row[field], str):
+            return f"{field} must be a string"
+    try:
+        occurred_at(row.get("occurred_at"))
+    except ValueError:
+        return f"occurred_at {row['occurred_at']!r} is not an ISO 8601 time"
+    size = len(row.get("body", "") or "") + len(row.get("title", "") or "")
+    if size > BATCH_BYTES:
+        return f"title and body hold {size:,} characters; a request carries at most {BATCH_BYTES:,} bytes"
+    return None
 
 
 def corpora(dataset: Path) -> list[Path]:
@@ -100,12 +137,16 @@ def _batches(rows: list[dict]) -> list[list[dict]]:
 
 
 def remember_rows(
-    gw: client.Gateway, token: str, rows: list[dict], purpose: int, label: str = "load"
+    gw: client.Gateway, token: str, rows: list, purpose: int, label: str = "load"
 ) -> tuple[dict[str, str], list[Failure]]:
     """Remembers every row as the member of ``token`` through RememberBatch (``LOAD_THREADS``
-    concurrent batches). Returns dataset id -> memory id of the rows stored, and (dataset id, status
-    code name, message) of each row that failed, in file order."""
+    concurrent batches). ``rows`` are dataset rows, or (line number, row) pairs from
+    ``read_jsonl_lines``. A row ``row_problem`` refuses is not sent and fails alone
+    (INVALID_ARGUMENT); so does a row the server refuses. Returns dataset id -> memory id of the rows
+    stored, and (dataset id, or "at line N" without a usable id; status code name; message) of each
+    row that failed: first the rows refused here, then the server's, each in file order."""
     md = client.bearer(token)
+    numbered = [r if isinstance(r, tuple) else (i, r) for i, r in enumerate(rows, start=1)]
 
     def send(batch: list[dict]) -> list[tuple[dict, g.RememberBatchResult]]:
         resp = gw.memory.RememberBatch(
@@ -115,16 +156,24 @@ def remember_rows(
 
     ids: dict[str, str] = {}
     errors: list[Failure] = []
-    done = 0
+    valid = []
+    for n, row in numbered:
+        problem = row_problem(row)
+        if problem is None:
+            valid.append(row)
+        else:  # never sent; the row's id when it has a usable one, else its line
+            ident = str(row["id"]) if isinstance(row, dict) and _usable_id(row.get("id")) else None
+            errors.append((ident or f"at line {n}", "INVALID_ARGUMENT", problem))
+    done = len(errors)
     with ThreadPoolExecutor(LOAD_THREADS) as pool:
-        for results in pool.map(send, _batches(rows)):
+        for results in pool.map(send, _batches(valid)):
             for row, result in results:
                 if result.HasField("memory"):
                     ids[row["id"]] = result.memory.id
                 else:
                     errors.append((str(row["id"]), code_pb2.Code.Name(result.error.code), result.error.message))
             done += len(results)
-            progress(label, done, len(rows))
+            progress(label, done, len(numbered))
     return ids, errors
 
 
@@ -152,7 +201,7 @@ def load_rows(gw: client.Gateway, token: str, rows: list[dict], purpose: int, la
 def load_file(gw: client.Gateway, workspace_id: str, path: str, purpose: int) -> tuple[int, list[Failure]]:
     """Adds a member to the workspace and remembers every row of ``path`` as it; returns the number
     stored and the rows that failed (see ``remember_rows``)."""
-    rows = read_jsonl(Path(path))
+    rows = read_jsonl_lines(Path(path))
     member = gw.admin.AddMember(
         g.AddMemberRequest(workspace_id=workspace_id, display_name="loader"), metadata=gw.metadata
     )

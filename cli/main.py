@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from cli import (
@@ -70,7 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``recallatron`` console script."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
-    return args.handler(args, settings_mod.load())
+    try:
+        return args.handler(args, settings_mod.load())
+    except BrokenPipeError:
+        # The reader of stdout went away (`recallatron recall ... | head`): stop quietly, as other Unix
+        # tools do. stdout is pointed at /dev/null so the interpreter's final flush does not raise
+        # again (the recipe of the Python docs, "Note on SIGPIPE").
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a command killed by a broken pipe
 
 
 if __name__ == "__main__":

@@ -376,6 +376,71 @@ def test_load_stores_good_rows_and_reports_failed_ones(system, member, tmp_path)
     assert out.stdout.strip() == "loaded 1 memories" and "failed" not in out.stderr
 
 
+def test_load_rows_of_the_wrong_shape_fail_alone_and_the_rest_land(system, member, tmp_path):
+    """Found by a new user: rows that are JSON but not dataset rows (no id, a bad or numeric
+    occurred_at, an array, a number as body) crashed `load` with a traceback after 500 rows were
+    written. Each now fails alone, named by its id or line, and every good row lands once."""
+    good = [{"id": f"g{i}", "title": "", "body": f"Quay note number {i} about the ferry."} for i in range(600)]
+    bad = [
+        {"title": "", "body": "No id at all."},
+        {"id": "b-date", "body": "A bad date.", "occurred_at": "not-a-date"},
+        {"id": "b-epoch", "body": "An epoch date.", "occurred_at": 1700000000},
+        [1, 2],
+        {"id": "b-num", "body": 12345},
+        {"id": True, "body": "A boolean id."},
+    ]
+    lines = [json.dumps(r) for r in good[:300] + bad + good[300:]]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    out = cli(system, "load", "--workspace", member["workspace"], str(path), "--json", check=False)
+    assert out.returncode == 1, out.stderr
+    assert "Traceback" not in out.stderr
+    assert json.loads(out.stdout) == {"loaded": 600}
+    assert "6 of 606 rows failed" in out.stderr
+    assert "row at line 301: INVALID_ARGUMENT: a row needs an id" in out.stderr
+    assert "row b-date: INVALID_ARGUMENT: occurred_at 'not-a-date' is not an ISO 8601 time" in out.stderr
+    assert "row b-epoch: INVALID_ARGUMENT: occurred_at must be a string" in out.stderr
+    assert "row at line 304: INVALID_ARGUMENT: a row must be a JSON object, not list" in out.stderr
+    assert "row b-num: INVALID_ARGUMENT: body must be a string" in out.stderr
+    listed = json.loads(
+        cli(
+            system, "recall", "quay note ferry", "--mode", "lexical", "--top-k", "5", "--json", token=member["token"]
+        ).stdout
+    )
+    assert listed["counts"]["lexical"] > 0
+    for missing in ("nowhere.jsonl", ""):
+        gone = cli(system, "load", "--workspace", member["workspace"], str(tmp_path / missing), check=False)
+        assert gone.returncode != 0 and "Traceback" not in gone.stderr
+        assert ("no such file" if missing else "a folder, not a file") in gone.stderr
+
+
+def test_output_into_a_closed_pipe_stops_quietly(system, member, tmp_path):
+    """`recallatron list | head -1` (here: a pipe whose reader has gone) must not end in a
+    BrokenPipeError traceback (a new user saw one)."""
+    path = tmp_path / "many.jsonl"
+    path.write_text(
+        "".join(json.dumps({"id": f"p{i}", "body": f"Pipe line {i} of the harbour log."}) + "\n" for i in range(300))
+    )
+    cli(system, "load", "--workspace", member["workspace"], str(path))
+    env = dict(system["env"], RECALLATRON_TOKEN=member["token"])
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write: every write meets EPIPE
+    try:
+        writer = subprocess.run(
+            [sys.executable, "-m", "cli.main", "list", "--page-size", "300", "--gateway", system["gateway"]],
+            cwd=ROOT,
+            env=env,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in writer.stderr and "BrokenPipeError" not in writer.stderr, writer.stderr
+    assert writer.returncode in (0, 141)
+
+
 def test_up_serves_the_web_screen(system, member):
     """`up` started `recallatron web` on RECALLATRON_WEB_ADDR over its gateway: the login page, and a
     sign-in as a member that reaches the gateway (a bad token comes back UNAUTHENTICATED)."""
