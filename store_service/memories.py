@@ -287,11 +287,15 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
         lexical_index.add_memories(
             conn, [(mid, it.new.audience, it.new.purpose, it.new.title, it.new.body) for mid, it in written]
         )
+    # The answer carries the links just written, as a retry's answer (by_request_ids) and Read do.
+    fresh = {mid: to_memory(stored[mid]) for mid, _ in written}
+    if links:
+        attach_links(conn, caller, fresh)
     # A concurrent call with the same request id won those inserts.
     lost = [it.key for mid, it in zip(ids, items, strict=True) if mid not in stored]
     firsts = iter(by_request_ids(conn, caller, lost))
     return [
-        to_memory(stored[mid]) if mid in stored else (next(firsts) or NotFound("memory not found"))
+        fresh[mid] if mid in stored else (next(firsts) or NotFound("memory not found"))
         for mid, it in zip(ids, items, strict=True)
     ]
 
