@@ -83,6 +83,12 @@ class Unavailable(ServiceError):
     code, reason = grpc.StatusCode.UNAVAILABLE, "UNAVAILABLE"
 
 
+class DeadlineExceeded(ServiceError):
+    """The caller's deadline passed before the work could commit; nothing was written."""
+
+    code, reason = grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED"
+
+
 # Codes a caller can cause: passed through unchanged when a downstream service returns them.
 CALLER_CODES = frozenset(
     {

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
+from servicekit import deadlines
 from servicekit.errors import InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_HISTORY_BATCH
 from store_service import analysis, history_index, history_sessions, idempotency
@@ -183,6 +184,7 @@ def append(conn: psycopg.Connection, caller: m.Caller, turns) -> list[Appended |
             _insert(conn, owner, rows)
             history_index.update(conn, owner, [(turn_id, terms) for turn_id, _, terms in rows], +1)
             history_sessions.recompute(conn, owner, [(t.chat_id, t.occurred_at) for _, t, _ in rows])
+        deadlines.check_before_commit()
     return results
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
+from servicekit import deadlines
 from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_IMPORT_BATCH
 from store_service import conflict_flags, entities, lexical_index
@@ -221,6 +222,7 @@ def import_items(
         memory_out = _import_memories(conn, authors, prepared, entity_keys)
         if validate_only:
             raise psycopg.Rollback(tx)
+        deadlines.check_before_commit()
     return entity_out, memory_out
 
 

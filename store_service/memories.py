@@ -12,6 +12,7 @@ from google.protobuf import timestamp_pb2
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
+from servicekit import deadlines
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_REMEMBER_BATCH
@@ -352,10 +353,12 @@ def remember_batch(conn: psycopg.Connection, caller: m.Caller, reqs) -> list[m.M
         try:
             with conn.transaction():
                 written = _write_prepared(conn, caller, prepared, row_by_row=False)
+                deadlines.check_before_commit()
         except ROW_ERRORS as exc:
             log.warning("a batch row failed in the database (%s); retrying row by row", type(exc).__name__)
             with conn.transaction():
                 written = _write_prepared(conn, caller, prepared, row_by_row=True)
+                deadlines.check_before_commit()
         for i, result in written.items():
             results[i] = result
     return results

@@ -3,6 +3,7 @@ as a Remember of it would, a bad entry fails only itself, and the good ones are 
 and recallable."""
 
 import datetime
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -301,3 +302,29 @@ def test_racing_identical_batches_store_each_row_once(stack, team):
     assert all(code(r) == OK for results in answers for r in results)
     assert ids[1] == ids[0] and ids[2] == ids[0] and ids[3] == ids[0] and len(set(ids[0])) == 120
     assert stored_count(stack, team["ws"], alice.id) == before + 120
+
+
+def test_a_batch_whose_deadline_passes_writes_nothing(stack, team):
+    """Found by a hostile test: a RememberBatch of 500 rows of 64 KiB outlived the caller's deadline,
+    the caller was told UNAVAILABLE "retry later", and the rows committed a minute after. The store
+    now rolls the batch back when the call's deadline passed before the commit."""
+    alice = team["alice"]
+    words = " ".join(f"w{i}" for i in range(60))
+
+    def rows(tag: str, n: int):
+        return [entry(f"{tag} row {i} {words} " * 150) for i in range(n)]
+
+    started = time.monotonic()
+    batch(alice, rows("deadline-probe", 200))  # how long such a batch takes here, with time to spare
+    took = time.monotonic() - started
+    with pytest.raises(grpc.RpcError) as late:
+        alice.stack.memory.RememberBatch(
+            g.RememberBatchRequest(requests=rows("deadline-late", 200)), metadata=alice.md(), timeout=took / 20
+        )
+    assert late.value.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+    time.sleep(2 * took + 3)  # the store has finished with the late batch by now (it took `took` alone)
+    with stack.db(team["ws"]) as conn:
+        landed = conn.execute("SELECT count(*) FROM memory WHERE body LIKE 'deadline-late%'").fetchone()[0]
+        probe = conn.execute("SELECT count(*) FROM memory WHERE body LIKE 'deadline-probe%'").fetchone()[0]
+    assert probe == 200
+    assert landed == 0
