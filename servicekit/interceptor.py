@@ -31,8 +31,14 @@ class UnaryInterceptor(grpc.ServerInterceptor):
             return self.around(method, inner, request, context)
 
         return grpc.unary_unary_rpc_method_handler(
-            behavior, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+            behavior,
+            request_deserializer=self.wrap_deserializer(handler.request_deserializer),
+            response_serializer=handler.response_serializer,
         )
+
+    def wrap_deserializer(self, deserialize):
+        """The request deserializer the wrapped handler uses (unchanged here; see ``ErrorInterceptor``)."""
+        return deserialize
 
 
 class OutcomeInterceptor(UnaryInterceptor):

@@ -24,7 +24,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from servicekit import clients
 from servicekit.deadlines import DeadlineInterceptor
-from servicekit.errors import status_for
+from servicekit.errors import InvalidArgument, status_for
 from servicekit.interceptor import UnaryInterceptor
 from servicekit.limits import MAX_MESSAGE_BYTES, SHUTDOWN_GRACE_SECONDS
 from servicekit.logs import RequestContextInterceptor
@@ -40,11 +40,35 @@ class ErrorInterceptor(UnaryInterceptor):
 
     def around(self, method, inner, request, context):
         try:
+            if isinstance(request, Undecodable):
+                raise InvalidArgument(f"the request is not a valid protobuf message: {request.reason}", field="request")
             return inner(request, context)
         except Exception as exc:  # noqa: BLE001 - this is the one place errors are mapped
             if context.code() not in (None, grpc.StatusCode.OK):
                 raise  # the handler already aborted with its own status
             context.abort_with_status(status_for(exc))
+
+    def wrap_deserializer(self, deserialize):
+        """Bytes that do not parse (a string field holding invalid UTF-8, say) become an ``Undecodable``
+        that ``around`` answers INVALID_ARGUMENT; gRPC's own answer to a deserializer that raises is
+        INTERNAL "Exception deserializing request!", which a caller cannot tell from a server bug."""
+        if deserialize is None:
+            return None
+
+        def safe(data: bytes):
+            try:
+                return deserialize(data)
+            except Exception as exc:  # noqa: BLE001 - any parse failure is the caller's bytes
+                return Undecodable(str(exc) or type(exc).__name__)
+
+        return safe
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """A request whose bytes did not parse, with the parser's reason."""
+
+    reason: str
 
 
 @dataclass

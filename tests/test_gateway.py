@@ -335,3 +335,25 @@ def test_recall_takes_the_short_path(world):
     # Nothing found: nothing to fuse, walk or fetch.
     calls = internal_calls(lambda: bob.recall("zyzzogeton", mode=m.RECALL_MODE_LEXICAL))
     assert calls == Counter({"Authenticate": 1, "LexicalCandidates": 1})
+
+
+def test_bytes_that_do_not_parse_are_invalid_argument_not_internal(stack, world):
+    """Found by a hostile test: a string field holding invalid UTF-8 made gRPC's deserializer raise,
+    and the caller got INTERNAL "Exception deserializing request!". Each service now answers
+    INVALID_ARGUMENT with the parser's reason (servicekit.server.ErrorInterceptor)."""
+    good = g.RecallRequest(query="parrot XY", purpose=m.PURPOSE_CONVERSATION).SerializeToString()
+    bad = good.replace(b"XY", b"\xff\xfe")
+    call = stack.channel.unary_unary("/recallatron.gateway.v1.MemoryService/Recall")
+    with pytest.raises(grpc.RpcError) as err:
+        call(bad, metadata=world["alice"].md(), timeout=30)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    assert "not a valid protobuf message" in err.value.details()
+    truncated = g.RememberRequest(body="the harbour bell", purpose=m.PURPOSE_CONVERSATION).SerializeToString()[:-3]
+    with pytest.raises(grpc.RpcError) as err:
+        stack.channel.unary_unary("/recallatron.gateway.v1.MemoryService/Remember")(
+            truncated, metadata=world["alice"].md(), timeout=30
+        )
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # The same bytes, well formed, are answered as usual.
+    ok = g.RecallResponse.FromString(call(good, metadata=world["alice"].md(), timeout=30))
+    assert ok.mode != m.RECALL_MODE_UNSPECIFIED
