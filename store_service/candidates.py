@@ -17,7 +17,7 @@ the 15% rule already drops the most common terms. Scores equal to ``TIE_DIGITS``
 and ties go by id. Early-stopping readings were built and measured against it and dropped, because
 they read nearly every posting anyway at a limit of 100 candidates and cost more per posting read
 (docs/retrieval.md, "Keyword top k: what was measured"): the threshold rounds of Fagin, Lotem and
-Naor (NRA, 2003; 1.3 to 5 times slower at 100,000 and 1,000,000 memories) and MaxScore (Turtle and
+Naor (NRA, 2003; 1.2 to 5 times slower at 100,000 and 1,000,000 memories) and MaxScore (Turtle and
 Flood, 1995). What would cut the postings read is bounds per block of postings (block-max WAND,
 Ding and Suel, 2011), which needs a traversal PostgreSQL's executor does not offer.
 
