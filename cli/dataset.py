@@ -137,16 +137,15 @@ def _batches(rows: list[dict]) -> list[list[dict]]:
 
 
 def remember_rows(
-    gw: client.Gateway, token: str, rows: list, purpose: int, label: str = "load"
+    gw: client.Gateway, token: str, numbered: list[tuple[int, object]], purpose: int, label: str = "load"
 ) -> tuple[dict[str, str], list[Failure]]:
     """Remembers every row as the member of ``token`` through RememberBatch (``LOAD_THREADS``
-    concurrent batches). ``rows`` are dataset rows, or (line number, row) pairs from
-    ``read_jsonl_lines``. A row ``row_problem`` refuses is not sent and fails alone
+    concurrent batches). ``numbered`` holds (line number, row) pairs, as ``read_jsonl_lines``
+    returns them. A row ``row_problem`` refuses is not sent and fails alone
     (INVALID_ARGUMENT); so does a row the server refuses. Returns dataset id -> memory id of the rows
     stored, and (dataset id, or "at line N" without a usable id; status code name; message) of each
     row that failed: first the rows refused here, then the server's, each in file order."""
     md = client.bearer(token)
-    numbered = [r if isinstance(r, tuple) else (i, r) for i, r in enumerate(rows, start=1)]
 
     def send(batch: list[dict]) -> list[tuple[dict, g.RememberBatchResult]]:
         resp = gw.memory.RememberBatch(
@@ -191,7 +190,7 @@ def load_rows(gw: client.Gateway, token: str, rows: list[dict], purpose: int, la
     """Remembers every row (workspace audience) as the member of ``token``; returns dataset id -> memory id.
 
     Exits (status 1) after reporting them when any row fails: an evaluation needs every row."""
-    ids, errors = remember_rows(gw, token, rows, purpose, label)
+    ids, errors = remember_rows(gw, token, list(enumerate(rows, start=1)), purpose, label)
     if errors:
         report_failures(errors, len(rows))
         raise SystemExit(1)
