@@ -1,4 +1,4 @@
-"""The bench workspace recipe: real text from ../shared/eval, split into sentences and combined.
+"""The bench workspace recipe: real text from the eval data, split into sentences and combined.
 
 Recipe ``RECIPE`` (change the version whenever anything below changes, so built workspaces are
 not reused across recipes):
@@ -38,6 +38,9 @@ from pathlib import Path
 
 RECIPE = "sentences-v1"
 ROOT = Path(__file__).resolve().parent.parent
+# The eval data (LoCoMo and SciFact in the format of demo/; public, not in this repository: README.md,
+# "Retrieval quality"): $BENCH_EVAL_DIR, else the shared folder beside the checkout. Every bench
+# script and tools/ takes it from here.
 EVAL = Path(os.environ.get("BENCH_EVAL_DIR") or ROOT.parent / "shared" / "eval")
 LOCOMO_EVERY, SCIFACT_EVERY = 6, 3
 SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")

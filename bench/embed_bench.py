@@ -5,7 +5,7 @@ Loads both backends of ``embed_service.models.BiEncoder`` (the ONNX export must 
 setup`` makes it, or ``python -m embed_service.export_onnx``), then:
 
 - **single queries**: ``--queries`` real questions (LoCoMo questions of all conversations and
-  SciFact claims from ``../shared/eval``, spread evenly), each encoded alone, interleaved between
+  SciFact claims from the eval data, ``bench.corpus.EVAL``, spread evenly), each encoded alone, interleaved between
   the backends (ONNX first on even questions, PyTorch first on odd ones) so both see the same
   machine load; p50 / p95 / mean / max wall milliseconds, and the p50 of the CPU time the process
   spent (all threads), which other work on a shared machine does not inflate. ``--onnx-threads 1,2``
@@ -22,7 +22,7 @@ setup`` makes it, or ``python -m embed_service.export_onnx``), then:
   ``TREE`` (its own code, ``PYTHONPATH=TREE:TREE/gen``, this Python) on a free local port, every
   question sent to each in turn (alternating order); p50 / p95 wall milliseconds of the call.
 
-Usage: ``.venv/bin/python bench/embed_bench.py [--queries 300] [--docs 1000] [--batch 32]
+Usage: ``.venv/bin/python -m bench.embed_bench [--queries 300] [--docs 1000] [--batch 32]
 [--rounds 2] [--onnx-threads 1,2] [--compare-export FILE] [--no-pytorch] [--grpc TREE] [--json]``
 """
 
@@ -43,9 +43,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 
+from bench.corpus import EVAL
 from embed_service.models import ONNX_THREADS, BiEncoder, OnnxEncoder, compose
-
-EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 
 
 def _jsonl(path: Path) -> list[dict]:

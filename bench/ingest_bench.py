@@ -1,7 +1,7 @@
 """Ingest rate, single ``Remember`` against ``RememberBatch``, side by side in one run (issue 7, item 6:
 >= 1,000 memories/s through the batch form, embedding excluded).
 
-Texts: short real sentences from ``../shared/eval`` (every LoCoMo turn and SciFact abstract split
+Texts: short real sentences from the eval data (``bench.corpus.EVAL``) (every LoCoMo turn and SciFact abstract split
 after ``.``, ``!`` or ``?`` followed by white space and a capital, digit, quote or bracket; sentences
 of 4..60 words, first occurrence only, shuffled with a fixed seed), each with its source's title and
 occurred_at, written as workspace-audience notes for the conversation purpose with a unique
@@ -40,11 +40,11 @@ from pathlib import Path
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
+from bench.corpus import EVAL
 from cli import client
 from cli.dataset import occurred_at as _occurred
 from cli.dataset import read_jsonl
 
-EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval"
 SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 MIN_WORDS, MAX_WORDS = 4, 60
 SEED = 11

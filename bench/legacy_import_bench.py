@@ -1,9 +1,11 @@
 """Wall time of ``recallatron import-legacy`` on the shared generator's default store (issue 10,
 item 2: under 60 s here, embeddings excluded).
 
-Store: ``../shared/legacy/make_legacy_store.py OUT`` with its defaults (seed 7, 4,000 turns, 523
-items: 3,878 turns, 580 digests and 511 items imported, 21 entities, 461 mentions), or ``--store DIR``
-holding legacy.sqlite, graph.jsonl and expected.json.
+Store: ``--store DIR`` holding legacy.sqlite, graph.jsonl and expected.json, or else one made now
+by the old store's generator ``make_legacy_store.py OUT`` with its defaults (seed 7, 4,000 turns,
+523 items: 3,878 turns, 580 digests and 511 items imported, 21 entities, 461 mentions). The
+generator is not part of this repository: ``$RECALLATRON_LEGACY_MAKER`` names it, else it is looked
+for in the shared legacy folder beside the checkout.
 
 System: a private ``recallatron up`` (``bench.stack.Stack``) on ports ``--port-base``+1..4 with the
 embed service paused (SIGSTOP), so embedding takes no CPU while the jobs are still queued in each
@@ -36,7 +38,9 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from bench.corpus import ROOT
 from cli import client
 
-SHARED_MAKER = ROOT.parent / "shared" / "legacy" / "make_legacy_store.py"
+SHARED_MAKER = Path(
+    os.environ.get("RECALLATRON_LEGACY_MAKER") or ROOT.parent / "shared" / "legacy" / "make_legacy_store.py"
+)
 CHATS = ("tg:100200300", "tg:100200301")
 
 
@@ -100,6 +104,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="legacy-bench-") as home:
         store = args.store
         if store is None:
+            if not SHARED_MAKER.is_file():
+                raise SystemExit(
+                    f"no legacy store generator at {SHARED_MAKER}: pass --store DIR or set RECALLATRON_LEGACY_MAKER"
+                )
             store = Path(home) / "store"
             subprocess.run([sys.executable, str(SHARED_MAKER), str(store)], check=True, capture_output=True)
         stack = Stack.start(Path(home) / "system", port_base=args.port_base)

@@ -3,7 +3,7 @@
 Builds the four services in this process on free loopback ports, as tests/conftest.py does (or,
 with ``--up``, one process each as ``recallatron up`` runs them), on an embedded PostgreSQL in a
 temporary folder (or ``DATABASE_URL``); loads the first LoCoMo
-conversations of ``../shared/eval/locomo`` (``--conversations``, default 4: 2,080 real dialog
+conversations of the eval data's LoCoMo (``bench.corpus.EVAL``) (``--conversations``, default 4: 2,080 real dialog
 turns) into one workspace through ``Remember``; waits for the embeddings; then asks the questions
 of those conversations (``--queries``, spread evenly) and times, per question and interleaved so
 both see the same machine load:
@@ -19,7 +19,7 @@ both see the same machine load:
 Prints p50 / p95 per mode, the ratio of recall p50 to floor p50 (issue 7 asks for <= 1.5), and the
 internal gRPC calls one recall makes (read from the services' ``grpc_server_handled`` counters).
 
-Usage: ``.venv/bin/python bench/recall_path_bench.py [--up] [--queries 150] [--conversations 4] [--json]``
+Usage: ``.venv/bin/python -m bench.recall_path_bench [--up] [--queries 150] [--conversations 4] [--json]``
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
 
+from bench.corpus import EVAL
 from embed_service.models import INPUT_VERSION, BiEncoder
 from embed_service.server import EmbedService
 from gateway.recall import RecallConfig
@@ -62,7 +63,7 @@ from store_service import candidates
 from store_service.server import StoreService
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCOMO = ROOT.parent / "shared" / "eval" / "locomo"
+LOCOMO = EVAL / "locomo"
 OPERATOR = "rco_bench_operator"
 PURPOSE = "conversation"
 LIMIT = 100  # RecallConfig.candidate_limit, the rows each arm contributes

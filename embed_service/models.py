@@ -27,7 +27,7 @@ MAX_BATCH = MAX_EMBED_BATCH  # texts per call
 # ONNX Runtime intra-op threads: the calling thread plus one pool thread, which sleeps between runs
 # instead of spinning (the 2 cores are shared with three other services and PostgreSQL). One query
 # is compute-bound at about 3.8 ms on one core here and about 2.6 ms on two; under load the two
-# settings measured alike. Compare with bench/embed_bench.py --onnx-threads 1,2.
+# settings measured alike. Compare with python -m bench.embed_bench --onnx-threads 1,2.
 ONNX_THREADS = 2
 # Padded tokens per ONNX run when encoding many texts (rows x longest row): measured on the shared
 # eval memories, groups this small beat padded batches of 32 by 1.6 to 1.9x in CPU time (less padding,

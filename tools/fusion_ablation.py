@@ -5,7 +5,7 @@ The keyword arm is the product's: its analyzer, its kept terms (15% rule) and BM
 per arm. Compared: plain RRF, and the precedence rules ``rank_service.fusion`` can apply ("shipped"
 is what the product does: identifiers for lookups, then every scored term).
 
-    .venv/bin/python -m tools.fusion_ablation [--data ../shared/eval]
+    .venv/bin/python -m tools.fusion_ablation [--data DIR]   (default: bench.corpus.EVAL, $BENCH_EVAL_DIR)
 
 Embeddings are cached in /tmp/recallatron-fusion-ablation/ (minutes to compute on a CPU).
 """
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.corpus import EVAL
 from cli.retrieval_metrics import ndcg_at
 from store_service import analysis, candidates
 
@@ -150,7 +151,7 @@ def corpus_scores(folder: Path, key: str, encoder: list) -> tuple[dict[str, floa
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "eval")
+    ap.add_argument("--data", type=Path, default=EVAL, help="eval data folder (default: bench.corpus.EVAL)")
     data = ap.parse_args().data
     encoder: list = []
     pooled: dict[str, float] = {}

@@ -5,13 +5,17 @@ it ranks every query's memories with the keyword arm's BM25 (k1 1.2, b 0.75, idf
 log(1 + (N - df + 0.5) / (df + 0.5)), document length = distinct lexemes, tf = occurrences in title
 and body, OR over the query terms; with three or more query terms, terms in 15% or more of the
 documents are dropped except the rarest, which is always kept) and prints recall@10, nDCG@10 and
-MRR over the top 50, pooled as ``../shared/eval/README.md`` defines them, once per analyzer:
+MRR over the top 50, pooled as ``cli/retrieval_metrics.py`` computes them, once per analyzer:
 
 - ``analysis``: ``document_terms`` / ``query_terms`` of ``store_service.analysis``;
 - ``pg``: ``to_tsvector('english', ...)`` lexemes and position counts from an embedded PostgreSQL
   (started in a temporary folder; the lexemes are cached in ``--cache`` so reruns need no server).
 
-    .venv/bin/python -m tools.lexical_parity [--data ../shared/eval] [--cache /tmp/pg-lexemes.json]
+    .venv/bin/python -m tools.lexical_parity [--data DIR] [--cache /tmp/pg-lexemes.json]
+
+``--data`` is a folder holding LoCoMo and SciFact in the format of ``demo/`` (README.md, "Retrieval
+quality"); by default the bench's (``bench.corpus.EVAL``: ``$BENCH_EVAL_DIR``, else the shared eval
+data beside the checkout).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from bench.corpus import EVAL
 from store_service import analysis
 
 K1, B, COMMON_SHARE, COMMON_MIN_TERMS, TOP = 1.2, 0.75, 0.15, 3, 50
@@ -151,7 +156,7 @@ def evaluate(parts, analyzer: Analyzer, keep_rarest: bool) -> tuple[float, float
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", type=Path, default=Path("../shared/eval"))
+    p.add_argument("--data", type=Path, default=EVAL, help="eval data folder (default: bench.corpus.EVAL)")
     p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "recallatron-pg-lexemes.json")
     p.add_argument("--no-keep-rarest", action="store_true", help="the old 15%% rule (may drop every term)")
     args = p.parse_args(argv)
