@@ -1,15 +1,19 @@
 """Recall orchestration across the store, embed and rank services (README.md, "How recall works").
 
 1. candidates from the store's lexical and dense queries (readability applied in SQL), each row
-   carrying the store's walk verdict (its whole derived_from chain readable);
+   carrying the store's walk verdict (its whole derived_from chain readable), and the first rows
+   whose chain is readable carrying their memory (as many as the answer's head: ``memories_top``);
 2. RRF and the permission walk over those verdicts in the rank service, one call;
-3. the memories of the head that passed, one store call (which checks readability again);
+3. the memories of the head that passed: those the arms carried, and one store call for the rest
+   only when some are missing (a row deeper than the head in every arm that returned it);
 4. the cross-encoder over the rows that passed; 5. the response, with counts after the walk.
 
 The internal round trips of a hybrid recall, in order: Authenticate; LexicalCandidates (in flight
-while) EmbedQueries then DenseCandidates; FuseAndWalk; GetMemories; Rerank when asked for and the
-re-ranker is up (gateway.dependencies). Nothing about the caller is cached: every recall
-authenticates, so a revoked token fails on its next call.
+while) EmbedQueries then DenseCandidates; FuseAndWalk; GetMemories only for a head the arms did not
+carry; Rerank when asked for and the re-ranker is up (gateway.dependencies). Nothing about the
+caller is cached: every recall authenticates, so a revoked token fails on its next call. A memory
+an arm carried was read in the same store transaction as its verdict; one forgotten after that
+call may still be in this answer, as one forgotten after a GetMemories call always could.
 
 Deadlines: every internal call is bounded by what is left of the caller's deadline
 (servicekit.deadlines); the query embedding and the re-ranker, being optional, get at most their
@@ -92,10 +96,16 @@ class Recaller:
     def recall(self, req: g.RecallRequest, caller: m.Caller, settings: store_pb2.WorkspaceSettings) -> g.RecallResponse:
         """Answers a RecallRequest. INVALID_ARGUMENT for bad input, PERMISSION_DENIED for an ungranted purpose."""
         ask = _validate(req, caller, settings, self.config.candidate_limit)
-        lexical_rows, dense_rows, dense_available, embed_down = self._candidates(ask, caller, settings)
+        # The head the answer can need: the top k, or the re-ranker's input when it may run.
+        head = ask.top_k if req.skip_rerank or not self.reranker_up() else max(ask.top_k, self.config.rerank_top_n)
+        lexical_rows, dense_rows, dense_available, embed_down = self._candidates(ask, caller, settings, head)
         passed = self._fuse_and_walk(lexical_rows, dense_rows)
         rerank = self._will_rerank(ask, passed, embed_down)
-        memories = self._fetch(caller, passed[: max(ask.top_k, self.config.rerank_top_n if rerank else 0)])
+        memories = self._fetch(
+            caller,
+            passed[: max(ask.top_k, self.config.rerank_top_n if rerank else 0)],
+            {c.memory_id: c.memory for c in dense_rows + lexical_rows if c.HasField("memory")},
+        )
         rerank_scores = {}
         if rerank and passed:
             rerank_scores = self._rerank(
@@ -114,11 +124,12 @@ class Recaller:
             items=items, mode=ask.mode, dense_available=dense_available, reranked=bool(rerank_scores), counts=counts
         )
 
-    def _candidates(self, ask: _Ask, caller: m.Caller, settings: store_pb2.WorkspaceSettings):
+    def _candidates(self, ask: _Ask, caller: m.Caller, settings: store_pb2.WorkspaceSettings, head: int):
         """The two arms' candidate rows, ``(lexical, dense, dense_available, embed_down)``: the keyword
         query is in flight on the channel (no thread of ours) while the question is embedded and the
         dense arm queried. Superseded memories have no vectors, so a history recall is lexical only.
-        Both arms get the workspace's dense floor and expiry gate as Authenticate read them.
+        Both arms get the workspace's dense floor and expiry gate as Authenticate read them, and
+        carry the memories of their first ``head`` readable rows.
         ``embed_down`` is true when the embed call failed for want of the service (see ``_dense``)."""
         req = ask.req
         lexical_call = None
@@ -132,12 +143,13 @@ class Recaller:
                     include_superseded=req.include_superseded,
                     entity_ids=req.entity_ids,
                     expiry_days=settings.expiry_days,
+                    memories_top=head,
                 )
             )
         dense_rows, dense_available, embed_down = [], True, False
         try:
             if ask.mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
-                dense_rows, dense_available, embed_down = self._dense(req.query, caller, req, settings, ask.limit)
+                dense_rows, dense_available, embed_down = self._dense(req.query, caller, req, settings, ask.limit, head)
             lexical_rows = list(lexical_call.result().candidates) if lexical_call else []
         finally:
             if lexical_call is not None:
@@ -156,17 +168,16 @@ class Recaller:
             return False
         return True
 
-    def _fetch(self, caller: m.Caller, head) -> dict[str, m.Memory]:
-        """The memories of the head rows by id, one store call (which checks readability again); a
-        row forgotten since the walk is absent."""
-        if not head:
-            return {}
-        return {
-            mem.id: mem
-            for mem in self.store.GetMemories(
-                store_pb2.GetMemoriesRequest(caller=caller, memory_ids=[c.memory_id for c in head])
-            ).memories
-        }
+    def _fetch(self, caller: m.Caller, head, carried: dict[str, m.Memory]) -> dict[str, m.Memory]:
+        """The memories of the head rows by id: those the arms ``carried``, and the rest in one store
+        call (which checks readability again) only when some are missing; a row forgotten before
+        its memory was read is absent."""
+        found = {c.memory_id: carried[c.memory_id] for c in head if c.memory_id in carried}
+        missing = [c.memory_id for c in head if c.memory_id not in found]
+        if missing:
+            fetched = self.store.GetMemories(store_pb2.GetMemoriesRequest(caller=caller, memory_ids=missing))
+            found.update((mem.id, mem) for mem in fetched.memories)
+        return found
 
     def _reranked_order(self, passed, rerank_scores: dict[str, float]):
         """The passed rows in answer order: the first ``rerank_top_n`` by cross-encoder score (a row
@@ -208,7 +219,13 @@ class Recaller:
         )
 
     def _dense(
-        self, query: str, caller: m.Caller, req: g.RecallRequest, settings: store_pb2.WorkspaceSettings, limit: int
+        self,
+        query: str,
+        caller: m.Caller,
+        req: g.RecallRequest,
+        settings: store_pb2.WorkspaceSettings,
+        limit: int,
+        head: int,
     ):
         """``(rows, dense_available, embed_down)``: the dense candidates, whether the arm could
         contribute, and whether the embed service was missing (past the deadline, unavailable or its
@@ -232,6 +249,7 @@ class Recaller:
                 limit=limit,
                 entity_ids=req.entity_ids,
                 expiry_days=settings.expiry_days,
+                memories_top=head,
             )
         )
         if not out.stamp_current:

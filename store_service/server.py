@@ -17,7 +17,14 @@ from servicekit import clients
 from servicekit.breaker import CircuitBreaker
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, NotFound, Unavailable, status_proto_for
-from servicekit.limits import DIMENSIONS, EMBED_BATCH_SIZE, MAX_CANDIDATE_LIMIT, MAX_QUERY_CHARS, SHUTDOWN_GRACE_SECONDS
+from servicekit.limits import (
+    DIMENSIONS,
+    EMBED_BATCH_SIZE,
+    MAX_CANDIDATE_LIMIT,
+    MAX_QUERY_CHARS,
+    MAX_TOP_K,
+    SHUTDOWN_GRACE_SECONDS,
+)
 from servicekit.server import Running, start_server
 from store_service import (
     candidates,
@@ -49,11 +56,14 @@ def _limit(value: int) -> int:
     return value
 
 
-def _with_verdicts(conn, caller: m.Caller, rows) -> list[s.Candidate]:
+def _with_verdicts(conn, caller: m.Caller, rows, memories_top: int = 0) -> list[s.Candidate]:
     """Candidate messages of ranked (id, score[, identifier matches, all terms]) rows, each with the
     walk's chain verdict (one query over the rows already chosen, so the verdicts never change
-    which rows an arm returns)."""
+    which rows an arm returns), and the memories of the first ``memories_top`` rows whose chain is
+    readable (``memories.load_readable``, same transaction)."""
     readable = memories.readable_ids(conn, caller, [mid for mid, *_ in rows])
+    head = [mid for mid, *_ in rows if mid in readable][:memories_top]
+    loaded = memories.load_readable(conn, caller, head)
     out = []
     for mid, score, *precedence in rows:
         identifier_matches, all_terms = precedence or (0, False)
@@ -64,9 +74,17 @@ def _with_verdicts(conn, caller: m.Caller, rows) -> list[s.Candidate]:
                 chain_readable=mid in readable,
                 identifier_matches=identifier_matches,
                 all_terms=all_terms,
+                memory=loaded.get(mid),
             )
         )
     return out
+
+
+def _memories_top(value: int) -> int:
+    """A request's ``memories_top``: INVALID_ARGUMENT outside 0..MAX_TOP_K."""
+    if not 0 <= value <= MAX_TOP_K:
+        raise InvalidArgument(f"memories_top must be 0..{MAX_TOP_K}", field="memories_top")
+    return value
 
 
 def _settings(ws: Workspace) -> s.WorkspaceSettings:
@@ -176,6 +194,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         if len(request.query) > MAX_QUERY_CHARS:
             raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
         expiry_days = expiry.check_days(request.expiry_days)
+        memories_top = _memories_top(request.memories_top)
         with self._conn(request.caller) as conn:
             query = request.query.replace("\x00", " ")
             rows = candidates.lexical_with_matches(
@@ -188,7 +207,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
                 entities.parse_filter(request.entity_ids),
                 expiry_days=expiry_days,
             )
-            return s.LexicalCandidatesResponse(candidates=_with_verdicts(conn, request.caller, rows))
+            return s.LexicalCandidatesResponse(candidates=_with_verdicts(conn, request.caller, rows, memories_top))
 
     def DenseCandidates(self, request, context):
         purpose = check_purpose_granted(request.caller, request.purpose)
@@ -201,6 +220,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         if not 0.0 <= request.floor <= 1.0:
             raise InvalidArgument("floor must be between 0 and 1", field="floor")
         expiry_days = expiry.check_days(request.expiry_days)
+        memories_top = _memories_top(request.memories_top)
         with self._conn(request.caller) as conn:
             rows, current = candidates.dense(
                 conn,
@@ -214,7 +234,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
                 expiry_days=expiry_days,
             )
             return s.DenseCandidatesResponse(
-                candidates=_with_verdicts(conn, request.caller, rows), stamp_current=current
+                candidates=_with_verdicts(conn, request.caller, rows, memories_top), stamp_current=current
             )
 
     def Derive(self, request, context):

@@ -104,7 +104,7 @@ def test_internal_calls_carry_deadlines_derived_from_the_callers(world):
     # The caller gave 60 s: store and rank calls get what is left of it (far above the 30 s default
     # they get without one; at most 60 s plus gRPC's rounding up of the timeout it sends, measured at
     # 0.1 s); the query embedding its own 5 s (less than half of what is left).
-    for method in ("Authenticate", "LexicalCandidates", "DenseCandidates", "FuseAndWalk", "GetMemories"):
+    for method in ("Authenticate", "LexicalCandidates", "DenseCandidates", "FuseAndWalk"):
         (timeout,) = calls.timeouts[method]
         assert INTERNAL_DEADLINE_SECONDS < timeout < 60.5, (method, timeout)
     assert calls.timeouts["EmbedQueries"] == [EMBED_DEADLINE]
@@ -115,7 +115,7 @@ def test_internal_calls_carry_deadlines_derived_from_the_callers(world):
         assert resp.dense_available and resp.items
     # (this channel gives a call without a timeout the 30 s default on the client side, which gRPC
     # may round up by about 0.1 s when it sends it; a raw channel is tested below)
-    for method in ("Authenticate", "LexicalCandidates", "DenseCandidates", "FuseAndWalk", "GetMemories"):
+    for method in ("Authenticate", "LexicalCandidates", "DenseCandidates", "FuseAndWalk"):
         got = calls.timeouts[method]
         assert len(got) == 20 and all(abs(t - INTERNAL_DEADLINE_SECONDS) < 0.5 for t in got), (method, got)
     assert calls.timeouts["EmbedQueries"] == [EMBED_DEADLINE] * 20
@@ -139,7 +139,7 @@ def test_a_caller_without_a_deadline_gets_the_default_internal_deadline(world, s
     assert [it.memory.body for it in resp.items] == ["The lighthouse keeper logs the fog signal every night."]
     # The internal calls got the 30 s default (gRPC may round a forwarded timeout up by about 0.1 s),
     # not gRPC's "no deadline" figure.
-    for method in ("Authenticate", "LexicalCandidates", "FuseAndWalk", "GetMemories"):
+    for method in ("Authenticate", "LexicalCandidates", "FuseAndWalk"):
         got = calls.timeouts[method]
         assert got and all(abs(t - INTERNAL_DEADLINE_SECONDS) < 0.5 for t in got), (method, got)
 

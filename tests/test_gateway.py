@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from conftest import code_of
 from prometheus_client import REGISTRY
+from recall_calls import internal_calls
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
@@ -278,60 +279,19 @@ def test_status_reports_dependencies(stack, world):
     # The backlog's exact value after known writes is checked in test_degrade.py, with the embed service down.
 
 
-# Internal RPCs a recall may make (the dependency watch's health checks and the embedding job's
-# calls are left out: they run in the background).
-RECALL_RPCS = {
-    "Authenticate",
-    "LexicalCandidates",
-    "EmbedQueries",
-    "DenseCandidates",
-    "Fuse",
-    "Walk",
-    "FuseAndWalk",
-    "CheckReadable",
-    "GetMemories",
-    "Rerank",
-}
-
-
-def internal_calls(run) -> Counter:
-    """The recall RPCs the internal services handled while ``run()`` ran, by method."""
-
-    def handled() -> Counter:
-        counts = Counter()
-        for metric in REGISTRY.collect():
-            for sample in metric.samples if metric.name == "grpc_server_handled" else ():
-                if (
-                    sample.name.endswith("_total")
-                    and sample.labels["grpc_method"] in RECALL_RPCS
-                    and not sample.labels["grpc_service"].startswith("recallatron.gateway.")
-                ):
-                    counts[sample.labels["grpc_method"]] += int(sample.value)
-        return counts
-
-    before = handled()
-    run()
-    return handled() - before
-
-
 def test_recall_takes_the_short_path(world):
     bob = world["bob"]
     degraded = REGISTRY.get_sample_value("recallatron_recall_degraded_total", {"stage": "rerank"}) or 0.0
     # Re-rank asked for, but the embed service reports no re-ranker: no Rerank call, reranked=false.
+    # The arms carry their head's memories: no GetMemories (tests/test_recall_memories.py has a head
+    # they did not carry).
     calls = internal_calls(lambda: bob.recall("kitten shelter"))
     assert calls == Counter(
-        {
-            "Authenticate": 1,
-            "LexicalCandidates": 1,
-            "EmbedQueries": 1,
-            "DenseCandidates": 1,
-            "FuseAndWalk": 1,
-            "GetMemories": 1,
-        }
+        {"Authenticate": 1, "LexicalCandidates": 1, "EmbedQueries": 1, "DenseCandidates": 1, "FuseAndWalk": 1}
     )
     assert REGISTRY.get_sample_value("recallatron_recall_degraded_total", {"stage": "rerank"}) == degraded + 1
     calls = internal_calls(lambda: bob.recall("sourdough", mode=m.RECALL_MODE_LEXICAL, skip_rerank=True))
-    assert calls == Counter({"Authenticate": 1, "LexicalCandidates": 1, "FuseAndWalk": 1, "GetMemories": 1})
+    assert calls == Counter({"Authenticate": 1, "LexicalCandidates": 1, "FuseAndWalk": 1})
     # Nothing found: nothing to fuse, walk or fetch.
     calls = internal_calls(lambda: bob.recall("zyzzogeton", mode=m.RECALL_MODE_LEXICAL))
     assert calls == Counter({"Authenticate": 1, "LexicalCandidates": 1})

@@ -38,7 +38,6 @@ RECALL_PATH = {
     "/recallatron.embed.v1.EmbedService/EmbedQueries",
     "/recallatron.store.v1.StoreService/DenseCandidates",
     "/recallatron.rank.v1.RankService/FuseAndWalk",
-    "/recallatron.store.v1.StoreService/GetMemories",
 }
 
 

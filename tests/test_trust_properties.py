@@ -12,6 +12,7 @@ Half the examples turn the workspace's expiry gate on (30 days); the program the
 (their updated_at set 40 days back in the database) and keeps them (KeepMemory, anyone's, under the
 revision the model holds: only the caller's to change is kept).
 Then, as every member and for every purpose, it asks Recall in all three modes (re-rank on and off),
+the store's LexicalCandidates carrying memories (what recall reads its answer from),
 GetContext, Read on every id, ListMemories (every page, with and without superseded memories, per
 purpose, and the derivations of every source), ListExpiringMemories (likewise) and FindEntities on
 every entity name, and asserts:
@@ -63,8 +64,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
+from recallatron.store.v1 import store_pb2, store_pb2_grpc
 
-from servicekit import vocabulary
+from servicekit import clients, vocabulary
 from store_service import history_index, lexical_index
 
 PURPOSES = [m.PURPOSE_CONVERSATION, m.PURPOSE_TASKS, m.PURPOSE_REPORTING, m.PURPOSE_ADMINISTRATION]
@@ -776,6 +778,36 @@ def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p
                 model.supersede(target, resp.memory.id)
 
 
+def check_carried_memories(store, model: Model, me: str, token: str, word: str, purpose: int) -> None:
+    """The store's keyword candidates, asked to carry every row's memory (memories_top 200, what
+    recall asks with its head): a row carries its memory exactly when the caller may read its whole
+    chain (the model's readable), each carried memory is that row's, of the purpose, and its
+    provenance shows only readable sources; every eligible memory is a row."""
+    caller = store.Authenticate(store_pb2.AuthenticateRequest(token=token)).caller
+    for superseded in (False, True):
+        resp = store.LexicalCandidates(
+            store_pb2.LexicalCandidatesRequest(
+                caller=caller,
+                purpose=purpose,
+                query=word,
+                limit=200,
+                include_superseded=superseded,
+                memories_top=200,
+            )
+        )
+        for c in resp.candidates:
+            assert c.chain_readable == model.readable(c.memory_id, me), c.memory_id
+            assert c.HasField("memory") == c.chain_readable, c.memory_id
+            if c.HasField("memory"):
+                assert c.memory.id == c.memory_id and c.memory.purpose == purpose
+                for link in c.memory.links:
+                    if link.type == m.LINK_TYPE_DERIVED_FROM:
+                        assert model.readable(link.target_memory_id, me)
+        rows = {c.memory_id for c in resp.candidates}
+        if not superseded:
+            assert model.eligible(me, purpose) <= rows
+
+
 def call(fn, req, md):
     try:
         return OK, fn(req, metadata=md)
@@ -881,6 +913,8 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
         }
 
     everything = set(model.mems)
+    store_channel = clients.channel(f"127.0.0.1:{stack.store.port}")
+    store = store_pb2_grpc.StoreServiceStub(store_channel)
     for i, member in enumerate(members):
         me, md = who[i], member.md()
         check_history(api, model, me, md, word)
@@ -889,6 +923,7 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
             check_context(api, model, me, md, purpose)
             if purpose in model.grants[me]:
                 check_history_recall(api, model, me, md, word, purpose)
+                check_carried_memories(store, model, me, member.token, word, purpose)
             if purpose not in model.grants[me]:
                 code, _ = call(api.Recall, g.RecallRequest(query=word, purpose=purpose), md)
                 assert code == grpc.StatusCode.PERMISSION_DENIED
@@ -933,6 +968,7 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
             code, resp = call(api.FindEntities, g.FindEntitiesRequest(name=name), md)
             visible = any(mem.entity == name and model.readable(i, me) for i, mem in model.mems.items())
             assert code == OK and len(resp.entities) == (1 if visible else 0), name
+    store_channel.close()
 
     # Last, as it writes memories the model does not hold: Capture never takes a turn for a memory,
     # and history is unchanged by it.

@@ -291,8 +291,11 @@ class StoreServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def LexicalCandidates(self, request, context):
-        """Keyword-arm candidates: readable rows of one purpose, ranked by a tsvector query, each with the
-        permission walk's verdict (Candidate.chain_readable), so recall needs no CheckReadable call.
+        """Keyword-arm candidates: readable rows of one purpose, ranked by BM25 over the keyword index, each
+        with the permission walk's verdict (Candidate.chain_readable), so recall needs no CheckReadable
+        call, and the first rows' memories when asked (memories_top), so it mostly needs no GetMemories.
+        INVALID_ARGUMENT for a limit, memories_top or expiry gate out of range or an over-long query;
+        PERMISSION_DENIED for an ungranted purpose.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -300,7 +303,9 @@ class StoreServiceServicer:
 
     def DenseCandidates(self, request, context):
         """Meaning-arm candidates: readable rows of one purpose whose cosine to the query vector reaches the
-        floor, each with the permission walk's verdict (Candidate.chain_readable).
+        floor, each with the permission walk's verdict (Candidate.chain_readable) and, when asked
+        (memories_top), the first rows' memories. INVALID_ARGUMENT as LexicalCandidates, and for a
+        vector that is not 384 finite floats or a floor outside 0..1.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
