@@ -152,3 +152,21 @@ def test_bench_end_to_end(tmp_path, encoder):
         }
     )
     assert "| 120 memories |" in text and "hybrid" in text
+
+
+def test_gateway_ab_names_bad_arguments(tmp_path, monkeypatch):
+    """Bad input to ``bench.gateway_ab`` is named before anything starts."""
+    import pytest
+
+    from bench import gateway_ab
+
+    cases = [
+        (["--other", str(tmp_path)], "is not a Recallatron checkout"),
+        (["--other", str(ROOT), "--modes", "hybrid,bogus"], "--modes takes hybrid, lexical, dense"),
+        (["--other", str(ROOT), "--modes", ","], "--modes takes"),
+        (["--other", str(ROOT), "--home", str(tmp_path), "--size", "77"], "no 77 workspace in"),
+    ]
+    for argv, message in cases:
+        monkeypatch.setattr(sys, "argv", ["gateway_ab", *argv])
+        with pytest.raises(SystemExit, match=message):
+            gateway_ab.main()
