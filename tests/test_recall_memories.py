@@ -8,7 +8,6 @@ import grpc
 import pytest
 from recall_calls import internal_calls
 from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
-from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 from recallatron.store.v1 import store_pb2_grpc
