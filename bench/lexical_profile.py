@@ -38,9 +38,9 @@ class _Capture:
     def __init__(self) -> None:
         self.inner, self.last = candidates._score_all, {}
 
-    def __call__(self, conn, part_ids, idf, avg, limit):
-        self.last = {"part_ids": part_ids, "idf": idf, "avg": avg, "limit": limit}
-        return self.inner(conn, part_ids, idf, avg, limit)
+    def __call__(self, conn, part_ids, idf, avg, limit, identifiers=()):
+        self.last = {"part_ids": part_ids, "idf": idf, "avg": avg, "limit": limit, "ids": list(identifiers)}
+        return self.inner(conn, part_ids, idf, avg, limit, identifiers)
 
 
 def _plan_times(conn: psycopg.Connection, last: dict) -> dict:
@@ -56,6 +56,7 @@ def _plan_times(conn: psycopg.Connection, last: dict) -> dict:
         "parts": last["part_ids"],
         "limit": LIMIT,
         "scale": candidates.TIE_SCALE,
+        "ids": last["ids"],
     }
     source = Path(candidates.__file__).read_text()
     statement = re.search(r'def _score_all.*?"""(SELECT p.memory_id.*?LIMIT %\(limit\)s)"""', source, re.S).group(1)

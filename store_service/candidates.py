@@ -126,7 +126,8 @@ def lexical(
     ``purpose`` is a stored purpose string; one the caller was not granted reads nothing.
     ``expiry_days`` is the workspace's expiry gate (0: off): rows it hides are left out.
     """
-    return _lexical(conn, caller, purpose, text, limit, include_superseded, entity_ids, expiry_days)[0]
+    rows, _ = _lexical(conn, caller, purpose, text, limit, include_superseded, entity_ids, expiry_days)
+    return [(mid, score) for mid, score, *_ in rows]
 
 
 def lexical_with_matches(
@@ -135,28 +136,18 @@ def lexical_with_matches(
     """``lexical``'s rows (``query``: ``lexical``'s arguments after ``conn``) with, for fusion's
     precedence, how many of the question's identifiers (``analysis.identifier_terms``) each memory
     contains, counted only for lookups (at most ``IDENTIFIER_LOOKUP_MAX_TERMS`` scored terms besides
-    the identifiers' parts), and whether it contains every scored term (two or more): one more
-    primary-key query over the rows returned."""
+    the identifiers' parts), and whether it contains every scored term (two or more). Both counts
+    come from the top-k statement itself (``_score_all``), no further query."""
     rows, kept = _lexical(conn, *query, expiry_days=expiry_days)
+    return [(mid, score, identifiers, len(kept) >= 2 and terms == len(kept)) for mid, score, terms, identifiers in rows]
+
+
+def lookup_identifiers(kept: list[str]) -> list[str]:
+    """The identifiers of a question's scored terms that count for precedence: all of them when the
+    question is a lookup (at most ``IDENTIFIER_LOOKUP_MAX_TERMS`` terms besides the identifiers'
+    parts), none otherwise."""
     identifiers = analysis.identifier_terms(kept)
-    if _question_size(kept, identifiers) > IDENTIFIER_LOOKUP_MAX_TERMS:
-        identifiers = []
-    counts = {}
-    if rows and (identifiers or len(kept) >= 2):
-        counts = {
-            r.memory_id: (r.identifiers, r.terms)
-            for r in named(conn).execute(
-                """SELECT memory_id, count(*) FILTER (WHERE lexeme = ANY(%(ids)s))::int AS identifiers,
-                       count(*)::int AS terms
-                 FROM lexical_posting WHERE memory_id = ANY(%(rows)s) AND lexeme = ANY(%(kept)s)
-                GROUP BY memory_id""",
-                {"ids": identifiers, "rows": [mid for mid, _ in rows], "kept": kept},
-            )
-        }
-    return [
-        (mid, score, counts.get(mid, (0, 0))[0], len(kept) >= 2 and counts.get(mid, (0, 0))[1] == len(kept))
-        for mid, score in rows
-    ]
+    return identifiers if _question_size(kept, identifiers) <= IDENTIFIER_LOOKUP_MAX_TERMS else []
 
 
 def _question_size(kept: list[str], identifiers: list[str]) -> int:
@@ -174,8 +165,9 @@ def _lexical(
     include_superseded: bool,
     entity_ids: list[uuid.UUID],
     expiry_days: int = 0,
-) -> tuple[list[tuple[uuid.UUID, float]], list[str]]:
-    """``lexical``'s rows and the terms BM25 scored."""
+) -> tuple[list[tuple[uuid.UUID, float, int, int]], list[str]]:
+    """``lexical``'s rows, each ``(id, score, scored terms it holds, lookup identifiers it holds)``
+    (``lookup_identifiers``), and the terms BM25 scored."""
     terms = analysis.query_terms(text)
     params = caller_params(caller)
     if not terms or purpose not in params["purposes"]:
@@ -216,21 +208,23 @@ def _lexical(
         return [], []
     avg = max(total / n, 1.0)
     idf = {t: bm25_idf(n, df[t]) for t in kept}
+    identifiers = lookup_identifiers(kept)
 
-    def top(n: int) -> list[tuple[uuid.UUID, float]]:
-        return _score_all(conn, part_ids, idf, avg, n)
+    def top(n: int) -> list[tuple[uuid.UUID, float, int, int]]:
+        return _score_all(conn, part_ids, idf, avg, n, identifiers)
 
     return _shown_top(conn, top, limit, expiry_days), kept
 
 
-def _shown_top(conn: psycopg.Connection, top, limit: int, expiry_days: int) -> list[tuple[uuid.UUID, float]]:
-    """The best ``limit`` rows of ``top`` (``top(n)``: the exact best ``n`` readable rows, best first)
+def _shown_top(conn: psycopg.Connection, top, limit: int, expiry_days: int) -> list[tuple]:
+    """The best ``limit`` rows of ``top`` (``top(n)``: the exact best ``n`` readable rows, best first, each a
+    tuple starting with the id)
     that the expiry gate of ``expiry_days`` days does not hide, best first: ``top(limit)`` itself when
     the gate is off, else read deeper while hidden rows leave it short (module docstring)."""
     want = limit
     while True:
         rows = top(want)
-        hidden = expiry.hidden_ids(conn, [mid for mid, _ in rows], expiry_days)
+        hidden = expiry.hidden_ids(conn, [mid for mid, *_ in rows], expiry_days)
         shown = [r for r in rows if r[0] not in hidden]
         if len(shown) >= limit or len(rows) < want:
             return shown[:limit]
@@ -241,15 +235,25 @@ def _shown_top(conn: psycopg.Connection, top, limit: int, expiry_days: int) -> l
 
 
 def _score_all(
-    conn: psycopg.Connection, part_ids: list[int], idf: dict[str, float], avg: float, limit: int
-) -> list[tuple[uuid.UUID, float]]:
-    """Exact BM25 top ``limit`` scoring every readable posting of the kept terms in one statement."""
+    conn: psycopg.Connection,
+    part_ids: list[int],
+    idf: dict[str, float],
+    avg: float,
+    limit: int,
+    identifiers: list[str] = (),
+) -> list[tuple[uuid.UUID, float, int, int]]:
+    """Exact BM25 top ``limit`` scoring every readable posting of the kept terms in one statement:
+    ``(id, score, kept terms it holds, identifiers it holds)``. The counts ride on the aggregate
+    (one posting per memory and lexeme); a query of their own over the 100 rows cost about 2.5 ms
+    at 100,000 memories, the two counts in the aggregate about 0.3 ms (bench/RESULTS.md)."""
     rows = (
         named(conn)
         .execute(
             """SELECT p.memory_id,
                   sum(q.idf * p.tf * (%(k1)s + 1)
-                      / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s)))::float8 AS score
+                      / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s)))::float8 AS score,
+                  count(*)::int AS terms,
+                  count(*) FILTER (WHERE p.lexeme = ANY(%(ids)s::text[]))::int AS identifiers
              FROM unnest(%(terms)s::text[], %(idf)s::float8[]) AS q(lexeme, idf)
              JOIN lexical_posting p ON p.lexeme = q.lexeme AND p.partition_id = ANY(%(parts)s)
             GROUP BY p.memory_id
@@ -266,11 +270,12 @@ def _score_all(
                 "parts": part_ids,
                 "limit": limit,
                 "scale": TIE_SCALE,
+                "ids": list(identifiers),
             },
         )
         .fetchall()
     )
-    return [(r.memory_id, r.score) for r in rows]
+    return [(r.memory_id, r.score, r.terms, r.identifiers) for r in rows]
 
 
 def tie_key(score: float) -> float:
@@ -278,14 +283,15 @@ def tie_key(score: float) -> float:
     return math.floor(score * TIE_SCALE + 0.5)
 
 
-def _best(scored, limit: int) -> list[tuple[uuid.UUID, float]]:
-    """The ``limit`` best (id, score) pairs, score (to ``TIE_DIGITS`` decimals) descending, then id."""
+def _best(scored, limit: int) -> list[tuple]:
+    """The ``limit`` best rows (tuples starting id, score), score (to ``TIE_DIGITS`` decimals)
+    descending, then id."""
     return heapq.nsmallest(limit, scored, key=lambda r: (-tie_key(r[1]), r[0]))
 
 
 def _lexical_filtered(
     conn: psycopg.Connection, params: dict, terms: list[str], limit: int, include_superseded: bool
-) -> tuple[list[tuple[uuid.UUID, float]], list[str]]:
+) -> tuple[list[tuple[uuid.UUID, float, int, int]], list[str]]:
     """BM25 over the rows about the given entities: a small set, so its statistics are counted
     (exactly as the scope defines them, rows the expiry gate hides included: they are readable) and
     every matching row the gate shows is scored."""
@@ -321,11 +327,15 @@ def _lexical_filtered(
         return [], []
     avg = max(sum(docs.values()) / n, 1.0)
     idf = {t: bm25_idf(n, df[t]) for t in kept}
-    scores: dict[uuid.UUID, float] = {}
+    identifiers = set(lookup_identifiers(kept))
+    scores: dict[uuid.UUID, list] = {}  # id -> [score, kept terms held, identifiers held]
     for p in postings:
         if p.lexeme in idf and p.memory_id not in hidden:
-            scores[p.memory_id] = scores.get(p.memory_id, 0.0) + idf[p.lexeme] * _w(p.tf, docs[p.memory_id], avg)
-    return _best(scores.items(), limit), kept
+            row = scores.setdefault(p.memory_id, [0.0, 0, 0])
+            row[0] += idf[p.lexeme] * _w(p.tf, docs[p.memory_id], avg)
+            row[1] += 1
+            row[2] += p.lexeme in identifiers
+    return _best([(mid, *row) for mid, row in scores.items()], limit), kept
 
 
 def dense(
