@@ -76,3 +76,158 @@ def test_a_rerank_top_n_the_settings_allow_above_max_top_k_still_recalls(stack, 
         ch.close()
         gw.stop()
         embed.stop()
+
+
+def _supersede(member, memory_id, revision, body, **kw):
+    req = g.SupersedeRequest(id=memory_id, expected_revision=revision, kind=m.KIND_FACT, title="new", body=body, **kw)
+    return member.stack.memory.Supersede(req, metadata=member.md()).memory
+
+
+def _derive(member, sources, body, **kw):
+    req = g.DeriveRequest(source_ids=sources, kind=m.KIND_SUMMARY, title="derived", body=body, **kw)
+    return member.stack.memory.Derive(req, metadata=member.md()).memory
+
+
+@pytest.fixture(scope="module")
+def lighthouse(stack):
+    ws = stack.workspace("hostile carried memories")
+    alice, bob = stack.member(ws), stack.member(ws)
+    base = alice.remember(
+        "The lighthouse keeper logs the lamp hours nightly.", entities=[m.EntityMention(name="Lighthouse")]
+    )
+    ent = next(link.target_entity_id for link in base.links if link.type == m.LINK_TYPE_ABOUT)
+    old = alice.remember("The lighthouse lamp uses a brass lens.", entities=[m.EntityMention(entity_id=ent)])
+    # A successor only alice may read: bob must never see its id.
+    new = _supersede(alice, old.id, old.revision, "The lighthouse lamp uses a glass lens.", audience=m.AUDIENCE_MEMBER)
+    private = alice.remember("The lighthouse spare key is under the mat.", audience=m.AUDIENCE_MEMBER)
+    shared_src = alice.remember("The lighthouse stair has 120 steps.")
+    der = _derive(alice, [shared_src.id], "Summary: the lighthouse stair is long.")
+    der_private = _derive(alice, [shared_src.id, private.id], "Summary: the lighthouse key and stair.")
+    for i in range(30):
+        alice.remember(f"Harbour filler {i}: the {('gull', 'ferry', 'bell')[i % 3]} note was written.")
+    stack.wait_backlog_empty()
+    return {
+        "ws": ws,
+        "alice": alice,
+        "bob": bob,
+        "ent": ent,
+        "old": old,
+        "new": new,
+        "private": private,
+        "der": der,
+        "der_private": der_private,
+    }
+
+
+@pytest.mark.parametrize("who", ["alice", "bob"])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"mode": m.RECALL_MODE_LEXICAL},
+        {"mode": m.RECALL_MODE_DENSE},
+        {"mode": m.RECALL_MODE_HYBRID},
+        {"mode": m.RECALL_MODE_HYBRID, "skip_rerank": True, "top_k": 1},
+        {"mode": m.RECALL_MODE_HYBRID, "top_k": MAX_TOP_K},
+        {"mode": m.RECALL_MODE_LEXICAL, "include_superseded": True, "top_k": MAX_TOP_K},
+        {"mode": m.RECALL_MODE_HYBRID, "entity_ids": "ENT", "top_k": MAX_TOP_K},
+    ],
+)
+def test_every_recalled_memory_is_what_read_shows(lighthouse, who, kw):
+    member = lighthouse[who]
+    kw = dict(kw)
+    if kw.get("entity_ids") == "ENT":
+        kw["entity_ids"] = [lighthouse["ent"]]
+    resp = member.recall("lighthouse lamp lens key stair", **kw)
+    assert resp.items
+    ids = [it.memory.id for it in resp.items]
+    assert len(ids) == len(set(ids))
+    for it in resp.items:
+        assert it.memory == member.read(it.memory.id), it.memory.id
+    if who == "bob":
+        assert lighthouse["private"].id not in ids and lighthouse["new"].id not in ids
+        assert lighthouse["der_private"].id not in ids
+        for it in resp.items:
+            assert it.memory.superseded_by_id != lighthouse["new"].id
+            assert lighthouse["private"].id not in {link.target_memory_id for link in it.memory.links}
+
+
+@pytest.fixture(scope="module")
+def rerank_gateway(stack, tiny_cross_encoder, tmp_path_factory):
+    reranker = Reranker(tiny_cross_encoder)
+    embed = EmbedService("127.0.0.1:0", "", encoder=stack.encoder, reranker=reranker)
+    gw = GatewayService(
+        "127.0.0.1:0",
+        f"127.0.0.1:{stack.store.port}",
+        f"127.0.0.1:{embed.port}",
+        f"127.0.0.1:{stack.rank.port}",
+        tmp_path_factory.mktemp("gw") / "no-operator-token",
+        RecallConfig(),
+    )
+    ch = clients.channel(f"127.0.0.1:{gw.port}")
+    yield gateway_pb2_grpc.MemoryServiceStub(ch)
+    ch.close()
+    gw.stop()
+    embed.stop()
+
+
+@pytest.mark.parametrize("who", ["alice", "bob"])
+@pytest.mark.parametrize("top_k", [1, 10, MAX_TOP_K])
+def test_reranked_recall_answers_fully_and_as_read_shows(lighthouse, rerank_gateway, who, top_k):
+    member = lighthouse[who]
+    req = g.RecallRequest(query="lighthouse harbour note", purpose=CONV, top_k=top_k)
+    resp = rerank_gateway.Recall(req, metadata=member.md())
+    off = rerank_gateway.Recall(
+        g.RecallRequest(query="lighthouse harbour note", purpose=CONV, top_k=top_k, skip_rerank=True),
+        metadata=member.md(),
+    )
+    assert resp.reranked
+    assert len(resp.items) == len(off.items) == min(top_k, off.counts.fused)
+    assert {it.memory.id for it in resp.items} <= {it.memory.id for it in off.items} or top_k < off.counts.fused
+    for it in resp.items:
+        assert it.memory == member.read(it.memory.id)
+    assert all(it.rerank_score != 0 for it in resp.items[:50])
+
+
+def _age(stack, ws, memory_id, days):
+    with stack.db(ws) as conn:
+        conn.execute(
+            "UPDATE memory SET updated_at = now() - make_interval(secs => %s) WHERE id = %s",
+            (days * 86400, uuid.UUID(memory_id)),
+        )
+
+
+def test_rows_the_expiry_gate_hides_are_never_carried_or_answered(stack):
+    ws = stack.workspace("hostile expiry carried")
+    alice = stack.member(ws)
+    kept = [alice.remember(f"The beacon rota entry {i} names the night watch.") for i in range(6)]
+    gone = [alice.remember(f"The beacon rota entry old {i} names the night watch.") for i in range(6)]
+    for i in range(30):
+        alice.remember(f"Filler {i}: the {('gull', 'ferry', 'bell')[i % 3]} note was written.")
+    stack.wait_backlog_empty()
+    for mem in gone:
+        _age(stack, ws, mem.id, 40)
+    stack.admin.UpdateWorkspaceSettings(g.UpdateWorkspaceSettingsRequest(workspace_id=ws, expiry_days=30), metadata=stack.op())
+    hidden = {mem.id for mem in gone}
+    for kw in (
+        {"mode": m.RECALL_MODE_LEXICAL},
+        {"mode": m.RECALL_MODE_DENSE},
+        {"mode": m.RECALL_MODE_HYBRID},
+        {"mode": m.RECALL_MODE_LEXICAL, "include_superseded": True},
+    ):
+        for top_k in (1, 5, MAX_TOP_K):
+            ids = {it.memory.id for it in alice.recall("beacon rota night watch", top_k=top_k, **kw).items}
+            assert not ids & hidden, kw
+            if top_k == MAX_TOP_K:
+                assert {mem.id for mem in kept} <= ids or kw["mode"] == m.RECALL_MODE_DENSE
+    store = store_pb2_grpc.StoreServiceStub(clients.channel(f"127.0.0.1:{stack.store.port}"))
+    caller = store.Authenticate(s.AuthenticateRequest(token=alice.token)).caller
+    for limit in (1, 3, 100):
+        for top in (0, 1, 2, MAX_TOP_K):
+            rows = store.LexicalCandidates(
+                s.LexicalCandidatesRequest(
+                    caller=caller, purpose=CONV, query="beacon rota", limit=limit, memories_top=top, expiry_days=30
+                )
+            ).candidates
+            assert not {c.memory_id for c in rows} & hidden
+            assert sum(c.HasField("memory") for c in rows) == min(top, len(rows))
+            assert len(rows) == min(limit, len(kept))
