@@ -231,3 +231,95 @@ def test_rows_the_expiry_gate_hides_are_never_carried_or_answered(stack):
             assert not {c.memory_id for c in rows} & hidden
             assert sum(c.HasField("memory") for c in rows) == min(top, len(rows))
             assert len(rows) == min(limit, len(kept))
+
+
+QUERIES = [
+    "lighthouse",
+    "lamp lens",
+    "brass lens",
+    "glass lens",
+    "spare key mat",
+    "stair steps",
+    "summary lighthouse",
+    "harbour filler gull",
+    "ferry note written",
+    "bell",
+    "keeper logs lamp hours nightly",
+    "what is under the mat",
+]
+
+
+def test_recall_answers_as_it_did_with_getmemories(lighthouse, monkeypatch):
+    """Differential: the same recall, answered from the carried memories and from GetMemories alone
+    (the behaviour before 7030f10), gives the same response."""
+    from gateway import recall as recall_mod
+
+    original = recall_mod.Recaller._fetch
+    answers = {}
+    for variant in ("carried", "fetched"):
+        if variant == "fetched":
+            monkeypatch.setattr(recall_mod.Recaller, "_fetch", lambda self, caller, head, carried: original(self, caller, head, {}))
+        for who in ("alice", "bob"):
+            for q in QUERIES:
+                for kw in (
+                    {"mode": m.RECALL_MODE_LEXICAL},
+                    {"mode": m.RECALL_MODE_DENSE},
+                    {"mode": m.RECALL_MODE_HYBRID},
+                    {"mode": m.RECALL_MODE_LEXICAL, "include_superseded": True},
+                    {"mode": m.RECALL_MODE_HYBRID, "entity_ids": [lighthouse["ent"]]},
+                ):
+                    for top_k in (1, 3, 50, MAX_TOP_K):
+                        key = (who, q, str(kw), top_k)
+                        answers.setdefault(key, []).append(lighthouse[who].recall(q, top_k=top_k, **kw))
+    for key, (carried, fetched) in answers.items():
+        assert carried == fetched, key
+
+
+def test_forget_and_supersede_racing_recall(stack):
+    """Alice forgets and supersedes (with successors only she may read) while bob recalls: bob never
+    sees a private id, a tombstone or a memory forgotten before his recall began."""
+    import threading
+    import time
+
+    ws = stack.workspace("hostile race")
+    alice, bob = stack.member(ws), stack.member(ws)
+    targets = [alice.remember(f"The signal tower rota slot {i} is held by the crew.") for i in range(40)]
+    for i in range(20):
+        alice.remember(f"Filler {i}: the {('gull', 'ferry', 'bell')[i % 3]} note was written.")
+    stack.wait_backlog_empty()
+    forgotten_at: dict[str, float] = {}
+    private: set[str] = set()
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def writer():
+        try:
+            for i, mem in enumerate(targets):
+                if i % 2:
+                    new = _supersede(
+                        alice, mem.id, mem.revision, f"The signal tower rota slot {i} moved.", audience=m.AUDIENCE_MEMBER
+                    )
+                    private.add(new.id)
+                else:
+                    stack.memory.Forget(g.ForgetRequest(id=mem.id, reason="race"), metadata=alice.md())
+                    forgotten_at[mem.id] = time.monotonic()
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    n = 0
+    while not done.is_set() or n < 5:
+        started = time.monotonic()
+        gone_before = {i for i, at in forgotten_at.items() if at < started}
+        for kw in ({"mode": m.RECALL_MODE_HYBRID}, {"mode": m.RECALL_MODE_LEXICAL, "include_superseded": True}):
+            resp = bob.recall("signal tower rota slot crew", top_k=MAX_TOP_K, **kw)
+            for it in resp.items:
+                assert it.memory.id not in gone_before, it.memory.id
+                assert not it.memory.forgotten and it.memory.body
+                assert it.memory.id not in private and it.memory.superseded_by_id not in private
+        n += 1
+    t.join()
+    assert not errors, errors
