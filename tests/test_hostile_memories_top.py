@@ -323,3 +323,93 @@ def test_forget_and_supersede_racing_recall(stack):
         n += 1
     t.join()
     assert not errors, errors
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"limit": 0},
+        {"limit": 1, "memories_top": MAX_TOP_K},
+        {"limit": 1000, "memories_top": MAX_TOP_K},
+        {"limit": 1001, "memories_top": 1},
+        {"query": ""},
+        {"query": "\x00\x00"},
+        {"query": "!!! ??? ***"},
+        {"query": "a" * 32768},
+        {"entity_ids": ["not-a-uuid"]},
+        {"entity_ids": [str(uuid.uuid4())]},
+        {"entity_ids": [""]},
+        {"include_superseded": True, "memories_top": MAX_TOP_K},
+        {"expiry_days": -1},
+        {"expiry_days": 100000},
+        {"expiry_days": 1, "memories_top": MAX_TOP_K, "include_superseded": True},
+        {"purpose": 999},
+        {"purpose": 0},
+    ],
+)
+def test_bad_lexical_inputs_never_internal(stack, lighthouse, kw):
+    store = store_pb2_grpc.StoreServiceStub(clients.channel(f"127.0.0.1:{stack.store.port}"))
+    caller = store.Authenticate(s.AuthenticateRequest(token=lighthouse["bob"].token)).caller
+    req = {"caller": caller, "purpose": CONV, "query": "lighthouse lamp", "limit": 100, "memories_top": 5, **kw}
+    try:
+        rows = store.LexicalCandidates(s.LexicalCandidatesRequest(**req), timeout=30).candidates
+    except grpc.RpcError as err:
+        assert err.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED), (
+            err.code(),
+            err.details(),
+        )
+        return
+    carried = [c for c in rows if c.HasField("memory")]
+    assert len(carried) == min(req["memories_top"], sum(c.chain_readable for c in rows))
+    for c in carried:
+        assert c.memory.id == c.memory_id and c.chain_readable
+        assert c.memory.id not in (lighthouse["private"].id, lighthouse["new"].id, lighthouse["der_private"].id)
+        assert c.memory.superseded_by_id != lighthouse["new"].id
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"input_version": "stale"},
+        {"floor": 0.0, "limit": 1000, "memories_top": MAX_TOP_K},
+        {"floor": 1.0},
+        {"floor": float("nan")},
+        {"vector": [float("nan")] * 384},
+        {"vector": [0.0] * 384},
+        {"vector": [1.0] * 383},
+        {"entity_ids": ["nope"]},
+        {"include_superseded": True, "memories_top": MAX_TOP_K, "floor": 0.0},
+    ],
+)
+def test_bad_dense_inputs_never_internal(stack, lighthouse, kw):
+    from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
+
+    store = store_pb2_grpc.StoreServiceStub(clients.channel(f"127.0.0.1:{stack.store.port}"))
+    embed = embed_pb2_grpc.EmbedServiceStub(clients.channel(stack.embed_bind))
+    emb = embed.EmbedQueries(embed_pb2.EmbedQueriesRequest(queries=["lighthouse lamp"]))
+    caller = store.Authenticate(s.AuthenticateRequest(token=lighthouse["bob"].token)).caller
+    req = {
+        "caller": caller,
+        "purpose": CONV,
+        "vector": list(emb.vectors[0].values),
+        "input_version": emb.input_version,
+        "floor": 0.1,
+        "limit": 100,
+        "memories_top": 5,
+        **kw,
+    }
+    if "include_superseded" in req and "include_superseded" not in s.DenseCandidatesRequest.DESCRIPTOR.fields_by_name:
+        del req["include_superseded"]
+    try:
+        resp = store.DenseCandidates(s.DenseCandidatesRequest(**req), timeout=30)
+    except grpc.RpcError as err:
+        assert err.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED), (
+            err.code(),
+            err.details(),
+        )
+        return
+    rows = resp.candidates
+    carried = [c for c in rows if c.HasField("memory")]
+    assert len(carried) == min(req["memories_top"], sum(c.chain_readable for c in rows))
+    for c in carried:
+        assert c.memory.id not in (lighthouse["private"].id, lighthouse["new"].id, lighthouse["der_private"].id)
