@@ -413,3 +413,50 @@ def test_bad_dense_inputs_never_internal(stack, lighthouse, kw):
     assert len(carried) == min(req["memories_top"], sum(c.chain_readable for c in rows))
     for c in carried:
         assert c.memory.id not in (lighthouse["private"].id, lighthouse["new"].id, lighthouse["der_private"].id)
+
+
+WORDS = ["winch", "capstan", "bollard", "gantry", "hawser", "sextant", "tiller", "rudder", "anchor", "compass"]
+
+
+def test_rerank_top_n_256_over_more_than_200_passed_rows(stack, tiny_cross_encoder, tmp_path):
+    """With rerank_top_n 256 and 230 passed rows, the re-ranker scores all 230: the arms carry at
+    most 200 each, the rest comes from GetMemories, and the answer is as Read shows it."""
+    reranker = Reranker(tiny_cross_encoder)
+    embed = EmbedService("127.0.0.1:0", "", encoder=stack.encoder, reranker=reranker)
+    gw = GatewayService(
+        "127.0.0.1:0",
+        f"127.0.0.1:{stack.store.port}",
+        f"127.0.0.1:{embed.port}",
+        f"127.0.0.1:{stack.rank.port}",
+        tmp_path / "no-operator-token",
+        RecallConfig(rerank_top_n=256, candidate_limit=300),
+    )
+    ch = clients.channel(f"127.0.0.1:{gw.port}")
+    try:
+        ws = stack.workspace("rerank 256 deep")
+        alice = stack.member(ws)
+        batch = [
+            g.RememberRequest(
+                purpose=CONV,
+                kind=m.KIND_NOTE,
+                body=f"Entry {i}: the {WORDS[i % len(WORDS)]} was serviced.",
+                audience=m.AUDIENCE_WORKSPACE,
+            )
+            for i in range(230)
+        ]
+        stack.memory.RememberBatch(g.RememberBatchRequest(requests=batch), metadata=alice.md())
+        for i in range(60):
+            alice.remember(f"Other note {i}: the {('gull', 'ferry', 'bell')[i % 3]} was seen.")
+        stack.wait_backlog_empty()
+        stub = gateway_pb2_grpc.MemoryServiceStub(ch)
+        resp = stub.Recall(
+            g.RecallRequest(query=" ".join(WORDS), purpose=CONV, top_k=MAX_TOP_K, mode=m.RECALL_MODE_LEXICAL),
+            metadata=alice.md(),
+        )
+        assert resp.reranked and len(resp.items) == MAX_TOP_K and resp.counts.fused >= 230
+        for it in resp.items:
+            assert it.rerank_score != 0 and it.memory == alice.read(it.memory.id)
+    finally:
+        ch.close()
+        gw.stop()
+        embed.stop()
