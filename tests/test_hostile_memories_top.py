@@ -460,3 +460,35 @@ def test_rerank_top_n_256_over_more_than_200_passed_rows(stack, tiny_cross_encod
         ch.close()
         gw.stop()
         embed.stop()
+
+
+def test_a_source_of_an_ungranted_purpose_keeps_the_derivation_uncarried(stack):
+    """Carol holds only the conversation purpose: a conversation memory derived (in SQL) from a
+    tasks memory is a row for her but its chain is not readable: never carried, never answered, and
+    the memory carried for alice shows the link."""
+    ws = stack.workspace("hostile purposes")
+    alice = stack.member(ws)
+    carol = stack.member(ws, purposes=[CONV])
+    task = alice.remember("The mooring fee invoice is due Friday.", purpose=m.PURPOSE_TASKS)
+    conv = alice.remember("The mooring fee was discussed at length.")
+    for i in range(20):
+        alice.remember(f"Filler {i}: the {('gull', 'ferry', 'bell')[i % 3]} note was written.")
+    with stack.db(ws) as conn:
+        conn.execute(
+            "INSERT INTO memory_link (memory_id, link_type, target_memory_id) VALUES (%s, 'derived_from', %s)",
+            (conv.id, task.id),
+        )
+    stack.wait_backlog_empty()
+    store = store_pb2_grpc.StoreServiceStub(clients.channel(f"127.0.0.1:{stack.store.port}"))
+    for who, readable in ((carol, False), (alice, True)):
+        caller = store.Authenticate(s.AuthenticateRequest(token=who.token)).caller
+        rows = store.LexicalCandidates(
+            s.LexicalCandidatesRequest(caller=caller, purpose=CONV, query="mooring fee", limit=100, memories_top=MAX_TOP_K)
+        ).candidates
+        (row,) = [c for c in rows if c.memory_id == conv.id]
+        assert row.chain_readable == readable and row.HasField("memory") == readable
+        if readable:
+            assert [link.target_memory_id for link in row.memory.links] == [task.id]
+        for mode in (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
+            ids = [it.memory.id for it in who.recall("mooring fee", mode=mode, top_k=MAX_TOP_K).items]
+            assert (conv.id in ids) == readable, mode
