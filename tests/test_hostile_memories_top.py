@@ -206,7 +206,9 @@ def test_rows_the_expiry_gate_hides_are_never_carried_or_answered(stack):
     stack.wait_backlog_empty()
     for mem in gone:
         _age(stack, ws, mem.id, 40)
-    stack.admin.UpdateWorkspaceSettings(g.UpdateWorkspaceSettingsRequest(workspace_id=ws, expiry_days=30), metadata=stack.op())
+    stack.admin.UpdateWorkspaceSettings(
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, expiry_days=30), metadata=stack.op()
+    )
     hidden = {mem.id for mem in gone}
     for kw in (
         {"mode": m.RECALL_MODE_LEXICAL},
@@ -258,7 +260,9 @@ def test_recall_answers_as_it_did_with_getmemories(lighthouse, monkeypatch):
     answers = {}
     for variant in ("carried", "fetched"):
         if variant == "fetched":
-            monkeypatch.setattr(recall_mod.Recaller, "_fetch", lambda self, caller, head, carried: original(self, caller, head, {}))
+            monkeypatch.setattr(
+                recall_mod.Recaller, "_fetch", lambda self, caller, head, carried: original(self, caller, head, {})
+            )
         for who in ("alice", "bob"):
             for q in QUERIES:
                 for kw in (
@@ -297,7 +301,11 @@ def test_forget_and_supersede_racing_recall(stack):
             for i, mem in enumerate(targets):
                 if i % 2:
                     new = _supersede(
-                        alice, mem.id, mem.revision, f"The signal tower rota slot {i} moved.", audience=m.AUDIENCE_MEMBER
+                        alice,
+                        mem.id,
+                        mem.revision,
+                        f"The signal tower rota slot {i} moved.",
+                        audience=m.AUDIENCE_MEMBER,
                     )
                     private.add(new.id)
                 else:
@@ -483,7 +491,9 @@ def test_a_source_of_an_ungranted_purpose_keeps_the_derivation_uncarried(stack):
     for who, readable in ((carol, False), (alice, True)):
         caller = store.Authenticate(s.AuthenticateRequest(token=who.token)).caller
         rows = store.LexicalCandidates(
-            s.LexicalCandidatesRequest(caller=caller, purpose=CONV, query="mooring fee", limit=100, memories_top=MAX_TOP_K)
+            s.LexicalCandidatesRequest(
+                caller=caller, purpose=CONV, query="mooring fee", limit=100, memories_top=MAX_TOP_K
+            )
         ).candidates
         (row,) = [c for c in rows if c.memory_id == conv.id]
         assert row.chain_readable == readable and row.HasField("memory") == readable
