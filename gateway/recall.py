@@ -96,8 +96,11 @@ class Recaller:
     def recall(self, req: g.RecallRequest, caller: m.Caller, settings: store_pb2.WorkspaceSettings) -> g.RecallResponse:
         """Answers a RecallRequest. INVALID_ARGUMENT for bad input, PERMISSION_DENIED for an ungranted purpose."""
         ask = _validate(req, caller, settings, self.config.candidate_limit)
-        # The head the answer can need: the top k, or the re-ranker's input when it may run.
+        # The head the answer can need: the top k, or the re-ranker's input when it may run; at most
+        # MAX_TOP_K, the most the store carries (RECALLATRON_RERANK_TOP_N may be up to 256): deeper
+        # head rows are fetched with GetMemories.
         head = ask.top_k if req.skip_rerank or not self.reranker_up() else max(ask.top_k, self.config.rerank_top_n)
+        head = min(head, MAX_TOP_K)
         lexical_rows, dense_rows, dense_available, embed_down = self._candidates(ask, caller, settings, head)
         passed = self._fuse_and_walk(lexical_rows, dense_rows)
         rerank = self._will_rerank(ask, passed, embed_down)
