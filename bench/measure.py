@@ -113,7 +113,8 @@ class Probe:
         return {"embed": (t1 - t0) * 1000, "lexical_sql": (t2 - t1) * 1000, "dense_sql": (t3 - t2) * 1000}
 
     def direct(self, question: corpus.Question) -> dict[str, float]:
-        """EmbedQueries, DenseCandidates and LexicalCandidates over gRPC, milliseconds."""
+        """EmbedQueries, DenseCandidates and LexicalCandidates over gRPC, milliseconds, the candidate
+        calls as a recall of the top 10 with re-rank off makes them (carrying 10 memories)."""
         t0 = time.perf_counter()
         emb = self.embed.EmbedQueries(embed_pb2.EmbedQueriesRequest(queries=[question.text]), timeout=60)
         t1 = time.perf_counter()
@@ -125,13 +126,18 @@ class Probe:
                 input_version=emb.input_version,
                 floor=self.dense_floor,
                 limit=CANDIDATE_LIMIT,
+                memories_top=TOP_K,
             ),
             timeout=60,
         )
         t2 = time.perf_counter()
         self.store.LexicalCandidates(
             store_pb2.LexicalCandidatesRequest(
-                caller=self.caller, purpose=m.PURPOSE_CONVERSATION, query=question.text, limit=CANDIDATE_LIMIT
+                caller=self.caller,
+                purpose=m.PURPOSE_CONVERSATION,
+                query=question.text,
+                limit=CANDIDATE_LIMIT,
+                memories_top=TOP_K,
             ),
             timeout=60,
         )
