@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import threading
 
 from servicekit import logs
 from servicekit.metrics import serve_metrics
 from servicekit.settings import Settings
+from servicekit.signals import stop_on_signals
 
 log = logging.getLogger("recallatron.serve")
 SERVICES = ("store", "embed", "rank", "gateway")
@@ -74,9 +73,7 @@ def start(name: str, settings: Settings):
 def run(name: str, settings: Settings) -> int:
     """Serves until a signal arrives; returns the exit status. Logs are JSON lines on stderr."""
     logs.configure(settings.log_level)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = stop_on_signals()  # servicekit.signals: the handler takes no lock
     service = start(name, settings)
     port = serve_metrics(settings.metrics_addr, settings.metrics_port(name))
     log.info("%s serving; metrics on http://%s:%d/metrics", name, settings.metrics_addr, port)

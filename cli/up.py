@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from servicekit import clients
 from servicekit.settings import Settings, host_port
+from servicekit.signals import stop_on_signals
 
 if TYPE_CHECKING:
     from servicekit.embedded_pg import EmbeddedPostgres
@@ -196,9 +197,7 @@ def busy_ports(settings: Settings) -> list[str]:
 
 def run(settings: Settings) -> int:
     """Brings the system up and blocks until SIGTERM or Ctrl-C; returns the exit status."""
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = stop_on_signals()  # servicekit.signals: the handler takes no lock
     busy = busy_ports(settings)
     if busy:
         print(
