@@ -4,6 +4,8 @@ The re-rank tests build a tiny random-weight BERT cross-encoder in a temp folder
 weights can be downloaded here); its scores are meaningless, only the loading and wiring are real.
 """
 
+import time
+
 import grpc
 import numpy as np
 import pytest
@@ -120,14 +122,17 @@ def test_recall_reranks_with_a_loaded_cross_encoder(stack, tiny_cross_encoder, t
         assert not off.reranked and all(it.rerank_score == 0 for it in off.items)
         assert [it.fused_score for it in off.items] == sorted((it.fused_score for it in off.items), reverse=True)
         ch.close()
-        # Past its deadline the fused order stands.
+        # Past its deadline the fused order stands. The same cross-encoder, made slow on purpose (a
+        # test double for a busy re-ranker): a deadline of 1 us used to be raised to gRPC's 1 ms
+        # floor, which the tiny model on a quiet machine sometimes beat (1 of 5 runs here).
+        slow_embed = EmbedService("127.0.0.1:0", "", encoder=stack.encoder, reranker=SlowReranker(tiny_cross_encoder))
         late = GatewayService(
             "127.0.0.1:0",
             f"127.0.0.1:{stack.store.port}",
-            f"127.0.0.1:{embed.port}",
+            f"127.0.0.1:{slow_embed.port}",
             f"127.0.0.1:{stack.rank.port}",
             tmp_path / "no-operator-token",
-            RecallConfig(rerank_top_n=5, rerank_deadline=1e-6),
+            RecallConfig(rerank_top_n=5, rerank_deadline=SlowReranker.DELAY / 4),
         )
         ch = clients.channel(f"127.0.0.1:{late.port}")
         req.skip_rerank = False
@@ -135,6 +140,17 @@ def test_recall_reranks_with_a_loaded_cross_encoder(stack, tiny_cross_encoder, t
         assert not slow.reranked and [it.memory.id for it in slow.items] == [it.memory.id for it in off.items]
         ch.close()
         late.stop()
+        slow_embed.stop()
     finally:
         gw.stop()
         embed.stop()
+
+
+class SlowReranker(Reranker):
+    """The real cross-encoder, answering ``DELAY`` seconds late (test double for a busy re-ranker)."""
+
+    DELAY = 0.4
+
+    def score(self, query, passages):
+        time.sleep(self.DELAY)
+        return super().score(query, passages)
