@@ -7,20 +7,7 @@ from collections import Counter
 
 from prometheus_client import REGISTRY
 
-# Internal RPCs a recall may make (the dependency watch's health checks and the embedding job's
-# calls are left out: they run in the background).
-RECALL_RPCS = {
-    "Authenticate",
-    "LexicalCandidates",
-    "EmbedQueries",
-    "DenseCandidates",
-    "Fuse",
-    "Walk",
-    "FuseAndWalk",
-    "CheckReadable",
-    "GetMemories",
-    "Rerank",
-}
+from bench.recall_path_bench import RECALL_RPCS  # the one list, shared with the bench
 
 
 def internal_calls(run) -> Counter:
