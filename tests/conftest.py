@@ -90,6 +90,18 @@ class Stack:
         )
         return Member(resp.member_id, resp.token, self)
 
+    def extra_gateway(self, embed_port: int, workdir: Path, config: RecallConfig) -> GatewayService:
+        """Another gateway over this stack's store and rank services, with the embed service on
+        ``embed_port`` and its own recall settings (no operator token: member calls only)."""
+        return GatewayService(
+            "127.0.0.1:0",
+            f"127.0.0.1:{self.store.port}",
+            f"127.0.0.1:{embed_port}",
+            f"127.0.0.1:{self.rank.port}",
+            workdir / "no-operator-token",
+            config,
+        )
+
     def db(self, workspace_id: str) -> psycopg.Connection:
         """A direct connection to a workspace database, to check what is really stored."""
         db_name = ControlPlane(self.store.dbs).workspace(workspace_id).db_name

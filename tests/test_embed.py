@@ -19,7 +19,6 @@ from recallatron.memory.v1 import memory_pb2 as m
 from embed_service.models import INPUT_VERSION, Reranker
 from embed_service.server import EmbedService
 from gateway.recall import RecallConfig
-from gateway.server import GatewayService
 from servicekit import clients
 
 
@@ -72,14 +71,7 @@ def test_recall_reranks_with_a_loaded_cross_encoder(stack, tiny_cross_encoder, t
     reranker = Reranker(tiny_cross_encoder)
     assert reranker.available, reranker.error
     embed = EmbedService("127.0.0.1:0", "", encoder=stack.encoder, reranker=reranker)
-    gw = GatewayService(
-        "127.0.0.1:0",
-        f"127.0.0.1:{stack.store.port}",
-        f"127.0.0.1:{embed.port}",
-        f"127.0.0.1:{stack.rank.port}",
-        tmp_path / "no-operator-token",
-        RecallConfig(rerank_top_n=5),
-    )
+    gw = stack.extra_gateway(embed.port, tmp_path, RecallConfig(rerank_top_n=5))
     try:
         ws = stack.workspace("rerank")
         alice = stack.member(ws)
@@ -103,13 +95,8 @@ def test_recall_reranks_with_a_loaded_cross_encoder(stack, tiny_cross_encoder, t
         # test double for a busy re-ranker): a deadline of 1 us used to be raised to gRPC's 1 ms
         # floor, which the tiny model on a quiet machine sometimes beat (1 of 5 runs here).
         slow_embed = EmbedService("127.0.0.1:0", "", encoder=stack.encoder, reranker=SlowReranker(tiny_cross_encoder))
-        late = GatewayService(
-            "127.0.0.1:0",
-            f"127.0.0.1:{stack.store.port}",
-            f"127.0.0.1:{slow_embed.port}",
-            f"127.0.0.1:{stack.rank.port}",
-            tmp_path / "no-operator-token",
-            RecallConfig(rerank_top_n=5, rerank_deadline=SlowReranker.DELAY / 4),
+        late = stack.extra_gateway(
+            slow_embed.port, tmp_path, RecallConfig(rerank_top_n=5, rerank_deadline=SlowReranker.DELAY / 4)
         )
         ch = clients.channel(f"127.0.0.1:{late.port}")
         req.skip_rerank = False

@@ -15,7 +15,6 @@ from recallatron.store.v1 import store_pb2_grpc
 from embed_service.models import Reranker
 from embed_service.server import EmbedService
 from gateway.recall import RecallConfig
-from gateway.server import GatewayService
 from servicekit import clients
 from servicekit.limits import MAX_TOP_K
 from servicekit.settings import Settings
@@ -31,14 +30,7 @@ def test_a_rerank_top_n_the_settings_allow_above_max_top_k_still_recalls(stack, 
     reranker = Reranker(tiny_cross_encoder)
     assert reranker.available, reranker.error
     embed = EmbedService("127.0.0.1:0", "", encoder=stack.encoder, reranker=reranker)
-    gw = GatewayService(
-        "127.0.0.1:0",
-        f"127.0.0.1:{stack.store.port}",
-        f"127.0.0.1:{embed.port}",
-        f"127.0.0.1:{stack.rank.port}",
-        tmp_path / "no-operator-token",
-        RecallConfig(rerank_top_n=256),
-    )
+    gw = stack.extra_gateway(embed.port, tmp_path, RecallConfig(rerank_top_n=256))
     ch = clients.channel(f"127.0.0.1:{gw.port}")
     try:
         ws = stack.workspace("rerank 256")
@@ -132,14 +124,7 @@ def test_every_recalled_memory_is_what_read_shows(lighthouse, who, kw):
 def rerank_gateway(stack, tiny_cross_encoder, tmp_path_factory):
     reranker = Reranker(tiny_cross_encoder)
     embed = EmbedService("127.0.0.1:0", "", encoder=stack.encoder, reranker=reranker)
-    gw = GatewayService(
-        "127.0.0.1:0",
-        f"127.0.0.1:{stack.store.port}",
-        f"127.0.0.1:{embed.port}",
-        f"127.0.0.1:{stack.rank.port}",
-        tmp_path_factory.mktemp("gw") / "no-operator-token",
-        RecallConfig(),
-    )
+    gw = stack.extra_gateway(embed.port, tmp_path_factory.mktemp("gw"), RecallConfig())
     ch = clients.channel(f"127.0.0.1:{gw.port}")
     yield gateway_pb2_grpc.MemoryServiceStub(ch)
     ch.close()
@@ -408,14 +393,7 @@ def test_rerank_top_n_256_over_more_than_200_passed_rows(stack, tiny_cross_encod
     most 200 each, the rest comes from GetMemories, and the answer is as Read shows it."""
     reranker = Reranker(tiny_cross_encoder)
     embed = EmbedService("127.0.0.1:0", "", encoder=stack.encoder, reranker=reranker)
-    gw = GatewayService(
-        "127.0.0.1:0",
-        f"127.0.0.1:{stack.store.port}",
-        f"127.0.0.1:{embed.port}",
-        f"127.0.0.1:{stack.rank.port}",
-        tmp_path / "no-operator-token",
-        RecallConfig(rerank_top_n=256, candidate_limit=300),
-    )
+    gw = stack.extra_gateway(embed.port, tmp_path, RecallConfig(rerank_top_n=256, candidate_limit=300))
     ch = clients.channel(f"127.0.0.1:{gw.port}")
     try:
         ws = stack.workspace("rerank 256 deep")
