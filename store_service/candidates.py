@@ -11,15 +11,16 @@ nothing is recounted per query. Any user text is accepted. With three or more qu
 present in 15% or more of the readable rows are dropped (README.md, "How recall works", step 2), except that
 the rarest term is always kept, so a question never loses every term.
 
-Top k: one aggregate statement sums the contributions of every readable posting of the kept terms
-(an index-only scan of ``lexical_posting`` by lexeme and partition) and keeps the best ``limit``;
-the 15% rule already drops the most common terms. Scores equal to ``TIE_DIGITS`` decimals tie,
-and ties go by id. Early-stopping readings were built and measured against it and dropped, because
-they read nearly every posting anyway at a limit of 100 candidates and cost more per posting read
-(docs/retrieval.md, "Keyword top k: what was measured"): the threshold rounds of Fagin, Lotem and
-Naor (NRA, 2003; 1.2 to 5 times slower at 100,000 and 1,000,000 memories) and MaxScore (Turtle and
-Flood, 1995). What would cut the postings read is bounds per block of postings (block-max WAND,
-Ding and Suel, 2011), which needs a traversal PostgreSQL's executor does not offer.
+Top k: every readable posting of the kept terms is scored, exactly, from the packed posting
+blocks of ``store_service.lexical_index`` (``_BlockScores``): one statement reads the blocks of
+the kept terms in the readable partitions (a few thousand rows of up to 112 postings at 1,000,000
+memories), NumPy sums the BM25 contributions per document number, and one primary-key statement
+maps the best numbers to memory ids. The 15% rule already drops the most common terms. Scores
+equal to ``TIE_DIGITS`` decimals tie, and ties go by id. Early-stopping readings (the threshold
+rounds of Fagin, Lotem and Naor, NRA, 2003; MaxScore, Turtle and Flood, 1995) were built and
+measured in earlier sessions and dropped: at a limit of 100 candidates they read nearly every
+posting anyway (docs/retrieval.md, "Keyword top k: what was measured"). Packing cuts the cost of
+each posting read instead (docs/retrieval.md, "Packed posting blocks").
 
 Dense arm: cosine over the pgvector HNSW index with iterative index scans (pgvector 0.8+), so a
 filtered search still returns the requested count; rows below the cosine floor are dropped.
@@ -27,9 +28,8 @@ filtered search still returns the requested count; rows below the cosine floor a
 The expiry gate (``store_service.expiry``), when a request carries one, leaves out the rows it
 hides, in both arms and every mode, history recall included. The dense arm filters them in its
 candidate statement, beside readability (the statement already joins the memory row). The keyword
-arm's statements read postings alone, from an index-only scan: testing ``updated_at`` in them would
-add a heap lookup of the memory row per posting, or per scored memory (20,000 and more for common
-questions at 100,000 memories), to statements tuned to read the index alone. So with the gate on,
+arm reads packed postings alone: testing ``updated_at`` there would need the memory row of every
+scored memory (20,000 and more for common questions at 100,000 memories). So with the gate on,
 the keyword arm reads its exact top rows as without it, tests them for the gate by primary key in
 one more statement (``expiry.hidden_ids``), and, only when hidden rows leave it short of the limit,
 reads deeper (``DEPTH_GROWTH`` times at least, more when few rows were shown) until ``limit`` shown
@@ -51,7 +51,7 @@ import psycopg
 from psycopg import sql
 from recallatron.memory.v1 import memory_pb2 as m
 
-from store_service import analysis, expiry
+from store_service import analysis, expiry, lexical_index
 from store_service.database import named
 from store_service.lexical_index import WORKSPACE
 from store_service.readability import READABLE, caller_params
@@ -137,7 +137,7 @@ def lexical_with_matches(
     precedence, how many of the question's identifiers (``analysis.identifier_terms``) each memory
     contains, counted only for lookups (at most ``IDENTIFIER_LOOKUP_MAX_TERMS`` scored terms besides
     the identifiers' parts), and whether it contains every scored term (two or more). Both counts
-    come from the top-k statement itself (``_score_all``), no further query."""
+    come from the same block sums as the scores (``_BlockScores``), no further query."""
     rows, kept = _lexical(conn, *query, expiry_days=expiry_days)
     return [(mid, score, identifiers, len(kept) >= 2 and terms == len(kept)) for mid, score, terms, identifiers in rows]
 
@@ -210,10 +210,7 @@ def _lexical(
     idf = {t: bm25_idf(n, df[t]) for t in kept}
     identifiers = lookup_identifiers(kept)
 
-    def top(n: int) -> list[tuple[uuid.UUID, float, int, int]]:
-        return _score_all(conn, part_ids, idf, avg, n, identifiers)
-
-    return _shown_top(conn, top, limit, expiry_days), kept
+    return _shown_top(conn, _BlockScores(conn, part_ids, idf, avg, identifiers).top, limit, expiry_days), kept
 
 
 def _shown_top(conn: psycopg.Connection, top, limit: int, expiry_days: int) -> list[tuple]:
@@ -234,48 +231,85 @@ def _shown_top(conn: psycopg.Connection, top, limit: int, expiry_days: int) -> l
         want = max(want * DEPTH_GROWTH, math.ceil(want * limit / max(len(shown), 1)))
 
 
-def _score_all(
-    conn: psycopg.Connection,
-    part_ids: list[int],
-    idf: dict[str, float],
-    avg: float,
-    limit: int,
-    identifiers: list[str] = (),
-) -> list[tuple[uuid.UUID, float, int, int]]:
-    """Exact BM25 top ``limit`` scoring every readable posting of the kept terms in one statement:
-    ``(id, score, kept terms it holds, identifiers it holds)``. The counts ride on the aggregate
-    (one posting per memory and lexeme); a query of their own over the 100 rows cost about 2.5 ms
-    at 100,000 memories, the two counts in the aggregate about 0.3 ms (bench/RESULTS.md)."""
-    rows = (
-        named(conn)
-        .execute(
-            """SELECT p.memory_id,
-                  sum(q.idf * p.tf * (%(k1)s + 1)
-                      / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s)))::float8 AS score,
-                  count(*)::int AS terms,
-                  count(*) FILTER (WHERE p.lexeme = ANY(%(ids)s::text[]))::int AS identifiers
-             FROM unnest(%(terms)s::text[], %(idf)s::float8[]) AS q(lexeme, idf)
-             JOIN lexical_posting p ON p.lexeme = q.lexeme AND p.partition_id = ANY(%(parts)s)
-            GROUP BY p.memory_id
-            ORDER BY floor(sum(q.idf * p.tf * (%(k1)s + 1)
-                      / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s))) * %(scale)s + 0.5) DESC,
-                     p.memory_id
-            LIMIT %(limit)s""",
-            {
-                "terms": list(idf),
-                "idf": list(idf.values()),
-                "k1": BM25_K1,
-                "b": BM25_B,
-                "avg": avg,
-                "parts": part_ids,
-                "limit": limit,
-                "scale": TIE_SCALE,
-                "ids": list(identifiers),
-            },
+class _BlockScores:
+    """Exact BM25 of every readable memory holding a kept term, summed in NumPy over the packed
+    posting blocks of those terms (``lexical_index.POSTING``): one statement reads the blocks, one
+    more maps the best document numbers to memory ids (``top``).
+
+    Why not the former aggregate statement: at 1,000,000 memories a long question sums 500,000 and
+    more postings, and PostgreSQL spends about 0.3 us scanning and 0.6 us hash-grouping each one
+    (bench/RESULTS.md). Packed, a posting is 16 bytes of a block row read whole, and the sums are
+    vectorised (``numpy.bincount`` over document numbers). The scores are the same BM25 terms,
+    summed in another order; ties are compared at ``TIE_DIGITS`` decimals as before."""
+
+    def __init__(
+        self, conn: psycopg.Connection, part_ids: list[int], idf: dict[str, float], avg: float, identifiers=()
+    ) -> None:
+        self.conn = conn
+        by_term: dict[str, list[bytes]] = {}
+        # Binary results: bytea arrives as raw bytes, not as hex text to decode.
+        for lexeme, blob in conn.cursor(binary=True).execute(
+            "SELECT lexeme, postings FROM lexical_block WHERE lexeme = ANY(%s) AND partition_id = ANY(%s)",
+            (list(idf), part_ids),
+        ):
+            by_term.setdefault(lexeme, []).append(blob)
+        docs, weights, ident_docs = [], [], []
+        for lexeme, blobs in by_term.items():
+            postings = np.frombuffer(b"".join(blobs), dtype=lexical_index.POSTING)
+            tf = postings["tf"].astype(np.float64)
+            weights.append(
+                idf[lexeme] * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * postings["len"] / avg))
+            )
+            docs.append(postings["doc"])
+            if lexeme in identifiers:
+                ident_docs.append(postings["doc"])
+        if not docs:
+            self.doc = np.empty(0, dtype=np.int64)
+            self.score = self.key = np.empty(0)
+            self.terms = self.identifiers = np.empty(0, dtype=np.int64)
+            return
+        doc = np.concatenate(docs)
+        # Dense slots for the sums: offsets from the smallest number when the numbers span a range a
+        # few times the postings (the usual case), else ranks (numbers spread by years of churn).
+        low = int(doc.min())
+        span = int(doc.max()) - low + 1
+        if span <= 4 * len(doc) + (1 << 20):
+            slot, self.doc = doc - low, None
+        else:
+            self.doc, slot = np.unique(doc, return_inverse=True)
+            span = len(self.doc)
+        score = np.bincount(slot, weights=np.concatenate(weights), minlength=span)
+        terms = np.bincount(slot, minlength=span)
+        present = np.flatnonzero(terms)
+        idents = np.zeros(span, dtype=np.int64)
+        if ident_docs:
+            ident = np.concatenate(ident_docs)
+            idents = np.bincount(ident - low if self.doc is None else np.searchsorted(self.doc, ident), minlength=span)
+        self.doc = present + low if self.doc is None else self.doc[present]
+        self.score, self.terms, self.identifiers = score[present], terms[present], idents[present]
+        self.key = np.floor(self.score * TIE_SCALE + 0.5)  # tie_key, vectorised
+
+    def top(self, limit: int) -> list[tuple[uuid.UUID, float, int, int]]:
+        """The best ``limit`` rows ``(id, score, kept terms it holds, identifiers it holds)``, score to
+        ``TIE_DIGITS`` decimals descending, then id: every row tied with the last one is mapped to its
+        id, so the cut falls by id exactly as a full sort would."""
+        if limit <= 0 or not len(self.key):
+            return []
+        chosen = np.arange(len(self.key))
+        if len(chosen) > limit:
+            cut = np.partition(self.key, len(self.key) - limit)[len(self.key) - limit]
+            chosen = np.flatnonzero(self.key >= cut)
+        ids = dict(
+            self.conn.execute(
+                "SELECT doc_no, memory_id FROM lexical_document WHERE doc_no = ANY(%s)", (self.doc[chosen].tolist(),)
+            ).fetchall()
         )
-        .fetchall()
-    )
-    return [(r.memory_id, r.score, r.terms, r.identifiers) for r in rows]
+        rows = [
+            (ids[int(self.doc[i])], float(self.score[i]), int(self.terms[i]), int(self.identifiers[i]))
+            for i in chosen.tolist()
+            if int(self.doc[i]) in ids  # a document removed since the blocks were read (not in one snapshot)
+        ]
+        return _best(rows, limit)
 
 
 def tie_key(score: float) -> float:

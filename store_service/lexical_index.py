@@ -1,12 +1,18 @@
 """The keyword arm's index, maintained in the memory's own write transaction.
 
-Every live memory has a ``lexical_document`` row (its partition and length) and one
-``lexical_posting`` per lexeme (term frequency). A partition is (audience, purpose, superseded):
-the audience is the one member of a member-only memory or ``WORKSPACE`` (the nil uuid) for the
-whole workspace. ``lexical_df`` and ``lexical_partition`` keep, per partition, each lexeme's
-document frequency and the row count and total length, so a caller's BM25 statistics are sums over
-the few partitions it may read: exactly what a recount over its readable rows would give, and never
-a number that includes a memory it cannot read.
+Every live memory has a ``lexical_document`` row (its partition, length and document number) and
+one ``lexical_posting`` per lexeme (term frequency, and the block holding its copy). The keyword
+arm reads postings from ``lexical_block``: per (lexeme, partition), rows of up to
+``BLOCK_POSTINGS`` postings packed as ``POSTING`` records (document number, tf, length), in no
+particular order, so a question reads a few thousand rows instead of one row per posting
+(``store_service.candidates``; docs/retrieval.md, "Packed posting blocks").
+
+A partition is (audience, purpose, superseded): the audience is the one member of a member-only
+memory or ``WORKSPACE`` (the nil uuid) for the whole workspace. ``lexical_df`` and
+``lexical_partition`` keep, per partition, each lexeme's document frequency and the row count and
+total length, so a caller's BM25 statistics are sums over the few partitions it may read: exactly
+what a recount over its readable rows would give, and never a number that includes a memory it
+cannot read.
 
 Who calls what (all inside the caller's transaction):
 - ``add_memories``: remember, derive, the successor of a supersede, any import;
@@ -15,11 +21,11 @@ Who calls what (all inside the caller's transaction):
 - ``remove_memories``: forget (the memory and everything derived from it).
 
 Concurrency: every writer of a workspace takes one transaction-scoped advisory lock before touching
-the statistics (and before creating a partition), so statistics rows are never locked in two
-orders (no deadlocks) and the sums stay exact. Documents and postings are written before it (each
-memory's rows are guarded by the memory's own row lock), so the lock is held only from the
-statistics upserts to commit. Lexemes come from
-``store_service.analysis`` (the same function at query time).
+the statistics or a block (and before creating a partition), so statistics and block rows are
+only ever locked by the one transaction holding it: no transaction waits on such a row, no
+deadlocks, and the sums stay exact. Documents are written before it (each memory's rows are
+guarded by the memory's own row lock), so the lock is held from the block writes to commit.
+Lexemes come from ``store_service.analysis`` (the same function at query time).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 
+import numpy as np
 import psycopg
 
 from store_service import analysis
@@ -36,6 +43,14 @@ from store_service import analysis
 WORKSPACE = uuid.UUID(int=0)
 # pg_advisory_xact_lock key of the statistics (per database, so per workspace): "lexi".
 _STATS_LOCK_KEY = 0x6C65_7869
+
+# Postings per ``lexical_block`` row at most: 112 x 16 bytes stay under PostgreSQL's 2 kB TOAST
+# threshold with the row's other columns, so a block is read from its heap page without a TOAST
+# fetch. The partial index ``lexical_block_open`` (migration 0012) names the same number.
+BLOCK_POSTINGS = 112
+# One packed posting: document number (``lexical_document.doc_no``), term frequency, document
+# length (distinct lexemes), little-endian, 16 bytes.
+POSTING = np.dtype([("doc", "<i8"), ("tf", "<i4"), ("len", "<i4")])
 
 Partition = tuple[uuid.UUID, str, bool]  # (audience, purpose, superseded)
 
@@ -70,15 +85,16 @@ class _Delta:
         self.count(part, terms, +1)
 
     def write(self, conn: psycopg.Connection) -> dict[Partition, int]:
-        """Writes everything under the workspace's statistics lock; returns the partition ids."""
+        """Writes everything, blocks and sums under the workspace's statistics lock; returns the
+        partition ids."""
         cur = conn.cursor()
         parts = sorted(self.parts.items())
-        # Partition ids, the documents and the postings need no statistics lock (each memory's rows
-        # are guarded by its own row lock), so a big batch holds the lock only for the sums below.
+        # Partition ids and the documents need no statistics lock (each memory's rows are guarded
+        # by its own row lock), so a big batch holds the lock only for the blocks and sums below.
         keys = _columns([part for part, _ in parts], 3)
         ids = _partition_ids(cur, keys)
         if len(ids) < len(parts):  # a new partition: created under the lock, so no two writers wait
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_STATS_LOCK_KEY,))  # on each other's insert
+            lock_statistics(cur)  # on each other's insert
             cur.execute(
                 """INSERT INTO lexical_partition (audience, purpose, superseded, doc_count, total_len)
                            SELECT a, p, s, 0, 0 FROM unnest(%s::uuid[], %s::text[], %s::bool[]) AS k(a, p, s)
@@ -86,19 +102,30 @@ class _Delta:
                 keys,
             )
             ids = _partition_ids(cur, keys)
+        numbers = _next_values(cur, "lexical_doc_no", len(self.docs))
+        doc_nos = dict(zip((mid for mid, _, _ in self.docs), numbers, strict=True))
         if self.docs:
             cur.execute(
-                """INSERT INTO lexical_document (memory_id, partition_id, doc_len)
-                           SELECT * FROM unnest(%s::uuid[], %s::int[], %s::int[])""",
-                _columns([(mid, ids[part], length) for mid, part, length in self.docs], 3),
+                """INSERT INTO lexical_document (memory_id, partition_id, doc_len, doc_no)
+                           SELECT * FROM unnest(%s::uuid[], %s::int[], %s::int[], %s::bigint[])""",
+                _columns([(mid, ids[part], length, doc_nos[mid]) for mid, part, length in self.docs], 4),
             )
+        lock_statistics(cur)
+        blocks = _append_to_blocks(
+            cur, [(doc_nos[mid], lx, ids[part], tf, length) for mid, lx, part, tf, length in self.postings]
+        )
         if self.postings:
             cur.execute(
-                """INSERT INTO lexical_posting (memory_id, lexeme, partition_id, tf, doc_len)
-                           SELECT * FROM unnest(%s::uuid[], %s::text[], %s::int[], %s::int[], %s::int[])""",
-                _columns([(mid, lx, ids[part], tf, length) for mid, lx, part, tf, length in self.postings], 5),
+                """INSERT INTO lexical_posting (memory_id, lexeme, partition_id, tf, doc_len, block_id)
+                   SELECT * FROM unnest(%s::uuid[], %s::text[], %s::int[], %s::int[], %s::int[], %s::bigint[])""",
+                _columns(
+                    [
+                        (mid, lx, ids[part], tf, length, block)
+                        for (mid, lx, part, tf, length), block in zip(self.postings, blocks, strict=True)
+                    ],
+                    6,
+                ),
             )
-        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_STATS_LOCK_KEY,))
         counts = [(ids[part], n, length) for part, (n, length) in parts if n or length]
         if counts:
             cur.execute(
@@ -117,6 +144,109 @@ class _Delta:
                 _columns(df, 4),
             )
         return ids
+
+
+def lock_statistics(cur) -> None:
+    """Takes the workspace's statistics lock (transaction-scoped, re-entrant): held by whoever
+    changes statistics or blocks, until commit (module docstring, "Concurrency")."""
+    cur.execute("SELECT pg_advisory_xact_lock(%s)", (_STATS_LOCK_KEY,))
+
+
+def _next_values(cur, sequence: str, n: int) -> list[int]:
+    """``n`` fresh values of a sequence, in one round trip (none when ``n`` is 0)."""
+    if n <= 0:
+        return []
+    cur.execute(f"SELECT nextval('{sequence}') FROM generate_series(1, %s)", (n,))
+    return [v for (v,) in cur.fetchall()]
+
+
+def _append_to_blocks(cur, postings: list[tuple]) -> list[int]:
+    """Appends ``(doc_no, lexeme, partition_id, tf, doc_len)`` postings to the blocks of their
+    (lexeme, partition): first into one block with room (found by ``lexical_block_open``), then
+    into new blocks of ``BLOCK_POSTINGS``. Returns the block id of each posting, in input order.
+    The caller holds the statistics lock, so no other writer holds a block row."""
+    if not postings:
+        return []
+    groups: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for i, (_, lexeme, part, _, _) in enumerate(postings):
+        groups[(lexeme, part)].append(i)
+    keys = sorted(groups)
+    cur.execute(
+        """SELECT k.lexeme, k.part, b.id, b.n
+             FROM unnest(%s::text[], %s::int[]) AS k(lexeme, part)
+             CROSS JOIN LATERAL (SELECT id, n FROM lexical_block
+                                  WHERE lexeme = k.lexeme AND partition_id = k.part AND n < %s
+                                  LIMIT 1) b""",
+        (*_columns(keys, 2), BLOCK_POSTINGS),
+    )
+    open_blocks = {(lexeme, part): (block, n) for lexeme, part, block, n in cur.fetchall()}
+    out = [0] * len(postings)
+    updates, inserts = [], []  # (block id, rows); (lexeme, partition, rows)
+    for key in keys:
+        rows = groups[key]
+        if key in open_blocks:
+            block, n = open_blocks[key]
+            room = BLOCK_POSTINGS - n
+            updates.append((block, rows[:room]))
+            rows = rows[room:]
+        for start in range(0, len(rows), BLOCK_POSTINGS):
+            inserts.append((*key, rows[start : start + BLOCK_POSTINGS]))
+    new_ids = _next_values(cur, "lexical_block_id", len(inserts))
+
+    def packed(rows: list[int]) -> bytes:
+        return np.array([(postings[i][0], postings[i][3], postings[i][4]) for i in rows], dtype=POSTING).tobytes()
+
+    if updates:
+        for block, rows in updates:
+            for i in rows:
+                out[i] = block
+        cur.execute(
+            """UPDATE lexical_block b SET postings = b.postings || u.postings, n = b.n + u.k
+                 FROM unnest(%s::bigint[], %s::bytea[], %s::int[]) AS u(id, postings, k) WHERE b.id = u.id""",
+            ([b for b, _ in updates], [packed(r) for _, r in updates], [len(r) for _, r in updates]),
+        )
+    if inserts:
+        for block, (_, _, rows) in zip(new_ids, inserts, strict=True):
+            for i in rows:
+                out[i] = block
+        cur.execute(
+            """INSERT INTO lexical_block (id, lexeme, partition_id, n, postings)
+               SELECT * FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::int[], %s::bytea[])""",
+            (
+                new_ids,
+                [lexeme for lexeme, _, _ in inserts],
+                [part for _, part, _ in inserts],
+                [len(rows) for _, _, rows in inserts],
+                [packed(rows) for _, _, rows in inserts],
+            ),
+        )
+    return out
+
+
+def _remove_from_blocks(cur, postings: list[tuple[int, int]]) -> None:
+    """Removes ``(block_id, doc_no)`` postings from their blocks (a block left empty is deleted).
+    Takes the statistics lock first (module docstring, "Concurrency")."""
+    if not postings:
+        return
+    lock_statistics(cur)
+    gone: dict[int, set[int]] = defaultdict(set)
+    for block, doc in postings:
+        gone[block].add(doc)
+    cur.execute("SELECT id, postings FROM lexical_block WHERE id = ANY(%s)", (sorted(gone),))
+    kept = {}
+    for block, blob in cur.fetchall():
+        held = np.frombuffer(blob, dtype=POSTING)
+        kept[block] = held[~np.isin(held["doc"], np.fromiter(gone[block], dtype=np.int64))]
+    empty = [b for b, rest in kept.items() if len(rest) == 0]
+    full = [(b, rest) for b, rest in kept.items() if len(rest)]
+    if empty:
+        cur.execute("DELETE FROM lexical_block WHERE id = ANY(%s)", (empty,))
+    if full:
+        cur.execute(
+            """UPDATE lexical_block b SET postings = u.postings, n = u.k
+                 FROM unnest(%s::bigint[], %s::bytea[], %s::int[]) AS u(id, postings, k) WHERE b.id = u.id""",
+            ([b for b, _ in full], [rest.tobytes() for _, rest in full], [len(rest) for _, rest in full]),
+        )
 
 
 def _partition_ids(cur, keys: list[list]) -> dict[Partition, int]:
@@ -147,28 +277,46 @@ def add_memories(conn: psycopg.Connection, rows: Iterable[tuple[uuid.UUID, uuid.
         delta.write(conn)
 
 
+class _Indexed:
+    """An indexed memory as the index holds it: partition, terms (lexeme -> tf), document number,
+    document length and the block of each lexeme's posting."""
+
+    def __init__(self, part: Partition, doc_no: int, doc_len: int) -> None:
+        self.part, self.doc_no, self.doc_len = part, doc_no, doc_len
+        self.terms: dict[str, int] = {}
+        self.blocks: dict[str, int] = {}
+
+    def block_postings(self) -> list[tuple[int, int]]:
+        """``(block_id, doc_no)`` of each of its postings, for ``_remove_from_blocks``."""
+        return [(block, self.doc_no) for block in self.blocks.values()]
+
+
 def _indexed(
     conn: psycopg.Connection, ids: list[uuid.UUID], superseded: bool | None = None
-) -> dict[uuid.UUID, tuple[Partition, dict[str, int]]]:
-    """The partition and terms of indexed memories among ``ids`` (optionally only live or superseded)."""
+) -> dict[uuid.UUID, _Indexed]:
+    """The indexed memories among ``ids`` (optionally only live or superseded ones)."""
     cur = conn.cursor()
     cur.execute(
-        """SELECT d.memory_id, p.audience, p.purpose, p.superseded, x.lexeme, x.tf
+        """SELECT d.memory_id, p.audience, p.purpose, p.superseded, d.doc_no, d.doc_len, x.lexeme, x.tf, x.block_id
                      FROM lexical_document d JOIN lexical_partition p ON p.id = d.partition_id
                      LEFT JOIN lexical_posting x ON x.memory_id = d.memory_id
                     WHERE d.memory_id = ANY(%s) AND (%s::bool IS NULL OR p.superseded = %s::bool)""",
         (list(ids), superseded, superseded),
     )
-    out: dict[uuid.UUID, tuple[Partition, dict[str, int]]] = {}
-    for memory_id, audience, purpose, sup, lexeme, tf in cur.fetchall():
-        _, terms = out.setdefault(memory_id, ((audience, purpose, sup), {}))
+    out: dict[uuid.UUID, _Indexed] = {}
+    for memory_id, audience, purpose, sup, doc_no, doc_len, lexeme, tf, block in cur.fetchall():
+        doc = out.get(memory_id) or out.setdefault(memory_id, _Indexed((audience, purpose, sup), doc_no, doc_len))
         if lexeme is not None:
-            terms[lexeme] = tf
+            doc.terms[lexeme] = tf
+            doc.blocks[lexeme] = block
     return out
 
 
-def _delete(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
+def _delete(conn: psycopg.Connection, found: dict[uuid.UUID, _Indexed]) -> None:
+    """Deletes indexed memories' postings (blocks included) and documents; statistics untouched."""
     cur = conn.cursor()
+    _remove_from_blocks(cur, [p for doc in found.values() for p in doc.block_postings()])
+    ids = list(found)
     cur.execute("DELETE FROM lexical_posting WHERE memory_id = ANY(%s)", (ids,))
     cur.execute("DELETE FROM lexical_document WHERE memory_id = ANY(%s)", (ids,))
 
@@ -179,31 +327,45 @@ def remove_memories(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
     if not found:
         return
     delta = _Delta()
-    for part, terms in found.values():
-        delta.count(part, terms, -1)
+    for doc in found.values():
+        delta.count(doc.part, doc.terms, -1)
+    _delete(conn, found)
     delta.write(conn)
-    _delete(conn, list(found))
 
 
 def mark_superseded(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
-    """Moves live memories to their partition's superseded twin (supersede)."""
+    """Moves live memories to their partition's superseded twin (supersede): documents, postings
+    and their blocks."""
     found = _indexed(conn, ids, superseded=False)
     if not found:
         return
     delta = _Delta()
-    for (audience, purpose, _), terms in found.values():
-        delta.count((audience, purpose, False), terms, -1)
-        delta.count((audience, purpose, True), terms, +1)
-    part_ids = delta.write(conn)
-    moves = [(mid, part_ids[(audience, purpose, True)]) for mid, ((audience, purpose, _), _) in found.items()]
+    for doc in found.values():
+        audience, purpose, _ = doc.part
+        delta.count((audience, purpose, False), doc.terms, -1)
+        delta.count((audience, purpose, True), doc.terms, +1)
     cur = conn.cursor()
-    for table in ("lexical_document", "lexical_posting"):
-        cur.execute(
-            f"""UPDATE {table} t SET partition_id = m.partition_id
-                          FROM unnest(%s::uuid[], %s::int[]) AS m(memory_id, partition_id)
-                         WHERE t.memory_id = m.memory_id""",
-            _columns(moves, 2),
-        )
+    _remove_from_blocks(cur, [p for doc in found.values() for p in doc.block_postings()])
+    part_ids = delta.write(conn)
+    moved = [
+        (mid, lexeme, tf, part_ids[(doc.part[0], doc.part[1], True)], doc)
+        for mid, doc in found.items()
+        for lexeme, tf in doc.terms.items()
+    ]
+    blocks = _append_to_blocks(cur, [(doc.doc_no, lx, part, tf, doc.doc_len) for _, lx, tf, part, doc in moved])
+    cur.execute(
+        """UPDATE lexical_posting t SET partition_id = m.partition_id, block_id = m.block_id
+             FROM unnest(%s::uuid[], %s::text[], %s::int[], %s::bigint[])
+                  AS m(memory_id, lexeme, partition_id, block_id)
+            WHERE t.memory_id = m.memory_id AND t.lexeme = m.lexeme""",
+        _columns([(mid, lx, part, block) for (mid, lx, _, part, _), block in zip(moved, blocks, strict=True)], 4),
+    )
+    cur.execute(
+        """UPDATE lexical_document t SET partition_id = m.partition_id
+             FROM unnest(%s::uuid[], %s::int[]) AS m(memory_id, partition_id)
+            WHERE t.memory_id = m.memory_id""",
+        _columns([(mid, part_ids[(doc.part[0], doc.part[1], True)]) for mid, doc in found.items()], 2),
+    )
 
 
 def reindex_text(conn: psycopg.Connection, memory_id: uuid.UUID, title: str, body: str) -> None:
@@ -211,11 +373,11 @@ def reindex_text(conn: psycopg.Connection, memory_id: uuid.UUID, title: str, bod
     found = _indexed(conn, [memory_id])
     if memory_id not in found:
         return
-    part, old = found[memory_id]
-    _delete(conn, [memory_id])
+    doc = found[memory_id]
+    _delete(conn, found)
     delta = _Delta()
-    delta.count(part, old, -1)
-    delta.add(memory_id, part, analysis.document_terms(title, body))
+    delta.count(doc.part, doc.terms, -1)
+    delta.add(memory_id, doc.part, analysis.document_terms(title, body))
     delta.write(conn)
 
 
@@ -223,7 +385,7 @@ def reindex_all(conn) -> None:
     """Rebuilds every table of the index from the memory rows (the migration; any DB-API connection
     to a workspace database). Forgotten memories are not indexed."""
     cur = conn.cursor()
-    cur.execute("TRUNCATE lexical_posting, lexical_df, lexical_document, lexical_partition")
+    cur.execute("TRUNCATE lexical_block, lexical_posting, lexical_df, lexical_document, lexical_partition")
     last = WORKSPACE
     while True:
         cur.execute(
@@ -276,3 +438,33 @@ def maintained(conn: psycopg.Connection) -> tuple[dict, dict]:
         )
     }
     return df, parts
+
+
+def block_problems(conn: psycopg.Connection) -> list[str]:
+    """What is wrong with the blocks against the postings (for tests and checks); empty when every
+    posting is held exactly once, in the block its row names, with the right partition, tf and
+    length, and every block holds 1..``BLOCK_POSTINGS`` postings of its own lexeme, ``n`` of them."""
+    problems = []
+    held: dict[tuple, int] = {}
+    for block, lexeme, part, n, blob in conn.execute(
+        "SELECT id, lexeme, partition_id, n, postings FROM lexical_block"
+    ).fetchall():
+        rows = np.frombuffer(blob, dtype=POSTING)
+        if not 0 < len(rows) == n <= BLOCK_POSTINGS:
+            problems.append(f"block {block} ({lexeme!r}, partition {part}): n = {n}, holds {len(rows)}")
+        for doc, tf, length in rows.tolist():
+            key = (doc, lexeme)
+            if key in held:
+                problems.append(f"document {doc} lexeme {lexeme!r} held twice")
+            held[key] = (block, part, tf, length)
+    want = {
+        (doc, lexeme): (block, part, tf, length)
+        for doc, lexeme, block, part, tf, length in conn.execute(
+            """SELECT d.doc_no, x.lexeme, x.block_id, x.partition_id, x.tf, x.doc_len
+                 FROM lexical_posting x JOIN lexical_document d ON d.memory_id = x.memory_id"""
+        ).fetchall()
+    }
+    for key in sorted(want.keys() | held.keys()):
+        if want.get(key) != held.get(key):
+            problems.append(f"posting {key}: row says {want.get(key)}, blocks hold {held.get(key)}")
+    return problems

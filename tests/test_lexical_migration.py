@@ -71,6 +71,7 @@ def test_migration_reindexes_existing_memories(pg):
         assert set(indexed) == set(ids) | {successor}  # every live memory, the forgotten one not
         assert indexed[ids[1]] == (lexical_index.WORKSPACE, "conversation", True)
         assert indexed[ids[2]] == (alice, "conversation", False)
+        assert lexical_index.block_problems(conn) == []
         df, parts = lexical_index.maintained(conn)
         assert (df, parts) == lexical_index.recount(conn)
         assert parts[(lexical_index.WORKSPACE, "conversation", False)][0] == 2

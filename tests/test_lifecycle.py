@@ -523,6 +523,8 @@ def test_forget_racing_supersede_of_a_derivation_leaves_no_live_successor(stack)
         assert orphans == []
         assert lexical_index.maintained(conn) == lexical_index.recount(conn)
         assert lexical_index.maintained(conn)[1] == {}  # everything was forgotten: no partition counts
+        assert lexical_index.block_problems(conn) == []
+        assert conn.execute("SELECT count(*) FROM lexical_block").fetchone()[0] == 0
 
 
 def test_forget_retries_a_deadlock_with_the_embedding_workers_lock_order(stack):

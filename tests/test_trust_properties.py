@@ -901,6 +901,8 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
     with stack.db(ws) as conn:
         df, parts = lexical_index.maintained(conn)
         assert (df, parts) == lexical_index.recount(conn)
+        # The packed blocks the keyword arm reads hold exactly the postings, once each.
+        assert lexical_index.block_problems(conn) == []
         live = [mem for mem in model.mems.values() if not mem.forgotten]
         assert sum(count for count, _ in parts.values()) == len(live)
         assert sum(count for (_, _, sup), (count, _) in parts.items() if sup) == sum(mem.superseded for mem in live)

@@ -1,9 +1,10 @@
 """The keyword arm's own index: postings and maintained statistics instead of a generated tsvector.
 
 Lexemes now come from ``store_service.analysis`` (Python, the same function at index and query
-time), so they cannot be a generated column. This migration creates the tables, re-indexes every
-existing memory in batches (memories stay readable throughout; writes wait for it to finish),
-builds the statistics from the postings it wrote, and drops the old ``tsv`` column and its GIN index.
+time), so they cannot be a generated column. This migration creates the tables and drops the old
+``tsv`` column and its GIN index. The re-index of existing memories that it ran until issue 7's
+packed blocks is now 0012's (``lexical_index.reindex_all`` writes blocks, which do not exist yet
+at this step); both run in the same ``migrate`` call, so no workspace is left without an index.
 """
 
 from yoyo import step
@@ -62,14 +63,9 @@ CREATE TABLE lexical_df (
 
 
 def apply_step(conn):
-    from store_service import lexical_index
-
     cur = conn.cursor()
-    # Readers go on; writers wait until this transaction commits, so no memory written meanwhile
-    # can be missed by the re-index.
     cur.execute("LOCK TABLE memory IN SHARE MODE")
     cur.execute(SCHEMA)
-    lexical_index.reindex_all(conn)
     cur.execute("DROP INDEX IF EXISTS memory_tsv_gin")
     cur.execute("ALTER TABLE memory DROP COLUMN IF EXISTS tsv")
 

@@ -1,0 +1,63 @@
+"""Packed posting blocks for the keyword arm (issue 7; docs/retrieval.md, "Packed posting blocks").
+
+- ``lexical_document.doc_no``: a number per indexed document (from ``lexical_doc_no``), the key of
+  a posting inside a block (8 bytes where the uuid would be 16, and a dense integer to sum scores by);
+- ``lexical_block``: per (lexeme, partition), rows of up to ``lexical_index.BLOCK_POSTINGS`` (112)
+  postings packed as ``lexical_index.POSTING`` records (doc_no int8, tf int4, length int4,
+  little-endian); the keyword arm reads a term's postings as a few rows of bytes;
+- ``lexical_posting.block_id``: the block holding the posting's copy, so forget, supersede and
+  correct rewrite only the blocks they touch;
+- the impact-ordered ``lexical_posting_stream`` index and its ``len_per_tf`` column go: nothing
+  reads them any more (the early-stopping readings they served were dropped in session 5).
+
+Existing workspaces are re-indexed from their memory rows (``lexical_index.reindex_all``): memories
+stay readable throughout, writes wait for it to finish; about 2,000 memories a second here
+(bench/RESULTS.md).
+"""
+
+from yoyo import step
+
+__depends__ = {"0010_curation_pairs", "0011_expiry"}
+
+SCHEMA = """
+CREATE SEQUENCE lexical_doc_no AS bigint;
+ALTER TABLE lexical_document ADD COLUMN doc_no bigint;
+CREATE SEQUENCE lexical_block_id AS bigint;
+-- fillfactor: an append rewrites the block's row; room on its page keeps the new version there.
+CREATE TABLE lexical_block (
+    id bigint PRIMARY KEY,
+    lexeme text NOT NULL,
+    partition_id integer NOT NULL REFERENCES lexical_partition (id),
+    n integer NOT NULL CHECK (n BETWEEN 1 AND 112),
+    postings bytea NOT NULL
+) WITH (fillfactor = 70);
+-- Uncompressed: the postings are read whole on every question; pglz would cost more than it saves.
+ALTER TABLE lexical_block ALTER COLUMN postings SET STORAGE EXTERNAL;
+CREATE INDEX lexical_block_term ON lexical_block (lexeme, partition_id);
+-- The blocks with room (lexical_index.BLOCK_POSTINGS = 112), where an append goes first.
+CREATE INDEX lexical_block_open ON lexical_block (lexeme, partition_id) WHERE n < 112;
+ALTER TABLE lexical_posting ADD COLUMN block_id bigint;
+DROP INDEX IF EXISTS lexical_posting_stream;
+ALTER TABLE lexical_posting DROP COLUMN IF EXISTS len_per_tf;
+"""
+
+FINISH = """
+ALTER TABLE lexical_document ALTER COLUMN doc_no SET NOT NULL;
+CREATE UNIQUE INDEX lexical_document_doc_no ON lexical_document (doc_no) INCLUDE (memory_id);
+ALTER TABLE lexical_posting ALTER COLUMN block_id SET NOT NULL;
+"""
+
+
+def apply_step(conn):
+    from store_service import lexical_index
+
+    cur = conn.cursor()
+    # Readers go on; writers wait until this transaction commits, so no memory written meanwhile
+    # can be missed by the re-index.
+    cur.execute("LOCK TABLE memory IN SHARE MODE")
+    cur.execute(SCHEMA)
+    lexical_index.reindex_all(conn)
+    cur.execute(FINISH)
+
+
+steps = [step(apply_step)]
