@@ -390,7 +390,7 @@ def reindex_all(conn) -> None:
     while True:
         cur.execute(
             """SELECT id, audience_member_id, purpose, superseded_by_id IS NOT NULL, title, body
-                         FROM memory WHERE forgotten_at IS NULL AND id > %s ORDER BY id LIMIT 200""",
+                         FROM memory WHERE forgotten_at IS NULL AND id > %s ORDER BY id LIMIT 2000""",
             (last,),
         )
         batch = cur.fetchall()
