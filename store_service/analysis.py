@@ -40,7 +40,7 @@ exactly as the same string in a memory. The rules (documented with examples in
 Never raises on a ``str``; every lexeme is non-empty, has no NUL and encodes as UTF-8.
 
 Changing a rule changes what is stored: ship it with a workspace migration that calls
-``lexical_index.reindex_all`` (as 0004 does), or old memories keep their old lexemes.
+``lexical_index.reindex_all`` (as 0012 does), or old memories keep their old lexemes.
 """
 
 from __future__ import annotations

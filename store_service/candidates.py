@@ -42,6 +42,7 @@ limit. The statistics are unchanged: hidden rows are readable and stay counted
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import math
 import uuid
@@ -167,7 +168,37 @@ def _lexical(
     expiry_days: int = 0,
 ) -> tuple[list[tuple[uuid.UUID, float, int, int]], list[str]]:
     """``lexical``'s rows, each ``(id, score, scored terms it holds, lookup identifiers it holds)``
-    (``lookup_identifiers``), and the terms BM25 scored."""
+    (``lookup_identifiers``), and the terms BM25 scored. Read in one snapshot (``_one_snapshot``)."""
+    with _one_snapshot(conn):
+        return _lexical_in(conn, caller, purpose, text, limit, include_superseded, entity_ids, expiry_days)
+
+
+@contextlib.contextmanager
+def _one_snapshot(conn: psycopg.Connection):
+    """Runs the keyword arm's statements in one REPEATABLE READ, READ ONLY transaction when the
+    connection is idle, so the statistics, the blocks and the id lookup see one database state: a
+    memory forgotten or corrected meanwhile is wholly in or wholly out, never a scored number
+    without an id (which left the answer short of its limit; found by a hostile review). Inside a
+    caller's own transaction its isolation applies, and a number that lost its id is left out."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        yield
+        return
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        yield
+
+
+def _lexical_in(
+    conn: psycopg.Connection,
+    caller: m.Caller,
+    purpose: str,
+    text: str,
+    limit: int,
+    include_superseded: bool,
+    entity_ids: list[uuid.UUID],
+    expiry_days: int,
+) -> tuple[list[tuple[uuid.UUID, float, int, int]], list[str]]:
+    """``_lexical`` inside its snapshot."""
     terms = analysis.query_terms(text)
     params = caller_params(caller)
     if not terms or purpose not in params["purposes"]:
@@ -307,7 +338,7 @@ class _BlockScores:
         rows = [
             (ids[int(self.doc[i])], float(self.score[i]), int(self.terms[i]), int(self.identifiers[i]))
             for i in chosen.tolist()
-            if int(self.doc[i]) in ids  # a document removed since the blocks were read (not in one snapshot)
+            if int(self.doc[i]) in ids  # removed since the blocks were read: only inside a caller's transaction
         ]
         return _best(rows, limit)
 

@@ -381,6 +381,13 @@ def _write(conn, authors, todo, entity_keys, supersedes) -> None:
         Insert(it.new, _NO_REQUEST, list(dict.fromkeys(ids + [entity_keys[k] for k in it.entity_keys])), sources)
         for (it, sources), ids in zip(todo, mention_ids, strict=True)
     ]
+    if supersedes:
+        # The rows this batch supersedes are locked (in id order, as every writer locks memories)
+        # before insert_many takes the keyword statistics lock: a Correct holding one of them and
+        # waiting for that lock deadlocked with the import (found by a hostile review).
+        conn.execute(
+            "SELECT id FROM memory WHERE id = ANY(%s) ORDER BY id FOR UPDATE", (sorted(old for old, _ in supersedes),)
+        )
     # Every row names its author (NewMemory.created_by); the caller is only insert_many's default
     # author and request-id reader, and no import row carries a request id.
     insert_many(conn, authors[todo[0][0].new.created_by], inserts)
