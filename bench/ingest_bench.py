@@ -121,25 +121,27 @@ def measure(gw: client.Gateway, args) -> dict:
             raise SystemExit(f"{len(failed)} rows of a batch failed, e.g. {failed[0]}")
 
     rows = {}
-    seconds, calls = timed(remember, single, args.threads)
-    rows["Remember"] = {
-        "rows": len(single),
-        "threads": args.threads,
-        "rows_per_call": 1,
-        "seconds": seconds,
-        "memories_per_second": len(single) / seconds,
-        "call_ms_p50": statistics.median(calls) * 1000,
-    }
+    if single:  # --single 0 or --batch 0 leaves that form out
+        seconds, calls = timed(remember, single, args.threads)
+        rows["Remember"] = {
+            "rows": len(single),
+            "threads": args.threads,
+            "rows_per_call": 1,
+            "seconds": seconds,
+            "memories_per_second": len(single) / seconds,
+            "call_ms_p50": statistics.median(calls) * 1000,
+        }
     parts = [batch[i : i + args.batch_size] for i in range(0, len(batch), args.batch_size)]
-    seconds, calls = timed(remember_batch, parts, args.threads)
-    rows["RememberBatch"] = {
-        "rows": len(batch),
-        "threads": args.threads,
-        "rows_per_call": args.batch_size,
-        "seconds": seconds,
-        "memories_per_second": len(batch) / seconds,
-        "call_ms_p50": statistics.median(calls) * 1000,
-    }
+    if parts:
+        seconds, calls = timed(remember_batch, parts, args.threads)
+        rows["RememberBatch"] = {
+            "rows": len(batch),
+            "threads": args.threads,
+            "rows_per_call": args.batch_size,
+            "seconds": seconds,
+            "memories_per_second": len(batch) / seconds,
+            "call_ms_p50": statistics.median(calls) * 1000,
+        }
     backlog = gw.admin.GetStatus(g.GetStatusRequest(), metadata=gw.metadata).embedding_backlog
     return {"forms": rows, "embedding_backlog_after": backlog, "load_average": os.getloadavg()}
 
@@ -172,6 +174,8 @@ def main() -> int:
     p.add_argument("--port-base", type=int, default=50250, help="ports of the private system: base+1..4")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
+    if args.single < 0 or args.batch < 0 or args.threads < 1 or not 1 <= args.batch_size <= 500:
+        p.error("--single and --batch must be >= 0, --threads >= 1, --batch-size 1..500")
     if args.gateway:
         if not args.operator_token:
             p.error("--gateway needs --operator-token")

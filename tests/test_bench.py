@@ -170,3 +170,26 @@ def test_gateway_ab_names_bad_arguments(tmp_path, monkeypatch):
         monkeypatch.setattr(sys, "argv", ["gateway_ab", *argv])
         with pytest.raises(SystemExit, match=message):
             gateway_ab.main()
+
+
+def test_lexical_ab_and_ingest_bench_name_bad_arguments(tmp_path, monkeypatch, capsys):
+    """Bad input to ``bench.lexical_ab`` and ``bench.ingest_bench`` is named (exit 2) before anything
+    starts; ``--single 0`` crashed the ingest bench on an empty median before it was allowed."""
+    import pytest
+
+    from bench import ingest_bench, lexical_ab
+
+    cases = [
+        (ingest_bench, ["--threads", "0"], "--threads >= 1"),
+        (ingest_bench, ["--batch-size", "501"], "--batch-size 1..500"),
+        (ingest_bench, ["--single", "-1"], "must be >= 0"),
+        (lexical_ab, ["--home", str(tmp_path)], "no workspace of 1,000,000 memories"),
+        (lexical_ab, ["--home", str(tmp_path), "--size", "77"], "no workspace of 77 memories"),
+        (lexical_ab, ["--rounds", "0"], "--rounds must be at least 1"),
+    ]
+    for module, argv, message in cases:
+        monkeypatch.setattr(sys, "argv", [module.__name__, *argv])
+        with pytest.raises(SystemExit) as stopped:
+            module.main()
+        assert stopped.value.code == 2
+        assert message in capsys.readouterr().err
