@@ -46,7 +46,7 @@ _STATS_LOCK_KEY = 0x6C65_7869
 
 # Postings per ``lexical_block`` row at most: 112 x 16 bytes stay under PostgreSQL's 2 kB TOAST
 # threshold with the row's other columns, so a block is read from its heap page without a TOAST
-# fetch. The partial index ``lexical_block_open`` (migration 0012) names the same number.
+# fetch. The CHECK of ``lexical_block.n`` (migration 0012) names the same number.
 BLOCK_POSTINGS = 112
 # One packed posting: document number (``lexical_document.doc_no``), term frequency, document
 # length (distinct lexemes), little-endian, 16 bytes.
@@ -66,6 +66,9 @@ class _Delta:
     def __init__(self) -> None:
         self.docs: list[tuple] = []  # (memory_id, partition, doc_len)
         self.postings: list[tuple] = []  # (memory_id, lexeme, partition, tf, doc_len)
+        # Postings of indexed documents moving to another partition (supersede), already taken out
+        # of their old blocks: (memory_id, lexeme, new partition, tf, doc_len, doc_no).
+        self.moved: list[tuple] = []
         # (lexeme, partition) -> [ddf, max_tf]; max_tf no longer read (docs/retrieval.md: kept for a future bound)
         self.df: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
         self.parts: dict[Partition, list[int]] = defaultdict(lambda: [0, 0])  # partition -> [dcount, dlen]
@@ -102,30 +105,15 @@ class _Delta:
                 keys,
             )
             ids = _partition_ids(cur, keys)
-        numbers = _next_values(cur, "lexical_doc_no", len(self.docs))
-        doc_nos = dict(zip((mid for mid, _, _ in self.docs), numbers, strict=True))
+        doc_nos: dict[uuid.UUID, int] = {}
         if self.docs:
             cur.execute(
-                """INSERT INTO lexical_document (memory_id, partition_id, doc_len, doc_no)
-                           SELECT * FROM unnest(%s::uuid[], %s::int[], %s::int[], %s::bigint[])""",
-                _columns([(mid, ids[part], length, doc_nos[mid]) for mid, part, length in self.docs], 4),
+                """INSERT INTO lexical_document (memory_id, partition_id, doc_len)
+                   SELECT * FROM unnest(%s::uuid[], %s::int[], %s::int[]) RETURNING memory_id, doc_no""",
+                _columns([(mid, ids[part], length) for mid, part, length in self.docs], 3),
             )
+            doc_nos = dict(cur.fetchall())
         lock_statistics(cur)
-        blocks = _append_to_blocks(
-            cur, [(doc_nos[mid], lx, ids[part], tf, length) for mid, lx, part, tf, length in self.postings]
-        )
-        if self.postings:
-            cur.execute(
-                """INSERT INTO lexical_posting (memory_id, lexeme, partition_id, tf, doc_len, block_id)
-                   SELECT * FROM unnest(%s::uuid[], %s::text[], %s::int[], %s::int[], %s::int[], %s::bigint[])""",
-                _columns(
-                    [
-                        (mid, lx, ids[part], tf, length, block)
-                        for (mid, lx, part, tf, length), block in zip(self.postings, blocks, strict=True)
-                    ],
-                    6,
-                ),
-            )
         counts = [(ids[part], n, length) for part, (n, length) in parts if n or length]
         if counts:
             cur.execute(
@@ -135,13 +123,50 @@ class _Delta:
                 _columns(counts, 3),
             )
         df = sorted((lexeme, ids[part], d, most) for (lexeme, part), (d, most) in self.df.items() if d or most)
+        open_blocks: dict[tuple[str, int], tuple[int, int]] = {}
         if df:
+            # Every (lexeme, partition) that receives postings is in this upsert (its df grows, or its
+            # tf is counted when a correction keeps the lexeme), so it also names the block to fill.
             cur.execute(
                 """INSERT INTO lexical_df AS d (lexeme, partition_id, df, max_tf)
                            SELECT * FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::int[])
                            ON CONFLICT (lexeme, partition_id)
-                           DO UPDATE SET df = d.df + EXCLUDED.df, max_tf = greatest(d.max_tf, EXCLUDED.max_tf)""",
+                           DO UPDATE SET df = d.df + EXCLUDED.df, max_tf = greatest(d.max_tf, EXCLUDED.max_tf)
+                 RETURNING d.lexeme, d.partition_id, d.open_block,
+                           (SELECT b.n FROM lexical_block b WHERE b.id = d.open_block)""",
                 _columns(df, 4),
+            )
+            open_blocks = {(lx, part): (block, n) for lx, part, block, n in cur.fetchall() if n is not None}
+        appended = [(doc_nos[mid], lx, ids[part], tf, length) for mid, lx, part, tf, length in self.postings]
+        appended += [(doc, lx, ids[part], tf, length) for _, lx, part, tf, length, doc in self.moved]
+        blocks = _append_to_blocks(cur, appended, open_blocks)
+        if self.postings:
+            cur.execute(
+                """INSERT INTO lexical_posting (memory_id, lexeme, partition_id, tf, doc_len, block_id)
+                   SELECT * FROM unnest(%s::uuid[], %s::text[], %s::int[], %s::int[], %s::int[], %s::bigint[])""",
+                _columns(
+                    [
+                        (mid, lx, ids[part], tf, length, block)
+                        for (mid, lx, part, tf, length), block in zip(
+                            self.postings, blocks[: len(self.postings)], strict=True
+                        )
+                    ],
+                    6,
+                ),
+            )
+        if self.moved:
+            cur.execute(
+                """UPDATE lexical_posting t SET partition_id = m.partition_id, block_id = m.block_id
+                     FROM unnest(%s::uuid[], %s::text[], %s::int[], %s::bigint[])
+                          AS m(memory_id, lexeme, partition_id, block_id)
+                    WHERE t.memory_id = m.memory_id AND t.lexeme = m.lexeme""",
+                _columns(
+                    [
+                        (mid, lx, ids[part], block)
+                        for (mid, lx, part, *_), block in zip(self.moved, blocks[len(self.postings) :], strict=True)
+                    ],
+                    4,
+                ),
             )
         return ids
 
@@ -160,55 +185,45 @@ def _next_values(cur, sequence: str, n: int) -> list[int]:
     return [v for (v,) in cur.fetchall()]
 
 
-def _append_to_blocks(cur, postings: list[tuple]) -> list[int]:
+def _append_to_blocks(cur, postings: list[tuple], open_blocks: dict[tuple[str, int], tuple[int, int]]) -> list[int]:
     """Appends ``(doc_no, lexeme, partition_id, tf, doc_len)`` postings to the blocks of their
-    (lexeme, partition): first into one block with room (found by ``lexical_block_open``), then
-    into new blocks of ``BLOCK_POSTINGS``. Returns the block id of each posting, in input order.
-    The caller holds the statistics lock, so no other writer holds a block row."""
+    (lexeme, partition): first into its open block (``open_blocks``: (lexeme, partition) ->
+    (block id, postings held), from ``lexical_df.open_block``) while it has room, then into new
+    blocks of ``BLOCK_POSTINGS``, the last of which becomes the open block. Returns the block id of
+    each posting, in input order. The caller holds the statistics lock, so no other writer holds a
+    block row; an append changes no indexed column, so PostgreSQL can update the row in place (HOT).
+    """
     if not postings:
         return []
+    packed = np.empty(len(postings), dtype=POSTING)
+    docs, lexemes, parts, tfs, lengths = zip(*postings, strict=True)
+    packed["doc"], packed["tf"], packed["len"] = docs, tfs, lengths  # column by column: ~50x a list of tuples
     groups: dict[tuple[str, int], list[int]] = defaultdict(list)
-    for i, (_, lexeme, part, _, _) in enumerate(postings):
-        groups[(lexeme, part)].append(i)
-    keys = sorted(groups)
-    cur.execute(
-        """SELECT k.lexeme, k.part, b.id, b.n
-             FROM unnest(%s::text[], %s::int[]) AS k(lexeme, part)
-             CROSS JOIN LATERAL (SELECT id, n FROM lexical_block
-                                  WHERE lexeme = k.lexeme AND partition_id = k.part AND n < %s
-                                  LIMIT 1) b""",
-        (*_columns(keys, 2), BLOCK_POSTINGS),
-    )
-    open_blocks = {(lexeme, part): (block, n) for lexeme, part, block, n in cur.fetchall()}
-    out = [0] * len(postings)
+    for i, key in enumerate(zip(lexemes, parts, strict=True)):
+        groups[key].append(i)
+    out = np.zeros(len(postings), dtype=np.int64)
     updates, inserts = [], []  # (block id, rows); (lexeme, partition, rows)
-    for key in keys:
+    for key in sorted(groups):
         rows = groups[key]
-        if key in open_blocks:
-            block, n = open_blocks[key]
-            room = BLOCK_POSTINGS - n
+        block, held = open_blocks.get(key, (None, BLOCK_POSTINGS))
+        room = BLOCK_POSTINGS - held
+        if room > 0 and block is not None:
             updates.append((block, rows[:room]))
             rows = rows[room:]
         for start in range(0, len(rows), BLOCK_POSTINGS):
             inserts.append((*key, rows[start : start + BLOCK_POSTINGS]))
-    new_ids = _next_values(cur, "lexical_block_id", len(inserts))
-
-    def packed(rows: list[int]) -> bytes:
-        return np.array([(postings[i][0], postings[i][3], postings[i][4]) for i in rows], dtype=POSTING).tobytes()
-
     if updates:
         for block, rows in updates:
-            for i in rows:
-                out[i] = block
+            out[rows] = block
         cur.execute(
             """UPDATE lexical_block b SET postings = b.postings || u.postings, n = b.n + u.k
                  FROM unnest(%s::bigint[], %s::bytea[], %s::int[]) AS u(id, postings, k) WHERE b.id = u.id""",
-            ([b for b, _ in updates], [packed(r) for _, r in updates], [len(r) for _, r in updates]),
+            ([b for b, _ in updates], [packed[r].tobytes() for _, r in updates], [len(r) for _, r in updates]),
         )
     if inserts:
+        new_ids = _next_values(cur, "lexical_block_id", len(inserts))
         for block, (_, _, rows) in zip(new_ids, inserts, strict=True):
-            for i in rows:
-                out[i] = block
+            out[rows] = block
         cur.execute(
             """INSERT INTO lexical_block (id, lexeme, partition_id, n, postings)
                SELECT * FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::int[], %s::bytea[])""",
@@ -217,10 +232,19 @@ def _append_to_blocks(cur, postings: list[tuple]) -> list[int]:
                 [lexeme for lexeme, _, _ in inserts],
                 [part for _, part, _ in inserts],
                 [len(rows) for _, _, rows in inserts],
-                [packed(rows) for _, _, rows in inserts],
+                [packed[rows].tobytes() for _, _, rows in inserts],
             ),
         )
-    return out
+        # The last new block of each key is its open block now (the keys' df rows are locked by this
+        # transaction's upsert already).
+        newest = {(lexeme, part): block for block, (lexeme, part, _) in zip(new_ids, inserts, strict=True)}
+        cur.execute(
+            """UPDATE lexical_df d SET open_block = u.block
+                 FROM unnest(%s::text[], %s::int[], %s::bigint[]) AS u(lexeme, part, block)
+                WHERE d.lexeme = u.lexeme AND d.partition_id = u.part""",
+            _columns([(lx, part, block) for (lx, part), block in sorted(newest.items())], 3),
+        )
+    return out.tolist()
 
 
 def _remove_from_blocks(cur, postings: list[tuple[int, int]]) -> None:
@@ -340,26 +364,16 @@ def mark_superseded(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
     if not found:
         return
     delta = _Delta()
-    for doc in found.values():
+    for mid, doc in found.items():
         audience, purpose, _ = doc.part
         delta.count((audience, purpose, False), doc.terms, -1)
         delta.count((audience, purpose, True), doc.terms, +1)
+        delta.moved.extend(
+            (mid, lexeme, (audience, purpose, True), tf, doc.doc_len, doc.doc_no) for lexeme, tf in doc.terms.items()
+        )
     cur = conn.cursor()
     _remove_from_blocks(cur, [p for doc in found.values() for p in doc.block_postings()])
     part_ids = delta.write(conn)
-    moved = [
-        (mid, lexeme, tf, part_ids[(doc.part[0], doc.part[1], True)], doc)
-        for mid, doc in found.items()
-        for lexeme, tf in doc.terms.items()
-    ]
-    blocks = _append_to_blocks(cur, [(doc.doc_no, lx, part, tf, doc.doc_len) for _, lx, tf, part, doc in moved])
-    cur.execute(
-        """UPDATE lexical_posting t SET partition_id = m.partition_id, block_id = m.block_id
-             FROM unnest(%s::uuid[], %s::text[], %s::int[], %s::bigint[])
-                  AS m(memory_id, lexeme, partition_id, block_id)
-            WHERE t.memory_id = m.memory_id AND t.lexeme = m.lexeme""",
-        _columns([(mid, lx, part, block) for (mid, lx, _, part, _), block in zip(moved, blocks, strict=True)], 4),
-    )
     cur.execute(
         """UPDATE lexical_document t SET partition_id = m.partition_id
              FROM unnest(%s::uuid[], %s::int[]) AS m(memory_id, partition_id)
@@ -443,7 +457,8 @@ def maintained(conn: psycopg.Connection) -> tuple[dict, dict]:
 def block_problems(conn: psycopg.Connection) -> list[str]:
     """What is wrong with the blocks against the postings (for tests and checks); empty when every
     posting is held exactly once, in the block its row names, with the right partition, tf and
-    length, and every block holds 1..``BLOCK_POSTINGS`` postings of its own lexeme, ``n`` of them."""
+    length, every block holds 1..``BLOCK_POSTINGS`` postings of its own lexeme, ``n`` of them, and
+    every open block that still exists belongs to its (lexeme, partition)."""
     problems = []
     held: dict[tuple, int] = {}
     for block, lexeme, part, n, blob in conn.execute(
@@ -467,4 +482,10 @@ def block_problems(conn: psycopg.Connection) -> list[str]:
     for key in sorted(want.keys() | held.keys()):
         if want.get(key) != held.get(key):
             problems.append(f"posting {key}: row says {want.get(key)}, blocks hold {held.get(key)}")
+    for lexeme, part, block, block_lexeme, block_part in conn.execute(
+        """SELECT d.lexeme, d.partition_id, d.open_block, b.lexeme, b.partition_id
+             FROM lexical_df d JOIN lexical_block b ON b.id = d.open_block"""
+    ).fetchall():
+        if (lexeme, part) != (block_lexeme, block_part):
+            problems.append(f"open block {block} of ({lexeme!r}, {part}) holds ({block_lexeme!r}, {block_part})")
     return problems

@@ -7,6 +7,7 @@
   little-endian); the keyword arm reads a term's postings as a few rows of bytes;
 - ``lexical_posting.block_id``: the block holding the posting's copy, so forget, supersede and
   correct rewrite only the blocks they touch;
+- ``lexical_df.open_block``: the block the next postings of that (lexeme, partition) go into;
 - the impact-ordered ``lexical_posting_stream`` index and its ``len_per_tf`` column go: nothing
   reads them any more (the early-stopping readings they served were dropped in session 5).
 
@@ -21,7 +22,7 @@ __depends__ = {"0010_curation_pairs", "0011_expiry"}
 
 SCHEMA = """
 CREATE SEQUENCE lexical_doc_no AS bigint;
-ALTER TABLE lexical_document ADD COLUMN doc_no bigint;
+ALTER TABLE lexical_document ADD COLUMN doc_no bigint DEFAULT nextval('lexical_doc_no');
 CREATE SEQUENCE lexical_block_id AS bigint;
 -- fillfactor: an append rewrites the block's row; room on its page keeps the new version there.
 CREATE TABLE lexical_block (
@@ -34,8 +35,10 @@ CREATE TABLE lexical_block (
 -- Uncompressed: the postings are read whole on every question; pglz would cost more than it saves.
 ALTER TABLE lexical_block ALTER COLUMN postings SET STORAGE EXTERNAL;
 CREATE INDEX lexical_block_term ON lexical_block (lexeme, partition_id);
--- The blocks with room (lexical_index.BLOCK_POSTINGS = 112), where an append goes first.
-CREATE INDEX lexical_block_open ON lexical_block (lexeme, partition_id) WHERE n < 112;
+-- The block an append of this (lexeme, partition) fills first (NULL or a deleted block: none).
+-- Kept here, on the row every write of the key upserts anyway, rather than in a partial index on
+-- lexical_block.n: an append then changes no indexed column of the block (an in-place HOT update).
+ALTER TABLE lexical_df ADD COLUMN open_block bigint;
 ALTER TABLE lexical_posting ADD COLUMN block_id bigint;
 DROP INDEX IF EXISTS lexical_posting_stream;
 ALTER TABLE lexical_posting DROP COLUMN IF EXISTS len_per_tf;
