@@ -53,11 +53,12 @@ VECTORS_MISSING = """SELECT count(*) FROM memory m WHERE m.forgotten_at IS NULL 
 
 def half_written(conn: psycopg.Connection) -> dict[str, int]:
     """Violations per ``HALF_WRITTEN`` check, plus whether the keyword statistics differ from a
-    recount (1) or not (0)."""
+    recount (1) or not (0) and how many block problems ``lexical_index.block_problems`` finds."""
     found = {name: conn.execute(query).fetchone()[0] for name, query in HALF_WRITTEN.items()}
     found["keyword statistics differ from a recount"] = int(
         lexical_index.maintained(conn) != lexical_index.recount(conn)
     )
+    found["keyword postings the packed blocks do not hold exactly"] = len(lexical_index.block_problems(conn))
     return found
 
 
