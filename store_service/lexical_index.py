@@ -217,7 +217,7 @@ def _append_to_blocks(cur, postings: list[tuple], open_blocks: dict[tuple[str, i
             out[rows] = block
         cur.execute(
             """UPDATE lexical_block b SET postings = b.postings || u.postings, n = b.n + u.k
-                 FROM unnest(%s::bigint[], %s::bytea[], %s::int[]) AS u(id, postings, k) WHERE b.id = u.id""",
+                 FROM unnest(%s::bigint[], %b::bytea[], %s::int[]) AS u(id, postings, k) WHERE b.id = u.id""",
             ([b for b, _ in updates], [packed[r].tobytes() for _, r in updates], [len(r) for _, r in updates]),
         )
     if inserts:
@@ -226,7 +226,7 @@ def _append_to_blocks(cur, postings: list[tuple], open_blocks: dict[tuple[str, i
             out[rows] = block
         cur.execute(
             """INSERT INTO lexical_block (id, lexeme, partition_id, n, postings)
-               SELECT * FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::int[], %s::bytea[])""",
+               SELECT * FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::int[], %b::bytea[])""",
             (
                 new_ids,
                 [lexeme for lexeme, _, _ in inserts],
@@ -256,7 +256,7 @@ def _remove_from_blocks(cur, postings: list[tuple[int, int]]) -> None:
     gone: dict[int, set[int]] = defaultdict(set)
     for block, doc in postings:
         gone[block].add(doc)
-    cur.execute("SELECT id, postings FROM lexical_block WHERE id = ANY(%s)", (sorted(gone),))
+    cur.execute("SELECT id, postings FROM lexical_block WHERE id = ANY(%s)", (sorted(gone),), binary=True)
     kept = {}
     for block, blob in cur.fetchall():
         held = np.frombuffer(blob, dtype=POSTING)
@@ -268,7 +268,7 @@ def _remove_from_blocks(cur, postings: list[tuple[int, int]]) -> None:
     if full:
         cur.execute(
             """UPDATE lexical_block b SET postings = u.postings, n = u.k
-                 FROM unnest(%s::bigint[], %s::bytea[], %s::int[]) AS u(id, postings, k) WHERE b.id = u.id""",
+                 FROM unnest(%s::bigint[], %b::bytea[], %s::int[]) AS u(id, postings, k) WHERE b.id = u.id""",
             ([b for b, _ in full], [rest.tobytes() for _, rest in full], [len(rest) for _, rest in full]),
         )
 
