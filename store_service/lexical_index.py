@@ -48,11 +48,22 @@ _STATS_LOCK_KEY = 0x6C65_7869
 # threshold with the row's other columns, so a block is read from its heap page without a TOAST
 # fetch. The CHECK of ``lexical_block.n`` (migration 0012) names the same number.
 BLOCK_POSTINGS = 112
+# Bytes of a block row left for the lexeme and the postings under that threshold (2,032 bytes less
+# the tuple header, id, partition, n and varlena headers): a lexeme longer than 192 bytes (up to
+# ``analysis.MAX_LEXEME_CHARS`` characters, 3 bytes each in CJK) gets fewer postings a block
+# (``block_capacity``), so its blocks stay in the heap page too (found by a hostile review).
+_BLOCK_BYTES = 1984
 # One packed posting: document number (``lexical_document.doc_no``), term frequency, document
 # length (distinct lexemes), little-endian, 16 bytes.
 POSTING = np.dtype([("doc", "<i8"), ("tf", "<i4"), ("len", "<i4")])
 
 Partition = tuple[uuid.UUID, str, bool]  # (audience, purpose, superseded)
+
+
+def block_capacity(lexeme: str) -> int:
+    """Postings a block of ``lexeme`` holds at most: ``BLOCK_POSTINGS``, fewer for a lexeme longer
+    than 192 bytes in UTF-8 (``_BLOCK_BYTES``), at least 1."""
+    return max(1, min(BLOCK_POSTINGS, (_BLOCK_BYTES - len(lexeme.encode())) // POSTING.itemsize))
 
 
 def audience_key(audience_member_id: uuid.UUID | None) -> uuid.UUID:
@@ -189,7 +200,7 @@ def _append_to_blocks(cur, postings: list[tuple], open_blocks: dict[tuple[str, i
     """Appends ``(doc_no, lexeme, partition_id, tf, doc_len)`` postings to the blocks of their
     (lexeme, partition): first into its open block (``open_blocks``: (lexeme, partition) ->
     (block id, postings held), from ``lexical_df.open_block``) while it has room, then into new
-    blocks of ``BLOCK_POSTINGS``, the last of which becomes the open block. Returns the block id of
+    blocks of ``block_capacity``, the last of which becomes the open block. Returns the block id of
     each posting, in input order. The caller holds the statistics lock, so no other writer holds a
     block row; an append changes no indexed column, so PostgreSQL can update the row in place (HOT).
     """
@@ -210,12 +221,13 @@ def _append_to_blocks(cur, postings: list[tuple], open_blocks: dict[tuple[str, i
         while end < len(ordered) and (lexemes[end], parts[end]) == key:
             end += 1
         first = start  # the first posting that goes to a new block
-        block, held = open_blocks.get(key, (None, BLOCK_POSTINGS))
-        if block is not None and held < BLOCK_POSTINGS:
-            first = start + min(BLOCK_POSTINGS - held, end - start)
+        cap = block_capacity(key[0])
+        block, held = open_blocks.get(key, (None, cap))
+        if block is not None and held < cap:
+            first = start + min(cap - held, end - start)
             updates.append((block, start, first))
-        for a in range(first, end, BLOCK_POSTINGS):
-            inserts.append((*key, a, min(a + BLOCK_POSTINGS, end)))
+        for a in range(first, end, cap):
+            inserts.append((*key, a, min(a + cap, end)))
         start = end
     placed = np.zeros(len(ordered), dtype=np.int64)  # block of each posting, in sorted order
     if updates:
@@ -260,28 +272,78 @@ def _append_to_blocks(cur, postings: list[tuple], open_blocks: dict[tuple[str, i
 
 
 def _remove_from_blocks(cur, postings: list[tuple[int, int]]) -> None:
-    """Removes ``(block_id, doc_no)`` postings from their blocks (a block left empty is deleted).
-    Takes the statistics lock first (module docstring, "Concurrency")."""
+    """Removes ``(block_id, doc_no)`` postings from their blocks, keeping each (lexeme, partition)
+    at full blocks plus at most one with room, its open block: the touched blocks left with room and
+    the key's open block are repacked into as few blocks as hold them (the last one open), the rest
+    deleted, and the moved postings' rows pointed at their new blocks. Without it, blocks emptied
+    by forgets were never refilled and a term's rows grew without bound under churn (found by a
+    hostile review). Takes the statistics lock first (module docstring, "Concurrency")."""
     if not postings:
         return
     lock_statistics(cur)
     gone: dict[int, set[int]] = defaultdict(set)
     for block, doc in postings:
         gone[block].add(doc)
-    cur.execute("SELECT id, postings FROM lexical_block WHERE id = ANY(%s)", (sorted(gone),), binary=True)
-    kept = {}
-    for block, blob in cur.fetchall():
+    cur.execute(
+        "SELECT id, lexeme, partition_id, postings FROM lexical_block WHERE id = ANY(%s)", (sorted(gone),), binary=True
+    )
+    kept: dict[int, np.ndarray] = {}
+    keys: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for block, lexeme, part, blob in cur.fetchall():
         held = np.frombuffer(blob, dtype=POSTING)
         kept[block] = held[~np.isin(held["doc"], np.fromiter(gone[block], dtype=np.int64))]
-    empty = [b for b, rest in kept.items() if len(rest) == 0]
-    full = [(b, rest) for b, rest in kept.items() if len(rest)]
-    if empty:
-        cur.execute("DELETE FROM lexical_block WHERE id = ANY(%s)", (empty,))
-    if full:
+        keys[(lexeme, part)].append(block)
+    # The keys' open blocks, when not among the touched ones and still with room, join the repacking.
+    cur.execute(
+        """SELECT d.lexeme, d.partition_id, b.id, b.postings
+             FROM unnest(%s::text[], %s::int[]) AS k(lexeme, part)
+             JOIN lexical_df d ON d.lexeme = k.lexeme AND d.partition_id = k.part
+             JOIN lexical_block b ON b.id = d.open_block""",
+        _columns(sorted(keys), 2),
+        binary=True,
+    )
+    for lexeme, part, block, blob in cur.fetchall():
+        if block not in kept and len(blob) // POSTING.itemsize < block_capacity(lexeme):
+            kept[block] = np.frombuffer(blob, dtype=POSTING)
+            keys[(lexeme, part)].append(block)
+    writes, deletes, opens, moved = [], [], [], []  # (id, postings); ids; (lexeme, part, id); (doc, lexeme, id)
+    for (lexeme, part), blocks in sorted(keys.items()):
+        cap = block_capacity(lexeme)
+        roomy = sorted(b for b in blocks if len(kept[b]) < cap)
+        deletes += [b for b in blocks if len(kept[b]) == 0 and b not in roomy]
+        writes += [(b, kept[b]) for b in blocks if len(kept[b]) == cap]
+        pool = np.concatenate([kept[b] for b in roomy]) if roomy else np.empty(0, dtype=POSTING)
+        n_blocks = -(-len(pool) // cap)  # ceil
+        for i, b in enumerate(roomy):
+            if i >= n_blocks:
+                deletes.append(b)
+                continue
+            part_rows = pool[i * cap : (i + 1) * cap]
+            writes.append((b, part_rows))
+            old_docs = set(kept[b]["doc"].tolist())
+            moved += [(doc, lexeme, b) for doc in part_rows["doc"].tolist() if doc not in old_docs]
+        opens.append((lexeme, part, roomy[n_blocks - 1] if n_blocks else None))
+    if deletes:
+        cur.execute("DELETE FROM lexical_block WHERE id = ANY(%s)", (sorted(deletes),))
+    if writes:
         cur.execute(
             """UPDATE lexical_block b SET postings = u.postings, n = u.k
                  FROM unnest(%s::bigint[], %b::bytea[], %s::int[]) AS u(id, postings, k) WHERE b.id = u.id""",
-            ([b for b, _ in full], [rest.tobytes() for _, rest in full], [len(rest) for _, rest in full]),
+            ([b for b, _ in writes], [rows.tobytes() for _, rows in writes], [len(rows) for _, rows in writes]),
+        )
+    cur.execute(
+        """UPDATE lexical_df d SET open_block = u.block
+             FROM unnest(%s::text[], %s::int[], %s::bigint[]) AS u(lexeme, part, block)
+            WHERE d.lexeme = u.lexeme AND d.partition_id = u.part""",
+        _columns(opens, 3),
+    )
+    if moved:
+        cur.execute(
+            """UPDATE lexical_posting x SET block_id = u.block
+                 FROM unnest(%s::bigint[], %s::text[], %s::bigint[]) AS u(doc, lexeme, block)
+                 JOIN lexical_document d ON d.doc_no = u.doc
+                WHERE x.memory_id = d.memory_id AND x.lexeme = u.lexeme""",
+            _columns(moved, 3),
         )
 
 
@@ -469,28 +531,34 @@ def maintained(conn: psycopg.Connection) -> tuple[dict, dict]:
 def block_problems(conn: psycopg.Connection) -> list[str]:
     """What is wrong with the blocks against the postings (for tests and checks); empty when every
     posting is held exactly once, in the block its row names, with the right partition, tf and
-    length, every block holds 1..``BLOCK_POSTINGS`` postings of its own lexeme, ``n`` of them, and
-    every open block that still exists belongs to its (lexeme, partition)."""
+    length and agreeing with its document, every block holds 1..``block_capacity`` postings of its
+    own lexeme, ``n`` of them, every open block that still exists belongs to its (lexeme,
+    partition), and the only block of a (lexeme, partition) with room is its open block."""
     problems = []
     held: dict[tuple, int] = {}
+    roomy: dict[tuple[str, int], list[int]] = defaultdict(list)
     for block, lexeme, part, n, blob in conn.execute(
         "SELECT id, lexeme, partition_id, n, postings FROM lexical_block"
     ).fetchall():
         rows = np.frombuffer(blob, dtype=POSTING)
-        if not 0 < len(rows) == n <= BLOCK_POSTINGS:
+        if not 0 < len(rows) == n <= block_capacity(lexeme):
             problems.append(f"block {block} ({lexeme!r}, partition {part}): n = {n}, holds {len(rows)}")
+        if n < block_capacity(lexeme):
+            roomy[(lexeme, part)].append(block)
         for doc, tf, length in rows.tolist():
             key = (doc, lexeme)
             if key in held:
                 problems.append(f"document {doc} lexeme {lexeme!r} held twice")
             held[key] = (block, part, tf, length)
-    want = {
-        (doc, lexeme): (block, part, tf, length)
-        for doc, lexeme, block, part, tf, length in conn.execute(
-            """SELECT d.doc_no, x.lexeme, x.block_id, x.partition_id, x.tf, x.doc_len
-                 FROM lexical_posting x JOIN lexical_document d ON d.memory_id = x.memory_id"""
-        ).fetchall()
-    }
+    want = {}
+    for memory, doc, lexeme, block, part, tf, length, doc_part, doc_len in conn.execute(
+        """SELECT x.memory_id, d.doc_no, x.lexeme, x.block_id, x.partition_id, x.tf, x.doc_len,
+                  d.partition_id, d.doc_len
+             FROM lexical_posting x LEFT JOIN lexical_document d ON d.memory_id = x.memory_id"""
+    ).fetchall():
+        if doc is None or (doc_part, doc_len) != (part, length):
+            problems.append(f"posting ({memory}, {lexeme!r}) disagrees with its document: {doc_part}, {doc_len}")
+        want[(doc, lexeme)] = (block, part, tf, length)
     for key in sorted(want.keys() | held.keys()):
         if want.get(key) != held.get(key):
             problems.append(f"posting {key}: row says {want.get(key)}, blocks hold {held.get(key)}")
@@ -500,4 +568,11 @@ def block_problems(conn: psycopg.Connection) -> list[str]:
     ).fetchall():
         if (lexeme, part) != (block_lexeme, block_part):
             problems.append(f"open block {block} of ({lexeme!r}, {part}) holds ({block_lexeme!r}, {block_part})")
+    opened = dict(
+        ((lexeme, part), block)
+        for lexeme, part, block in conn.execute("SELECT lexeme, partition_id, open_block FROM lexical_df").fetchall()
+    )
+    for key, blocks in roomy.items():
+        if blocks != [opened.get(key)]:
+            problems.append(f"{key}: blocks with room {blocks}, open block {opened.get(key)}")
     return problems
