@@ -1,6 +1,7 @@
 """Where the keyword arm's time goes in a bench workspace: per question, the blocks and postings of
 the kept terms, the memories they name, and the time of each part of ``candidates._BlockScores``
-(reading the blocks, summing in NumPy, mapping the best document numbers to ids).
+(reading the blocks and summing in NumPy; the blocks statement alone, run once more apart; mapping
+the best document numbers to ids). The profile's own extra statements are taken off each time.
 
     .venv/bin/python -m bench.lexical_profile --size 1000000 [--home .bench/home] [--slowest 5]
 
@@ -46,6 +47,8 @@ class _Timed:
             (list(idf), part_ids),
         ).fetchone()
         counted = time.perf_counter()
+        read_ms = _read_ms(conn, part_ids, list(idf))  # the blocks statement alone, timed apart
+        counted_read = time.perf_counter()
         scores = self.inner(conn, part_ids, idf, avg, identifiers)
         built = time.perf_counter()
         inner_top, last = scores.top, self.last
@@ -62,8 +65,10 @@ class _Timed:
             blocks=blocks[0],
             postings=int(blocks[1]),
             memories=len(scores.key),
-            scores_ms=(built - counted) * 1000,
+            scores_ms=(built - counted_read) * 1000,
             count_ms=(counted - start) * 1000,
+            read_ms=read_ms,
+            extra_ms=(counted_read - start) * 1000,
         )
         return scores
 
@@ -95,12 +100,6 @@ def main() -> None:
         questions = [q.text for q in corpus.questions()]
         rows = []
         with psycopg.connect(url, autocommit=True) as conn:
-            parts = [
-                pid
-                for (pid,) in conn.execute(
-                    "SELECT id FROM lexical_partition WHERE purpose = 'conversation' AND NOT superseded"
-                )
-            ]
             for q in questions:
                 candidates.lexical(conn, caller, "conversation", q, LIMIT, False)
             for q in questions:
@@ -108,12 +107,11 @@ def main() -> None:
                 for _ in range(3):
                     start = time.perf_counter()
                     candidates.lexical(conn, caller, "conversation", q, LIMIT, False)
-                    ms = (time.perf_counter() - start) * 1000
+                    # less the profile's own statements (the count and the read timed apart)
+                    ms = (time.perf_counter() - start) * 1000 - timed.last.get("extra_ms", 0.0)
                     if ms < best and timed.last:
                         best, best_last = ms, dict(timed.last)
                 if best_last:
-                    terms = candidates.analysis.query_terms(q)
-                    best_last["read_ms"] = _read_ms(conn, parts, terms)
                     rows.append((best, q, best_last))
         rows.sort(key=lambda r: r[0])
         times = [r[0] for r in rows]
@@ -124,8 +122,8 @@ def main() -> None:
             f"{int(statistics.median(r[2]['postings'] for r in rows)):,}, max {max(r[2]['postings'] for r in rows):,}\n"
         )
         print(
-            "| question | ms | blocks | postings | memories | blocks read + sums ms | of which the read "
-            "(all terms) ms | top 100 ids ms |"
+            "| question | ms | blocks | postings | memories | blocks read + sums ms | the read alone "
+            "(timed apart) ms | top 100 ids ms |"
         )
         print("|---|---|---|---|---|---|---|---|")
         for best, q, last in rows[::-1][: args.slowest]:
