@@ -271,19 +271,29 @@ def _append_to_blocks(cur, postings: list[tuple], open_blocks: dict[tuple[str, i
     return out.tolist()
 
 
-def _remove_from_blocks(cur, postings: list[tuple[int, int]]) -> None:
-    """Removes ``(block_id, doc_no)`` postings from their blocks, keeping each (lexeme, partition)
+def _remove_from_blocks(cur, memory_ids: list[uuid.UUID]) -> None:
+    """Removes the postings of indexed memories from their blocks, keeping each (lexeme, partition)
     at full blocks plus at most one with room, its open block: the touched blocks left with room and
     the key's open block are repacked into as few blocks as hold them (the last one open), the rest
     deleted, and the moved postings' rows pointed at their new blocks. Without it, blocks emptied
     by forgets were never refilled and a term's rows grew without bound under churn (found by a
-    hostile review). Takes the statistics lock first (module docstring, "Concurrency")."""
-    if not postings:
+    hostile review). Takes the statistics lock first (module docstring, "Concurrency"), then reads
+    which blocks hold the postings: another writer's repacking may have moved them since the caller
+    read the memory's index rows (``_indexed``), and a stale block id left the posting in its block
+    for good (found by the chaos check under 8 writers)."""
+    if not memory_ids:
         return
     lock_statistics(cur)
+    cur.execute(
+        """SELECT x.block_id, d.doc_no FROM lexical_posting x JOIN lexical_document d ON d.memory_id = x.memory_id
+            WHERE x.memory_id = ANY(%s)""",
+        (list(memory_ids),),
+    )
     gone: dict[int, set[int]] = defaultdict(set)
-    for block, doc in postings:
+    for block, doc in cur.fetchall():
         gone[block].add(doc)
+    if not gone:
+        return
     cur.execute(
         "SELECT id, lexeme, partition_id, postings FROM lexical_block WHERE id = ANY(%s)", (sorted(gone),), binary=True
     )
@@ -376,17 +386,13 @@ def add_memories(conn: psycopg.Connection, rows: Iterable[tuple[uuid.UUID, uuid.
 
 
 class _Indexed:
-    """An indexed memory as the index holds it: partition, terms (lexeme -> tf), document number,
-    document length and the block of each lexeme's posting."""
+    """An indexed memory as the index holds it: partition, terms (lexeme -> tf), document number and
+    document length (not which blocks hold its postings: another writer's repacking can move them
+    until the statistics lock is taken, so ``_remove_from_blocks`` reads that under the lock)."""
 
     def __init__(self, part: Partition, doc_no: int, doc_len: int) -> None:
         self.part, self.doc_no, self.doc_len = part, doc_no, doc_len
         self.terms: dict[str, int] = {}
-        self.blocks: dict[str, int] = {}
-
-    def block_postings(self) -> list[tuple[int, int]]:
-        """``(block_id, doc_no)`` of each of its postings, for ``_remove_from_blocks``."""
-        return [(block, self.doc_no) for block in self.blocks.values()]
 
 
 def _indexed(
@@ -395,26 +401,25 @@ def _indexed(
     """The indexed memories among ``ids`` (optionally only live or superseded ones)."""
     cur = conn.cursor()
     cur.execute(
-        """SELECT d.memory_id, p.audience, p.purpose, p.superseded, d.doc_no, d.doc_len, x.lexeme, x.tf, x.block_id
+        """SELECT d.memory_id, p.audience, p.purpose, p.superseded, d.doc_no, d.doc_len, x.lexeme, x.tf
                      FROM lexical_document d JOIN lexical_partition p ON p.id = d.partition_id
                      LEFT JOIN lexical_posting x ON x.memory_id = d.memory_id
                     WHERE d.memory_id = ANY(%s) AND (%s::bool IS NULL OR p.superseded = %s::bool)""",
         (list(ids), superseded, superseded),
     )
     out: dict[uuid.UUID, _Indexed] = {}
-    for memory_id, audience, purpose, sup, doc_no, doc_len, lexeme, tf, block in cur.fetchall():
+    for memory_id, audience, purpose, sup, doc_no, doc_len, lexeme, tf in cur.fetchall():
         doc = out.get(memory_id) or out.setdefault(memory_id, _Indexed((audience, purpose, sup), doc_no, doc_len))
         if lexeme is not None:
             doc.terms[lexeme] = tf
-            doc.blocks[lexeme] = block
     return out
 
 
 def _delete(conn: psycopg.Connection, found: dict[uuid.UUID, _Indexed]) -> None:
     """Deletes indexed memories' postings (blocks included) and documents; statistics untouched."""
     cur = conn.cursor()
-    _remove_from_blocks(cur, [p for doc in found.values() for p in doc.block_postings()])
     ids = list(found)
+    _remove_from_blocks(cur, ids)
     cur.execute("DELETE FROM lexical_posting WHERE memory_id = ANY(%s)", (ids,))
     cur.execute("DELETE FROM lexical_document WHERE memory_id = ANY(%s)", (ids,))
 
@@ -446,7 +451,7 @@ def mark_superseded(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
             (mid, lexeme, (audience, purpose, True), tf, doc.doc_len, doc.doc_no) for lexeme, tf in doc.terms.items()
         )
     cur = conn.cursor()
-    _remove_from_blocks(cur, [p for doc in found.values() for p in doc.block_postings()])
+    _remove_from_blocks(cur, list(found))
     part_ids = delta.write(conn)
     cur.execute(
         """UPDATE lexical_document t SET partition_id = m.partition_id

@@ -377,3 +377,40 @@ def test_random_programs_straight_on_the_index_keep_blocks_and_sums_exact(pg):
     finally:
         with psycopg.connect(pg, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(db_name)))
+
+
+def test_a_forget_waiting_for_the_lock_finds_postings_another_writer_moved(stack, monkeypatch):
+    # Found by the chaos check (8 writers): a forget read its memory's block ids, another writer's
+    # forget then repacked the term's blocks and moved that posting, and the first forget removed
+    # it from the block it no longer was in; the posting stayed in the blocks for good. Here the
+    # first forget is held between reading its index rows and taking the statistics lock.
+    import threading
+
+    ws = stack.workspace("moved-under-me")
+    alice = stack.member(ws)
+    ids = _batch(stack, alice, [f"parrot w{i % 40}" for i in range(B + 1)])
+    first, moved = ids[0], ids[B]  # ``moved`` alone in the second block of "parrot"
+    with stack.db(ws) as conn:
+        assert sorted(n for _, n in _blocks(conn, "parrot")) == [1, B]
+    reached, go = threading.Event(), threading.Event()
+    real_delete = lexical_index._delete
+
+    def held_delete(conn, found):
+        if not reached.is_set():
+            reached.set()
+            assert go.wait(30)
+        return real_delete(conn, found)
+
+    monkeypatch.setattr(lexical_index, "_delete", held_delete)
+    md = alice.md()
+    waiting = threading.Thread(target=lambda: stack.memory.Forget(g.ForgetRequest(id=moved, reason="x"), metadata=md))
+    waiting.start()
+    assert reached.wait(30)
+    # Forgetting a memory of the full block repacks both blocks into one: ``moved`` goes there.
+    stack.memory.Forget(g.ForgetRequest(id=first, reason="x"), metadata=md)
+    go.set()
+    waiting.join(60)
+    with stack.db(ws) as conn:
+        assert lexical_index.block_problems(conn) == []
+        assert sum(n for _, n in _blocks(conn, "parrot")) == B - 1
+        _check(conn, ws, alice, ["parrot", "parrot w3"])
