@@ -206,6 +206,29 @@ def migrate_until(conninfo: str, last: str) -> None:
         backend.connection.close()
 
 
+@contextmanager
+def scratch_workspace_db(pg: str, last: str | None = None):
+    """A new database on the test server with the workspace migrations up to and including ``last``
+    (every one when None) applied; yields its conninfo and drops it, connections and all, afterwards."""
+    from psycopg import sql
+
+    from store_service.database import migrate
+
+    db_name = f"scratch_{os.urandom(6).hex()}"
+    with psycopg.connect(pg, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db_name)))
+    url = make_conninfo(pg, dbname=db_name)
+    try:
+        if last is None:
+            migrate(url, "workspace")
+        else:
+            migrate_until(url, last)
+        yield url
+    finally:
+        with psycopg.connect(pg, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(db_name)))
+
+
 def free_port() -> int:
     """A loopback port nothing listens on now."""
     with socket.socket() as sock:

@@ -9,6 +9,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
+from conftest import scratch_workspace_db
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from test_lexical_topk import WORDS, _readable, _reference, _text
@@ -418,18 +419,10 @@ def test_expiry_gate_deepening_over_history_equals_full_scoring_of_shown_rows(st
 
 def test_migration_from_0011_builds_blocks_for_every_live_row(pg):
     import psycopg
-    from conftest import migrate_until
-    from psycopg import sql
-    from psycopg.conninfo import make_conninfo
 
     from store_service.database import migrate
 
-    db_name = f"hostile_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db_name)))
-    url = make_conninfo(pg, dbname=db_name)
-    try:
-        migrate_until(url, "0011_expiry")
+    with scratch_workspace_db(pg, "0011_expiry") as url:
         alice = uuid.uuid4()
         rng = random.Random(4)
         with psycopg.connect(url, autocommit=True) as conn:
@@ -456,6 +449,3 @@ def test_migration_from_0011_builds_blocks_for_every_live_row(pg):
                 got = candidates.lexical(conn, caller, CONV, q, 100, False)
                 want = _reference(rows, analysis.query_terms(q), 100)
                 assert [r[0] for r in got] == [w[0] for w in want], q
-    finally:
-        with psycopg.connect(pg, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(db_name)))

@@ -6,6 +6,7 @@ import math
 import random
 import uuid
 
+from conftest import scratch_workspace_db
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from test_lexical_topk import WORDS, _readable, _reference, _text
@@ -242,18 +243,10 @@ def test_migration_batches_fill_open_blocks_across_the_2000_row_boundary(pg):
     # open block of 96, the second fills it to 112 and adds two full blocks; writes after the
     # migration go on from the pointer it left.
     import psycopg
-    from conftest import migrate_until
-    from psycopg import sql
-    from psycopg.conninfo import make_conninfo
 
     from store_service.database import migrate
 
-    db_name = f"hostile_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db_name)))
-    url = make_conninfo(pg, dbname=db_name)
-    try:
-        migrate_until(url, "0011_expiry")
+    with scratch_workspace_db(pg, "0011_expiry") as url:
         alice, rng = uuid.uuid4(), random.Random(12)
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(
@@ -290,9 +283,6 @@ def test_migration_batches_fill_open_blocks_across_the_2000_row_boundary(pg):
                 got = candidates.lexical(conn, caller, CONV, q, 100, False)
                 want = _reference(rows, analysis.query_terms(q), 100)
                 assert [r[0] for r in got] == [w[0] for w in want], q
-    finally:
-        with psycopg.connect(pg, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(db_name)))
 
 
 def test_random_programs_straight_on_the_index_keep_blocks_and_sums_exact(pg):
@@ -301,15 +291,7 @@ def test_random_programs_straight_on_the_index_keep_blocks_and_sums_exact(pg):
     # blocks), corrections keeping some lexemes; after every program: block_problems, and the sums
     # against a model.
     import psycopg
-    from psycopg import sql
-    from psycopg.conninfo import make_conninfo
 
-    from store_service.database import migrate
-
-    db_name = f"hostile_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db_name)))
-    url = make_conninfo(pg, dbname=db_name)
     rng = random.Random(2024)
     member = uuid.uuid4()
     vocab = ["kestrel", "heron", "crane"]
@@ -321,62 +303,57 @@ def test_random_programs_straight_on_the_index_keep_blocks_and_sums_exact(pg):
         return " ".join(rng.choice(vocab) for _ in range(rng.randint(1, 4)))
 
     docs: dict[uuid.UUID, tuple] = {}  # id -> (audience or None, superseded, terms)
-    try:
-        migrate(url, "workspace")
-        with psycopg.connect(url) as conn:
-            for step in range(250):
-                op = rng.random()
-                live = [d for d, (_, sup, _) in docs.items() if not sup]
-                if op < 0.35 or len(docs) < 50:
-                    rows = [
-                        (uuid.uuid4(), member if rng.random() < 0.3 else None, CONV, "", text())
-                        for _ in range(rng.choice((1, 2, 111, 112, 113, 225, 400)))
-                    ]
-                    conn.execute(
-                        """INSERT INTO memory (id, kind, title, body, audience_member_id, purpose, origin, created_by)
-                           SELECT i, 'note', '', b, a, 'conversation', 'told', %s
-                             FROM unnest(%s::uuid[], %s::text[], %s::uuid[]) AS r(i, b, a)""",
-                        (member, [r[0] for r in rows], [r[4] for r in rows], [r[1] for r in rows]),
-                    )
-                    lexical_index.add_memories(conn, rows)
-                    for mid, aud, _, t, b in rows:
-                        docs[mid] = (aud, False, analysis.document_terms(t, b))
-                elif op < 0.6:
-                    gone = rng.sample(list(docs), min(len(docs), rng.choice((1, 5, 112, 150))))
-                    lexical_index.remove_memories(conn, gone)
-                    for mid in gone:
-                        del docs[mid]
-                elif op < 0.8 and live:
-                    moved = rng.sample(live, min(len(live), rng.choice((1, 3, 113, 230))))
-                    lexical_index.mark_superseded(conn, moved)
-                    for mid in moved:
-                        aud, _, terms = docs[mid]
-                        docs[mid] = (aud, True, terms)
-                elif docs:
-                    mid = rng.choice(list(docs))
-                    body = text()
-                    lexical_index.reindex_text(conn, mid, "", body)
-                    aud, sup, _ = docs[mid]
-                    docs[mid] = (aud, sup, analysis.document_terms("", body))
-                conn.commit()
-                problems = lexical_index.block_problems(conn)
-                assert problems == [], (step, problems[:5])
-                want_df: dict[tuple, int] = {}
-                want_parts: dict[tuple, list[int]] = {}
-                for aud, sup, terms in docs.values():
-                    part = (lexical_index.audience_key(aud), CONV, sup)
-                    cell = want_parts.setdefault(part, [0, 0])
-                    cell[0] += 1
-                    cell[1] += len(terms)
-                    for lx in terms:
-                        want_df[(lx, *part)] = want_df.get((lx, *part), 0) + 1
-                got_df, got_parts = lexical_index.maintained(conn)
-                assert got_df == want_df, step
-                assert got_parts == {k: tuple(v) for k, v in want_parts.items() if v != [0, 0]}, step
-                conn.commit()
-    finally:
-        with psycopg.connect(pg, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(db_name)))
+    with scratch_workspace_db(pg) as url, psycopg.connect(url) as conn:
+        for step in range(250):
+            op = rng.random()
+            live = [d for d, (_, sup, _) in docs.items() if not sup]
+            if op < 0.35 or len(docs) < 50:
+                rows = [
+                    (uuid.uuid4(), member if rng.random() < 0.3 else None, CONV, "", text())
+                    for _ in range(rng.choice((1, 2, 111, 112, 113, 225, 400)))
+                ]
+                conn.execute(
+                    """INSERT INTO memory (id, kind, title, body, audience_member_id, purpose, origin, created_by)
+                       SELECT i, 'note', '', b, a, 'conversation', 'told', %s
+                         FROM unnest(%s::uuid[], %s::text[], %s::uuid[]) AS r(i, b, a)""",
+                    (member, [r[0] for r in rows], [r[4] for r in rows], [r[1] for r in rows]),
+                )
+                lexical_index.add_memories(conn, rows)
+                for mid, aud, _, t, b in rows:
+                    docs[mid] = (aud, False, analysis.document_terms(t, b))
+            elif op < 0.6:
+                gone = rng.sample(list(docs), min(len(docs), rng.choice((1, 5, 112, 150))))
+                lexical_index.remove_memories(conn, gone)
+                for mid in gone:
+                    del docs[mid]
+            elif op < 0.8 and live:
+                moved = rng.sample(live, min(len(live), rng.choice((1, 3, 113, 230))))
+                lexical_index.mark_superseded(conn, moved)
+                for mid in moved:
+                    aud, _, terms = docs[mid]
+                    docs[mid] = (aud, True, terms)
+            elif docs:
+                mid = rng.choice(list(docs))
+                body = text()
+                lexical_index.reindex_text(conn, mid, "", body)
+                aud, sup, _ = docs[mid]
+                docs[mid] = (aud, sup, analysis.document_terms("", body))
+            conn.commit()
+            problems = lexical_index.block_problems(conn)
+            assert problems == [], (step, problems[:5])
+            want_df: dict[tuple, int] = {}
+            want_parts: dict[tuple, list[int]] = {}
+            for aud, sup, terms in docs.values():
+                part = (lexical_index.audience_key(aud), CONV, sup)
+                cell = want_parts.setdefault(part, [0, 0])
+                cell[0] += 1
+                cell[1] += len(terms)
+                for lx in terms:
+                    want_df[(lx, *part)] = want_df.get((lx, *part), 0) + 1
+            got_df, got_parts = lexical_index.maintained(conn)
+            assert got_df == want_df, step
+            assert got_parts == {k: tuple(v) for k, v in want_parts.items() if v != [0, 0]}, step
+            conn.commit()
 
 
 def test_a_forget_waiting_for_the_lock_finds_postings_another_writer_moved(stack, monkeypatch):
