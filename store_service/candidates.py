@@ -157,22 +157,6 @@ def _question_size(kept: list[str], identifiers: list[str]) -> int:
     return sum(1 for t in kept if t not in parts)
 
 
-def _lexical(
-    conn: psycopg.Connection,
-    caller: m.Caller,
-    purpose: str,
-    text: str,
-    limit: int,
-    include_superseded: bool,
-    entity_ids: list[uuid.UUID],
-    expiry_days: int = 0,
-) -> tuple[list[tuple[uuid.UUID, float, int, int]], list[str]]:
-    """``lexical``'s rows, each ``(id, score, scored terms it holds, lookup identifiers it holds)``
-    (``lookup_identifiers``), and the terms BM25 scored. Read in one snapshot (``_one_snapshot``)."""
-    with _one_snapshot(conn):
-        return _lexical_in(conn, caller, purpose, text, limit, include_superseded, entity_ids, expiry_days)
-
-
 @contextlib.contextmanager
 def _one_snapshot(conn: psycopg.Connection):
     """Runs the keyword arm's statements in one REPEATABLE READ, READ ONLY transaction when the
@@ -188,7 +172,7 @@ def _one_snapshot(conn: psycopg.Connection):
         yield
 
 
-def _lexical_in(
+def _lexical(
     conn: psycopg.Connection,
     caller: m.Caller,
     purpose: str,
@@ -196,52 +180,54 @@ def _lexical_in(
     limit: int,
     include_superseded: bool,
     entity_ids: list[uuid.UUID],
-    expiry_days: int,
+    expiry_days: int = 0,
 ) -> tuple[list[tuple[uuid.UUID, float, int, int]], list[str]]:
-    """``_lexical`` inside its snapshot."""
+    """``lexical``'s rows, each ``(id, score, scored terms it holds, lookup identifiers it holds)``
+    (``lookup_identifiers``), and the terms BM25 scored. Read in one snapshot (``_one_snapshot``)."""
     terms = analysis.query_terms(text)
     params = caller_params(caller)
     if not terms or purpose not in params["purposes"]:
-        return [], []
-    audiences = [WORKSPACE, uuid.UUID(caller.member_id)]
-    superseded = [False, True] if include_superseded else [False]
-    if entity_ids:
-        return _lexical_filtered(
-            conn,
-            {**params, "purpose": purpose, "entities": list(entity_ids), "expiry_days": expiry_days},
-            terms,
-            limit,
-            include_superseded,
+        return [], []  # no statement: nothing to read, no transaction
+    with _one_snapshot(conn):
+        audiences = [WORKSPACE, uuid.UUID(caller.member_id)]
+        superseded = [False, True] if include_superseded else [False]
+        if entity_ids:
+            return _lexical_filtered(
+                conn,
+                {**params, "purpose": purpose, "entities": list(entity_ids), "expiry_days": expiry_days},
+                terms,
+                limit,
+                include_superseded,
+            )
+        # The readable partitions' sums and the terms' statistics in them, in one round trip: one row
+        # per (partition, present term), or one row with a NULL lexeme for a partition without any.
+        rows = (
+            named(conn)
+            .execute(
+                """SELECT pt.id, pt.doc_count, pt.total_len, d.lexeme, d.df
+                 FROM lexical_partition pt
+                 LEFT JOIN lexical_df d ON d.partition_id = pt.id AND d.lexeme = ANY(%s) AND d.df > 0
+                WHERE pt.purpose = %s AND pt.audience = ANY(%s) AND pt.superseded = ANY(%s)""",
+                (terms, purpose, audiences, superseded),
+            )
+            .fetchall()
         )
-    # The readable partitions' sums and the terms' statistics in them, in one round trip: one row
-    # per (partition, present term), or one row with a NULL lexeme for a partition without any.
-    rows = (
-        named(conn)
-        .execute(
-            """SELECT pt.id, pt.doc_count, pt.total_len, d.lexeme, d.df
-             FROM lexical_partition pt
-             LEFT JOIN lexical_df d ON d.partition_id = pt.id AND d.lexeme = ANY(%s) AND d.df > 0
-            WHERE pt.purpose = %s AND pt.audience = ANY(%s) AND pt.superseded = ANY(%s)""",
-            (terms, purpose, audiences, superseded),
-        )
-        .fetchall()
-    )
-    sums = {r.id: (r.doc_count, r.total_len) for r in rows}
-    n, total, part_ids = sum(c for c, _ in sums.values()), sum(t for _, t in sums.values()), list(sums)
-    if n <= 0:
-        return [], []
-    df: dict[str, int] = {}
-    for r in rows:
-        if r.lexeme is not None:
-            df[r.lexeme] = df.get(r.lexeme, 0) + r.df
-    kept = kept_terms(terms, df, n)
-    if not kept:
-        return [], []
-    avg = max(total / n, 1.0)
-    idf = {t: bm25_idf(n, df[t]) for t in kept}
-    identifiers = lookup_identifiers(kept)
+        sums = {r.id: (r.doc_count, r.total_len) for r in rows}
+        n, total, part_ids = sum(c for c, _ in sums.values()), sum(t for _, t in sums.values()), list(sums)
+        if n <= 0:
+            return [], []
+        df: dict[str, int] = {}
+        for r in rows:
+            if r.lexeme is not None:
+                df[r.lexeme] = df.get(r.lexeme, 0) + r.df
+        kept = kept_terms(terms, df, n)
+        if not kept:
+            return [], []
+        avg = max(total / n, 1.0)
+        idf = {t: bm25_idf(n, df[t]) for t in kept}
+        identifiers = lookup_identifiers(kept)
 
-    return _shown_top(conn, _BlockScores(conn, part_ids, idf, avg, identifiers).top, limit, expiry_days), kept
+        return _shown_top(conn, _BlockScores(conn, part_ids, idf, avg, identifiers).top, limit, expiry_days), kept
 
 
 def _shown_top(conn: psycopg.Connection, top, limit: int, expiry_days: int) -> list[tuple]:
