@@ -320,8 +320,8 @@ def _remove_from_blocks(cur, memory_ids: list[uuid.UUID]) -> None:
     for (lexeme, part), blocks in sorted(keys.items()):
         cap = block_capacity(lexeme)
         roomy = sorted(b for b in blocks if len(kept[b]) < cap)
-        deletes += [b for b in blocks if len(kept[b]) == 0 and b not in roomy]
-        writes += [(b, kept[b]) for b in blocks if len(kept[b]) == cap]
+        # At or over capacity (over: made when a lexeme's capacity was higher), rewritten as it is.
+        writes += [(b, kept[b]) for b in blocks if len(kept[b]) >= cap]
         pool = np.concatenate([kept[b] for b in roomy]) if roomy else np.empty(0, dtype=POSTING)
         n_blocks = -(-len(pool) // cap)  # ceil
         for i, b in enumerate(roomy):
@@ -409,7 +409,9 @@ def _indexed(
     )
     out: dict[uuid.UUID, _Indexed] = {}
     for memory_id, audience, purpose, sup, doc_no, doc_len, lexeme, tf in cur.fetchall():
-        doc = out.get(memory_id) or out.setdefault(memory_id, _Indexed((audience, purpose, sup), doc_no, doc_len))
+        if memory_id not in out:
+            out[memory_id] = _Indexed((audience, purpose, sup), doc_no, doc_len)
+        doc = out[memory_id]
         if lexeme is not None:
             doc.terms[lexeme] = tf
     return out

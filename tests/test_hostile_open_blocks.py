@@ -6,6 +6,7 @@ import math
 import random
 import uuid
 
+import numpy as np
 from conftest import scratch_workspace_db
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
@@ -391,3 +392,31 @@ def test_a_forget_waiting_for_the_lock_finds_postings_another_writer_moved(stack
         assert lexical_index.block_problems(conn) == []
         assert sum(n for _, n in _blocks(conn, "parrot")) == B - 1
         _check(conn, ws, alice, ["parrot", "parrot w3"])
+
+
+def test_a_block_over_a_lowered_capacity_still_loses_what_is_forgotten(stack, monkeypatch):
+    # Capacity is a code constant and databases outlive it: a block filled under a higher capacity
+    # and left over the current one after a forget was not rewritten, so the forgotten posting
+    # stayed in it (found in review).
+    ws = stack.workspace("over-capacity")
+    alice = stack.member(ws)
+    ids = _batch(stack, alice, [f"parrot w{i % 40}" for i in range(B)])
+    with stack.db(ws) as conn:
+        assert [n for _, n in _blocks(conn, "parrot")] == [B]
+    monkeypatch.setattr(lexical_index, "block_capacity", lambda lexeme: 100)
+    stack.memory.Forget(g.ForgetRequest(id=ids[0], reason="x"), metadata=alice.md())
+    with stack.db(ws) as conn:
+        assert [n for _, n in _blocks(conn, "parrot")] == [B - 1]
+        (forgotten,) = conn.execute("SELECT count(*) FROM lexical_document").fetchone()
+        assert forgotten == B - 1
+        held = {
+            doc
+            for (blob,) in conn.execute("SELECT postings FROM lexical_block WHERE lexeme = 'parrot'")
+            for doc in np.frombuffer(blob, dtype=lexical_index.POSTING)["doc"].tolist()
+        }
+        assert held == {n for (n,) in conn.execute("SELECT doc_no FROM lexical_document")}
+        assert lexical_index.maintained(conn) == lexical_index.recount(conn)
+        for q in ("parrot", "parrot w3"):
+            got = candidates.lexical(conn, _caller(ws, alice), CONV, q, 1000, False)
+            want = _reference(_readable(conn, alice.id), analysis.query_terms(q), 1000)
+            assert [r[0] for r in got] == [w[0] for w in want], q
