@@ -154,11 +154,18 @@ def status_parser(sub: argparse._SubParsersAction) -> None:
 
 @client.gateway_command
 def status(gw: client.Gateway, args: argparse.Namespace) -> int:
-    """GetStatus: prints the embedding backlog and whether each dependency is up."""
+    """GetStatus: prints the embedding backlog and whether each dependency is up, DOWN (with why) or
+    not configured (the re-ranker without a cross-encoder: not an outage)."""
     resp = gw.admin.GetStatus(g.GetStatusRequest(), metadata=gw.metadata)
-    deps = "\n".join(f"  {d.name}: {'up' if d.serving else 'DOWN ' + d.detail}" for d in resp.dependencies)
+    deps = "\n".join(f"  {d.name}: {_dependency_state(d)}" for d in resp.dependencies)
     client.emit(resp, args.json, f"embedding backlog: {resp.embedding_backlog}\n{deps}")
     return 0
+
+
+def _dependency_state(d: g.DependencyStatus) -> str:
+    if d.state == g.DEPENDENCY_STATE_NOT_CONFIGURED:
+        return "not configured"
+    return "up" if d.serving else f"DOWN {d.detail}"
 
 
 def rebuild_parser(sub: argparse._SubParsersAction) -> None:

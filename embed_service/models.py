@@ -192,14 +192,18 @@ def _ensure_onnx(path: Path | None) -> Path:
 
 
 class Reranker:
-    """A sentence-transformers CrossEncoder, or unavailable with the reason it did not load."""
+    """A sentence-transformers CrossEncoder, or unavailable with the reason it did not load
+    (``load=False``: not loaded yet; ``name`` still says what is configured)."""
 
-    def __init__(self, name_or_path: str) -> None:
+    def __init__(self, name_or_path: str, *, load: bool = True) -> None:
         self.name = name_or_path
         self.model = None
         self.error = ""
         if not name_or_path:
             self.error = "no re-ranker configured"
+            return
+        if not load:
+            self.error = "loading"
             return
         try:
             from sentence_transformers import CrossEncoder

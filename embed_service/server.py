@@ -120,7 +120,8 @@ class EmbedService:
         reranker: Reranker | None = None,
         block: bool = True,
     ) -> None:
-        self.servicer = EmbedServicer(encoder, reranker or Reranker(""))
+        # Until the loader has run, GetModelInfo names the configured re-ranker as loading.
+        self.servicer = EmbedServicer(encoder, reranker or Reranker(reranker_model, load=False))
         self.running: Running = start_server(
             bind,
             [

@@ -10,11 +10,23 @@ dependency (servicekit.breaker), so a frozen or failing service is skipped rathe
 
 Every call also ends with the caller's deadline, when that comes first (servicekit.deadlines).
 The optional stages (embed, reranker) get at most half the caller's remaining time
-(servicekit.deadlines.optional_stage). The ``reranker`` breaker also opens whenever the embed
-service answers that its re-ranker is not loaded (``GetModelInfo.reranker_available``, read by the
-gateway's dependency watch at start and every 2 s), so the re-ranker is not called while it reports
-itself unavailable; its probe closes it again once it reports itself available. Health checks and
-GetModelInfo are not behind a breaker: they are how the gateway looks.
+(servicekit.deadlines.optional_stage). Health checks and GetModelInfo are not behind a breaker:
+they are how the gateway looks.
+
+The re-ranker has three states (``reranker_state``), read from the embed service's
+GetModelInfo by the gateway's dependency watch at start and every ``WATCH_SECONDS``:
+
+- not configured (``reranker_model`` empty): recall never calls it and misses nothing, so nothing
+  counts as degraded and its breaker stays closed (an operator's choice is not an outage). The
+  watch's poll is the only call; a re-ranker configured later (the embed service restarted with
+  one) is noticed within ``WATCH_SECONDS``.
+- down: configured but not loaded (``reranker_available`` false: its breaker is opened, so it is not
+  called while it reports itself unavailable, and its probe closes it once it reports itself
+  available), or its breaker or the embed service's is open. Recall skips it and counts the skip.
+- up: called.
+
+While the embed service does not answer GetModelInfo the re-ranker keeps its last known
+configuration.
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ from collections.abc import Sequence
 
 import grpc
 from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
+from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.rank.v1 import rank_pb2, rank_pb2_grpc
 from recallatron.store.v1 import store_pb2, store_pb2_grpc
 
@@ -35,7 +48,8 @@ STORE_SERVICE = store_pb2.DESCRIPTOR.services_by_name["StoreService"].full_name
 EMBED_SERVICE = embed_pb2.DESCRIPTOR.services_by_name["EmbedService"].full_name
 RANK_SERVICE = rank_pb2.DESCRIPTOR.services_by_name["RankService"].full_name
 # How often the gateway's dependency watch polls (gateway.server.DependencyWatch), and so the
-# re-ranker breaker's probe: the re-ranker's availability changes only when the embed service restarts.
+# re-ranker breaker's probe and how soon a re-ranker configured later is noticed: the re-ranker's
+# configuration and availability change only when the embed service restarts.
 WATCH_SECONDS = 2.0
 PROBE_TIMEOUT_SECONDS = 1.0
 
@@ -77,6 +91,8 @@ class Dependencies:
         self.store = store_pb2_grpc.StoreServiceStub(self.channels["store"])
         self.embed = embed_pb2_grpc.EmbedServiceStub(self.channels["embed"])
         self.rank = rank_pb2_grpc.RankServiceStub(self.channels["rank"])
+        # Until GetModelInfo first answers: configured, so a missing re-ranker counts as missing.
+        self.reranker_configured = True
         b["embed"].start(lambda: clients.is_serving(self.channels["embed"], EMBED_SERVICE))
         b["reranker"].start(self._reranker_available)
 
@@ -84,10 +100,25 @@ class Dependencies:
         info = self.embed.GetModelInfo(embed_pb2.GetModelInfoRequest(), timeout=PROBE_TIMEOUT_SECONDS)
         return info.reranker_available
 
-    def reranker_up(self) -> bool:
-        """Whether recall should call the re-ranker: neither its breaker nor the embed service's
-        (the re-ranker runs in the embed service) is open."""
-        return not (self.breakers["reranker"].is_open or self.breakers["embed"].is_open)
+    def reranker_reported(self, info: embed_pb2.GetModelInfoResponse) -> None:
+        """Takes what the embed service's GetModelInfo said of its re-ranker: not configured closes
+        the breaker (nothing to fail) and keeps recall from calling it; configured but unavailable
+        opens the breaker."""
+        self.reranker_configured = bool(info.reranker_model)
+        if not self.reranker_configured:
+            self.breakers["reranker"].reset()
+        elif not info.reranker_available:
+            self.breakers["reranker"].trip()
+
+    def reranker_state(self) -> int:
+        """``g.DEPENDENCY_STATE_NOT_CONFIGURED`` when the embed service has no re-ranker configured
+        (as last reported), ``DOWN`` when its breaker or the embed service's (the re-ranker runs in
+        the embed service) is open, else ``UP``: whether recall should call it."""
+        if not self.reranker_configured:
+            return g.DEPENDENCY_STATE_NOT_CONFIGURED
+        if self.breakers["reranker"].is_open or self.breakers["embed"].is_open:
+            return g.DEPENDENCY_STATE_DOWN
+        return g.DEPENDENCY_STATE_UP
 
     def close(self) -> None:
         """Stops the probes and closes the channels."""

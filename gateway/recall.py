@@ -21,8 +21,10 @@ own deadline (RecallConfig) and half of what is left, so a degraded answer still
 
 Degrade contract: an embed failure (down, past its deadline, breaker open, stamp mismatch) means
 ``dense_available=false``; a re-ranker failure or skip means ``reranked=false``. Neither is an
-error. A recall whose query embedding timed out or found the embed service unavailable does not
-call the re-ranker (it runs in the same service) and so waits for a frozen service once at most.
+error. A re-ranker that is not configured also means ``reranked=false``, but nothing is missing:
+it is not called and the recall does not count as degraded. A recall whose query embedding timed
+out or found the embed service unavailable does not call the re-ranker (it runs in the same
+service) and so waits for a frozen service once at most.
 """
 
 from __future__ import annotations
@@ -77,9 +79,10 @@ class RecallConfig:
 class Recaller:
     """Runs one recall for an authenticated caller.
 
-    ``reranker_up`` answers whether the re-ranker may be called (gateway.dependencies: neither its
-    breaker nor the embed service's is open); while it says no, recall skips the Rerank call and
-    answers ``reranked=false`` at once, as a failed call would.
+    ``reranker_state`` answers whether the re-ranker may be called (gateway.dependencies:
+    ``DEPENDENCY_STATE_UP``, ``_DOWN`` while its breaker or the embed service's is open, or
+    ``_NOT_CONFIGURED``); unless it is up, recall skips the Rerank call and answers
+    ``reranked=false`` at once, counted as degraded only when the re-ranker is down.
     """
 
     def __init__(
@@ -88,10 +91,10 @@ class Recaller:
         embed: embed_pb2_grpc.EmbedServiceStub,
         rank: rank_pb2_grpc.RankServiceStub,
         config: RecallConfig,
-        reranker_up: Callable[[], bool] = lambda: True,
+        reranker_state: Callable[[], int] = lambda: g.DEPENDENCY_STATE_UP,
     ) -> None:
         self.store, self.embed, self.rank, self.config = store, embed, rank, config
-        self.reranker_up = reranker_up
+        self.reranker_state = reranker_state
 
     def recall(self, req: g.RecallRequest, caller: m.Caller, settings: store_pb2.WorkspaceSettings) -> g.RecallResponse:
         """Answers a RecallRequest. INVALID_ARGUMENT for bad input, PERMISSION_DENIED for an ungranted purpose."""
@@ -99,7 +102,8 @@ class Recaller:
         # The head the answer can need: the top k, or the re-ranker's input when it may run; at most
         # MAX_TOP_K, the most the store carries (RECALLATRON_RERANK_TOP_N may be up to 256): deeper
         # head rows are fetched with GetMemories.
-        head = ask.top_k if req.skip_rerank or not self.reranker_up() else max(ask.top_k, self.config.rerank_top_n)
+        reranker_up = self.reranker_state() == g.DEPENDENCY_STATE_UP
+        head = max(ask.top_k, self.config.rerank_top_n) if reranker_up and not req.skip_rerank else ask.top_k
         head = min(head, MAX_TOP_K)
         lexical_rows, dense_rows, dense_available, embed_down = self._candidates(ask, caller, settings, head)
         passed = self._fuse_and_walk(lexical_rows, dense_rows)
@@ -160,12 +164,14 @@ class Recaller:
         return lexical_rows, dense_rows, dense_available, embed_down
 
     def _will_rerank(self, ask: _Ask, passed, embed_down: bool) -> bool:
-        """Whether to call the re-ranker: asked for, up, and the embed service answered this recall's
-        query embedding (else skipped, as if the call had failed, and counted as a degraded recall
-        when there was something to re-rank)."""
-        if ask.req.skip_rerank:
+        """Whether to call the re-ranker: asked for, configured, up, and the embed service answered
+        this recall's query embedding (else skipped, as if the call had failed, and counted as a
+        degraded recall when there was something to re-rank; a re-ranker not configured is skipped
+        without counting: nothing is missing)."""
+        state = self.reranker_state()
+        if ask.req.skip_rerank or state == g.DEPENDENCY_STATE_NOT_CONFIGURED:
             return False
-        if embed_down or not self.reranker_up():
+        if embed_down or state != g.DEPENDENCY_STATE_UP:
             if passed:
                 DEGRADED.labels("rerank").inc()
             return False

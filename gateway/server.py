@@ -1,8 +1,10 @@
 """The gateway: the public MemoryService and AdminService, orchestrating the internal services.
 
 It stays SERVING while the embed service or the re-ranker is down (recall degrades) and reports
-their state through AdminService.GetStatus and the ``recallatron_dependency_up`` gauge. Its calls
-to the internal services carry deadlines and go through circuit breakers (gateway.dependencies).
+their state through AdminService.GetStatus and the ``recallatron_dependency_up`` and
+``recallatron_dependency_configured`` gauges (a re-ranker that is not configured is not down). Its
+calls to the internal services carry deadlines and go through circuit breakers
+(gateway.dependencies).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import grpc
 from prometheus_client import Gauge
-from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
+from recallatron.embed.v1 import embed_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.store.v1 import store_pb2 as s
@@ -25,11 +27,15 @@ from gateway.curation import InputVersion
 from gateway.dependencies import WATCH_SECONDS, Dependencies
 from gateway.recall import RecallConfig, Recaller
 from servicekit import clients
-from servicekit.breaker import CircuitBreaker
 from servicekit.limits import INTERNAL_DEADLINE_SECONDS, SHUTDOWN_GRACE_SECONDS
 from servicekit.server import Running, start_server
 
 DEPENDENCY_UP = Gauge("recallatron_dependency_up", "1 when a dependency answers SERVING.", ["dependency"])
+DEPENDENCY_CONFIGURED = Gauge(
+    "recallatron_dependency_configured",
+    "1 when a dependency is configured (0: the re-ranker without a cross-encoder; not an outage).",
+    ["dependency"],
+)
 
 
 def same_fields(message, cls):
@@ -339,17 +345,13 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
 
 
 class DependencyWatch:
-    """Polls the internal services' health every few seconds; feeds GetStatus and metrics, and opens
-    the ``reranker`` breaker whenever the embed service reports its re-ranker unavailable."""
+    """Polls the internal services' health and the embed service's GetModelInfo every
+    ``WATCH_SECONDS``; feeds GetStatus and the dependency gauges, and tells ``deps`` what the embed
+    service reports of its re-ranker (gateway.dependencies: not configured, or its breaker opened
+    while it is configured but unavailable)."""
 
-    def __init__(
-        self,
-        channels: dict[str, grpc.Channel],
-        embed: embed_pb2_grpc.EmbedServiceStub,
-        on_change=lambda state: None,
-        reranker: CircuitBreaker | None = None,
-    ) -> None:
-        self.channels, self.embed, self.on_change, self.reranker = channels, embed, on_change, reranker
+    def __init__(self, deps: Dependencies, on_change=lambda state: None) -> None:
+        self.deps, self.on_change = deps, on_change
         self._state: dict[str, g.DependencyStatus] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="dependency-watch")
@@ -366,20 +368,19 @@ class DependencyWatch:
     def poll(self) -> None:
         """Checks every dependency now."""
         state = {}
-        for name, ch in self.channels.items():
+        for name, ch in self.deps.channels.items():
             up = clients.is_serving(ch)
-            state[name] = g.DependencyStatus(name=name, serving=up, detail="" if up else "not SERVING")
+            state[name] = _status(name, g.DEPENDENCY_STATE_UP if up else g.DEPENDENCY_STATE_DOWN, "not SERVING")
         try:
-            info = self.embed.GetModelInfo(embed_pb2.GetModelInfoRequest(), timeout=1.0)
-            state["reranker"] = g.DependencyStatus(
-                name="reranker", serving=info.reranker_available, detail=info.reranker_error
-            )
-            if not info.reranker_available and self.reranker is not None:
-                self.reranker.trip()
+            info = self.deps.embed.GetModelInfo(embed_pb2.GetModelInfoRequest(), timeout=1.0)
         except grpc.RpcError:
-            state["reranker"] = g.DependencyStatus(name="reranker", serving=False, detail="embed service down")
+            info = None
+        else:
+            self.deps.reranker_reported(info)
+        state["reranker"] = self._reranker(info)
         for name, st in state.items():
             DEPENDENCY_UP.labels(name).set(1 if st.serving else 0)
+            DEPENDENCY_CONFIGURED.labels(name).set(0 if st.state == g.DEPENDENCY_STATE_NOT_CONFIGURED else 1)
         self._state = state
         self.on_change(state)
 
@@ -391,6 +392,25 @@ class DependencyWatch:
     def _run(self) -> None:
         while not self._stop.wait(WATCH_SECONDS):
             self.poll()
+
+    def _reranker(self, info: embed_pb2.GetModelInfoResponse | None) -> g.DependencyStatus:
+        """The re-ranker's entry from GetModelInfo's answer (None: the embed service did not answer):
+        not configured as last reported, else up or down as the embed service reports it now."""
+        if not self.deps.reranker_configured:
+            return _status("reranker", g.DEPENDENCY_STATE_NOT_CONFIGURED, "")
+        if info is None:
+            return _status("reranker", g.DEPENDENCY_STATE_DOWN, "embed service down")
+        if info.reranker_available:
+            return _status("reranker", g.DEPENDENCY_STATE_UP, "")
+        return _status("reranker", g.DEPENDENCY_STATE_DOWN, info.reranker_error)
+
+
+def _status(name: str, state: int, why_down: str) -> g.DependencyStatus:
+    """A dependency's GetStatus entry: ``why_down`` is its detail only when it is down."""
+    down = state == g.DEPENDENCY_STATE_DOWN
+    return g.DependencyStatus(
+        name=name, serving=state == g.DEPENDENCY_STATE_UP, detail=why_down if down else "", state=state
+    )
 
 
 class GatewayService:
@@ -416,9 +436,10 @@ class GatewayService:
         self.deps = Dependencies(store_addr, embed_addr, rank_addr, config, internal_deadline, interceptors)
         self.channels, self.breakers = self.deps.channels, self.deps.breakers
         store = self.deps.store
-        self.watch = DependencyWatch(self.channels, self.deps.embed, self._follow, self.breakers["reranker"])
-        self.watch.poll()  # before the first call: a re-ranker reported unavailable is never called
-        recaller = Recaller(store, self.deps.embed, self.deps.rank, config, reranker_up=self.deps.reranker_up)
+        self.watch = DependencyWatch(self.deps, self._follow)
+        # Before the first call: a re-ranker reported unavailable or not configured is never called.
+        self.watch.poll()
+        recaller = Recaller(store, self.deps.embed, self.deps.rank, config, reranker_state=self.deps.reranker_state)
         self.running: Running = start_server(
             bind,
             [

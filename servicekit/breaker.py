@@ -19,7 +19,9 @@ everyone. Any other outcome is a success (the service answered), except CANCELLE
 nothing.
 
 ``recallatron_breaker_open{dependency}`` is 1 while a breaker is open, 0 closed or half-open
-(deploy/alerts.yml, ``RecallatronBreakerOpen``). The label is the dependency's name only.
+(deploy/alerts.yml, ``RecallatronBreakerOpen``). The label is the dependency's name only. A
+dependency that is not configured is not called and its owner keeps its breaker closed (``reset``):
+not configured is not down.
 """
 
 from __future__ import annotations
@@ -133,6 +135,13 @@ class CircuitBreaker:
         with self._lock:
             if self._state != OPEN:
                 self._enter(OPEN)
+
+    def reset(self) -> None:
+        """Closes the breaker now: there is nothing to fail (the dependency is not configured, so
+        nobody calls it), and an open breaker would report an outage that is not one."""
+        with self._lock:
+            if self._state != CLOSED:
+                self._enter(CLOSED)
 
     def _enter(self, state: str) -> None:
         """Changes state; the caller holds the lock."""

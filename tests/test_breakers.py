@@ -119,9 +119,9 @@ def test_internal_calls_carry_deadlines_derived_from_the_callers(world):
         got = calls.timeouts[method]
         assert len(got) == 20 and all(abs(t - INTERNAL_DEADLINE_SECONDS) < 0.5 for t in got), (method, got)
     assert calls.timeouts["EmbedQueries"] == [EMBED_DEADLINE] * 20
-    # The re-ranker reports itself unavailable (no cross-encoder): its breaker is open from the start.
+    # No cross-encoder is configured: the re-ranker is not called, and not down (its breaker closed).
     assert "Rerank" not in calls.timeouts and not resp.reranked
-    assert world["gw"].breakers["reranker"].state == br.OPEN and gauge("reranker") == 1
+    assert world["gw"].breakers["reranker"].state == br.CLOSED and gauge("reranker") == 0
 
 
 def test_a_caller_without_a_deadline_gets_the_default_internal_deadline(world, stack):
@@ -248,6 +248,28 @@ def test_breaker_opens_probes_and_closes_after_a_good_trial():
         assert b.state == br.CLOSED and gauge("test-dep") == 0
         b.trip()
         assert b.state == br.OPEN and gauge("test-dep") == 1
+    finally:
+        b.stop()
+
+
+def test_reset_closes_an_open_breaker():
+    """What the gateway does to the re-ranker's breaker when it is not configured (gateway.dependencies)."""
+    b = CircuitBreaker("test-reset", 2.0, failures_to_open=1, probe_seconds=60)
+    b.start(Probe())  # never answers yes: only reset closes it here
+    try:
+        b.reset()  # closed: stays closed
+        assert b.state == br.CLOSED and gauge("test-reset") == 0
+        stale = b.acquire()
+        b.trip()
+        assert b.state == br.OPEN and gauge("test-reset") == 1 and b.acquire() is None
+        b.reset()
+        assert b.state == br.CLOSED and gauge("test-reset") == 0
+        b.record(stale, True)  # an outcome from before the reset is ignored
+        assert b.state == br.CLOSED
+        ticket = b.acquire()
+        assert ticket is not None
+        b.record(ticket, True)  # it still opens on failures after a reset
+        assert b.state == br.OPEN and gauge("test-reset") == 1
     finally:
         b.stop()
 

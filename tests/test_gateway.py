@@ -282,14 +282,15 @@ def test_status_reports_dependencies(stack, world):
 def test_recall_takes_the_short_path(world):
     bob = world["bob"]
     degraded = REGISTRY.get_sample_value("recallatron_recall_degraded_total", {"stage": "rerank"}) or 0.0
-    # Re-rank asked for, but the embed service reports no re-ranker: no Rerank call, reranked=false.
+    # Re-rank asked for, but the embed service has no re-ranker configured: no Rerank call,
+    # reranked=false, and not a degraded recall (nothing is missing).
     # The arms carry their head's memories: no GetMemories (tests/test_recall_memories.py has a head
     # they did not carry).
     calls = internal_calls(lambda: bob.recall("kitten shelter"))
     assert calls == Counter(
         {"Authenticate": 1, "LexicalCandidates": 1, "EmbedQueries": 1, "DenseCandidates": 1, "FuseAndWalk": 1}
     )
-    assert REGISTRY.get_sample_value("recallatron_recall_degraded_total", {"stage": "rerank"}) == degraded + 1
+    assert (REGISTRY.get_sample_value("recallatron_recall_degraded_total", {"stage": "rerank"}) or 0.0) == degraded
     calls = internal_calls(lambda: bob.recall("sourdough", mode=m.RECALL_MODE_LEXICAL, skip_rerank=True))
     assert calls == Counter({"Authenticate": 1, "LexicalCandidates": 1, "FuseAndWalk": 1})
     # Nothing found: nothing to fuse, walk or fetch.

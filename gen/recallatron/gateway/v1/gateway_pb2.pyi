@@ -4,12 +4,24 @@ from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.rpc import status_pb2 as _status_pb2
 from recallatron.memory.v1 import memory_pb2 as _memory_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class DependencyState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DEPENDENCY_STATE_UNSPECIFIED: _ClassVar[DependencyState]
+    DEPENDENCY_STATE_UP: _ClassVar[DependencyState]
+    DEPENDENCY_STATE_DOWN: _ClassVar[DependencyState]
+    DEPENDENCY_STATE_NOT_CONFIGURED: _ClassVar[DependencyState]
+DEPENDENCY_STATE_UNSPECIFIED: DependencyState
+DEPENDENCY_STATE_UP: DependencyState
+DEPENDENCY_STATE_DOWN: DependencyState
+DEPENDENCY_STATE_NOT_CONFIGURED: DependencyState
 
 class RememberRequest(_message.Message):
     __slots__ = ("purpose", "kind", "title", "body", "audience", "confidence", "occurred_at", "entities", "request_id")
@@ -744,14 +756,16 @@ class GetStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DependencyStatus(_message.Message):
-    __slots__ = ("name", "serving", "detail")
+    __slots__ = ("name", "serving", "detail", "state")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SERVING_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
     name: str
     serving: bool
     detail: str
-    def __init__(self, name: _Optional[str] = ..., serving: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...
+    state: DependencyState
+    def __init__(self, name: _Optional[str] = ..., serving: _Optional[bool] = ..., detail: _Optional[str] = ..., state: _Optional[_Union[DependencyState, str]] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
     __slots__ = ("embedding_backlog", "dependencies")

@@ -1277,7 +1277,7 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetStatus(self, request, context):
-        """Reports the embedding backlog and which dependencies are up.
+        """Reports the embedding backlog and which dependencies are up, down or not configured.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
