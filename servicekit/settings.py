@@ -67,7 +67,9 @@ class Settings(BaseSettings):
     rerank_top_n: int = Field(
         limits.RERANK_TOP_N, ge=1, le=limits.MAX_EMBED_BATCH, description="passed rows the cross-encoder scores"
     )
-    reranker_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+    reranker_model: str = Field(
+        "", description="cross-encoder folder or cached name; empty (the default): no re-ranker is configured"
+    )
     candidate_limit: int = Field(
         limits.CANDIDATE_LIMIT,
         ge=1,
