@@ -262,6 +262,51 @@ def test_known_calls_give_known_values(prometheus, client):
     assert _counter(prometheus, "recallatron_dependency_up", dependency="embed") == 1
 
 
+def _default_install_series() -> dict[str, float]:
+    """The re-ranker's series of a default install as deploy/alerts_test.yml feeds them to promtool
+    (instance default:9451, each a constant "VxN"): metric name -> value."""
+    out = {}
+    for case in yaml.safe_load((DEPLOY / "alerts_test.yml").read_text())["tests"]:
+        for series in case["input_series"]:
+            if 'instance="default:9451"' in series["series"]:
+                value, _, _ = series["values"].partition("x")
+                out[series["series"].partition("{")[0]] = float(value)
+    return out
+
+
+def test_a_default_install_has_no_reranker_and_no_outage(prometheus, client):
+    """`recallatron up` with nothing configured has no cross-encoder: recalls are not degraded, the
+    breaker alert is not even pending, and the re-ranker's series are those deploy/alerts_test.yml
+    gives promtool for a default install (its quiet case)."""
+    ws = client.workspace("default re-ranker")
+    _, md = client.member(ws)
+    for body in PARROTS:
+        client.remember(md, body)
+    client.wait_backlog_empty()
+    prometheus.scraped_now()
+    before = _counter(prometheus, "recallatron_recall_degraded_total", stage="rerank")
+    answers = [client.recall(md, "parrot") for _ in range(3)]
+    assert [(r.reranked, r.dense_available, len(r.items)) for r in answers] == [(False, True, 2)] * 3
+    with pytest.raises(Exception) as empty:  # bad input answers nothing and counts nothing
+        client.recall(md, "")
+    assert empty.value.code().name == "INVALID_ARGUMENT"
+    prometheus.scraped_now()
+    assert _counter(prometheus, "recallatron_recall_degraded_total", stage="rerank") == before
+    exported = {
+        name: prometheus.query(f'{name}{{job="recallatron", service="gateway", dependency="reranker"}}')
+        for name in ("recallatron_breaker_open", "recallatron_dependency_configured", "recallatron_dependency_up")
+    }
+    assert {name: [v for _, v in got] for name, got in exported.items()} == {
+        "recallatron_breaker_open": [0.0],
+        "recallatron_dependency_configured": [0.0],
+        "recallatron_dependency_up": [0.0],
+    }
+    assert _default_install_series() == {name: got[0][1] for name, got in exported.items()}
+    # The rules are evaluated every second here: an alert whose expression held would be pending.
+    assert prometheus.query('ALERTS{alertname="RecallatronBreakerOpen"}') == []
+    assert _counter(prometheus, "recallatron_dependency_configured", dependency="embed") == 1
+
+
 def _routine(client, workspace: str, i: int) -> str:
     """What each member does: joins, remembers, recalls, reads a missing memory; returns its id."""
     member, md = client.member(workspace)
