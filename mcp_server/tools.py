@@ -3,9 +3,11 @@
 Enum inputs take the short names the CLI uses (``note``, ``workspace``, ``conversation``;
 servicekit.vocabulary). Each tool returns the RPC's response as structured content (the protobuf
 JSON mapping with proto field names and every field, as ``recallatron ... --json`` prints it) and a
-compact text rendering (``render``) as its content. A failed call is a tool error whose text is
-``<gRPC status name>: <message>``, exactly what the CLI prints on stderr; arguments the input schema
-refuses are ``INVALID_ARGUMENT: <field>: <why>`` (``invalid_arguments``) and never reach the gateway.
+compact text rendering (``render``) as its content, both within the size bound
+RECALLATRON_MCP_MAX_TOKENS and RECALLATRON_MCP_MAX_CHARS (``render.result``). A failed call is a
+tool error whose text is ``<gRPC status name>: <message>``, exactly what the CLI prints on stderr;
+arguments the input schema refuses are ``INVALID_ARGUMENT: <field>: <why>`` (``invalid_arguments``)
+and never reach the gateway.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable
 from typing import Annotated, Literal
 
 import grpc
-from google.protobuf import json_format, timestamp_pb2
+from google.protobuf import timestamp_pb2
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -24,7 +26,8 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from cli import client, options
 from mcp_server import guidance, render
-from servicekit import limits
+from servicekit import limits, settings
+from servicekit.render import Bound
 
 # One gRPC call may not outlast this many seconds: a stuck gateway becomes DEADLINE_EXCEEDED for the
 # model instead of a tool call that never returns. A cold Recall (first cross-encoder load) takes a
@@ -44,6 +47,11 @@ Confidence = Annotated[float | None, Field(description="Your confidence in it, 0
 RequestId = Annotated[str, Field(description="Optional id that makes a retry of this call return the first result.")]
 About = Annotated[list[str], Field(description="Names of entities the memory is about (each name creates an entity).")]
 AboutIds = Annotated[list[str], Field(description="UUIDs of existing entities the memory is about.")]
+# A chat agent's memory is its member's alone unless the agent chooses the workspace: what a user says
+# to their assistant ("I prefer tea") is not the team's to read.
+AudienceChoice = Annotated[
+    Audience, Field(description="member (the default): you alone; workspace: every member of the workspace.")
+]
 
 Metadata = client.Metadata
 
@@ -64,7 +72,7 @@ class Proposal(BaseModel):
     body: Annotated[str, Field(description="The memory as it will be stored; at most 65,536 bytes of UTF-8.")]
     title: Title = ""
     kind: Kind = "note"
-    audience: Audience = "workspace"
+    audience: AudienceChoice = "member"
     confidence: Confidence = None
     about: About = []  # noqa: RUF012 - pydantic copies defaults
     about_ids: AboutIds = []  # noqa: RUF012
@@ -110,23 +118,23 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
 
     ``metadata_of`` raises ToolError (UNAUTHENTICATED) when the request carries no credential."""
     mem = gateway.memory
+    config = settings.load()
+    bound = Bound(config.mcp_max_tokens, config.mcp_max_chars)
 
-    def call(ctx: Context, rpc, build: Callable[[], object], text: Callable) -> CallToolResult:
-        """Builds the request, calls ``rpc`` and renders the response; a refusal is an error result
-        whose text is ``<status name>: <message>`` (returned, not raised, so the SDK adds no prefix)."""
+    def call(ctx: Context, rpc, build: Callable[[], object], text: Callable, body_offset: int = 0) -> CallToolResult:
+        """Builds the request, calls ``rpc`` and renders the response within ``bound``; a refusal is
+        an error result whose text is ``<status name>: <message>`` (returned, not raised, so the SDK
+        adds no prefix)."""
         try:
             resp = rpc(build(), metadata=metadata_of(ctx), timeout=CALL_TIMEOUT_S)
         except grpc.RpcError as exc:
             return error(f"{exc.code().name}: {exc.details()}")
         except ToolError as exc:
             return error(str(exc))
-        structured = json_format.MessageToDict(
-            resp, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-        )
-        return CallToolResult(content=[TextContent(type="text", text=text(resp))], structured_content=structured)
+        rendered, structured = render.result(resp, text, bound, body_offset)
+        return CallToolResult(content=[TextContent(type="text", text=rendered)], structured_content=structured)
 
-    def memory_text(resp) -> str:
-        return render.memory(resp.memory)
+    memory_text = render.one
 
     def tool(summary: str, **hints: bool):
         """Registers a tool described by ``summary`` plus the guidance; ``hints`` are ToolAnnotations
@@ -167,20 +175,33 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
             render.recall,
         )
 
-    @tool("Read one memory by id with its provenance and, on request, its earlier revisions.", read_only_hint=True)
-    def recallatron_read(id: MemoryId, ctx: Context, include_history: bool = False) -> CallToolResult:
-        return call(ctx, mem.Read, lambda: g.ReadRequest(id=id, include_history=include_history), memory_text)
+    @tool(
+        "Read one memory by id with its provenance and, on request, its earlier revisions. A body too long "
+        "for one result is cut and says where the rest starts: pass that as body_offset.",
+        read_only_hint=True,
+    )
+    def recallatron_read(
+        id: MemoryId,
+        ctx: Context,
+        include_history: bool = False,
+        body_offset: Annotated[
+            int, Field(ge=0, description="Show the body from this character on (a cut body names it).")
+        ] = 0,
+    ) -> CallToolResult:
+        return call(
+            ctx, mem.Read, lambda: g.ReadRequest(id=id, include_history=include_history), memory_text, body_offset
+        )
 
     @tool(
-        "Remember something durable (origin told, by you): a note, fact, decision or summary, for the "
-        "workspace or for you alone."
+        "Remember something durable (origin told, by you): a note, fact, decision or summary, for you "
+        "alone unless you pass audience workspace."
     )
     def recallatron_remember(
         body: Body,
         ctx: Context,
         title: Title = "",
         kind: Kind = "note",
-        audience: Audience = "workspace",
+        audience: AudienceChoice = "member",
         purpose: Purpose = "conversation",
         confidence: Confidence = None,
         occurred_at: Annotated[str | None, Field(description="When it happened, RFC 3339, if known.")] = None,

@@ -1,20 +1,138 @@
-"""One memory as text for a model or a prompt: provenance and dates before the text.
+"""Text that agents read: memories with provenance and dates before the text, stored text quoted, sizes
+counted and bounded. The MCP tools (mcp_server/render.py) and the context bundle (gateway/context.py,
+``recallatron context``) render with this module and nothing else.
 
-Each memory is one header line (id, revision, kind, origin and author, creation and change times,
-when the event happened if known, audience, purpose, confidence), one provenance line when it has
-links, a successor or capture evidence, then its title and body. What a reader needs to judge a
-claim comes before the claim. The MCP tools (mcp_server/render.py) and the context bundle
-(gateway/context.py) both render memories with ``memory``.
+The format (docs/agents.md, "How a memory reads"). Each memory is a header line that only this code
+writes (``[id] revision N | kind, origin by member M | created T[, changed T] [| happened T] |
+audience | purpose | confidence C``), then indented lines: the provenance (when it has links, a
+successor or capture evidence), earlier revisions (when read), the title, the body. Every string an
+author controls (title, body, entity names, the evidence span, earlier revisions' titles and bodies,
+a forgetting's reason) is ``quote``d: one JSON string literal on the line our code starts, every line
+break, control, format and separator character escaped visibly, so no stored text can end its line,
+close its quotes or begin a line of its own, and whatever it holds it cannot read as a header, an id,
+an author or a date. A memory whose text imitates our lines (``imitates``; fullwidth brackets and
+other look-alikes included) says so in its provenance.
+
+Sizes are counted by ``tokens``, a conservative, model-agnostic estimate of what a model's tokenizer
+counts (no tokenizer of an answering model is at hand), and bounded by ``Bound`` (tokens and characters).
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
+import json
+import re
+import sys
+import unicodedata
+from dataclasses import dataclass
 
 from google.protobuf import timestamp_pb2
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.vocabulary import name_of
+
+# --- Quoting --------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _invisible() -> re.Pattern:
+    """Every character that does not print as itself: controls, format characters (bidi overrides
+    and isolates, zero-width ones, tags), surrogates, private use, unassigned code points, line and
+    paragraph separators, and every space but U+0020. Built once from this Python's Unicode tables."""
+    ranges: list[list[int]] = []
+    for code in range(sys.maxunicode + 1):
+        category = unicodedata.category(chr(code))
+        if category[0] == "C" or category in ("Zl", "Zp") or (category == "Zs" and code != 0x20):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    return re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]")
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    if code > 0xFFFF:  # JSON spells an astral character as its UTF-16 surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def quote(text: str) -> str:
+    """``text`` as one JSON string literal in which only printing characters stand for themselves:
+    ``"`` and ``\\`` are escaped, line breaks read ``\\n`` and ``\\r``, and every other character
+    that does not print as itself (``_invisible``) reads ``\\uXXXX``. ``json.loads`` gives ``text``
+    back; letters of every script stay as they are."""
+    return _invisible().sub(_escape, json.dumps(text, ensure_ascii=False))
+
+
+# Shapes of our own lines (a bracketed id, "revision N |", "by member", "| created", our cut and list
+# lines, the field labels), looked for in stored text after NFKC and case folding so that fullwidth
+# brackets, digits and letters count as the characters they imitate.
+_OURS = re.compile(
+    r"\[\s*[0-9a-f]{4,}[0-9a-f-]*\s*\]|revision\s*\d+\s*[|(,]|\|\s*revision|by\s+member\s|"
+    r"\|\s*(?:created|changed|happened|workspace|private|confidence)\b|forgotten\s+on\s|"
+    r"\[\s*cut\s*:|#\s*\d+\s+lexical_rank|(?:^|\s)(?:title|body)\s*(?:from\s+character\s+\d+\s*)?:\s*\""
+)
+
+
+def imitates(text: str) -> bool:
+    """Whether ``text`` holds something shaped like a line of ours (a header, an id in brackets, an
+    author, a revision, a cut note, a field label), read through NFKC with invisible spaces and
+    line breaks as a space and other invisible characters dropped: only to warn the reader, the text
+    itself is shown unchanged."""
+    folded = _invisible().sub(lambda c: " " if c.group().isspace() else "", unicodedata.normalize("NFKC", text))
+    return _OURS.search(folded.casefold()) is not None
+
+
+# --- Counting and bounding ------------------------------------------------------------------------
+
+_LETTERS = re.compile(r"[A-Za-z]{1,3}")
+_SPACES = re.compile(r"\s{2,4}|[^\S ]")
+# ASCII characters that are not letters or whitespace: digits, punctuation, symbols and controls.
+_SINGLES = "".join(chr(c) for c in range(128) if not chr(c).isalpha() and not chr(c).isspace())
+_KEEP_OTHERS = str.maketrans("", "", _SINGLES)
+
+
+def tokens(text: str) -> int:
+    """A conservative estimate of the tokens a language model's tokenizer makes of ``text``.
+
+    Every ASCII letter run counts one token per 3 letters (English averages about 4 letters a token
+    in byte-pair tokenizers; a run with no known pieces, such as a 50,000-letter word, still counts
+    as its length over 3, where a word-piece tokenizer makes it one unknown token); each digit,
+    punctuation mark, symbol or control one (some tokenizers split every digit; ids, times and
+    punctuation-heavy text are where a bytes-over-3 rule undercounts); a whitespace run one per 4
+    characters (a line break at least one, a single space between words none, as it joins the next
+    word's token); each non-ASCII character its UTF-8 bytes less one (so 1 for Latin accents and
+    Cyrillic, 2 for most CJK, 3 for emoji), since byte-level tokenizers never use more tokens than
+    bytes and rarely more than one a character for common scripts. Measured by reasoning, not
+    against a model's tokenizer (none can be fetched here): it is meant to count at least what
+    they count, within a factor of about 1.5 the other way for random letters."""
+    letters = _LETTERS.subn("", text)[1]
+    spaces = _SPACES.subn("", text)[1]
+    singles = len(text) - len(text.translate(_KEEP_OTHERS))
+    wide = len(text.encode("utf-8", "surrogatepass")) - len(text)
+    return letters + spaces + singles + wide
+
+
+# The most characters a token of ``tokens`` stands for ("abc " is one token, four characters): a
+# budget in tokens is also a bound of this many characters per token.
+CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True)
+class Bound:
+    """At most ``tokens`` tokens (``tokens``' estimate) and ``chars`` characters."""
+
+    tokens: int
+    chars: int
+
+    def holds(self, text: str) -> bool:
+        return len(text) <= self.chars and tokens(text) <= self.tokens
+
+
+# --- Memories -------------------------------------------------------------------------------------
 
 
 def when(ts: timestamp_pb2.Timestamp) -> str:
@@ -22,10 +140,70 @@ def when(ts: timestamp_pb2.Timestamp) -> str:
     return ts.ToDatetime(tzinfo=datetime.UTC).isoformat(timespec="seconds")
 
 
-def memory(mem: m.Memory) -> str:
-    """One memory: header line, provenance line (if any), earlier revisions (if read), then title and body."""
+# What a cut says: ``cuts`` map a field path of the memory ("body", "title", "history[0].body",
+# "links[2].target_entity_name", "evidence.span", "history", "links", ...) to what was left out of it:
+# {"chars_left_out": N} for text (with "body_offset": K when the body shown starts at character K),
+# {"items_left_out": N} for a list. ``shorten`` makes them; the structured content carries them as
+# the memory's "cut" field, and ``memory`` writes each after the field it concerns.
+Cuts = dict[str, dict[str, int]]
+
+
+def shorten(mem: m.Memory, chars: int | None, entries: int | None, body_offset: int = 0) -> tuple[m.Memory, Cuts]:
+    """A copy of ``mem`` with each stored string at most ``chars`` characters (None: whole) and each
+    list (links, earlier revisions) at most ``entries`` long (None: whole), the body shown from
+    character ``body_offset``; and the cuts made."""
+    out = m.Memory()
+    out.CopyFrom(mem)
+    cuts: Cuts = {}
+
+    def cut_text(holder, name: str, path: str, offset: int = 0) -> None:
+        text = getattr(holder, name)
+        offset = min(max(offset, 0), len(text))
+        end = len(text) if chars is None else min(len(text), offset + chars)
+        if offset or end < len(text):
+            setattr(holder, name, text[offset:end])
+            cuts[path] = {"chars_left_out": len(text) - end, **({"body_offset": offset} if offset else {})}
+
+    def cut_list(field, path: str) -> None:
+        if entries is not None and len(field) > entries:
+            cuts[path] = {"items_left_out": len(field) - entries}
+            del field[entries:]
+
+    cut_list(out.links, "links")
+    cut_list(out.history, "history")
+    for name in ("title", "invalidation_reason", "reason"):
+        cut_text(out, name, name)
+    cut_text(out, "body", "body", body_offset)
+    cut_text(out.evidence, "span", "evidence.span")
+    cut_text(out.evidence, "turn", "evidence.turn")
+    for i, link in enumerate(out.links):
+        cut_text(link, "target_entity_name", f"links[{i}].target_entity_name")
+    for i, rev in enumerate(out.history):
+        cut_text(rev, "title", f"history[{i}].title")
+        cut_text(rev, "body", f"history[{i}].body")
+    return out, cuts
+
+
+def _field(mem: m.Memory, cuts: Cuts, path: str, value: str) -> str:
+    """A stored string quoted, followed by what was cut of it, if anything."""
+    cut = cuts.get(path)
+    if not cut or not cut["chars_left_out"]:
+        return quote(value)
+    more = f"[cut: {cut['chars_left_out']} more characters"
+    if path == "body":
+        rest = cut.get("body_offset", 0) + len(value)
+        more += f"; recallatron_read id {mem.id} body_offset {rest} for the rest"
+    return f"{quote(value)} {more}]"
+
+
+def memory(mem: m.Memory, cuts: Cuts | None = None) -> str:
+    """One memory: header line, provenance line (if any), earlier revisions (if read), title and body;
+    ``cuts`` (from ``shorten``) say after each field what was left out of it."""
+    cuts = cuts or {}
     if mem.forgotten:
-        return f"[{mem.id}] forgotten on {when(mem.updated_at)}: {mem.invalidation_reason or 'no reason kept'}"
+        reason = mem.invalidation_reason
+        why = f"reason {_field(mem, cuts, 'invalidation_reason', reason)}" if reason else "no reason kept"
+        return f"[{mem.id}] forgotten on {when(mem.updated_at)}: {why}"
     audience = "workspace" if mem.audience == m.AUDIENCE_WORKSPACE else f"private to member {mem.audience_member_id}"
     head = (
         f"[{mem.id}] revision {mem.revision} | {name_of(m.Kind, mem.kind)}, {name_of(m.Origin, mem.origin)} "
@@ -37,18 +215,32 @@ def memory(mem: m.Memory) -> str:
         head += f" | happened {when(mem.occurred_at)}"
     head += f" | {audience} | {name_of(m.Purpose, mem.purpose)} | confidence {mem.confidence:.2f}"
     provenance = [f"derived from {link.target_memory_id}" for link in mem.links if link.target_memory_id]
-    provenance += [
-        f"about {link.target_entity_name} ({link.target_entity_id})" for link in mem.links if link.target_entity_id
-    ]
+    for i, link in enumerate(mem.links):
+        if link.target_entity_id:
+            name = _field(mem, cuts, f"links[{i}].target_entity_name", link.target_entity_name)
+            provenance.append(f"about {name} ({link.target_entity_id})")
+    if "links" in cuts:
+        provenance.append(f"{cuts['links']['items_left_out']} more links left out")
     if mem.superseded_by_id:
         provenance.append(f"superseded by {mem.superseded_by_id}")
     if mem.evidence.span:
-        provenance.append(f"captured from the turn's words {mem.evidence.span!r}")
+        provenance.append(f"captured from the turn's words {_field(mem, cuts, 'evidence.span', mem.evidence.span)}")
+    stored = [mem.title, mem.body, mem.evidence.span, *(link.target_entity_name for link in mem.links)]
+    stored += [text for rev in mem.history for text in (rev.title, rev.body)]
+    if any(imitates(text) for text in stored if text):
+        provenance.append("caution: its text imitates Recallatron's lines (ids, authors, dates); it is the author's")
     lines = [head]
     if provenance:
         lines.append("  " + "; ".join(provenance))
-    lines += [
-        f"  earlier revision {rev.revision} (replaced {when(rev.replaced_at)}): {rev.body}" for rev in mem.history
-    ]
-    lines.append(f"  {mem.title}: {mem.body}" if mem.title else f"  {mem.body}")
+    for i, rev in enumerate(mem.history):
+        title = f"title {_field(mem, cuts, f'history[{i}].title', rev.title)} " if rev.title else ""
+        body = _field(mem, cuts, f"history[{i}].body", rev.body)
+        lines.append(f"  earlier revision {rev.revision} (replaced {when(rev.replaced_at)}): {title}body {body}")
+    if "history" in cuts:
+        lines.append(f"  {cuts['history']['items_left_out']} earlier revisions more left out")
+    if mem.title:
+        lines.append(f"  title: {_field(mem, cuts, 'title', mem.title)}")
+    offset = cuts.get("body", {}).get("body_offset", 0)
+    label = f"body from character {offset}" if offset else "body"
+    lines.append(f"  {label}: {_field(mem, cuts, 'body', mem.body)}")
     return "\n".join(lines)

@@ -80,6 +80,12 @@ class Settings(BaseSettings):
         limits.EMBED_BATCH_SIZE, ge=1, le=limits.MAX_EMBED_BATCH, description="memories per embedding-job batch"
     )
     db_pool_max: int = Field(4, ge=1, le=50, description="connections per database pool (16 workspace pools + control)")
+    mcp_max_tokens: int = Field(
+        8_000, ge=1_000, le=200_000, description="most tokens (servicekit.render.tokens) of each part of an MCP result"
+    )
+    mcp_max_chars: int = Field(
+        32_000, ge=4_000, le=800_000, description="most characters of each part of an MCP result"
+    )
 
     @field_validator("web_addr")
     @classmethod

@@ -1,10 +1,9 @@
 """The context bundle (GetContext), pins and the workspace setting, end to end through the gateway
-against real PostgreSQL and the real all-MiniLM-L6-v2 tokenizer (tests/conftest.py)."""
+against real PostgreSQL (tests/conftest.py); tokens are servicekit.render's count."""
 
 from __future__ import annotations
 
 import datetime
-import functools
 import json
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from conftest import code_of
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from embed_service.export_onnx import model_dir
+from servicekit import render
 from servicekit.errors import error_info
 
 PINNED, SUMMARY, ENTITY, RECENT = (
@@ -30,20 +29,8 @@ MAX = 100_000
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@functools.cache
-def tokenizer():
-    """The all-MiniLM-L6-v2 tokenizer, loaded here on its own to count the bundle's text (its
-    tokenizer.json pads and truncates to 128: neither when counting)."""
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
-    tok.no_truncation()
-    tok.no_padding()
-    return tok
-
-
 def count(text: str) -> int:
-    return len(tokenizer().encode(text, add_special_tokens=False).ids)
+    return render.tokens(text)
 
 
 def bundle_on(stack, ws: str, on: bool = True) -> g.UpdateWorkspaceSettingsResponse:
@@ -172,7 +159,7 @@ def test_parts_their_order_and_no_duplicates(world):
     for it in resp.items:
         head = text.index(f"[{it.memory.id}] revision 1 | ")
         assert head < text.index(f"by member {world['alice'].id} | created ", head) < text.index(it.memory.body, head)
-    assert text.index("(newest memory about Maria [") < text.index(f"[{world['ids']['n0']}] revision")
+    assert text.index('(newest memory about "Maria" [') < text.index(f"[{world['ids']['n0']}] revision")
     assert "Cut to fit" not in text and resp.tokens == count(text)
     assert sum(it.tokens for it in resp.items) < resp.tokens
 

@@ -215,11 +215,12 @@ def test_each_tool_over_stdio(stack, members):
     assert stored["occurred_at"] == "2026-11-30T09:00:00Z"
     # The text puts provenance and dates before the claim.
     text = text_of(out["remember"])
-    assert text.index(f"by member {alice.id}") < text.index("created ") < text.index("audit date: The quarterly")
+    assert text.index(f"by member {alice.id}") < text.index("created ") < text.index('title: "audit date"')
+    assert text.index('title: "audit date"') < text.index('body: "The quarterly audit')
     assert "happened 2026-11-30T09:00:00+00:00" in text
     read = out["read"].structured_content["memory"]
     assert read["id"] == mid and [link["target_entity_name"] for link in read["links"]] == ["zephyrine ledger"]
-    assert "about zephyrine ledger (" in text_of(out["read"])
+    assert 'about "zephyrine ledger" (' in text_of(out["read"])
     recall = out["recall"].structured_content
     assert recall["items"][0]["memory"]["id"] == mid and recall["mode"] == "RECALL_MODE_LEXICAL"
     assert text_of(out["recall"]).startswith(f"{recall['counts']['returned']} recalled (mode lexical")
@@ -426,7 +427,7 @@ def test_capture_over_stdio(stack, members):
     ]
     text = text_of(stored)
     assert text.startswith("proposal 0: stored\n") and "proposal 1: skipped, span_not_in_turn: " in text
-    assert "captured from the turn's words 'my daughter Ilse" in text
+    assert "captured from the turn's words \"my daughter Ilse" in text
     skip = again.structured_content["results"][0]["skipped"]
     assert skip["reason"] == "CAPTURE_SKIP_REASON_ALREADY_KNOWN" and skip["known_memory_id"] == memory["id"]
     assert recalled.structured_content["items"][0]["memory"]["id"] == memory["id"]
