@@ -3,22 +3,36 @@
 
 Over HTTP the server holds no credential of its own: it forwards each request's bearer token to the
 gateway, which authenticates it like any other call, so one server serves many members and a member's
-tools see only what that member may read. A request without a bearer header is refused with 401
-before it reaches MCP; a bad or revoked token reaches the gateway and comes back as an
-UNAUTHENTICATED tool error.
+tools see only what that member may read. Before MCP sees a request, ``MemberGate`` refuses a foreign
+Host or Origin, and asks the gateway whether the bearer is a live member token (401 otherwise, so no
+session is ever opened for a bad token). The SDK's session manager binds each session to the token
+that opened it and closes idle ones; ``MemberSessions`` adds a bound on the sessions one member holds.
 """
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import logging
+from dataclasses import dataclass
 
 import anyio
+import grpc
 import uvicorn
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from pydantic import ValidationError
+from recallatron.gateway.v1 import gateway_pb2 as g
+from starlette.applications import Starlette
+from starlette.authentication import AuthCredentials
+from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from cli import client
 from mcp_server import bundle, guidance, tools
@@ -26,6 +40,16 @@ from mcp_server import bundle, guidance, tools
 log = logging.getLogger("recallatron.mcp")
 NAME = "recallatron"
 HTTP_PATH = "/mcp"
+
+# Host and Origin values a loopback client sends (the SDK's own defaults for a loopback bind); every
+# bind accepts them, since a page that rebinds its name to this machine still sends its own name.
+LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
+LOOPBACK_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
+
+# How a new request's token is checked: FindEntities is the cheapest member call of the gateway (it
+# authenticates the token, then probes one index for a name; what it finds is ignored).
+TOKEN_CHECK = g.FindEntitiesRequest(name="recallatron mcp token check")
+TOKEN_CHECK_TIMEOUT_S = 10.0
 
 
 class _Server(MCPServer):
@@ -39,8 +63,17 @@ class _Server(MCPServer):
                 return tools.invalid_arguments(exc.__cause__)
             raise
 
+    def member_sessions(self, options: HttpOptions) -> MemberSessions:
+        """The session manager of this server's streamable HTTP endpoint."""
+        return MemberSessions(
+            self._lowlevel_server,
+            per_member=options.sessions_per_member,
+            session_idle_timeout=options.idle_timeout,
+            security_settings=transport_security(options),
+        )
 
-def build(gateway: client.Gateway, metadata_of) -> MCPServer:
+
+def build(gateway: client.Gateway, metadata_of) -> _Server:
     """An MCPServer named ``recallatron`` with the eight tools, the context prompt and resource; its
     instructions are the guidance."""
     server = _Server(NAME, instructions=guidance.TEXT, log_level="WARNING")
@@ -63,24 +96,137 @@ def header_metadata(ctx: Context) -> client.Metadata:
     return client.bearer(token)
 
 
-class RequireBearer:
-    """ASGI middleware: 401 for an HTTP request without a bearer token, before MCP sees it."""
+@dataclass(frozen=True)
+class HttpOptions:
+    """How ``recallatron mcp --http`` listens and bounds its sessions."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    host: str
+    port: int
+    allowed_hosts: tuple[str, ...]
+    allowed_origins: tuple[str, ...]
+    sessions_per_member: int
+    idle_timeout: float
+
+
+def transport_security(options: HttpOptions) -> TransportSecuritySettings:
+    """DNS rebinding protection, on for every bind: the loopback names, the bound address itself when
+    it is one address (not 0.0.0.0 or ::), and the hosts and origins the options name."""
+    hosts = list(LOOPBACK_HOSTS)
+    try:
+        address = ipaddress.ip_address(options.host)
+    except ValueError:
+        address = None  # a name: only clients that use an allowed name get in
+    if address is not None and not address.is_unspecified:
+        hosts.append(f"[{address}]:{options.port}" if address.version == 6 else f"{address}:{options.port}")
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts + list(options.allowed_hosts),
+        allowed_origins=list(LOOPBACK_ORIGINS) + list(options.allowed_origins),
+    )
+
+
+class MemberAtBound(Exception):
+    """The member already holds its bound of open sessions."""
+
+
+class MemberSessions(StreamableHTTPSessionManager):
+    """The SDK's session manager, which binds each session to the credential of the request that opened
+    it (a request with another credential gets 404, as for a session that does not exist) and closes a
+    session after ``session_idle_timeout`` seconds without a request in flight; this one also refuses
+    a member a session beyond ``per_member`` open ones (MemberAtBound, raised before anything is sent)."""
+
+    def __init__(self, app, *, per_member: int, **kwargs) -> None:
+        super().__init__(app, **kwargs)
+        self.per_member = per_member
+
+    def _admit_session(self, requestor):
+        # The SDK calls this under its session-creation lock, so the count and the registration are one
+        # step: members opening sessions at the same time cannot overshoot the bound.
+        held = sum(1 for owner in self._session_owners.values() if owner == requestor)
+        if held >= self.per_member:
+            raise MemberAtBound
+        return super()._admit_session(requestor)
+
+
+def member_key(token: str) -> str:
+    """The identity a session is bound to: the SHA-256 of the member's token (a member has exactly one
+    token, issued by AddMember, so this names the member; the token itself is not kept)."""
+    return "member-token:" + hashlib.sha256(token.encode()).hexdigest()
+
+
+def _refusal(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message}, status_code=status, headers=headers)
+
+
+class MemberGate:
+    """ASGI endpoint of ``/mcp``: every request passes the Host and Origin checks, then its bearer token
+    is checked with the gateway (401 with ``WWW-Authenticate: Bearer`` when missing or refused, 503 when
+    the gateway cannot answer); only then does the session manager see it, bound to that member, and a
+    new session over the member's bound is 429.
+
+    Nothing is cached: each request's token is checked again, so a revoked token stops at its next
+    request, and the tools forward the same token to the gateway, which authenticates every call."""
+
+    def __init__(self, gateway: client.Gateway, sessions: MemberSessions) -> None:
+        self.gateway = gateway
+        self.sessions = sessions
+        self.origin_checks = TransportSecurityMiddleware(sessions.security_settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = dict(scope["headers"])
-            if bearer_of(headers.get(b"authorization", b"").decode("latin-1")) is None:
-                response = JSONResponse(
-                    {"error": "UNAUTHENTICATED", "message": "send the member token as 'Authorization: Bearer <token>'"},
-                    status_code=401,
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        refused = await self.origin_checks.validate_request(Request(scope))
+        if refused is None:
+            refused = await self._authenticate(scope)
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
+        try:
+            await self.sessions.handle_request(scope, receive, send)
+        except MemberAtBound:
+            await _refusal(
+                429,
+                "RESOURCE_EXHAUSTED",
+                f"this member already has {self.sessions.per_member} open MCP sessions, the server's bound: "
+                "end one (DELETE with its Mcp-Session-Id) or wait until one is closed for being idle "
+                f"({self.sessions.session_idle_timeout:g} s)",
+            )(scope, receive, send)
+
+    async def _authenticate(self, scope: Scope) -> JSONResponse | None:
+        """None once the request's token is a live member token (``scope["user"]`` then names the member);
+        the refusal otherwise."""
+        token = bearer_of(Request(scope).headers.get("authorization"))
+        if token is None:
+            return _refusal(
+                401,
+                "UNAUTHENTICATED",
+                "send the member token as 'Authorization: Bearer <token>'",
+                **{"WWW-Authenticate": "Bearer"},
+            )
+        # gRPC metadata carries printable ASCII only, as every issued token is.
+        code, details = grpc.StatusCode.UNAUTHENTICATED, "missing or invalid token"
+        if token.isascii() and token.isprintable():
+            code, details = await anyio.to_thread.run_sync(self._check, token)
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            return _refusal(401, "UNAUTHENTICATED", details, **{"WWW-Authenticate": 'Bearer error="invalid_token"'})
+        if code != grpc.StatusCode.OK:
+            log.warning("MCP request refused: the gateway could not check its token: %s: %s", code.name, details)
+            return _refusal(503, "UNAVAILABLE", f"the gateway could not check the token: {code.name}: {details}")
+        scope["user"] = AuthenticatedUser(AccessToken(token=token, client_id=member_key(token), scopes=[]))
+        scope["auth"] = AuthCredentials([])
+        return None
+
+    def _check(self, token: str) -> tuple[grpc.StatusCode, str]:
+        try:
+            self.gateway.memory.FindEntities(TOKEN_CHECK, metadata=client.bearer(token), timeout=TOKEN_CHECK_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            return exc.code(), exc.details() or ""
+        return grpc.StatusCode.OK, ""
+
+
+def http_app(gateway: client.Gateway, options: HttpOptions) -> Starlette:
+    """The streamable HTTP app: ``/mcp`` behind MemberGate; the session manager runs for its lifespan."""
+    sessions = build(gateway, header_metadata).member_sessions(options)
+    gate = MemberGate(gateway, sessions)
+    return Starlette(routes=[Route(HTTP_PATH, endpoint=gate)], lifespan=lambda _: sessions.run())
 
 
 def run_stdio(gateway_addr: str, token: str) -> None:
@@ -92,13 +238,13 @@ def run_stdio(gateway_addr: str, token: str) -> None:
         gateway.close()
 
 
-def run_http(gateway_addr: str, host: str, port: int) -> None:
+def run_http(gateway_addr: str, options: HttpOptions) -> None:
     """Serves streamable HTTP at ``http://host:port/mcp`` until SIGINT or SIGTERM."""
     gateway = client.Gateway(gateway_addr, None)
     try:
-        app = build(gateway, header_metadata).streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
-        config = uvicorn.Config(RequireBearer(app), host=host, port=port, log_level="warning", lifespan="on")
-        log.info("MCP server at http://%s:%d%s, gateway %s", host, port, HTTP_PATH, gateway_addr)
+        app = http_app(gateway, options)
+        config = uvicorn.Config(app, host=options.host, port=options.port, log_level="warning", lifespan="on")
+        log.info("MCP server at http://%s:%d%s, gateway %s", options.host, options.port, HTTP_PATH, gateway_addr)
         anyio.run(uvicorn.Server(config).serve)
     finally:
         gateway.close()
