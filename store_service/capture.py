@@ -1,6 +1,6 @@
 """Capture: memories a conversation turn states explicitly, with the span that states each.
 
-A proposal is stored (origin told, its span and the turn kept as evidence) only when
+A proposal is stored (origin told, its span kept as evidence) only when
 
 1. its body is not blank (else skipped: EMPTY_BODY);
 2. its span is not blank and occurs in the turn, both in ``known.match_form`` (else SPAN_NOT_IN_TURN);
@@ -15,8 +15,16 @@ naming the field (``proposals[2].kind``): a blank, over-long or NUL-holding turn
 store_service/idempotency.py does for Remember: the same request again writes nothing and answers
 with the first outcomes (``replayed``), any other is ALREADY_EXISTS. Concurrent calls with one id
 meet on the ``capture`` row's unique key: the second waits for the first, then answers as a retry.
-Forgetting a captured memory erases the span, the turn and the fingerprint (``erase``); the id stays
-used, and a request with it is ALREADY_EXISTS, as for an id used before fingerprints were kept.
+Forgetting a captured memory erases the span and the fingerprint (``erase``); the id stays used, and
+a request with it is ALREADY_EXISTS, as for an id used before fingerprints were kept.
+
+The evidence a memory carries is what every reader of the memory may see: the span, which states
+what the memory says. The turn is what its author said, the span and everything around it, so it
+is owner-only: a Capture that stores a memory keeps the whole turn in its author's history (chat
+``HISTORY_CHAT``, role user, no request id: store_service/history.py), where only the author finds
+it and ForgetHistory (or the member's removal) forgets it, and nowhere else. No other part of the
+turn is kept with the memory: the turn carries none, and when and by whom are the memory's own
+``created_at`` and ``created_by``.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import AlreadyExists, InvalidArgument, NotFound, ServiceError
-from store_service import analysis, entities, idempotency, known
+from store_service import analysis, entities, history, idempotency, known, membership
 from store_service.database import named
 from store_service.memories import (
     Insert,
@@ -47,6 +55,8 @@ from store_service.vocabulary import MAX_BODY_BYTES
 CAPTURE = "capture"
 MAX_PROPOSALS = 20
 NO_KEY = idempotency.RequestKey("", CAPTURE, b"")
+# The chat of the history turns Capture keeps (module docstring).
+HISTORY_CHAT = "capture"
 
 
 def _skip(reason: int, message: str, known_id: str = "") -> m.CaptureResult:
@@ -88,8 +98,8 @@ def _validate(req: s.CaptureRequest) -> tuple[str, list[tuple[str, Prepared | No
     body is blank). Raises the whole call's error for a malformed request."""
     purpose = check_purpose_granted(req.caller, req.purpose)
     _check_turn_text(req.turn, "turn")
-    if not req.turn.strip():
-        raise InvalidArgument("turn must not be empty or blank", field="turn")
+    if analysis.is_blank(req.turn):  # history's rule, so the turn can always be kept there
+        raise InvalidArgument("turn must not be empty or blank (invisible characters count as blank)", field="turn")
     if len(req.proposals) > MAX_PROPOSALS:
         raise InvalidArgument(
             f"at most {MAX_PROPOSALS} proposals per call; this one has {len(req.proposals)}",
@@ -148,6 +158,7 @@ def capture(conn: psycopg.Connection, req: s.CaptureRequest) -> s.CaptureRespons
     purpose, prepared = _validate(req)
     fingerprint = idempotency.fingerprint(CAPTURE, _fields(purpose, req))
     with conn.transaction():
+        membership.hold_caller(conn, caller)
         capture_id = uuid.uuid4()
         if req.request_id:
             claimed = conn.execute(
@@ -170,10 +181,10 @@ def capture(conn: psycopg.Connection, req: s.CaptureRequest) -> s.CaptureRespons
         stored = _store(conn, caller, [prepared[i][1] for i in todo])
         if stored:
             conn.execute(
-                "INSERT INTO capture (id, member_id, turn, outcomes) VALUES (%s, %s, %s, '') "
-                "ON CONFLICT (id) DO UPDATE SET turn = EXCLUDED.turn",
-                (capture_id, uuid.UUID(caller.member_id), req.turn),
+                "INSERT INTO capture (id, member_id, outcomes) VALUES (%s, %s, '') ON CONFLICT (id) DO NOTHING",
+                (capture_id, uuid.UUID(caller.member_id)),
             )
+            _keep_turn(conn, caller, req.turn)
             conn.execute(
                 """INSERT INTO memory_evidence (memory_id, capture_id, span)
                    SELECT u.i, %s, u.s FROM unnest(%s::uuid[], %s::text[]) AS u(i, s)""",
@@ -197,6 +208,14 @@ def capture(conn: psycopg.Connection, req: s.CaptureRequest) -> s.CaptureRespons
             )
             conn.execute("UPDATE capture SET outcomes = %s WHERE id = %s", (outcomes.SerializeToString(), capture_id))
     return s.CaptureResponse(results=results)
+
+
+def _keep_turn(conn: psycopg.Connection, caller: m.Caller, turn: str) -> None:
+    """Appends the turn to the caller's own history (module docstring), in the capture's transaction.
+    ``_validate`` checked it as history checks a turn's text, so it cannot fail there."""
+    (kept,) = history.append(conn, caller, [s.HistoryTurn(chat_id=HISTORY_CHAT, role="user", text=turn)])
+    if isinstance(kept, Exception):
+        raise kept
 
 
 def _decide(conn, caller: m.Caller, turn: str, prepared: list) -> tuple[list, list[int]]:
@@ -269,12 +288,13 @@ def _replay(conn: psycopg.Connection, caller: m.Caller, request_id: str, fingerp
 
 
 def erase(conn: psycopg.Connection, memory_ids: list[uuid.UUID]) -> None:
-    """Erases the evidence of memories being forgotten: their spans, and the turn and fingerprint of
-    the captures they came from (inside the forget's transaction)."""
+    """Erases the evidence of memories being forgotten: their spans, and the fingerprint of the
+    captures they came from (inside the forget's transaction). The turn is its author's history, not
+    the memory's: it stays there until its author forgets it."""
     if not memory_ids:
         return
     conn.execute(
-        """UPDATE capture SET turn = '', fingerprint = NULL
+        """UPDATE capture SET fingerprint = NULL
             WHERE id IN (SELECT capture_id FROM memory_evidence WHERE memory_id = ANY(%s))""",
         (memory_ids,),
     )

@@ -8,6 +8,9 @@ supersedes leaves the successor and the rest get FAILED_PRECONDITION.
 
 Who may change a memory: a member-only memory, its member; a workspace memory, its creator or an
 admin. Readable but not changeable is PERMISSION_DENIED; not readable is NOT_FOUND.
+
+Each transaction starts with ``membership.hold_caller``, before any row lock: a call authenticated
+before its member's removal either commits before the removal sweeps or fails UNAUTHENTICATED.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from servicekit.errors import (
     NotFound,
     PermissionDenied,
 )
-from store_service import capture, conflict_flags, entities, idempotency, known, lexical_index
+from store_service import capture, conflict_flags, entities, idempotency, known, lexical_index, membership
 from store_service.database import named
 from store_service.memories import (
     COLUMNS,
@@ -117,6 +120,7 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
     }
     key = idempotency.key(req.request_id, idempotency.DERIVE, fields)
     with conn.transaction():
+        membership.hold_caller(conn, caller)
         first = by_request_id(conn, caller, key)
         if first is not None:
             return first
@@ -156,6 +160,7 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
     if not (req.HasField("title") or req.HasField("body") or req.HasField("confidence")):
         raise InvalidArgument("give a new title, body or confidence", field="body")
     with conn.transaction():
+        membership.hold_caller(conn, req.caller)
         row = lock_readable(conn, req.caller, req.memory_id, for_change=True)
         _check_revision(row, req.expected_revision)
         mid, rev = row.id, row.revision
@@ -200,6 +205,7 @@ def keep(conn: psycopg.Connection, req: s.KeepMemoryRequest) -> m.Memory:
     positive; ABORTED (with ``current_revision``) for a stale one.
     """
     with conn.transaction():
+        membership.hold_caller(conn, req.caller)
         row = lock_readable(conn, req.caller, req.memory_id, for_change=True)
         _check_revision(row, req.expected_revision, superseded_ok=True)
         kept = (
@@ -257,6 +263,7 @@ def supersede(
     }
     key = idempotency.key(req.request_id, idempotency.SUPERSEDE, fields)
     with conn.transaction():
+        membership.hold_caller(conn, caller)
         first = by_request_id(conn, caller, key)
         if first is not None:
             return first
@@ -336,6 +343,7 @@ def supersede_by_existing(
     if target == keep:
         raise InvalidArgument("a memory cannot supersede itself", field="keep_id")
     with conn.transaction():
+        membership.hold_caller(conn, caller)
         rows = {mid: lock_readable(conn, caller, str(mid), for_change=mid == target) for mid in sorted((target, keep))}
         _check_revision(rows[target], expected_revision)
         if rows[keep].superseded_by_id is not None:
@@ -360,29 +368,33 @@ def check_reason(reason: str) -> None:
 FORGET_DEADLOCK_ATTEMPTS = 3
 
 
-def forget(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
+def forget(conn: psycopg.Connection, req: s.ForgetRequest, *, removal: bool = False) -> list[str]:
     """Erases a memory and everything derived from it, transitively, keeping tombstones.
 
     Returns the ids forgotten that the caller could read (target first); forgetting again is a
     no-op returning the target alone. Title, body, history, search data and vectors are erased;
     each derived tombstone names the forgotten source. A deadlock with the embedding worker is
     retried (``FORGET_DEADLOCK_ATTEMPTS``); past that it is ABORTED (servicekit/errors.py).
+    ``removal``: the caller is a member being removed (``forget_member``), so its removal is not
+    a reason to refuse.
     """
     for attempt in range(1, FORGET_DEADLOCK_ATTEMPTS + 1):
         try:
-            return _forget_once(conn, req)
+            return _forget_once(conn, req, removal)
         except psycopg.errors.DeadlockDetected:
             if attempt == FORGET_DEADLOCK_ATTEMPTS:
                 raise
     raise AssertionError("unreachable")
 
 
-def _forget_once(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
+def _forget_once(conn: psycopg.Connection, req: s.ForgetRequest, removal: bool) -> list[str]:
     """One transaction of ``forget``."""
     caller = req.caller
     check_reason(req.reason)
     reason = req.reason.strip() or "forgotten on request"
     with conn.transaction():
+        if not removal:
+            membership.hold_caller(conn, caller)
         mid = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
         # A tombstone the caller could have read (the readability rule, less the forgotten test)
         # and changed: forgetting it again is a no-op.
@@ -427,9 +439,9 @@ def _forget_once(conn: psycopg.Connection, req: s.ForgetRequest) -> list[str]:
 
 # The tombstone reason of a removed member's memories (AdminService.RemoveMember).
 REMOVED_REASON = "its member was removed from the workspace"
-# Sweeps of a removed member's memories at most: a call of the member already in flight when its
-# tokens were revoked may still write one; the next sweep finds it (a later RemoveMember would too).
-MEMBER_SWEEPS = 3
+# Live member-only memories one read of a removal's sweep takes (each then forgotten in its own
+# transaction): the sweep holds no lock and no transaction open between them.
+SWEEP_BATCH = 100
 
 
 def forget_member(conn: psycopg.Connection, member: m.Caller) -> list[str]:
@@ -438,29 +450,45 @@ def forget_member(conn: psycopg.Connection, member: m.Caller) -> list[str]:
     everything derived from it, tombstones kept), oldest first; returns the ids forgotten, oldest
     first, derivations included. A derivation of a member-only memory is member-only for the same
     member (Derive's intersection), so nothing another member may read is forgotten. Memories already
-    forgotten are left alone, so a second run forgets nothing and returns nothing."""
+    forgotten are left alone, so a second run forgets nothing and returns nothing.
+
+    Call it on a connection with no transaction open, after ``membership.mark_removed``: no memory
+    of the member appears after that, so one pass in (created_at, id) order finds every one. Each
+    read of ``SWEEP_BATCH`` ids and each forget is its own short transaction, so the sweep never
+    holds the keyword statistics lock (or any row) for longer than one Forget does."""
     done: list[str] = []
     seen: set[str] = set()
-    for _ in range(MEMBER_SWEEPS):
-        live = [
-            str(r.id)
-            for r in named(conn).execute(
-                """SELECT m.id FROM memory m WHERE m.audience_member_id = %s AND m.forgotten_at IS NULL
-                    ORDER BY m.created_at, m.id""",
-                (uuid.UUID(member.member_id),),
+    after: tuple | None = None
+    while True:
+        with conn.transaction():
+            batch = (
+                named(conn)
+                .execute(
+                    """SELECT m.id, m.created_at FROM memory m
+                        WHERE m.audience_member_id = %(member)s AND m.forgotten_at IS NULL
+                          AND (%(at)s::timestamptz IS NULL OR (m.created_at, m.id) > (%(at)s, %(id)s))
+                        ORDER BY m.created_at, m.id LIMIT %(n)s""",
+                    {
+                        "member": uuid.UUID(member.member_id),
+                        "at": after[0] if after else None,
+                        "id": after[1] if after else None,
+                        "n": SWEEP_BATCH,
+                    },
+                )
+                .fetchall()
             )
-        ]
-        if not live:
-            break
-        for memory_id in live:
-            if memory_id in seen:  # forgotten with a source earlier in this sweep
+        if not batch:
+            return done
+        after = (batch[-1].created_at, batch[-1].id)
+        for row in batch:
+            if str(row.id) in seen:  # forgotten with a source earlier in this sweep
                 continue
+            request = s.ForgetRequest(caller=member, memory_id=str(row.id), reason=REMOVED_REASON)
             try:
-                forgotten = forget(conn, s.ForgetRequest(caller=member, memory_id=memory_id, reason=REMOVED_REASON))
+                forgotten = forget(conn, request, removal=True)
             except NotFound:  # no longer readable by its member (forgotten meanwhile): nothing to do
                 continue
             for mid in forgotten:
                 if mid not in seen:
                     seen.add(mid)
                     done.append(mid)
-    return done

@@ -14,9 +14,9 @@ from recallatron.store.v1 import store_pb2 as s
 
 from servicekit import deadlines
 from servicekit.caller import check_purpose_granted
-from servicekit.errors import InvalidArgument, NotFound, ServiceError
+from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_REMEMBER_BATCH
-from store_service import entities, idempotency, known, lexical_index
+from store_service import entities, idempotency, known, lexical_index, membership
 from store_service.database import named
 from store_service.idempotency import RequestKey
 from store_service.readability import CHAIN_READABLE, caller_params
@@ -226,6 +226,14 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
     if not items:
         return []
     member = uuid.UUID(caller.member_id)
+    # Whoever writes them (an import too), member-only memories of a removed member never appear
+    # (store_service/membership.py); a member's own write checked its removal when its transaction
+    # started (UNAUTHENTICATED), so this refuses an operator's write for a removed member.
+    removed = membership.hold(conn, {it.new.audience for it in items if it.new.audience is not None})
+    if removed:
+        raise FailedPrecondition(
+            f"member {min(removed)} was removed from the workspace: no memory may be written for it alone"
+        )
     ids = [it.new.id or uuid.uuid4() for it in items]
     # Rows go in request-id order, so concurrent batches sharing ids wait on each other in one order.
     order = sorted(range(len(items)), key=lambda j: items[j].key.request_id)
@@ -381,6 +389,7 @@ def _write_prepared(
     ids, entity checks, then one ``insert_many`` (or, with ``row_by_row``, one per entry under its
     own savepoint, a failure answering for that entry alone)."""
     out: dict[int, m.Memory | Exception] = {}
+    membership.hold_caller(conn, caller)
     firsts = dict(zip(prepared, by_request_ids(conn, caller, [p.key for p in prepared.values()]), strict=True))
     visible = entities.visible_ids(
         conn, caller, {e for p in prepared.values() for e in entities.mentioned_ids(p.mentions)}
@@ -505,17 +514,16 @@ def attach_links(conn: psycopg.Connection, caller: m.Caller, memories: dict[uuid
 
 
 def attach_evidence(conn: psycopg.Connection, memories: dict[uuid.UUID, m.Memory]) -> None:
-    """Sets ``evidence`` (span and turn) on the captured memories of ``memories``, which the caller
-    may read (one query; store_service/capture.py writes it)."""
+    """Sets ``evidence`` on the captured memories of ``memories``, which the caller may read (one
+    query; store_service/capture.py writes it): the span alone, which every reader of the memory may
+    see; the turn is its author's history."""
     if not memories:
         return
     rows = named(conn).execute(
-        """SELECT e.memory_id, e.span, coalesce(c.turn, '') AS turn
-             FROM memory_evidence e JOIN capture c ON c.id = e.capture_id WHERE e.memory_id = ANY(%s)""",
-        (list(memories),),
+        "SELECT memory_id, span FROM memory_evidence WHERE memory_id = ANY(%s)", (list(memories),)
     )
     for r in rows:
-        memories[r.memory_id].evidence.CopyFrom(m.CaptureEvidence(span=r.span, turn=r.turn))
+        memories[r.memory_id].evidence.CopyFrom(m.CaptureEvidence(span=r.span))
 
 
 def read(conn: psycopg.Connection, req: s.ReadRequest) -> m.Memory:

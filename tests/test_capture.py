@@ -7,13 +7,15 @@ from __future__ import annotations
 import uuid
 
 import grpc
+import psycopg
 import pytest
-from conftest import code_of
+from conftest import code_of, scratch_workspace_db
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.errors import error_info
 from store_service import known
+from store_service.database import migrate
 
 SPAN_NOT_IN_TURN, EMPTY_BODY, ALREADY_KNOWN = (
     m.CAPTURE_SKIP_REASON_SPAN_NOT_IN_TURN,
@@ -30,6 +32,11 @@ def proposal(body: str, span: str, **kw) -> m.CaptureProposal:
 def capture(member, *proposals, turn: str = TURN, purpose=m.PURPOSE_CONVERSATION, request_id: str = ""):
     req = g.CaptureRequest(purpose=purpose, turn=turn, proposals=proposals, request_id=request_id)
     return member.stack.memory.Capture(req, metadata=member.md())
+
+
+def history(member) -> list:
+    """Every live history turn of ``member``, oldest first."""
+    return list(member.stack.memory.SearchHistory(g.SearchHistoryRequest(page_size=200), metadata=member.md()).entries)
 
 
 def memory_count(stack, ws: str) -> int:
@@ -58,10 +65,10 @@ def test_a_valid_proposal_is_stored_with_its_evidence_and_recalled(world):
     assert not resp.replayed and len(resp.results) == 1 and resp.results[0].HasField("memory")
     mem = resp.results[0].memory
     assert (mem.origin, mem.kind, mem.title, mem.created_by) == (m.ORIGIN_TOLD, m.KIND_FACT, "Ana", alice.id)
-    assert mem.evidence.span == "my sister Ana moved to Porto last spring" and mem.evidence.turn == TURN
+    assert mem.evidence.span == "my sister Ana moved to Porto last spring" and mem.evidence.turn == ""
     read = alice.read(mem.id)
     assert read.body == "Alice's sister Ana moved to Porto in the spring."
-    assert (read.evidence.span, read.evidence.turn) == (mem.evidence.span, TURN)
+    assert (read.evidence.span, read.evidence.turn) == (mem.evidence.span, "")  # the turn: her history
     assert [link.target_entity_name for link in read.links] == ["Ana"]
     hits = alice.recall("Where did Ana move?", mode=m.RECALL_MODE_LEXICAL)
     assert hits.items[0].memory.id == mem.id
@@ -110,6 +117,7 @@ def test_each_rule_is_a_no_op_with_its_reason(stack, world):
     assert memory_count(stack, world["ws"]) == before
     with stack.db(world["ws"]) as conn:  # nothing stored: no turn kept either
         assert conn.execute("SELECT count(*) FROM capture").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM history_turn").fetchone()[0] == 0
 
     # Known means readable by the caller: bob's private memory with the same body is not alice's.
     private = bob.remember("Ana has a cat called Miso.", audience=m.AUDIENCE_MEMBER)
@@ -134,7 +142,7 @@ def test_a_retry_is_a_no_op_answered_with_the_first_outcome(stack, world):
     count = memory_count(stack, world["ws"])
     again = capture(alice, *props, request_id="turn-42")
     assert again.replayed and not first.replayed
-    assert again.results[0].memory.id == stored.id and again.results[0].memory.evidence.turn == TURN
+    assert again.results[0].memory.id == stored.id and again.results[0].memory.evidence == stored.evidence
     assert again.results[1].skipped.reason == SPAN_NOT_IN_TURN
     assert memory_count(stack, world["ws"]) == count  # nothing written twice (not "already known" either)
     # Another member's identical request id is another id.
@@ -158,16 +166,21 @@ def test_forgetting_a_captured_memory_erases_its_evidence(stack, world):
     mem = capture(alice, proposal("Ana flies for a living.", "works as a pilot"), request_id="t1").results[0].memory
     stack.memory.Forget(g.ForgetRequest(id=mem.id, reason="asked"), metadata=alice.md())
     with stack.db(world["ws"]) as conn:
-        span, turn, fingerprint = conn.execute(
-            "SELECT e.span, c.turn, c.fingerprint FROM memory_evidence e JOIN capture c ON c.id = e.capture_id "
+        span, fingerprint = conn.execute(
+            "SELECT e.span, c.fingerprint FROM memory_evidence e JOIN capture c ON c.id = e.capture_id "
             "WHERE e.memory_id = %s",
             (uuid.UUID(mem.id),),
         ).fetchone()
         body_key = conn.execute("SELECT body_key FROM memory WHERE id = %s", (uuid.UUID(mem.id),)).fetchone()[0]
-    assert (span, turn, fingerprint, body_key) == ("", "", None, None)
+    assert (span, fingerprint, body_key) == ("", None, None)
     with pytest.raises(grpc.RpcError) as err:  # the id stays used
         capture(alice, proposal("Ana flies for a living.", "works as a pilot"), request_id="t1")
     assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS and "forgotten" in err.value.details()
+    # The turn is her history, not the memory's: it stays hers until she forgets it there.
+    kept = history(alice)
+    assert [(e.turn.text, e.turn.chat_id) for e in kept] == [(TURN, "capture")]
+    stack.memory.ForgetHistory(g.ForgetHistoryRequest(turn_ids=[kept[0].turn_id]), metadata=alice.md())
+    assert history(alice) == []
 
 
 def test_malformed_requests_are_invalid_argument(stack, world):
@@ -177,6 +190,7 @@ def test_malformed_requests_are_invalid_argument(stack, world):
     cases = [
         ({"turn": ""}, "turn"),
         ({"turn": "   \n"}, "turn"),
+        ({"turn": "\u200b\u2060 \ufeff"}, "turn"),  # invisible characters only: blank, as history has it
         ({"turn": "x" * 65_537}, "turn"),
         ({"turn": "a\x00b"}, "turn"),
         ({"request_id": "r" * 201}, "request_id"),
@@ -213,3 +227,100 @@ def test_malformed_requests_are_invalid_argument(stack, world):
     req = g.CaptureRequest(purpose=m.PURPOSE_CONVERSATION, turn=TURN, proposals=[ok])
     assert code_of(stack.memory.Capture, req) == grpc.StatusCode.UNAUTHENTICATED
     assert memory_count(stack, world["ws"]) == before
+
+
+# A turn whose words around the span are nobody's business but its speaker's.
+PRIVATE_TURN = (
+    "Before the call: the quarterly review moved to Thursday 14:00. Also my bank PIN is 8841 "
+    "and I see the cardiologist on Friday, please keep that between us."
+)
+REVIEW_SPAN = "the quarterly review moved to Thursday 14:00"
+OUTSIDE = ("8841", "PIN", "cardiologist", "between us", "Before the call")
+
+
+def shows_nothing_outside(message) -> None:
+    """Neither the encoded message nor its text form holds a word of the turn outside the span."""
+    data, text = message.SerializeToString(), str(message)
+    for word in OUTSIDE:
+        assert word.encode() not in data and word not in text, (word, type(message).__name__)
+
+
+def test_readers_see_the_span_of_a_captured_memory_never_the_rest_of_the_turn(stack):
+    ws = stack.workspace("capture evidence")
+    stack.admin.UpdateWorkspaceSettings(
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, context_bundle=True), metadata=stack.op()
+    )
+    alice, bob, admin = stack.member(ws), stack.member(ws), stack.member(ws, role=m.ROLE_ADMIN)
+    first_proposals = (
+        proposal("The quarterly review is on Thursday at 14:00.", REVIEW_SPAN, kind=m.KIND_FACT, title="Review"),
+        proposal("Not stated.", "the board meeting moved"),  # skipped: a skip quotes nothing either
+    )
+    resp = capture(alice, *first_proposals, turn=PRIVATE_TURN, request_id="review-1")
+    mem = resp.results[0].memory
+    assert mem.id and mem.evidence == m.CaptureEvidence(span=REVIEW_SPAN)
+    shows_nothing_outside(resp)
+    for reader in (bob, admin, alice):  # every reader of the workspace memory, its author too
+        read = reader.read(mem.id, include_history=True)
+        assert (read.body, read.evidence.span, read.evidence.turn) == (mem.body, REVIEW_SPAN, "")
+        shows_nothing_outside(read)
+        for mode in (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_HYBRID):
+            hits = reader.recall("when is the quarterly review?", mode=mode)
+            assert mem.id in [it.memory.id for it in hits.items]
+            shows_nothing_outside(hits)
+        listed = stack.memory.ListMemories(  # what `recallatron export` reads
+            g.ListMemoriesRequest(include_history=True, superseded=m.SUPERSEDED_FILTER_ALL), metadata=reader.md()
+        )
+        assert mem.id in [x.id for x in listed.memories]
+        shows_nothing_outside(listed)
+        bundle = stack.memory.GetContext(g.GetContextRequest(purpose=m.PURPOSE_CONVERSATION), metadata=reader.md())
+        assert mem.id in [it.memory.id for it in bundle.items]
+        shows_nothing_outside(bundle)
+    # The whole turn is the author's history, and nobody else's.
+    assert [(e.turn.text, e.turn.chat_id, e.turn.role) for e in history(alice)] == [(PRIVATE_TURN, "capture", "user")]
+    found = stack.memory.SearchHistory(g.SearchHistoryRequest(query="cardiologist"), metadata=alice.md())
+    assert [e.turn.text for e in found.entries] == [PRIVATE_TURN]
+    for other in (bob, admin):
+        assert history(other) == []
+        shows_nothing_outside(
+            stack.memory.SearchHistory(g.SearchHistoryRequest(query="cardiologist PIN 8841"), metadata=other.md())
+        )
+    # A retry answers from the first outcome, with the span alone as well.
+    again = capture(alice, *first_proposals, turn=PRIVATE_TURN, request_id="review-1")
+    assert again.replayed and again.results[0].memory.evidence == m.CaptureEvidence(span=REVIEW_SPAN)
+    shows_nothing_outside(again)
+
+
+def test_the_migration_erases_stored_turns_and_keeps_the_spans(pg):
+    with scratch_workspace_db(pg, "0012_lexical_blocks") as url:
+        author, captured, stored, empty = uuid.uuid4(), uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                """INSERT INTO memory (id, kind, title, body, purpose, confidence, origin, created_by)
+                   VALUES (%s, 'fact', '', 'The quarterly review is on Thursday.', 'conversation', 1, 'told', %s)""",
+                (captured, author),
+            )
+            conn.execute(
+                """INSERT INTO capture (id, member_id, request_id, fingerprint, turn, outcomes)
+                   VALUES (%s, %s, 'r1', '\\x00', %s, ''), (%s, %s, 'r2', '\\x00', NULL, '')""",
+                (stored, author, PRIVATE_TURN, empty, author),
+            )
+            conn.execute(
+                "INSERT INTO memory_evidence (memory_id, capture_id, span) VALUES (%s, %s, %s)",
+                (captured, stored, REVIEW_SPAN),
+            )
+        migrate(url, "workspace")
+        with psycopg.connect(url, autocommit=True) as conn:
+            columns = {
+                r[0]
+                for r in conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'capture'")
+            }
+            assert "turn" not in columns and {"id", "member_id", "request_id", "fingerprint", "outcomes"} <= columns
+            rows = conn.execute("SELECT id, request_id FROM capture ORDER BY request_id").fetchall()
+            assert rows == [(stored, "r1"), (empty, "r2")]  # the captures stay bound to their request ids
+            assert conn.execute("SELECT memory_id, capture_id, span FROM memory_evidence").fetchall() == [
+                (captured, stored, REVIEW_SPAN)
+            ]
+            for word in OUTSIDE:  # no row of the capture tables holds a word of the turn any more
+                for table in ("capture", "memory_evidence"):
+                    held = conn.execute(f"SELECT count(*) FROM {table} t WHERE t::text LIKE %s", (f"%{word}%",))
+                    assert held.fetchone()[0] == 0, (table, word)

@@ -420,7 +420,8 @@ def test_capture_over_stdio(stack, members):
     results = stored.structured_content["results"]
     memory = results[0]["memory"]
     assert memory["origin"] == "ORIGIN_TOLD" and memory["kind"] == "KIND_FACT" and memory["created_by"] == alice.id
-    assert memory["evidence"] == {"span": "my daughter Ilse starts violin lessons on Tuesdays", "turn": turn}
+    # The span alone: the rest of the turn is the caller's history, not the memory's.
+    assert memory["evidence"] == {"span": "my daughter Ilse starts violin lessons on Tuesdays"}
     assert [r["skipped"]["reason"] for r in results[1:]] == [
         "CAPTURE_SKIP_REASON_SPAN_NOT_IN_TURN",
         "CAPTURE_SKIP_REASON_EMPTY_BODY",

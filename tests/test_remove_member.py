@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -16,6 +18,9 @@ import pytest
 from conftest import code_of
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
+
+from servicekit import deadlines
+from store_service import lifecycle, members, memories
 
 ROOT = Path(__file__).resolve().parent.parent
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
@@ -193,3 +198,191 @@ def test_the_command(stack):
     assert cli(stack, "member", "remove", "--workspace", ws, *op).returncode == 2
     bad = cli(stack, "member", "remove", "--workspace", ws, fred.id, "--operator-token", "wrong")
     assert bad.returncode == 1 and bad.stderr.startswith("UNAUTHENTICATED: ")
+
+
+# --- removal racing writes ------------------------------------------------------------------------
+
+
+class Call(threading.Thread):
+    """A call in a thread of its own: ``result`` is its answer, or the grpc.RpcError it raised."""
+
+    def __init__(self, fn, *args, **kwargs) -> None:
+        super().__init__(daemon=True)
+        self.fn, self.args, self.kwargs, self.result = fn, args, kwargs, None
+
+    def run(self) -> None:
+        try:
+            self.result = self.fn(*self.args, **self.kwargs)
+        except grpc.RpcError as exc:
+            self.result = exc
+
+
+class Gate:
+    """Holds the first thread to make its ``at``-th call (from 1) of a patched function until ``go``;
+    every other call runs."""
+
+    def __init__(self, real, at: int = 1) -> None:
+        self.real, self.at, self.calls, self.held = real, at, {}, False
+        self.reached, self.go = threading.Event(), threading.Event()
+        self.lock = threading.Lock()
+
+    def __call__(self, *args, **kwargs):
+        me = threading.get_ident()
+        with self.lock:
+            self.calls[me] = self.calls.get(me, 0) + 1
+            mine = self.calls[me] == self.at and not self.held
+            self.held = self.held or mine
+        if mine:
+            self.reached.set()
+            assert self.go.wait(120)
+        return self.real(*args, **kwargs)
+
+
+def wait_until(condition, what: str, limit: float = 120.0) -> None:
+    """Waits for ``condition()`` (a state the test needs, not a timing it asserts)."""
+    end = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < end, f"never happened: {what}"
+        time.sleep(0.05)
+
+
+def batch(member, bodies: list[str], audience=m.AUDIENCE_MEMBER) -> g.RememberBatchResponse:
+    reqs = [g.RememberRequest(purpose=CONV, kind=m.KIND_NOTE, body=b, audience=audience) for b in bodies]
+    return member.stack.memory.RememberBatch(g.RememberBatchRequest(requests=reqs), metadata=member.md())
+
+
+def live_own(stack, ws: str, member_id: str) -> list[str]:
+    """The member's live member-only memories, as stored."""
+    with stack.db(ws) as conn:
+        rows = conn.execute(
+            "SELECT id::text FROM memory WHERE audience_member_id = %s AND forgotten_at IS NULL ORDER BY id",
+            (uuid.UUID(member_id),),
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def waiting_on_advisory_lock(stack, ws: str) -> bool:
+    with stack.db(ws) as conn:
+        return conn.execute(
+            """SELECT count(*) > 0 FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'"""
+        ).fetchone()[0]
+
+
+def test_a_write_authenticated_before_the_removal_but_not_yet_writing_is_refused(stack, monkeypatch):
+    ws = stack.workspace("remove before write")
+    gina = stack.member(ws)
+    gina.remember("Gina's earlier note.", audience=m.AUDIENCE_MEMBER)
+    gate = Gate(memories.prepare_remember)  # after the gateway authenticated, before the transaction
+    monkeypatch.setattr(memories, "prepare_remember", gate)
+    write = Call(batch, gina, ["Gina's PIN is 8841.", "Gina sees a doctor on Friday."])
+    write.start()
+    try:
+        assert gate.reached.wait(60)
+        removed = remove(stack, ws, gina.id)
+    finally:
+        gate.go.set()
+        write.join(120)
+    assert len(removed.forgotten_ids) == 1
+    assert isinstance(write.result, grpc.RpcError), write.result
+    assert write.result.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert live_own(stack, ws, gina.id) == []
+    with stack.db(ws) as conn:
+        assert conn.execute("SELECT count(*) FROM memory WHERE body LIKE '%8841%'").fetchone()[0] == 0
+
+
+def test_a_write_in_flight_commits_before_the_removal_sweeps_and_is_forgotten(stack, monkeypatch):
+    ws = stack.workspace("remove during write")
+    hana, ivan = stack.member(ws), stack.member(ws)
+    gate = Gate(deadlines.check_before_commit)  # inside the batch's transaction, its rows written
+    monkeypatch.setattr(deadlines, "check_before_commit", gate)
+    write = Call(batch, hana, ["Hana's PIN is 8841.", "Hana's locker is 12."])
+    write.start()
+    removal = Call(remove, stack, ws, hana.id)
+    try:
+        assert gate.reached.wait(60)
+        removal.start()
+        # The removal either waits for the write (its member lock) or, without one, has swept already.
+        wait_until(lambda: not removal.is_alive() or waiting_on_advisory_lock(stack, ws), "removal waits or ends")
+    finally:
+        gate.go.set()
+        write.join(120)
+        removal.join(120)
+    assert not isinstance(write.result, grpc.RpcError), write.result
+    written = [r.memory.id for r in write.result.results]
+    assert all(written)
+    assert not isinstance(removal.result, grpc.RpcError), removal.result
+    assert sorted(removal.result.forgotten_ids) == sorted(written)  # swept after the write committed
+    assert live_own(stack, ws, hana.id) == []
+    # Nothing of it is found by anyone, and the other member works on.
+    assert ivan.recall("PIN locker note", mode=m.RECALL_MODE_LEXICAL).items == []
+    assert ivan.remember("Ivan is still here.").id
+
+
+def test_two_removals_of_one_member_at_once_sweep_once(stack, monkeypatch):
+    ws = stack.workspace("remove twice at once")
+    june = stack.member(ws)
+    own = [r.memory.id for r in batch(june, [f"June's own note {i}." for i in range(30)]).results]
+    monkeypatch.setattr(lifecycle, "SWEEP_BATCH", 7, raising=False)  # several batches
+    gate = Gate(lifecycle.forget)  # the first removal holds before its first forget
+    monkeypatch.setattr(lifecycle, "forget", gate)
+    arrived = []
+    real_turn = getattr(members, "_turn", None)
+
+    def counted_turn(db_name):
+        arrived.append(db_name)
+        return real_turn(db_name)
+
+    monkeypatch.setattr(members, "_turn", counted_turn, raising=False)
+    first, second = Call(remove, stack, ws, june.id), Call(remove, stack, ws, june.id)
+    try:
+        first.start()
+        assert gate.reached.wait(60)
+        second.start()
+        wait_until(lambda: not second.is_alive() or len(arrived) == 2, "the second removal waits or ends")
+    finally:
+        gate.go.set()
+        first.join(120)
+        second.join(120)
+    for call in (first, second):
+        assert not isinstance(call.result, grpc.RpcError), call.result
+    a, b = first.result, second.result
+    assert (a.already_removed, a.revoked, sorted(a.forgotten_ids)) == (False, 1, sorted(own))
+    assert (b.already_removed, b.revoked, list(b.forgotten_ids), b.history_forgotten) == (True, 0, [], 0)
+    assert live_own(stack, ws, june.id) == []
+
+
+def test_other_members_keep_working_while_removals_sweep(stack, monkeypatch):
+    ws = stack.workspace("remove many at once")
+    leaving = [stack.member(ws) for _ in range(5)]
+    staying = stack.member(ws)
+    kept = staying.remember("Staying's parrot is called Captain.", audience=m.AUDIENCE_MEMBER)
+    for i, member in enumerate(leaving):
+        batch(member, [f"Leaver {i} note {j} about the parrot." for j in range(25)])
+    monkeypatch.setattr(lifecycle, "SWEEP_BATCH", 10, raising=False)
+    gate = Gate(lifecycle.forget, at=2)  # a removal holds mid-sweep, after its first Forget
+    monkeypatch.setattr(lifecycle, "forget", gate)
+    removals = [Call(remove, stack, ws, member.id) for member in leaving]
+    try:
+        for call in removals:
+            call.start()
+        assert gate.reached.wait(60)
+        # Every call of the member who stays succeeds while the removals are under way.
+        note = staying.remember("Staying bought a second parrot.")
+        assert note.id
+        assert all(
+            r.memory.id for r in batch(staying, ["Staying's parrot eats seeds.", "Captain sleeps late."]).results
+        )
+        hits = staying.recall("parrot", mode=m.RECALL_MODE_LEXICAL, top_k=200)
+        assert {kept.id, note.id} <= {it.memory.id for it in hits.items}
+        assert staying.read(kept.id).body == kept.body
+        assert staying.recall("parrot Captain").items
+    finally:
+        gate.go.set()
+        for call in removals:
+            call.join(300)
+    for member, call in zip(leaving, removals, strict=True):
+        assert not isinstance(call.result, grpc.RpcError), call.result
+        assert len(call.result.forgotten_ids) == 25
+        assert live_own(stack, ws, member.id) == []
+    assert staying.read(kept.id).body == kept.body
