@@ -11,7 +11,8 @@ the counts. Every item goes under an import key (``legacy:turn:<id>``, ``legacy:
 way, run again, ends as one clean run would.
 
 Exit status: 0 when done; 1 when a file cannot be read (or is not what the option names: a folder,
-a graph that is not JSON Lines or is cut short), the workspace is unknown (named), the member map
+a graph that is not JSON Lines or is cut short, a SQLite file whose tables are not plain tables or
+that takes longer than --read-timeout to read), the workspace is unknown (named), the member map
 names someone who is not a member of the workspace, or a call fails (the message says which,
 nothing is written by a run that stops before its first write); 2 for bad usage (a malformed
 --member, a chat mapped twice).
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import sys
 import uuid
 from collections import Counter
@@ -34,8 +36,8 @@ from google.rpc import code_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from cli import client, options
-from cli.legacy_store import SECTIONS, Item, LegacyStoreError, Plan, read_store
+from cli import client, options, user_files
+from cli.legacy_store import READ_TIMEOUT_SECONDS, SECTIONS, Item, LegacyStoreError, Plan, read_store
 from servicekit.limits import MAX_HISTORY_BATCH, MAX_IMPORT_BATCH
 
 
@@ -50,6 +52,17 @@ def member_pair(text: str) -> tuple[str, str]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"the member id of {text!r} is not a UUID") from None
     return chat, member.strip()
+
+
+def seconds(text: str) -> float:
+    """The ``--read-timeout`` type: a positive, finite number of seconds (a usage error otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"want a positive number of seconds, got {text!r}")
+    return value
 
 
 def legacy_parser(sub: argparse._SubParsersAction) -> None:
@@ -78,6 +91,13 @@ def legacy_parser(sub: argparse._SubParsersAction) -> None:
         help="print what would be imported and skipped, write the report, change nothing in the workspace",
     )
     p.add_argument("--report", type=Path, help="JSON Lines report (default: import-legacy-<UTC time>.jsonl here)")
+    p.add_argument(
+        "--read-timeout",
+        type=seconds,
+        default=READ_TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help=f"stop with an error when reading the SQLite file takes longer (default {READ_TIMEOUT_SECONDS:g})",
+    )
     options.gateway_options(p, operator=True)
     p.set_defaults(handler=import_legacy)
 
@@ -247,11 +267,10 @@ class Run:
 
 
 def write_report(path: Path, plan: Plan, summary: dict) -> None:
-    """The report: one JSON object a line, every skipped row and chain fault, then the summary."""
-    with path.open("w", encoding="utf-8") as out:
-        for row in plan.report:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-        out.write(json.dumps({"kind": "summary", **summary}, ensure_ascii=False) + "\n")
+    """The report: one JSON object a line, every skipped row and chain fault, then the summary;
+    written whole or not at all, readable by its owner alone (``user_files.write_private``)."""
+    rows = (*plan.report, {"kind": "summary", **summary})
+    user_files.write_private(path, (json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
 def text_summary(counts: dict, answered: dict | None, dry_run: bool) -> str:
@@ -291,13 +310,13 @@ def import_legacy(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Reads the old store, checks the member map, imports (unless --dry-run), reports, prints counts."""
     mapping = member_map(args.member)
     try:
-        plan = read_store(args.sqlite, args.graph, mapping)
+        plan = read_store(args.sqlite, args.graph, mapping, args.read_timeout)
     except LegacyStoreError as exc:
         print(f"import-legacy: {exc}", file=sys.stderr)
         return 1
     problem = check_members(gw, args.workspace, mapping)
     report = args.report or Path(f"import-legacy-{datetime.datetime.now(datetime.UTC):%Y%m%dT%H%M%SZ}.jsonl")
-    if not problem and (unwritable := options.unwritable(report)):
+    if not problem and (unwritable := user_files.unwritable(report)):
         problem = f"--report {report}: cannot write it ({unwritable})"
     if problem:
         print(f"import-legacy: {problem}; nothing was written", file=sys.stderr)

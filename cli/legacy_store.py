@@ -10,15 +10,18 @@ and returns a ``Plan``: the counts by section and reason (the keys and nesting o
 
 Skip reasons, checked in this order (the first that applies is the one counted):
 - history turns: ``chat_not_mapped``, ``bad_encoding`` (text or session id that is not UTF-8),
-  ``bad_role`` (not ``user`` or ``rheo``), ``bad_timestamp``, ``too_long`` (over 65,536 bytes of UTF-8
-  once NUL characters are dropped), ``empty`` (nothing but white space and invisible characters);
+  ``bad_role`` (not ``user`` or ``rheo``), ``bad_timestamp``, ``future_timestamp``, ``too_long`` (over
+  65,536 bytes of UTF-8 once NUL characters are dropped), ``empty`` (nothing but white space and
+  invisible characters);
 - digests: ``chat_not_mapped``, ``bad_encoding``, ``bad_json`` (not a JSON object), ``bad_timestamp``,
-  ``empty``, ``too_long``;
+  ``future_timestamp``, ``empty``, ``too_long``;
 - memory items: ``bad_encoding`` (content or reason not UTF-8, or JSON escaping a lone surrogate),
   ``bad_json``, ``empty`` (a blank
   label and no properties), ``unknown_type``,
   ``no_owner`` (the source turn does not exist), ``chat_not_mapped``, ``unconfirmed``,
-  ``bad_confidence`` (outside 0..1), ``bad_timestamp``, ``too_long``;
+  ``bad_confidence`` (outside 0..1), ``bad_timestamp``, ``future_timestamp``, ``too_long``;
+``bad_timestamp`` is a time that cannot be read; ``future_timestamp`` one more than
+``vocabulary.MAX_FUTURE_SKEW`` after the clock (the store's own check, which would refuse it).
 - graph lines: ``bad_json``, ``bad_entity`` (no id or a name that is not 1..200 characters),
   ``duplicate_entity``, ``unknown_entity``, ``unknown_memory``, ``unknown_kind``, ``unsupported_edge``,
   ``duplicate_edge``, ``too_many_mentions`` (over 32 for one memory).
@@ -35,13 +38,15 @@ import datetime
 import json
 import re
 import sqlite3
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cli.json_text import last_line_cut_short, lone_surrogate, may_hold_surrogate
+from servicekit.errors import InvalidArgument
 from store_service.analysis import is_blank
-from store_service.vocabulary import MAX_BODY_BYTES, MAX_TITLE_CHARS
+from store_service.vocabulary import MAX_BODY_BYTES, MAX_TITLE_CHARS, check_not_ahead
 
 # The store's limits of what an import sends (store_service.entities.MAX_NAME_CHARS and MAX_MENTIONS,
 # store_service.imports.MAX_REASON_CHARS and MAX_KEY_CHARS), repeated rather than imported: those
@@ -66,6 +71,14 @@ KIND_OF_TYPE = {
     "relationship": "fact",
 }
 SECTIONS = ("history", "memories", "digests")
+# How long reading the SQLite file may take in all (``--read-timeout``): the shared generator's
+# default store (4,000 turns, 1 MB) reads in 0.07 s here, so the bound leaves room for stores
+# thousands of times its size while a file that would read without end stops with an error
+# (sqlite3's progress handler, called every PROGRESS_STEPS virtual machine instructions, ends the
+# statement running past it).
+READ_TIMEOUT_SECONDS = 600.0
+PROGRESS_STEPS = 1_000
+OLD_STORE = "is this the old store's legacy.sqlite?"
 TABLES = {
     "conversation": ("id", "chat_id", "role", "content", "ts", "session_id"),
     "digest": ("id", "chat_id", "session_id", "created_at", "body"),
@@ -118,8 +131,9 @@ def _undecodable(*values) -> bool:
 
 
 class LegacyStoreError(Exception):
-    """The old store cannot be read at all (a missing file, not SQLite, a missing table or column);
-    the message names the file and the problem."""
+    """The old store cannot be read at all (a missing file, not SQLite, a missing table or column, a
+    view or virtual table where a table belongs, a trigger, a read past its time bound); the message
+    names the file and the problem."""
 
 
 @dataclass
@@ -192,6 +206,15 @@ class _Skips:
         self.report.append(row)
 
 
+def _ahead(when: datetime.datetime, column: str, now: datetime.datetime) -> str | None:
+    """Why a readable time is refused (the store's ``check_not_ahead``, naming the column), or None."""
+    try:
+        check_not_ahead(when, column, now)
+    except InvalidArgument as exc:
+        return exc.message
+    return None
+
+
 def parse_time(text) -> datetime.datetime | None:
     """A legacy timestamp as an aware UTC datetime: ``YYYY-MM-DD HH:MM:SS`` (naive, meaning UTC),
     with ``T``, with ``Z`` or an offset; None when it cannot be read."""
@@ -213,49 +236,96 @@ def _too_long(text: str) -> bool:
     return len(text.encode("utf-8")) > MAX_BODY_BYTES
 
 
-def open_sqlite(path: Path) -> sqlite3.Connection:
-    """The old store opened read-only, its tables and columns checked; LegacyStoreError otherwise."""
+def _read_error(path: Path, exc: sqlite3.DatabaseError, limit: float, what: str) -> LegacyStoreError:
+    """The LegacyStoreError of a failed statement: the time bound when the progress handler stopped
+    it (nothing else interrupts one), else ``what`` went wrong."""
+    if str(exc) == "interrupted":
+        return LegacyStoreError(f"{path}: the legacy file took over {limit:g} s to read (--read-timeout); {OLD_STORE}")
+    return LegacyStoreError(f"{path}: {what} ({exc})")
+
+
+def open_sqlite(path: Path, limit: float = READ_TIMEOUT_SECONDS) -> sqlite3.Connection:
+    """The old store opened read-only, every statement on it bounded to ``limit`` seconds from now in
+    all, its schema checked (``_check_schema``); LegacyStoreError otherwise."""
     if path.is_dir():
         raise LegacyStoreError(f"{path}: is a folder, not a file; --sqlite names the old store's legacy.sqlite")
     if not path.is_file():
         raise LegacyStoreError(f"{path}: no such file")
+    deadline = time.monotonic() + limit
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        db.text_factory = _decode
-        cols = {}
-        for table in TABLES:
-            cols[table] = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+    except sqlite3.DatabaseError as exc:
+        raise LegacyStoreError(f"{path}: not a SQLite database, or a damaged one ({exc})") from None
+    try:
+        db.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
+        # Nothing in the file runs as trusted: functions a schema names (in a view, a trigger, a
+        # default) are limited to harmless ones, and the connection writes nothing.
+        db.execute("PRAGMA trusted_schema = OFF")
+        db.execute("PRAGMA query_only = ON")
+        schema = db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
         page_size = db.execute("PRAGMA page_size").fetchone()[0]
         pages = db.execute("PRAGMA page_count").fetchone()[0]
     except sqlite3.DatabaseError as exc:
-        raise LegacyStoreError(f"{path}: not a SQLite database, or a damaged one ({exc})") from None
-    # SQLite writes whole pages, and its header counts them: a file cut short (an interrupted copy)
-    # is caught here, before rows at its end go missing without a word. (Pages still in a write-ahead
-    # log beside the file are counted but not in it.)
-    size = path.stat().st_size
-    in_wal = path.with_name(path.name + "-wal").exists()
-    if size % page_size or (size < pages * page_size and not in_wal):
         db.close()
-        raise LegacyStoreError(
-            f"{path}: truncated: {size} bytes is not the {pages} pages of {page_size} bytes its header names"
-        )
+        raise _read_error(path, exc, limit, "not a SQLite database, or a damaged one") from None
+    try:
+        # SQLite writes whole pages, and its header counts them: a file cut short (an interrupted
+        # copy) is caught here, before rows at its end go missing without a word. (Pages still in a
+        # write-ahead log beside the file are counted but not in it.)
+        size = path.stat().st_size
+        in_wal = path.with_name(path.name + "-wal").exists()
+        if size % page_size or (size < pages * page_size and not in_wal):
+            raise LegacyStoreError(
+                f"{path}: truncated: {size} bytes is not the {pages} pages of {page_size} bytes its header names"
+            )
+        _check_schema(db, path, schema, limit)
+    except BaseException:
+        db.close()
+        raise
+    db.text_factory = _decode
+    return db
+
+
+def _check_schema(db: sqlite3.Connection, path: Path, schema: list[tuple], limit: float) -> None:
+    """Each table the import reads is a plain table of the file (``sqlite_master`` type ``table``,
+    not a view, not a virtual table), no trigger is attached to it, it has every column the import
+    reads, none of them generated, and unique integer ids. Only such a table is read: a view (a
+    recursive one runs without end) or a virtual table runs code of the file's choosing on every
+    read. LegacyStoreError naming the object otherwise."""
+    by_name = {str(name).lower(): (kind, str(sql or "")) for kind, name, _, sql in schema}
     for table, wanted in TABLES.items():
-        if not cols[table]:
-            raise LegacyStoreError(f"{path}: no table {table!r}; is this the old store's legacy.sqlite?")
-        missing = [c for c in wanted if c not in cols[table]]
-        if missing:
-            raise LegacyStoreError(f"{path}: table {table!r} lacks column(s) {', '.join(missing)}")
-        # Row ids are the report's source ids and the import keys, so they must be unique integers
-        # (the format's INTEGER PRIMARY KEY); checked here rather than found out half way.
+        if table not in by_name:
+            raise LegacyStoreError(f"{path}: no table {table!r}; {OLD_STORE}")
+        kind, sql = by_name[table]
+        if kind != "table":
+            article = "an" if kind[:1] in "aeiou" else "a"
+            raise LegacyStoreError(f"{path}: {table!r} is {article} {kind}, not a table; {OLD_STORE}")
+        if re.match(r"\s*create\s+virtual\b", sql, re.IGNORECASE):
+            raise LegacyStoreError(f"{path}: {table!r} is a virtual table, not a plain one; {OLD_STORE}")
+        triggers = sorted(str(name) for kind, name, on, _ in schema if kind == "trigger" and str(on).lower() == table)
+        if triggers:
+            raise LegacyStoreError(
+                f"{path}: table {table!r} has trigger(s) {', '.join(map(repr, triggers))}; the old store had none"
+            )
         try:
+            cols = dict(db.execute("SELECT name, hidden FROM pragma_table_xinfo(?)", (table,)).fetchall())
+            missing = [c for c in wanted if c not in cols]
+            if missing:
+                raise LegacyStoreError(f"{path}: table {table!r} lacks column(s) {', '.join(missing)}")
+            generated = [c for c in wanted if cols[c]]
+            if generated:
+                raise LegacyStoreError(
+                    f"{path}: table {table!r}: column(s) {', '.join(generated)} are generated, not stored values"
+                )
+            # Row ids are the report's source ids and the import keys, so they must be unique
+            # integers (the format's INTEGER PRIMARY KEY); checked here rather than found out half way.
             bad = db.execute(
                 f"SELECT count(*) - count(DISTINCT id) + sum(typeof(id) != 'integer') FROM {table}"
             ).fetchone()[0]
         except sqlite3.DatabaseError as exc:
-            raise LegacyStoreError(f"{path}: cannot be read ({exc})") from None
+            raise _read_error(path, exc, limit, "cannot be read") from None
         if bad:
             raise LegacyStoreError(f"{path}: table {table!r}: its ids are not unique integers")
-    return db
 
 
 def read_graph_lines(path: Path) -> list[bytes]:
@@ -303,19 +373,27 @@ def _loads(raw):
         return None
 
 
-def read_store(sqlite_path: Path, graph_path: Path, member_map: dict[str, str]) -> Plan:
-    """Reads the old store and applies the rules; ``member_map`` maps chat ids to member ids.
-    LegacyStoreError when a file cannot be read at all; every bad row is a skip, never an error."""
-    db = open_sqlite(sqlite_path)
-    lines = read_graph_lines(graph_path)
+def read_store(
+    sqlite_path: Path, graph_path: Path, member_map: dict[str, str], limit: float = READ_TIMEOUT_SECONDS
+) -> Plan:
+    """Reads the old store and applies the rules; ``member_map`` maps chat ids to member ids; the
+    SQLite file is read in at most ``limit`` seconds. LegacyStoreError when a file cannot be read
+    at all; every bad row is a skip, never an error."""
+    db = open_sqlite(sqlite_path, limit)
+    try:
+        lines = read_graph_lines(graph_path)
+    except LegacyStoreError:
+        db.close()
+        raise
     counts, report = _new_counts(member_map), []
     skip = _Skips(counts, report)
+    now = datetime.datetime.now(datetime.UTC)
     try:
-        turns, turn_chat = _history(db, member_map, counts, skip)
-        digests = _digests(db, member_map, counts, skip)
-        items, superseded_by, all_item_ids = _items(db, member_map, turn_chat, counts, skip)
+        turns, turn_chat = _history(db, member_map, counts, skip, now)
+        digests = _digests(db, member_map, counts, skip, now)
+        items, superseded_by, all_item_ids = _items(db, member_map, turn_chat, counts, skip, now)
     except sqlite3.DatabaseError as exc:
-        raise LegacyStoreError(f"{sqlite_path}: cannot be read ({exc})") from None
+        raise _read_error(sqlite_path, exc, limit, "cannot be read") from None
     finally:
         db.close()
     ordered = _chains(items, superseded_by, all_item_ids, counts, report)
@@ -323,7 +401,7 @@ def read_store(sqlite_path: Path, graph_path: Path, member_map: dict[str, str]) 
     return Plan(counts, report, turns, digests + ordered, entities)
 
 
-def _history(db, member_map, counts, skip) -> tuple[list[Turn], dict[int, str]]:
+def _history(db, member_map, counts, skip, now) -> tuple[list[Turn], dict[int, str]]:
     turns, turn_chat = [], {}
     for tid, chat, role, content, ts, session in db.execute(
         "SELECT id, chat_id, role, content, ts, session_id FROM conversation ORDER BY id"
@@ -339,6 +417,8 @@ def _history(db, member_map, counts, skip) -> tuple[list[Turn], dict[int, str]]:
             skip("history", "conversation", tid, "bad_role", str(role)[:40])
         elif when is None:
             skip("history", "conversation", tid, "bad_timestamp", str(ts)[:40])
+        elif ahead := _ahead(when, "ts", now):
+            skip("history", "conversation", tid, "future_timestamp", ahead)
         elif _too_long(text):
             skip("history", "conversation", tid, "too_long", f"{len(text.encode('utf-8'))} bytes")
         elif is_blank(text):
@@ -366,7 +446,7 @@ def _digest_body(body: dict) -> str:
     return "\n\n".join(p for p in parts if p).replace("\x00", "")
 
 
-def _digests(db, member_map, counts, skip) -> list[Item]:
+def _digests(db, member_map, counts, skip, now) -> list[Item]:
     out = []
     for did, chat, session, created, raw in db.execute(
         "SELECT id, chat_id, session_id, created_at, body FROM digest ORDER BY id"
@@ -381,6 +461,8 @@ def _digests(db, member_map, counts, skip) -> list[Item]:
             skip("digests", "digest", did, "bad_json")
         elif when is None:
             skip("digests", "digest", did, "bad_timestamp", str(created)[:40])
+        elif ahead := _ahead(when, "created_at", now):
+            skip("digests", "digest", did, "future_timestamp", ahead)
         elif is_blank(text := _digest_body(body)):
             skip("digests", "digest", did, "empty")
         elif _too_long(text):
@@ -399,7 +481,7 @@ def _item_body(typ: str, label: str, props: dict) -> str:
     return "\n".join(lines).replace("\x00", "")
 
 
-def _items(db, member_map, turn_chat, counts, skip):
+def _items(db, member_map, turn_chat, counts, skip, now):
     """The importable items by legacy id (in id order), their superseded_by pointers, and every id."""
     items: dict[int, Item] = {}
     superseded_by: dict[int, int] = {}
@@ -416,7 +498,7 @@ def _items(db, member_map, turn_chat, counts, skip):
         chat = turn_chat.get(src) if isinstance(src, int) else None
         when = parse_time(created)
         reason_text = _text(reason) or ""
-        why = None
+        why, detail = None, ""
         if _undecodable(raw, reason, content):
             why = "bad_encoding"
         elif not isinstance(content, dict) or not isinstance(label or "", str) or not isinstance(props or {}, dict):
@@ -435,11 +517,13 @@ def _items(db, member_map, turn_chat, counts, skip):
             why = "bad_confidence"
         elif when is None:
             why = "bad_timestamp"
+        elif detail := _ahead(when, "created_at", now):
+            why = "future_timestamp"
         body = _item_body(typ, (label or "").strip(), props or {}) if why is None else ""
         if why is None and _too_long(body):
             why = "too_long"
         if why:
-            skip("memories", "memory_item", iid, why)
+            skip("memories", "memory_item", iid, why, detail)
             continue
         items[iid] = Item(
             f"legacy:item:{iid}",

@@ -6,8 +6,6 @@ proto's declaration order, which is also the order argparse lists them in)."""
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 
 from recallatron.memory.v1 import memory_pb2 as m
 
@@ -19,20 +17,6 @@ MODES = vocabulary.values(m.RecallMode)
 AUDIENCES = vocabulary.values(m.Audience)
 ROLES = vocabulary.values(m.Role)
 SUPERSEDED = vocabulary.values(m.SupersededFilter)
-
-
-def unwritable(path: Path) -> str | None:
-    """Why a command could not write ``path`` (a folder, no such folder, no permission), or None.
-    Checked before a command changes a workspace, so that the file it writes last (a report, a
-    mapping) cannot fail after the work is done; nothing is created by the check."""
-    if path.is_dir():
-        return "it is a folder"
-    folder = path.parent
-    if not folder.is_dir():
-        return f"no such folder {folder}"
-    if not os.access(path if path.exists() else folder, os.W_OK):
-        return "permission denied"
-    return None
 
 
 def purposes(text: str) -> list[int]:

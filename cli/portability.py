@@ -21,10 +21,12 @@ from google.protobuf import timestamp_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
+from cli import user_files
 from cli.json_text import last_line_cut_short, lone_surrogate, may_hold_surrogate
 from servicekit import vocabulary
 from servicekit.errors import ServiceError
 from store_service import entities, history, imports
+from store_service.vocabulary import check_not_ahead
 
 SCHEMA = "recallatron.export"
 SCHEMA_VERSION = 1
@@ -125,16 +127,10 @@ def turn_record(entry: g.HistoryEntry) -> dict:
 
 
 def write_export(path: Path, head: dict, records: Iterable[dict]) -> None:
-    """Writes the header and records as JSON Lines to ``path`` through a temporary file renamed over
-    it at the end, so ``path`` holds a whole export or is left as it was."""
-    tmp = path.with_name(path.name + ".partial")
-    try:
-        with tmp.open("w", encoding="utf-8") as f:
-            for rec in (head, *records):
-                f.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n")
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Writes the header and records as JSON Lines to ``path``, whole or not at all, readable by its
+    owner alone (``user_files.write_private``: OSError when it cannot)."""
+    lines = (json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n" for rec in (head, *records))
+    user_files.write_private(path, lines)
 
 
 # Import: file -> checked records.
@@ -197,17 +193,22 @@ def _lines(path: Path) -> Iterable[tuple[int, dict]]:
 
 
 def _time(value, where: str) -> datetime.datetime:
-    """A time string as an aware UTC datetime; ExportFileError for anything else (no offset, or an
-    instant outside years 1..9999 in UTC)."""
+    """A time string as an aware UTC datetime; ExportFileError for anything else (no offset, an
+    instant outside years 1..9999 in UTC, or one further ahead of the clock than the store accepts:
+    ``vocabulary.check_not_ahead``, the store's own check, with ``where`` as the field)."""
     if not isinstance(value, str):
         raise ExportFileError(f"{where}: must be an RFC 3339 time string")
     try:
         when = datetime.datetime.fromisoformat(value)
         if when.tzinfo is None:
             raise ExportFileError(f"{where}: {value!r} has no UTC offset")
-        return when.astimezone(datetime.UTC)
+        when = when.astimezone(datetime.UTC)
     except (ValueError, OverflowError):
         raise ExportFileError(f"{where}: {value!r} is not an RFC 3339 time between years 1 and 9999") from None
+    try:
+        return check_not_ahead(when, where)
+    except ServiceError as exc:
+        raise ExportFileError(exc.message) from None
 
 
 def timestamp(value: str) -> timestamp_pb2.Timestamp:

@@ -24,7 +24,7 @@ from google.rpc import code_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from cli import client, options, portability
+from cli import client, options, portability, user_files
 from cli.dataset import BATCH_BYTES
 from cli.portability import ExportFileError
 from servicekit import limits
@@ -289,7 +289,7 @@ def import_file(gw: client.Gateway, args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 1
     out = Path(args.mapping) if args.mapping else path.with_name(path.name + ".mapping.json")
-    if not args.dry_run and (problem := options.unwritable(out)):
+    if not args.dry_run and (problem := user_files.unwritable(out)):
         print(f"{out}: cannot write the id mapping there ({problem}); nothing was imported", file=sys.stderr)
         return 1
     requests = batches(export, order, authors)
@@ -338,7 +338,14 @@ def import_file(gw: client.Gateway, args: argparse.Namespace) -> int:
             "could not read them); they were imported as current",
             file=sys.stderr,
         )
-    _write_mapping(out, path, args.workspace, authors, owner, mapping)
+    try:
+        _write_mapping(out, path, args.workspace, authors, owner, mapping)
+    except OSError as exc:  # checked before the import; a full disk can still refuse it
+        failures.append(
+            f"{out}: cannot write the id mapping ({exc.strerror}); the import is done: run it again with "
+            "--mapping FILE to get the ids (nothing is written twice)"
+        )
+        out = None
     for failure in failures:
         print(failure, file=sys.stderr)
     _report(args, counts, out)
@@ -346,7 +353,8 @@ def import_file(gw: client.Gateway, args: argparse.Namespace) -> int:
 
 
 def _write_mapping(out: Path, path: Path, workspace: str, authors, owner, mapping) -> None:
-    """The old -> new ids of this run (docs/portability.md, "The mapping file"), replaced whole."""
+    """The old -> new ids of this run (docs/portability.md, "The mapping file"), replaced whole,
+    readable by its owner alone (``user_files.write_private``)."""
     doc = {
         "schema": "recallatron.import-mapping",
         "schema_version": 1,
@@ -356,9 +364,7 @@ def _write_mapping(out: Path, path: Path, workspace: str, authors, owner, mappin
         "history_member": owner,
         **mapping,
     }
-    tmp = out.with_name(out.name + ".partial")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(out)
+    user_files.write_private(out, [json.dumps(doc, indent=2, sort_keys=True) + "\n"])
 
 
 def _report(args: argparse.Namespace, counts: dict[str, Counter], mapping: Path | None, batches: int = 0) -> int:
@@ -367,11 +373,14 @@ def _report(args: argparse.Namespace, counts: dict[str, Counter], mapping: Path 
     if args.dry_run:
         doc["batches"] = batches
     else:
-        doc["mapping"] = str(mapping)
+        doc["mapping"] = str(mapping) if mapping else None
     if args.json:
         print(client.dump(doc))
         return 0
     for kind, c in counts.items():
         print(f"{kind.replace('_', ' ')}: " + (", ".join(f"{n} {what}" for what, n in sorted(c.items())) or "none"))
-    print(f"dry run: {batches} batches, nothing written" if args.dry_run else f"id mapping written to {mapping}")
+    if args.dry_run:
+        print(f"dry run: {batches} batches, nothing written")
+    else:
+        print(f"id mapping written to {mapping}" if mapping else "id mapping not written")
     return 0

@@ -32,7 +32,7 @@ from servicekit.limits import MAX_HISTORY_BATCH
 from store_service import analysis, history_index, history_sessions, idempotency
 from store_service.database import named
 from store_service.memories import check_request_id
-from store_service.vocabulary import MAX_BODY_BYTES, check_timestamp
+from store_service.vocabulary import MAX_BODY_BYTES, check_not_ahead, check_timestamp
 
 # Accepted role names and what is stored: ``rheo`` is the old store's name of the assistant.
 ROLES = {"user": "user", "assistant": "assistant", "rheo": "assistant"}
@@ -100,7 +100,8 @@ def prepare(turn, now: datetime.datetime) -> NewTurn:
 
     NUL characters are dropped from the text first (the old store's clients wrote stray ones); then
     the text must not be blank and must fit ``MAX_BODY_BYTES`` (65,536) bytes of UTF-8, the body limit
-    of a memory. An unset ``occurred_at`` means ``now``."""
+    of a memory. An unset ``occurred_at`` means ``now``; a set one is when the turn was said, so no
+    more than ``vocabulary.MAX_FUTURE_SKEW`` after ``now`` (AppendHistory and ImportHistory alike)."""
     check_request_id(turn.request_id)
     _short_text(turn.chat_id, "chat_id", MAX_CHAT_ID_CHARS, required=True)
     _short_text(turn.session_id, "session_id", MAX_SESSION_ID_CHARS, required=False)
@@ -115,7 +116,9 @@ def prepare(turn, now: datetime.datetime) -> NewTurn:
         raise InvalidArgument(
             f"text is {size} bytes; the limit is {MAX_BODY_BYTES} bytes of UTF-8", field="text", limit=MAX_BODY_BYTES
         )
-    when = check_timestamp(turn.occurred_at, "occurred_at") if turn.HasField("occurred_at") else now
+    when = now
+    if turn.HasField("occurred_at"):
+        when = check_not_ahead(check_timestamp(turn.occurred_at, "occurred_at"), "occurred_at", now)
     return NewTurn(
         turn.request_id, turn.chat_id, role, text, when, turn.session_id or None, turn.HasField("occurred_at")
     )

@@ -8,7 +8,8 @@ killed half way and run again, ends as one clean run did.
 A written memory is a real memory: it goes through ``memories.insert_many`` like any Remember (keyword
 index, embedding job, provenance links), so it is recallable, readable, correctable and forgettable,
 and a forget reaches whatever was derived from it. What an import adds: the author is a member the
-operator names, created/updated times and revisions are kept as given, and a supersede link joins
+operator names, created/updated times and revisions are kept as given (none more than
+``vocabulary.MAX_FUTURE_SKEW`` ahead of the clock: an imported time is a past one), and a supersede link joins
 it to an older imported memory (as ``lifecycle.supersede`` would: the older leaves recall and the
 successor keeps the older's sources, so a forget of one of them still reaches it; two confident
 memories are flagged for review, store_service/conflict_flags.py).
@@ -40,6 +41,7 @@ from store_service.vocabulary import (
     ORIGINS,
     PURPOSES,
     check_confidence,
+    check_not_ahead,
     check_text,
     check_timestamp,
     enum_value,
@@ -131,8 +133,12 @@ def author_ids(items) -> set[uuid.UUID]:
     return out
 
 
-def _time(msg, name: str) -> datetime.datetime | None:
-    return check_timestamp(getattr(msg, name), name) if msg.HasField(name) else None
+def _time(msg, name: str, now: datetime.datetime, field: str = "") -> datetime.datetime | None:
+    """The time ``name`` of ``msg`` if set: a valid timestamp no further ahead than ``MAX_FUTURE_SKEW``
+    (an imported time is a past one); INVALID_ARGUMENT naming ``field`` (default ``name``) otherwise."""
+    if not msg.HasField(name):
+        return None
+    return check_not_ahead(check_timestamp(getattr(msg, name), field or name), field or name, now)
 
 
 def _prepare(item: m.ImportedMemory, authors: dict[uuid.UUID, m.Caller]) -> _Item:
@@ -160,14 +166,17 @@ def _prepare(item: m.ImportedMemory, authors: dict[uuid.UUID, m.Caller]) -> _Ite
     if len(item.entities) + len(item.entity_keys) > entities.MAX_MENTIONS:
         raise InvalidArgument(f"at most {entities.MAX_MENTIONS} entity mentions", field="entity_keys")
     entity_keys = [check_key(k, "entity_keys") for k in item.entity_keys]
-    created_at, updated_at = _time(item, "created_at"), _time(item, "updated_at")
+    now = datetime.datetime.now(datetime.UTC)
+    created_at, updated_at = _time(item, "created_at", now), _time(item, "updated_at", now)
+    occurred_at = _time(item, "occurred_at", now)
     if len(item.revisions) > MAX_REVISIONS:
         raise InvalidArgument(f"at most {MAX_REVISIONS} revisions", field="revisions")
     revisions = []
-    for rev in item.revisions:
+    for i, rev in enumerate(item.revisions):
         check_text(rev.title, rev.body)
         rev_conf = check_confidence(rev.confidence) if rev.HasField("confidence") else confidence
-        revisions.append((rev.title, rev.body, rev_conf, _time(rev, "replaced_at") or updated_at or created_at))
+        replaced = _time(rev, "replaced_at", now, f"revisions[{i}].replaced_at")
+        revisions.append((rev.title, rev.body, rev_conf, replaced or updated_at or created_at))
     if len(item.derived_from_keys) > MAX_SOURCES:
         raise InvalidArgument(f"at most {MAX_SOURCES} derived_from_keys", field="derived_from_keys")
     derived = list(dict.fromkeys(check_key(k, "derived_from_keys") for k in item.derived_from_keys))
@@ -180,7 +189,7 @@ def _prepare(item: m.ImportedMemory, authors: dict[uuid.UUID, m.Caller]) -> _Ite
         purpose,
         confidence,
         origin,
-        _time(item, "occurred_at"),
+        occurred_at,
         id=uuid.uuid4(),
         created_by=author,
         created_at=created_at,

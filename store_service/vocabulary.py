@@ -77,6 +77,27 @@ def check_timestamp(ts, field: str) -> datetime.datetime:
         raise InvalidArgument(f"{field} must be a valid timestamp between years 1 and 9999", field=field) from None
 
 
+# How far ahead of the store's clock a time said to be past (an imported memory's created, updated,
+# occurred and replaced times; a history turn's time) may lie: the clocks of two machines disagree
+# by seconds, a time written in local time without its offset by hours; a day holds both. A memory
+# dated further ahead would head every newest-first list and never reach the expiry gate.
+MAX_FUTURE_SKEW = datetime.timedelta(days=1)
+
+
+def check_not_ahead(when: datetime.datetime, field: str, now: datetime.datetime | None = None) -> datetime.datetime:
+    """``when`` (aware), or INVALID_ARGUMENT naming ``field`` when it lies more than ``MAX_FUTURE_SKEW``
+    after ``now`` (default: the clock)."""
+    now = now or datetime.datetime.now(datetime.UTC)
+    if when > now + MAX_FUTURE_SKEW:
+        hours = MAX_FUTURE_SKEW / datetime.timedelta(hours=1)
+        raise InvalidArgument(
+            f"{field} {when.astimezone(datetime.UTC).isoformat().replace('+00:00', 'Z')} is in the future: more "
+            f"than {hours:g} hours after the clock ({now.astimezone(datetime.UTC):%Y-%m-%dT%H:%M:%SZ})",
+            field=field,
+        )
+    return when
+
+
 def check_confidence(value: float) -> float:
     """Validates a confidence in 0..1 (NaN refused); returns it with -0.0 read as 0.0 (IEEE: -0.0 + 0.0
     is +0.0), so a stored confidence never prints as ``-0``."""

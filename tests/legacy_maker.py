@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,3 +256,35 @@ def make_store(folder: Path, seed: int = 1, turns: int = 120, items: int = 40) -
     lines.insert(len(lines) // 2, "")  # a blank line is no line
     graph.write_text("\n".join(lines) + "\n")
     return made
+
+
+TIME = re.compile(r"(\d{4}-\d{2}-\d{2})([ T]\d{2}:\d{2}:\d{2})?(.*)", re.DOTALL)
+TIME_COLUMNS = {"conversation": "ts", "digest": "created_at", "memory_item": "created_at"}
+
+
+def into_the_past(sqlite: Path, now: dt.datetime) -> int:
+    """Moves every readable time of an old store back by whole days, so that the newest lies two days
+    before ``now``, each kept in its written form (separator, ``Z`` or offset); returns the days.
+
+    The shared generator dates its rows from 2026-03-02 on, a row every few hours, so a large store
+    reaches past today, and the import refuses a time ahead of the clock; moved back, every gap
+    between two rows, so every session and count, is as generated."""
+    db = sqlite3.connect(sqlite)
+    found = []  # (table, column, id, naive time, separator and time text, rest)
+    for table, column in TIME_COLUMNS.items():
+        for rid, value in db.execute(f"SELECT id, {column} FROM {table}"):
+            parts = TIME.fullmatch(value) if isinstance(value, str) else None
+            try:
+                when = dt.datetime.fromisoformat(parts[1] + (parts[2] or "").replace(" ", "T")) if parts else None
+            except ValueError:  # an unreadable time stays as it is
+                when = None
+            if when is not None:
+                found.append((table, column, rid, when, parts[2], parts[3]))
+    days = max(0, (max(f[3] for f in found).date() - (now - dt.timedelta(days=2)).date()).days)
+    for table, column, rid, when, clock, rest in found:
+        moved = when - dt.timedelta(days=days)
+        text = moved.strftime("%Y-%m-%d") + (clock[0] + moved.strftime("%H:%M:%S") if clock else "") + rest
+        db.execute(f"UPDATE {table} SET {column} = ? WHERE id = ?", (text, rid))
+    db.commit()
+    db.close()
+    return days

@@ -6,7 +6,9 @@ afterwards, supersede chains, forget reaching derivations, and bad input."""
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from legacy_maker import NAMES, OWNER_CHAT, SCHEMA, SECOND_CHAT, UNIQUE_WORD, make_store
+from legacy_maker import NAMES, OWNER_CHAT, SCHEMA, SECOND_CHAT, UNIQUE_WORD, into_the_past, make_store
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
@@ -418,12 +420,16 @@ def test_a_run_stopped_by_a_failed_call_still_writes_its_report(stack, made, tmp
 
 
 def test_shared_generator_counts_match_expected_json_exactly(stack, tmp_path):
-    """The shared oracle (../shared/legacy, which CI has): several seeds and sizes, counts equal."""
+    """The shared oracle (../shared/legacy, which CI has): several seeds and sizes, counts equal.
+    Its rows are dated from 2026-03-02 on, the larger stores past today: they are moved into the past
+    first (``into_the_past``: whole days, every gap kept), as the import refuses times ahead of the
+    clock (a test of its own, below)."""
     assert SHARED_MAKER.is_file(), f"{SHARED_MAKER} is missing: this test needs ../shared/legacy beside the repository"
     for seed, size in [(7, []), (3, ["--turns", "600", "--items", "90"]), (12, ["--turns", "2500", "--items", "300"])]:
         out_dir = tmp_path / f"shared-{seed}"
         subprocess.run([sys.executable, str(SHARED_MAKER), str(out_dir), "--seed", str(seed), *size], check=True,
                        capture_output=True)  # fmt: skip
+        into_the_past(out_dir / "legacy.sqlite", datetime.datetime.now(datetime.UTC))
         expected = json.loads((out_dir / "expected.json").read_text())
         ws = stack.workspace(f"shared {seed}")
         _, _, members = members_for(stack, ws, SHARED_CHATS)
@@ -510,8 +516,8 @@ def test_bad_input_is_a_clear_error_and_nothing_is_written(stack, made, tmp_path
 def odd_store(folder: Path) -> tuple[Path, Path]:
     """A store of rows real old data holds at the edges: unicode, NUL and invisible characters,
     text that is not UTF-8 or JSON escaping half a surrogate pair, a BLOB of text, the body limit
-    exactly, years 1 and 9999, an offset past them, a self-superseding item, an item without a label
-    key, entity ids with NUL or of no string."""
+    exactly, years 1 and 9999 (the last second of 9999 is ahead of the clock), an offset past them, a
+    self-superseding item, an item without a label key, entity ids with NUL or of no string."""
     folder.mkdir(parents=True, exist_ok=True)
     path, graph = folder / "odd.sqlite", folder / "odd.jsonl"
     db = sqlite3.connect(path)
@@ -523,7 +529,7 @@ def odd_store(folder: Path) -> tuple[Path, Path]:
         (3, OWNER_CHAT, "x" * 65_536, "2026-01-01 00:00:02", None),  # the limit exactly: kept
         (4, OWNER_CHAT, "é" * 32_768, "2026-01-01 00:00:03", "s\x00one"),  # 65,536 bytes; NUL in the session
         (5, OWNER_CHAT, "é" * 32_768 + "x", "2026-01-01 00:00:04", None),  # a byte over: too_long
-        (6, OWNER_CHAT, "the last second", "9999-12-31 23:59:59", None),
+        (6, OWNER_CHAT, "the last second", "9999-12-31 23:59:59", None),  # future_timestamp
         (7, OWNER_CHAT, "the first second", "0001-01-01 00:00:00", None),
         (8, OWNER_CHAT, "before year 1 in UTC", "0001-01-01T00:30:00+01:00", None),  # bad_timestamp
         (9, OWNER_CHAT, b"stored as a BLOB", "2026-01-01 00:00:05", None),  # UTF-8 bytes: text
@@ -576,8 +582,8 @@ def test_odd_rows_are_kept_or_skipped_by_the_rules_and_the_store_refuses_none(st
     assert status == 0, err
     counts = json.loads(out)
     assert counts["history"] == {
-        "imported": 6,
-        "skipped": {"bad_encoding": 2, "bad_timestamp": 1, "empty": 1, "too_long": 1},
+        "imported": 5,
+        "skipped": {"bad_encoding": 2, "bad_timestamp": 1, "future_timestamp": 1, "empty": 1, "too_long": 1},
     }
     assert counts["digests"] == {"imported": 1, "skipped": {"bad_encoding": 1, "empty": 2}}
     assert counts["memories"] == {
@@ -599,7 +605,7 @@ def test_odd_rows_are_kept_or_skipped_by_the_rules_and_the_store_refuses_none(st
         }
     assert turns["legacy:turn:1"] == "héllo 😀 مرحبا e\u0301 \u200b" and turns["legacy:turn:9"] == "stored as a BLOB"
     assert len(turns["legacy:turn:3"]) == 65_536 and sessions["legacy:turn:4"] == "sone"
-    assert {"legacy:turn:6", "legacy:turn:7"} <= set(turns)
+    assert "legacy:turn:7" in turns and "legacy:turn:6" not in turns
     assert mems["legacy:digest:1"][:2] == ("Session digest sx", "a digest of sx")
     assert mems["legacy:item:1"] == ("gatecode", "fact: gatecode\ncode: 4471", "r", True)
     assert mems["legacy:item:2"][2] == "saidtwice"
@@ -634,3 +640,153 @@ def test_the_graph_is_refused_when_it_is_not_json_lines_or_cut_short(tmp_path):
     assert len(read_graph_lines(graph)) == 3
     graph.write_bytes(b"")  # a store with no graph
     assert read_graph_lines(graph) == []
+
+
+def test_times_ahead_of_the_clock_are_skipped_naming_row_and_column(stack, tmp_path):
+    """A turn, digest or item dated more than a day (vocabulary.MAX_FUTURE_SKEW) after the clock is
+    skipped as ``future_timestamp``, the report naming its row and column; one just within is kept."""
+    ws = stack.workspace("legacy future")
+    _, _, members = members_for(stack, ws)
+    now = datetime.datetime.now(datetime.UTC).replace(microsecond=0, tzinfo=None)
+    within = now + datetime.timedelta(hours=23)
+    past_skew = now + datetime.timedelta(days=1, hours=1)  # an hour past: no slow run brings it within
+    far = now + datetime.timedelta(days=365_250)  # a thousand years on
+    stamps = [f"{within:%Y-%m-%d %H:%M:%S}", f"{past_skew:%Y-%m-%dT%H:%M:%SZ}", f"{far:%Y-%m-%dT%H:%M:%S+00:00}"]
+    path, graph = tmp_path / "future.sqlite", tmp_path / "future.jsonl"
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA)
+    for n, stamp in enumerate(stamps, start=1):
+        db.execute("INSERT INTO conversation VALUES (?, ?, 'user', ?, ?, NULL)", (n, OWNER_CHAT, f"turn {n}", stamp))
+        db.execute("INSERT INTO digest VALUES (?, ?, ?, ?, ?)", (n, OWNER_CHAT, f"s{n}", stamp, '{"narrative": "d"}'))
+        db.execute(
+            "INSERT INTO memory_item VALUES (?, 'fact', ?, 0.9, 'r', 1, 'confirmed', ?, NULL, NULL)",
+            (n, json.dumps({"label": f"item {n}", "properties": {}}), stamp),
+        )
+    db.commit()
+    db.close()
+    graph.write_text("")
+    report = tmp_path / "future-report.jsonl"
+    status, out, err = cli(stack, *import_args(ws, path, graph, members, report, "--json"))
+    assert status == 0, err
+    counts = json.loads(out)
+    for section in ("history", "digests", "memories"):
+        assert counts[section] == {"imported": 1, "skipped": {"future_timestamp": 2}}, section
+    skipped = [r for r in map(json.loads, report.read_text().splitlines()) if r["kind"] == "skipped"]
+    assert [(r["source"], r["source_id"], r["reason"]) for r in skipped] == [
+        (source, n, "future_timestamp") for source in ("conversation", "digest", "memory_item") for n in (2, 3)
+    ]
+    for r in skipped:
+        column = "ts" if r["source"] == "conversation" else "created_at"
+        assert r["detail"].startswith(f"{column} ") and "is in the future" in r["detail"], r
+    got = stored(stack, ws)
+    assert [t[0] for t in got["turns"]] == ["legacy:turn:1"]
+    assert sorted(x[0] for x in got["memories"]) == ["legacy:digest:1", "legacy:item:1"]
+
+
+def old_store(path: Path, *changes: str) -> Path:
+    """An old store of the format's tables, changed by SQL statements (one table replaced, say)."""
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA + ";".join(changes))
+    db.commit()
+    db.close()
+    return path
+
+
+def test_a_file_whose_tables_are_not_plain_tables_is_refused_by_name(stack, made, tmp_path):
+    """Only plain tables with the format's columns are read: a view where a table belongs (a
+    recursive one ran without end), a virtual table, a trigger, a generated column or a missing
+    column is refused before any read, naming it; nothing is written."""
+    ws = stack.workspace("legacy not tables")
+    _, _, members = members_for(stack, ws)
+    endless = old_store(
+        tmp_path / "view.sqlite",
+        "DROP TABLE conversation",
+        """CREATE VIEW conversation AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r)
+           SELECT 1 AS id, 'tg:1001' AS chat_id, 'user' AS role, 'x' AS content, '2026-01-01' AS ts,
+                  NULL AS session_id FROM r""",
+    )
+    argv = command(stack, *import_args(ws, endless, made.graph, members, tmp_path / "r.jsonl"))
+    # A bounded wait: the old reader never came back from this file.
+    out = subprocess.run(argv, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=90)
+    assert (out.returncode, out.stdout) == (1, ""), out.stderr
+    assert out.stderr.startswith(f"import-legacy: {endless}: 'conversation' is a view, not a table")
+    cases = [
+        (
+            ["DROP TABLE digest", "CREATE VIRTUAL TABLE digest USING fts5(id, chat_id, session_id, created_at, body)"],
+            "'digest' is a virtual table, not a plain one",
+        ),
+        (
+            ["CREATE TRIGGER keep_items AFTER INSERT ON memory_item BEGIN SELECT 1; END"],
+            "table 'memory_item' has trigger(s) 'keep_items'",
+        ),
+        (
+            [
+                "DROP TABLE digest",
+                """CREATE TABLE digest (id INTEGER PRIMARY KEY, chat_id TEXT, session_id TEXT, body TEXT,
+                                        created_at TEXT GENERATED ALWAYS AS (printf('%.*c', 100, 'x')) VIRTUAL)""",
+            ],
+            "table 'digest': column(s) created_at are generated, not stored values",
+        ),
+        (
+            [
+                "DROP TABLE conversation",
+                "CREATE TABLE conversation (id INTEGER PRIMARY KEY, chat_id TEXT, role TEXT, content TEXT)",
+            ],
+            "table 'conversation' lacks column(s) ts, session_id",
+        ),
+    ]
+    for n, (changes, message) in enumerate(cases):
+        bad = old_store(tmp_path / f"bad{n}.sqlite", *changes)
+        status, out, err = cli(stack, *import_args(ws, bad, made.graph, members, tmp_path / "r.jsonl"))
+        assert (status, out) == (1, "") and err.startswith(f"import-legacy: {bad}: {message}"), (message, err)
+    assert stored(stack, ws) == {"memories": [], "mentions": [], "entities": [], "turns": [], "vectors": 0}
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_reading_the_file_is_bounded_by_read_timeout(stack, made, tmp_path):
+    """SQLite's progress handler ends a read that runs past --read-timeout (default 600 s) with a
+    clear error; a bound of a microsecond ends any read. A bound that is not a positive number of
+    seconds is bad usage."""
+    from cli.legacy_store import LegacyStoreError
+
+    with pytest.raises(LegacyStoreError, match=r"the legacy file took over 1e-06 s to read \(--read-timeout\)"):
+        read_store(made.sqlite, made.graph, {OWNER_CHAT: str(uuid.uuid4())}, 1e-6)
+    ws = stack.workspace("legacy read bound")
+    _, _, members = members_for(stack, ws)
+    argv = import_args(ws, made.sqlite, made.graph, members, tmp_path / "t.jsonl", "--read-timeout", "0.000001")
+    status, out, err = cli(stack, *argv)
+    assert (status, out) == (1, "") and err.startswith(
+        f"import-legacy: {made.sqlite}: the legacy file took over 1e-06 s to read (--read-timeout)"
+    ), err
+    for bad in ("0", "-5", "nan", "inf", "soon"):
+        argv = import_args(ws, made.sqlite, made.graph, members, tmp_path / "t.jsonl", "--read-timeout", bad)
+        status, _, err = cli(stack, *argv)
+        assert status == 2 and "--read-timeout: want a positive number of seconds" in err, (bad, err)
+    assert stored(stack, ws) == {"memories": [], "mentions": [], "entities": [], "turns": [], "vectors": 0}
+    assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_the_report_is_private_and_never_written_through_a_link(stack, made, tmp_path):
+    """The report lists rows of members' data: 0600 whatever the umask, and a symbolic link at its
+    name (where the old command wrote straight through) is refused before the run."""
+    ws = stack.workspace("legacy private report")
+    _, _, members = members_for(stack, ws)
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    link = tmp_path / "report.jsonl"
+    link.symlink_to(victim)
+    status, out, err = cli(stack, *import_args(ws, made.sqlite, made.graph, members, link, "--dry-run"))
+    assert (status, out) == (1, "") and err.strip() == (
+        f"import-legacy: --report {link}: cannot write it (it is a symbolic link; name the file itself); "
+        "nothing was written"
+    )
+    assert victim.read_text() == "precious\n" and link.is_symlink()
+    report = tmp_path / "private.jsonl"
+    old = os.umask(0o022)
+    try:
+        status, _, err = cli(stack, *import_args(ws, made.sqlite, made.graph, members, report, "--dry-run"))
+    finally:
+        os.umask(old)
+    assert status == 0, err
+    assert report.stat().st_mode & 0o777 == 0o600 and json.loads(report.read_text().splitlines()[-1])["dry_run"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["private.jsonl", "report.jsonl", "victim"]

@@ -303,3 +303,64 @@ def test_a_derivation_keeps_derives_rule(stack, team):
         assert (got.status, code(got)) == (FAILED, grpc.StatusCode.FAILED_PRECONDITION), got
         assert words in got.error.message and "t9:private" in got.error.message
     assert ok.status == CREATED
+
+
+def test_times_ahead_of_the_clock_fail_their_item_naming_the_field(stack, team):
+    """An imported time is a past one: more than vocabulary.MAX_FUTURE_SKEW (a day) after the store's
+    clock fails the item alone, INVALID_ARGUMENT naming the field; a time just within is kept."""
+    ws, alice, _ = team
+    now = datetime.datetime.now(datetime.UTC)
+    far = now + datetime.timedelta(days=365_250)  # a thousand years on
+    past_skew = now + datetime.timedelta(days=1, hours=1)  # an hour past the skew: no slow run brings it within
+    within = now + datetime.timedelta(hours=23)
+    old = m.ImportedRevision(title="t", body="earlier")
+    cases = [
+        (item("t10:created", alice.id, "b", created_at=ts(far)), "created_at"),
+        (item("t10:updated", alice.id, "b", created_at=ts(T0), updated_at=ts(past_skew)), "updated_at"),
+        (item("t10:occurred", alice.id, "b", occurred_at=ts(past_skew)), "occurred_at"),
+        (
+            item("t10:replaced", alice.id, "b", revisions=[old, m.ImportedRevision(body="x", replaced_at=ts(far))]),
+            "revisions[1].replaced_at",
+        ),
+    ]
+    ok = item(
+        "t10:ok",
+        alice.id,
+        "b",
+        created_at=ts(within),
+        updated_at=ts(within),
+        occurred_at=ts(within),
+        revisions=[m.ImportedRevision(body="before", replaced_at=ts(within))],
+    )
+    resp = run(stack, ws, [c[0] for c in cases] + [ok])
+    for (sent, field), got in zip(cases, resp.memories[:-1], strict=True):
+        assert (got.import_key, got.status, code(got)) == (sent.import_key, FAILED, grpc.StatusCode.INVALID_ARGUMENT)
+        assert got.error.message.startswith(f"{field} ") and "is in the future" in got.error.message, got
+    assert resp.memories[-1].status == CREATED
+    with stack.db(ws) as conn:
+        rows = conn.execute(
+            "SELECT import_key, created_at, updated_at, occurred_at FROM memory WHERE import_key LIKE 't10:%'"
+        ).fetchall()
+        replaced = conn.execute(
+            """SELECT r.replaced_at FROM memory_revision r JOIN memory m ON m.id = r.memory_id
+                WHERE m.import_key = 't10:ok'"""
+        ).fetchall()
+    assert rows == [("t10:ok", within, within, within)] and replaced == [(within,)]
+
+    turns = [
+        g.HistoryTurn(request_id="t10:turn:far", chat_id="c", role="user", text="from afar", occurred_at=ts(far)),
+        g.HistoryTurn(request_id="t10:turn:past", chat_id="c", role="user", text="too soon", occurred_at=ts(past_skew)),
+        g.HistoryTurn(request_id="t10:turn:ok", chat_id="c", role="user", text="in time", occurred_at=ts(within)),
+    ]
+    req = g.ImportHistoryRequest(workspace_id=ws, member_id=alice.id, turns=turns)
+    far_turn, past_turn, ok_turn = stack.admin.ImportHistory(req, metadata=stack.op()).results
+    for got in (far_turn, past_turn):
+        assert code_pb2.Code.Name(got.error.code) == "INVALID_ARGUMENT" and not got.turn_id
+        assert got.error.message.startswith("occurred_at ") and "is in the future" in got.error.message
+    assert ok_turn.turn_id and not ok_turn.HasField("error")
+    # The member's own AppendHistory checks a turn the same way (one check of a turn's time).
+    mine = stack.memory.AppendHistory(g.AppendHistoryRequest(turns=[turns[0]]), metadata=alice.md()).results[0]
+    assert code_pb2.Code.Name(mine.error.code) == "INVALID_ARGUMENT"
+    with stack.db(ws) as conn:
+        stored = conn.execute("SELECT request_id, occurred_at FROM history_turn WHERE request_id LIKE 't10:%'")
+        assert stored.fetchall() == [("t10:turn:ok", within)]

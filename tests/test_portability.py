@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -578,3 +579,142 @@ def test_deeply_nested_json_is_a_clear_error_not_a_traceback(tmp_path):
     path.write_text('{"record": "header"}\n' + "[" * 100_000 + "\n")
     with pytest.raises(portability.ExportFileError, match="deep.jsonl:2: JSON nested too deeply"):
         list(portability._lines(path))
+
+
+@pytest.fixture
+def umask_022():
+    """The usual umask (group and others may read what is created): the files must be 0600 anyway."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def planted_link(at: Path, victim: Path) -> None:
+    """A symbolic link someone else put where a command writes, pointing at a file they want overwritten."""
+    at.symlink_to(victim)
+
+
+def test_export_and_mapping_files_are_private_and_never_written_through_a_link(stack, source, tmp_path, umask_022):
+    """An export and an import's id mapping hold memories and ids: 0600 whatever the umask, written
+    through a temporary file of their own creation, never through a link planted at a name the
+    command uses (the fixed ``.partial`` names, the target itself)."""
+    ws, alice, bob, ids, path, records = source
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    out = tmp_path / "alice.jsonl"
+    planted_link(out.with_name(out.name + ".partial"), victim)
+    got = export(stack, alice, out, "--include-history")
+    assert [r["id"] for r in got[1:]] == [r["id"] for r in records[1:]]
+    assert out.stat().st_mode & 0o777 == 0o600 and not out.is_symlink()
+    assert victim.read_text() == "precious\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alice.jsonl", "alice.jsonl.partial", "victim"]
+
+    # A target that is itself a link is refused: a rename would replace the link, not what it names.
+    link = tmp_path / "link.jsonl"
+    planted_link(link, victim)
+    refused = cli(stack, "export", "--out", str(link), token=alice.token, check=False)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == f"{link}: cannot write it (it is a symbolic link; name the file itself)"
+    assert victim.read_text() == "precious\n" and link.is_symlink()
+
+    # The id mapping of an import: the same, and a link as its target is found before anything is written.
+    target = stack.workspace("import private mapping")
+    carol = stack.member(target)
+    planted_link(out.with_name(out.name + ".mapping.json.partial"), victim)
+    import_(stack, "--file", str(out), "--workspace", target, "--default-member", carol.id)
+    mapping = out.with_name(out.name + ".mapping.json")
+    assert mapping.stat().st_mode & 0o777 == 0o600 and len(json.loads(mapping.read_text())["memories"]) == 9
+    assert victim.read_text() == "precious\n"
+    other = stack.workspace("import linked mapping")
+    dave = stack.member(other)
+    linked = tmp_path / "linked.mapping.json"
+    planted_link(linked, victim)
+    args = ["--file", str(out), "--workspace", other, "--default-member", dave.id, "--mapping", str(linked)]
+    no = import_(stack, *args, check=False)
+    assert no.returncode == 1 and no.stderr.strip() == (
+        f"{linked}: cannot write the id mapping there (it is a symbolic link; name the file itself); "
+        "nothing was imported"
+    )
+    assert stored(stack, other) == (0, 0, 0) and victim.read_text() == "precious\n"
+    leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
+    assert leftovers == []
+
+
+def test_a_failed_write_leaves_the_old_file_whole_and_no_temporary_file(tmp_path):
+    """Whole or not at all, for every file the command line writes for a user (the export here, the
+    import-legacy report): a failure part way keeps the old file as it was and removes what it began."""
+    from cli.legacy_import import write_report
+    from cli.legacy_store import Plan
+
+    class Broken(Exception):
+        pass
+
+    def records():
+        yield {"record": "memory", "id": "1"}
+        raise Broken
+
+    export_file, report = tmp_path / "export.jsonl", tmp_path / "report.jsonl"
+    for old in (export_file, report):
+        old.write_text("the old file\n")
+    with pytest.raises(Broken):
+        portability.write_export(export_file, {"record": "header"}, records())
+    # A report row json cannot write: the report stops at it.
+    plan = Plan(counts={}, report=[{"kind": "skipped"}, {"kind": "skipped", "detail": object()}], turns=[], items=[],
+                entities=[])  # fmt: skip
+    with pytest.raises(TypeError):
+        write_report(report, plan, {"dry_run": True})
+    assert export_file.read_text() == report.read_text() == "the old file\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export.jsonl", "report.jsonl"]
+
+
+def iso(when: datetime.datetime) -> str:
+    return when.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def test_import_refuses_times_ahead_of_the_clock_naming_line_and_field(stack, source, empty, tmp_path):
+    """Every time of the file is a past one: more than a day (vocabulary.MAX_FUTURE_SKEW) after the
+    clock is refused naming the line and field before anything is written; just within is imported."""
+    ws, alice, bob, ids, path, records = source
+    target, carol = empty
+    lines = path.read_text().splitlines()
+    now = datetime.datetime.now(datetime.UTC)
+    far = iso(now + datetime.timedelta(days=365_250))  # a thousand years on
+    past_skew = iso(now + datetime.timedelta(days=1, hours=1))  # an hour past: no slow run brings it within
+    within = iso(now + datetime.timedelta(hours=23))
+    revised = next(n for n, r in enumerate(records) if r["record"] == "memory" and r["revisions"])
+    turn = len(records) - 1
+    assert records[turn]["record"] == "history_turn"
+
+    def changed(n: int, change) -> list:
+        rec = json.loads(lines[n])
+        change(rec)
+        return [*lines[:n], rec, *lines[n + 1 :]]
+
+    cases = [
+        (0, "exported_at", lambda r: r.update(exported_at=far)),
+        (1, "created_at", lambda r: r.update(created_at=far)),
+        (1, "updated_at", lambda r: r.update(updated_at=past_skew)),
+        (1, "occurred_at", lambda r: r.update(occurred_at=past_skew)),
+        (revised, "revisions[0]: replaced_at", lambda r: r["revisions"][0].update(replaced_at=far)),
+        (turn, "occurred_at", lambda r: r.update(occurred_at=past_skew)),
+        (turn, "appended_at", lambda r: r.update(appended_at=far)),
+    ]
+    for n, field, change in cases:
+        file = write(tmp_path / f"ahead-{n}-{field[:8]}.jsonl", changed(n, change))
+        err = refused(stack, target, carol, file)
+        assert err.startswith(f"{file}:{n + 1}: {field} ") and "is in the future" in err, (field, err)
+
+    def just_within(rec: dict) -> None:
+        rec.update(created_at=within, updated_at=within, occurred_at=within)
+
+    ok_lines = changed(1, just_within)
+    ok_lines[turn] = {**json.loads(lines[turn]), "occurred_at": within, "appended_at": within}
+    ok = write(tmp_path / "within.jsonl", ok_lines)
+    import_(stack, "--file", str(ok), "--workspace", target, "--default-member", carol.id)
+    with stack.db(target) as conn:
+        times = conn.execute(
+            "SELECT created_at, updated_at, occurred_at FROM memory WHERE body = %s", (records[1]["body"],)
+        )
+        assert times.fetchall() == [(datetime.datetime.fromisoformat(within),) * 3]
+        turns = conn.execute("SELECT occurred_at FROM history_turn WHERE text = %s", (records[turn]["text"],))
+        assert turns.fetchall() == [(datetime.datetime.fromisoformat(within),)]
