@@ -29,7 +29,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 from servicekit import deadlines
 from servicekit.errors import InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_HISTORY_BATCH
-from store_service import analysis, history_index, history_sessions, idempotency
+from store_service import analysis, history_index, history_sessions, idempotency, membership
 from store_service.database import named
 from store_service.memories import check_request_id
 from store_service.vocabulary import MAX_BODY_BYTES, check_not_ahead, check_timestamp
@@ -151,6 +151,7 @@ def append(conn: psycopg.Connection, caller: m.Caller, turns) -> list[Appended |
     if not fresh:
         return results
     with conn.transaction():
+        membership.hold_caller(conn, caller)  # a turn of a removed member never appears
         lock_owner(conn, owner)
         keys = sorted({t.request_id for t in fresh.values() if t.request_id})
         # request id -> (first turn's id, that turn as stored; None once forgotten: its text is erased)
@@ -245,6 +246,7 @@ def forget(conn: psycopg.Connection, caller: m.Caller, req) -> int:
         raise InvalidArgument(f"at most {MAX_FORGET_IDS} turn_ids per call", field="turn_ids", limit=MAX_FORGET_IDS)
     owner = uuid.UUID(caller.member_id)
     with conn.transaction():
+        membership.hold_caller(conn, caller)
         lock_owner(conn, owner)
         if ids:
             wanted = _parse_turn_ids(ids)

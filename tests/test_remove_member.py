@@ -20,7 +20,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit import deadlines
-from store_service import lifecycle, members, memories
+from store_service import capture, history, lifecycle, members, memories
 
 ROOT = Path(__file__).resolve().parent.parent
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
@@ -269,26 +269,63 @@ def waiting_on_advisory_lock(stack, ws: str) -> bool:
         ).fetchone()[0]
 
 
-def test_a_write_authenticated_before_the_removal_but_not_yet_writing_is_refused(stack, monkeypatch):
+def live_turns(stack, ws: str, member_id: str) -> int:
+    with stack.db(ws) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM history_turn WHERE owner_member_id = %s AND forgotten_at IS NULL",
+            (uuid.UUID(member_id),),
+        ).fetchone()[0]
+
+
+SECRET = "Gina's PIN is 8841."
+# Each write, and a function it calls after the gateway authenticated it and before its transaction.
+WRITES = {
+    "RememberBatch": (memories, "prepare_remember", lambda member: batch(member, [SECRET, "Gina has a doctor."])),
+    "Capture": (
+        capture,
+        "_validate",
+        lambda member: member.stack.memory.Capture(
+            g.CaptureRequest(
+                purpose=CONV,
+                turn=f"By the way: {SECRET}",
+                proposals=[m.CaptureProposal(span=SECRET, body=SECRET, audience=m.AUDIENCE_MEMBER)],
+            ),
+            metadata=member.md(),
+        ),
+    ),
+    "AppendHistory": (
+        history,
+        "prepare",
+        lambda member: member.stack.memory.AppendHistory(
+            g.AppendHistoryRequest(turns=[g.HistoryTurn(chat_id="c", role="user", text=SECRET)]), metadata=member.md()
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_a_write_authenticated_before_the_removal_but_not_yet_writing_is_refused(stack, monkeypatch, write):
     ws = stack.workspace("remove before write")
     gina = stack.member(ws)
     gina.remember("Gina's earlier note.", audience=m.AUDIENCE_MEMBER)
-    gate = Gate(memories.prepare_remember)  # after the gateway authenticated, before the transaction
-    monkeypatch.setattr(memories, "prepare_remember", gate)
-    write = Call(batch, gina, ["Gina's PIN is 8841.", "Gina sees a doctor on Friday."])
-    write.start()
+    module, name, call = WRITES[write]
+    gate = Gate(getattr(module, name))
+    monkeypatch.setattr(module, name, gate)
+    pending = Call(call, gina)
+    pending.start()
     try:
         assert gate.reached.wait(60)
         removed = remove(stack, ws, gina.id)
     finally:
         gate.go.set()
-        write.join(120)
+        pending.join(120)
     assert len(removed.forgotten_ids) == 1
-    assert isinstance(write.result, grpc.RpcError), write.result
-    assert write.result.code() == grpc.StatusCode.UNAUTHENTICATED
-    assert live_own(stack, ws, gina.id) == []
+    assert isinstance(pending.result, grpc.RpcError), pending.result
+    assert pending.result.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert live_own(stack, ws, gina.id) == [] and live_turns(stack, ws, gina.id) == 0
     with stack.db(ws) as conn:
         assert conn.execute("SELECT count(*) FROM memory WHERE body LIKE '%8841%'").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM history_turn WHERE text LIKE '%8841%'").fetchone()[0] == 0
 
 
 def test_a_write_in_flight_commits_before_the_removal_sweeps_and_is_forgotten(stack, monkeypatch):
