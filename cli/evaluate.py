@@ -167,6 +167,8 @@ def reranker_state(gw: client.Gateway) -> tuple[bool, str]:
     """Whether the gateway's re-ranker is loaded, and why not."""
     deps = gw.admin.GetStatus(g.GetStatusRequest(), metadata=gw.metadata).dependencies
     rr = next((d for d in deps if d.name == "reranker"), None)
+    if rr is not None and rr.state == g.DEPENDENCY_STATE_NOT_CONFIGURED:
+        return False, "not configured"
     return (rr is not None and rr.serving), (rr.detail if rr else "unknown")
 
 

@@ -269,7 +269,7 @@ def test_eval_on_a_tiny_dataset(system, tiny_data):
     assert "recall@10" in table and "c1" in table
     ablate = json.loads(cli(system, "eval", "--dataset", str(tiny_data / "on"), "--ablate", "--json").stdout)
     assert set(ablate["ablation"]) == {"lexical", "dense", "hybrid"}  # no cross-encoder here: no re-rank column
-    assert "unavailable" in ablate["rerank"]
+    assert ablate["rerank"] == "hybrid+rerank: not run, the re-ranker is unavailable (not configured)"
     assert ablate["ablation"]["hybrid"]["overall"]["mrr"] == 1.0
     missing = cli(system, "eval", "--dataset", str(tiny_data / "nope"), check=False)
     assert missing.returncode != 0 and "no memories.jsonl" in missing.stderr
