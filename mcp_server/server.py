@@ -50,6 +50,9 @@ LOOPBACK_ORIGINS = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"
 # authenticates the token, then probes one index for a name; what it finds is ignored).
 TOKEN_CHECK = g.FindEntitiesRequest(name="recallatron mcp token check")
 TOKEN_CHECK_TIMEOUT_S = 10.0
+# A bearer gRPC metadata carries whole: printable ASCII (as every issued token is) and well under the
+# gateway's 8 KiB metadata limit (issued tokens have 47 characters). Any other is refused without a call.
+MAX_BEARER_CHARS = 4096
 
 
 class _Server(MCPServer):
@@ -201,9 +204,8 @@ class MemberGate:
                 "send the member token as 'Authorization: Bearer <token>'",
                 **{"WWW-Authenticate": "Bearer"},
             )
-        # gRPC metadata carries printable ASCII only, as every issued token is.
         code, details = grpc.StatusCode.UNAUTHENTICATED, "missing or invalid token"
-        if token.isascii() and token.isprintable():
+        if token.isascii() and token.isprintable() and len(token) <= MAX_BEARER_CHARS:
             code, details = await anyio.to_thread.run_sync(self._check, token)
         if code == grpc.StatusCode.UNAUTHENTICATED:
             return _refusal(401, "UNAUTHENTICATED", details, **{"WWW-Authenticate": 'Bearer error="invalid_token"'})

@@ -37,6 +37,8 @@ TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
 NOT_TOKENS = [
     "rct_not_a_real_token",
     "rct_" + "x" * 600,  # longer than any token the store accepts
+    "rct_" + "x" * 20_000,  # longer than gRPC metadata carries
+    "rct_" + "x" * 70_000,
     "Bearer",
     "rct_\tinner tab",
 ]
