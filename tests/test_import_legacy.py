@@ -383,15 +383,9 @@ def test_a_run_stopped_by_a_failed_call_still_writes_its_report(stack, made, tmp
     ws = stack.workspace("stopped run")
     _, _, members = members_for(stack, ws)
     report = tmp_path / "stopped.jsonl"
-    args = argparse.Namespace(
-        member=list(members.items()),
-        sqlite=made.sqlite,
-        graph=made.graph,
-        workspace=ws,
-        dry_run=False,
-        report=report,
-        json=True,
-    )
+    parser = argparse.ArgumentParser()
+    legacy_import.legacy_parser(parser.add_subparsers())  # the command's own options and defaults
+    args = parser.parse_args(import_args(ws, made.sqlite, made.graph, members, report, "--json"))
     gw = client.Gateway(f"127.0.0.1:{stack.gateway.port}", stack.operator_token)
     admin = gw.admin
     calls = []
