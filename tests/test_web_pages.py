@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from web.diff import Segment, sides
+from web.diff import WORDS_COMPARED, Segment, Sides, sides
 from web.screen import TOKEN_COOKIE
 
 
@@ -239,11 +239,11 @@ def test_memory_text_is_shown_as_text(stack, web_screen, page, team):
 
 
 def test_a_post_without_the_csrf_token_is_refused(stack, web_screen, page, team):
-    """starlette-csrf's double submit: a POST without the form's token, or with a wrong one, is
-    refused with 403 before anything runs (here: a sign-in that would otherwise succeed), and so is a
-    form a cross-site page submits (it cannot read the token)."""
+    """A POST without its session's form token, or with a wrong one, is refused with 403 before
+    anything runs (here: a sign-in that would otherwise succeed), and so is a form a page elsewhere
+    submits (its browser says so: Sec-Fetch-Site). tests/test_web_csrf.py holds the rest."""
     bob = team["bob"]
-    page.goto(f"{web_screen}/login")  # the browser holds the csrftoken cookie now
+    page.goto(f"{web_screen}/login")  # the browser holds its session cookie now
     for form in ({"token": bob.token}, {"token": bob.token, "csrftoken": "forged"}):
         resp = page.context.request.post(f"{web_screen}/login", form=form, max_redirects=0)
         assert resp.status == 403 and "cross-site request token" in resp.text()
@@ -255,7 +255,7 @@ def test_a_post_without_the_csrf_token_is_refused(stack, web_screen, page, team)
         f'<form method="post" action="{web_screen}/logout"><button>go</button></form>'  # a page elsewhere
     )
     page.click("button")
-    expect(page.get_by_text("cross-site request token")).to_be_visible()
+    expect(page.locator("#error")).to_have_text(re.compile(r"^Refused: this form was sent from another site"))
     assert [c for c in page.context.cookies() if c["name"] == TOKEN_COOKIE]  # still signed in
     page.goto(f"{web_screen}/memories")
     expect(page.locator("#list-summary")).to_be_visible()
@@ -291,11 +291,43 @@ def test_the_gateway_down_reads_as_unavailable(stack, browser, team):
 
 
 def test_diff_marks_the_changed_words_and_gives_each_text_back():
-    left, right = sides("The ferry leaves at noon.", "The ferry leaves at one, daily.")
-    assert "".join(s.text for s in left) == "The ferry leaves at noon."
-    assert "".join(s.text for s in right) == "The ferry leaves at one, daily."
-    assert [s.text for s in left if s.changed] == ["noon."]
-    assert [s.text for s in right if s.changed] == ["one, daily."]
-    assert sides("", "new text") == ([], [Segment("new text", True)])
+    d = sides("The ferry leaves at noon.", "The ferry leaves at one, daily.")
+    assert "".join(s.text for s in d.left) == "The ferry leaves at noon."
+    assert "".join(s.text for s in d.right) == "The ferry leaves at one, daily."
+    assert [s.text for s in d.left if s.changed] == ["noon."]
+    assert [s.text for s in d.right if s.changed] == ["one, daily."]
+    assert not d.cut
+    assert sides("", "new text") == Sides([], [Segment("new text", True)], False)
     same = sides("a  b\n c", "a  b\n c")
-    assert same[0] == same[1] == [Segment("a  b\n c", False)]
+    assert same.left == same.right == [Segment("a  b\n c", False)]
+    # Repeated words, the input that made difflib's matching take seconds for a few hundred words.
+    d = sides("x " * 1000, "y x " * 500)
+    assert [s.text for s in d.right if s.changed] == ["y"] * 500
+    assert "".join(s.text for s in d.left if not s.changed).split() == ["x"] * 500
+
+
+def test_diff_of_long_texts_compares_the_first_words_only(monkeypatch):
+    """Two 64 KiB texts: only the first WORDS_COMPARED words of each side go to the alignment (so one
+    pair is a bounded piece of work); the changes among them are marked, the rest comes back whole,
+    unmarked and flagged as not compared."""
+    from rapidfuzz.distance import Indel
+
+    words = [f"w{i}" for i in range(12_000)]
+    left = " ".join(words)[:65_536]
+    changed = {10: "x10", WORDS_COMPARED - 1: "last", WORDS_COMPARED + 5: "late", 10_000: "end"}
+    right = " ".join(changed.get(i, w) for i, w in enumerate(words))[:65_536]
+    lengths = []
+    opcodes = Indel.opcodes
+    monkeypatch.setattr(Indel, "opcodes", lambda a, b: lengths.append((len(a), len(b))) or opcodes(a, b))
+    d = sides(left, right)
+    assert lengths and max(max(pair) for pair in lengths) <= 2 * WORDS_COMPARED + 1
+    assert d.cut
+    assert "".join(s.text for s in d.left) == left and "".join(s.text for s in d.right) == right
+    assert [s.text for s in d.left if s.changed] == ["w10", f"w{WORDS_COMPARED - 1}"]
+    assert [s.text for s in d.right if s.changed] == ["x10", "last"]
+    first_not_compared = f" {words[WORDS_COMPARED]} "
+    assert d.left[-1] == Segment(left[left.index(first_not_compared) + 1 :], False, compared=False)
+    assert d.right[-1] == Segment(right[right.index(first_not_compared) + 1 :], False, compared=False)
+    assert "late" in d.right[-1].text and "end" in d.right[-1].text
+    assert all(s.compared for s in d.left[:-1] + d.right[:-1])
+    assert sides("short", "short text").cut is False

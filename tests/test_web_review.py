@@ -1,14 +1,17 @@
 """The review pages in a real browser over the real stack: a duplicate pair decided each of the three
 ways (keep both, supersede one by the other, forget one) and a stale revision's refusal, a conflict
-flag acknowledged and one undone, an expiring memory kept and one forgotten, and the cross-site
-request check on a decision. Every decision's result is read off the page and checked against the
-gateway. Screenshots of each page go to docs/screenshots/."""
+flag acknowledged and one undone, an expiring memory kept and one forgotten, the cross-site
+request check on a decision, and a pair of long memories (the diff cut, and off the event loop).
+Every decision's result is read off the page and checked against the gateway. Screenshots of each
+page go to docs/screenshots/."""
 
 from __future__ import annotations
 
 import datetime
 import re
+import threading
 import time
+import urllib.request
 
 import grpc
 import pytest
@@ -265,3 +268,64 @@ def test_duplicates_without_the_embedder_say_they_could_not_be_computed(stack, w
     while not alice.recall("staff meeting").dense_available:
         assert time.monotonic() < deadline, "the embed service did not come back"
         time.sleep(0.5)
+
+
+def test_a_long_pair_is_diffed_off_the_event_loop_and_cut(stack, web_screen, page, monkeypatch):
+    """Two near-identical memories of 60,000 characters in the duplicate review: the page answers, its
+    diff cut at WORDS_COMPARED words and saying so, the change among them marked and the one after
+    them shown unmarked; and while the page's diff runs (held inside the alignment until the test
+    lets it go) the health endpoint answers: the diff runs off the server's event loop."""
+    from rapidfuzz.distance import Indel
+
+    from web.diff import WORDS_COMPARED
+
+    ws = stack.workspace("web long pair")
+    alice = stack.member(ws)
+    older = " ".join(f"tern{i}" for i in range(10_000))[:60_000]
+    late = f"tern{WORDS_COMPARED + 100}"
+    newer = older.replace(" tern3 ", " puffin3 ", 1).replace(f" {late} ", " puffin-late ", 1)
+    b = alice.remember(older, title="Seabirds")
+    a = alice.remember(newer, title="Seabirds")
+    stack.wait_backlog_empty()
+
+    entered, release = threading.Event(), threading.Event()
+    opcodes = Indel.opcodes
+
+    def held(x, y):
+        if len(x) > 1_000 and not entered.is_set():
+            entered.set()
+            release.wait(120)
+        return opcodes(x, y)
+
+    monkeypatch.setattr(Indel, "opcodes", held)
+    sign_in(page, web_screen, alice.token)
+    expect(page.get_by_role("heading", level=1)).to_have_text("Search")
+    cookie = "; ".join(f"{c['name']}={c['value']}" for c in page.context.cookies())
+    answered = {}
+
+    def review():
+        req = urllib.request.Request(f"{web_screen}/duplicates", headers={"Cookie": cookie})
+        answered["page"] = urllib.request.urlopen(req, timeout=180).read().decode()
+
+    reviewer = threading.Thread(target=review)
+    reviewer.start()
+    try:
+        assert entered.wait(120), "the review page never reached the diff"
+        assert urllib.request.urlopen(f"{web_screen}/healthz", timeout=60).read() == b"ok"
+        assert reviewer.is_alive()  # the review page is still held in its diff
+    finally:
+        release.set()
+        reviewer.join(180)
+    assert f'data-a="{a.id}" data-b="{b.id}"' in answered["page"]
+
+    page.goto(f"{web_screen}/duplicates")
+    pair = proposal(page, a.id, b.id)
+    expect(pair.locator(".cut-note")).to_have_text(
+        re.compile(rf"only the first {WORDS_COMPARED:,} words of each side were compared")
+    )
+    expect(pair.locator(f"[data-memory-id='{a.id}'] mark.changed")).to_have_text(["puffin3"])
+    expect(pair.locator(f"[data-memory-id='{b.id}'] mark.changed")).to_have_text(["tern3"])
+    expect(pair.locator(f"[data-memory-id='{a.id}'] .body .uncompared")).to_contain_text("puffin-late")
+    expect(pair.locator(f"[data-memory-id='{b.id}'] .body .uncompared")).to_contain_text(late)
+    body = pair.locator(f"[data-memory-id='{a.id}'] .body")
+    assert body.inner_text() == newer

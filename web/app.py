@@ -5,8 +5,8 @@ cookie (``TOKEN_COOKIE``) and sent with every gRPC call the pages make (``web.ca
 holds no business rule and no data: what a page shows is what the gateway answered for that token,
 so it never shows a memory the person cannot read, and every refusal is the gateway's, shown as its
 status code name and message (a stale revision names the current one, as the gateway's message
-does). A missing, bad or revoked token shows the login page with the gateway's message. Every form
-carries starlette-csrf's double-submit token (``web.csrf``); a POST without it is refused with 403.
+does). A missing, bad or revoked token shows the login page with the gateway's message. A POST from
+another site, or without its session's form token, is refused with 403 (``web.csrf``).
 
 Pages (docs/web.md): login, search (Recall), browse (ListMemories), a memory (Read), and the review
 pages in ``web.review``.
@@ -48,7 +48,7 @@ SECURITY_HEADERS = {
 
 async def login_form(request: Request) -> Response:
     """GET /login."""
-    return request.app.state.screen.login_page(request)
+    return await request.app.state.screen.login_page(request)
 
 
 async def login(request: Request) -> Response:
@@ -56,24 +56,24 @@ async def login(request: Request) -> Response:
     screen: Screen = request.app.state.screen
     token = str((await request.form()).get("token", "")).strip()
     if not token:
-        return screen.login_page(request, "Enter your member token (rct_…).", status=400)
+        return await screen.login_page(request, "Enter your member token (rct_…).", status=400)
     try:
         await screen.gateway.call(token, "ListMemories", g.ListMemoriesRequest(page_size=1))
     except LoggedOut as exc:
-        return screen.login_page(request, exc.message, status=401)
+        return await screen.login_page(request, exc.message, status=401)
     except grpc.RpcError as exc:
-        return screen.login_page(request, describe(exc), status=http_status(exc))
+        return await screen.login_page(request, describe(exc), status=http_status(exc))
     response = RedirectResponse("/search", status_code=303)
-    response.set_cookie(
-        TOKEN_COOKIE, token, path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https"
-    )
+    csrf.set_cookie(response, request, TOKEN_COOKIE, token)
+    csrf.new_session(response, request)
     return response
 
 
 async def logout(request: Request) -> Response:
-    """POST /logout: forgets the cookie."""
+    """POST /logout: forgets the token cookie and starts a new session."""
     response = RedirectResponse("/login", status_code=303)
-    response.delete_cookie(TOKEN_COOKIE, path="/", httponly=True, samesite="strict")
+    csrf.delete_cookie(response, request, TOKEN_COOKIE)
+    csrf.new_session(response, request)
     return response
 
 
@@ -97,7 +97,7 @@ async def search(request: Request) -> Response:
     if screen.token(request) is None:
         raise LoggedOut()
     if not form["query"].strip():
-        return screen.render(request, "search.html", **context)
+        return await screen.render(request, "search.html", **context)
     try:
         req = g.RecallRequest(
             query=form["query"],
@@ -107,12 +107,12 @@ async def search(request: Request) -> Response:
             include_superseded=bool(form["include_superseded"]),
         )
     except FormError as exc:
-        return screen.render(request, "search.html", status=400, error=str(exc), **context)
+        return await screen.render(request, "search.html", status=400, error=str(exc), **context)
     try:
         context["result"] = await screen.call(request, "Recall", req)
     except grpc.RpcError as exc:
-        return screen.render(request, "search.html", status=http_status(exc), error=describe(exc), **context)
-    return screen.render(request, "search.html", **context)
+        return await screen.render(request, "search.html", status=http_status(exc), error=describe(exc), **context)
+    return await screen.render(request, "search.html", **context)
 
 
 BROWSE_FIELDS = (
@@ -160,17 +160,17 @@ async def browse(request: Request) -> Response:
     try:
         req = list_request(form)
     except FormError as exc:
-        return screen.render(request, "browse.html", status=400, error=str(exc), **context)
+        return await screen.render(request, "browse.html", status=400, error=str(exc), **context)
     try:
         resp = await screen.call(request, "ListMemories", req)
     except grpc.RpcError as exc:
-        return screen.render(request, "browse.html", status=http_status(exc), error=describe(exc), **context)
+        return await screen.render(request, "browse.html", status=http_status(exc), error=describe(exc), **context)
     context["result"] = resp
     if resp.next_page_token:
         context["next_link"] = link("/memories", filters, page_token=resp.next_page_token)
     if form["page_token"]:
         context["first_link"] = link("/memories", filters)
-    return screen.render(request, "browse.html", **context)
+    return await screen.render(request, "browse.html", **context)
 
 
 # Derivations shown on a memory's page; the rest are one click away in browse.
@@ -194,8 +194,8 @@ async def memory(request: Request) -> Response:
             ),
         )
     except grpc.RpcError as exc:
-        return screen.render(request, "memory.html", status=http_status(exc), error=describe(exc), **context)
-    return screen.render(request, "memory.html", **context)
+        return await screen.render(request, "memory.html", status=http_status(exc), error=describe(exc), **context)
+    return await screen.render(request, "memory.html", **context)
 
 
 async def healthz(request: Request) -> Response:
@@ -208,29 +208,23 @@ async def logged_out(request: Request, exc: LoggedOut) -> Response:
     screen: Screen = request.app.state.screen
     if not exc.message and request.method == "GET":
         return RedirectResponse("/login", status_code=303)
-    return screen.login_page(request, exc.message or "Sign in with your member token.", status=401)
+    return await screen.login_page(request, exc.message or "Sign in with your member token.", status=401)
 
 
 async def failed(request: Request, exc: Exception) -> Response:
     """A defect of the screen: a readable page, the trace only in the log."""
     log.exception("web page failed: %s %s", request.method, request.url.path)
     screen: Screen = request.app.state.screen
-    return screen.render(
+    return await screen.render(
         request, "error.html", status=500, error="INTERNAL: this page failed; the web screen's log has the details."
     )
 
 
-def csrf_refused(request: Request) -> Response:
-    """A POST without the form's token (or with a wrong one): 403 with a readable page."""
+async def csrf_refused(request: Request, message: str) -> Response:
+    """A state-changing request from another site, or without its session's form token
+    (``web.csrf``): 403 with a page saying which."""
     screen: Screen = request.app.state.screen
-    request.scope.setdefault("state", {})["csrf_token"] = ""
-    return screen.render(
-        request,
-        "error.html",
-        status=403,
-        error="Refused: this form did not carry the screen's cross-site request token. "
-        "Reload the page and submit it again.",
-    )
+    return await screen.render(request, "error.html", status=403, heading="Refused", error=message)
 
 
 class SecurityHeaders:
@@ -257,9 +251,10 @@ class SecurityHeaders:
 def build(gateway_addr: str, secret: str | None = None) -> Starlette:
     """The screen's ASGI app, calling the gateway at ``gateway_addr``.
 
-    ``secret`` signs the CSRF tokens; by default a fresh one per process, so a restart only makes
+    ``secret`` keys the form tokens; by default a fresh one per process, so a restart only makes
     open forms ask for a reload (the token cookie stays valid)."""
-    screen = Screen(Gateway(gateway_addr))
+    sessions = csrf.Sessions(secret or secrets.token_urlsafe(32))
+    screen = Screen(Gateway(gateway_addr), sessions)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -282,7 +277,7 @@ def build(gateway_addr: str, secret: str | None = None) -> Starlette:
         routes=routes,
         middleware=[
             Middleware(SecurityHeaders),
-            Middleware(csrf.FormCSRFMiddleware, secret=secret or secrets.token_urlsafe(32), refused=csrf_refused),
+            Middleware(csrf.CrossSiteProtection, sessions=sessions, refused=csrf_refused),
         ],
         exception_handlers={LoggedOut: logged_out, Exception: failed},
         lifespan=lifespan,

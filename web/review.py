@@ -43,7 +43,7 @@ async def _listed(request: Request, template: str, method: str, req, form: dict,
         resp = await screen.call(request, method, req)
     except grpc.RpcError as exc:
         error = "; ".join(x for x in (outcome.get("error"), describe(exc)) if x)
-        return screen.render(
+        return await screen.render(
             request, template, status=max(status, http_status(exc)), **context, **{**outcome, "error": error}
         )
     context["result"] = resp
@@ -51,7 +51,7 @@ async def _listed(request: Request, template: str, method: str, req, form: dict,
         context["next_link"] = link(path, params, page_token=resp.next_page_token)
     if form.get("page_token"):
         context["first_link"] = link(path, params)
-    return screen.render(request, template, status=status, **context, **outcome)
+    return await screen.render(request, template, status=status, **context, **outcome)
 
 
 def _require_token(request: Request) -> None:
@@ -95,7 +95,7 @@ async def _duplicates_page(request: Request, form: dict, outcome: dict) -> Respo
         req = _duplicates_request(form)
     except FormError as exc:
         screen: Screen = request.app.state.screen
-        return screen.render(request, "duplicates.html", status=400, form=form, result=None, error=str(exc))
+        return await screen.render(request, "duplicates.html", status=400, form=form, result=None, error=str(exc))
     return await _listed(request, "duplicates.html", "ListDuplicateProposals", req, form, outcome, "/duplicates")
 
 
@@ -159,7 +159,7 @@ async def _conflicts_page(request: Request, form: dict, outcome: dict) -> Respon
         )
     except FormError as exc:
         screen: Screen = request.app.state.screen
-        return screen.render(request, "conflicts.html", status=400, form=form, result=None, error=str(exc))
+        return await screen.render(request, "conflicts.html", status=400, form=form, result=None, error=str(exc))
     return await _listed(request, "conflicts.html", "ListConflictFlags", req, form, outcome, "/conflicts")
 
 
@@ -218,7 +218,7 @@ async def _expiring_page(request: Request, form: dict, outcome: dict) -> Respons
         )
     except FormError as exc:
         screen: Screen = request.app.state.screen
-        return screen.render(request, "expiring.html", status=400, form=form, result=None, error=str(exc))
+        return await screen.render(request, "expiring.html", status=400, form=form, result=None, error=str(exc))
     return await _listed(request, "expiring.html", "ListExpiringMemories", req, form, outcome, "/expiring")
 
 

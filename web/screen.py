@@ -10,16 +10,17 @@ from pathlib import Path
 import grpc
 import jinja2
 from recallatron.memory.v1 import memory_pb2 as m
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
 from servicekit import vocabulary
-from web import diff
+from web import csrf, diff
 from web.calls import Gateway
+from web.csrf import TOKEN_COOKIE
 
 HERE = Path(__file__).resolve().parent
-TOKEN_COOKIE = "recallatron_token"
 
 KINDS = vocabulary.values(m.Kind)
 AUDIENCES = vocabulary.values(m.Audience)
@@ -69,6 +70,7 @@ def templates() -> Jinja2Templates:
     env.filters["mode"] = lambda v: vocabulary.name_of(m.RecallMode, v)
     env.filters["flag_state"] = lambda v: vocabulary.name_of(m.ConflictFlagState, v)
     env.globals["sides"] = diff.sides
+    env.globals["WORDS_COMPARED"] = diff.WORDS_COMPARED
     env.globals["FLAG_OPEN"] = m.CONFLICT_FLAG_STATE_OPEN
     env.globals.update(kinds=KINDS, audiences=AUDIENCES, purposes=PURPOSES, modes=MODES, superseded_filters=SUPERSEDED)
     env.globals["DERIVED_FROM"] = m.LINK_TYPE_DERIVED_FROM
@@ -77,10 +79,11 @@ def templates() -> Jinja2Templates:
 
 
 class Screen:
-    """The routes' shared parts: the gateway, the templates, and how a page is rendered."""
+    """The routes' shared parts: the gateway, the form tokens, the templates, and how a page is rendered."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, sessions: csrf.Sessions) -> None:
         self.gateway = gateway
+        self.sessions = sessions
         self.templates = templates()
 
     def token(self, request: Request) -> str | None:
@@ -91,20 +94,23 @@ class Screen:
         """``MemoryService.<method>`` as the signed-in person (``web.calls.Gateway.call``)."""
         return await self.gateway.call(self.token(request), method, message)
 
-    def render(self, request: Request, name: str, status: int = 200, **context) -> Response:
-        """Template ``name`` with ``context``, the CSRF token for its forms, and whether the person is
-        signed in (the navigation and Sign out show only then)."""
+    async def render(self, request: Request, name: str, status: int = 200, **context) -> Response:
+        """Template ``name`` with ``context``, the session's token for its forms, and whether the person
+        is signed in (the navigation and Sign out show only then).
+
+        Rendered in a worker thread: a page's work grows with what it shows (the duplicate review
+        diffs every pair it lists), and none of it may hold up the event loop, and so every other page."""
         context.setdefault("error", "")
         context.setdefault("notice", "")
-        context["csrf_token"] = request.scope.get("state", {}).get("csrf_token", "")
         context.setdefault("signed_in", self.token(request) is not None)
-        return self.templates.TemplateResponse(request, name, context, status_code=status)
+        context["csrf_token"] = self.sessions.form_token_of(request, context["signed_in"])
+        return await run_in_threadpool(self.templates.TemplateResponse, request, name, context, status_code=status)
 
-    def login_page(self, request: Request, message: str = "", status: int = 200) -> Response:
+    async def login_page(self, request: Request, message: str = "", status: int = 200) -> Response:
         """The login page with ``message``; the token cookie is cleared when there was one."""
-        response = self.render(request, "login.html", status=status, error=message, signed_in=False)
+        response = await self.render(request, "login.html", status=status, error=message, signed_in=False)
         if self.token(request) is not None:
-            response.delete_cookie(TOKEN_COOKIE, path="/", httponly=True, samesite="strict")
+            csrf.delete_cookie(response, request, TOKEN_COOKIE)
         return response
 
 
