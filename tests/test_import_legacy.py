@@ -752,10 +752,13 @@ def test_reading_the_file_is_bounded_by_read_timeout(stack, made, tmp_path):
     assert (status, out) == (1, "") and err.startswith(
         f"import-legacy: {made.sqlite}: the legacy file took over 1e-06 s to read (--read-timeout)"
     ), err
-    for bad in ("0", "-5", "nan", "inf", "soon"):
-        argv = import_args(ws, made.sqlite, made.graph, members, tmp_path / "t.jsonl", "--read-timeout", bad)
-        status, _, err = cli(stack, *argv)
-        assert status == 2 and "--read-timeout: want a positive number of seconds" in err, (bad, err)
+    argv = import_args(ws, made.sqlite, made.graph, members, tmp_path / "t.jsonl", "--read-timeout", "0")
+    status, _, err = cli(stack, *argv)
+    assert status == 2 and "--read-timeout: want a positive number of seconds, got '0'" in err, err
+    for bad in ("-5", "nan", "inf", "soon", ""):
+        with pytest.raises(argparse.ArgumentTypeError, match="want a positive number of seconds"):
+            legacy_import.seconds(bad)
+    assert legacy_import.seconds("0.5") == 0.5
     assert stored(stack, ws) == {"memories": [], "mentions": [], "entities": [], "turns": [], "vectors": 0}
     assert not (tmp_path / "t.jsonl").exists()
 
