@@ -352,12 +352,13 @@ class MemoryServiceServicer:
 
     def Capture(self, request, context):
         """Stores memories a conversation turn states explicitly. Each proposal is stored (origin told,
-        its span and the turn kept as evidence) only when its span occurs in the turn, its body is not
-        blank and no memory the caller can read has the same body (normalised); anything else is a
-        skip with its reason, never an error. INVALID_ARGUMENT for a malformed request (blank or
-        over-long turn, more than 20 proposals, a bad field); PERMISSION_DENIED for a purpose not
-        granted; NOT_FOUND for an entity id the caller cannot see. request_id makes a retry safe: the
-        same request answers with the first outcomes (replayed), another with ALREADY_EXISTS.
+        its span kept as evidence) only when its span occurs in the turn, its body is not blank and no
+        memory the caller can read has the same body (normalised); anything else is a skip with its
+        reason, never an error. When one is stored, the whole turn goes to the caller's own history
+        (chat `capture`, role user), never to the memory's readers. INVALID_ARGUMENT for a malformed
+        request (blank or over-long turn, more than 20 proposals, a bad field); PERMISSION_DENIED for a
+        purpose not granted; NOT_FOUND for an entity id the caller cannot see. request_id makes a retry
+        safe: the same request answers with the first outcomes (replayed), another with ALREADY_EXISTS.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
