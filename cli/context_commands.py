@@ -24,7 +24,10 @@ def context_parser(sub: argparse._SubParsersAction) -> None:
         description="Prints the rendered bundle; what was cut to fit the budget is said on its last line.",
     )
     cx.add_argument(
-        "--budget", type=options.int32, default=0, help="most tokens (MiniLM word pieces), 200..100000; default 1500"
+        "--budget",
+        type=options.int32,
+        default=0,
+        help="most tokens (an estimate: docs/agents.md), 200..100000; default 1500",
     )
     options.gateway_options(cx)
     cx.set_defaults(handler=context)

@@ -32,7 +32,7 @@ DOWN = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.Sta
 DESCRIPTION = (
     "Your context bundle from Recallatron for one purpose: the memories you pinned, the 3 newest "
     "summaries, the newest memory about each of the 5 entities most mentioned in the last 30 days and "
-    "the 10 newest memories, each with its provenance and dates before its text, cut to a token budget "
+    "the 10 newest memories, each with its provenance and dates before its text (quoted), cut to a token budget "
     "(the last line says what was cut). The memories are dated claims made by someone, not current "
     "truth; recall for anything that is not here. Needs the workspace's context_bundle setting on."
 )
@@ -62,7 +62,7 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         ctx: Context,
         purpose: Annotated[Purpose, Field(description="The purpose of the memories in the bundle.")] = "conversation",
         token_budget: Annotated[
-            int, Field(description="Most tokens (MiniLM word pieces): 0 means 1,500, else 200..100,000.")
+            int, Field(description="Most tokens (a conservative estimate): 0 means 1,500, else 200..100,000.")
         ] = 0,
     ) -> list[UserMessage]:
         return [UserMessage(text(ctx, purpose, token_budget))]

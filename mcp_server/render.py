@@ -116,9 +116,11 @@ def _stored(resp: Message) -> list[str]:
     return out
 
 
-def result(resp: Message, text: Callable[[Shaped], str], bound: Bound, body_offset: int = 0) -> tuple[str, dict]:
-    """The text (``text`` of the shaped response) and the structured content of ``resp``, both within
-    ``bound`` (the structured content as JSON indented by 2, as a client may show it to a model)."""
+def result(resp: Message, bound: Bound, body_offset: int = 0) -> tuple[str, dict]:
+    """The text and the structured content of a tool's response ``resp``, both within ``bound`` (the
+    structured content as ``json.dumps`` writes it, as a client may show it to a model); a body is
+    shown from character ``body_offset``. The one function that renders every MCP tool result."""
+    text = TEXTS.get(type(resp), one)
     made: dict[tuple, tuple[str, dict, bool]] = {}
 
     def attempt(chars: int | None, entries: int | None) -> tuple[str, dict, bool]:
@@ -128,7 +130,7 @@ def result(resp: Message, text: Callable[[Shaped], str], bound: Bound, body_offs
                 made[chars, entries] = ("", {}, False)
             else:
                 rendered, data = text(shaped), structured(shaped)
-                as_json = json.dumps(data, indent=2, ensure_ascii=False)
+                as_json = json.dumps(data, ensure_ascii=False)
                 made[chars, entries] = (rendered, data, bound.holds(rendered) and bound.holds(as_json))
         return made[chars, entries]
 
@@ -196,3 +198,11 @@ def capture(shaped: Shaped) -> str:
     if shaped.left_out:
         lines.append(f"# the outcomes of {shaped.left_out} more proposals left out to keep this result short")
     return "\n".join(lines) if lines else "no proposals"
+
+
+# The text of each response type; any other holds one memory (``one``).
+TEXTS: dict[type, Callable[[Shaped], str]] = {
+    g.RecallResponse: recall,
+    g.CaptureResponse: capture,
+    g.ForgetResponse: forgotten,
+}

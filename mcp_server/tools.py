@@ -121,7 +121,7 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
     config = settings.load()
     bound = Bound(config.mcp_max_tokens, config.mcp_max_chars)
 
-    def call(ctx: Context, rpc, build: Callable[[], object], text: Callable, body_offset: int = 0) -> CallToolResult:
+    def call(ctx: Context, rpc, build: Callable[[], object], body_offset: int = 0) -> CallToolResult:
         """Builds the request, calls ``rpc`` and renders the response within ``bound``; a refusal is
         an error result whose text is ``<status name>: <message>`` (returned, not raised, so the SDK
         adds no prefix)."""
@@ -131,10 +131,8 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
             return error(f"{exc.code().name}: {exc.details()}")
         except ToolError as exc:
             return error(str(exc))
-        rendered, structured = render.result(resp, text, bound, body_offset)
+        rendered, structured = render.result(resp, bound, body_offset)
         return CallToolResult(content=[TextContent(type="text", text=rendered)], structured_content=structured)
-
-    memory_text = render.one
 
     def tool(summary: str, **hints: bool):
         """Registers a tool described by ``summary`` plus the guidance; ``hints`` are ToolAnnotations
@@ -172,7 +170,6 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                 include_superseded=include_superseded,
                 entity_ids=entity_ids,
             ),
-            render.recall,
         )
 
     @tool(
@@ -188,9 +185,7 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
             int, Field(ge=0, description="Show the body from this character on (a cut body names it).")
         ] = 0,
     ) -> CallToolResult:
-        return call(
-            ctx, mem.Read, lambda: g.ReadRequest(id=id, include_history=include_history), memory_text, body_offset
-        )
+        return call(ctx, mem.Read, lambda: g.ReadRequest(id=id, include_history=include_history), body_offset)
 
     @tool(
         "Remember something durable (origin told, by you): a note, fact, decision or summary, for you "
@@ -219,7 +214,6 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                 entities=_mentions(about, about_ids),
                 **_content(kind, title, body, confidence, request_id),
             ),
-            memory_text,
         )
 
     @tool(
@@ -245,7 +239,6 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                 entities=_mentions(about, about_ids),
                 **_content(kind, title, body, confidence, request_id),
             ),
-            memory_text,
         )
 
     @tool(
@@ -268,7 +261,6 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
             lambda: g.CorrectRequest(
                 id=id, expected_revision=expected_revision, title=title, body=body, confidence=confidence
             ),
-            memory_text,
         )
 
     @tool(
@@ -296,7 +288,6 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                 audience=options.AUDIENCES[audience] if audience else 0,
                 **_content(kind, title, body, confidence, request_id),
             ),
-            memory_text,
         )
 
     @tool(
@@ -310,7 +301,7 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         reason: Annotated[str, Field(description="Why it is forgotten; kept on the tombstone.")],
         ctx: Context,
     ) -> CallToolResult:
-        return call(ctx, mem.Forget, lambda: g.ForgetRequest(id=id, reason=reason), render.forgotten)
+        return call(ctx, mem.Forget, lambda: g.ForgetRequest(id=id, reason=reason))
 
     @tool(
         f"Capture memories that a conversation turn states explicitly (origin told, the span and the turn kept "
@@ -343,5 +334,4 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                     for p in proposals
                 ],
             ),
-            render.capture,
         )

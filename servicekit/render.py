@@ -20,10 +20,8 @@ counts (no tokenizer of an answering model is at hand), and bounded by ``Bound``
 from __future__ import annotations
 
 import datetime
-import functools
 import json
 import re
-import sys
 import unicodedata
 from dataclasses import dataclass
 
@@ -35,24 +33,8 @@ from servicekit.vocabulary import name_of
 # --- Quoting --------------------------------------------------------------------------------------
 
 
-@functools.cache
-def _invisible() -> re.Pattern:
-    """Every character that does not print as itself: controls, format characters (bidi overrides
-    and isolates, zero-width ones, tags), surrogates, private use, unassigned code points, line and
-    paragraph separators, and every space but U+0020. Built once from this Python's Unicode tables."""
-    ranges: list[list[int]] = []
-    for code in range(sys.maxunicode + 1):
-        category = unicodedata.category(chr(code))
-        if category[0] == "C" or category in ("Zl", "Zp") or (category == "Zs" and code != 0x20):
-            if ranges and ranges[-1][1] == code - 1:
-                ranges[-1][1] = code
-            else:
-                ranges.append([code, code])
-    return re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]")
-
-
-def _escape(match: re.Match) -> str:
-    code = ord(match.group())
+def _escape(char: str) -> str:
+    code = ord(char)
     if code > 0xFFFF:  # JSON spells an astral character as its UTF-16 surrogate pair
         code -= 0x10000
         return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
@@ -62,9 +44,12 @@ def _escape(match: re.Match) -> str:
 def quote(text: str) -> str:
     """``text`` as one JSON string literal in which only printing characters stand for themselves:
     ``"`` and ``\\`` are escaped, line breaks read ``\\n`` and ``\\r``, and every other character
-    that does not print as itself (``_invisible``) reads ``\\uXXXX``. ``json.loads`` gives ``text``
-    back; letters of every script stay as they are."""
-    return _invisible().sub(_escape, json.dumps(text, ensure_ascii=False))
+    that does not print as itself reads ``\\uXXXX``: controls, format characters (bidi overrides and
+    isolates, zero-width ones, tags), surrogates, private use and unassigned code points, line and
+    paragraph separators and every space but U+0020 (what ``str.isprintable`` calls not printable).
+    ``json.loads`` gives ``text`` back; letters of every script stay as they are."""
+    out = json.dumps(text, ensure_ascii=False)
+    return out if out.isprintable() else "".join(c if c.isprintable() else _escape(c) for c in out)
 
 
 # Shapes of our own lines (a bracketed id, "revision N |", "by member", "| created", our cut and list
@@ -77,12 +62,17 @@ _OURS = re.compile(
 )
 
 
+CAUTION = "caution: its quoted text imitates Recallatron's own lines (an id, author, date or revision)"
+
+
 def imitates(text: str) -> bool:
     """Whether ``text`` holds something shaped like a line of ours (a header, an id in brackets, an
     author, a revision, a cut note, a field label), read through NFKC with invisible spaces and
     line breaks as a space and other invisible characters dropped: only to warn the reader, the text
     itself is shown unchanged."""
-    folded = _invisible().sub(lambda c: " " if c.group().isspace() else "", unicodedata.normalize("NFKC", text))
+    folded = unicodedata.normalize("NFKC", text)
+    if not folded.isprintable():
+        folded = "".join(c if c.isprintable() else " " if c.isspace() else "" for c in folded)
     return _OURS.search(folded.casefold()) is not None
 
 
@@ -106,9 +96,9 @@ def tokens(text: str) -> int:
     characters (a line break at least one, a single space between words none, as it joins the next
     word's token); each non-ASCII character its UTF-8 bytes less one (so 1 for Latin accents and
     Cyrillic, 2 for most CJK, 3 for emoji), since byte-level tokenizers never use more tokens than
-    bytes and rarely more than one a character for common scripts. Measured by reasoning, not
-    against a model's tokenizer (none can be fetched here): it is meant to count at least what
-    they count, within a factor of about 1.5 the other way for random letters."""
+    bytes and rarely more than one a character for common scripts. Meant to count at least what
+    they count; not measured against one (none can be fetched here), and random letters may make
+    more tokens than this counts: the bounds in force leave room for that (docs/agents.md)."""
     letters = _LETTERS.subn("", text)[1]
     spaces = _SPACES.subn("", text)[1]
     singles = len(text) - len(text.translate(_KEEP_OTHERS))
@@ -116,8 +106,8 @@ def tokens(text: str) -> int:
     return letters + spaces + singles + wide
 
 
-# The most characters a token of ``tokens`` stands for ("abc " is one token, four characters): a
-# budget in tokens is also a bound of this many characters per token.
+# Characters a token of a budget may take: about the most ``tokens`` lets one token stand for ("abc "
+# is one token, four characters), so a budget in tokens is also a bound in characters.
 CHARS_PER_TOKEN = 4
 
 
@@ -228,7 +218,7 @@ def memory(mem: m.Memory, cuts: Cuts | None = None) -> str:
     stored = [mem.title, mem.body, mem.evidence.span, *(link.target_entity_name for link in mem.links)]
     stored += [text for rev in mem.history for text in (rev.title, rev.body)]
     if any(imitates(text) for text in stored if text):
-        provenance.append("caution: its text imitates Recallatron's lines (ids, authors, dates); it is the author's")
+        provenance.append(CAUTION)
     lines = [head]
     if provenance:
         lines.append("  " + "; ".join(provenance))

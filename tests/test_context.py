@@ -365,3 +365,44 @@ def test_the_commands(stack):
     assert cli(stack, alice.token, "context", "--budget", "lots").returncode == 2
     missing = cli(stack, alice.token, "pin", str(uuid.uuid4()))
     assert missing.returncode == 1 and missing.stderr.strip() == "NOT_FOUND: memory not found"
+
+
+# Unbroken words past what a word-piece tokenizer counts (it makes each one token, or [UNK]).
+LONG_WORDS = {
+    "one letter": "a" * 50_000,
+    "mixed letters": "".join("abcdefghijklmnopqrstuvwxyz"[(i * 7 + i // 26) % 26] for i in range(50_000)),
+    "digits": "7" * 50_000,
+    "cjk": "語" * 21_000,
+    "emoji": "🦜" * 16_000,
+    "url": "https://example.org/" + "x1-" * 16_000,
+}
+
+
+def test_a_long_unbroken_word_cannot_escape_the_budget(stack):
+    ws = stack.workspace("bundle long words")
+    bundle_on(stack, ws)
+    alice = stack.member(ws)
+    short = alice.remember("A short note that fits.")
+    long = {name: alice.remember(f"{word}").id for name, word in LONG_WORDS.items()}
+    for mid in long.values():
+        pin(alice, mid)
+    for budget in (300, 1_000):
+        resp = get_context(alice, budget=budget)
+        assert len(resp.text) <= 4 * budget and resp.tokens == count(resp.text) <= budget
+        assert set(long.values()) <= {it.memory.id for it in resp.cut_items}
+        assert all(it.tokens > 5_000 for it in resp.cut_items if it.memory.id != short.id)
+        assert not any(word[:50] in resp.text for word in LONG_WORDS.values())
+        assert f"# Cut to fit {budget} tokens: " in resp.text
+    assert [it.memory.id for it in resp.items] == [short.id]  # at 1,000 the short one fits
+    assert f"{len(long)} of {len(long) + 1} memories left out ({len(long)} pinned)" in resp.text
+    # `recallatron context` prints that text, bounded alike.
+    out = cli(stack, alice.token, "context", "--budget", "300")
+    assert out.returncode == 0 and len(out.stdout) <= 4 * 300 + 1 and "# Cut to fit 300 tokens: 7 of 7" in out.stdout
+    # With room, one of them is kept whole and counted by its length.
+    alone = stack.workspace("bundle one long word")
+    bundle_on(stack, alone)
+    bob = stack.member(alone)
+    bob.remember(LONG_WORDS["one letter"])
+    roomy = get_context(bob, budget=20_000)
+    assert not roomy.cut_items and LONG_WORDS["one letter"] in roomy.text
+    assert 50_000 // 3 < roomy.tokens == count(roomy.text) <= 20_000

@@ -6,6 +6,7 @@ caller's GetContext text, or an error naming the status."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -14,8 +15,10 @@ import time
 from pathlib import Path
 
 import anyio
+import grpc
 import httpx2
 import pytest
+from conftest import code_of
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -512,3 +515,111 @@ def test_context_over_http_is_each_members_own(stack, bundled, http_server):
     prompt, resource = run_http(http_server, bob.token, context_both_ways)
     assert "7C" in prompt and "7C" in resource and "4B" not in prompt + resource
     assert "standup moved to 9:30" in prompt
+
+
+def bounded(text: str, tokens: int = 8_000, chars: int = 32_000) -> bool:
+    """Within the default bound of an MCP result (servicekit.render.tokens counts the tokens)."""
+    from servicekit.render import tokens as count
+
+    return len(text) <= chars and count(text) <= tokens
+
+
+def test_a_recall_of_long_memories_stays_within_the_bound_and_says_what_was_cut(stack):
+    ws = stack.workspace("mcp long")
+    alice = stack.member(ws)
+    words = ["ledger", "harbour", "violin", "pepper", "granite", "meadow", "lantern", "quartz"]
+    bodies = [
+        f"kestrelwing {i} " + " ".join(words[(i + j) % 8] + str(j) for j in range(5_500)) for i in range(40)
+    ]  # about 55,000 characters each, under the 64 KiB a body may hold
+    batch = g.RememberBatchRequest(
+        requests=[
+            g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, body=b, audience=m.AUDIENCE_WORKSPACE) for b in bodies
+        ]
+    )
+    ids = [r.memory.id for r in stack.memory.RememberBatch(batch, metadata=alice.md()).results]
+    assert all(ids) and min(map(len, bodies)) > 50_000
+    full = dict(zip(ids, bodies, strict=True))
+
+    async def session(client):
+        defaults = await call_ok(client, "recallatron_recall", {"query": "kestrelwing"})
+        many = await call_ok(client, "recallatron_recall", {"query": "kestrelwing", "mode": "lexical", "top_k": 200})
+        first = defaults.structured_content["items"][0]["memory"]
+        offset = len(first["body"])
+        rest = await call_ok(client, "recallatron_read", {"id": first["id"], "body_offset": offset})
+        past = await call_ok(client, "recallatron_read", {"id": first["id"], "body_offset": 10**6})
+        bad = await client.call_tool("recallatron_read", {"id": first["id"], "body_offset": -1})
+        return defaults, many, rest, past, bad
+
+    defaults, many, rest, past, bad = run_stdio(stack, alice.token, session)
+    for result in (defaults, many, rest, past):
+        assert bounded(text_of(result)), len(text_of(result))
+        assert bounded(json.dumps(result.structured_content, ensure_ascii=False))
+    # At the defaults all 10 are shown, each body cut alike in the text and the structured content.
+    items = defaults.structured_content["items"]
+    assert len(items) == 10 and "cut" not in defaults.structured_content
+    text = text_of(defaults)
+    for item in items:
+        mem = item["memory"]
+        shown = mem["body"]
+        assert 200 <= len(shown) < len(full[mem["id"]]) and full[mem["id"]].startswith(shown)
+        assert mem["cut"] == {"body": {"chars_left_out": len(full[mem["id"]]) - len(shown)}}
+        marker = (
+            f"  body: {json.dumps(shown)} [cut: {len(full[mem['id']]) - len(shown)} more characters; "
+            f"recallatron_read id {mem['id']} body_offset {len(shown)} for the rest]"
+        )
+        assert marker in text.split("\n")
+    # Reading on from the offset the cut named continues the body exactly.
+    first = items[0]["memory"]
+    more = rest.structured_content["memory"]
+    offset = len(first["body"])
+    assert full[first["id"]][offset:].startswith(more["body"]) and len(more["body"]) > 1_000
+    assert more["cut"]["body"]["body_offset"] == offset
+    assert more["cut"]["body"]["chars_left_out"] == len(full[first["id"]]) - offset - len(more["body"])
+    assert f"  body from character {offset}: " in text_of(rest)
+    assert past.structured_content["memory"]["body"] == "" and "body from character 10000" not in text_of(past)
+    assert bad.is_error and text_of(bad).startswith("INVALID_ARGUMENT: body_offset")
+    # 40 asked for: the list is cut from its end, and both parts say how many were left out.
+    kept = many.structured_content["items"]
+    left = many.structured_content["cut"]["items"]["items_left_out"]
+    assert kept and left and len(kept) + left == many.structured_content["counts"]["returned"] == 40
+    assert [it["rank"] for it in kept] == list(range(1, len(kept) + 1))
+    assert text_of(many).split("\n")[-1].startswith(f"# {left} more recalled memories left out")
+
+
+def test_remember_and_capture_default_to_the_member_alone(stack):
+    ws = stack.workspace("mcp audience")
+    alice, bob = stack.member(ws), stack.member(ws)
+    turn = "By the way, I prefer tea to coffee, and the team offsite is in Lisbon."
+
+    async def session(client):
+        mine = await call_ok(client, "recallatron_remember", {"body": "The user prefers tea."})
+        captured = await call_ok(
+            client,
+            "recallatron_capture",
+            {"turn": turn, "proposals": [{"span": "I prefer tea to coffee", "body": "Prefers tea to coffee."}]},
+        )
+        shared = await call_ok(
+            client,
+            "recallatron_capture",
+            {
+                "turn": turn,
+                "proposals": [
+                    {"span": "the team offsite is in Lisbon", "body": "Offsite: Lisbon.", "audience": "workspace"}
+                ],
+            },
+        )
+        team = await call_ok(client, "recallatron_remember", {"body": "Standup at 9:30.", "audience": "workspace"})
+        bad = await client.call_tool("recallatron_remember", {"body": "x", "audience": "everyone"})
+        return mine, captured, shared, team, bad
+
+    mine, captured, shared, team, bad = run_stdio(stack, alice.token, session)
+    private = [mine.structured_content["memory"], captured.structured_content["results"][0]["memory"]]
+    public = [shared.structured_content["results"][0]["memory"], team.structured_content["memory"]]
+    for mem in private:
+        assert (mem["audience"], mem["audience_member_id"]) == ("AUDIENCE_MEMBER", alice.id)
+        assert code_of(bob.read, mem["id"]) == grpc.StatusCode.NOT_FOUND
+        assert alice.read(mem["id"]).body == mem["body"]
+    assert f"private to member {alice.id}" in text_of(mine)
+    for mem in public:
+        assert mem["audience"] == "AUDIENCE_WORKSPACE" and bob.read(mem["id"]).body == mem["body"]
+    assert bad.is_error and text_of(bad).startswith("INVALID_ARGUMENT: audience: ")
