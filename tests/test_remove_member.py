@@ -423,3 +423,26 @@ def test_other_members_keep_working_while_removals_sweep(stack, monkeypatch):
         assert len(call.result.forgotten_ids) == 25
         assert live_own(stack, ws, member.id) == []
     assert staying.read(kept.id).body == kept.body
+
+
+def test_no_import_brings_back_a_removed_members_own_memories(stack):
+    ws = stack.workspace("remove then import")
+    kim, lee = stack.member(ws), stack.member(ws)
+    remove(stack, ws, kim.id)
+
+    def imported(key: str, author: str, audience) -> m.ImportedMemory:
+        return m.ImportedMemory(
+            import_key=key, author_member_id=author, body=f"{key}: Kim's PIN is 8841.", purpose=CONV, audience=audience
+        )
+
+    req = g.ImportMemoriesRequest(workspace_id=ws, memories=[imported("own", kim.id, m.AUDIENCE_MEMBER)])
+    assert code_of(stack.admin.ImportMemories, req, metadata=stack.op()) == grpc.StatusCode.FAILED_PRECONDITION
+    assert live_own(stack, ws, kim.id) == []
+    # Her workspace memories may still come back (a workspace's export imported again), as may anyone else's.
+    req = g.ImportMemoriesRequest(
+        workspace_id=ws,
+        memories=[imported("shared", kim.id, m.AUDIENCE_WORKSPACE), imported("lee", lee.id, m.AUDIENCE_MEMBER)],
+    )
+    done = stack.admin.ImportMemories(req, metadata=stack.op())
+    assert all(r.id for r in done.memories) and live_own(stack, ws, lee.id) == [done.memories[1].id]
+    assert lee.read(done.memories[0].id).created_by == kim.id
