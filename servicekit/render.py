@@ -52,13 +52,15 @@ def quote(text: str) -> str:
     return out if out.isprintable() else "".join(c if c.isprintable() else _escape(c) for c in out)
 
 
-# Shapes of our own lines (a bracketed id, "revision N |", "by member", "| created", our cut and list
-# lines, the field labels), looked for in stored text after NFKC and case folding so that fullwidth
-# brackets, digits and letters count as the characters they imitate.
+# Shapes of our own lines (a bracketed id, "revision N |", "by member <id>", "| created", our cut and
+# rank lines, the field labels), looked for in stored text after NFKC and case folding so that
+# fullwidth brackets, digits and letters count as the characters they imitate; narrow enough that
+# prose ("in revision 2, ...", "[2024]") is not taken for them.
 _OURS = re.compile(
-    r"\[\s*[0-9a-f]{4,}[0-9a-f-]*\s*\]|revision\s*\d+\s*[|(,]|\|\s*revision|by\s+member\s|"
-    r"\|\s*(?:created|changed|happened|workspace|private|confidence)\b|forgotten\s+on\s|"
-    r"\[\s*cut\s*:|#\s*\d+\s+lexical_rank|(?:^|\s)(?:title|body)\s*(?:from\s+character\s+\d+\s*)?:\s*\""
+    r"\[\s*[0-9a-f]{8}-[0-9a-f-]*\s*\]|revision\s*\d+\s*\||earlier\s+revision\s*\d+\s*\(replaced|"
+    r"\|\s*revision|by\s+member\s+[0-9a-f]{8}|\|\s*(?:created|changed|happened|confidence)\s+\d|"
+    r"forgotten\s+on\s+\d{4}-|\[\s*cut\s*:|#\s*\d+\s+lexical_rank|"
+    r"(?:^|\s)(?:title|body)\s*(?:from\s+character\s+\d+\s*)?:\s*\""
 )
 
 
