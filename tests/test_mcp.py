@@ -382,6 +382,18 @@ def test_command_line_errors(stack):
         cmd + ["--http", "127.0.0.1:1", "--token", "x"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     )
     assert both.returncode == 1 and "--token is for stdio" in both.stderr
+    # The result bound is checked when the server starts (1,000..200,000 tokens, 4,000..800,000 characters).
+    for name, value in [("TOKENS", "999"), ("TOKENS", "lots"), ("CHARS", "3999"), ("CHARS", "-1")]:
+        bad_bound = subprocess.run(
+            cmd,
+            cwd=ROOT,
+            env={**env, "RECALLATRON_TOKEN": "rct_x", f"RECALLATRON_MCP_MAX_{name}": value},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert bad_bound.returncode == 1 and f"RECALLATRON_MCP_MAX_{name}: " in bad_bound.stderr, bad_bound.stderr
 
 
 def test_capture_over_stdio(stack, members):
