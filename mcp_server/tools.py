@@ -304,8 +304,8 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         return call(ctx, mem.Forget, lambda: g.ForgetRequest(id=id, reason=reason))
 
     @tool(
-        f"Capture memories that a conversation turn states explicitly (origin told, the span and the turn kept "
-        f"as evidence). {CAPTURE_GUIDANCE}"
+        f"Capture memories that a conversation turn states explicitly (origin told, the span kept as evidence; "
+        f"each for you alone unless its audience is workspace). {CAPTURE_GUIDANCE}"
     )
     def recallatron_capture(
         turn: Annotated[str, Field(description="The conversation turn, as said: 1..65,536 bytes of UTF-8.")],
