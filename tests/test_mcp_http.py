@@ -6,6 +6,7 @@ bind to 0.0.0.0 too."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -24,7 +25,17 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from test_mcp import ROOT, TOOLS, call_ok, free_port, gateway_addr, text_of
 
-from cli.main import main as cli_main
+from cli.mcp_command import mcp_parser
+from servicekit import settings as settings_mod
+
+
+def cli_main(argv: list[str]) -> int:
+    """``recallatron ARGV`` in process for the mcp command alone (nothing imports cli.main)."""
+    parser = argparse.ArgumentParser(prog="recallatron")
+    mcp_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.handler(args, settings_mod.load())
+
 
 PROTOCOL = "2025-06-18"  # a handshake-era version: the SDK keeps a session for it
 INITIALIZE = {

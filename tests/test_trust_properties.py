@@ -51,7 +51,9 @@ every entity name, and asserts:
 from __future__ import annotations
 
 import datetime
+import json
 import os
+import re
 import uuid
 from dataclasses import dataclass, field
 
@@ -66,7 +68,9 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2, store_pb2_grpc
 
-from servicekit import clients, vocabulary
+from mcp_server import render as mcp_render
+from servicekit import clients, render, vocabulary
+from servicekit.render import Bound
 from store_service import history_index, lexical_index
 
 PURPOSES = [m.PURPOSE_CONVERSATION, m.PURPOSE_TASKS, m.PURPOSE_REPORTING, m.PURPOSE_ADMINISTRATION]
@@ -126,6 +130,9 @@ class Model:
         self.keys: dict[tuple[str, str], str] = {}  # (owner, request id) -> the first turn's id
         self.kept: set[frozenset[str]] = set()  # pairs kept as both (never proposed again)
         self.flags: list[Flag] = []  # conflict flags, oldest first
+        self.captured: dict[str, list[str]] = {who: [] for who in grants}  # turns Capture put in history
+        # Each body written ("<kind> <n>", n the op's index, so unique) -> the memory it belongs to.
+        self.texts: dict[str, str] = {}
 
     def supersede(self, old: Mem, new_id: str) -> None:
         """``old`` superseded by ``new_id``: every memory here has confidence 1, so it is flagged."""
@@ -281,7 +288,8 @@ def check_history_recall(api, model: Model, me: str, md, word: str, purpose: int
 
 def check_capture_ignores_history(api, model: Model, me: str, md, purpose: int) -> None:
     """Capture judges "already known" against memories alone: a proposal whose body is the text of
-    any member's turn (its own included) is stored, and no capture adds a history turn."""
+    any member's turn (its own included) is stored; the whole turn goes to its author's history
+    alone (chat "capture"), and the memory's evidence is its span."""
     texts = [t.text for t in model.turns.values() if t.live][:20]
     if not texts:
         return
@@ -291,6 +299,64 @@ def check_capture_ignores_history(api, model: Model, me: str, md, purpose: int) 
     assert code == OK, code
     for text, result in zip(texts, resp.results, strict=True):
         assert result.WhichOneof("outcome") == "memory" and result.memory.body == text, result
+        assert result.memory.evidence.span == text and not result.memory.evidence.turn, result
+    model.captured[me].append(turn)
+
+
+def check_capture_span_alone(stack, api, model: Model, who: list[str], members, word: str) -> None:
+    """A workspace-audience capture shows every member who may read it its span, never the rest of
+    the turn: not in Read, not in Recall, not in the bundle, not in any rendering of them."""
+    author = 0  # every member holds at least one purpose
+    purpose = min(model.grants[who[author]])
+    secret = "sx" + uuid.uuid4().hex[:8]
+    span = f"{word} captured span"
+    turn = f"{secret} before. {span}. after {secret}"
+    code, resp = call(
+        api.Capture,
+        g.CaptureRequest(
+            purpose=purpose,
+            turn=turn,
+            proposals=[m.CaptureProposal(span=span, body=span, audience=m.AUDIENCE_WORKSPACE)],
+        ),
+        members[author].md(),
+    )
+    assert code == OK and resp.results[0].WhichOneof("outcome") == "memory", resp
+    mem_id = resp.results[0].memory.id
+    model.captured[who[author]].append(turn)
+    for i, member in enumerate(members):
+        md, may = member.md(), purpose in model.grants[who[i]]
+        code, read = call(api.Read, g.ReadRequest(id=mem_id, include_history=True), md)
+        assert code == (OK if may else grpc.StatusCode.NOT_FOUND)
+        if not may:
+            continue
+        assert read.memory.evidence.span == span and not read.memory.evidence.turn
+        code, recalled = call(api.Recall, g.RecallRequest(query=word, purpose=purpose, top_k=200), md)
+        code2, bundle = call(api.GetContext, g.GetContextRequest(purpose=purpose, token_budget=100_000), md)
+        assert code == code2 == OK and mem_id in {it.memory.id for it in recalled.items}
+        for shown in (*renderings(read), *renderings(recalled), bundle.text, str(read), str(recalled), str(bundle)):
+            assert secret not in shown and (i == author or turn not in shown)
+
+
+# What a rendering may quote of a body: "<kind> <n>" (the digit look-ahead keeps "note 1" from
+# matching "note 12").
+WRITTEN = re.compile(r"\b(note|derived|corrected|successor|imported|turn) (\d+)(?!\d)")
+UNBOUNDED = Bound(tokens=10**9, chars=10**9)  # nothing cut: a cut could hide a leak
+
+
+def renderings(resp) -> list[str]:
+    """What a model is shown of a Recall or Read response: the MCP tool result's text and its
+    structured content as a client writes it, and each memory as rendered on its own."""
+    text, content = mcp_render.result(resp, UNBOUNDED)
+    mems = [it.memory for it in resp.items] if hasattr(resp, "items") else [resp.memory]
+    return [text, json.dumps(content), *(render.memory(mem) for mem in mems)]
+
+
+def check_rendered(model: Model, me: str, shown: str) -> None:
+    """Every body quoted in ``shown`` belongs to a memory ``me`` may read; no history turn is."""
+    for kind, n in WRITTEN.findall(shown):
+        assert kind != "turn", shown
+        mem_id = model.texts[f"{kind} {n}"]
+        assert model.readable(mem_id, me), (f"{kind} {n}", mem_id)
 
 
 def list_pages(api, md, **kw) -> tuple[list[m.Memory], set[int]]:
@@ -375,6 +441,7 @@ def import_memory(stack, ws: str, model: Model, me: str, n: int, a: int, b: int,
     if ok:
         sources = [other.id] if derived else list(target.sources) if target else []
         model.mems[result.id] = Mem(result.id, mine, purpose, me, f"ent{n}", sources, key=f"imp{n}")
+        model.texts[f"imported {n}"] = result.id
         if target is not None:
             aged = target.aged
             model.supersede(target, result.id)
@@ -433,8 +500,9 @@ def check_context(api, model: Model, me: str, md, purpose: int) -> None:
         for link in it.memory.links:  # provenance shows only what the caller can read
             if link.type == m.LINK_TYPE_DERIVED_FROM:
                 assert model.readable(link.target_memory_id, me)
-    # No id of a memory the member may not read appears anywhere in the text.
+    # No id of a memory the member may not read appears anywhere in the text, nor any of its bodies.
     assert not any(i in resp.text for i in model.mems if not model.readable(i, me))
+    check_rendered(model, me, resp.text)
     # Nor is one the gate hides an item (its id may still be named as a shown derivation's readable
     # source: hidden is not unreadable).
     assert not {it.memory.id for it in resp.items} - shown
@@ -711,6 +779,7 @@ def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p
             model.mems[resp.memory.id] = Mem(
                 resp.memory.id, me if aud == m.AUDIENCE_MEMBER else None, purpose, me, f"ent{n}"
             )
+            model.texts[f"note {n}"] = resp.memory.id
     elif op == "derive":
         sources = list(dict.fromkeys([ids[a % len(ids)], ids[b % len(ids)]]))
         code, resp = call(
@@ -732,6 +801,7 @@ def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p
             src = [model.mems[s] for s in sources]
             audience = next((s.audience for s in src if s.audience), None)
             model.mems[resp.memory.id] = Mem(resp.memory.id, audience, src[0].purpose, me, f"ent{n}", sources)
+            model.texts[f"derived {n}"] = resp.memory.id
     else:
         target = model.mems[ids[a % len(ids)]]
         want = model.change_code(target.id, me)
@@ -758,6 +828,7 @@ def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p
             )
             assert code == want, (op, code, want)
             if code == OK:
+                model.texts[f"corrected {n}"] = target.id
                 target.revision += 1
                 target.aged = False  # a change is an update
         else:
@@ -775,6 +846,7 @@ def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p
                 audience = me if aud == m.AUDIENCE_MEMBER else target.audience
                 # The successor keeps the old memory's sources (a forget of a source reaches it).
                 model.mems[resp.memory.id] = Mem(resp.memory.id, audience, target.purpose, me, "", list(target.sources))
+                model.texts[f"successor {n}"] = resp.memory.id
                 model.supersede(target, resp.memory.id)
 
 
@@ -938,6 +1010,8 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
                         md,
                     )
                     assert code == OK
+                    for shown in renderings(resp):
+                        check_rendered(model, me, shown)
                     eligible = model.recallable(me, purpose)
                     got = [it.memory.id for it in resp.items]
                     # Nothing ineligible anywhere; ids outside this example never appear either.
@@ -961,6 +1035,8 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
             readable = model.readable(mem_id, me)
             assert code == (OK if readable else grpc.StatusCode.NOT_FOUND)
             if readable:
+                for shown in renderings(resp):
+                    check_rendered(model, me, shown)
                 for link in resp.memory.links:
                     if link.type == m.LINK_TYPE_DERIVED_FROM:
                         assert model.readable(link.target_memory_id, me)
@@ -976,11 +1052,15 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
     # and history is unchanged by it.
     for i, member in enumerate(members):
         check_capture_ignores_history(api, model, who[i], member.md(), min(model.grants[who[i]]))
+    check_capture_span_alone(stack, api, model, who, members, word)
     for i, member in enumerate(members):
         code, resp = call(api.SearchHistory, g.SearchHistoryRequest(page_size=200), member.md())
-        assert code == OK and {e.turn_id for e in resp.entries} == {
+        assert code == OK
+        assert {e.turn_id for e in resp.entries if e.turn.chat_id != "capture"} == {
             t.id for t in model.turns.values() if t.owner == who[i] and t.live
         }
+        captured = sorted(e.turn.text for e in resp.entries if e.turn.chat_id == "capture")
+        assert captured == sorted(model.captured[who[i]])
 
 
 curation_ops = st.lists(
