@@ -527,6 +527,60 @@ class GetContextResponse(_message.Message):
     tokens: int
     def __init__(self, items: _Optional[_Iterable[_Union[ContextItem, _Mapping]]] = ..., cut_items: _Optional[_Iterable[_Union[ContextItem, _Mapping]]] = ..., text: _Optional[str] = ..., token_budget: _Optional[int] = ..., tokens: _Optional[int] = ...) -> None: ...
 
+class PromptContextRequest(_message.Message):
+    __slots__ = ("text", "purpose", "reference_time", "token_budget", "session_key")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    PURPOSE_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_TIME_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    purpose: _memory_pb2.Purpose
+    reference_time: _timestamp_pb2.Timestamp
+    token_budget: int
+    session_key: str
+    def __init__(self, text: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., reference_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., token_budget: _Optional[int] = ..., session_key: _Optional[str] = ...) -> None: ...
+
+class PromptItem(_message.Message):
+    __slots__ = ("memory", "rank", "lexical_rank", "dense_rank", "cosine", "identifier_matches", "all_terms", "tokens")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    LEXICAL_RANK_FIELD_NUMBER: _ClassVar[int]
+    DENSE_RANK_FIELD_NUMBER: _ClassVar[int]
+    COSINE_FIELD_NUMBER: _ClassVar[int]
+    IDENTIFIER_MATCHES_FIELD_NUMBER: _ClassVar[int]
+    ALL_TERMS_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    rank: int
+    lexical_rank: int
+    dense_rank: int
+    cosine: float
+    identifier_matches: int
+    all_terms: bool
+    tokens: int
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., rank: _Optional[int] = ..., lexical_rank: _Optional[int] = ..., dense_rank: _Optional[int] = ..., cosine: _Optional[float] = ..., identifier_matches: _Optional[int] = ..., all_terms: _Optional[bool] = ..., tokens: _Optional[int] = ...) -> None: ...
+
+class PromptContextResponse(_message.Message):
+    __slots__ = ("items", "text", "tokens", "token_budget", "already_shown", "cut_ids", "dense_available", "min_cosine")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_SHOWN_FIELD_NUMBER: _ClassVar[int]
+    CUT_IDS_FIELD_NUMBER: _ClassVar[int]
+    DENSE_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    MIN_COSINE_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[PromptItem]
+    text: str
+    tokens: int
+    token_budget: int
+    already_shown: int
+    cut_ids: _containers.RepeatedScalarFieldContainer[str]
+    dense_available: bool
+    min_cosine: float
+    def __init__(self, items: _Optional[_Iterable[_Union[PromptItem, _Mapping]]] = ..., text: _Optional[str] = ..., tokens: _Optional[int] = ..., token_budget: _Optional[int] = ..., already_shown: _Optional[int] = ..., cut_ids: _Optional[_Iterable[str]] = ..., dense_available: _Optional[bool] = ..., min_cosine: _Optional[float] = ...) -> None: ...
+
 class CaptureRequest(_message.Message):
     __slots__ = ("purpose", "turn", "proposals", "request_id")
     PURPOSE_FIELD_NUMBER: _ClassVar[int]

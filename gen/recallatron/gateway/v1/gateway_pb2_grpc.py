@@ -137,6 +137,11 @@ class MemoryServiceStub:
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureResponse.FromString,
                 _registered_method=True)
+        self.PromptContext = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/PromptContext',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.PromptContextRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.PromptContextResponse.FromString,
+                _registered_method=True)
         self.ListDuplicateProposals = channel.unary_unary(
                 '/recallatron.gateway.v1.MemoryService/ListDuplicateProposals',
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListDuplicateProposalsRequest.SerializeToString,
@@ -364,6 +369,21 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PromptContext(self, request, context):
+        """What to put in front of a model before it answers one user turn (docs/agents.md, "Per-turn
+        recall"): a Recall of the turn's text for the caller, kept only where the relevance gate
+        (workspace setting inject_gate) finds evidence that the memory is about the turn, rendered by
+        the rules of every model-facing text (servicekit/render.py) within a token budget, with one line
+        saying these are recalled claims to judge and how to recall more. Every item is readable by the
+        caller exactly as Recall's are. With a session_key, a memory already put in front of the model in
+        that session at its current revision is not added again (kept by the store, per member, for 24
+        hours). Nothing passing the gate is an empty text, not an error. INVALID_ARGUMENT for a bad text,
+        budget, session key or purpose; PERMISSION_DENIED for a purpose not granted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListDuplicateProposals(self, request, context):
         """--- Curation: duplicate proposals and conflict flags (issue 9; docs/curation.md). ---
         Pairs of memories at cosine 0.80 or more among the 500 newest memories the caller can read for
@@ -517,6 +537,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Capture,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureResponse.SerializeToString,
+            ),
+            'PromptContext': grpc.unary_unary_rpc_method_handler(
+                    servicer.PromptContext,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.PromptContextRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.PromptContextResponse.SerializeToString,
             ),
             'ListDuplicateProposals': grpc.unary_unary_rpc_method_handler(
                     servicer.ListDuplicateProposals,
@@ -1060,6 +1085,33 @@ class MemoryService:
             '/recallatron.gateway.v1.MemoryService/Capture',
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureRequest.SerializeToString,
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.CaptureResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PromptContext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/PromptContext',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.PromptContextRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.PromptContextResponse.FromString,
             options,
             channel_credentials,
             insecure,
