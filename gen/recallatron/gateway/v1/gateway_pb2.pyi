@@ -764,32 +764,40 @@ class RemoveMemberResponse(_message.Message):
     def __init__(self, revoked: _Optional[int] = ..., forgotten_ids: _Optional[_Iterable[str]] = ..., history_forgotten: _Optional[int] = ..., already_removed: _Optional[bool] = ...) -> None: ...
 
 class UpdateWorkspaceSettingsRequest(_message.Message):
-    __slots__ = ("workspace_id", "dense_floor", "default_mode", "context_bundle", "expiry_days", "expiry_off")
+    __slots__ = ("workspace_id", "dense_floor", "default_mode", "context_bundle", "expiry_days", "expiry_off", "inject_gate", "inject_min_cosine")
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_BUNDLE_FIELD_NUMBER: _ClassVar[int]
     EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
     EXPIRY_OFF_FIELD_NUMBER: _ClassVar[int]
+    INJECT_GATE_FIELD_NUMBER: _ClassVar[int]
+    INJECT_MIN_COSINE_FIELD_NUMBER: _ClassVar[int]
     workspace_id: str
     dense_floor: float
     default_mode: _memory_pb2.RecallMode
     context_bundle: bool
     expiry_days: int
     expiry_off: bool
-    def __init__(self, workspace_id: _Optional[str] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ..., expiry_off: _Optional[bool] = ...) -> None: ...
+    inject_gate: _memory_pb2.InjectGate
+    inject_min_cosine: float
+    def __init__(self, workspace_id: _Optional[str] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ..., expiry_off: _Optional[bool] = ..., inject_gate: _Optional[_Union[_memory_pb2.InjectGate, str]] = ..., inject_min_cosine: _Optional[float] = ...) -> None: ...
 
 class UpdateWorkspaceSettingsResponse(_message.Message):
-    __slots__ = ("dense_floor", "default_mode", "context_bundle", "expiry_days")
+    __slots__ = ("dense_floor", "default_mode", "context_bundle", "expiry_days", "inject_gate", "inject_min_cosine")
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_BUNDLE_FIELD_NUMBER: _ClassVar[int]
     EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
+    INJECT_GATE_FIELD_NUMBER: _ClassVar[int]
+    INJECT_MIN_COSINE_FIELD_NUMBER: _ClassVar[int]
     dense_floor: float
     default_mode: _memory_pb2.RecallMode
     context_bundle: bool
     expiry_days: int
-    def __init__(self, dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ...) -> None: ...
+    inject_gate: _memory_pb2.InjectGate
+    inject_min_cosine: float
+    def __init__(self, dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ..., inject_gate: _Optional[_Union[_memory_pb2.InjectGate, str]] = ..., inject_min_cosine: _Optional[float] = ...) -> None: ...
 
 class RebuildEmbeddingsRequest(_message.Message):
     __slots__ = ("all",)

@@ -1337,7 +1337,8 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateWorkspaceSettings(self, request, context):
-        """Changes a workspace's settings (dense floor, default mode, context bundle, expiry gate).
+        """Changes a workspace's settings (dense floor, default mode, context bundle, expiry gate, the
+        relevance gate of per-turn recall).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -59,6 +59,13 @@ class RecallMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RECALL_MODE_DENSE: _ClassVar[RecallMode]
     RECALL_MODE_HYBRID: _ClassVar[RecallMode]
 
+class InjectGate(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    INJECT_GATE_UNSPECIFIED: _ClassVar[InjectGate]
+    INJECT_GATE_STRICT: _ClassVar[InjectGate]
+    INJECT_GATE_DEFAULT: _ClassVar[InjectGate]
+    INJECT_GATE_LOOSE: _ClassVar[InjectGate]
+
 class SupersededFilter(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SUPERSEDED_FILTER_UNSPECIFIED: _ClassVar[SupersededFilter]
@@ -134,6 +141,10 @@ RECALL_MODE_UNSPECIFIED: RecallMode
 RECALL_MODE_LEXICAL: RecallMode
 RECALL_MODE_DENSE: RecallMode
 RECALL_MODE_HYBRID: RecallMode
+INJECT_GATE_UNSPECIFIED: InjectGate
+INJECT_GATE_STRICT: InjectGate
+INJECT_GATE_DEFAULT: InjectGate
+INJECT_GATE_LOOSE: InjectGate
 SUPERSEDED_FILTER_UNSPECIFIED: SupersededFilter
 SUPERSEDED_FILTER_CURRENT: SupersededFilter
 SUPERSEDED_FILTER_SUPERSEDED: SupersededFilter

@@ -422,20 +422,24 @@ class KeepMemoryResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class UpdateWorkspaceSettingsRequest(_message.Message):
-    __slots__ = ("workspace_id", "dense_floor", "default_mode", "context_bundle", "expiry_days", "expiry_off")
+    __slots__ = ("workspace_id", "dense_floor", "default_mode", "context_bundle", "expiry_days", "expiry_off", "inject_gate", "inject_min_cosine")
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_BUNDLE_FIELD_NUMBER: _ClassVar[int]
     EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
     EXPIRY_OFF_FIELD_NUMBER: _ClassVar[int]
+    INJECT_GATE_FIELD_NUMBER: _ClassVar[int]
+    INJECT_MIN_COSINE_FIELD_NUMBER: _ClassVar[int]
     workspace_id: str
     dense_floor: float
     default_mode: _memory_pb2.RecallMode
     context_bundle: bool
     expiry_days: int
     expiry_off: bool
-    def __init__(self, workspace_id: _Optional[str] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ..., expiry_off: _Optional[bool] = ...) -> None: ...
+    inject_gate: _memory_pb2.InjectGate
+    inject_min_cosine: float
+    def __init__(self, workspace_id: _Optional[str] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ..., expiry_off: _Optional[bool] = ..., inject_gate: _Optional[_Union[_memory_pb2.InjectGate, str]] = ..., inject_min_cosine: _Optional[float] = ...) -> None: ...
 
 class UpdateWorkspaceSettingsResponse(_message.Message):
     __slots__ = ("settings",)
@@ -458,16 +462,20 @@ class RebuildEmbeddingsResponse(_message.Message):
     def __init__(self, queued: _Optional[int] = ..., input_version: _Optional[str] = ...) -> None: ...
 
 class WorkspaceSettings(_message.Message):
-    __slots__ = ("dense_floor", "default_mode", "context_bundle", "expiry_days")
+    __slots__ = ("dense_floor", "default_mode", "context_bundle", "expiry_days", "inject_gate", "inject_min_cosine")
     DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_BUNDLE_FIELD_NUMBER: _ClassVar[int]
     EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
+    INJECT_GATE_FIELD_NUMBER: _ClassVar[int]
+    INJECT_MIN_COSINE_FIELD_NUMBER: _ClassVar[int]
     dense_floor: float
     default_mode: _memory_pb2.RecallMode
     context_bundle: bool
     expiry_days: int
-    def __init__(self, dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ...) -> None: ...
+    inject_gate: _memory_pb2.InjectGate
+    inject_min_cosine: float
+    def __init__(self, dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ..., inject_gate: _Optional[_Union[_memory_pb2.InjectGate, str]] = ..., inject_min_cosine: _Optional[float] = ...) -> None: ...
 
 class CreateWorkspaceRequest(_message.Message):
     __slots__ = ("name",)
@@ -866,3 +874,43 @@ class GetStatusResponse(_message.Message):
     embedding_backlog: int
     workspaces: int
     def __init__(self, database_ok: _Optional[bool] = ..., embedding_backlog: _Optional[int] = ..., workspaces: _Optional[int] = ...) -> None: ...
+
+class SessionMemory(_message.Message):
+    __slots__ = ("memory_id", "revision")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    revision: int
+    def __init__(self, memory_id: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class ShownInSessionRequest(_message.Message):
+    __slots__ = ("caller", "session_key_sha256", "memories")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    SESSION_KEY_SHA256_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    session_key_sha256: bytes
+    memories: _containers.RepeatedCompositeFieldContainer[SessionMemory]
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., session_key_sha256: _Optional[bytes] = ..., memories: _Optional[_Iterable[_Union[SessionMemory, _Mapping]]] = ...) -> None: ...
+
+class ShownInSessionResponse(_message.Message):
+    __slots__ = ("shown_ids",)
+    SHOWN_IDS_FIELD_NUMBER: _ClassVar[int]
+    shown_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, shown_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RecordShownRequest(_message.Message):
+    __slots__ = ("caller", "session_key_sha256", "memories")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    SESSION_KEY_SHA256_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    session_key_sha256: bytes
+    memories: _containers.RepeatedCompositeFieldContainer[SessionMemory]
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., session_key_sha256: _Optional[bytes] = ..., memories: _Optional[_Iterable[_Union[SessionMemory, _Mapping]]] = ...) -> None: ...
+
+class RecordShownResponse(_message.Message):
+    __slots__ = ("recorded",)
+    RECORDED_FIELD_NUMBER: _ClassVar[int]
+    recorded: int
+    def __init__(self, recorded: _Optional[int] = ...) -> None: ...

@@ -195,6 +195,16 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.CaptureRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.CaptureResponse.FromString,
                 _registered_method=True)
+        self.ShownInSession = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/ShownInSession',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ShownInSessionRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ShownInSessionResponse.FromString,
+                _registered_method=True)
+        self.RecordShown = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/RecordShown',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.RecordShownRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.RecordShownResponse.FromString,
+                _registered_method=True)
         self.ListDuplicateProposals = channel.unary_unary(
                 '/recallatron.store.v1.StoreService/ListDuplicateProposals',
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListDuplicateProposalsRequest.SerializeToString,
@@ -475,6 +485,25 @@ class StoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ShownInSession(self, request, context):
+        """Of the memories a PromptContext's gate passed, those already put in front of the model in the
+        caller's session (a hash of its key) at their given revision in the last 24 hours; older rows
+        are ignored (store_service/prompt_sessions.py). INVALID_ARGUMENT for a hash that is not 32
+        bytes, a malformed id or more than 100 memories.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordShown(self, request, context):
+        """Records the memories a PromptContext put in its block, at their revisions, in the caller's
+        session, and prunes rows older than 24 hours. A memory forgotten meanwhile is not recorded.
+        INVALID_ARGUMENT as ShownInSession; UNAUTHENTICATED for a member removed since its call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListDuplicateProposals(self, request, context):
         """--- Curation: duplicate proposals and conflict flags (issue 9; docs/curation.md). ---
         The duplicate proposals of the caller's window (as the gateway's ListDuplicateProposals), from
@@ -667,6 +696,16 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.Capture,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.CaptureRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.CaptureResponse.SerializeToString,
+            ),
+            'ShownInSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShownInSession,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ShownInSessionRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ShownInSessionResponse.SerializeToString,
+            ),
+            'RecordShown': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordShown,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.RecordShownRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.RecordShownResponse.SerializeToString,
             ),
             'ListDuplicateProposals': grpc.unary_unary_rpc_method_handler(
                     servicer.ListDuplicateProposals,
@@ -1554,6 +1593,60 @@ class StoreService:
             '/recallatron.store.v1.StoreService/Capture',
             recallatron_dot_store_dot_v1_dot_store__pb2.CaptureRequest.SerializeToString,
             recallatron_dot_store_dot_v1_dot_store__pb2.CaptureResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShownInSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/ShownInSession',
+            recallatron_dot_store_dot_v1_dot_store__pb2.ShownInSessionRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.ShownInSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordShown(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/RecordShown',
+            recallatron_dot_store_dot_v1_dot_store__pb2.RecordShownRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.RecordShownResponse.FromString,
             options,
             channel_credentials,
             insecure,
