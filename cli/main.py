@@ -2,9 +2,9 @@
 
 Each subcommand lives with its own parser function and handler (``serve``, ``up``,
 ``admin_commands``, ``memory_commands``, ``curation_commands``, ``context_commands``, ``expiry_commands``,
-``history_commands``, ``portability_commands``, ``legacy_import``, ``mcp_command``, ``web_command``, ``evaluate``,
-``calibrate``); this module only puts the parsers together in the order ``--help`` lists them and calls
-the chosen handler. Nothing imports it.
+``history_commands``, ``hook_command``, ``portability_commands``, ``legacy_import``, ``mcp_command``,
+``web_command``, ``evaluate``, ``calibrate``); this module only puts the parsers together in the order
+``--help`` lists them and calls the chosen handler. Nothing imports it.
 
 Exit status 0 on success, 1 when a call fails (the gRPC status code name and message go to
 stderr), 2 for bad command-line usage.
@@ -17,58 +17,71 @@ import logging
 import os
 import sys
 
-from cli import (
-    admin_commands,
-    context_commands,
-    curation_commands,
-    expiry_commands,
-    history_commands,
-    legacy_import,
-    memory_commands,
-    portability_commands,
-)
-from cli.calibrate import calibrate_parser
-from cli.evaluate import eval_parser
-from cli.mcp_command import mcp_parser
-from cli.serve import serve_parser
-from cli.up import up_parser
-from cli.web_command import web_parser
-from servicekit import settings as settings_mod
 
-PARSERS = (
-    serve_parser,
-    up_parser,
-    admin_commands.workspace_parser,
-    admin_commands.member_parser,
-    admin_commands.status_parser,
-    admin_commands.rebuild_parser,
-    *memory_commands.PARSERS,
-    *curation_commands.PARSERS,
-    *context_commands.PARSERS,
-    *expiry_commands.PARSERS,
-    mcp_parser,
-    web_parser,
-    history_commands.history_parser,
-    portability_commands.export_parser,
-    admin_commands.load_parser,
-    portability_commands.import_parser,
-    legacy_import.legacy_parser,
-    eval_parser,
-    calibrate_parser,
-)
+def parsers() -> tuple:
+    """Every subcommand's parser function, in the order ``--help`` lists them. The command modules are
+    imported here, not at the top: ``recallatron hook`` runs before every turn of a model, and
+    ``main`` hands it to cli.hook_command before any of them (or the settings) is loaded."""
+    from cli import (
+        admin_commands,
+        context_commands,
+        curation_commands,
+        expiry_commands,
+        history_commands,
+        hook_command,
+        legacy_import,
+        memory_commands,
+        portability_commands,
+    )
+    from cli.calibrate import calibrate_parser
+    from cli.evaluate import eval_parser
+    from cli.mcp_command import mcp_parser
+    from cli.serve import serve_parser
+    from cli.up import up_parser
+    from cli.web_command import web_parser
+
+    return (
+        serve_parser,
+        up_parser,
+        admin_commands.workspace_parser,
+        admin_commands.member_parser,
+        admin_commands.status_parser,
+        admin_commands.rebuild_parser,
+        *memory_commands.PARSERS,
+        *curation_commands.PARSERS,
+        *context_commands.PARSERS,
+        hook_command.hook_parser,
+        *expiry_commands.PARSERS,
+        mcp_parser,
+        web_parser,
+        history_commands.history_parser,
+        portability_commands.export_parser,
+        admin_commands.load_parser,
+        portability_commands.import_parser,
+        legacy_import.legacy_parser,
+        eval_parser,
+        calibrate_parser,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand; each leaf sets ``handler(args, settings) -> exit status``."""
     p = argparse.ArgumentParser(prog="recallatron", description="Durable memory for AI agents.")
     sub = p.add_subparsers(dest="command", required=True)
-    for add in PARSERS:
+    for add in parsers():
         add(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``recallatron`` console script."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["hook"]:
+        from cli import hook_command
+
+        return hook_command.run(argv[1:])
+    from servicekit import settings as settings_mod
+
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     try:

@@ -8,6 +8,10 @@ syncs it and renames it over the target, so the target holds the whole new file 
 was; the temporary file is removed on any failure. A target that is a symbolic link is refused: the
 rename would replace the link, not the file it names, and writing through it is what a planted link
 is for.
+
+``append_private`` adds one line to a log the command keeps for its user (``recallatron hook``'s):
+created 0600, never through a symbolic link, the line written with one ``write`` in append mode so
+that lines of processes appending at once do not interleave.
 """
 
 from __future__ import annotations
@@ -60,6 +64,17 @@ def write_private(path: Path, chunks: Iterable[str]) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     _sync_folder(path.parent)
+
+
+def append_private(path: Path, line: str) -> None:
+    """Appends ``line`` and a newline to ``path``, creating it (and its folder, 0700) readable by its
+    owner alone. OSError when it cannot (a symbolic link at ``path``: ELOOP)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, (line + "\n").encode("utf-8", "backslashreplace"))
+    finally:
+        os.close(fd)
 
 
 def _sync_folder(folder: Path) -> None:

@@ -64,3 +64,8 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 # Entities, and memories, in one ImportMemories call at most (AdminService; store_service/imports.py).
 MAX_IMPORT_BATCH = 500
+
+# The data folder and the gateway's address when RECALLATRON_HOME / RECALLATRON_GATEWAY_ADDR are
+# unset (the settings' defaults; `recallatron hook` reads them without loading the settings).
+HOME = ".recallatron"
+GATEWAY_ADDR = "localhost:50051"

@@ -31,12 +31,12 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RECALLATRON_", extra="ignore")
 
-    home: Path = Field(Path(".recallatron"), description="data folder: embedded PostgreSQL, operator token, logs")
+    home: Path = Field(Path(limits.HOME), description="data folder: embedded PostgreSQL, operator token, logs")
     database_url: str | None = Field(
         None, validation_alias="DATABASE_URL", description="control-plane database URL; unset means the embedded server"
     )
 
-    gateway_addr: str = "localhost:50051"
+    gateway_addr: str = limits.GATEWAY_ADDR
     store_addr: str = "127.0.0.1:50052"
     embed_addr: str = "127.0.0.1:50053"
     rank_addr: str = "127.0.0.1:50054"
