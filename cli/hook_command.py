@@ -265,13 +265,18 @@ def claude_code(args: argparse.Namespace, stdin=None, stdout=None) -> int:
     return 0
 
 
-def run(argv: list[str]) -> int:
-    """``recallatron hook ...`` as ``cli.main`` hands it over (without loading the other commands)."""
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The arguments after ``recallatron hook``; Failure for a usage error."""
     parser = _Parser(prog="recallatron")
     hook_parser(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(["hook", *argv])
+
+
+def run(argv: list[str]) -> int:
+    """``recallatron hook ...`` as ``cli.main`` hands it over (without loading the other commands)."""
     started = time.monotonic()
     try:
-        args = parser.parse_args(["hook", *argv])
+        args = parse(argv)
     except Failure as exc:
         _log(None, None, str(exc), started)
         return 0

@@ -1,0 +1,253 @@
+"""`recallatron hook claude-code` as Claude Code runs it: a process given the hook's JSON on stdin
+(docs/agents.md, "Claude Code hooks"). UserPromptSubmit adds the PromptContext block of the prompt
+in the documented shape, nothing for an off-topic prompt, and nothing already shown in the session;
+SessionStart adds the context bundle when the workspace has it on; another member's memories never
+appear. Whatever goes wrong (bad input of every kind, bad options, no token, a dead or slow gateway)
+the hook prints nothing, exits 0 and logs one JSON line."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import pytest
+from conftest import free_port
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.gateway.v1 import gateway_pb2_grpc
+
+from cli import hook_command
+
+ROOT = Path(__file__).resolve().parent.parent
+# Far above the hook's own deadline: a hook that hangs fails the test here instead of stalling it.
+PROCESS_TIMEOUT = 60
+
+
+def hook(home: Path, stdin: bytes, *args: str, token: str | None = "rct_none", gateway: str = "", **env: str):
+    """Runs the hook as Claude Code does; (the finished process, the log's lines)."""
+    environ = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}", "RECALLATRON_HOME": str(home)}
+    if token is not None:
+        environ["RECALLATRON_TOKEN"] = token
+    if gateway:
+        environ["RECALLATRON_GATEWAY_ADDR"] = gateway
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", "hook", "claude-code", *args],
+        cwd=ROOT,
+        env=environ | env,
+        input=stdin,
+        capture_output=True,
+        timeout=PROCESS_TIMEOUT,
+    )
+    log = home / "logs" / "hook.log"
+    lines = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return out, lines
+
+
+def prompt_input(prompt: str, session: str = "session-1") -> bytes:
+    """The documented UserPromptSubmit input."""
+    return json.dumps(
+        {
+            "session_id": session,
+            "transcript_path": f"/home/u/.claude/projects/p/{session}.jsonl",
+            "cwd": "/home/u/p",
+            "permission_mode": "default",
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": prompt,
+        }
+    ).encode()
+
+
+def start_input(source: str = "startup", session: str = "session-1") -> bytes:
+    """The documented SessionStart input."""
+    return json.dumps(
+        {
+            "session_id": session,
+            "transcript_path": f"/home/u/.claude/projects/p/{session}.jsonl",
+            "cwd": "/home/u/p",
+            "hook_event_name": "SessionStart",
+            "source": source,
+        }
+    ).encode()
+
+
+def quiet_failure(out: subprocess.CompletedProcess, lines: list[dict], *words: str) -> dict:
+    """Exit 0, nothing on stdout, exactly one log line (whose error has ``words``); that line."""
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == b"", out.stdout[:300]
+    assert len(lines) == 1, lines
+    line = lines[0]
+    assert line["command"] == "hook claude-code" and line["time"].endswith("+00:00")
+    for word in words:
+        assert word in line["error"], (word, line)
+    return line
+
+
+# --- Bad input, bad options, no gateway: nothing printed, exit 0, one log line ---------------------
+
+
+@pytest.mark.parametrize(
+    ("stdin", "words"),
+    [
+        (b"", ["empty input"]),
+        (b"   \n", ["empty input"]),
+        (b"not json at all", ["not JSON"]),
+        (b'{"hook_event_name": "UserPromptSubmit", "prompt": "x"', ["not JSON"]),  # cut off
+        (b"\xff\xfe{}", ["not JSON"]),  # not UTF-8
+        (b"[" * 100_000 + b"]" * 100_000, ["not JSON"]),  # nested past the parser's recursion limit
+        (b'["UserPromptSubmit"]', ["a JSON list, not an object"]),
+        (b"{}", ["hook_event_name: missing"]),
+        (b'{"hook_event_name": 7}', ["hook_event_name: a int"]),
+        (b'{"hook_event_name": "UserPromptSubmit", "session_id": "s"}', ["prompt: missing"]),
+        (b'{"hook_event_name": "UserPromptSubmit", "prompt": ["a"], "session_id": "s"}', ["prompt: a list"]),
+        (b'{"hook_event_name": "UserPromptSubmit", "prompt": "a", "session_id": null}', ["session_id: missing"]),
+        (b'{"hook_event_name": "UserPromptSubmit", "prompt": "a", "session_id": 12}', ["session_id: a int"]),
+        (b'{"hook_event_name": "Stop", "session_id": "s"}', ["'Stop' is not one this hook handles"]),
+        (b'{"hook_event_name": "PreToolUse", "tool_name": "Bash"}', ["'PreToolUse'"]),
+        (b'{"prompt": "' + b"a" * (3 * 1024 * 1024) + b'"}', ["input over 1048576 bytes"]),  # several MiB
+    ],
+    ids=lambda v: v[:24].decode("latin-1") if isinstance(v, bytes) else None,
+)
+def test_bad_input_prints_nothing_exits_0_and_logs_one_line(tmp_path, stdin, words):
+    # The gateway is a free port: nothing here may get as far as calling it.
+    out, lines = hook(tmp_path, stdin, gateway=f"127.0.0.1:{free_port()}")
+    quiet_failure(out, lines, *words)
+    assert "UNAVAILABLE" not in lines[0]["error"]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "words"),
+    [
+        (("--budget", "abc"), {}, ["--budget: not an integer"]),
+        (("--budget", "199"), {}, ["--budget: 199 is not in 200..2500"]),
+        (("--budget", "2501"), {}, ["--budget: 2501 is not in 200..2500"]),
+        (("--purpose", "gossip"), {}, ["--purpose: unknown 'gossip'"]),
+        (("--timeout", "0"), {}, ["--timeout"]),
+        (("--timeout", "nan"), {}, ["--timeout"]),
+        (("--timeout", "-1"), {}, ["--timeout"]),
+        (("--timeout", "61"), {}, ["--timeout"]),
+        ((), {"RECALLATRON_HOOK_TIMEOUT_SECONDS": "soon"}, ["RECALLATRON_HOOK_TIMEOUT_SECONDS: not a number"]),
+        ((), {"RECALLATRON_HOOK_TIMEOUT_SECONDS": "inf"}, ["RECALLATRON_HOOK_TIMEOUT_SECONDS"]),
+        (("--no-such-option",), {}, ["usage: unrecognized arguments: --no-such-option"]),
+        ((), {"RECALLATRON_TOKEN": ""}, ["no token"]),
+        ((), {"RECALLATRON_TOKEN": "rct_a b\n"}, ["RECALLATRON_TOKEN is not a token"]),
+    ],
+)
+def test_bad_options_and_environment_are_logged_not_usage_errors(tmp_path, args, env, words):
+    """A usage error's exit status 2 would block the user's prompt in Claude Code: logged instead."""
+    out, lines = hook(tmp_path, prompt_input("Where is the staging database?"), *args, **env)
+    line = quiet_failure(out, lines, *words)
+    assert line["event"] == "UserPromptSubmit" or args == ("--no-such-option",)
+    assert "rct_a b" not in json.dumps(line)  # a token is never logged
+
+
+def test_dead_gateway(tmp_path):
+    out, lines = hook(tmp_path, prompt_input("Where is the staging database?"), gateway=f"127.0.0.1:{free_port()}")
+    line = quiet_failure(out, lines, "PromptContext: UNAVAILABLE")
+    assert line["event"] == "UserPromptSubmit" and line["session_id"] == "session-1"
+    out, lines = hook(tmp_path, start_input(), gateway=f"127.0.0.1:{free_port()}")
+    assert out.returncode == 0 and out.stdout == b"" and len(lines) == 2
+    assert lines[1]["error"].startswith("GetContext: UNAVAILABLE") and lines[1]["event"] == "SessionStart"
+
+
+class SlowGateway(gateway_pb2_grpc.MemoryServiceServicer):
+    """Answers nothing until released: a gateway slower than any deadline."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls: list[str] = []
+
+    def PromptContext(self, request, context):
+        self.calls.append(request.session_key)
+        self.release.wait(PROCESS_TIMEOUT)
+        return g.PromptContextResponse(text="too late")
+
+    def GetContext(self, request, context):
+        self.calls.append("bundle")
+        self.release.wait(PROCESS_TIMEOUT)
+        return g.GetContextResponse(text="too late")
+
+
+@pytest.fixture
+def slow_gateway():
+    servicer = SlowGateway()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    gateway_pb2_grpc.add_MemoryServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield servicer, f"127.0.0.1:{port}"
+    servicer.release.set()
+    server.stop(0)
+
+
+def test_slow_gateway_meets_the_deadline(tmp_path, slow_gateway):
+    servicer, addr = slow_gateway
+    out, lines = hook(tmp_path, prompt_input("Where is the staging database?"), "--timeout", "0.5", gateway=addr)
+    line = quiet_failure(out, lines, "PromptContext: DEADLINE_EXCEEDED")
+    assert servicer.calls == ["session-1"] and line["seconds"] < PROCESS_TIMEOUT
+    # The variable sets the deadline when --timeout is absent.
+    out, lines = hook(tmp_path, start_input(), gateway=addr, RECALLATRON_HOOK_TIMEOUT_SECONDS="0.4")
+    assert out.returncode == 0 and out.stdout == b"" and len(lines) == 2
+    assert lines[1]["error"].startswith("GetContext: DEADLINE_EXCEEDED")
+    assert servicer.calls == ["session-1", "bundle"]
+
+
+def test_the_log_is_private_and_never_followed_through_a_link(tmp_path, monkeypatch):
+    out, lines = hook(tmp_path, b"")
+    quiet_failure(out, lines, "empty input")
+    log = tmp_path / "logs" / "hook.log"
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600 and stat.S_IMODE(log.parent.stat().st_mode) == 0o700
+    # A link planted at the log's name is not written through; the line goes to stderr, never stdout.
+    target = tmp_path / "elsewhere"
+    target.write_text("")
+    log.unlink()
+    log.symlink_to(target)
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", "hook", "claude-code"],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}", "RECALLATRON_HOME": str(tmp_path)},
+        input=b"{",
+        capture_output=True,
+        timeout=PROCESS_TIMEOUT,
+    )
+    assert out.returncode == 0 and out.stdout == b"" and target.read_text() == ""
+    assert b"input is not JSON" in out.stderr and b"not logged" in out.stderr
+
+
+def test_the_hook_loads_neither_the_store_nor_the_model(tmp_path):
+    """Start-up: ``recallatron hook`` imports gRPC and the gateway's messages, not the other commands."""
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "cli.main", "hook", "claude-code"],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}", "RECALLATRON_HOME": str(tmp_path)},
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT,
+    )
+    assert out.returncode == 0 and out.stdout == ""
+    loaded = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+    assert {"grpc", "cli.hook_command", "recallatron.gateway.v1.gateway_pb2"} <= loaded
+    heavy = {"numpy", "torch", "sentence_transformers", "transformers", "hypothesis", "psycopg", "pydantic"}
+    ours = {"store_service", "gateway", "embed_service", "cli.client", "cli.memory_commands", "servicekit.settings"}
+    assert not loaded & (heavy | ours), sorted(loaded & (heavy | ours))
+
+
+def test_in_process_handling_writes_only_the_output(tmp_path, monkeypatch):
+    """``claude_code`` as the bench calls it: the same checks without a process."""
+    monkeypatch.setenv("RECALLATRON_HOME", str(tmp_path))
+    monkeypatch.setenv("RECALLATRON_TOKEN", "rct_none")
+    monkeypatch.setenv("RECALLATRON_GATEWAY_ADDR", f"127.0.0.1:{free_port()}")
+    args = hook_command.parse(["claude-code"])
+    stdout = io.StringIO()
+    assert hook_command.claude_code(args, io.BytesIO(b'{"hook_event_name": 1}'), stdout) == 0
+    assert stdout.getvalue() == ""
+    lines = (tmp_path / "logs" / "hook.log").read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["error"] == "hook_event_name: a int, not a string"
+    assert os.environ["RECALLATRON_TOKEN"] not in lines[0]
