@@ -2,19 +2,22 @@
 within a size bound.
 
 Memories are rendered by ``servicekit.render.memory`` (a header line of provenance and dates that only
-our code writes, then every stored string quoted on a line of its own). The structured content is the
-RPC's response in the protobuf JSON mapping (proto field names, every field), as ``recallatron ...
---json`` prints it.
+our code writes, then every stored string quoted on a line of its own); every other stored string (an
+entity's name, a history turn's text, chat and session) is ``quote``d the same way. The structured
+content is the RPC's response in the protobuf JSON mapping (proto field names, every field), as
+``recallatron ... --json`` prints it.
 
 ``result`` keeps both within a ``Bound`` (MCP clients refuse long results: Claude Code, above about
 25,000 tokens). When the whole response does not fit, every stored string is cut to the longest
 length at which all of it fits (short strings stay whole); only when even ``MIN_CHARS`` characters
 each is too much are entries left out from the end of each list (recall items, capture outcomes,
-forgotten ids, a memory's links and earlier revisions), after which the strings get what room is
-left. Both parts are cut alike: a cut string ends with ``[cut: N more characters...]`` in the text (a
-body's says how to read the rest) and its memory's ``cut`` field in the structured content names it
-(``{"body": {"chars_left_out": N}}``); a cut list says in the text how many entries were left out,
-and the response's ``cut`` field names it (``{"items": {"items_left_out": N}}``).
+forgotten ids, listed memories, history entries, entities, a bundle's items, a memory's links and
+earlier revisions), after which the strings get what room is left. Both parts are cut alike: a cut
+string ends with ``[cut: N more characters...]`` in the text (a body's says how to read the rest)
+and its holder's ``cut`` field in the structured content names it (``{"body": {"chars_left_out":
+N}}`` on a memory, ``{"turn.text": {...}}`` on a history entry); a cut list says in the text how many
+entries were left out and how to get them, and the response's ``cut`` field names it (``{"items":
+{"items_left_out": N}}``).
 """
 
 from __future__ import annotations
@@ -28,34 +31,84 @@ from google.protobuf.message import Message
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from servicekit.render import Bound, Cuts, memory, shorten
+from servicekit.render import CAUTION, Bound, Cuts, imitates, memory, quote, shorten, when
 from servicekit.vocabulary import name_of
 
 # The fewest characters of each stored string shown before entries are left out instead.
 MIN_CHARS = 200
-# The list of a response that entries are left out of, from its end.
-LISTS = {g.RecallResponse: "items", g.CaptureResponse: "results", g.ForgetResponse: "forgotten_ids"}
+# The lists of a response that entries are left out of, from their end.
+LISTS = {
+    g.RecallResponse: ("items",),
+    g.CaptureResponse: ("results",),
+    g.ForgetResponse: ("forgotten_ids",),
+    g.ListMemoriesResponse: ("memories",),
+    g.SearchHistoryResponse: ("entries",),
+    g.FindEntitiesResponse: ("entities",),
+    # The text is the gateway's bundle, already within its token budget; these bound the structured content.
+    g.GetContextResponse: ("cut_items", "items"),
+}
+# Stored strings outside memories, by the message that holds them: dotted field paths.
+STRINGS = {
+    g.Entity: ("name",),
+    g.HistoryEntry: ("turn.text", "turn.chat_id", "turn.session_id", "turn.request_id"),
+}
 
 
 @dataclass
 class Shaped:
-    """A response cut to size: ``resp`` (a copy), the cuts of each of its memories, keyed by the
-    path of the memory's holder in the response ("items", 3) or () for ``resp.memory``, and how many
-    entries of its list (``LISTS``) were left out."""
+    """A response cut to size: ``resp`` (a copy), the cuts of each holder of stored strings, keyed by
+    the holder's path in the response (("items", 3, "memory"), ("memory",), ("entries", 0)), and how
+    many entries of each list (``LISTS``) were left out."""
 
     resp: Message
     cuts: dict[tuple, Cuts]
-    left_out: int
+    left_out: dict[str, int]
 
 
-def _holders(resp: Message) -> list[tuple[tuple, Message]]:
-    """(path, message with a ``memory`` field set) for each memory of ``resp``."""
-    name = LISTS.get(type(resp))
-    if name in ("items", "results"):
-        return [((name, i), e) for i, e in enumerate(getattr(resp, name)) if e.HasField("memory")]
-    if "memory" in resp.DESCRIPTOR.fields_by_name and resp.HasField("memory"):
-        return [((), resp)]
-    return []
+def _memories(resp: Message) -> list[tuple[tuple, m.Memory]]:
+    """(path, memory) for each memory of ``resp``: its ``memory`` field, each entry of a list of
+    memories, and the ``memory`` of each entry of a list that holds one."""
+    out = []
+    for field, value in resp.ListFields():
+        if field.message_type is None:
+            continue
+        if field.message_type.full_name == m.Memory.DESCRIPTOR.full_name:
+            if field.is_repeated:
+                out += [((field.name, i), mem) for i, mem in enumerate(value)]
+            else:
+                out.append(((field.name,), value))
+        elif field.is_repeated and "memory" in field.message_type.fields_by_name:
+            out += [((field.name, i, "memory"), e.memory) for i, e in enumerate(value) if e.HasField("memory")]
+    return out
+
+
+def _get(holder: Message, dotted: str) -> tuple[Message, str]:
+    *parents, name = dotted.split(".")
+    for parent in parents:
+        holder = getattr(holder, parent)
+    return holder, name
+
+
+def _others(resp: Message) -> list[tuple[tuple, Message, tuple[str, ...]]]:
+    """(path, holder, dotted fields) for each holder of stored strings in a list of ``resp`` (``STRINGS``)."""
+    out = []
+    for field, value in resp.ListFields():
+        if field.is_repeated and field.message_type is not None and value:
+            fields = STRINGS.get(type(value[0]))
+            if fields:
+                out += [((field.name, i), e, fields) for i, e in enumerate(value)]
+    return out
+
+
+def _cut_strings(holder: Message, fields: tuple[str, ...], chars: int | None) -> Cuts:
+    cuts: Cuts = {}
+    for dotted in fields:
+        parent, name = _get(holder, dotted)
+        text = getattr(parent, name)
+        if chars is not None and len(text) > chars:
+            setattr(parent, name, text[:chars])
+            cuts[dotted] = {"chars_left_out": len(text) - chars}
+    return cuts
 
 
 def shape(resp: Message, chars: int | None, entries: int | None, body_offset: int = 0) -> Shaped:
@@ -63,32 +116,36 @@ def shape(resp: Message, chars: int | None, entries: int | None, body_offset: in
     entries (None: whole), bodies shown from character ``body_offset``."""
     out = type(resp)()
     out.CopyFrom(resp)
-    left_out = 0
-    name = LISTS.get(type(resp))
-    if name and entries is not None:
+    left_out = {}
+    for name in LISTS.get(type(resp), ()):
         field = getattr(out, name)
-        left_out = max(0, len(field) - entries)
-        del field[entries:]
+        if entries is not None and len(field) > entries:
+            left_out[name] = len(field) - entries
+            del field[entries:]
     cuts = {}
-    for path, holder in _holders(out):
-        short, cut = shorten(holder.memory, chars, entries, body_offset)
-        holder.memory.CopyFrom(short)
+    for path, mem in _memories(out):
+        short, cut = shorten(mem, chars, entries, body_offset)
+        mem.CopyFrom(short)
         cuts[path] = cut
+    for path, holder, fields in _others(out):
+        cuts[path] = _cut_strings(holder, fields, chars)
     return Shaped(out, cuts, left_out)
 
 
 def structured(shaped: Shaped) -> dict:
-    """The structured content of a shaped response: its JSON mapping, each cut memory's ``cut`` field,
-    and the response's ``cut`` field when entries of its list were left out."""
+    """The structured content of a shaped response: its JSON mapping, each cut holder's ``cut`` field,
+    and the response's ``cut`` field when entries of its lists were left out."""
     data = json_format.MessageToDict(
         shaped.resp, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
     for path, cut in shaped.cuts.items():
         if cut:
-            holder = data[path[0]][path[1]] if path else data
-            holder["memory"]["cut"] = cut
+            holder = data
+            for step in path:
+                holder = holder[step]
+            holder["cut"] = cut
     if shaped.left_out:
-        data["cut"] = {LISTS[type(shaped.resp)]: {"items_left_out": shaped.left_out}}
+        data["cut"] = {name: {"items_left_out": n} for name, n in shaped.left_out.items()}
     return data
 
 
@@ -106,13 +163,14 @@ def _largest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
 
 
 def _stored(resp: Message) -> list[str]:
-    """Every stored string of the memories of ``resp`` (what ``shorten`` cuts)."""
+    """Every stored string of ``resp`` (what ``shape`` cuts)."""
     out = []
-    for _, holder in _holders(resp):
-        mem = holder.memory
+    for _, mem in _memories(resp):
         out += [mem.title, mem.body, mem.invalidation_reason, mem.reason, mem.evidence.span, mem.evidence.turn]
         out += [link.target_entity_name for link in mem.links]
         out += [text for rev in mem.history for text in (rev.title, rev.body)]
+    for _, holder, fields in _others(resp):
+        out += [getattr(*_get(holder, dotted)) for dotted in fields]
     return out
 
 
@@ -140,8 +198,8 @@ def result(resp: Message, bound: Bound, body_offset: int = 0) -> tuple[str, dict
     entries = None
     chars = _largest(low, longest, lambda c: attempt(c, None)[2])
     if chars is None:
-        lists = [len(getattr(resp, LISTS[type(resp)]))] if type(resp) in LISTS else []
-        lists += [n for _, h in _holders(resp) for n in (len(h.memory.links), len(h.memory.history))]
+        lists = [len(getattr(resp, name)) for name in LISTS.get(type(resp), ())]
+        lists += [n for _, mem in _memories(resp) for n in (len(mem.links), len(mem.history))]
         # With entries left out, the strings get what room is left; 0 entries is the least there is.
         entries = _largest(0, max(lists, default=0), lambda e: attempt(low, e)[2]) or 0
         chars = _largest(low, longest, lambda c: attempt(c, entries)[2]) or low
@@ -149,9 +207,27 @@ def result(resp: Message, bound: Bound, body_offset: int = 0) -> tuple[str, dict
     return rendered, data
 
 
+def _string(value: str, cut: dict | None, rest: str = "") -> str:
+    """A stored string outside a memory quoted, followed by what was cut of it, if anything."""
+    if not cut or not cut.get("chars_left_out"):
+        return quote(value)
+    return f"{quote(value)} [cut: {cut['chars_left_out']} more characters{rest}]"
+
+
+def _again(left: int, kept: int, what: str) -> str:
+    """What a page cut to fit says: how many entries were left out and how to get them (AIP-158 lets
+    the page size change under the same token, so the same page asked for with fewer entries ends
+    where this one was cut, and its next_page_token goes on from there)."""
+    return (
+        f"# {left} more {what} of this page left out to keep this result within its size bound; ask for "
+        f"this page again (the same page_token) with page_size {max(kept, 1)} and follow its next_page_token "
+        "for them (this result's next_page_token would skip them)"
+    )
+
+
 def one(shaped: Shaped) -> str:
     """An answer holding one memory (Read, Remember, Derive, Correct, Supersede)."""
-    return memory(shaped.resp.memory, shaped.cuts.get(()))
+    return memory(shaped.resp.memory, shaped.cuts.get(("memory",)))
 
 
 def recall(shaped: Shaped) -> str:
@@ -168,10 +244,10 @@ def recall(shaped: Shaped) -> str:
             f"#{item.rank} lexical_rank {item.lexical_rank or '-'} dense_rank {item.dense_rank or '-'} "
             f"cosine {item.cosine:.3f} rerank {item.rerank_score:.3f}"
         )
-        lines.append(memory(item.memory, shaped.cuts.get(("items", i))))
-    if shaped.left_out:
+        lines.append(memory(item.memory, shaped.cuts.get(("items", i, "memory"))))
+    if left := shaped.left_out.get("items"):
         lines.append(
-            f"# {shaped.left_out} more recalled memories left out to keep this result within its size bound; "
+            f"# {left} more recalled memories left out to keep this result within its size bound; "
             "recall with a smaller top_k or a narrower question for them"
         )
     return "\n".join(lines)
@@ -179,7 +255,8 @@ def recall(shaped: Shaped) -> str:
 
 def forgotten(shaped: Shaped) -> str:
     """A Forget answer: the ids forgotten, the target first."""
-    more = f" and {shaped.left_out} more (left out of this result)" if shaped.left_out else ""
+    left = shaped.left_out.get("forgotten_ids")
+    more = f" and {left} more (left out of this result)" if left else ""
     return "forgot " + ", ".join(shaped.resp.forgotten_ids) + more
 
 
@@ -190,14 +267,83 @@ def capture(shaped: Shaped) -> str:
     for i, outcome in enumerate(resp.results):
         if outcome.HasField("memory"):
             lines.append(f"proposal {i}: stored")
-            lines.append(memory(outcome.memory, shaped.cuts.get(("results", i))))
+            lines.append(memory(outcome.memory, shaped.cuts.get(("results", i, "memory"))))
         else:
             skip = outcome.skipped
             known = f" (memory {skip.known_memory_id})" if skip.known_memory_id else ""
             lines.append(f"proposal {i}: skipped, {name_of(m.CaptureSkipReason, skip.reason)}: {skip.message}{known}")
-    if shaped.left_out:
-        lines.append(f"# the outcomes of {shaped.left_out} more proposals left out to keep this result short")
+    if left := shaped.left_out.get("results"):
+        lines.append(f"# the outcomes of {left} more proposals left out to keep this result short")
     return "\n".join(lines) if lines else "no proposals"
+
+
+def listed(shaped: Shaped) -> str:
+    """A ListMemories page: a count line, each memory, what was left out to fit and the next page."""
+    resp = shaped.resp
+    left = shaped.left_out.get("memories", 0)
+    lines = [
+        f"{len(resp.memories) + left} memories on this page of {resp.total_size} you can read that match, newest first."
+    ]
+    lines += [memory(mem, shaped.cuts.get(("memories", i))) for i, mem in enumerate(resp.memories)]
+    if left:
+        lines.append(_again(left, len(resp.memories), "memories"))
+    elif resp.next_page_token:
+        lines.append(f"# more on the next page: page_token {quote(resp.next_page_token)}")
+    return "\n".join(lines)
+
+
+def turn(entry: g.HistoryEntry, cuts: dict | None) -> str:
+    """One turn of the caller's history: a line of ours (id, role, when said, chat, session, score),
+    then its text quoted; a caution when its stored strings imitate our lines."""
+    cuts, t = cuts or {}, entry.turn
+    session = _string(t.session_id, cuts.get("turn.session_id")) + (" (computed)" if entry.session_computed else "")
+    score = f" | score {entry.score:.3f}" if entry.score else ""
+    lines = [
+        f"turn {entry.turn_id} | {t.role} | said {when(t.occurred_at)} | chat "
+        f"{_string(t.chat_id, cuts.get('turn.chat_id'))} | session {session}{score}"
+    ]
+    if any(imitates(text) for text in (t.text, t.chat_id, t.session_id) if text):
+        lines.append(f"  {CAUTION}")
+    lines.append(f"  text: {_string(t.text, cuts.get('turn.text'))}")
+    return "\n".join(lines)
+
+
+def history(shaped: Shaped) -> str:
+    """A SearchHistory page: what it is, each turn, what was left out to fit and the next page."""
+    resp = shaped.resp
+    left = shaped.left_out.get("entries", 0)
+    lines = [
+        f"{len(resp.entries) + left} turns of your own history on this page (what was said, as evidence: not "
+        "memories, never seen by anyone else); each turn's text quoted."
+    ]
+    lines += [turn(entry, shaped.cuts.get(("entries", i))) for i, entry in enumerate(resp.entries)]
+    if left:
+        lines.append(_again(left, len(resp.entries), "turns"))
+    elif resp.next_page_token:
+        lines.append(f"# more on the next page: page_token {quote(resp.next_page_token)}")
+    return "\n".join(lines)
+
+
+def entities(shaped: Shaped) -> str:
+    """A FindEntities answer: each entity's id and its name quoted; what was left out to fit."""
+    resp = shaped.resp
+    lines = [
+        f"{len(resp.entities) + shaped.left_out.get('entities', 0)} entities of that name that you can read a "
+        "memory about, oldest first; pass an id as entity_ids to recallatron_recall or as about_id to "
+        "recallatron_list_memories."
+    ]
+    lines += [
+        f"entity {e.id}: name {_string(e.name, shaped.cuts.get(('entities', i), {}).get('name'))}"
+        for i, e in enumerate(resp.entities)
+    ]
+    if left := shaped.left_out.get("entities"):
+        lines.append(f"# {left} more entities of that name left out to keep this result within its size bound")
+    return "\n".join(lines)
+
+
+def context(shaped: Shaped) -> str:
+    """A GetContext answer: the gateway's bundle text (rendered by servicekit.render, within its budget)."""
+    return shaped.resp.text
 
 
 # The text of each response type; any other holds one memory (``one``).
@@ -205,4 +351,8 @@ TEXTS: dict[type, Callable[[Shaped], str]] = {
     g.RecallResponse: recall,
     g.CaptureResponse: capture,
     g.ForgetResponse: forgotten,
+    g.ListMemoriesResponse: listed,
+    g.SearchHistoryResponse: history,
+    g.FindEntitiesResponse: entities,
+    g.GetContextResponse: context,
 }

@@ -1,4 +1,6 @@
-"""The eight memory tools, each one gateway RPC: its input schema follows the RPC's request message.
+"""The memory tools, each one gateway RPC: its input schema follows the RPC's request message. The
+seven operations and capture write and read memories; find_entities, search_history, list_memories
+and get_context look things up (FindEntities, SearchHistory, ListMemories, GetContext).
 
 Enum inputs take the short names the CLI uses (``note``, ``workspace``, ``conversation``;
 servicekit.vocabulary). Each tool returns the RPC's response as structured content (the protobuf
@@ -25,9 +27,11 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from cli import client, options
+from gateway import context
 from mcp_server import guidance, render
 from servicekit import limits, settings
-from servicekit.render import Bound
+from servicekit.errors import error_info
+from servicekit.render import CHARS_PER_TOKEN, Bound
 
 # One gRPC call may not outlast this many seconds: a stuck gateway becomes DEADLINE_EXCEEDED for the
 # model instead of a tool call that never returns. A cold Recall (first cross-encoder load) takes a
@@ -54,6 +58,28 @@ AudienceChoice = Annotated[
 ]
 
 Metadata = client.Metadata
+Superseded = Literal[tuple(options.SUPERSEDED)]
+
+# The most a bundle may hold in one result is a quarter of the result bound (``register``).
+ContextBudget = Annotated[
+    int,
+    Field(
+        ge=0,
+        le=context.MAX_BUDGET,
+        description=f"Most tokens of the bundle: 0 means {context.DEFAULT_BUDGET:,}, else {context.MIN_BUDGET}.."
+        f"{context.MAX_BUDGET:,}; a budget over a quarter of what one result holds (RECALLATRON_MCP_MAX_TOKENS, "
+        "default 8,000) is lowered to that quarter.",
+    ),
+]
+Time = Annotated[str | None, Field(description="An RFC 3339 time, e.g. 2026-03-02T08:00:00Z; unset: no bound.")]
+PageToken = Annotated[
+    str,
+    Field(
+        max_length=4096,
+        description="The next_page_token of the previous page, every other argument unchanged (page_size may "
+        "change); empty: the first page.",
+    ),
+]
 
 CAPTURE_GUIDANCE = (
     "Use it when the user states something worth keeping (a fact about them, a preference, a decision, "
@@ -78,15 +104,15 @@ class Proposal(BaseModel):
     about_ids: AboutIds = []  # noqa: RUF012
 
 
-def _timestamp(text: str | None) -> timestamp_pb2.Timestamp | None:
-    """RFC 3339 text -> Timestamp; a tool error INVALID_ARGUMENT for anything else."""
+def _timestamp(text: str | None, field: str = "occurred_at") -> timestamp_pb2.Timestamp | None:
+    """RFC 3339 text -> Timestamp; a tool error INVALID_ARGUMENT naming ``field`` for anything else."""
     if text is None:
         return None
     ts = timestamp_pb2.Timestamp()
     try:
         ts.FromJsonString(text)
     except ValueError as exc:
-        raise ToolError(f"INVALID_ARGUMENT: occurred_at {text!r} is not an RFC 3339 time: {exc}") from None
+        raise ToolError(f"INVALID_ARGUMENT: {field} {text!r} is not an RFC 3339 time: {exc}") from None
     return ts
 
 
@@ -114,21 +140,27 @@ def _mentions(names: list[str], ids: list[str]) -> list[m.EntityMention]:
 
 
 def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[Context], Metadata]) -> None:
-    """Adds the eight tools to ``server``; each calls ``gateway`` with the credential ``metadata_of(ctx)``.
+    """Adds the tools to ``server``; each calls ``gateway`` with the credential ``metadata_of(ctx)``.
 
     ``metadata_of`` raises ToolError (UNAUTHENTICATED) when the request carries no credential."""
     mem = gateway.memory
     config = settings.load()
     bound = Bound(config.mcp_max_tokens, config.mcp_max_chars)
 
-    def call(ctx: Context, rpc, build: Callable[[], object], body_offset: int = 0) -> CallToolResult:
+    def call(
+        ctx: Context,
+        rpc,
+        build: Callable[[], object],
+        body_offset: int = 0,
+        answer: Callable[[grpc.RpcError], CallToolResult | None] = lambda exc: None,
+    ) -> CallToolResult:
         """Builds the request, calls ``rpc`` and renders the response within ``bound``; a refusal is
-        an error result whose text is ``<status name>: <message>`` (returned, not raised, so the SDK
-        adds no prefix)."""
+        ``answer(exc)`` when that is a result, else an error result whose text is ``<status name>:
+        <message>`` (returned, not raised, so the SDK adds no prefix)."""
         try:
             resp = rpc(build(), metadata=metadata_of(ctx), timeout=CALL_TIMEOUT_S)
         except grpc.RpcError as exc:
-            return error(f"{exc.code().name}: {exc.details()}")
+            return answer(exc) or error(f"{exc.code().name}: {exc.details()}")
         except ToolError as exc:
             return error(str(exc))
         rendered, structured = render.result(resp, bound, body_offset)
@@ -334,4 +366,133 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                     for p in proposals
                 ],
             ),
+        )
+
+    @tool(
+        "Find entities (the people, projects, places and things memories are about) by their exact name, "
+        "case-insensitive, among those you can read a memory about. Use it to get an entity's id, then "
+        "recall with entity_ids or list with about_id for the memories about it alone.",
+        read_only_hint=True,
+    )
+    def recallatron_find_entities(
+        name: Annotated[str, Field(min_length=1, max_length=200, description="The entity's name, 1..200 characters.")],
+        ctx: Context,
+    ) -> CallToolResult:
+        return call(ctx, mem.FindEntities, lambda: g.FindEntitiesRequest(name=name))
+
+    @tool(
+        "Search your own conversation history: the turns kept for you alone as evidence of what was said "
+        "(by capture or a harness), never memories and never seen by anyone else. With a query, keyword "
+        "search, best first; without, every turn oldest first; either narrowed to a time range, a chat or a "
+        "session, a page at a time. Use it when the user refers to an earlier conversation ('what did I "
+        "say last week about ...') or you need the exact words; memories are what recallatron_recall finds.",
+        read_only_hint=True,
+    )
+    def recallatron_search_history(
+        ctx: Context,
+        query: Annotated[str, Field(max_length=32_768, description="Keywords; empty: every turn, oldest first.")] = "",
+        start_time: Annotated[Time, Field(description="Only turns said at or after this RFC 3339 time.")] = None,
+        end_time: Annotated[Time, Field(description="Only turns said before this RFC 3339 time.")] = None,
+        chat_id: Annotated[str, Field(max_length=200, description="Only turns of this chat; empty: every chat.")] = "",
+        session_id: Annotated[
+            str, Field(max_length=200, description="Only turns of this session; empty: every session.")
+        ] = "",
+        page_size: Annotated[int, Field(ge=0, le=200, description="Turns per page, 0..200; 0 means 20.")] = 0,
+        page_token: PageToken = "",
+    ) -> CallToolResult:
+        return call(
+            ctx,
+            mem.SearchHistory,
+            lambda: g.SearchHistoryRequest(
+                query=query,
+                start_time=_timestamp(start_time, "start_time"),
+                end_time=_timestamp(end_time, "end_time"),
+                chat_id=chat_id,
+                session_id=session_id,
+                page_size=page_size,
+                page_token=page_token,
+            ),
+        )
+
+    @tool(
+        "List the memories you can read, newest first, a page at a time, narrowed by kind, audience, purpose, "
+        "entity, source memory, creation or change time, or superseded. Use it to browse or review (what was "
+        "stored this week, your own private memories, everything about one entity); to answer a question, "
+        "use recallatron_recall.",
+        read_only_hint=True,
+    )
+    def recallatron_list_memories(
+        ctx: Context,
+        kind: Annotated[Kind | None, Field(description="Only this kind; unset: every kind.")] = None,
+        audience: Annotated[
+            Audience | None, Field(description="workspace, or member (your own private ones); unset: both.")
+        ] = None,
+        purpose: Annotated[Purpose | None, Field(description="Only this purpose; unset: every one granted.")] = None,
+        about_id: Annotated[str, Field(description="Only memories about this entity (UUID).")] = "",
+        derived_from_id: Annotated[str, Field(description="Only memories derived from this memory (UUID).")] = "",
+        created_after: Annotated[Time, Field(description="Only memories created at or after this time.")] = None,
+        created_before: Annotated[Time, Field(description="Only memories created before this time.")] = None,
+        updated_after: Annotated[Time, Field(description="Only memories last changed at or after this time.")] = None,
+        updated_before: Annotated[Time, Field(description="Only memories last changed before this time.")] = None,
+        superseded: Annotated[Superseded, Field(description="current (the default), superseded, or all.")] = "current",
+        include_history: Annotated[bool, Field(description="Also show each memory's earlier revisions.")] = False,
+        page_size: Annotated[int, Field(ge=0, le=200, description="Memories per page, 0..200; 0 means 50.")] = 0,
+        page_token: PageToken = "",
+    ) -> CallToolResult:
+        return call(
+            ctx,
+            mem.ListMemories,
+            lambda: g.ListMemoriesRequest(
+                kind=options.KINDS[kind] if kind else 0,
+                audience=options.AUDIENCES[audience] if audience else 0,
+                purpose=options.PURPOSES[purpose] if purpose else 0,
+                entity_id=about_id,
+                derived_from_id=derived_from_id,
+                created_after=_timestamp(created_after, "created_after"),
+                created_before=_timestamp(created_before, "created_before"),
+                updated_after=_timestamp(updated_after, "updated_after"),
+                updated_before=_timestamp(updated_before, "updated_before"),
+                superseded=options.SUPERSEDED[superseded],
+                include_history=include_history,
+                page_size=page_size,
+                page_token=page_token,
+            ),
+        )
+
+    # The bundle's text is held to its budget, and the structured content holds its memories again and
+    # the text itself: a budget of a quarter of the result bound leaves both room.
+    most_budget = min(bound.tokens, bound.chars // CHARS_PER_TOKEN) // 4
+
+    def bundle_off(exc: grpc.RpcError) -> CallToolResult | None:
+        """The bundle being off is an answer, not a failure: the model should recall instead."""
+        info = error_info(exc)
+        if info is None or info.reason != "CONTEXT_BUNDLE_OFF":
+            return None
+        text = (
+            "The context bundle is off in this workspace (its context_bundle setting, off by default), so "
+            "there is no bundle to load; this is not an error. Call recallatron_recall with what the user "
+            f"asks instead. (The gateway said {exc.code().name}: {exc.details()})"
+        )
+        data = {"context_bundle": "off", "status": exc.code().name, "reason": info.reason, "message": exc.details()}
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+    @tool(
+        "Load your context bundle for one purpose: the memories you pinned, the newest summaries, the newest "
+        "memory about each entity most mentioned lately and the newest memories, each with its provenance "
+        "before its text, cut to a token budget (the last line says what was cut). Use it once at the start "
+        "of a conversation for background; recall for anything specific. When the workspace has the bundle "
+        "off the result says so (not an error): recall instead.",
+        read_only_hint=True,
+    )
+    def recallatron_get_context(
+        ctx: Context,
+        purpose: Purpose = "conversation",
+        token_budget: ContextBudget = 0,
+    ) -> CallToolResult:
+        budget = min(token_budget or context.DEFAULT_BUDGET, most_budget)
+        return call(
+            ctx,
+            mem.GetContext,
+            lambda: g.GetContextRequest(purpose=options.PURPOSES[purpose], token_budget=budget),
+            answer=bundle_off,
         )

@@ -1,5 +1,5 @@
 """`recallatron mcp` as an MCP client meets it: the SDK's own client over stdio and over streamable
-HTTP, against the real stack (tests/conftest.py). The eight tools are listed with the guidance, each
+HTTP, against the real stack (tests/conftest.py). The tools are listed with the guidance, each
 is called with good and with bad input (a tool error that names the gRPC status), and a member's
 tools never show another member's memory. The context bundle's prompt and resource give the
 caller's GetContext text, or an error naming the status."""
@@ -37,6 +37,10 @@ TOOLS = {
     "recallatron_supersede",
     "recallatron_forget",
     "recallatron_capture",
+    "recallatron_find_entities",
+    "recallatron_search_history",
+    "recallatron_list_memories",
+    "recallatron_get_context",
 }
 
 
