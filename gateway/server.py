@@ -25,6 +25,7 @@ from gateway import context as bundle
 from gateway.auth import OperatorCredential, authenticate
 from gateway.curation import InputVersion
 from gateway.dependencies import WATCH_SECONDS, Dependencies
+from gateway.prompt_context import PromptContexter
 from gateway.recall import RecallConfig, Recaller
 from servicekit import clients
 from servicekit.limits import INTERNAL_DEADLINE_SECONDS, SHUTDOWN_GRACE_SECONDS
@@ -57,6 +58,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         self, store: store_pb2_grpc.StoreServiceStub, recaller: Recaller, input_version: InputVersion | None = None
     ) -> None:
         self.store, self.recaller = store, recaller
+        self.prompt_context = PromptContexter(store, recaller)
         # The embed service's stamp for duplicate proposals; none known without one (gateway.curation).
         self.input_version = input_version or InputVersion(None, lambda: True, 0.0)
 
@@ -231,6 +233,10 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         )
         return bundle.build(resp.entries, request.purpose, budget)
 
+    def PromptContext(self, request, context):
+        auth = authenticate(self.store, context)
+        return self.prompt_context.answer(request, auth.caller, auth.settings)
+
     def Capture(self, request, context):
         auth = authenticate(self.store, context)
         resp = self.store.Capture(s.CaptureRequest(caller=auth.caller, **fields_set(request)))
@@ -311,6 +317,8 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
             default_mode=resp.settings.default_mode,
             context_bundle=resp.settings.context_bundle,
             expiry_days=resp.settings.expiry_days,
+            inject_gate=resp.settings.inject_gate,
+            inject_min_cosine=resp.settings.inject_min_cosine,
         )
 
     def RebuildEmbeddings(self, request, context):
