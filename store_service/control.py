@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from recallatron.memory.v1 import memory_pb2 as m
 
+from servicekit import relevance_gate, vocabulary
 from servicekit.errors import InvalidArgument, NotFound, Unauthenticated
 from store_service.database import Databases, named, new_db_name
 from store_service.vocabulary import MODE_OF, MODES, PURPOSE_OF, PURPOSES, ROLE_OF, ROLES, enum_value, parse_uuid
@@ -29,16 +30,31 @@ class Workspace:
     # The expiry gate (store_service/expiry.py): days without an update that hide a memory from
     # recall; 0 when off (stored as NULL).
     expiry_days: int = 0
+    # The relevance gate of per-turn recall (servicekit/relevance_gate.py): the preset's short name
+    # ("" when the workspace set a number), and the minimum cosine in force.
+    inject_gate: str = relevance_gate.DEFAULT
+    inject_min_cosine: float = relevance_gate.PRESETS[relevance_gate.DEFAULT]
 
 
 # The columns of a workspace row, as ``_workspace`` reads them.
-WORKSPACE_COLUMNS = "id, db_name, dense_floor, default_mode, context_bundle, expiry_days"
+WORKSPACE_COLUMNS = (
+    "id, db_name, dense_floor, default_mode, context_bundle, expiry_days, inject_gate, inject_min_cosine"
+)
 
 
 def _workspace(row) -> Workspace:
     """A Workspace of a named row selected with ``WORKSPACE_COLUMNS``."""
+    # Both NULL is the default preset; a preset is kept by name, so a refitted one applies at once.
+    preset = "" if row.inject_min_cosine is not None else row.inject_gate or relevance_gate.DEFAULT
     return Workspace(
-        row.id, row.db_name, row.dense_floor, MODE_OF[row.default_mode], row.context_bundle, row.expiry_days or 0
+        row.id,
+        row.db_name,
+        row.dense_floor,
+        MODE_OF[row.default_mode],
+        row.context_bundle,
+        row.expiry_days or 0,
+        preset,
+        relevance_gate.PRESETS[preset] if preset else row.inject_min_cosine,
     )
 
 
@@ -153,7 +169,7 @@ class ControlPlane:
                 named(conn)
                 .execute(
                     """SELECT w.id, w.db_name, w.dense_floor, w.default_mode, w.context_bundle, w.expiry_days,
-                            mb.id AS member_id, mb.role, c.purposes
+                            w.inject_gate, w.inject_min_cosine, mb.id AS member_id, mb.role, c.purposes
                      FROM credential c JOIN member mb ON mb.id = c.member_id JOIN workspace w ON w.id = mb.workspace_id
                     WHERE c.token_sha256 = %s AND c.revoked_at IS NULL AND mb.removed_at IS NULL""",
                     (token_digest(token),),
@@ -177,10 +193,12 @@ class ControlPlane:
         default_mode: int,
         context_bundle: bool | None = None,
         expiry_days: int | None = None,
+        inject: tuple[str | None, float | None] | None = None,
     ) -> Workspace:
-        """Changes a workspace's floor, default mode, context bundle switch and/or expiry gate (None
-        and unspecified keep them; ``expiry_days`` 0 turns the gate off, 1..3650 on, as
-        ``expiry.gate_setting`` checked it); NOT_FOUND or INVALID_ARGUMENT as fits."""
+        """Changes a workspace's floor, default mode, context bundle switch, expiry gate and/or
+        relevance gate (None and unspecified keep them; ``expiry_days`` 0 turns the gate off, 1..3650
+        on, as ``expiry.gate_setting`` checked it; ``inject`` is a preset's short name or a minimum
+        cosine, as ``inject_setting`` checked it); NOT_FOUND or INVALID_ARGUMENT as fits."""
         ws = parse_uuid(workspace_id, "workspace_id", missing_is_not_found=True)
         if dense_floor is not None and not 0.0 <= dense_floor <= 1.0:
             raise InvalidArgument("dense_floor must be between 0 and 1", field="dense_floor")
@@ -194,9 +212,20 @@ class ControlPlane:
                            default_mode = coalesce(%(mode)s, default_mode),
                            context_bundle = coalesce(%(bundle)s, context_bundle),
                            expiry_days = CASE WHEN %(expiry)s::int IS NULL THEN expiry_days
-                                              ELSE nullif(%(expiry)s::int, 0) END
+                                              ELSE nullif(%(expiry)s::int, 0) END,
+                           inject_gate = CASE WHEN %(inject)s THEN %(preset)s::text ELSE inject_gate END,
+                           inject_min_cosine = CASE WHEN %(inject)s THEN %(cosine)s::float8 ELSE inject_min_cosine END
                      WHERE id = %(ws)s RETURNING {WORKSPACE_COLUMNS}""",
-                    {"floor": dense_floor, "mode": mode, "bundle": context_bundle, "expiry": expiry_days, "ws": ws},
+                    {
+                        "floor": dense_floor,
+                        "mode": mode,
+                        "bundle": context_bundle,
+                        "expiry": expiry_days,
+                        "inject": inject is not None,
+                        "preset": inject[0] if inject else None,
+                        "cosine": inject[1] if inject else None,
+                        "ws": ws,
+                    },
                 )
                 .fetchone()
             )
@@ -243,3 +272,23 @@ class ControlPlane:
         with self.dbs.control.connection() as conn:
             rows = named(conn).execute(f"SELECT {WORKSPACE_COLUMNS} FROM workspace ORDER BY created_at").fetchall()
         return [_workspace(r) for r in rows]
+
+
+def inject_setting(req) -> tuple[str | None, float | None] | None:
+    """The relevance gate an UpdateWorkspaceSettingsRequest asks for: None to keep it, else
+    ``(preset, None)`` or ``(None, min_cosine)``. INVALID_ARGUMENT for an unspecified or unknown
+    preset, or a cosine outside 0..1 (NaN included)."""
+    which = req.WhichOneof("inject")
+    if which is None:
+        return None
+    if which == "inject_gate":
+        presets = vocabulary.names(m.InjectGate)
+        if req.inject_gate not in presets:
+            raise InvalidArgument(
+                f"inject_gate must be one of {', '.join(presets.values())} (or set inject_min_cosine, 0..1)",
+                field="inject_gate",
+            )
+        return presets[req.inject_gate], None
+    if not 0.0 <= req.inject_min_cosine <= 1.0:
+        raise InvalidArgument("inject_min_cosine must be between 0 and 1", field="inject_min_cosine")
+    return None, req.inject_min_cosine

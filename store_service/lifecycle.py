@@ -28,7 +28,16 @@ from servicekit.errors import (
     NotFound,
     PermissionDenied,
 )
-from store_service import capture, conflict_flags, entities, idempotency, known, lexical_index, membership
+from store_service import (
+    capture,
+    conflict_flags,
+    entities,
+    idempotency,
+    known,
+    lexical_index,
+    membership,
+    prompt_sessions,
+)
 from store_service.database import named
 from store_service.memories import (
     COLUMNS,
@@ -422,6 +431,7 @@ def _forget_once(conn: psycopg.Connection, req: s.ForgetRequest, removal: bool) 
         # The request fingerprint and body key go with the text (store_service/idempotency.py,
         # known.py): the id stays used. So does capture evidence (capture.erase).
         capture.erase(conn, closure)
+        prompt_sessions.forget_memories(conn, closure)  # which sessions were shown it
         conn.execute(
             """UPDATE memory SET title = '', body = '', reason = NULL, request_fingerprint = NULL, body_key = NULL,
                       forgotten_at = now(),

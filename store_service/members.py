@@ -14,6 +14,8 @@ In this order, each step safe to run again, so a run that stops half way is fini
 4. all of the member's history evidence is forgotten (``history.forget_all``). It is owner-only:
    nobody else may ever read it, so keeping it would keep words nobody can use or review, and
    forgetting it is what the member's own ForgetHistory would do.
+5. which memories PromptContext showed the member in its sessions is dropped
+   (``prompt_sessions.forget_member``).
 
 So once RemoveMember answers, no live member-only memory or history turn of the member exists and
 none can appear.
@@ -46,7 +48,7 @@ from contextlib import contextmanager
 import psycopg
 from recallatron.store.v1 import store_pb2 as s
 
-from store_service import history, lifecycle, membership
+from store_service import history, lifecycle, membership, prompt_sessions
 from store_service.control import ControlPlane
 from store_service.database import Databases
 
@@ -87,6 +89,7 @@ def remove(control: ControlPlane, dbs: Databases, workspace_id: str, member_id: 
         membership.mark_removed(conn, member)
         forgotten = lifecycle.forget_member(conn, removal.caller)
         turns = history.forget_all(conn, member)
+        prompt_sessions.forget_member(conn, member)
     return s.RemoveMemberResponse(
         revoked=removal.revoked,
         forgotten_ids=forgotten,

@@ -13,7 +13,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 from recallatron.store.v1 import store_pb2_grpc
 
-from servicekit import clients
+from servicekit import clients, vocabulary
 from servicekit.breaker import CircuitBreaker
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument, NotFound, Unavailable, status_proto_for
@@ -41,8 +41,9 @@ from store_service import (
     members,
     memories,
     pins,
+    prompt_sessions,
 )
-from store_service.control import ControlPlane, Workspace
+from store_service.control import ControlPlane, Workspace, inject_setting
 from store_service.database import Databases
 from store_service.embedding_job import EMBED_TIMEOUT_SECONDS, EmbeddingWorker, requeue
 from store_service.vocabulary import parse_uuid
@@ -94,6 +95,8 @@ def _settings(ws: Workspace) -> s.WorkspaceSettings:
         default_mode=ws.default_mode,
         context_bundle=ws.context_bundle,
         expiry_days=ws.expiry_days,
+        inject_gate=vocabulary.values(m.InjectGate).get(ws.inject_gate, 0),
+        inject_min_cosine=ws.inject_min_cosine,
     )
 
 
@@ -340,6 +343,15 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             self._wake(request.caller)
         return response
 
+    # PromptContext's session memory (store_service/prompt_sessions.py).
+    def ShownInSession(self, request, context):
+        with self._conn(request.caller) as conn:
+            return prompt_sessions.shown(conn, request)
+
+    def RecordShown(self, request, context):
+        with self._conn(request.caller) as conn:
+            return prompt_sessions.record(conn, request)
+
     # Curation: duplicate proposals and conflict flags (issue 9; store_service/curation.py).
     def ListDuplicateProposals(self, request, context):
         with self._conn(request.caller) as conn:
@@ -372,6 +384,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             request.default_mode,
             request.context_bundle if request.HasField("context_bundle") else None,
             expiry.gate_setting(request),
+            inject_setting(request),
         )
         return s.UpdateWorkspaceSettingsResponse(settings=_settings(ws))
 
