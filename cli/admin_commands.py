@@ -16,6 +16,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from cli import client, options
 from cli.dataset import load_file, report_failures, wait_for_backlog
+from servicekit import vocabulary
 from servicekit.vocabulary import name_of
 
 SWITCH = {"on": True, "off": False}
@@ -29,7 +30,8 @@ def workspace_parser(sub: argparse._SubParsersAction) -> None:
     options.gateway_options(wc, operator=True)
     wc.set_defaults(handler=workspace_create)
     wst = ws.add_parser(
-        "settings", help="change a workspace's dense floor, default mode, context bundle or expiry gate"
+        "settings",
+        help="change a workspace's dense floor, default mode, context bundle, expiry gate or relevance gate",
     )
     wst.add_argument("--workspace", required=True)
     wst.add_argument("--floor", type=float, help="dense-arm cosine floor, 0..1")
@@ -43,8 +45,34 @@ def workspace_parser(sub: argparse._SubParsersAction) -> None:
         help="turn the expiry gate on: memories not updated for N days (1..3650) are hidden from recall",
     )
     gate.add_argument("--expiry", choices=("off",), help="turn the expiry gate off (off by default)")
+    wst.add_argument(
+        "--inject-gate",
+        type=inject_gate,
+        metavar="strict|default|loose|NUMBER",
+        help="the relevance gate of per-turn recall (prompt-context, the hooks): a preset or a minimum cosine 0..1",
+    )
     options.gateway_options(wst, operator=True)
     wst.set_defaults(handler=workspace_settings)
+
+
+def inject_gate(text: str) -> tuple[int, float | None]:
+    """The ``--inject-gate`` type: a preset's name as (its value, None) or a number 0..1 as (0, it);
+    a usage error otherwise."""
+    presets = vocabulary.values(m.InjectGate)
+    if text in presets:
+        return presets[text], None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:  # NaN included
+        raise argparse.ArgumentTypeError(f"{text!r} is not {', '.join(presets)} or a minimum cosine 0..1")
+    return 0, value
+
+
+def inject_text(preset: int, min_cosine: float) -> str:
+    """The relevance gate in force as printed: ``default(0.45)``, or the number alone (``0.40``)."""
+    return f"{name_of(m.InjectGate, preset)}({min_cosine:.2f})" if preset else f"{min_cosine:.2f}"
 
 
 @client.gateway_command
@@ -67,6 +95,8 @@ def workspace_settings(gw: client.Gateway, args: argparse.Namespace) -> int:
             context_bundle=SWITCH.get(args.context_bundle),
             expiry_days=args.expiry_days,
             expiry_off=True if args.expiry == "off" else None,
+            inject_gate=args.inject_gate[0] if args.inject_gate and args.inject_gate[0] else None,
+            inject_min_cosine=args.inject_gate[1] if args.inject_gate and not args.inject_gate[0] else None,
         ),
         metadata=gw.metadata,
     )
@@ -75,7 +105,8 @@ def workspace_settings(gw: client.Gateway, args: argparse.Namespace) -> int:
         args.json,
         f"dense_floor={resp.dense_floor:.2f} default_mode={name_of(m.RecallMode, resp.default_mode)} "
         f"expiry={f'{resp.expiry_days}d' if resp.expiry_days else 'off'} "
-        f"context_bundle={'on' if resp.context_bundle else 'off'}",
+        f"context_bundle={'on' if resp.context_bundle else 'off'} "
+        f"inject_gate={inject_text(resp.inject_gate, resp.inject_min_cosine)}",
     )
     return 0
 

@@ -1,5 +1,7 @@
 """The context bundle's commands: ``context`` prints the caller's bundle for a prompt, ``pin`` and
-``unpin`` choose what it always holds (gateway GetContext, PinMemory, UnpinMemory).
+``unpin`` choose what it always holds (gateway GetContext, PinMemory, UnpinMemory); and
+``prompt-context``, the memories to put before one user turn (gateway PromptContext; docs/agents.md,
+"Per-turn recall").
 
 ``recallatron context`` is for bots that assemble their own prompt: it prints the rendered block
 (``--json``: the whole response, items and cut items included). The workspace must have the bundle
@@ -14,6 +16,7 @@ import datetime
 from recallatron.gateway.v1 import gateway_pb2 as g
 
 from cli import client, options
+from cli.history_commands import instant
 
 
 def context_parser(sub: argparse._SubParsersAction) -> None:
@@ -72,4 +75,46 @@ def unpin(gw: client.Gateway, args: argparse.Namespace) -> int:
     return 0
 
 
-PARSERS = (context_parser, pin_parser)
+def prompt_context_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron prompt-context``."""
+    pc = sub.add_parser(
+        "prompt-context",
+        help="print the memories to put before one user turn (per-turn recall through the relevance gate)",
+        description="Prints the block to prepend to the prompt; nothing when no memory is about the turn. "
+        "With --session, a memory already printed for that session (at its current revision) is not "
+        "printed again for 24 hours.",
+    )
+    pc.add_argument("text", help="the user's turn")
+    pc.add_argument(
+        "--budget",
+        type=options.int32,
+        default=0,
+        help="most tokens (an estimate: docs/agents.md), 100..2500; default 600",
+    )
+    pc.add_argument(
+        "--session", default="", metavar="KEY", help="the conversation's key (a chat id), 1..200 characters"
+    )
+    pc.add_argument("--reference-time", type=instant, metavar="ISO", help="when the turn was said (default now)")
+    options.gateway_options(pc)
+    pc.set_defaults(handler=prompt_context)
+
+
+@client.gateway_command
+def prompt_context(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """PromptContext: prints the block (nothing when it is empty), or the protobuf JSON."""
+    resp = gw.memory.PromptContext(
+        g.PromptContextRequest(
+            text=args.text,
+            purpose=options.PURPOSES[args.purpose],
+            reference_time=args.reference_time,
+            token_budget=args.budget,
+            session_key=args.session,
+        ),
+        metadata=gw.metadata,
+    )
+    if args.json or resp.text:
+        client.emit(resp, args.json, resp.text)
+    return 0
+
+
+PARSERS = (context_parser, pin_parser, prompt_context_parser)
