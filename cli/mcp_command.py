@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
 from urllib.parse import urlsplit
 
@@ -57,6 +58,33 @@ def allowed_origin(text: str) -> str:
     return f"{scheme.lower()}://{value}"
 
 
+def public_url(text: str) -> str:
+    """The ``--public-url`` type: ``https://HOST[:PORT]`` (``http://`` only for a loopback host), the
+    scheme and host lower-cased, no path."""
+    scheme, sep, rest = text.partition("://")
+    scheme = scheme.lower()
+    value = _netloc(rest, scheme) if sep and scheme in ("http", "https") and not rest.endswith(":*") else None
+    host = urlsplit(f"{scheme}://{value}").hostname if value else None
+    if value is None or (scheme == "http" and not _loopback(host)):
+        raise argparse.ArgumentTypeError(f"expected https://HOST[:PORT] (http:// for a loopback host), got {text!r}")
+    return f"{scheme}://{value}"
+
+
+def _loopback(host: str | None) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host or "").is_loopback
+    except ValueError:
+        return False
+
+
+def default_public_url(host: str, port: int) -> str | None:
+    """The URL OAuth names when --public-url is not given: the bound address itself when it is a
+    loopback one (only this machine can reach it); None otherwise (OAuth off: no URL to name)."""
+    if not _loopback(host):
+        return None
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def positive_int(text: str) -> int:
     """A whole number 1..1,000,000; a usage error otherwise."""
     if not text.strip().isdigit() or not 1 <= int(text) <= 1_000_000:
@@ -108,6 +136,15 @@ def mcp_parser(sub: argparse._SubParsersAction) -> None:
         "a request without Origin is accepted",
     )
     http.add_argument(
+        "--public-url",
+        type=public_url,
+        metavar="URL",
+        help="the URL clients reach this server at (https://HOST[:PORT], e.g. behind a TLS proxy): turns on "
+        "OAuth sign-in (docs/agents.md, 'Remote MCP sign-in (OAuth)') with this URL as issuer and URL/mcp as "
+        "the resource, and accepts its Host and Origin. Default: the bound address on a loopback bind; "
+        "on any other bind, no OAuth (bearer member tokens only)",
+    )
+    http.add_argument(
         "--sessions-per-member",
         type=positive_int,
         metavar="N",
@@ -129,22 +166,31 @@ def mcp(args: argparse.Namespace, settings: Settings) -> int:
     from mcp_server import server  # the MCP SDK loads only for this command
 
     gateway_addr = args.gateway or settings.gateway_addr
-    http_options = (args.allowed_host, args.allowed_origin, args.sessions_per_member, args.session_idle_timeout)
+    http_options = (
+        args.allowed_host,
+        args.allowed_origin,
+        args.sessions_per_member,
+        args.session_idle_timeout,
+        args.public_url,
+    )
     if args.http:
         if args.token:
             raise SystemExit("--token is for stdio: over HTTP each request sends its own bearer token")
         host, port = args.http
+        public = args.public_url or default_public_url(host, port)
+        own = [urlsplit(args.public_url).netloc] if args.public_url else []
         options = server.HttpOptions(
             host,
             port,
-            allowed_hosts=tuple(args.allowed_host or ()),
-            allowed_origins=tuple(args.allowed_origin or ()),
+            allowed_hosts=tuple((args.allowed_host or []) + own),
+            allowed_origins=tuple((args.allowed_origin or []) + ([args.public_url] if args.public_url else [])),
             sessions_per_member=args.sessions_per_member or SESSIONS_PER_MEMBER,
             idle_timeout=args.session_idle_timeout or SESSION_IDLE_TIMEOUT_S,
+            public_url=public,
         )
         server.run_http(gateway_addr, options)
     elif any(option is not None for option in http_options):
-        raise SystemExit("--allowed-host, --allowed-origin and the session bounds are for --http")
+        raise SystemExit("--allowed-host, --allowed-origin, --public-url and the session bounds are for --http")
     else:
         server.run_stdio(gateway_addr, client.member_token(args))
     return 0

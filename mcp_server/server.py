@@ -1,5 +1,5 @@
 """The MCP server over stdio (one member, its token from the environment) or streamable HTTP
-(each request's member token from its ``Authorization: Bearer`` header).
+(each request's member token, or an OAuth access token, from its ``Authorization: Bearer`` header).
 
 Over HTTP the server holds no credential of its own: it forwards each request's bearer token to the
 gateway, which authenticates it like any other call, so one server serves many members and a member's
@@ -7,6 +7,9 @@ tools see only what that member may read. Before MCP sees a request, ``MemberGat
 Host or Origin, and asks the gateway whether the bearer is a live member token (401 otherwise, so no
 session is ever opened for a bad token). The SDK's session manager binds each session to the token
 that opened it and closes idle ones; ``MemberSessions`` adds a bound on the sessions one member holds.
+With a public URL (a loopback bind, or ``--public-url``) the server is also an OAuth protected resource
+and its own authorization server (mcp_server/oauth.py): an access token stands for a member token
+narrowed to the purposes the person chose, and is checked with the gateway the same way.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from cli import client
-from mcp_server import bundle, guidance, tools
+from mcp_server import bundle, guidance, oauth, tools
 
 log = logging.getLogger("recallatron.mcp")
 NAME = "recallatron"
@@ -91,12 +94,18 @@ def bearer_of(authorization: str | None) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
+# Where MemberGate leaves, in a request's ASGI scope, the gRPC metadata its tools call the gateway with.
+METADATA_SCOPE_KEY = "recallatron.metadata"
+
+
 def header_metadata(ctx: Context) -> client.Metadata:
-    """The gRPC metadata of an HTTP request's own bearer token (ToolError UNAUTHENTICATED without one)."""
-    token = bearer_of((ctx.headers or {}).get("authorization"))
-    if token is None:
+    """The gRPC metadata of the HTTP request's member, as MemberGate checked it (ToolError
+    UNAUTHENTICATED when the request did not pass it)."""
+    scope = getattr(ctx.request_context.request, "scope", None) or {}
+    metadata = scope.get(METADATA_SCOPE_KEY)
+    if metadata is None:
         raise ToolError("UNAUTHENTICATED: send the member token as 'Authorization: Bearer <token>'")
-    return client.bearer(token)
+    return metadata
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,9 @@ class HttpOptions:
     allowed_origins: tuple[str, ...]
     sessions_per_member: int
     idle_timeout: float
+    # The URL clients reach this server at (scheme, host, port; no path): the OAuth issuer, and the
+    # resource is it plus /mcp. None: no OAuth, bearer member tokens only.
+    public_url: str | None = None
 
 
 def transport_security(options: HttpOptions) -> TransportSecuritySettings:
@@ -170,9 +182,16 @@ class MemberGate:
     Nothing is cached: each request's token is checked again, so a revoked token stops at its next
     request, and the tools forward the same token to the gateway, which authenticates every call."""
 
-    def __init__(self, gateway: client.Gateway, sessions: MemberSessions) -> None:
+    def __init__(
+        self, gateway: client.Gateway, sessions: MemberSessions, provider: oauth.Provider | None = None
+    ) -> None:
         self.gateway = gateway
         self.sessions = sessions
+        self.provider = provider
+        # The challenge of a 401: with OAuth, where a client finds how to sign in (RFC 9728 5.1).
+        self.challenge = "Bearer"
+        if provider is not None:
+            self.challenge += f' resource_metadata="{oauth.resource_metadata_url(provider.resource)}"'
         self.origin_checks = TransportSecurityMiddleware(sessions.security_settings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -202,33 +221,58 @@ class MemberGate:
                 401,
                 "UNAUTHENTICATED",
                 "send the member token as 'Authorization: Bearer <token>'",
-                **{"WWW-Authenticate": "Bearer"},
+                **{"WWW-Authenticate": self.challenge},
             )
         code, details = grpc.StatusCode.UNAUTHENTICATED, "missing or invalid token"
+        user = metadata = None
         if token.isascii() and token.isprintable() and len(token) <= MAX_BEARER_CHARS:
-            code, details = await anyio.to_thread.run_sync(self._check, token)
-        if code == grpc.StatusCode.UNAUTHENTICATED:
-            return _refusal(401, "UNAUTHENTICATED", details, **{"WWW-Authenticate": 'Bearer error="invalid_token"'})
+            user, metadata = await self._member_of(token)
+        if metadata is not None:
+            code, details = await anyio.to_thread.run_sync(self._check, metadata)
+        if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+            challenge = self.challenge.replace("Bearer", 'Bearer error="invalid_token",', 1).rstrip(",")
+            return _refusal(401, "UNAUTHENTICATED", details, **{"WWW-Authenticate": challenge})
         if code != grpc.StatusCode.OK:
             log.warning("MCP request refused: the gateway could not check its token: %s: %s", code.name, details)
             return _refusal(503, "UNAVAILABLE", f"the gateway could not check the token: {code.name}: {details}")
-        scope["user"] = AuthenticatedUser(AccessToken(token=token, client_id=member_key(token), scopes=[]))
-        scope["auth"] = AuthCredentials([])
+        scope["user"] = user
+        scope["auth"] = AuthCredentials(user.scopes)
+        scope[METADATA_SCOPE_KEY] = metadata
         return None
 
-    def _check(self, token: str) -> tuple[grpc.StatusCode, str]:
+    async def _member_of(self, token: str) -> tuple[AuthenticatedUser | None, client.Metadata | None]:
+        """Who a bearer acts as and the gateway metadata that says so: a member token as itself (its
+        session key the token's hash); an OAuth access token as the member token it stands for,
+        narrowed to its purposes (its session key its grant, which refreshing keeps). (None, None) for
+        an access token this server does not hold."""
+        if self.provider is None or not token.startswith(oauth.ACCESS_PREFIX):
+            member = AccessToken(token=token, client_id=member_key(token), scopes=[])
+            return AuthenticatedUser(member), client.bearer(token)
+        access = await self.provider.load_access_token(token)
+        member_token = access and self.provider.member_token(access)
+        if member_token is None:
+            return None, None
+        key = AccessToken(token=token, client_id="oauth-grant:" + access.grant, scopes=access.scopes)
+        return AuthenticatedUser(key), oauth.member_metadata(member_token, access.scopes)
+
+    def _check(self, metadata: client.Metadata) -> tuple[grpc.StatusCode, str]:
         try:
-            self.gateway.memory.FindEntities(TOKEN_CHECK, metadata=client.bearer(token), timeout=TOKEN_CHECK_TIMEOUT_S)
+            self.gateway.memory.FindEntities(TOKEN_CHECK, metadata=metadata, timeout=TOKEN_CHECK_TIMEOUT_S)
         except grpc.RpcError as exc:
             return exc.code(), exc.details() or ""
         return grpc.StatusCode.OK, ""
 
 
 def http_app(gateway: client.Gateway, options: HttpOptions) -> Starlette:
-    """The streamable HTTP app: ``/mcp`` behind MemberGate; the session manager runs for its lifespan."""
+    """The streamable HTTP app: ``/mcp`` behind MemberGate, and with a public URL the OAuth routes
+    (mcp_server/oauth.py); the session manager runs for its lifespan."""
     sessions = build(gateway, header_metadata).member_sessions(options)
-    gate = MemberGate(gateway, sessions)
-    return Starlette(routes=[Route(HTTP_PATH, endpoint=gate)], lifespan=lambda _: sessions.run())
+    provider = None
+    if options.public_url is not None:
+        provider = oauth.Provider(gateway, options.public_url, options.public_url + HTTP_PATH)
+    routes = [Route(HTTP_PATH, endpoint=MemberGate(gateway, sessions, provider))]
+    routes += oauth.routes(provider) if provider is not None else []
+    return Starlette(routes=routes, lifespan=lambda _: sessions.run())
 
 
 def run_stdio(gateway_addr: str, token: str) -> None:
