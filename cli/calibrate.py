@@ -16,7 +16,6 @@ outside the top 200 has an unknown cosine and counts as lost at every floor.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 from pathlib import Path
 
@@ -24,15 +23,11 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from cli import client, options
-from cli.dataset import corpora, fresh_member, load_rows, progress, read_jsonl, wait_for_backlog
+from cli.dataset import corpora, fit_half, load_corpus, progress, read_jsonl
 
 BLOCK_SHARE = 0.95
 TOP = 200
 FLOORS = [f / 100 for f in range(101)]
-
-
-def _fit(query_id: str) -> bool:
-    return hashlib.sha256(query_id.encode()).digest()[0] % 2 == 0
 
 
 def _dense(gw: client.Gateway, md: client.Metadata, text: str) -> list[tuple[str, float]]:
@@ -53,26 +48,22 @@ def measure(gw: client.Gateway, dataset: Path, off_topic: Path) -> dict:
     off_queries = [q for folder in corpora(off_topic) for q in read_jsonl(folder / "queries.jsonl")]
     obs = {"on": {True: [], False: []}, "off": {True: [], False: []}, "adversarial": [], "lost_pairs": 0}
     for folder in corpora(dataset):
-        ws, token = fresh_member(gw, f"calibrate {folder.name}")
+        ws, token, ids = load_corpus(gw, folder, "calibrate")
         gw.admin.UpdateWorkspaceSettings(
             g.UpdateWorkspaceSettingsRequest(workspace_id=ws, dense_floor=0.0), metadata=gw.metadata
         )
         md = client.bearer(token)
-        ids = load_rows(
-            gw, token, read_jsonl(folder / "memories.jsonl"), m.PURPOSE_CONVERSATION, f"{folder.name} memories"
-        )
-        wait_for_backlog(gw)
         queries = read_jsonl(folder / "queries.jsonl")
         for n, q in enumerate(queries, start=1):
             cos = dict(_dense(gw, md, q["question"]))
             for rel in q["relevant_ids"]:
                 value = cos.get(ids.get(rel, ""))
                 obs["lost_pairs"] += value is None
-                obs["on"][_fit(q["id"])].append(-1.0 if value is None else value)
+                obs["on"][fit_half(q["id"])].append(-1.0 if value is None else value)
             progress(f"{folder.name} on-topic", n, len(queries))
         for n, q in enumerate(off_queries, start=1):
             hits = _dense(gw, md, q["question"])
-            obs["off"][_fit(q["id"])].append(hits[0][1] if hits else -1.0)
+            obs["off"][fit_half(q["id"])].append(hits[0][1] if hits else -1.0)
             progress(f"{folder.name} off-topic", n, len(off_queries))
         adversarial = folder / "adversarial.jsonl"
         if adversarial.is_file():

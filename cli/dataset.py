@@ -3,12 +3,13 @@
 A dataset is a corpus folder holding ``memories.jsonl`` (rows with ``id``, ``title``, ``body`` and an
 optional ISO-8601 ``occurred_at``) and ``queries.jsonl`` (rows with ``id``, ``question``,
 ``relevant_ids`` and an optional ``category``/``category_name``), or a folder of such corpora. Used by
-``recallatron load``, ``eval``, ``calibrate-floor`` and the demo.
+``recallatron load``, ``eval``, ``calibrate-floor``, ``calibrate-inject`` and the demo.
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import sys
 import time
@@ -215,6 +216,22 @@ def fresh_member(gw: client.Gateway, workspace_name: str, display_name: str = ""
         g.AddMemberRequest(workspace_id=ws.workspace_id, display_name=display_name), metadata=gw.metadata
     )
     return ws.workspace_id, member.token
+
+
+def load_corpus(gw: client.Gateway, folder: Path, purpose: str) -> tuple[str, str, dict[str, str]]:
+    """Loads one corpus folder's memories.jsonl into a fresh workspace (named ``purpose`` and the
+    folder) as its member, and waits for the embeddings; returns (workspace id, member token,
+    dataset id -> memory id)."""
+    workspace_id, token = fresh_member(gw, f"{purpose} {folder.name}", purpose)
+    ids = load_rows(gw, token, read_jsonl(folder / "memories.jsonl"), m.PURPOSE_CONVERSATION, f"{folder.name} memories")
+    wait_for_backlog(gw)
+    return workspace_id, token, ids
+
+
+def fit_half(query_id: str) -> bool:
+    """Whether a query belongs to the fit half of a calibration (else the held-out half): a fixed
+    split by a hash of its id, so every run and every command splits alike."""
+    return hashlib.sha256(query_id.encode()).digest()[0] % 2 == 0
 
 
 def wait_for_backlog(gw: client.Gateway) -> None:

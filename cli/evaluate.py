@@ -20,13 +20,12 @@ from cli import client, options
 from cli.dataset import (
     Failure,
     corpora,
-    fresh_member,
-    load_rows,
+    load_corpus,
     progress,
     read_jsonl,
     report_failures,
-    wait_for_backlog,
 )
+from cli.inject_eval import run_eval_inject
 from cli.retrieval_metrics import KEYS, average, score_query
 
 MIN_RESULTS = 50
@@ -73,10 +72,8 @@ def _run_variant(
 def evaluate_corpus(gw: client.Gateway, folder: Path, variants: dict[str, tuple[int, bool]], top_k: int) -> dict:
     """Loads one corpus into a fresh workspace once, then asks every query under each variant
     (name -> (mode, skip_rerank)); returns per-variant scores and refusals, the member token and the id map."""
-    workspace_id, token = fresh_member(gw, f"eval {folder.name}", "eval")
-    ids = load_rows(gw, token, read_jsonl(folder / "memories.jsonl"), m.PURPOSE_CONVERSATION, f"{folder.name} memories")
+    workspace_id, token, ids = load_corpus(gw, folder, "eval")
     back = {v: k for k, v in ids.items()}
-    wait_for_backlog(gw)
     queries = read_jsonl(folder / "queries.jsonl")
     runs = {
         name: _run_variant(
@@ -182,6 +179,13 @@ def eval_parser(sub: argparse._SubParsersAction) -> None:
     ev.add_argument(
         "--ablate", action="store_true", help="lexical, dense, hybrid and hybrid + re-rank side by side, one load"
     )
+    ev.add_argument(
+        "--inject",
+        action="store_true",
+        help="ask each question as a user turn through PromptContext and measure the block (docs/agents.md)",
+    )
+    ev.add_argument("--off-topic", help="with --inject: a dataset whose questions are off-topic for --dataset")
+    ev.add_argument("--openers", help="with --inject: a folder with a queries.jsonl of chat openers (eval/openers)")
     options.gateway_options(ev, operator=True)
     ev.set_defaults(handler=run_eval)
 
@@ -196,7 +200,16 @@ def run_eval(gw: client.Gateway, args: argparse.Namespace) -> int:
     With ``--ablate``: lexical, dense, hybrid and hybrid + re-rank on the same corpora in one run,
     side by side (the re-rank column only when a cross-encoder is loaded; otherwise it says why).
     Exit status 1 after the full output when any question was refused (as ``load`` does for rows), else 0.
+
+    With ``--inject``: ``cli.inject_eval.run_eval_inject`` (each question as a user turn through
+    PromptContext, and the off-topic prompts of --off-topic and --openers).
     """
+    if args.inject:
+        if args.ablate:
+            raise SystemExit("--inject and --ablate do not go together")
+        return run_eval_inject(gw, args)
+    if args.off_topic or args.openers:
+        raise SystemExit("--off-topic and --openers are for --inject")
     if args.top_k < 1:
         raise SystemExit("--top-k must be at least 1")
     top_k = max(MIN_RESULTS, args.top_k)

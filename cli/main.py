@@ -3,8 +3,8 @@
 Each subcommand lives with its own parser function and handler (``serve``, ``up``,
 ``admin_commands``, ``memory_commands``, ``curation_commands``, ``context_commands``, ``expiry_commands``,
 ``history_commands``, ``hook_command``, ``portability_commands``, ``legacy_import``, ``mcp_command``,
-``web_command``, ``evaluate``, ``calibrate``); this module only puts the parsers together in the order
-``--help`` lists them and calls the chosen handler. Nothing imports it.
+``web_command``, ``evaluate``, ``calibrate``, ``inject_eval``); this module only puts the parsers together
+in the order ``--help`` lists them and calls the chosen handler. Nothing imports it.
 
 Exit status 0 on success, 1 when a call fails (the gRPC status code name and message go to
 stderr), 2 for bad command-line usage.
@@ -35,6 +35,7 @@ def parsers() -> tuple:
     )
     from cli.calibrate import calibrate_parser
     from cli.evaluate import eval_parser
+    from cli.inject_eval import calibrate_inject_parser
     from cli.mcp_command import mcp_parser
     from cli.serve import serve_parser
     from cli.up import up_parser
@@ -61,6 +62,7 @@ def parsers() -> tuple:
         legacy_import.legacy_parser,
         eval_parser,
         calibrate_parser,
+        calibrate_inject_parser,
     )
 
 
