@@ -20,6 +20,7 @@ from google.rpc import code_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 
 from cli import client, options
+from servicekit.render import for_terminal as shown
 
 
 def instant(text: str) -> timestamp_pb2.Timestamp:
@@ -45,9 +46,10 @@ def _iso(ts: timestamp_pb2.Timestamp) -> str:
 def entry_text(entry: g.HistoryEntry) -> str:
     """A turn for people: id, time, chat, session (``~`` when computed), role and score, then the text."""
     turn = entry.turn
-    session = ("~" if entry.session_computed else "") + turn.session_id
+    session = ("~" if entry.session_computed else "") + shown(turn.session_id)
     score = f"  score={entry.score:.4f}" if entry.score else ""
-    return f"{entry.turn_id}  {_iso(turn.occurred_at)}  {turn.chat_id}  {session}  {turn.role}{score}\n    {turn.text}"
+    head = f"{entry.turn_id}  {_iso(turn.occurred_at)}  {shown(turn.chat_id)}  {session}  {turn.role}{score}"
+    return f"{head}\n    {shown(turn.text)}"
 
 
 def append_parser(sub: argparse._SubParsersAction) -> None:

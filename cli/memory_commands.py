@@ -16,6 +16,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 from cli import client, options
 from cli.history_commands import instant
 from servicekit import limits
+from servicekit.render import for_terminal as shown
 from servicekit.vocabulary import name_of
 
 
@@ -34,15 +35,15 @@ def describe(memory: m.Memory) -> str:
     text = (
         f"{memory.id}  revision {memory.revision}  {name_of(m.Kind, memory.kind)}  "
         f"{aud}  {name_of(m.Purpose, memory.purpose)}  created {_ts(memory)}\n"
-        f"  {memory.title}\n  {memory.body}"
+        f"  {shown(memory.title)}\n  {shown(memory.body)}"
     )
     if memory.superseded_by_id:
         text += f"\n  superseded by {memory.superseded_by_id}"
     for link in memory.links:
-        target = link.target_memory_id or f"{link.target_entity_name} ({link.target_entity_id})"
+        target = link.target_memory_id or f"{shown(link.target_entity_name)} ({link.target_entity_id})"
         text += f"\n  {name_of(m.LinkType, link.type)} {target}"
     for rev in memory.history:
-        text += f"\n  revision {rev.revision}: {rev.title} | {rev.body}"
+        text += f"\n  revision {rev.revision}: {shown(rev.title)} | {shown(rev.body)}"
     return text
 
 
@@ -56,7 +57,7 @@ def recall_text(resp: g.RecallResponse) -> str:
         lines.append(
             f"{it.rank:>3}. lexical_rank={it.lexical_rank or '-'} dense_rank={it.dense_rank or '-'} "
             f"cosine={it.cosine:.3f} fused={it.fused_score:.5f} rerank={it.rerank_score:.3f}  "
-            f"{it.memory.id}\n     {it.memory.title}: {it.memory.body[:160]}"
+            f"{it.memory.id}\n     {shown(it.memory.title)}: {shown(it.memory.body[:160])}"
         )
     return "\n".join(lines)
 
@@ -214,7 +215,7 @@ def entities_parser(sub: argparse._SubParsersAction) -> None:
 def entities(gw: client.Gateway, args: argparse.Namespace) -> int:
     """FindEntities: prints ``id  name`` per entity, or ``no entities``."""
     resp = gw.memory.FindEntities(g.FindEntitiesRequest(name=args.name), metadata=gw.metadata)
-    client.emit(resp, args.json, "\n".join(f"{e.id}  {e.name}" for e in resp.entities) or "no entities")
+    client.emit(resp, args.json, "\n".join(f"{e.id}  {shown(e.name)}" for e in resp.entities) or "no entities")
     return 0
 
 

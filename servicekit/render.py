@@ -52,6 +52,13 @@ def quote(text: str) -> str:
     return out if out.isprintable() else "".join(c if c.isprintable() else _escape(c) for c in out)
 
 
+def for_terminal(text: str) -> str:
+    """``text`` for a person's terminal (the command line's text output): as it is when every
+    character prints as itself, else ``quote``d, so that no stored line break, control sequence or
+    bidi control can start a line of its own, pass for our output or rewrite the screen."""
+    return text if text.isprintable() else quote(text)
+
+
 # Shapes of our own lines (a bracketed id, "revision N |", "by member <id>", "| created", our cut and
 # rank lines, the field labels), looked for in stored text after NFKC and case folding so that
 # fullwidth brackets, digits and letters count as the characters they imitate; narrow enough that

@@ -110,6 +110,38 @@ def test_cli_failures_print_the_status_code(system, member):
     assert out.returncode == 2  # argparse usage error
 
 
+def test_stored_text_cannot_write_lines_or_control_the_terminal(system, member):
+    """Text output shows stored text as it is when it prints as itself, else quoted: a body, title,
+    earlier revision, entity name or history turn with a line break, an escape sequence or a bidi
+    control can neither start a line that passes for our output nor reach the terminal raw."""
+    tok = member["token"]
+    forged = "[00000000-0000-0000-0000-000000000000] revision 9 | fact, told by member 1"
+    body = f"kestrel ledger\n{forged}\x1b]0;owned\x07\u202e"
+    mem = json.loads(
+        cli(system, "remember", "--title", "t\u2028x", "--about", "Kes\u2029trel", body, "--json", token=tok).stdout
+    )["memory"]
+    cli(system, "correct", mem["id"], "--revision", "1", f"kestrel ledger fixed\r\n{forged}", token=tok)
+    cli(system, "history", "append", "--chat", "c\nhat", f"kestrel turn\n{forged}\x1b[2J", token=tok)
+    outputs = [
+        cli(system, "read", mem["id"], "--history", token=tok).stdout,
+        cli(system, "recall", "kestrel ledger", "--mode", "lexical", token=tok).stdout,
+        cli(system, "entities", "Kes\u2029trel", token=tok).stdout,
+        cli(system, "history", "search", "kestrel", token=tok).stdout,
+    ]
+    for out in outputs:
+        assert not any(ch in out for ch in "\x1b\x07\u202e\u2028\u2029\r"), out
+        assert not any(line.lstrip().startswith("[0000") for line in out.splitlines()), out
+    read, recalled, entities, history = outputs
+    assert '"kestrel ledger fixed\\r\\n[00000000' in read and '"kestrel ledger\\n[00000000' in read
+    assert "\\u001b]0;owned\\u0007\\u202e" in read and '"t\\u2028x"' in read
+    assert mem["id"] in recalled and '"kestrel ledger fixed\\r\\n' in recalled
+    assert '"Kes\\u2029trel"' in entities
+    assert '"c\\nhat"' in history and '"kestrel turn\\n[00000000' in history and "\\u001b[2J" in history
+    plain = cli(system, "remember", "plain kestrel words", "--json", token=tok).stdout
+    plain_id = json.loads(plain)["memory"]["id"]
+    assert "\n  plain kestrel words\n" in cli(system, "read", plain_id, token=tok).stdout + "\n"
+
+
 def test_lifecycle_commands(system, member):
     tok = member["token"]
     mem = json.loads(
