@@ -36,7 +36,7 @@ TOP_K = 10
 MAX_SESSION_KEY_CHARS = 200
 
 
-def _check(req: g.PromptContextRequest, caller: m.Caller) -> tuple[int, int, datetime.datetime]:
+def _check(req: g.PromptContextRequest, caller: m.Caller) -> tuple[int, int, datetime.datetime | None]:
     """The purpose, budget and reference time of a request; INVALID_ARGUMENT for a bad text, budget,
     session key, reference time or purpose, PERMISSION_DENIED for an ungranted purpose."""
     if not req.text.strip():
@@ -55,7 +55,7 @@ def _check(req: g.PromptContextRequest, caller: m.Caller) -> tuple[int, int, dat
         )
     purpose = req.purpose or m.PURPOSE_CONVERSATION
     check_purpose_granted(caller, purpose)
-    at = datetime.datetime.now(datetime.UTC)
+    at = None
     if req.HasField("reference_time"):
         try:
             at = req.reference_time.ToDatetime(tzinfo=datetime.UTC)
