@@ -20,11 +20,13 @@ counts (no tokenizer of an answering model is at hand), and bounded by ``Bound``
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import re
 import unicodedata
 from dataclasses import dataclass
 
+from confusable_homoglyphs.utils import load as _load_confusables
 from google.protobuf import timestamp_pb2
 from recallatron.memory.v1 import memory_pb2 as m
 
@@ -74,14 +76,34 @@ _OURS = re.compile(
 CAUTION = "caution: its quoted text imitates Recallatron's own lines (an id, author, date or revision)"
 
 
+@functools.cache
+def _look_alikes() -> dict[int, str]:
+    """Each character Unicode's confusables data (TR39, through confusable_homoglyphs) lists as
+    looking like printable ASCII, directly or through an NFKC form (``│`` looks like ``｜``, which
+    NFKC reads as ``|``), mapped to that ASCII; curly and doubled quotes read as ``"``."""
+    table: dict[int, str] = {}
+    for char, alikes in _load_confusables("confusables.json").items():
+        if len(char) != 1 or char.isascii():
+            continue
+        for alike in alikes:
+            ascii_form = unicodedata.normalize("NFKC", alike["c"])
+            if ascii_form.isascii() and ascii_form.isprintable():
+                table[ord(char)] = '"' if ascii_form in ("''", "``") else ascii_form
+                break
+    return table
+
+
 def imitates(text: str) -> bool:
     """Whether ``text`` holds something shaped like a line of ours (a header, an id in brackets, an
     author, a revision, a cut note, a field label), read through NFKC with invisible spaces and
-    line breaks as a space and other invisible characters dropped: only to warn the reader, the text
-    itself is shown unchanged."""
+    line breaks as a space and other invisible characters dropped, and with look-alikes from other
+    scripts (Cyrillic letters, box-drawing bars, curly quotes) read as the ASCII they imitate: only to
+    warn the reader, the text itself is shown unchanged."""
     folded = unicodedata.normalize("NFKC", text)
     if not folded.isprintable():
         folded = "".join(c if c.isprintable() else " " if c.isspace() else "" for c in folded)
+    if not folded.isascii():
+        folded = unicodedata.normalize("NFKC", folded.translate(_look_alikes()))
     return _OURS.search(folded.casefold()) is not None
 
 
