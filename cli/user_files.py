@@ -23,17 +23,22 @@ from collections.abc import Iterable
 from pathlib import Path
 
 LINK = "it is a symbolic link; name the file itself"
+# A pipe, device or socket at the target: the rename would replace it by a plain file, so whatever
+# reads the pipe would get nothing; refused instead.
+SPECIAL = "it is not a regular file (a pipe, device or socket); name a file"
 
 
 def unwritable(path: Path) -> str | None:
-    """Why ``write_private`` could not write ``path`` (a symbolic link, a folder, no such folder, a
-    folder it may not write in), or None. Checked before a command changes a workspace, so that the
-    file it writes last (a report, a mapping) cannot fail after the work is done for any of these;
-    nothing is created by the check."""
+    """Why ``write_private`` could not write ``path`` (a symbolic link, a folder, a pipe or other
+    special file, no such folder, a folder it may not write in), or None. Checked before a command
+    changes a workspace, so that the file it writes last (a report, a mapping) cannot fail after the
+    work is done for any of these; nothing is created by the check."""
     if path.is_symlink():
         return LINK
     if path.is_dir():
         return "it is a folder"
+    if path.exists() and not path.is_file():
+        return SPECIAL
     folder = path.parent
     if not folder.is_dir():
         return f"no such folder {folder}"
@@ -51,6 +56,8 @@ def write_private(path: Path, chunks: Iterable[str]) -> None:
     behind and an old ``path`` is untouched."""
     if path.is_symlink():
         raise OSError(errno.ELOOP, LINK, str(path))
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise OSError(errno.EINVAL, SPECIAL, str(path))
     # A short prefix keeps the temporary name within the file system's name limit.
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:64]}.", suffix=".partial")
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import stat
 import subprocess
 import sys
 import uuid
@@ -638,6 +639,22 @@ def test_export_and_mapping_files_are_private_and_never_written_through_a_link(s
     assert stored(stack, other) == (0, 0, 0) and victim.read_text() == "precious\n"
     leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
     assert leftovers == []
+
+
+def test_a_pipe_or_other_special_file_is_refused_not_replaced(tmp_path):
+    """A pipe at the target would be replaced by a plain file (and whatever reads it get nothing):
+    the pre-check and the writer refuse it, and it is still a pipe after."""
+    from cli import user_files
+
+    fifo = tmp_path / "out.jsonl"
+    os.mkfifo(fifo)
+    assert user_files.unwritable(fifo) == user_files.SPECIAL
+    assert user_files.unwritable(Path(os.devnull)) == user_files.SPECIAL
+    with pytest.raises(OSError) as refused:
+        user_files.write_private(fifo, ["x\n"])
+    assert refused.value.strerror == user_files.SPECIAL and stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
+    assert user_files.unwritable(tmp_path / "new.jsonl") is None
 
 
 def test_a_failed_write_leaves_the_old_file_whole_and_no_temporary_file(tmp_path):
