@@ -27,6 +27,7 @@ from store_service.vocabulary import (
     ORIGIN_OF,
     PURPOSE_OF,
     check_confidence,
+    check_not_ahead,
     check_text,
     check_timestamp,
     enum_value,
@@ -310,8 +311,11 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
 
 
 def occurred_at(req) -> datetime.datetime | None:
-    """The optional event time; INVALID_ARGUMENT outside years 1..9999 or with bad nanoseconds."""
-    return check_timestamp(req.occurred_at, "occurred_at") if req.HasField("occurred_at") else None
+    """The optional time the event happened; INVALID_ARGUMENT outside years 1..9999, with bad
+    nanoseconds, or more than ``MAX_FUTURE_SKEW`` ahead of the clock (what happened is past)."""
+    if not req.HasField("occurred_at"):
+        return None
+    return check_not_ahead(check_timestamp(req.occurred_at, "occurred_at"), "occurred_at")
 
 
 @dataclass

@@ -453,7 +453,10 @@ def test_nul_characters_are_invalid_not_internal(team, field):
     assert got == INVALID
 
 
-@pytest.mark.parametrize("seconds,nanos", [(-62135596801, 0), (253402300800, 0), (0, -1), (0, 1_000_000_000)])
+# The year 3000 is within the timestamp range, but an event that happened is not a millennium ahead.
+@pytest.mark.parametrize(
+    "seconds,nanos", [(-62135596801, 0), (253402300800, 0), (0, -1), (0, 1_000_000_000), (32503680000, 0)]
+)
 def test_out_of_range_occurred_at_is_invalid(team, seconds, nanos):
     from google.protobuf.timestamp_pb2 import Timestamp
 
