@@ -22,8 +22,12 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
-from test_mcp import text_of
-from test_mcp_http import INITIALIZE, post, serve_http
+from starlette.applications import Starlette
+from test_mcp import gateway_addr, text_of
+from test_mcp_http import INITIALIZE, cli_main, post, serve_http
+
+from cli import client
+from mcp_server import oauth
 
 REDIRECT = "http://127.0.0.1:9/callback"
 
@@ -390,3 +394,98 @@ def test_the_gateway_narrows_a_call_to_the_purposes_it_names(stack, workspace):
             metadata = (*dana.md(), ("recallatron-purposes", value))
             stack.memory.FindEntities(g.FindEntitiesRequest(name="x"), metadata=metadata)
         assert refused.value.code() == code, (value[:20], refused.value.details())
+
+
+def test_public_url_is_checked_and_names_the_issuer_on_a_public_bind(stack, capsys):
+    for value in (
+        "ftp://mcp.example.test",
+        "http://mcp.example.test",  # plain http only for a loopback host
+        "https://mcp.example.test/mcp",
+        "https://mcp.example.test:*",
+        "mcp.example.test",
+        "",
+    ):
+        with pytest.raises(SystemExit) as stopped:
+            cli_main(["mcp", "--gateway", "127.0.0.1:1", "--http", "127.0.0.1:1", "--public-url", value])
+        assert stopped.value.code == 2 and "argument --public-url: expected" in capsys.readouterr().err, value
+    with pytest.raises(SystemExit) as stopped:
+        cli_main(["mcp", "--gateway", "127.0.0.1:1", "--token", "x", "--public-url", "https://mcp.example.test"])
+    assert "are for --http" in stopped.value.code
+    with serve_http(stack, "0.0.0.0", "--public-url", "https://MCP.example.test") as (url, port):
+        named = {"Host": "mcp.example.test"}
+        missing = httpx2.post(url, json=INITIALIZE, headers=named, timeout=60)
+        metadata_url = "https://mcp.example.test/.well-known/oauth-protected-resource/mcp"
+        assert missing.status_code == 401, missing.text
+        assert missing.headers["www-authenticate"] == f'Bearer resource_metadata="{metadata_url}"'
+        resource = httpx2.get(f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp").json()
+        assert resource["resource"] == "https://mcp.example.test/mcp"
+        issuer = httpx2.get(f"http://127.0.0.1:{port}/.well-known/oauth-authorization-server").json()
+        assert issuer["token_endpoint"] == "https://mcp.example.test/token"
+
+
+def test_codes_access_tokens_and_consent_pages_expire(stack, workspace):
+    """In process, so the clock need not be waited on: each expiry is set in the past."""
+    erin = stack.member(workspace)
+    base = "http://127.0.0.1:8765"
+    gateway = client.Gateway(gateway_addr(stack), None)
+    provider = oauth.Provider(gateway, base, base + "/mcp")
+    app = Starlette(routes=oauth.routes(provider))
+
+    async def main():
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url=base, timeout=60) as http:
+            client_id = (
+                await http.post("/register", json={"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"})
+            ).json()["client_id"]
+            verifier, challenge = pkce()
+
+            async def consent(purposes=("conversation",)):
+                page = await http.get((await http.get(authorize_url(base, client_id, challenge))).headers["location"])
+                hidden = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', page.text))
+                return hidden, await http.post(
+                    "/oauth/consent",
+                    data={**hidden, "member_token": erin.token, "purpose": list(purposes), "decision": "allow"},
+                    headers={"Origin": base},
+                )
+
+            # A consent page left open too long: its request is gone.
+            page = await http.get((await http.get(authorize_url(base, client_id, challenge))).headers["location"])
+            hidden = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', page.text))
+            for pending in provider.pending.values():
+                pending.expires_at = 0
+            late = await http.post(
+                "/oauth/consent",
+                data={**hidden, "member_token": erin.token, "purpose": "conversation", "decision": "allow"},
+                headers={"Origin": base},
+            )
+            assert late.status_code == 400 and "expired" in late.text
+
+            # A code past its 60 s.
+            _, answered = await consent()
+            code = parse_qs(urlsplit(answered.headers["location"]).query)["code"][0]
+            assert all(0 < c.expires_at - time.time() <= 60 for c in provider.codes.values())
+            for stored in provider.codes.values():
+                stored.expires_at = 0
+            form = {"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT, "client_id": client_id}
+            expired = await http.post("/token", data={**form, "code_verifier": verifier})
+            assert expired.status_code == 400 and expired.json()["error"] == "invalid_grant"
+
+            # An access token past its hour is refused; its refresh still works.
+            _, answered = await consent()
+            code = parse_qs(urlsplit(answered.headers["location"]).query)["code"][0]
+            issued = (await http.post("/token", data={**form, "code": code, "code_verifier": verifier})).json()
+            assert await provider.load_access_token(issued["access_token"]) is not None
+            for stored in provider.access.values():
+                stored.expires_at = 1
+            assert await provider.load_access_token(issued["access_token"]) is None
+            refreshed = await http.post(
+                "/token",
+                data={"grant_type": "refresh_token", "refresh_token": issued["refresh_token"], "client_id": client_id},
+            )
+            assert refreshed.status_code == 200, refreshed.text
+            assert await provider.load_access_token(refreshed.json()["access_token"]) is not None
+
+    try:
+        anyio.run(main)
+    finally:
+        gateway.close()
