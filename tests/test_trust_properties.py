@@ -359,6 +359,27 @@ def check_rendered(model: Model, me: str, shown: str) -> None:
         assert model.readable(mem_id, me), (f"{kind} {n}", mem_id)
 
 
+def check_prompt_context(api, model: Model, me: str, md, word: str, purpose: int) -> None:
+    """PromptContext of the example's word (every body holds it, so the embedded ones lie near it in
+    meaning and pass the gate) shows only what ``me`` may recall for the purpose, in items and in
+    the block, and the block quotes only bodies ``me`` may read; the same session key twice shows
+    nothing new."""
+    key = f"trust-{uuid.uuid4()}"
+    seen: set[str] = set()
+    for _ in range(2):
+        code, resp = call(
+            api.PromptContext,
+            g.PromptContextRequest(text=word, purpose=purpose, token_budget=2_500, session_key=key),
+            md,
+        )
+        assert code == OK
+        check_rendered(model, me, resp.text)
+        ids = {it.memory.id for it in resp.items} | set(resp.cut_ids)
+        assert ids <= model.recallable(me, purpose), ids - model.recallable(me, purpose)
+        assert not ids & seen  # shown once per session
+        seen |= {it.memory.id for it in resp.items}
+
+
 def list_pages(api, md, **kw) -> tuple[list[m.Memory], set[int]]:
     """Every page of a ListMemories (three a page, so examples span pages): the memories, and the
     total_size each page reported."""
@@ -998,8 +1019,11 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
             if purpose in model.grants[me]:
                 check_history_recall(api, model, me, md, word, purpose)
                 check_carried_memories(store, model, me, member.token, word, purpose)
+                check_prompt_context(api, model, me, md, word, purpose)
             if purpose not in model.grants[me]:
                 code, _ = call(api.Recall, g.RecallRequest(query=word, purpose=purpose), md)
+                assert code == grpc.StatusCode.PERMISSION_DENIED
+                code, _ = call(api.PromptContext, g.PromptContextRequest(text=word, purpose=purpose), md)
                 assert code == grpc.StatusCode.PERMISSION_DENIED
                 continue
             for mode in MODES:
