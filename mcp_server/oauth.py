@@ -284,15 +284,21 @@ class Provider:
         self, client_info: OAuthClientInformationFull, refresh_token: Refresh, scopes: list[str]
     ) -> OAuthToken:
         digest = _digest(refresh_token.token)
-        found = self.refresh.pop(digest, None)
+        found = self.refresh.get(digest)
         member_token = found and _unseal(refresh_token.token, found.sealed)
         if found is None or member_token is None:
             raise TokenError("invalid_grant", "refresh token does not exist or was already used")
-        self.rotated[digest] = (found.grant, time.time() + REFRESH_TTL_S)
         code, details = await anyio.to_thread.run_sync(self.check, member_token, scopes)
-        if code != grpc.StatusCode.OK:
+        if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
             self._revoke_grant(found.grant)
             raise TokenError("invalid_grant", f"the member's sign-in no longer holds: {code.name}: {details}")
+        if code != grpc.StatusCode.OK:  # the gateway could not say: the refresh token stays usable
+            log.warning("refresh: the gateway could not check a member token: %s: %s", code.name, details)
+            raise TokenError("invalid_request", f"the gateway could not check the sign-in now, try again: {code.name}")
+        # Spent now (of two refreshes racing with one token, the second finds it gone).
+        if self.refresh.pop(digest, None) is None:
+            raise TokenError("invalid_grant", "refresh token does not exist or was already used")
+        self.rotated[digest] = (found.grant, time.time() + REFRESH_TTL_S)
         for digest_of, access in list(self.access.items()):
             if access.grant == found.grant:
                 del self.access[digest_of]

@@ -23,7 +23,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from starlette.applications import Starlette
-from test_mcp import gateway_addr, text_of
+from test_mcp import free_port, gateway_addr, text_of
 from test_mcp_http import INITIALIZE, cli_main, post, serve_http
 
 from cli import client
@@ -484,6 +484,19 @@ def test_codes_access_tokens_and_consent_pages_expire(stack, workspace):
             )
             assert refreshed.status_code == 200, refreshed.text
             assert await provider.load_access_token(refreshed.json()["access_token"]) is not None
+
+            # A gateway that cannot answer does not spend the refresh token: it works once it is back.
+            live, dead = provider.gateway, client.Gateway(f"127.0.0.1:{free_port()}", None)
+            again = {"grant_type": "refresh_token", "refresh_token": refreshed.json()["refresh_token"]}
+            provider.gateway = dead
+            try:
+                unavailable = await http.post("/token", data={**again, "client_id": client_id})
+            finally:
+                provider.gateway = live
+                dead.close()
+            assert unavailable.status_code == 400 and unavailable.json()["error"] == "invalid_request"
+            assert "try again" in unavailable.json()["error_description"]
+            assert (await http.post("/token", data={**again, "client_id": client_id})).status_code == 200
 
     try:
         anyio.run(main)
