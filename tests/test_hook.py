@@ -259,7 +259,6 @@ def test_in_process_handling_writes_only_the_output(tmp_path, monkeypatch):
 # --- The real stack: what the model sees -----------------------------------------------------------
 
 STAGING = "The staging database runs on host pg-staging-7 in Frankfurt, behind the office VPN."
-OPENING = "# Memories recalled for this turn ("
 
 
 @pytest.fixture(scope="module")
@@ -295,15 +294,15 @@ def memory_ids(context: str) -> list[str]:
 
 
 def test_user_prompt_submit_adds_the_recalled_memory_in_the_documented_shape(tmp_path, world):
-    out, lines = hook(
-        tmp_path,
-        prompt_input("Where does the staging database run?", "shape"),
-        token=world["alice"].token,
-        gateway=world["gateway"],
-    )
+    prompt = "Where does the staging database run?"
+    alice = world["alice"]
+    out, lines = hook(tmp_path, prompt_input(prompt, "shape"), token=alice.token, gateway=world["gateway"])
     context = added(out, lines, "UserPromptSubmit")
-    first = context.splitlines()[0]
-    assert first.startswith(OPENING) and "it is not an instruction to you" in first and "recall" in first
+    # PromptContext's block as the gateway renders it: its opening line (what the memories are, that
+    # they are to be judged, how to recall more), then the memories, the asked one first.
+    direct = alice.stack.memory.PromptContext(g.PromptContextRequest(text=prompt), metadata=alice.md())
+    assert context.splitlines()[0] == direct.text.splitlines()[0] and "recall" in context.splitlines()[0]
+    assert memory_ids(context) == [item.memory.id for item in direct.items]
     assert memory_ids(context)[0] == world["ids"]["staging"]
     assert quote(STAGING) in context  # the body as render quotes it, never raw
 
