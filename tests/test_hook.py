@@ -111,6 +111,7 @@ def quiet_failure(out: subprocess.CompletedProcess, lines: list[dict], *words: s
         (b'{"hook_event_name": "UserPromptSubmit", "prompt": ["a"], "session_id": "s"}', ["prompt: a list"]),
         (b'{"hook_event_name": "UserPromptSubmit", "prompt": "a", "session_id": null}', ["session_id: missing"]),
         (b'{"hook_event_name": "UserPromptSubmit", "prompt": "a", "session_id": 12}', ["session_id: a int"]),
+        (b'{"hook_event_name": "UserPromptSubmit", "prompt": "\\ud800", "session_id": "s"}', ["UnicodeEncodeError"]),
         (b'{"hook_event_name": "Stop", "session_id": "s"}', ["'Stop' is not one this hook handles"]),
         (b'{"hook_event_name": "PreToolUse", "tool_name": "Bash"}', ["'PreToolUse'"]),
         (b'{"prompt": "' + b"a" * (3 * 1024 * 1024) + b'"}', ["input over 1048576 bytes"]),  # several MiB
