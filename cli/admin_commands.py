@@ -85,8 +85,9 @@ def workspace_create(gw: client.Gateway, args: argparse.Namespace) -> int:
 
 @client.gateway_command
 def workspace_settings(gw: client.Gateway, args: argparse.Namespace) -> int:
-    """UpdateWorkspaceSettings: prints the floor, default mode, context bundle switch and expiry gate now
-    in force (``expiry=30d``, or ``expiry=off``)."""
+    """UpdateWorkspaceSettings: prints the floor, default mode, relevance gate (``inject_gate=default(0.45)``
+    or ``inject_gate=0.40``), expiry gate (``expiry=30d``, or ``expiry=off``) and context bundle switch
+    now in force."""
     resp = gw.admin.UpdateWorkspaceSettings(
         g.UpdateWorkspaceSettingsRequest(
             workspace_id=args.workspace,
@@ -104,9 +105,9 @@ def workspace_settings(gw: client.Gateway, args: argparse.Namespace) -> int:
         resp,
         args.json,
         f"dense_floor={resp.dense_floor:.2f} default_mode={name_of(m.RecallMode, resp.default_mode)} "
+        f"inject_gate={inject_text(resp.inject_gate, resp.inject_min_cosine)} "
         f"expiry={f'{resp.expiry_days}d' if resp.expiry_days else 'off'} "
-        f"context_bundle={'on' if resp.context_bundle else 'off'} "
-        f"inject_gate={inject_text(resp.inject_gate, resp.inject_min_cosine)}",
+        f"context_bundle={'on' if resp.context_bundle else 'off'}",
     )
     return 0
 

@@ -22,6 +22,7 @@ from store_service.vocabulary import parse_uuid
 KEEP_HOURS = 24
 # The most memories one call names: a PromptContext passes at most its recall's top k.
 MAX_MEMORIES = 100
+DEADLOCK_ATTEMPTS = 3
 _FRESH = f"shown_at > now() - make_interval(hours => {KEEP_HOURS})"
 
 
@@ -53,8 +54,22 @@ def shown(conn: psycopg.Connection, req: s.ShownInSessionRequest) -> s.ShownInSe
 
 def record(conn: psycopg.Connection, req: s.RecordShownRequest) -> s.RecordShownResponse:
     """Records ``req.memories`` shown now in the caller's session and prunes stale rows. A memory
-    forgotten meanwhile is skipped: its row is locked against Forget (FOR SHARE) and read again."""
+    forgotten meanwhile is skipped: its row is locked against Forget (FOR SHARE) and read again.
+    Forget locks a memory before its derivations, so the two can deadlock; the transaction changed
+    nothing then, and runs again (as Forget does, ``lifecycle.FORGET_DEADLOCK_ATTEMPTS`` times)."""
     key, ids, revisions = _check(req)
+    for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
+        try:
+            return _record_once(conn, req, key, ids, revisions)
+        except psycopg.errors.DeadlockDetected:
+            if attempt == DEADLOCK_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _record_once(
+    conn: psycopg.Connection, req: s.RecordShownRequest, key: bytes, ids: list[uuid.UUID], revisions: list[int]
+) -> s.RecordShownResponse:
     member = uuid.UUID(req.caller.member_id)
     with conn.transaction():
         membership.hold_caller(conn, req.caller)

@@ -15,10 +15,13 @@ import pytest
 from conftest import code_of
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
+from recallatron.store.v1 import store_pb2 as s
+from recallatron.store.v1 import store_pb2_grpc
 from test_context import cli
 from test_render_hostile import FAKE, FORGED_DATE, HOSTILE, check_rendering
 
-from servicekit import relevance_gate, render
+from cli.main import main
+from servicekit import clients, relevance_gate, render
 
 OPENING = "# Memories recalled for this turn"
 HEADER = re.compile(r"^\[([0-9a-f-]{36})\] revision (\d+) \| .* by member ([0-9a-f-]{36}) \| created ")
@@ -267,13 +270,49 @@ def test_bad_input(world, stack):
     late.reference_time.seconds = 253_402_300_800  # year 10000
     assert code_of(stack.memory.PromptContext, late, metadata=alice.md()) == grpc.StatusCode.INVALID_ARGUMENT
     # The limits themselves are fine.
-    assert ask(alice, "x" * 32_768, session_key="k" * 200, token_budget=2_500).text == ""
+    check_block(ask(alice, "x" * 32_768, session_key="k" * 200, token_budget=2_500), 2_500)
     assert ask(alice, GARDEN, token_budget=100).token_budget == 100
     narrow = stack.member(world["ws"], purposes=[m.PURPOSE_TASKS])
     assert code_of(stack.memory.PromptContext, g.PromptContextRequest(text=GARDEN), metadata=narrow.md()) == (
         grpc.StatusCode.PERMISSION_DENIED
     )
     assert ask(narrow, GARDEN, purpose=m.PURPOSE_TASKS).text == ""
+
+
+def test_the_store_checks_its_session_calls(world, stack):
+    """The store's session RPCs, called directly: a hash that is not 32 bytes, too many memories or a
+    malformed id is INVALID_ARGUMENT; an id twice, an unknown or forgotten memory are no error."""
+    channel = clients.channel(f"127.0.0.1:{stack.store.port}")
+    store = store_pb2_grpc.StoreServiceStub(channel)
+    try:
+        caller = store.Authenticate(s.AuthenticateRequest(token=world["alice"].token)).caller
+        key, garden = hashlib.sha256(b"store-direct").digest(), world["mem"]["garden"]
+        one = s.SessionMemory(memory_id=garden.id, revision=1)
+        for rpc in (store.ShownInSession, store.RecordShown):
+            request = s.ShownInSessionRequest if rpc == store.ShownInSession else s.RecordShownRequest
+            for fields in (
+                {"session_key_sha256": b"", "memories": [one]},
+                {"session_key_sha256": key[:31], "memories": [one]},
+                {"session_key_sha256": key + b"x", "memories": [one]},
+                {"session_key_sha256": key, "memories": [one] * 101},
+                {"session_key_sha256": key, "memories": [s.SessionMemory(memory_id="not-an-id", revision=1)]},
+            ):
+                assert code_of(rpc, request(caller=caller, **fields)) == grpc.StatusCode.INVALID_ARGUMENT, fields
+        stranger = s.SessionMemory(memory_id=str(uuid.uuid4()), revision=1)
+        recorded = store.RecordShown(
+            s.RecordShownRequest(caller=caller, session_key_sha256=key, memories=[one, one, stranger])
+        )
+        assert recorded.recorded == 1
+        shown = store.ShownInSession(
+            s.ShownInSessionRequest(
+                caller=caller,
+                session_key_sha256=key,
+                memories=[one, one, stranger, s.SessionMemory(memory_id=garden.id, revision=2)],
+            )
+        )
+        assert list(shown.shown_ids) == [garden.id]
+    finally:
+        channel.close()
 
 
 def test_embedder_down_reads_the_keyword_signals(world, stack):
@@ -311,38 +350,55 @@ def test_hostile_bodies_cannot_forge_a_header(world):
     assert len(seen) >= 5
 
 
-def test_the_commands(world, stack):
-    alice = world["alice"]
+def run(stack, capsys, *argv: str) -> tuple[int, str, str]:
+    """``recallatron ARGV`` in process against the test stack's gateway: exit status, stdout, stderr."""
+    try:
+        code = main([*argv, "--gateway", f"127.0.0.1:{stack.gateway.port}"])
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_the_commands(world, stack, capsys):
+    alice, garden = world["alice"], world["mem"]["garden"]
+    # As a bot runs it: a process per message.
     out = cli(stack, alice.token, "prompt-context", GARDEN, "--session", "tg-1")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith(OPENING) and world["mem"]["garden"].id in out.stdout
-    again = cli(stack, alice.token, "prompt-context", GARDEN, "--session", "tg-1")
-    assert again.returncode == 0 and again.stdout == ""
+    assert out.stdout.startswith(OPENING) and garden.id in out.stdout
     as_json = cli(stack, alice.token, "prompt-context", GARDEN, "--json", "--budget", "300")
     data = json.loads(as_json.stdout)
-    assert data["token_budget"] == 300 and data["items"][0]["memory"]["id"] == world["mem"]["garden"].id
-    dated = cli(stack, alice.token, "prompt-context", GARDEN, "--reference-time", "2024-05-08T13:56:00Z")
-    assert dated.stdout.startswith(f"{OPENING} (2024-05-08T13:56Z)")
-    assert cli(stack, alice.token, "prompt-context", OFF_TOPIC).stdout == ""
-    for args in (["--budget", "50"], ["--session", "a\tb"], ["--reference-time", "yesterday"]):
-        bad = cli(stack, alice.token, "prompt-context", GARDEN, *args)
-        assert bad.returncode != 0 and bad.stdout == "" and bad.stderr.strip(), args
-    assert "INVALID_ARGUMENT" in cli(stack, alice.token, "prompt-context", " ").stderr
-    ws = world["ws"]
+    assert data["token_budget"] == 300 and data["items"][0]["memory"]["id"] == garden.id
+    me = ("--token", alice.token)
+    assert run(stack, capsys, "prompt-context", GARDEN, "--session", "tg-1", *me) == (0, "", "")  # shown already
+    code, text, _ = run(stack, capsys, "prompt-context", GARDEN, "--reference-time", "2024-05-08T13:56:00Z", *me)
+    assert code == 0 and text.startswith(f"{OPENING} (2024-05-08T13:56Z)")
+    assert run(stack, capsys, "prompt-context", OFF_TOPIC, *me) == (0, "", "")
+    for args, status in (
+        (["--budget", "50"], 1),
+        (["--session", "a\tb"], 1),
+        (["--reference-time", "yesterday"], 2),
+        (["--budget", "many"], 2),
+    ):
+        code, text, err = run(stack, capsys, "prompt-context", GARDEN, *args, *me)
+        assert (code, text) == (status, "") and err.strip(), args
+        assert status == 2 or "INVALID_ARGUMENT" in err, err
+    assert "INVALID_ARGUMENT" in run(stack, capsys, "prompt-context", " ", *me)[2]
+    ws, op = world["ws"], ("--operator-token", stack.operator_token)
     try:
-        strict = f"strict({relevance_gate.PRESETS['strict']:.2f})"
         for value, shown in (
-            ("strict", strict),
+            ("strict", f"strict({relevance_gate.PRESETS['strict']:.2f})"),
             ("0.4", "0.40"),
             ("default", f"default({relevance_gate.PRESETS['default']:.2f})"),
         ):
-            args = ("workspace", "settings", "--workspace", ws, "--inject-gate", value)
-            out = cli(stack, "", *args, "--operator-token", stack.operator_token)
-            assert out.returncode == 0, out.stderr
-            assert out.stdout.strip().endswith(f"inject_gate={shown}"), out.stdout
-        for value in ("bogus", "1.5", "-0.1", "nan", ""):
-            args = ("workspace", "settings", "--workspace", ws, "--inject-gate", value)
-            out = cli(stack, "", *args, "--operator-token", stack.operator_token)
-            assert out.returncode == 2 and "--inject-gate" in out.stderr and out.stdout == "", value
+            code, text, err = run(
+                stack, capsys, "workspace", "settings", "--workspace", ws, "--inject-gate", value, *op
+            )
+            assert code == 0 and f" inject_gate={shown} " in text, (text, err)
+        for value in ("bogus", "1.5", "-0.1", "nan", "inf", ""):
+            code, text, err = run(
+                stack, capsys, "workspace", "settings", "--workspace", ws, "--inject-gate", value, *op
+            )
+            assert (code, text) == (2, "") and "--inject-gate" in err, value
     finally:
         settings(stack, ws, inject_gate=m.INJECT_GATE_DEFAULT)
