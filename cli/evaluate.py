@@ -186,6 +186,12 @@ def eval_parser(sub: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("--off-topic", help="with --inject: a dataset whose questions are off-topic for --dataset")
     ev.add_argument("--openers", help="with --inject: a folder with a queries.jsonl of chat openers (eval/openers)")
+    ev.add_argument(
+        "--budget",
+        type=int,
+        default=0,
+        help="with --inject: the block's token budget (default 0: PromptContext's, 600)",
+    )
     options.gateway_options(ev, operator=True)
     ev.set_defaults(handler=run_eval)
 
@@ -208,8 +214,8 @@ def run_eval(gw: client.Gateway, args: argparse.Namespace) -> int:
         if args.ablate:
             raise SystemExit("--inject and --ablate do not go together")
         return run_eval_inject(gw, args)
-    if args.off_topic or args.openers:
-        raise SystemExit("--off-topic and --openers are for --inject")
+    if args.off_topic or args.openers or args.budget:
+        raise SystemExit("--off-topic, --openers and --budget are for --inject")
     if args.top_k < 1:
         raise SystemExit("--top-k must be at least 1")
     top_k = max(MIN_RESULTS, args.top_k)

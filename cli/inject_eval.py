@@ -140,7 +140,13 @@ class Asked:
 
 
 def _ask_all(
-    gw: client.Gateway, md: client.Metadata, back: dict[str, str], prompts: list[dict], label: str, asked: Asked
+    gw: client.Gateway,
+    md: client.Metadata,
+    back: dict[str, str],
+    prompts: list[dict],
+    label: str,
+    asked: Asked,
+    budget: int = 0,
 ) -> None:
     """Asks each prompt through PromptContext (``ASK_THREADS`` at a time, a fresh session key each);
     adds each answered one to ``asked`` (questions when it has relevant ids), each refused one to
@@ -150,7 +156,10 @@ def _ask_all(
         try:
             resp = gw.memory.PromptContext(
                 g.PromptContextRequest(
-                    text=p["question"], purpose=m.PURPOSE_CONVERSATION, session_key=uuid.uuid4().hex
+                    text=p["question"],
+                    purpose=m.PURPOSE_CONVERSATION,
+                    session_key=uuid.uuid4().hex,
+                    token_budget=budget,
                 ),
                 metadata=md,
                 timeout=60,
@@ -177,9 +186,10 @@ def _questions(folder: Path) -> list[dict]:
     return [dict(q, source=folder.name) for q in read_jsonl(folder / "queries.jsonl")]
 
 
-def measure(gw: client.Gateway, dataset: Path, off: list[dict], gates: Sequence[float | None]) -> dict:
+def measure(gw: client.Gateway, dataset: Path, off: list[dict], gates: Sequence[float | None], budget: int = 0) -> dict:
     """For each gate (None: the workspace's own, the default), every question of every corpus of
-    ``dataset`` and every off-topic prompt of ``off`` asked of every corpus; returns gate -> Asked."""
+    ``dataset`` and every off-topic prompt of ``off`` asked of every corpus with a token budget of
+    ``budget`` (0: PromptContext's default, 600); returns gate -> Asked."""
     passes = {gate: Asked() for gate in gates}
     for folder in corpora(dataset):
         questions = _questions(folder)
@@ -192,7 +202,7 @@ def measure(gw: client.Gateway, dataset: Path, off: list[dict], gates: Sequence[
                     metadata=gw.metadata,
                 )
             at = "" if gate is None else f" at {gate:.2f}"
-            _ask_all(gw, client.bearer(token), back, questions + off, f"{folder.name}{at}", passes[gate])
+            _ask_all(gw, client.bearer(token), back, questions + off, f"{folder.name}{at}", passes[gate], budget)
     return passes
 
 
@@ -258,12 +268,14 @@ def inject_paths(args: argparse.Namespace) -> tuple[Path, Path | None, Path | No
 
 
 def run_eval_inject(gw: client.Gateway, args: argparse.Namespace) -> int:
-    """``recallatron eval --inject``: prints the report (or --json it); exit status 1 when any prompt
-    was refused, else 0."""
+    """``recallatron eval --inject``: prints the report (or --json it) of every prompt asked at the
+    workspace's gate and a budget of --budget tokens; exit status 1 when any prompt was refused, else 0."""
     dataset, off_topic, openers = inject_paths(args)
     corpora(dataset)  # a dataset without corpora fails before anything is loaded
     off = off_topic_prompts(off_topic, openers)
-    asked = measure(gw, dataset, off, [None])[None]
+    if args.budget != 0 and not 100 <= args.budget <= 2500:
+        raise SystemExit("--budget must be 100..2500 tokens (PromptContext's range), or 0 for its default, 600")
+    asked = measure(gw, dataset, off, [None], args.budget)[None]
     if asked.refused:
         total = len(asked.refused) + len(asked.questions) + len(asked.off_topic)
         report_failures(asked.refused, total, noun="prompt", verb="refused")
@@ -313,12 +325,15 @@ def curve(passes: dict[float, Asked]) -> list[dict]:
 
 def choose(rows: list[dict]) -> dict[str, dict | None]:
     """Each preset's gate: the best fit-half ``any`` rate among the gates where at least
-    ``QUIET_SHARE[name]`` of the fit half's off-topic prompts added nothing (the higher gate on a tie),
-    or None when no gate of the grid meets it."""
+    ``QUIET_SHARE[name]`` of the fit half's off-topic prompts added nothing, or None when no gate of
+    the grid meets it. On a tie (the budget, not the gate, bounds what a block holds) strict and
+    default take the higher gate, which adds off-topic memories less often for the same evidence,
+    and loose the lower, which lets the most through for a larger budget."""
     chosen = {}
     for name, share in QUIET_SHARE.items():
         ok = [r for r in rows if r["fit"]["off_topic"]["added_nothing"] >= share]
-        chosen[name] = max(ok, key=lambda r: (r["fit"]["questions"]["any"], r["min_cosine"])) if ok else None
+        toward = -1 if name == "loose" else 1
+        chosen[name] = max(ok, key=lambda r: (r["fit"]["questions"]["any"], toward * r["min_cosine"])) if ok else None
     return chosen
 
 

@@ -83,6 +83,9 @@ def test_presets_chosen_by_the_quiet_share():
     assert chosen["default"]["min_cosine"] == 0.6  # 0.5 and 0.6 tie on any: the higher gate
     assert chosen["strict"]["min_cosine"] == 0.6
     assert choose([row(0.3, 0.9, 0.5)]) == dict.fromkeys(QUIET_SHARE)  # nothing meets any rule
+    # The budget bounds the block: equal evidence from 0.2 to 0.4; loose takes the lowest, default the highest.
+    flat = choose([row(0.2, 0.45, 0.83), row(0.3, 0.45, 0.83), row(0.4, 0.45, 0.92), row(0.5, 0.40, 0.98)])
+    assert {name: r["min_cosine"] for name, r in flat.items()} == {"loose": 0.2, "default": 0.4, "strict": 0.5}
 
 
 def test_grid_parsing():
@@ -268,8 +271,13 @@ def test_bad_arguments_give_clear_errors(stack, capsys, off_corpus, tmp_path):
         (["eval", "--inject", "--dataset", str(DEMO), "--openers", str(empty)], "queries.jsonl: no prompts"),
         (["eval", "--inject", "--dataset", str(DEMO), "--openers", str(DEMO / "memories.jsonl")], "not a folder"),
         (["eval", "--inject", "--dataset", str(DEMO), "--off-topic", str(empty)], "no memories.jsonl"),
-        (["eval", "--dataset", str(DEMO), "--openers", str(OPENERS)], "--off-topic and --openers are for --inject"),
+        (
+            ["eval", "--dataset", str(DEMO), "--openers", str(OPENERS)],
+            "--off-topic, --openers and --budget are for --inject",
+        ),
         (["eval", "--inject", "--ablate", "--dataset", str(DEMO)], "--inject and --ablate do not go together"),
+        (["eval", "--inject", "--dataset", str(DEMO), "--budget", "99"], "--budget must be 100..2500"),
+        (["eval", "--inject", "--dataset", str(DEMO), "--budget", "2501"], "--budget must be 100..2500"),
         (["calibrate-inject", "--dataset", str(DEMO)], "give off-topic prompts"),
         (
             ["calibrate-inject", "--dataset", str(DEMO), "--openers", str(OPENERS), "--grid", "0.4,high"],
