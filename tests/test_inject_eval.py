@@ -4,6 +4,7 @@ end on demo/ against the real stack, bad arguments included."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from pathlib import Path
@@ -12,9 +13,11 @@ import pytest
 from conftest import ROOT
 
 from cli.dataset import read_jsonl
+from cli.evaluate import eval_parser
 from cli.inject_eval import (
     QUIET_SHARE,
     Turn,
+    calibrate_inject_parser,
     choose,
     evidence,
     off_topic_prompts,
@@ -23,7 +26,7 @@ from cli.inject_eval import (
     percentile,
     question_summary,
 )
-from cli.main import main
+from servicekit import settings
 from servicekit.relevance_gate import ALL_TERMS_MARGIN, PRESETS, Signals, passes
 
 OPENERS = ROOT / "eval" / "openers"
@@ -169,8 +172,14 @@ def off_corpus(tmp_path_factory) -> Path:
 
 
 def run(stack, capsys, *argv) -> tuple[int, str]:
-    """``recallatron ARGV`` in this process against the test stack's gateway; (exit status, stdout)."""
-    code = main([*argv, "--gateway", client_addr(stack), "--operator-token", stack.operator_token])
+    """``recallatron ARGV`` in this process against the test stack's gateway, through the commands' own
+    parsers (nothing imports cli.main); (exit status, stdout)."""
+    parser = argparse.ArgumentParser(prog="recallatron")
+    sub = parser.add_subparsers(dest="command", required=True)
+    eval_parser(sub)
+    calibrate_inject_parser(sub)
+    args = parser.parse_args([*argv, "--gateway", client_addr(stack), "--operator-token", stack.operator_token])
+    code = args.handler(args, settings.load())
     return code, capsys.readouterr().out
 
 
