@@ -83,7 +83,12 @@ class PromptContexter:
         passed = [
             item
             for item in recall.items
-            if passes(Signals(item.lexical_rank, item.cosine, item.identifier_matches, item.all_terms), gate)
+            if passes(
+                Signals(
+                    item.lexical_rank, item.cosine, item.identifier_matches, item.all_terms, recall.dense_available
+                ),
+                gate,
+            )
         ]
         session = hashlib.sha256(req.session_key.encode("utf-8")).digest() if req.session_key else b""
         shown: set[str] = set()

@@ -4,6 +4,7 @@ keeps, the inject_gate setting, bad input, readability, hostile bodies, and the 
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import hashlib
 import json
@@ -20,8 +21,10 @@ from recallatron.store.v1 import store_pb2_grpc
 from test_context import cli
 from test_render_hostile import FAKE, FORGED_DATE, HOSTILE, check_rendering
 
-from cli.main import main
+from cli.admin_commands import workspace_parser
+from cli.context_commands import prompt_context_parser
 from servicekit import clients, relevance_gate, render
+from servicekit import settings as settings_mod
 
 OPENING = "# Memories recalled for this turn"
 HEADER = re.compile(r"^\[([0-9a-f-]{36})\] revision (\d+) \| .* by member ([0-9a-f-]{36}) \| created ")
@@ -352,8 +355,13 @@ def test_hostile_bodies_cannot_forge_a_header(world):
 
 def run(stack, capsys, *argv: str) -> tuple[int, str, str]:
     """``recallatron ARGV`` in process against the test stack's gateway: exit status, stdout, stderr."""
+    parser = argparse.ArgumentParser(prog="recallatron")  # the commands' own parsers: nothing imports cli.main
+    sub = parser.add_subparsers(dest="command", required=True)
+    prompt_context_parser(sub)
+    workspace_parser(sub)
     try:
-        code = main([*argv, "--gateway", f"127.0.0.1:{stack.gateway.port}"])
+        args = parser.parse_args([*argv, "--gateway", f"127.0.0.1:{stack.gateway.port}"])
+        code = args.handler(args, settings_mod.load())
     except SystemExit as exc:
         code = exc.code
     out = capsys.readouterr()
