@@ -67,7 +67,8 @@ def for_terminal(text: str) -> str:
 # prose ("in revision 2, ...", "[2024]") is not taken for them.
 _OURS = re.compile(
     r"\[\s*[0-9a-f]{8}-[0-9a-f-]*\s*\]|revision\s*\d+\s*\||earlier\s+revision\s*\d+\s*\(replaced|"
-    r"\|\s*revision|by\s+member\s+[0-9a-f]{8}|\|\s*(?:created|changed|happened|confidence)\s+\d|"
+    r"\|\s*revision|by\s+member\s+[0-9a-f]{8}|\|\s*(?:created|changed|happened|written|confidence)\s+\d|"
+    r"\[\s*[0-9a-f]{8}\s*\]|"
     r"forgotten\s+on\s+\d{4}-|\[\s*cut\s*:|#\s*\d+\s+lexical_rank|"
     r"(?:^|\s)(?:title|body)\s*(?:from\s+character\s+\d+\s*)?:\s*\""
 )
@@ -235,21 +236,7 @@ def memory(mem: m.Memory, cuts: Cuts | None = None) -> str:
     if mem.HasField("occurred_at"):
         head += f" | happened {when(mem.occurred_at)}"
     head += f" | {audience} | {name_of(m.Purpose, mem.purpose)} | confidence {mem.confidence:.2f}"
-    provenance = [f"derived from {link.target_memory_id}" for link in mem.links if link.target_memory_id]
-    for i, link in enumerate(mem.links):
-        if link.target_entity_id:
-            name = _field(mem, cuts, f"links[{i}].target_entity_name", link.target_entity_name)
-            provenance.append(f"about {name} ({link.target_entity_id})")
-    if "links" in cuts:
-        provenance.append(f"{cuts['links']['items_left_out']} more links left out")
-    if mem.superseded_by_id:
-        provenance.append(f"superseded by {mem.superseded_by_id}")
-    if mem.evidence.span:
-        provenance.append(f"captured from the turn's words {_field(mem, cuts, 'evidence.span', mem.evidence.span)}")
-    stored = [mem.title, mem.body, mem.evidence.span, *(link.target_entity_name for link in mem.links)]
-    stored += [text for rev in mem.history for text in (rev.title, rev.body)]
-    if any(imitates(text) for text in stored if text):
-        provenance.append(CAUTION)
+    provenance = _provenance(mem, cuts, "derived from ", "captured from the turn's words ", entity_ids=True)
     lines = [head]
     if provenance:
         lines.append("  " + "; ".join(provenance))
@@ -259,9 +246,92 @@ def memory(mem: m.Memory, cuts: Cuts | None = None) -> str:
         lines.append(f"  earlier revision {rev.revision} (replaced {when(rev.replaced_at)}): {title}body {body}")
     if "history" in cuts:
         lines.append(f"  {cuts['history']['items_left_out']} earlier revisions more left out")
-    if mem.title:
-        lines.append(f"  title: {_field(mem, cuts, 'title', mem.title)}")
+    return "\n".join(lines + _text(mem, cuts))
+
+
+def _provenance(mem: m.Memory, cuts: Cuts, derived: str, captured: str, entity_ids: bool) -> list[str]:
+    """The parts of a memory's provenance line: what it was derived from, what it is about, its
+    successor, the turn's words it was captured from, and the caution when any text shown of it
+    (``history`` too) ``imitates`` our lines; ``derived`` and ``captured`` lead their parts."""
+    parts = [f"{derived}{link.target_memory_id}" for link in mem.links if link.target_memory_id]
+    for i, link in enumerate(mem.links):
+        if link.target_entity_id:
+            name = _field(mem, cuts, f"links[{i}].target_entity_name", link.target_entity_name)
+            parts.append(f"about {name} ({link.target_entity_id})" if entity_ids else f"about {name}")
+    if "links" in cuts:
+        parts.append(f"{cuts['links']['items_left_out']} more links left out")
+    if mem.superseded_by_id:
+        parts.append(f"superseded by {mem.superseded_by_id}")
+    if mem.evidence.span:
+        parts.append(f"{captured}{_field(mem, cuts, 'evidence.span', mem.evidence.span)}")
+    stored = [mem.title, mem.body, mem.evidence.span, *(link.target_entity_name for link in mem.links)]
+    stored += [text for rev in mem.history for text in (rev.title, rev.body)]
+    if any(imitates(text) for text in stored if text):
+        parts.append(CAUTION)
+    return parts
+
+
+def _text(mem: m.Memory, cuts: Cuts) -> list[str]:
+    """The title line (when there is a title) and the body line, each quoted."""
+    lines = [f"  title: {_field(mem, cuts, 'title', mem.title)}"] if mem.title else []
     offset = cuts.get("body", {}).get("body_offset", 0)
     label = f"body from character {offset}" if offset else "body"
-    lines.append(f"  {label}: {_field(mem, cuts, 'body', mem.body)}")
-    return "\n".join(lines)
+    return [*lines, f"  {label}: {_field(mem, cuts, 'body', mem.body)}"]
+
+
+# Leading hex digits of a memory's and a member's id that ``brief`` shows: on LoCoMo a whole id
+# costs a block 3.4 points of questions with their memory in it at the default budget (docs/agents.md,
+# "The relevance gate"). Ids are random (UUID 4), so within a block and a workspace's members eight
+# digits tell them apart; ids a reader may need to act on (what a memory was derived from, its
+# successor) stay whole.
+BRIEF_ID_DIGITS = 8
+
+
+def short_id(value: str) -> str:
+    """An id as ``brief``'s header shows it: its first ``BRIEF_ID_DIGITS`` hex digits."""
+    return value[:BRIEF_ID_DIGITS]
+
+
+def day_and_minute(ts: timestamp_pb2.Timestamp) -> str:
+    """A timestamp as UTC to the minute, e.g. ``2023-05-08 13:56``."""
+    return ts.ToDatetime(tzinfo=datetime.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def day(ts: timestamp_pb2.Timestamp) -> str:
+    """A timestamp's UTC day, e.g. ``2026-12-02``."""
+    return ts.ToDatetime(tzinfo=datetime.UTC).strftime("%Y-%m-%d")
+
+
+def brief(mem: m.Memory) -> str:
+    """One memory as the per-turn block shows it (gateway/context.py ``prompt_block``): ``memory``'s
+    order and quoting in fewer tokens, since each memory there is paid for on every turn. The header
+    (``[id] kind by member M | happened YYYY-MM-DD HH:MM | written YYYY-MM-DD``, times UTC, the
+    memory's and members' ids shortened by ``short_id``) leaves
+    out what the block's request fixes (the purpose) and what is the default: revision 1, origin
+    told, confidence 1.00, the workspace audience; each appears when it is not (``revision N``,
+    ``kind, origin``, ``confidence C``, ``private to member M``), a change as ``, changed DAY``.
+    Then the provenance line (``from`` the memories it was derived from, ``about`` its entities,
+    ``superseded by``, ``captured from`` the turn's words, the caution), the title and the body,
+    quoted as ``memory`` quotes them. Earlier revisions are not shown (recall does not return them);
+    a forgotten memory reads as ``memory`` writes it."""
+    if mem.forgotten:
+        return memory(mem)
+    kind = name_of(m.Kind, mem.kind)
+    if mem.origin != m.ORIGIN_TOLD:
+        kind += f", {name_of(m.Origin, mem.origin)}"
+    head = f"[{short_id(mem.id)}]"
+    if mem.revision != 1:
+        head += f" revision {mem.revision} |"
+    head += f" {kind} by member {short_id(mem.created_by)}"
+    if mem.HasField("occurred_at"):
+        head += f" | happened {day_and_minute(mem.occurred_at)}"
+    head += f" | written {day(mem.created_at)}"
+    if day(mem.updated_at) != day(mem.created_at):
+        head += f", changed {day(mem.updated_at)}"
+    if mem.audience != m.AUDIENCE_WORKSPACE:
+        head += f" | private to member {short_id(mem.audience_member_id)}"
+    if round(mem.confidence, 2) != 1:
+        head += f" | confidence {mem.confidence:.2f}"
+    provenance = _provenance(mem, {}, "from ", "captured from ", entity_ids=False)
+    lines = [head, "  " + "; ".join(provenance)] if provenance else [head]
+    return "\n".join(lines + _text(mem, {}))

@@ -26,7 +26,7 @@ from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
 
 from cli import hook_command
-from servicekit.render import quote
+from servicekit.render import quote, short_id
 
 ROOT = Path(__file__).resolve().parent.parent
 # Far above the hook's own deadline: a hook that hangs fails the test here instead of stalling it.
@@ -290,8 +290,9 @@ def added(out: subprocess.CompletedProcess, lines: list[dict], event: str) -> st
 
 
 def memory_ids(context: str) -> list[str]:
-    """The ids of the memories a block shows (each memory's header starts with its bracketed id)."""
-    return re.findall(r"^\[([0-9a-f-]{36})\]", context, re.M)
+    """The ids of the memories a block shows, as it shows them (each memory's header starts with its
+    bracketed id, shortened by ``short_id``)."""
+    return re.findall(r"^\[([0-9a-f]{8})\] ", context, re.M)
 
 
 def test_user_prompt_submit_adds_the_recalled_memory_in_the_documented_shape(tmp_path, world):
@@ -303,8 +304,8 @@ def test_user_prompt_submit_adds_the_recalled_memory_in_the_documented_shape(tmp
     # they are to be judged, how to recall more), then the memories, the asked one first.
     direct = alice.stack.memory.PromptContext(g.PromptContextRequest(text=prompt), metadata=alice.md())
     assert context.splitlines()[0] == direct.text.splitlines()[0] and "recall" in context.splitlines()[0]
-    assert memory_ids(context) == [item.memory.id for item in direct.items]
-    assert memory_ids(context)[0] == world["ids"]["staging"]
+    assert memory_ids(context) == [short_id(item.memory.id) for item in direct.items]
+    assert memory_ids(context)[0] == short_id(world["ids"]["staging"])
     assert quote(STAGING) in context  # the body as render quotes it, never raw
 
 
@@ -318,13 +319,15 @@ def test_a_memory_shown_in_a_session_is_not_shown_again_in_it(tmp_path, world):
     question = prompt_input("Which host does the staging database run on?", "twice")
     alice = {"token": world["alice"].token, "gateway": world["gateway"]}
     first = added(*hook(tmp_path, question, **alice), "UserPromptSubmit")
-    assert world["ids"]["staging"] in memory_ids(first)
+    assert short_id(world["ids"]["staging"]) in memory_ids(first)
     out, lines = hook(tmp_path, question, **alice)
     assert out.returncode == 0 and lines == []
-    assert world["ids"]["staging"] not in (memory_ids(added(out, lines, "UserPromptSubmit")) if out.stdout else [])
+    assert short_id(world["ids"]["staging"]) not in (
+        memory_ids(added(out, lines, "UserPromptSubmit")) if out.stdout else []
+    )
     # Another session is shown it again.
     other = prompt_input("Which host does the staging database run on?", "another")
-    assert world["ids"]["staging"] in memory_ids(added(*hook(tmp_path, other, **alice), "UserPromptSubmit"))
+    assert short_id(world["ids"]["staging"]) in memory_ids(added(*hook(tmp_path, other, **alice), "UserPromptSubmit"))
 
 
 def test_session_start_adds_the_bundle_when_the_workspace_has_it_on(tmp_path, stack):
@@ -363,6 +366,11 @@ def test_another_members_memories_never_reach_the_hooks_output(tmp_path, world):
             context = added(out, lines, "UserPromptSubmit")
             assert mine[who] in context and mine[other] not in context, (who, prompt, context)
             ids = memory_ids(context)
-            assert world["ids"][f"{who} locker"] in ids and world["ids"][f"{other} locker"] not in ids
-            for memory_id in ids:  # every memory shown is one the member can read
-                assert member.read(memory_id).id == memory_id
+            mine_id, theirs_id = short_id(world["ids"][f"{who} locker"]), short_id(world["ids"][f"{other} locker"])
+            assert mine_id in ids and theirs_id not in ids
+            # Every memory shown is one the member can read: the block's ids are the items' (a first
+            # ask in a fresh session, as the hook's was), each read back whole.
+            direct = member.stack.memory.PromptContext(g.PromptContextRequest(text=prompt), metadata=member.md())
+            assert ids == [short_id(item.memory.id) for item in direct.items]
+            for item in direct.items:
+                assert member.read(item.memory.id).id == item.memory.id
