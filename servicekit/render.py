@@ -279,11 +279,11 @@ def _text(mem: m.Memory, cuts: Cuts) -> list[str]:
     return [*lines, f"  {label}: {_field(mem, cuts, 'body', mem.body)}"]
 
 
-# Leading hex digits of a memory's and a member's id that ``brief`` shows: on LoCoMo a whole id
-# costs a block 3.4 points of questions with their memory in it at the default budget (docs/agents.md,
-# "The relevance gate"). Ids are random (UUID 4), so within a block and a workspace's members eight
-# digits tell them apart; ids a reader may need to act on (what a memory was derived from, its
-# successor) stay whole.
+# Leading hex digits of a memory's and a member's id that ``brief``'s header shows: whole ids took
+# LoCoMo questions with a relevant memory in the default block from 55% to 51% (docs/agents.md, "The
+# relevance gate"). Ids are random (UUID 4), so eight digits tell a block's memories and a
+# workspace's members apart; the ids a reader may act on (what a memory was derived from, its
+# successor) stay whole, and PromptContext's items carry every id whole.
 BRIEF_ID_DIGITS = 8
 
 

@@ -371,8 +371,8 @@ def test_the_default_budget_holds_three_conversation_turns(stack):
             occurred_at=said,
         )
     resp = ask(alice, "What did PIER-4821 finish?")
-    check_block(resp, 600)
     assert len(resp.items) >= 3 and len(resp.items) + len(resp.cut_ids) == 10
+    check_block(resp, 600)
     assert all(item.identifier_matches for item in resp.items)
     first, mem = resp.text.split("\n")[1], resp.items[0].memory
     said, written = mem.occurred_at.ToDatetime(), mem.created_at.ToDatetime()
