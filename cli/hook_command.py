@@ -31,6 +31,7 @@ import datetime
 import json
 import math
 import os
+import select
 import sys
 import time
 from pathlib import Path
@@ -138,9 +139,31 @@ def _seconds(name: str, text: str) -> float:
     return value
 
 
-def read_input(stream) -> dict:
-    """The hook's JSON object from ``stream`` (bytes), reading at most MAX_INPUT_BYTES + 1 bytes."""
-    raw = stream.read(MAX_INPUT_BYTES + 1)
+def _read(stream, deadline: float | None) -> bytes:
+    """At most MAX_INPUT_BYTES + 1 bytes of ``stream``, up to its end or ``deadline`` (monotonic): a
+    harness that never closes the hook's input must not hold the user's turn. A stream without a
+    file descriptor (a test's bytes) is read as it is."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return stream.read(MAX_INPUT_BYTES + 1)
+    chunks, size = [], 0
+    while size <= MAX_INPUT_BYTES:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and (left <= 0 or not select.select([fd], [], [], left)[0]):
+            raise Failure("the input was not closed before the deadline")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def read_input(stream, deadline: float | None = None) -> dict:
+    """The hook's JSON object from ``stream`` (bytes), reading at most MAX_INPUT_BYTES + 1 bytes, by
+    ``deadline``."""
+    raw = _read(stream, deadline)
     if len(raw) > MAX_INPUT_BYTES:
         raise Failure(f"input over {MAX_INPUT_BYTES} bytes")
     if not raw.strip():
@@ -235,8 +258,8 @@ def _log(event: object, session: object, message: str, started: float) -> None:
         {
             "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds"),
             "command": "hook claude-code",
-            "event": event if isinstance(event, str) else None,
-            "session_id": session if isinstance(session, str) else None,
+            "event": event[:MAX_MESSAGE_CHARS] if isinstance(event, str) else None,
+            "session_id": session[:MAX_MESSAGE_CHARS] if isinstance(session, str) else None,
             "error": message[:MAX_MESSAGE_CHARS],
             "seconds": round(time.monotonic() - started, 3),
         }
@@ -252,7 +275,11 @@ def claude_code(args: argparse.Namespace, stdin=None, stdout=None) -> int:
     started = time.monotonic()
     data: dict = {}
     try:
-        data = read_input(stdin if stdin is not None else sys.stdin.buffer)
+        try:
+            timeout = Options.of(args).timeout
+        except Failure:  # reported below, once the input says which event it was
+            timeout = DEFAULT_TIMEOUT_SECONDS
+        data = read_input(stdin if stdin is not None else sys.stdin.buffer, started + timeout)
         options = Options.of(args)
         output = respond(data, options, started + options.timeout)
         if output is not None:

@@ -202,6 +202,36 @@ def test_slow_gateway_meets_the_deadline(tmp_path, slow_gateway):
     assert servicer.calls == ["session-1", "bundle"]
 
 
+def test_an_input_never_closed_meets_the_deadline_and_long_fields_are_cut_in_the_log(tmp_path):
+    """A harness that never closes the hook's input does not hold the turn past the deadline; a huge
+    event name or session id is cut in the log line, not written whole."""
+    environ = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}", "RECALLATRON_HOME": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "hook", "claude-code", "--timeout", "0.5"],
+        cwd=ROOT,
+        env=environ | {"RECALLATRON_TOKEN": "rct_none"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        proc.stdin.write(prompt_input("Where is the staging database?")[:40])
+        proc.stdin.flush()
+        proc.wait(timeout=PROCESS_TIMEOUT)  # its input still open: the hook must end on its own
+        out, err = proc.stdout.read(), proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    log = tmp_path / "logs" / "hook.log"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert proc.returncode == 0 and out == b"" and len(lines) == 1, (err, lines)
+    assert lines[0]["error"] == "the input was not closed before the deadline"
+    huge = json.dumps({"hook_event_name": "E" * 500_000, "session_id": "S" * 500_000}).encode()
+    done, lines = hook(tmp_path, huge)
+    assert done.returncode == 0 and done.stdout == b"" and len(lines) == 2
+    assert len(lines[1]["event"]) == len(lines[1]["session_id"]) == 300 and log.stat().st_size < 2_000
+
+
 def test_the_log_is_private_and_never_followed_through_a_link(tmp_path, monkeypatch):
     out, lines = hook(tmp_path, b"")
     quiet_failure(out, lines, "empty input")
