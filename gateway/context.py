@@ -212,8 +212,8 @@ def prompt_block(
     memories: list[m.Memory], budget: int, at: datetime.datetime | None = None
 ) -> tuple[list[int], list[int], str]:
     """The block of a turn said at ``at`` (None: now, unsaid) showing ``memories`` (best first) within
-    ``budget`` tokens: the indices kept, each kept memory's tokens, and the text (empty when there is
-    no memory, or not even the opening and closing lines fit). One opening line says what the
+    ``budget`` tokens: the indices kept, each kept memory's tokens, and the text (empty when no
+    memory fits: an opening and a count of what did not fit would only cost every turn tokens). One opening line says what the
     memories are and how to recall more; each memory reads as ``servicekit.render.brief`` writes
     it; a closing line counts those that did not fit."""
     if not memories:
@@ -237,4 +237,6 @@ def prompt_block(
         bound,
         text_of,
     )
-    return kept, [costs[i] for i in kept], text if bound.holds(text) else ""
+    if not kept or not bound.holds(text):  # no memory fits: nothing to put before the turn, every turn
+        return [], [], ""
+    return kept, [costs[i] for i in kept], text

@@ -26,27 +26,28 @@ DEADLOCK_ATTEMPTS = 3
 _FRESH = f"shown_at > now() - make_interval(hours => {KEEP_HOURS})"
 
 
-def _check(req) -> tuple[bytes, list[uuid.UUID], list[int]]:
-    """The key hash, ids and revisions of a request; INVALID_ARGUMENT for a hash that is not 32 bytes,
-    too many memories or a malformed id."""
+def _check(req) -> tuple[uuid.UUID, bytes, list[uuid.UUID], list[int]]:
+    """The caller's member id, the key hash, ids and revisions of a request; INVALID_ARGUMENT for a
+    malformed member id, a hash that is not 32 bytes, too many memories or a malformed id."""
+    member = parse_uuid(req.caller.member_id, "caller.member_id")
     if len(req.session_key_sha256) != 32:
         raise InvalidArgument("session_key_sha256 must be the 32 bytes of a SHA-256", field="session_key_sha256")
     if len(req.memories) > MAX_MEMORIES:
         raise InvalidArgument(f"at most {MAX_MEMORIES} memories", field="memories", limit=MAX_MEMORIES)
     ids = [parse_uuid(x.memory_id, "memories.memory_id") for x in req.memories]
-    return bytes(req.session_key_sha256), ids, [x.revision for x in req.memories]
+    return member, bytes(req.session_key_sha256), ids, [x.revision for x in req.memories]
 
 
 def shown(conn: psycopg.Connection, req: s.ShownInSessionRequest) -> s.ShownInSessionResponse:
     """Of ``req.memories``, those shown in the caller's session at the revision given, lately."""
-    key, ids, revisions = _check(req)
+    member, key, ids, revisions = _check(req)
     if not ids:
         return s.ShownInSessionResponse()
     rows = conn.execute(
         f"""SELECT p.memory_id FROM prompt_shown p
               JOIN unnest(%s::uuid[], %s::int[]) AS q(id, revision) ON q.id = p.memory_id AND q.revision = p.revision
              WHERE p.member_id = %s AND p.session_sha256 = %s AND {_FRESH}""",
-        (ids, revisions, uuid.UUID(req.caller.member_id), key),
+        (ids, revisions, member, key),
     ).fetchall()
     found = {r[0] for r in rows}
     return s.ShownInSessionResponse(shown_ids=[str(i) for i in dict.fromkeys(ids) if i in found])
@@ -57,10 +58,10 @@ def record(conn: psycopg.Connection, req: s.RecordShownRequest) -> s.RecordShown
     forgotten meanwhile is skipped: its row is locked against Forget (FOR SHARE) and read again.
     Forget locks a memory before its derivations, so the two can deadlock; the transaction changed
     nothing then, and runs again (as Forget does, ``lifecycle.FORGET_DEADLOCK_ATTEMPTS`` times)."""
-    key, ids, revisions = _check(req)
+    member, key, ids, revisions = _check(req)
     for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
         try:
-            return _record_once(conn, req, key, ids, revisions)
+            return _record_once(conn, req, member, key, ids, revisions)
         except psycopg.errors.DeadlockDetected:
             if attempt == DEADLOCK_ATTEMPTS:
                 raise
@@ -68,9 +69,13 @@ def record(conn: psycopg.Connection, req: s.RecordShownRequest) -> s.RecordShown
 
 
 def _record_once(
-    conn: psycopg.Connection, req: s.RecordShownRequest, key: bytes, ids: list[uuid.UUID], revisions: list[int]
+    conn: psycopg.Connection,
+    req: s.RecordShownRequest,
+    member: uuid.UUID,
+    key: bytes,
+    ids: list[uuid.UUID],
+    revisions: list[int],
 ) -> s.RecordShownResponse:
-    member = uuid.UUID(req.caller.member_id)
     with conn.transaction():
         membership.hold_caller(conn, req.caller)
         conn.execute(f"DELETE FROM prompt_shown WHERE NOT ({_FRESH})")
