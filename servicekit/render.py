@@ -70,6 +70,8 @@ _OURS = re.compile(
     r"\|\s*revision|by\s+member\s+[0-9a-f]{8}|\|\s*(?:created|changed|happened|written|confidence)\s+\d|"
     r"\[\s*[0-9a-f]{8}\s*\]|"
     r"forgotten\s+on\s+\d{4}-|\[\s*cut\s*:|#\s*\d+\s+lexical_rank|"
+    r"(?:private\s+to|by)\s+member\b|superseded\s+by\s+[0-9a-f]{8}|from\s+[0-9a-f]{8}-|captured\s+from|"
+    r"written\s+\d{4}-\d\d-\d\d|#\s*\d+\s+more\s+did\s+not\s+fit|#\s*memories\s+recalled|#\s*cut\s+to\s+fit|"
     r"(?:^|\s)(?:title|body)\s*(?:from\s+character\s+\d+\s*)?:\s*\""
 )
 
