@@ -213,9 +213,9 @@ def prompt_block(
 ) -> tuple[list[int], list[int], str]:
     """The block of a turn said at ``at`` (None: now, unsaid) showing ``memories`` (best first) within
     ``budget`` tokens: the indices kept, each kept memory's tokens, and the text (empty when no
-    memory fits: an opening and a count of what did not fit would only cost every turn tokens). One opening line says what the
-    memories are and how to recall more; each memory reads as ``servicekit.render.brief`` writes
-    it; a closing line counts those that did not fit."""
+    memory fits: an opening and a count of what did not fit would only cost every turn tokens). One
+    opening line says what the memories are and how to recall more; each memory reads as
+    ``servicekit.render.brief`` writes it; a closing line counts those that did not fit."""
     if not memories:
         return [], [], ""
     bound = Bound(budget, CHARS_PER_TOKEN * budget)
