@@ -285,11 +285,7 @@ def listed(shaped: Shaped) -> str:
         f"{len(resp.memories) + left} memories on this page of {resp.total_size} you can read that match, newest first."
     ]
     lines += [memory(mem, shaped.cuts.get(("memories", i))) for i, mem in enumerate(resp.memories)]
-    if left:
-        lines.append(_again(left, len(resp.memories), "memories"))
-    elif resp.next_page_token:
-        lines.append(f"# more on the next page: page_token {quote(resp.next_page_token)}")
-    return "\n".join(lines)
+    return "\n".join([*lines, *_page_end(left, len(resp.memories), "memories", resp.next_page_token)])
 
 
 def turn(entry: g.HistoryEntry, cuts: dict | None) -> str:
@@ -317,11 +313,17 @@ def history(shaped: Shaped) -> str:
         "memories, never seen by anyone else); each turn's text quoted."
     ]
     lines += [turn(entry, shaped.cuts.get(("entries", i))) for i, entry in enumerate(resp.entries)]
+    return "\n".join([*lines, *_page_end(left, len(resp.entries), "turns", resp.next_page_token)])
+
+
+def _page_end(left: int, shown: int, noun: str, next_page_token: str) -> list[str]:
+    """A page's last line: how to get what was left out to fit (before the next page: its token
+    would skip them), else the next page's token, else nothing."""
     if left:
-        lines.append(_again(left, len(resp.entries), "turns"))
-    elif resp.next_page_token:
-        lines.append(f"# more on the next page: page_token {quote(resp.next_page_token)}")
-    return "\n".join(lines)
+        return [_again(left, shown, noun)]
+    if next_page_token:
+        return [f"# more on the next page: page_token {quote(next_page_token)}"]
+    return []
 
 
 def entities(shaped: Shaped) -> str:
