@@ -42,8 +42,9 @@ class Signals:
     cosine: float
     identifier_matches: int
     all_terms: bool
-    # False when the recall's meaning arm could not answer (every cosine is then 0).
-    dense_available: bool = True
+    # False when the recall's meaning arm could not answer (every cosine is then 0). No default: a
+    # caller that left it out would judge a recall without the meaning arm by cosines of 0.
+    dense_available: bool
 
 
 def passes(signals: Signals, min_cosine: float) -> bool:

@@ -140,15 +140,25 @@ def test_all_terms_passes_only_near_the_gate():
     """Every scored term of a short opener ("good evening") is in many turns of small talk: all terms
     count only for a memory within ALL_TERMS_MARGIN of the gate's cosine (or with the meaning arm down)."""
     gate = PRESETS["default"]
-    near = Signals(lexical_rank=1, cosine=gate - ALL_TERMS_MARGIN, identifier_matches=0, all_terms=True)
-    far = Signals(lexical_rank=1, cosine=gate - ALL_TERMS_MARGIN - 0.01, identifier_matches=0, all_terms=True)
-    unseen = Signals(lexical_rank=2, cosine=0.0, identifier_matches=0, all_terms=True)  # not a dense neighbour
+    near = Signals(
+        lexical_rank=1, cosine=gate - ALL_TERMS_MARGIN, identifier_matches=0, all_terms=True, dense_available=True
+    )
+    far = Signals(
+        lexical_rank=1,
+        cosine=gate - ALL_TERMS_MARGIN - 0.01,
+        identifier_matches=0,
+        all_terms=True,
+        dense_available=True,
+    )
+    unseen = Signals(
+        lexical_rank=2, cosine=0.0, identifier_matches=0, all_terms=True, dense_available=True
+    )  # not a dense neighbour
     assert passes(near, gate) and not passes(far, gate) and not passes(unseen, gate)
     down = Signals(lexical_rank=2, cosine=0.0, identifier_matches=0, all_terms=True, dense_available=False)
     assert passes(down, gate)
     assert not passes(Signals(0, 0.0, 0, True, dense_available=False), gate)  # all terms needs the keyword arm
-    assert passes(Signals(0, 0.0, 1, False), gate)  # an identifier typed in the turn
-    assert passes(Signals(0, gate, 0, False), gate) and not passes(Signals(3, gate - 0.001, 0, False), gate)
+    assert passes(Signals(0, 0.0, 1, False, True), gate)  # an identifier typed in the turn
+    assert passes(Signals(0, gate, 0, False, True), gate) and not passes(Signals(3, gate - 0.001, 0, False, True), gate)
 
 
 @pytest.fixture(scope="module")
