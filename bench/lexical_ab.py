@@ -32,8 +32,8 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from bench import corpus
 from servicekit.embedded_pg import EmbeddedPostgres
-from store_service import candidates
 from store_service.database import named, new_db_name
+from store_service.search import candidates
 
 LIMIT = 100
 INDEX = "bench_lexical_posting_ab"

@@ -26,9 +26,9 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from bench import corpus
 from servicekit.embedded_pg import EmbeddedPostgres
-from store_service import candidates, lexical_index
-from store_service.control import ControlPlane
+from store_service.control.plane import ControlPlane
 from store_service.database import Databases
+from store_service.search import candidates, lexical_index
 
 LIMIT = 100
 BATCH = 2_000

@@ -4,7 +4,7 @@ process, and the internal calls timed directly against their services.
 Single client, per question and interleaved (so every figure of a question sees the same machine
 load): Recall in lexical, dense and hybrid mode (top 10, ``skip_rerank``); the floor, i.e. the
 question embedded in this process by the embed service's ``BiEncoder`` plus the candidate SQL of
-``store_service.candidates`` (``lexical`` and ``dense``, limit 100 as the gateway asks, the
+``store_service.search.candidates`` (``lexical`` and ``dense``, limit 100 as the gateway asks, the
 workspace's dense floor) run on one autocommit psycopg connection to the workspace database;
 and ``LexicalCandidates``, ``DenseCandidates`` (store) and ``EmbedQueries`` (embed) over gRPC.
 Floor per mode: lexical = lexical SQL; dense = embed + dense SQL; hybrid = embed + lexical SQL +
@@ -36,8 +36,8 @@ from bench import corpus
 from bench.stack import Stack
 from cli import client
 from servicekit import clients
-from store_service import candidates
 from store_service.database import new_db_name
+from store_service.search import candidates
 
 MODES = {"lexical": m.RECALL_MODE_LEXICAL, "dense": m.RECALL_MODE_DENSE, "hybrid": m.RECALL_MODE_HYBRID}
 TOP_K = 10

@@ -12,7 +12,7 @@ both see the same machine load:
   hybrid mode with re-rank requested (the default request; no cross-encoder is installed here, so
   it shows what an unavailable re-ranker costs);
 - the floor: the query embedded in-process by the same BiEncoder, and the candidate SQL of
-  ``store_service/candidates.py`` (``lexical``, ``dense``) called directly on one autocommit
+  ``store_service/search/candidates.py`` (``lexical``, ``dense``) called directly on one autocommit
   connection to the workspace database (hybrid floor = embed + dense + lexical, run one after
   another).
 
@@ -59,7 +59,7 @@ from gateway.server import GatewayService
 from rank_service.server import start as start_rank
 from servicekit import clients
 from servicekit.embedded_pg import EmbeddedPostgres
-from store_service import candidates
+from store_service.search import candidates
 from store_service.server import StoreService
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -80,7 +80,7 @@ def fail(exc: grpc.RpcError) -> int:
 
 def workspace_problem(exc: grpc.RpcError, workspace: str) -> str | None:
     """The message, naming the id, for a call about ``workspace`` that failed NOT_FOUND (the store
-    answers a missing and a malformed workspace id alike: NOT_FOUND, store_service/control.py), else
+    answers a missing and a malformed workspace id alike: NOT_FOUND, store_service/control/plane.py), else
     None. For commands whose first call is the workspace's (import, import-legacy)."""
     if exc.code() != grpc.StatusCode.NOT_FOUND:
         return None

@@ -1,4 +1,4 @@
-"""The member's commands of the expiry gate (store_service/expiry.py): ``recallatron expiring`` lists
+"""The member's commands of the expiry gate (store_service/access/expiry.py): ``recallatron expiring`` lists
 the memories the gate hides from recall, ``recallatron keep`` brings one back (forgetting one is
 ``recallatron forget``).
 

@@ -45,11 +45,11 @@ from pathlib import Path
 
 from cli.json_text import last_line_cut_short, lone_surrogate, may_hold_surrogate
 from servicekit.errors import InvalidArgument
-from store_service.analysis import is_blank
+from store_service.search.analysis import is_blank
 from store_service.vocabulary import MAX_BODY_BYTES, MAX_TITLE_CHARS, check_not_ahead
 
-# The store's limits of what an import sends (store_service.entities.MAX_NAME_CHARS and MAX_MENTIONS,
-# store_service.imports.MAX_REASON_CHARS and MAX_KEY_CHARS), repeated rather than imported: those
+# The store's limits of what an import sends (store_service.records.entities.MAX_NAME_CHARS and MAX_MENTIONS,
+# store_service.intake.imports.MAX_REASON_CHARS and MAX_KEY_CHARS), repeated rather than imported: those
 # modules bring the database driver into every start of the command line.
 MAX_NAME_CHARS = 200
 MAX_REASON_CHARS = 1_000

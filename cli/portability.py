@@ -25,7 +25,9 @@ from cli import user_files
 from cli.json_text import last_line_cut_short, lone_surrogate, may_hold_surrogate
 from servicekit import vocabulary
 from servicekit.errors import ServiceError
-from store_service import entities, history, imports
+from store_service.history import turns
+from store_service.intake import imports
+from store_service.records import entities
 from store_service.vocabulary import check_not_ahead
 
 SCHEMA = "recallatron.export"
@@ -385,7 +387,7 @@ def _check_turn(rec: dict, where: str) -> None:
     _time(rec["occurred_at"], f"{where}: occurred_at")
     _time(rec["appended_at"], f"{where}: appended_at")
     # What ImportHistory (AppendHistory) will check of the turn, by its own code.
-    _store_check(lambda: history.prepare(history_turn(rec), datetime.datetime.now(datetime.UTC)), where)
+    _store_check(lambda: turns.prepare(history_turn(rec), datetime.datetime.now(datetime.UTC)), where)
 
 
 def _check_header(head: dict, path: Path) -> None:

@@ -1,6 +1,6 @@
 """The context bundle's text: the store's entries rendered for a prompt and cut to a token budget.
 
-The store chooses the entries under the readability rule (store_service/context.py); here they are
+The store chooses the entries under the readability rule (store_service/records/context.py); here they are
 rendered (``servicekit.render.memory``: provenance and dates before the text, stored text quoted)
 under one heading per part and cut to the budget. Tokens are counted as the MCP tools' results are
 (``servicekit.render.tokens``: an estimate of what a model's tokenizer counts, in which a long

@@ -242,7 +242,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         resp = self.store.Capture(s.CaptureRequest(caller=auth.caller, **fields_set(request)))
         return same_fields(resp, g.CaptureResponse)
 
-    # Curation (issue 9; store_service/curation.py holds the rules).
+    # Curation (issue 9; store_service/curation/review.py holds the rules).
     def ListDuplicateProposals(self, request, context):
         auth = authenticate(self.store, context)
         resp = self.store.ListDuplicateProposals(
@@ -310,7 +310,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
         return same_fields(resp, g.RemoveMemberResponse)
 
     def UpdateWorkspaceSettings(self, request, context):
-        self.operator.check(context)  # the store checks every field (store_service/expiry.py: the gate)
+        self.operator.check(context)  # the store checks every field (store_service/access/expiry.py: the gate)
         resp = self.store.UpdateWorkspaceSettings(s.UpdateWorkspaceSettingsRequest(**fields_set(request)))
         return g.UpdateWorkspaceSettingsResponse(
             dense_floor=resp.settings.dense_floor,

@@ -65,7 +65,7 @@ class FailedPrecondition(ServiceError):
 
 
 class AlreadyExists(ServiceError):
-    """A request id already bound to a different request (store_service/idempotency.py); metadata
+    """A request id already bound to a different request (store_service/records/idempotency.py); metadata
     carries ``request_id`` and the ``operation`` it is bound to."""
 
     code, reason = grpc.StatusCode.ALREADY_EXISTS, "REQUEST_ID_REUSED"

@@ -62,7 +62,7 @@ EMBED_BATCH_SIZE = 128
 # a full RememberBatch, MAX_REMEMBER_BATCH bodies of up to 64 KiB, must fit.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
-# Entities, and memories, in one ImportMemories call at most (AdminService; store_service/imports.py).
+# Entities, and memories, in one ImportMemories call at most (AdminService; store_service/intake/imports.py).
 MAX_IMPORT_BATCH = 500
 
 # The data folder and the gateway's address when RECALLATRON_HOME / RECALLATRON_GATEWAY_ADDR are

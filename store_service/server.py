@@ -26,26 +26,16 @@ from servicekit.limits import (
     SHUTDOWN_GRACE_SECONDS,
 )
 from servicekit.server import Running, start_server
-from store_service import (
-    candidates,
-    capture,
-    context,
-    curation,
-    entities,
-    expiry,
-    history,
-    history_search,
-    imports,
-    lifecycle,
-    listing,
-    members,
-    memories,
-    pins,
-    prompt_sessions,
-)
-from store_service.control import ControlPlane, Workspace, inject_setting
+from store_service.access import expiry
+from store_service.control import members
+from store_service.control.plane import ControlPlane, Workspace, inject_setting
+from store_service.curation import review
 from store_service.database import Databases
-from store_service.embedding_job import EMBED_TIMEOUT_SECONDS, EmbeddingWorker, requeue
+from store_service.embedding.job import EMBED_TIMEOUT_SECONDS, EmbeddingWorker, requeue
+from store_service.history import turn_search, turns
+from store_service.intake import capture, imports
+from store_service.records import context, entities, lifecycle, listing, memories, pins, prompt_sessions
+from store_service.search import candidates
 from store_service.vocabulary import parse_uuid
 
 log = logging.getLogger(__name__)
@@ -269,9 +259,9 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
 
     # History evidence (owner-only; never a memory).
     def AppendHistory(self, request, context):
-        history.check_batch_size(len(request.turns))  # before taking a connection
+        turns.check_batch_size(len(request.turns))  # before taking a connection
         with self._conn(request.caller) as conn:
-            results = history.append(conn, request.caller, request.turns)
+            results = turns.append(conn, request.caller, request.turns)
         return s.AppendHistoryResponse(
             results=[
                 s.AppendHistoryResult(error=status_proto_for(r))
@@ -283,11 +273,11 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
 
     def SearchHistory(self, request, context):
         with self._conn(request.caller) as conn:
-            return history_search.search(conn, request.caller, request)
+            return turn_search.search(conn, request.caller, request)
 
     def ForgetHistory(self, request, context):
         with self._conn(request.caller) as conn:
-            return s.ForgetHistoryResponse(forgotten_count=history.forget(conn, request.caller, request))
+            return s.ForgetHistoryResponse(forgotten_count=turns.forget(conn, request.caller, request))
 
     # Imports (operator-side, through AdminService).
     def ImportMemories(self, request, context):
@@ -313,7 +303,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         )
 
     def ImportHistory(self, request, context):
-        history.check_batch_size(len(request.turns))  # before taking a connection
+        turns.check_batch_size(len(request.turns))  # before taking a connection
         member = parse_uuid(request.member_id, "member_id", missing_is_not_found=True)
         caller = self.control.members(request.workspace_id, {member}).get(member)
         if caller is None:
@@ -343,7 +333,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             self._wake(request.caller)
         return response
 
-    # PromptContext's session memory (store_service/prompt_sessions.py).
+    # PromptContext's session memory (store_service/records/prompt_sessions.py).
     def ShownInSession(self, request, context):
         with self._conn(request.caller) as conn:
             return prompt_sessions.shown(conn, request)
@@ -352,22 +342,22 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         with self._conn(request.caller) as conn:
             return prompt_sessions.record(conn, request)
 
-    # Curation: duplicate proposals and conflict flags (issue 9; store_service/curation.py).
+    # Curation: duplicate proposals and conflict flags (issue 9; store_service/curation/review.py).
     def ListDuplicateProposals(self, request, context):
         with self._conn(request.caller) as conn:
-            return curation.list_duplicates(conn, request)
+            return review.list_duplicates(conn, request)
 
     def DecideDuplicateProposal(self, request, context):
         with self._conn(request.caller) as conn:
-            return curation.decide(conn, request)
+            return review.decide(conn, request)
 
     def ListConflictFlags(self, request, context):
         with self._conn(request.caller) as conn:
-            return curation.list_flags(conn, request)
+            return review.list_flags(conn, request)
 
     def ResolveConflictFlag(self, request, context):
         with self._conn(request.caller) as conn:
-            response = curation.resolve(conn, request)
+            response = review.resolve(conn, request)
         if response.HasField("restored"):
             self._wake(request.caller)
         return response

@@ -12,7 +12,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit import vocabulary
 from servicekit.errors import InvalidArgument, NotFound
-from store_service import analysis
+from store_service.search import analysis
 
 KINDS = vocabulary.names(m.Kind)
 PURPOSES = vocabulary.names(m.Purpose)

@@ -31,7 +31,7 @@ from gateway.server import GatewayService
 from rank_service.server import start as start_rank
 from servicekit import clients
 from servicekit.embedded_pg import EmbeddedPostgres
-from store_service.control import ControlPlane
+from store_service.control.plane import ControlPlane
 from store_service.database import MIGRATIONS, _yoyo_url
 from store_service.server import StoreService
 

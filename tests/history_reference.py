@@ -2,7 +2,7 @@
 
 import math
 
-from store_service import analysis
+from store_service.search import analysis
 
 K1, B = 1.2, 0.75  # Okapi BM25's constants (Robertson and Zaragoza, 2009), as the keyword arm uses
 

@@ -1,4 +1,4 @@
-"""The text-analysis function (store_service.analysis): pure unit tests, no database."""
+"""The text-analysis function (store_service.search.analysis): pure unit tests, no database."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from store_service import analysis
-from store_service.analysis import (
+from store_service.search import analysis
+from store_service.search.analysis import (
     ENGLISH_STOP_WORDS,
     MAX_LEXEME_CHARS,
     MAX_QUERY_TERMS,
@@ -332,7 +332,7 @@ def test_caches_are_bounded(monkeypatch):
 def test_a_memory_indexes_at_most_max_document_terms():
     # Found in review: 64 KiB of joined tokens made 19,000 distinct lexemes (postings and statistics
     # rows written under the workspace lock); the first MAX_DOCUMENT_TERMS are kept.
-    from store_service.analysis import MAX_DOCUMENT_TERMS, document_terms
+    from store_service.search.analysis import MAX_DOCUMENT_TERMS, document_terms
 
     body = " ".join(f"q{i}.w{i}-e{i}_r{i}/t{i}" for i in range(3000))
     terms = document_terms("", body)

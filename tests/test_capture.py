@@ -14,8 +14,8 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.errors import error_info
-from store_service import known
 from store_service.database import migrate
+from store_service.records import known
 
 SPAN_NOT_IN_TURN, EMPTY_BODY, ALREADY_KNOWN = (
     m.CAPTURE_SKIP_REASON_SPAN_NOT_IN_TURN,

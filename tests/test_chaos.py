@@ -19,7 +19,7 @@ import pytest
 from servicekit.embedded_pg import EmbeddedPostgres
 from servicekit.errors import status_proto_for
 from store_service.database import Databases
-from store_service.embedding_job import EmbeddingWorker
+from store_service.embedding.job import EmbeddingWorker
 from tools import chaos
 from tools.chaos.stack import TARGETS, wait_for
 

@@ -1,4 +1,4 @@
-"""Curation through the real gateway and store, with the real MiniLM (issue 9; docs/curation.md):
+"""Curation through the real gateway and store, with the real MiniLM (issue 9; docs/review.md):
 duplicate proposals (window, threshold, order, pages, kept pairs, readability, degraded vectors),
 the three decisions with Supersede's rules, conflict flags written by every path that supersedes,
 their listing and resolution, bad input to every new RPC, and the CLI commands as a user runs them.
@@ -27,7 +27,8 @@ from recallatron.store.v1 import store_pb2 as s
 from recallatron.store.v1 import store_pb2_grpc
 
 from servicekit import clients
-from store_service import conflict_flags, curation
+from store_service.curation import review
+from store_service.records import conflict_flags
 
 ROOT = Path(__file__).resolve().parent.parent
 INVALID, NOT_FOUND = grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND
@@ -119,7 +120,7 @@ def test_store_and_gateway_messages_share_fields():
 
 
 def test_constants_are_the_documented_ones():
-    assert curation.DUPLICATE_COSINE == 0.80 and curation.DUPLICATE_WINDOW == 500
+    assert review.DUPLICATE_COSINE == 0.80 and review.DUPLICATE_WINDOW == 500
     assert conflict_flags.CONFLICT_CONFIDENCE == 0.8
 
 

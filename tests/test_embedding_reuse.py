@@ -12,7 +12,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from embed_service.models import INPUT_VERSION, compose
-from store_service.embedding_job import input_sha256
+from store_service.embedding.job import input_sha256
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import threading
 
-from store_service import embedding_job
-from store_service.embedding_job import EmbeddingWorker
+from store_service.embedding import job
+from store_service.embedding.job import EmbeddingWorker
 
 
 def _worker(monkeypatch, during_check) -> EmbeddingWorker:
@@ -27,7 +27,7 @@ def _worker(monkeypatch, during_check) -> EmbeddingWorker:
         worker._stop.set()
         return False
 
-    monkeypatch.setattr(embedding_job, "has_jobs", has_jobs)
+    monkeypatch.setattr(job, "has_jobs", has_jobs)
     return worker
 
 

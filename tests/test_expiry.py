@@ -22,7 +22,8 @@ from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.errors import error_info
-from store_service import candidates, expiry
+from store_service.access import expiry
+from store_service.search import candidates
 
 ROOT = Path(__file__).resolve().parent.parent
 INVALID = grpc.StatusCode.INVALID_ARGUMENT

@@ -13,7 +13,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from embed_service.models import compose
-from store_service import analysis
+from store_service.search import analysis
 
 INVALID, NOT_FOUND, DENIED = (
     grpc.StatusCode.INVALID_ARGUMENT,

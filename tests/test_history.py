@@ -18,7 +18,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
-from store_service import history_index, history_sessions
+from store_service.history import turn_index, turn_sessions
 
 OK, INVALID = grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT
 T0 = datetime.datetime(2026, 3, 2, 8, 0, tzinfo=datetime.UTC)
@@ -212,13 +212,13 @@ def test_sessions_are_runs_with_no_gap_over_two_hours(stack, team):
 
 
 def test_sessions_of_runs_rule():
-    gap = history_sessions.SESSION_GAP
+    gap = turn_sessions.SESSION_GAP
     t = [T0, T0 + minutes(1), T0 + minutes(2), T0 + minutes(3), T0 + gap + minutes(4)]
-    got = history_sessions.sessions_of_runs("c", [(t[0], None), (t[1], "A"), (t[2], None), (t[3], "B"), (t[4], None)])
+    got = turn_sessions.sessions_of_runs("c", [(t[0], None), (t[1], "A"), (t[2], None), (t[3], "B"), (t[4], None)])
     assert got == ["A", "A", "A", "B", "c@2026-03-02T10:04:00Z"]
-    assert history_sessions.sessions_of_runs("c", []) == []
+    assert turn_sessions.sessions_of_runs("c", []) == []
     early = datetime.datetime(1, 1, 1, 0, 0, 0, 5, tzinfo=datetime.UTC)
-    assert history_sessions.sessions_of_runs("c", [(early, None)]) == ["c@0001-01-01T00:00:00.000005Z"]
+    assert turn_sessions.sessions_of_runs("c", [(early, None)]) == ["c@0001-01-01T00:00:00.000005Z"]
 
 
 def test_history_writes_nothing_memories_are_made_of(stack, team):
@@ -414,7 +414,7 @@ def test_bad_search_input_is_invalid_argument(searchers):
 
 def stats_match(stack, ws) -> None:
     with stack.db(ws) as conn:
-        assert history_index.maintained(conn) == history_index.recount(conn)
+        assert turn_index.maintained(conn) == turn_index.recount(conn)
 
 
 def test_forget_by_ids_erases_the_turns_from_search_and_statistics(stack):
@@ -524,7 +524,7 @@ def test_stored_sessions_always_equal_a_recomputation_over_all_live_turns(stack,
     """Random batches appended out of time order into two chats, some turns naming a session, and
     forgets by ids and by range: after every call each turn's session is what the rule gives over
     the whole chat (with a span of 3 turns, the recomputation splits its spans on every batch)."""
-    monkeypatch.setattr(history_sessions, "SPAN_TURNS", span_turns)
+    monkeypatch.setattr(turn_sessions, "SPAN_TURNS", span_turns)
     rnd = random.Random(span_turns)
     ws = stack.workspace("history sessions")
     gil = stack.member(ws)
@@ -533,7 +533,7 @@ def test_stored_sessions_always_equal_a_recomputation_over_all_live_turns(stack,
         rows = stored(stack, ws, gil.id)
         for chat in ("a", "b"):
             mine = [r for r in rows if r[1] == chat]
-            want = history_sessions.sessions_of_runs(chat, [(r[4], r[5]) for r in mine])
+            want = turn_sessions.sessions_of_runs(chat, [(r[4], r[5]) for r in mine])
             assert [r[6] for r in mine] == want
 
     for step in range(12):

@@ -14,7 +14,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from test_lexical_topk import WORDS, _readable, _reference, _text
 
-from store_service import analysis, candidates, lexical_index
+from store_service.search import analysis, candidates, lexical_index
 
 CONV = "conversation"
 

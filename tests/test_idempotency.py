@@ -1,5 +1,5 @@
 """Request ids bound to the member, the operation and a fingerprint of the request, through the
-gateway against real PostgreSQL (store_service/idempotency.py): a retry of the same request gets the
+gateway against real PostgreSQL (store_service/records/idempotency.py): a retry of the same request gets the
 first result and writes nothing; the same id with any other request, another operation, or as a
 batch row that differs is refused with ALREADY_EXISTS naming the id, and writes nothing; another
 member's identical id is another id; a forget erases the fingerprint and leaves the id used; ids
@@ -25,8 +25,8 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.errors import error_info
-from store_service import idempotency, memories
 from store_service.database import migrate
+from store_service.records import idempotency, memories
 
 OK, EXISTS, NOT_FOUND = grpc.StatusCode.OK, grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.NOT_FOUND
 CONV, TASKS = m.PURPOSE_CONVERSATION, m.PURPOSE_TASKS

@@ -13,8 +13,8 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from embed_service.models import INPUT_VERSION
-from store_service import candidates
-from store_service.control import ControlPlane
+from store_service.control.plane import ControlPlane
+from store_service.search import candidates
 
 
 def test_stale_stamp_is_never_searched_and_is_requeued(stack):

@@ -389,9 +389,9 @@ CASES = [
     ),
     case(
         "path-posix-relative",
-        "store_service/analysis.py",
-        "The tokenizer rules are in src/store_service/analysis.py.",
-        "The BM25 scoring is in src/store_service/candidates.py.",
+        "store_service/search/analysis.py",
+        "The tokenizer rules are in src/store_service/search/analysis.py.",
+        "The BM25 scoring is in src/store_service/search/candidates.py.",
     ),
     case(
         "path-posix-segment",

@@ -13,8 +13,8 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from recallatron.memory.v1 import memory_pb2 as m
 
-from store_service import candidates, lexical_index
 from store_service.database import migrate
+from store_service.search import candidates, lexical_index
 
 
 def test_migration_reindexes_existing_memories(pg):

@@ -14,7 +14,7 @@ import uuid
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from store_service import analysis, candidates, lexical_index
+from store_service.search import analysis, candidates, lexical_index
 
 WORDS = [f"w{i}" for i in range(40)]
 

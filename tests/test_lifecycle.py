@@ -490,7 +490,7 @@ def test_forget_racing_supersede_of_a_derivation_leaves_no_live_successor(stack)
     # could miss the successor being written (live, indexed, linked to a forgotten source, readable
     # by nobody). Now either the forget comes first (the supersede is NOT_FOUND) or it sees the
     # successor and forgets it too.
-    from store_service import lexical_index
+    from store_service.search import lexical_index
 
     ws = stack.workspace("race-supersede")
     alice = stack.member(ws)

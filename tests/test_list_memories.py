@@ -19,7 +19,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
-from store_service import listing
+from store_service.records import listing
 
 ROOT = Path(__file__).resolve().parent.parent
 INVALID = grpc.StatusCode.INVALID_ARGUMENT

@@ -16,7 +16,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.errors import error_info
-from store_service import memories
+from store_service.records import memories
 
 OK, INVALID = grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT
 NOT_FOUND, DENIED = grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED

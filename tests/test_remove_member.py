@@ -20,7 +20,10 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit import deadlines
-from store_service import capture, history, lifecycle, members, memories
+from store_service.control import members
+from store_service.history import turns
+from store_service.intake import capture
+from store_service.records import lifecycle, memories
 
 ROOT = Path(__file__).resolve().parent.parent
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
@@ -294,7 +297,7 @@ WRITES = {
         ),
     ),
     "AppendHistory": (
-        history,
+        turns,
         "prepare",
         lambda member: member.stack.memory.AppendHistory(
             g.AppendHistoryRequest(turns=[g.HistoryTurn(chat_id="c", role="user", text=SECRET)]), metadata=member.md()

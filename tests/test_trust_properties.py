@@ -71,7 +71,8 @@ from recallatron.store.v1 import store_pb2, store_pb2_grpc
 from mcp_server import render as mcp_render
 from servicekit import clients, render, vocabulary
 from servicekit.render import Bound
-from store_service import history_index, lexical_index
+from store_service.history import turn_index
+from store_service.search import lexical_index
 
 PURPOSES = [m.PURPOSE_CONVERSATION, m.PURPOSE_TASKS, m.PURPOSE_REPORTING, m.PURPOSE_ADMINISTRATION]
 MODES = [m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID]
@@ -1000,8 +1001,8 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, progra
         assert sum(count for count, _ in parts.values()) == len(live)
         assert sum(count for (_, _, sup), (count, _) in parts.items() if sup) == sum(mem.superseded for mem in live)
         # The history statistics are per owner and equal a recount of the live turns.
-        df, sums = history_index.maintained(conn)
-        assert (df, sums) == history_index.recount(conn)
+        df, sums = turn_index.maintained(conn)
+        assert (df, sums) == turn_index.recount(conn)
         live_turns = [t for t in model.turns.values() if t.live]
         assert {str(o): c for o, (c, _) in sums.items()} == {
             o: sum(t.owner == o for t in live_turns) for o in {t.owner for t in live_turns}

@@ -1,7 +1,7 @@
 """Hybrid fusion rules side by side on the shared eval data, in process, by nDCG@10.
 
 The keyword arm is the product's: its analyzer, its kept terms (15% rule) and BM25 weights from
-``store_service.candidates``. The dense arm is exact MiniLM kNN, with the 0.30 floor and 100 rows
+``store_service.search.candidates``. The dense arm is exact MiniLM kNN, with the 0.30 floor and 100 rows
 per arm. Compared: plain RRF, and the precedence rules ``rank_service.fusion`` can apply ("shipped"
 is what the product does: identifiers for lookups, then every scored term).
 
@@ -21,7 +21,7 @@ import numpy as np
 
 from bench.corpus import EVAL
 from cli.retrieval_metrics import ndcg_at
-from store_service import analysis, candidates
+from store_service.search import analysis, candidates
 
 CACHE = Path("/tmp/recallatron-fusion-ablation")
 FLOOR, PER_ARM, RRF_K = 0.30, 100, 60

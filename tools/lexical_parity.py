@@ -1,4 +1,4 @@
-"""Keyword-arm parity: BM25 over ``store_service.analysis`` lexemes versus PostgreSQL ``to_tsvector``.
+"""Keyword-arm parity: BM25 over ``store_service.search.analysis`` lexemes versus PostgreSQL ``to_tsvector``.
 
 In-process, no running stack. For each corpus (each LoCoMo conversation separately, SciFact as one)
 it ranks every query's memories with the keyword arm's BM25 (k1 1.2, b 0.75, idf
@@ -7,7 +7,7 @@ and body, OR over the query terms; with three or more query terms, terms in 15% 
 documents are dropped except the rarest, which is always kept) and prints recall@10, nDCG@10 and
 MRR over the top 50, pooled as ``cli/retrieval_metrics.py`` computes them, once per analyzer:
 
-- ``analysis``: ``document_terms`` / ``query_terms`` of ``store_service.analysis``;
+- ``analysis``: ``document_terms`` / ``query_terms`` of ``store_service.search.analysis``;
 - ``pg``: ``to_tsvector('english', ...)`` lexemes and position counts from an embedded PostgreSQL
   (started in a temporary folder; the lexemes are cached in ``--cache`` so reruns need no server).
 
@@ -30,7 +30,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench.corpus import EVAL
-from store_service import analysis
+from store_service.search import analysis
 
 K1, B, COMMON_SHARE, COMMON_MIN_TERMS, TOP = 1.2, 0.75, 0.15, 3, 50
 

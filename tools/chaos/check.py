@@ -18,7 +18,7 @@ import psycopg
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from store_service import lexical_index
+from store_service.search import lexical_index
 from tools.chaos.load import Client, Known
 
 # Each query counts rows that a half-done write would leave behind; all must be 0.

@@ -1,6 +1,6 @@
 """The keyword arm's own index: postings and maintained statistics instead of a generated tsvector.
 
-Lexemes now come from ``store_service.analysis`` (Python, the same function at index and query
+Lexemes now come from ``store_service.search.analysis`` (Python, the same function at index and query
 time), so they cannot be a generated column. This migration creates the tables and drops the old
 ``tsv`` column and its GIN index. The re-index of existing memories that it ran until issue 7's
 packed blocks is now 0012's (``lexical_index.reindex_all`` writes blocks, which do not exist yet

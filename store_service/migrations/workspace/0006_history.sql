@@ -1,5 +1,5 @@
 -- depends: 0005_embedding_input_hash
--- History evidence (store_service/history.py): conversation turns kept for their owner alone. Never
+-- History evidence (store_service/history/turns.py): conversation turns kept for their owner alone. Never
 -- memories: no row here is read by recall, Read, FindEntities, the memory statistics or status.
 
 -- One conversation turn of one member. A forgotten turn keeps only its id, owner, request id and
@@ -33,7 +33,7 @@ CREATE INDEX history_turn_chat ON history_turn (owner_member_id, chat_id, occurr
 CREATE INDEX history_turn_session ON history_turn (owner_member_id, session, occurred_at)
     WHERE forgotten_at IS NULL;
 
--- The keyword index: one row per (live turn, lexeme of store_service.analysis), keyed by owner first
+-- The keyword index: one row per (live turn, lexeme of store_service.search.analysis), keyed by owner first
 -- so a search reads only its caller's postings. Written and deleted only with its turn's text (no
 -- foreign key, as lexical_posting: a per-row trigger would cost more than the insert).
 CREATE TABLE history_posting (

@@ -1,6 +1,6 @@
 -- depends: 0005_embedding_input_hash
 -- A request id is bound to its member, its operation and a fingerprint of the request
--- (store_service/idempotency.py): request_id now holds the client's id as sent, request_operation
+-- (store_service/records/idempotency.py): request_id now holds the client's id as sent, request_operation
 -- the operation (remember, derive, supersede) and request_fingerprint the sha256 of the request's
 -- canonical encoding (NULL once the memory is forgotten).
 ALTER TABLE memory ADD COLUMN request_operation text

@@ -1,5 +1,5 @@
 -- depends: 0007_embedding_job_claimant
--- Imports (store_service/imports.py): a memory or entity brought in by AdminService.ImportMemories
+-- Imports (store_service/intake/imports.py): a memory or entity brought in by AdminService.ImportMemories
 -- keeps the import key it came under (`legacy:item:42`, `export:<old id>`), so a re-run, or a run
 -- killed half way and run again, finds it and writes nothing twice. Kept after a forget, as a
 -- request id is, so a re-run does not bring a forgotten memory back. NULL for everything else.

@@ -1,9 +1,9 @@
 """Pins, capture evidence and body keys (issue 11).
 
-- ``memory_pin``: the memories each member pinned for its context bundle (store_service/context.py).
+- ``memory_pin``: the memories each member pinned for its context bundle (store_service/records/context.py).
 - ``capture`` and ``memory_evidence``: a Capture call's turn, request id and fingerprint, and for
-  each memory it stored the span that states it (store_service/capture.py).
-- ``memory.body_key``: the sha256 of the body's match form (store_service/known.py), kept for every
+  each memory it stored the span that states it (store_service/intake/capture.py).
+- ``memory.body_key``: the sha256 of the body's match form (store_service/records/known.py), kept for every
   live memory so Capture's "already known" is one indexed lookup; existing live memories are
   filled here in batches (memories stay readable; writes wait for it to finish).
 """
@@ -28,7 +28,7 @@ CREATE TABLE memory_pin (
 -- One Capture call that stored a memory or carried a request id. turn is the conversation turn
 -- (NULL when nothing was stored; '' once a memory taken from it was forgotten); outcomes the
 -- serialised per-proposal results a retry answers with; fingerprint the sha256 of the request
--- (NULL once a memory taken from it was forgotten, as store_service/idempotency.py does).
+-- (NULL once a memory taken from it was forgotten, as store_service/records/idempotency.py does).
 CREATE TABLE capture (
     id uuid PRIMARY KEY,
     member_id uuid NOT NULL,
@@ -52,7 +52,7 @@ BATCH = 1_000
 
 
 def apply_step(conn):
-    from store_service.known import body_key
+    from store_service.records.known import body_key
 
     cur = conn.cursor()
     cur.execute("LOCK TABLE memory IN SHARE MODE")

@@ -1,5 +1,5 @@
 -- depends: 0009_pins_capture
--- Curation by people (issue 9; docs/curation.md; store_service/curation.py, conflict_flags.py).
+-- Curation by people (issue 9; docs/curation.md; store_service/curation/review.py, conflict_flags.py).
 
 -- Pairs a person kept as both (DecideDuplicateProposal, keep both): never proposed again, to anyone
 -- (a proposal shows only to callers who can read both memories, so the row hides nothing from

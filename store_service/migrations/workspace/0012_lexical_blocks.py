@@ -52,7 +52,7 @@ ALTER TABLE lexical_posting ALTER COLUMN block_id SET NOT NULL;
 
 
 def apply_step(conn):
-    from store_service import lexical_index
+    from store_service.search import lexical_index
 
     cur = conn.cursor()
     # Readers go on; writers wait until this transaction commits, so no memory written meanwhile

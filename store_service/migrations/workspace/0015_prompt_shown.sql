@@ -1,5 +1,5 @@
 -- depends: 0014_capture_turn_stripped
--- PromptContext's session memory (store_service/prompt_sessions.py): which memory, at which revision,
+-- PromptContext's session memory (store_service/records/prompt_sessions.py): which memory, at which revision,
 -- was put in front of a model in a session, per member, keyed by the SHA-256 of the session key (the
 -- key itself is never stored). Rows older than 24 hours are ignored and pruned; a forgotten memory's
 -- rows go with it (Forget) and a removed member's with the member (RemoveMember).

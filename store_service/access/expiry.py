@@ -4,10 +4,10 @@ When it is on with N days, a memory whose ``updated_at`` is at or before the tim
 N days is *hidden*: it leaves the read paths that put memories in front of an agent unasked or by
 search, and nothing else changes. It is never erased and stays readable.
 
-Hidden from: Recall, both arms, every mode, history recall included (``store_service.candidates``
+Hidden from: Recall, both arms, every mode, history recall included (``store_service.search.candidates``
 filters the candidate rows: the dense arm in its SQL, the keyword arm as described there), and the
 context bundle, every part, pinned memories and the entity mention counts included
-(``store_service.context``). Still shown by: Read, GetMemories (by id), ListMemories, export,
+(``store_service.records.context``). Still shown by: Read, GetMemories (by id), ListMemories, export,
 FindEntities, and Capture's "already known" test, because the memory is still readable, and a
 person must be able to find it to review it. ``ListExpiringMemories`` lists exactly the hidden ones
 the caller can read. KeepMemory (``lifecycle.keep``) counts as an update (``updated_at = now()``),
@@ -32,7 +32,8 @@ from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.errors import InvalidArgument
-from store_service import listing, page_tokens
+from store_service import page_tokens
+from store_service.records import listing
 
 # The longest gate, in days: ten years. Longer is INVALID_ARGUMENT, as is 0 or less (the gate is
 # turned off by its own switch, so a mistyped 0 cannot turn it off).

@@ -546,7 +546,7 @@ def _joined(tok: str, out: list[str], level: int) -> None:
 def normalise(text: str) -> str:
     """Rule 1's Unicode normalisation of ``text``, before any cutting or case folding: controls and
     lone surrogates to spaces, format characters removed, NFKC, the hyphen and minus sign to ``-``.
-    Also what Capture matches spans with (store_service/known.py)."""
+    Also what Capture matches spans with (store_service/records/known.py)."""
     text = _TO_SPACE.sub(" ", text)
     text = _INVISIBLE.sub("", text)
     text = unicodedata.normalize("NFKC", text).translate(_HYPHENS)

@@ -37,7 +37,7 @@ from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 
 from embed_service.models import compose
 from servicekit.limits import EMBED_BATCH_SIZE
-from store_service.control import ControlPlane
+from store_service.control.plane import ControlPlane
 from store_service.database import Databases, named
 
 log = logging.getLogger(__name__)

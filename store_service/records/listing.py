@@ -1,7 +1,7 @@
 """ListMemories: the memories a caller can read, newest first, filtered, a page at a time (AIP-158).
 
 What is listed is exactly what Read would show: a memory is listed when its own row is readable
-and its whole derived_from chain is (``store_service.readability.chain_readable``, the rule of Read
+and its whole derived_from chain is (``store_service.access.readability.chain_readable``, the rule of Read
 and of Recall's walk). The filters only narrow that set, and ``total_size`` counts it, so neither a
 page nor a count holds anything the caller cannot read. Each listed memory carries its readable
 links and a successor id only when the successor is readable too (``memories.redact_successors``).
@@ -12,7 +12,7 @@ the member, their granted purposes and every filter, so it cannot be replayed by
 with other filters. A memory written between two pages is newer than the position, so it never
 shifts a later page; one forgotten meanwhile just leaves it.
 
-``where``, ``position`` and ``page`` also serve ListExpiringMemories (store_service/expiry.py), in
+``where``, ``position`` and ``page`` also serve ListExpiringMemories (store_service/access/expiry.py), in
 its own order: ``updated_at`` ascending, then id ascending (``OLDEST_UPDATED``).
 """
 
@@ -28,10 +28,11 @@ from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument
-from store_service import memories, page_tokens
+from store_service import page_tokens
+from store_service.access.readability import READABLE, caller_params, chain_readable
 from store_service.database import named
-from store_service.history import time_range
-from store_service.readability import READABLE, caller_params, chain_readable
+from store_service.history.turns import time_range
+from store_service.records import memories
 from store_service.vocabulary import KINDS, enum_value, parse_uuid
 
 # Page sizes (AIP-158): 0 means the default; above the most is coerced to it. 200 memories of at most
@@ -72,7 +73,7 @@ class Order:
         return f"(m.{self.column}, m.id) {'<' if self.descending else '>'} (%(after_at)s, %(after_id)s)"
 
 
-# ListMemories: newest first. ListExpiringMemories (store_service/expiry.py): oldest updated first.
+# ListMemories: newest first. ListExpiringMemories (store_service/access/expiry.py): oldest updated first.
 NEWEST_CREATED = Order(
     "created_at", True, (datetime.datetime.max.replace(tzinfo=datetime.UTC), uuid.UUID(int=(1 << 128) - 1))
 )

@@ -3,10 +3,10 @@
 The old store's rule, kept: when a memory held with confidence 0.8 or more is superseded by one held
 with 0.8 or more, two confident claims disagree. Both stay (the older points to the newer through
 ``superseded_by_id``) and the pair is flagged for a person to acknowledge or undo
-(store_service/curation.py lists and resolves flags). ``flag`` runs in the transaction that sets
+(store_service/curation/review.py lists and resolves flags). ``flag`` runs in the transaction that sets
 ``superseded_by_id``, on every path that sets it: Supersede and supersede by an existing memory
-(store_service/lifecycle.py, which DecideDuplicateProposal uses) and ImportMemories' supersede
-links (store_service/imports.py), so the rule lives here alone. An undo's own supersession writes
+(store_service/records/lifecycle.py, which DecideDuplicateProposal uses) and ImportMemories' supersede
+links (store_service/intake/imports.py), so the rule lives here alone. An undo's own supersession writes
 no flag: it is a person's answer to the flag, not a new disagreement.
 """
 

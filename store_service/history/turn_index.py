@@ -1,11 +1,11 @@
 """The keyword index of history turns: postings and each owner's BM25 statistics.
 
-Lexemes come from ``store_service.analysis`` (``document_terms("", text)``, as a memory without a
+Lexemes come from ``store_service.search.analysis`` (``document_terms("", text)``, as a memory without a
 title), so a turn is searched exactly as the keyword arm searches memories. Each owner's live turns
 are their own partition: ``history_df`` keeps each lexeme's document frequency among them and
 ``history_stats`` their count and total length (distinct lexemes), so a search's statistics are
 the caller's own and nothing another member wrote can shift them. Writers hold the owner's lock
-(``store_service.history``), so the sums stay exact.
+(``store_service.history.turns``), so the sums stay exact.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections import defaultdict
 
 import psycopg
 
-from store_service import analysis
+from store_service.search import analysis
 
 
 def terms(text: str) -> dict[str, int]:

@@ -12,7 +12,7 @@ naming the field (``proposals[2].kind``): a blank, over-long or NUL-holding turn
 ``MAX_PROPOSALS`` proposals, an over-long span, or any field Remember would refuse.
 
 ``request_id`` (per member, its own namespace) binds the call to a fingerprint of the request, as
-store_service/idempotency.py does for Remember: the same request again writes nothing and answers
+store_service/records/idempotency.py does for Remember: the same request again writes nothing and answers
 with the first outcomes (``replayed``), any other is ALREADY_EXISTS. Concurrent calls with one id
 meet on the ``capture`` row's unique key: the second waits for the first, then answers as a retry.
 Forgetting a captured memory erases the span and the fingerprint (``erase``); the id stays used, and
@@ -21,7 +21,7 @@ a request with it is ALREADY_EXISTS, as for an id used before fingerprints were 
 The evidence a memory carries is what every reader of the memory may see: the span, which states
 what the memory says. The turn is what its author said, the span and everything around it, so it
 is owner-only: a Capture that stores a memory keeps the whole turn in its author's history (chat
-``HISTORY_CHAT``, role user, no request id: store_service/history.py), where only the author finds
+``HISTORY_CHAT``, role user, no request id: store_service/history/turns.py), where only the author finds
 it and ForgetHistory (or the member's removal) forgets it, and nowhere else. No other part of the
 turn is kept with the memory: the turn carries none, and when and by whom are the memory's own
 ``created_at`` and ``created_by``.
@@ -37,9 +37,12 @@ from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import AlreadyExists, InvalidArgument, NotFound, ServiceError
-from store_service import analysis, entities, history, idempotency, known, membership
+from store_service.access import membership
+from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
-from store_service.memories import (
+from store_service.history import turns
+from store_service.records import entities, idempotency, known
+from store_service.records.memories import (
     Insert,
     Prepared,
     attach_evidence,
@@ -49,7 +52,7 @@ from store_service.memories import (
     prepare_remember,
     readable_ids,
 )
-from store_service.readability import READABLE, caller_params
+from store_service.search import analysis
 from store_service.vocabulary import MAX_BODY_BYTES
 
 CAPTURE = "capture"
@@ -213,7 +216,7 @@ def capture(conn: psycopg.Connection, req: s.CaptureRequest) -> s.CaptureRespons
 def _keep_turn(conn: psycopg.Connection, caller: m.Caller, turn: str) -> None:
     """Appends the turn to the caller's own history (module docstring), in the capture's transaction.
     ``_validate`` checked it as history checks a turn's text, so it cannot fail there."""
-    (kept,) = history.append(conn, caller, [s.HistoryTurn(chat_id=HISTORY_CHAT, role="user", text=turn)])
+    (kept,) = turns.append(conn, caller, [s.HistoryTurn(chat_id=HISTORY_CHAT, role="user", text=turn)])
     if isinstance(kept, Exception):
         raise kept
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 
-from store_service.analysis import normalise
+from store_service.search.analysis import normalise
 
 
 def match_form(text: str) -> str:

@@ -12,8 +12,8 @@ import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.errors import InvalidArgument, NotFound
+from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
-from store_service.readability import READABLE, caller_params
 
 MAX_MENTIONS = 32
 MAX_NAME_CHARS = 200

@@ -1,7 +1,7 @@
-"""Pins: memories a member keeps in its own context bundle (store_service/context.py).
+"""Pins: memories a member keeps in its own context bundle (store_service/records/context.py).
 
 A member may pin and unpin only memories it can read now (the readability rule with the
-derived_from walk, store_service/readability.py); anything else is NOT_FOUND, as Read answers. A pin
+derived_from walk, store_service/access/readability.py); anything else is NOT_FOUND, as Read answers. A pin
 is never shown without that rule being applied again when the bundle is built, so a pin of a memory
 its member may no longer read (forgotten, purpose no longer granted) shows nothing and cannot be
 told apart from none.
@@ -17,9 +17,9 @@ from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.errors import FailedPrecondition, NotFound
+from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
-from store_service.memories import readable_ids
-from store_service.readability import READABLE, caller_params
+from store_service.records.memories import readable_ids
 from store_service.vocabulary import parse_uuid
 
 # Pins of readable memories per member: the pinned part has no cut of its own but the budget, and

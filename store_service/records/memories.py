@@ -16,10 +16,12 @@ from servicekit import deadlines
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_REMEMBER_BATCH
-from store_service import entities, idempotency, known, lexical_index, membership
+from store_service.access import membership
+from store_service.access.readability import CHAIN_READABLE, caller_params
 from store_service.database import named
-from store_service.idempotency import RequestKey
-from store_service.readability import CHAIN_READABLE, caller_params
+from store_service.records import entities, idempotency, known
+from store_service.records.idempotency import RequestKey
+from store_service.search import lexical_index
 from store_service.vocabulary import (
     KIND_OF,
     KINDS,
@@ -113,7 +115,7 @@ class NewMemory:
     confidence: float
     origin: str
     occurred_at: datetime.datetime | None = None
-    # Set by imports only (store_service/imports.py); the defaults are what every other write wants:
+    # Set by imports only (store_service/intake/imports.py); the defaults are what every other write wants:
     # a new id, the caller as author, now as created_at (updated_at: created_at), revision 1.
     id: uuid.UUID | None = None
     created_by: uuid.UUID | None = None
@@ -138,7 +140,7 @@ class Insert:
 def by_request_id(conn: psycopg.Connection, caller: m.Caller, key: RequestKey) -> m.Memory | None:
     """The first result of ``key``'s request id when this member already used it (AIP-155 retries),
     None when it did not; raises ALREADY_EXISTS when the id is bound to a different request, and
-    NOT_FOUND when the first result is not readable now (see ``store_service.idempotency``)."""
+    NOT_FOUND when the first result is not readable now (see ``store_service.records.idempotency``)."""
     found = by_request_ids(conn, caller, [key])[0]
     if isinstance(found, ServiceError):
         raise found
@@ -228,7 +230,7 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
         return []
     member = uuid.UUID(caller.member_id)
     # Whoever writes them (an import too), member-only memories of a removed member never appear
-    # (store_service/membership.py); a member's own write checked its removal when its transaction
+    # (store_service/access/membership.py); a member's own write checked its removal when its transaction
     # started (UNAUTHENTICATED), so this refuses an operator's write for a removed member.
     removed = membership.hold(conn, {it.new.audience for it in items if it.new.audience is not None})
     if removed:
@@ -332,7 +334,7 @@ def remember(conn: psycopg.Connection, req: s.RememberRequest) -> m.Memory:
 
     INVALID_ARGUMENT for bad fields; PERMISSION_DENIED for a purpose not granted; NOT_FOUND for an
     entity id the caller cannot see. With a ``request_id`` this member already used: the first
-    result for the same request, ALREADY_EXISTS for another (``store_service.idempotency``); nothing
+    result for the same request, ALREADY_EXISTS for another (``store_service.records.idempotency``); nothing
     is written.
     """
     result = remember_batch(conn, req.caller, [req])[0]
@@ -519,7 +521,7 @@ def attach_links(conn: psycopg.Connection, caller: m.Caller, memories: dict[uuid
 
 def attach_evidence(conn: psycopg.Connection, memories: dict[uuid.UUID, m.Memory]) -> None:
     """Sets ``evidence`` on the captured memories of ``memories``, which the caller may read (one
-    query; store_service/capture.py writes it): the span alone, which every reader of the memory may
+    query; store_service/intake/capture.py writes it): the span alone, which every reader of the memory may
     see; the turn is its author's history."""
     if not memories:
         return

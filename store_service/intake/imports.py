@@ -12,7 +12,7 @@ operator names, created/updated times and revisions are kept as given (none more
 ``vocabulary.MAX_FUTURE_SKEW`` ahead of the clock: an imported time is a past one), and a supersede link joins
 it to an older imported memory (as ``lifecycle.supersede`` would: the older leaves recall and the
 successor keeps the older's sources, so a forget of one of them still reaches it; two confident
-memories are flagged for review, store_service/conflict_flags.py).
+memories are flagged for review, store_service/records/conflict_flags.py).
 
 Each item is validated and answered on its own; the items written are written in one transaction,
 and imports of one workspace serialise on an advisory lock, so two concurrent runs cannot write one
@@ -31,11 +31,12 @@ from recallatron.memory.v1 import memory_pb2 as m
 from servicekit import deadlines
 from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_IMPORT_BATCH
-from store_service import conflict_flags, entities, lexical_index
 from store_service.database import named
-from store_service.idempotency import RequestKey
-from store_service.lifecycle import MAX_SOURCES
-from store_service.memories import Insert, NewMemory, insert_many
+from store_service.records import conflict_flags, entities
+from store_service.records.idempotency import RequestKey
+from store_service.records.lifecycle import MAX_SOURCES
+from store_service.records.memories import Insert, NewMemory, insert_many
+from store_service.search import lexical_index
 from store_service.vocabulary import (
     KINDS,
     ORIGINS,

@@ -29,9 +29,12 @@ from recallatron.memory.v1 import memory_pb2 as m
 from servicekit import deadlines
 from servicekit.errors import InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_HISTORY_BATCH
-from store_service import analysis, history_index, history_sessions, idempotency, membership
+from store_service.access import membership
 from store_service.database import named
-from store_service.memories import check_request_id
+from store_service.history import turn_index, turn_sessions
+from store_service.records import idempotency
+from store_service.records.memories import check_request_id
+from store_service.search import analysis
 from store_service.vocabulary import MAX_BODY_BYTES, check_not_ahead, check_timestamp
 
 # Accepted role names and what is stored: ``rheo`` is the old store's name of the assistant.
@@ -182,19 +185,19 @@ def append(conn: psycopg.Connection, caller: m.Caller, turns) -> list[Appended |
             turn_id = uuid.uuid4()
             if turn.request_id:
                 firsts[turn.request_id] = (turn_id, turn)
-            rows.append((turn_id, turn, history_index.terms(turn.text)))
+            rows.append((turn_id, turn, turn_index.terms(turn.text)))
             results[i] = Appended(turn_id, replayed=False)
         if rows:
             _insert(conn, owner, rows)
-            history_index.update(conn, owner, [(turn_id, terms) for turn_id, _, terms in rows], +1)
-            history_sessions.recompute(conn, owner, [(t.chat_id, t.occurred_at) for _, t, _ in rows])
+            turn_index.update(conn, owner, [(turn_id, terms) for turn_id, _, terms in rows], +1)
+            turn_sessions.recompute(conn, owner, [(t.chat_id, t.occurred_at) for _, t, _ in rows])
         deadlines.check_before_commit()
     return results
 
 
 def _insert(conn: psycopg.Connection, owner: uuid.UUID, rows) -> None:
     """Inserts new turns; the session of one without a session id is its own id until
-    ``history_sessions.recompute`` sets it."""
+    ``turn_sessions.recompute`` sets it."""
     conn.execute(
         """INSERT INTO history_turn (id, owner_member_id, request_id, chat_id, role, text, occurred_at,
                                      session_id, session, doc_len)
@@ -266,7 +269,7 @@ def forget(conn: psycopg.Connection, caller: m.Caller, req) -> int:
                 (owner, start, end),
             ).fetchall()
         _erase(conn, owner, rows)
-        history_sessions.recompute(conn, owner, [(chat, when) for _, chat, when, _ in rows])
+        turn_sessions.recompute(conn, owner, [(chat, when) for _, chat, when, _ in rows])
     return len(rows)
 
 
@@ -309,7 +312,7 @@ def _erase(conn: psycopg.Connection, owner: uuid.UUID, rows) -> None:
         "SELECT turn_id, lexeme, tf FROM history_posting WHERE turn_id = ANY(%s)", (ids,)
     ):
         docs[turn_id][lexeme] = tf
-    history_index.update(conn, owner, list(docs.items()), -1)
+    turn_index.update(conn, owner, list(docs.items()), -1)
     conn.execute("DELETE FROM history_turn WHERE id = ANY(%s)", ([r[0] for r in rows if not r[3]],))
     conn.execute(
         """UPDATE history_turn SET text = '', chat_id = NULL, role = NULL, occurred_at = NULL, session_id = NULL,

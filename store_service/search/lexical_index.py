@@ -5,7 +5,7 @@ one ``lexical_posting`` per lexeme (term frequency, and the block holding its co
 arm reads postings from ``lexical_block``: per (lexeme, partition), rows of up to
 ``BLOCK_POSTINGS`` postings packed as ``POSTING`` records (document number, tf, length), in no
 particular order, so a question reads a few thousand rows instead of one row per posting
-(``store_service.candidates``; docs/retrieval.md, "Packed posting blocks").
+(``store_service.search.candidates``; docs/retrieval.md, "Packed posting blocks").
 
 A partition is (audience, purpose, superseded): the audience is the one member of a member-only
 memory or ``WORKSPACE`` (the nil uuid) for the whole workspace. ``lexical_df`` and
@@ -25,7 +25,7 @@ the statistics or a block (and before creating a partition), so statistics and b
 only ever locked by the one transaction holding it: no transaction waits on such a row, no
 deadlocks, and the sums stay exact. Documents are written before it (each memory's rows are
 guarded by the memory's own row lock), so the lock is held from the block writes to commit.
-Lexemes come from ``store_service.analysis`` (the same function at query time).
+Lexemes come from ``store_service.search.analysis`` (the same function at query time).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from collections.abc import Iterable
 import numpy as np
 import psycopg
 
-from store_service import analysis
+from store_service.search import analysis
 
 # The audience key of workspace memories (member ids are random uuids, never nil).
 WORKSPACE = uuid.UUID(int=0)

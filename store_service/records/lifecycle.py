@@ -28,18 +28,13 @@ from servicekit.errors import (
     NotFound,
     PermissionDenied,
 )
-from store_service import (
-    capture,
-    conflict_flags,
-    entities,
-    idempotency,
-    known,
-    lexical_index,
-    membership,
-    prompt_sessions,
-)
+from store_service.access import membership
+from store_service.access.provenance import ANCESTORS, DOWN
+from store_service.access.readability import IN_SCOPE, caller_params
 from store_service.database import named
-from store_service.memories import (
+from store_service.intake import capture
+from store_service.records import conflict_flags, entities, idempotency, known, prompt_sessions
+from store_service.records.memories import (
     COLUMNS,
     NewMemory,
     attach_links,
@@ -50,8 +45,7 @@ from store_service.memories import (
     redact_successors,
     to_memory,
 )
-from store_service.provenance import ANCESTORS, DOWN
-from store_service.readability import IN_SCOPE, caller_params
+from store_service.search import lexical_index
 from store_service.vocabulary import (
     KINDS,
     check_confidence,
@@ -67,7 +61,7 @@ MAX_REASON_CHARS = 1000
 def lock_readable(conn: psycopg.Connection, caller: m.Caller, memory_id: str, *, for_change: bool):
     """Locks a memory (``FOR NO KEY UPDATE``) and returns its row; NOT_FOUND unless readable (chain
     included), and with ``for_change`` PERMISSION_DENIED unless the caller may change it. The one
-    lock-and-judge step of every change (here and in store_service/curation.py)."""
+    lock-and-judge step of every change (here and in store_service/curation/review.py)."""
     mid = parse_uuid(memory_id, "memory_id", missing_is_not_found=True)
     row = named(conn).execute(f"SELECT {COLUMNS} FROM memory m WHERE m.id = %s FOR NO KEY UPDATE", (mid,)).fetchone()
     if row is None or mid not in readable_ids(conn, caller, [mid]):
@@ -203,7 +197,7 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
 
 
 def keep(conn: psycopg.Connection, req: s.KeepMemoryRequest) -> m.Memory:
-    """Keeps a memory (the expiry gate, store_service/expiry.py): ``updated_at`` becomes ``now()``,
+    """Keeps a memory (the expiry gate, store_service/access/expiry.py): ``updated_at`` becomes ``now()``,
     which counts as an update, so the gate shows it again for its whole period. Nothing else changes:
     title, body, confidence, revision, history, vectors and the keyword index stay as they are (the
     text did not change, so there is nothing to re-embed or re-index). A superseded memory can be
@@ -248,8 +242,8 @@ def supersede(
 ) -> m.Memory:
     """Replaces a memory by a new one with the same purpose; the audience may narrow from the
     workspace to the caller, never widen (INVALID_ARGUMENT). A superseded target is FAILED_PRECONDITION.
-    Both confident (store_service/conflict_flags.py): the pair is flagged in the same transaction,
-    unless ``flag_conflict`` is false (an undo of a flag, store_service/curation.py).
+    Both confident (store_service/records/conflict_flags.py): the pair is flagged in the same transaction,
+    unless ``flag_conflict`` is false (an undo of a flag, store_service/curation/review.py).
 
     ``also_from``: memories the new text comes from besides the target's sources (an undo: the older
     memory, whose text it carries), already judged readable by the caller. They are locked with the
@@ -324,7 +318,7 @@ def supersede(
 def _retire(conn: psycopg.Connection, old: uuid.UUID, successor: uuid.UUID, *, flag_conflict: bool) -> uuid.UUID | None:
     """Marks ``old`` superseded by ``successor`` (locked and judged by the caller): it leaves the
     live keyword partition and the vector index, and, with ``flag_conflict``, the pair is flagged
-    when both are confident (store_service/conflict_flags.py). Returns the flag's id, if one was written."""
+    when both are confident (store_service/records/conflict_flags.py). Returns the flag's id, if one was written."""
     conn.execute("UPDATE memory SET superseded_by_id = %s, updated_at = now() WHERE id = %s", (successor, old))
     lexical_index.mark_superseded(conn, [old])
     _drop_vector(conn, old)
@@ -336,7 +330,7 @@ def supersede_by_existing(
 ) -> uuid.UUID | None:
     """Supersedes memory ``target_id`` by the existing memory ``keep_id``, which stays as it is: the
     target gets ``superseded_by_id`` = ``keep_id`` and leaves the default search, as Supersede's
-    target does (DecideDuplicateProposal, store_service/curation.py). Returns the conflict flag's id
+    target does (DecideDuplicateProposal, store_service/curation/review.py). Returns the conflict flag's id
     when both are confident, else None.
 
     Supersede's rules, through the same lock-and-judge code: both are locked (in id order, so two
@@ -428,7 +422,7 @@ def _forget_once(conn: psycopg.Connection, req: s.ForgetRequest, removal: bool) 
         ]
         visible = readable_ids(conn, caller, closure)
         lexical_index.remove_memories(conn, closure)
-        # The request fingerprint and body key go with the text (store_service/idempotency.py,
+        # The request fingerprint and body key go with the text (store_service/records/idempotency.py,
         # known.py): the id stays used. So does capture evidence (capture.erase).
         capture.erase(conn, closure)
         prompt_sessions.forget_memories(conn, closure)  # which sessions were shown it

@@ -27,7 +27,7 @@ class Workspace:
     dense_floor: float
     default_mode: int
     context_bundle: bool = False
-    # The expiry gate (store_service/expiry.py): days without an update that hide a memory from
+    # The expiry gate (store_service/access/expiry.py): days without an update that hide a memory from
     # recall; 0 when off (stored as NULL).
     expiry_days: int = 0
     # The relevance gate of per-turn recall (servicekit/relevance_gate.py): the preset's short name
@@ -132,7 +132,7 @@ class ControlPlane:
         next call with any token is UNAUTHENTICATED. Running it again revokes nothing more and says
         ``already_removed``. NOT_FOUND for an unknown workspace or a member not in it (malformed ids
         too, as ``revoke_member``). Forgetting the member's memories and history is the caller's
-        next step (store_service/members.py)."""
+        next step (store_service/control/members.py)."""
         ws = parse_uuid(workspace_id, "workspace_id", missing_is_not_found=True)
         mem = parse_uuid(member_id, "member_id", missing_is_not_found=True)
         with self.dbs.control.connection() as conn, conn.transaction():

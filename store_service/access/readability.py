@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from recallatron.memory.v1 import memory_pb2
 
-from store_service.provenance import IDS, up
+from store_service.access.provenance import IDS, up
 from store_service.vocabulary import PURPOSES
 
 # Audience and purpose of a memory aliased ``m`` admit the caller (whether or not it is forgotten).

@@ -1,9 +1,9 @@
 """SearchHistory: the caller's own history turns, ranked by keywords or listed, a page at a time.
 
 With a query, every posting of the kept query terms among the caller's own live turns is scored with
-Okapi BM25 as the keyword arm scores memories (``store_service.candidates``: its k1 and b, its idf,
+Okapi BM25 as the keyword arm scores memories (``store_service.search.candidates``: its k1 and b, its idf,
 its rule dropping terms in 15% or more of the rows from three terms up, ties to nine decimals
-broken by id). The statistics are the caller's own turns' (``store_service.history_index``), so
+broken by id). The statistics are the caller's own turns' (``store_service.history.turn_index``), so
 nothing another member wrote can change a score. The filters (time range, chat, session) narrow
 which turns come back, not the statistics. Without a query, the turns are listed oldest first.
 
@@ -25,9 +25,10 @@ from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.errors import InvalidArgument
 from servicekit.limits import MAX_QUERY_CHARS
-from store_service import analysis, candidates, page_tokens
+from store_service import page_tokens
 from store_service.database import named
-from store_service.history import MAX_CHAT_ID_CHARS, time_range
+from store_service.history.turns import MAX_CHAT_ID_CHARS, time_range
+from store_service.search import analysis, candidates
 
 # Page sizes (AIP-158): 0 means the default; above the most is coerced to it. 200 entries of at most
 # 64 KiB of text stay well inside one gRPC message (servicekit.limits.MAX_MESSAGE_BYTES).

@@ -1,8 +1,8 @@
 """The candidate queries of the two retrieval arms, readability applied inside each in SQL.
 
 Lexical arm: Okapi BM25 (Robertson and Zaragoza, "The Probabilistic Relevance Framework: BM25 and
-Beyond", 2009; k1 = 1.2, b = 0.75) over the keyword index of ``store_service.lexical_index``:
-lexemes from ``store_service.analysis`` (the same function at index and query time), term
+Beyond", 2009; k1 = 1.2, b = 0.75) over the keyword index of ``store_service.search.lexical_index``:
+lexemes from ``store_service.search.analysis`` (the same function at index and query time), term
 frequency the lexeme's occurrences, document length the number of distinct lexemes. Document
 frequencies, row count and average length are the maintained statistics summed over the
 partitions the caller can read for the recalled purpose (its own member partition and the
@@ -12,7 +12,7 @@ present in 15% or more of the readable rows are dropped (README.md, "How recall 
 the rarest term is always kept, so a question never loses every term.
 
 Top k: every readable posting of the kept terms is scored, exactly, from the packed posting
-blocks of ``store_service.lexical_index`` (``_BlockScores``): one statement reads the blocks of
+blocks of ``store_service.search.lexical_index`` (``_BlockScores``): one statement reads the blocks of
 the kept terms in the readable partitions (a few thousand rows of up to 112 postings at 1,000,000
 memories), NumPy sums the BM25 contributions per document number, and one primary-key statement
 maps the best numbers to memory ids. The 15% rule already drops the most common terms. Scores
@@ -25,7 +25,7 @@ each posting read instead (docs/retrieval.md, "Packed posting blocks").
 Dense arm: cosine over the pgvector HNSW index with iterative index scans (pgvector 0.8+), so a
 filtered search still returns the requested count; rows below the cosine floor are dropped.
 
-The expiry gate (``store_service.expiry``), when a request carries one, leaves out the rows it
+The expiry gate (``store_service.access.expiry``), when a request carries one, leaves out the rows it
 hides, in both arms and every mode, history recall included. The dense arm filters them in its
 candidate statement, beside readability (the statement already joins the memory row). The keyword
 arm reads packed postings alone: testing ``updated_at`` there would need the memory row of every
@@ -37,7 +37,7 @@ rows are found or every matching row was read. Each read is the exact top of all
 the BM25 order, so the shown rows in that order are the exact top of the rows the gate shows. Off,
 or with no hidden row near the top, it costs nothing or one primary-key query over at most the
 limit. The statistics are unchanged: hidden rows are readable and stay counted
-(``store_service.expiry``).
+(``store_service.access.expiry``).
 """
 
 from __future__ import annotations
@@ -52,10 +52,11 @@ import psycopg
 from psycopg import sql
 from recallatron.memory.v1 import memory_pb2 as m
 
-from store_service import analysis, expiry, lexical_index
+from store_service.access import expiry
+from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
-from store_service.lexical_index import WORKSPACE
-from store_service.readability import READABLE, caller_params
+from store_service.search import analysis, lexical_index
+from store_service.search.lexical_index import WORKSPACE
 
 BM25_K1 = 1.2
 BM25_B = 0.75

@@ -28,7 +28,7 @@ could have seen it; keeping changes no memory, so reading both is enough). Super
 ``lifecycle.supersede_by_existing`` (Supersede's lock-and-judge code and revision rules); forget is
 ``lifecycle.forget``.
 
-**Conflict flags** are written by store_service/conflict_flags.py where a supersession is made;
+**Conflict flags** are written by store_service/records/conflict_flags.py where a supersession is made;
 ``list_flags`` shows a flag only when the caller can read both of its memories (the same rule,
 chain included), and counts only those; ``resolve`` acknowledges one or undoes it by superseding
 the newer memory with a new memory carrying the older's text (``lifecycle.supersede``), so nothing
@@ -49,9 +49,10 @@ from recallatron.store.v1 import store_pb2 as s
 from servicekit import vocabulary
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound
-from store_service import lifecycle, memories, page_tokens
+from store_service import page_tokens
+from store_service.access.readability import READABLE, caller_params, chain_readable
 from store_service.database import named
-from store_service.readability import READABLE, caller_params, chain_readable
+from store_service.records import lifecycle, memories
 from store_service.vocabulary import KIND_OF, parse_uuid
 
 # Issue 9 and the old store's curation rule (docs/curation.md): pairs at cosine 0.80

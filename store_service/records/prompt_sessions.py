@@ -16,7 +16,7 @@ import psycopg
 from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.errors import InvalidArgument
-from store_service import membership
+from store_service.access import membership
 from store_service.vocabulary import parse_uuid
 
 KEEP_HOURS = 24

@@ -11,7 +11,7 @@ In this order, each step safe to run again, so a run that stops half way is fini
 3. every member-only memory of the member is forgotten exactly as its member's own Forget would
    (``lifecycle.forget_member``: tombstones, everything derived from them with them), and the ids
    are listed in the response;
-4. all of the member's history evidence is forgotten (``history.forget_all``). It is owner-only:
+4. all of the member's history evidence is forgotten (``turns.forget_all``). It is owner-only:
    nobody else may ever read it, so keeping it would keep words nobody can use or review, and
    forgetting it is what the member's own ForgetHistory would do.
 5. which memories PromptContext showed the member in its sessions is dropped
@@ -48,9 +48,11 @@ from contextlib import contextmanager
 import psycopg
 from recallatron.store.v1 import store_pb2 as s
 
-from store_service import history, lifecycle, membership, prompt_sessions
-from store_service.control import ControlPlane
+from store_service.access import membership
+from store_service.control.plane import ControlPlane
 from store_service.database import Databases
+from store_service.history import turns
+from store_service.records import lifecycle, prompt_sessions
 
 # pg_advisory_lock(class, key) class of a member's removal ("rm"); the key is hashtext(member).
 _REMOVAL_CLASS = 0x726D
@@ -88,11 +90,11 @@ def remove(control: ControlPlane, dbs: Databases, workspace_id: str, member_id: 
     with _turn(removal.db_name), dbs.workspace(removal.db_name).connection() as conn, _sole_removal(conn, member):
         membership.mark_removed(conn, member)
         forgotten = lifecycle.forget_member(conn, removal.caller)
-        turns = history.forget_all(conn, member)
+        turns_forgotten = turns.forget_all(conn, member)
         prompt_sessions.forget_member(conn, member)
     return s.RemoveMemberResponse(
         revoked=removal.revoked,
         forgotten_ids=forgotten,
-        history_forgotten=turns,
+        history_forgotten=turns_forgotten,
         already_removed=removal.already_removed,
     )

@@ -5,7 +5,7 @@ caller can read exactly as Recall's are (``READABLE`` of that purpose, then the 
 ``memories.readable_ids``; superseded memories only when pinned), then joined in this order with each
 memory kept once, in the first part that chose it:
 
-1. pinned: every memory the caller pinned (store_service/pins.py);
+1. pinned: every memory the caller pinned (store_service/records/pins.py);
 2. summary: the ``SUMMARIES`` newest of kind summary;
 3. entity: for each of the ``ENTITIES`` entities most mentioned in the last ``WINDOW_DAYS`` days
    (mentions = readable memories about it created in that window; ties: the most recent mention,
@@ -16,7 +16,7 @@ memory kept once, in the first part that chose it:
 readable memories only, so their order reveals nothing the caller may not read. The gateway renders
 the entries and cuts them to a token budget (gateway/context.py).
 
-With the workspace's expiry gate on (``store_service.expiry``), the memories it hides are left out of
+With the workspace's expiry gate on (``store_service.access.expiry``), the memories it hides are left out of
 every part, pinned ones included (a pin is not an update: KeepMemory brings a memory back), and out of
 the entity mention counts: the bundle is put in front of an agent unasked, exactly what the gate
 keeps stale memories out of.
@@ -33,10 +33,10 @@ from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.caller import check_purpose_granted
-from store_service import expiry
+from store_service.access import expiry
+from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
-from store_service.memories import get_memories, readable_ids
-from store_service.readability import READABLE, caller_params
+from store_service.records.memories import get_memories, readable_ids
 
 SUMMARIES = 3
 ENTITIES = 5

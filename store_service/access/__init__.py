@@ -1,0 +1,1 @@
+"""Who may read and write what: readability in SQL, the provenance walk, the expiry gate's rule, member write locks."""

@@ -1,0 +1,1 @@
+"""The control plane: workspaces, members, credentials, authentication, member removal."""

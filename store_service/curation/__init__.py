@@ -1,0 +1,1 @@
+"""Review by people: duplicate proposals and conflict flags."""

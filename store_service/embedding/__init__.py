@@ -1,0 +1,1 @@
+"""The embedding job: queued memories turned into vectors through the embed service."""

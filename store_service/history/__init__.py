@@ -1,0 +1,1 @@
+"""A member's own conversation turns: appending, sessions, their keyword index and search."""

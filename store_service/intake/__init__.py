@@ -1,0 +1,1 @@
+"""Memories that come from outside a Remember: capture from conversation turns, imports."""
