@@ -70,17 +70,14 @@ LIMIT = 100  # RecallConfig.candidate_limit, the rows each arm contributes
 FLOOR = 0.30  # the workspace's default dense floor
 MODES = {"lexical": m.RECALL_MODE_LEXICAL, "dense": m.RECALL_MODE_DENSE, "hybrid": m.RECALL_MODE_HYBRID}
 INTERNAL = ("recallatron.store.v1.StoreService", "recallatron.embed.v1.EmbedService", "recallatron.rank.v1.RankService")
-# The RPCs a recall can make, before and after the shorter path (the embedding job's and the
-# dependency watch's calls run in the background and are not counted).
+# The RPCs a recall can make (the embedding job's and the dependency watch's calls run in the
+# background and are not counted).
 RECALL_RPCS = {
     "Authenticate",
     "LexicalCandidates",
     "EmbedQueries",
     "DenseCandidates",
-    "Fuse",
-    "Walk",
     "FuseAndWalk",
-    "CheckReadable",
     "GetMemories",
     "Rerank",
 }

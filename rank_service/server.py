@@ -24,18 +24,6 @@ def _to_proto(f: Fused) -> r.FusedCandidate:
     )
 
 
-def _from_proto(c: r.FusedCandidate) -> Fused:
-    if c.lexical_rank < 0 or c.dense_rank < 0 or c.identifier_matches < 0:
-        raise InvalidArgument("ranks and identifier counts must not be negative", field="candidates")
-    return Fused(
-        c.memory_id,
-        c.fused_score,
-        {"lexical": c.lexical_rank, "dense": c.dense_rank},
-        c.identifier_matches,
-        c.all_terms,
-    )
-
-
 def _k(value: int) -> int:
     if value < 0:
         raise InvalidArgument("k must not be negative", field="k")
@@ -61,18 +49,6 @@ def _arms(arms) -> dict[str, list[str]]:
 
 class RankServicer(rank_pb2_grpc.RankServiceServicer):
     """Implements recallatron.rank.v1.RankService."""
-
-    def Fuse(self, request, context):
-        return r.FuseResponse(candidates=[_to_proto(f) for f in fuse(_arms(request.arms), _k(request.k))])
-
-    def Walk(self, request, context):
-        passed = walk(
-            [_from_proto(c) for c in request.candidates],
-            set(request.readable_ids),
-            _limit(request.limit),
-            _k(request.k),
-        )
-        return r.WalkResponse(candidates=[_to_proto(f) for f in passed])
 
     def FuseAndWalk(self, request, context):
         k, limit = _k(request.k), _limit(request.limit)

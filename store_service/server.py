@@ -175,12 +175,6 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         with self._conn(request.caller) as conn:
             return s.KeepMemoryResponse(memory=lifecycle.keep(conn, request))
 
-    def CheckReadable(self, request, context):
-        with self._conn(request.caller) as conn:
-            return s.CheckReadableResponse(
-                readable_ids=memories.readable_verdicts(conn, request.caller, request.memory_ids)
-            )
-
     def LexicalCandidates(self, request, context):
         purpose = check_purpose_granted(request.caller, request.purpose)
         limit = _limit(request.limit)

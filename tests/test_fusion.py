@@ -5,7 +5,7 @@ import pytest
 from recallatron.rank.v1 import rank_pb2 as r
 from recallatron.rank.v1 import rank_pb2_grpc
 
-from rank_service.fusion import fuse, walk
+from rank_service.fusion import WALK_LIMIT, fuse, walk
 from rank_service.server import start as start_rank
 from servicekit import clients
 from servicekit.errors import InvalidArgument
@@ -80,22 +80,24 @@ def test_walk_stops_at_its_limit():
         walk(fused, set(), limit=0)
 
 
-def test_fuse_and_walk_equals_walk_of_fuse_over_grpc():
+def test_fuse_and_walk_over_grpc_equals_walk_of_fuse():
     running = start_rank("127.0.0.1:0")
     channel = clients.channel(f"127.0.0.1:{running.port}")
     try:
         rank = rank_pb2_grpc.RankServiceStub(channel)
+        lists = {"lexical": ["hidden", "a", "b", "c"], "dense": ["b", "hidden", "d"]}
         arms = [
-            r.ArmRanking(arm=r.ARM_LEXICAL, memory_ids=["hidden", "a", "b", "c"]),
-            r.ArmRanking(arm=r.ARM_DENSE, memory_ids=["b", "hidden", "d"]),
+            r.ArmRanking(arm=r.ARM_LEXICAL, memory_ids=lists["lexical"]),
+            r.ArmRanking(arm=r.ARM_DENSE, memory_ids=lists["dense"]),
         ]
         readable = ["a", "b", "d", "not-a-candidate"]
         results = {}
         for limit in (0, 2):
-            fused = rank.Fuse(r.FuseRequest(arms=arms)).candidates
-            two_calls = rank.Walk(r.WalkRequest(candidates=fused, readable_ids=readable, limit=limit)).candidates
             one_call = rank.FuseAndWalk(r.FuseAndWalkRequest(arms=arms, readable_ids=readable, limit=limit)).candidates
-            assert list(one_call) == list(two_calls)
+            expected = walk(fuse(lists), set(readable), limit or WALK_LIMIT)
+            assert [(c.memory_id, c.fused_score, c.lexical_rank, c.dense_rank) for c in one_call] == [
+                (f.memory_id, f.score, f.ranks["lexical"], f.ranks["dense"]) for f in expected
+            ]
             results[limit] = one_call
         assert [c.memory_id for c in results[0]] == ["b", "a", "d"]
         assert (results[0][0].lexical_rank, results[0][0].dense_rank) == (2, 1)  # recomputed without "hidden"
@@ -118,6 +120,7 @@ def test_fuse_and_walk_equals_walk_of_fuse_over_grpc():
             r.FuseAndWalkRequest(arms=arms, precedence={"a": r.Precedence(identifier_matches=-1)}),
             r.FuseAndWalkRequest(arms=[arms[0], arms[0]]),
             r.FuseAndWalkRequest(arms=[r.ArmRanking()]),
+            r.FuseAndWalkRequest(arms=[r.ArmRanking(arm=r.ARM_LEXICAL, memory_ids=["a", "a"])]),
         ):
             with pytest.raises(grpc.RpcError) as err:
                 rank.FuseAndWalk(bad)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1erecallatron/rank/v1/rank.proto\x12\x13recallatron.rank.v1\"G\n\nArmRanking\x12%\n\x03\x61rm\x18\x01 \x01(\x0e\x32\x18.recallatron.rank.v1.Arm\x12\x12\n\nmemory_ids\x18\x02 \x03(\t\"\x91\x01\n\x0e\x46usedCandidate\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x13\n\x0b\x66used_score\x18\x02 \x01(\x01\x12\x14\n\x0clexical_rank\x18\x03 \x01(\x05\x12\x12\n\ndense_rank\x18\x04 \x01(\x05\x12\x1a\n\x12identifier_matches\x18\x05 \x01(\x05\x12\x11\n\tall_terms\x18\x06 \x01(\x08\";\n\nPrecedence\x12\x1a\n\x12identifier_matches\x18\x01 \x01(\x05\x12\x11\n\tall_terms\x18\x02 \x01(\x08\"G\n\x0b\x46useRequest\x12-\n\x04\x61rms\x18\x01 \x03(\x0b\x32\x1f.recallatron.rank.v1.ArmRanking\x12\t\n\x01k\x18\x02 \x01(\x05\"G\n\x0c\x46useResponse\x12\x37\n\ncandidates\x18\x01 \x03(\x0b\x32#.recallatron.rank.v1.FusedCandidate\"v\n\x0bWalkRequest\x12\x37\n\ncandidates\x18\x01 \x03(\x0b\x32#.recallatron.rank.v1.FusedCandidate\x12\x14\n\x0creadable_ids\x18\x02 \x03(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\t\n\x01k\x18\x04 \x01(\x05\"G\n\x0cWalkResponse\x12\x37\n\ncandidates\x18\x01 \x03(\x0b\x32#.recallatron.rank.v1.FusedCandidate\"\x94\x02\n\x12\x46useAndWalkRequest\x12-\n\x04\x61rms\x18\x01 \x03(\x0b\x32\x1f.recallatron.rank.v1.ArmRanking\x12\x14\n\x0creadable_ids\x18\x02 \x03(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\t\n\x01k\x18\x04 \x01(\x05\x12K\n\nprecedence\x18\x05 \x03(\x0b\x32\x37.recallatron.rank.v1.FuseAndWalkRequest.PrecedenceEntry\x1aR\n\x0fPrecedenceEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12.\n\x05value\x18\x02 \x01(\x0b\x32\x1f.recallatron.rank.v1.Precedence:\x02\x38\x01\"N\n\x13\x46useAndWalkResponse\x12\x37\n\ncandidates\x18\x01 \x03(\x0b\x32#.recallatron.rank.v1.FusedCandidate*:\n\x03\x41rm\x12\x13\n\x0f\x41RM_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x41RM_LEXICAL\x10\x01\x12\r\n\tARM_DENSE\x10\x02\x32\x89\x02\n\x0bRankService\x12K\n\x04\x46use\x12 .recallatron.rank.v1.FuseRequest\x1a!.recallatron.rank.v1.FuseResponse\x12K\n\x04Walk\x12 .recallatron.rank.v1.WalkRequest\x1a!.recallatron.rank.v1.WalkResponse\x12`\n\x0b\x46useAndWalk\x12\'.recallatron.rank.v1.FuseAndWalkRequest\x1a(.recallatron.rank.v1.FuseAndWalkResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1erecallatron/rank/v1/rank.proto\x12\x13recallatron.rank.v1\"G\n\nArmRanking\x12%\n\x03\x61rm\x18\x01 \x01(\x0e\x32\x18.recallatron.rank.v1.Arm\x12\x12\n\nmemory_ids\x18\x02 \x03(\t\"\x91\x01\n\x0e\x46usedCandidate\x12\x11\n\tmemory_id\x18\x01 \x01(\t\x12\x13\n\x0b\x66used_score\x18\x02 \x01(\x01\x12\x14\n\x0clexical_rank\x18\x03 \x01(\x05\x12\x12\n\ndense_rank\x18\x04 \x01(\x05\x12\x1a\n\x12identifier_matches\x18\x05 \x01(\x05\x12\x11\n\tall_terms\x18\x06 \x01(\x08\";\n\nPrecedence\x12\x1a\n\x12identifier_matches\x18\x01 \x01(\x05\x12\x11\n\tall_terms\x18\x02 \x01(\x08\"\x94\x02\n\x12\x46useAndWalkRequest\x12-\n\x04\x61rms\x18\x01 \x03(\x0b\x32\x1f.recallatron.rank.v1.ArmRanking\x12\x14\n\x0creadable_ids\x18\x02 \x03(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\t\n\x01k\x18\x04 \x01(\x05\x12K\n\nprecedence\x18\x05 \x03(\x0b\x32\x37.recallatron.rank.v1.FuseAndWalkRequest.PrecedenceEntry\x1aR\n\x0fPrecedenceEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12.\n\x05value\x18\x02 \x01(\x0b\x32\x1f.recallatron.rank.v1.Precedence:\x02\x38\x01\"N\n\x13\x46useAndWalkResponse\x12\x37\n\ncandidates\x18\x01 \x03(\x0b\x32#.recallatron.rank.v1.FusedCandidate*:\n\x03\x41rm\x12\x13\n\x0f\x41RM_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x41RM_LEXICAL\x10\x01\x12\r\n\tARM_DENSE\x10\x02\x32o\n\x0bRankService\x12`\n\x0b\x46useAndWalk\x12\'.recallatron.rank.v1.FuseAndWalkRequest\x1a(.recallatron.rank.v1.FuseAndWalkResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,28 +33,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_FUSEANDWALKREQUEST_PRECEDENCEENTRY']._loaded_options = None
   _globals['_FUSEANDWALKREQUEST_PRECEDENCEENTRY']._serialized_options = b'8\001'
-  _globals['_ARM']._serialized_start=1035
-  _globals['_ARM']._serialized_end=1093
+  _globals['_ARM']._serialized_start=696
+  _globals['_ARM']._serialized_end=754
   _globals['_ARMRANKING']._serialized_start=55
   _globals['_ARMRANKING']._serialized_end=126
   _globals['_FUSEDCANDIDATE']._serialized_start=129
   _globals['_FUSEDCANDIDATE']._serialized_end=274
   _globals['_PRECEDENCE']._serialized_start=276
   _globals['_PRECEDENCE']._serialized_end=335
-  _globals['_FUSEREQUEST']._serialized_start=337
-  _globals['_FUSEREQUEST']._serialized_end=408
-  _globals['_FUSERESPONSE']._serialized_start=410
-  _globals['_FUSERESPONSE']._serialized_end=481
-  _globals['_WALKREQUEST']._serialized_start=483
-  _globals['_WALKREQUEST']._serialized_end=601
-  _globals['_WALKRESPONSE']._serialized_start=603
-  _globals['_WALKRESPONSE']._serialized_end=674
-  _globals['_FUSEANDWALKREQUEST']._serialized_start=677
-  _globals['_FUSEANDWALKREQUEST']._serialized_end=953
-  _globals['_FUSEANDWALKREQUEST_PRECEDENCEENTRY']._serialized_start=871
-  _globals['_FUSEANDWALKREQUEST_PRECEDENCEENTRY']._serialized_end=953
-  _globals['_FUSEANDWALKRESPONSE']._serialized_start=955
-  _globals['_FUSEANDWALKRESPONSE']._serialized_end=1033
-  _globals['_RANKSERVICE']._serialized_start=1096
-  _globals['_RANKSERVICE']._serialized_end=1361
+  _globals['_FUSEANDWALKREQUEST']._serialized_start=338
+  _globals['_FUSEANDWALKREQUEST']._serialized_end=614
+  _globals['_FUSEANDWALKREQUEST_PRECEDENCEENTRY']._serialized_start=532
+  _globals['_FUSEANDWALKREQUEST_PRECEDENCEENTRY']._serialized_end=614
+  _globals['_FUSEANDWALKRESPONSE']._serialized_start=616
+  _globals['_FUSEANDWALKRESPONSE']._serialized_end=694
+  _globals['_RANKSERVICE']._serialized_start=756
+  _globals['_RANKSERVICE']._serialized_end=867
 # @@protoc_insertion_point(module_scope)

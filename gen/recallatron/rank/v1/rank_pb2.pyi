@@ -48,38 +48,6 @@ class Precedence(_message.Message):
     all_terms: bool
     def __init__(self, identifier_matches: _Optional[int] = ..., all_terms: _Optional[bool] = ...) -> None: ...
 
-class FuseRequest(_message.Message):
-    __slots__ = ("arms", "k")
-    ARMS_FIELD_NUMBER: _ClassVar[int]
-    K_FIELD_NUMBER: _ClassVar[int]
-    arms: _containers.RepeatedCompositeFieldContainer[ArmRanking]
-    k: int
-    def __init__(self, arms: _Optional[_Iterable[_Union[ArmRanking, _Mapping]]] = ..., k: _Optional[int] = ...) -> None: ...
-
-class FuseResponse(_message.Message):
-    __slots__ = ("candidates",)
-    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
-    candidates: _containers.RepeatedCompositeFieldContainer[FusedCandidate]
-    def __init__(self, candidates: _Optional[_Iterable[_Union[FusedCandidate, _Mapping]]] = ...) -> None: ...
-
-class WalkRequest(_message.Message):
-    __slots__ = ("candidates", "readable_ids", "limit", "k")
-    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
-    READABLE_IDS_FIELD_NUMBER: _ClassVar[int]
-    LIMIT_FIELD_NUMBER: _ClassVar[int]
-    K_FIELD_NUMBER: _ClassVar[int]
-    candidates: _containers.RepeatedCompositeFieldContainer[FusedCandidate]
-    readable_ids: _containers.RepeatedScalarFieldContainer[str]
-    limit: int
-    k: int
-    def __init__(self, candidates: _Optional[_Iterable[_Union[FusedCandidate, _Mapping]]] = ..., readable_ids: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., k: _Optional[int] = ...) -> None: ...
-
-class WalkResponse(_message.Message):
-    __slots__ = ("candidates",)
-    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
-    candidates: _containers.RepeatedCompositeFieldContainer[FusedCandidate]
-    def __init__(self, candidates: _Optional[_Iterable[_Union[FusedCandidate, _Mapping]]] = ...) -> None: ...
-
 class FuseAndWalkRequest(_message.Message):
     __slots__ = ("arms", "readable_ids", "limit", "k", "precedence")
     class PrecedenceEntry(_message.Message):

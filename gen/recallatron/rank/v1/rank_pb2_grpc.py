@@ -35,16 +35,6 @@ class RankServiceStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.Fuse = channel.unary_unary(
-                '/recallatron.rank.v1.RankService/Fuse',
-                request_serializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.FuseRequest.SerializeToString,
-                response_deserializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.FuseResponse.FromString,
-                _registered_method=True)
-        self.Walk = channel.unary_unary(
-                '/recallatron.rank.v1.RankService/Walk',
-                request_serializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.WalkRequest.SerializeToString,
-                response_deserializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.WalkResponse.FromString,
-                _registered_method=True)
         self.FuseAndWalk = channel.unary_unary(
                 '/recallatron.rank.v1.RankService/FuseAndWalk',
                 request_serializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.FuseAndWalkRequest.SerializeToString,
@@ -56,30 +46,15 @@ class RankServiceServicer:
     """RankService is stateless arithmetic over ranked lists.
     """
 
-    def Fuse(self, request, context):
-        """Fuses ranked lists with Reciprocal Rank Fusion: score(d) = sum over arms of 1 / (k + rank),
-        1-based ranks (Cormack, Clarke and Buettcher, SIGIR 2009). INVALID_ARGUMENT for a negative k
-        or an arm listing one id twice.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def Walk(self, request, context):
-        """Walks fused candidates in rank order, at most `limit`, keeping those the store judged readable,
-        then recomputes per-arm ranks and fused scores over the rows that passed.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def FuseAndWalk(self, request, context):
-        """Fuse, then Walk, in one call: fuses the arms' lists, walks the fused candidates in rank order
-        (at most `limit`) keeping those the store judged readable, and recomputes per-arm ranks and
-        fused scores over the rows that passed. Without precedence the answer equals
-        Walk(Fuse(arms), readable_ids); with it, candidates are ordered by precedence first (see
-        FuseAndWalkRequest.precedence). The recall path uses it so a recall costs one call to this
-        service. INVALID_ARGUMENT as for Fuse, or for a negative limit or identifier count.
+        """Fuses the arms' lists with Reciprocal Rank Fusion, score(d) = sum over arms of 1 / (k + rank)
+        with 1-based ranks (Cormack, Clarke and Buettcher, SIGIR 2009), then walks the fused candidates
+        in rank order (at most `limit`) keeping those the store judged readable, and recomputes per-arm
+        ranks and fused scores over the rows that passed. Ties break by best single-arm rank, then the
+        lexical rank, then memory id; with precedence, candidates are ordered by precedence first (see
+        FuseAndWalkRequest.precedence). The recall path makes one such call per recall.
+        INVALID_ARGUMENT for a negative k, limit or identifier count, an unknown arm or one given
+        twice, or an arm listing one id twice.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -88,16 +63,6 @@ class RankServiceServicer:
 
 def add_RankServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'Fuse': grpc.unary_unary_rpc_method_handler(
-                    servicer.Fuse,
-                    request_deserializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.FuseRequest.FromString,
-                    response_serializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.FuseResponse.SerializeToString,
-            ),
-            'Walk': grpc.unary_unary_rpc_method_handler(
-                    servicer.Walk,
-                    request_deserializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.WalkRequest.FromString,
-                    response_serializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.WalkResponse.SerializeToString,
-            ),
             'FuseAndWalk': grpc.unary_unary_rpc_method_handler(
                     servicer.FuseAndWalk,
                     request_deserializer=recallatron_dot_rank_dot_v1_dot_rank__pb2.FuseAndWalkRequest.FromString,
@@ -114,60 +79,6 @@ def add_RankServiceServicer_to_server(servicer, server):
 class RankService:
     """RankService is stateless arithmetic over ranked lists.
     """
-
-    @staticmethod
-    def Fuse(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.rank.v1.RankService/Fuse',
-            recallatron_dot_rank_dot_v1_dot_rank__pb2.FuseRequest.SerializeToString,
-            recallatron_dot_rank_dot_v1_dot_rank__pb2.FuseResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def Walk(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.rank.v1.RankService/Walk',
-            recallatron_dot_rank_dot_v1_dot_rank__pb2.WalkRequest.SerializeToString,
-            recallatron_dot_rank_dot_v1_dot_rank__pb2.WalkResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
 
     @staticmethod
     def FuseAndWalk(request,

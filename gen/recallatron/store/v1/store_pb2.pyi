@@ -733,20 +733,6 @@ class DenseCandidatesResponse(_message.Message):
     stamp_current: bool
     def __init__(self, candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., stamp_current: _Optional[bool] = ...) -> None: ...
 
-class CheckReadableRequest(_message.Message):
-    __slots__ = ("caller", "memory_ids")
-    CALLER_FIELD_NUMBER: _ClassVar[int]
-    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
-    caller: _memory_pb2.Caller
-    memory_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
-
-class CheckReadableResponse(_message.Message):
-    __slots__ = ("readable_ids",)
-    READABLE_IDS_FIELD_NUMBER: _ClassVar[int]
-    readable_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, readable_ids: _Optional[_Iterable[str]] = ...) -> None: ...
-
 class DeriveRequest(_message.Message):
     __slots__ = ("caller", "source_ids", "kind", "title", "body", "confidence", "entities", "request_id")
     CALLER_FIELD_NUMBER: _ClassVar[int]

@@ -90,11 +90,6 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.DenseCandidatesRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.DenseCandidatesResponse.FromString,
                 _registered_method=True)
-        self.CheckReadable = channel.unary_unary(
-                '/recallatron.store.v1.StoreService/CheckReadable',
-                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.CheckReadableRequest.SerializeToString,
-                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.CheckReadableResponse.FromString,
-                _registered_method=True)
         self.Derive = channel.unary_unary(
                 '/recallatron.store.v1.StoreService/Derive',
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.DeriveRequest.SerializeToString,
@@ -302,8 +297,8 @@ class StoreServiceServicer:
 
     def LexicalCandidates(self, request, context):
         """Keyword-arm candidates: readable rows of one purpose, ranked by BM25 over the keyword index, each
-        with the permission walk's verdict (Candidate.chain_readable), so recall needs no CheckReadable
-        call, and the first rows' memories when asked (memories_top), so it mostly needs no GetMemories.
+        with the permission walk's verdict (Candidate.chain_readable), and the first rows' memories
+        when asked (memories_top), so a recall mostly needs no GetMemories.
         INVALID_ARGUMENT for a limit, memories_top or expiry gate out of range or an over-long query;
         PERMISSION_DENIED for an ungranted purpose.
         """
@@ -316,13 +311,6 @@ class StoreServiceServicer:
         floor, each with the permission walk's verdict (Candidate.chain_readable) and, when asked
         (memories_top), the first rows' memories. INVALID_ARGUMENT as LexicalCandidates, and for a
         vector that is not 384 finite floats or a floor outside 0..1.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def CheckReadable(self, request, context):
-        """Readability verdicts for the permission walk, computed in one query.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -591,11 +579,6 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.DenseCandidates,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.DenseCandidatesRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.DenseCandidatesResponse.SerializeToString,
-            ),
-            'CheckReadable': grpc.unary_unary_rpc_method_handler(
-                    servicer.CheckReadable,
-                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.CheckReadableRequest.FromString,
-                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.CheckReadableResponse.SerializeToString,
             ),
             'Derive': grpc.unary_unary_rpc_method_handler(
                     servicer.Derive,
@@ -1026,33 +1009,6 @@ class StoreService:
             '/recallatron.store.v1.StoreService/DenseCandidates',
             recallatron_dot_store_dot_v1_dot_store__pb2.DenseCandidatesRequest.SerializeToString,
             recallatron_dot_store_dot_v1_dot_store__pb2.DenseCandidatesResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def CheckReadable(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/recallatron.store.v1.StoreService/CheckReadable',
-            recallatron_dot_store_dot_v1_dot_store__pb2.CheckReadableRequest.SerializeToString,
-            recallatron_dot_store_dot_v1_dot_store__pb2.CheckReadableResponse.FromString,
             options,
             channel_credentials,
             insecure,
