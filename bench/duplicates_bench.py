@@ -33,8 +33,8 @@ from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
+import client
 from bench import corpus
-from cli import client
 from servicekit import clients
 
 BENCH_DIR = corpus.ROOT / ".bench"

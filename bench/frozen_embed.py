@@ -35,8 +35,8 @@ import numpy as np
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
+import client
 from bench.stack import Stack
-from cli import client
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo"

@@ -29,9 +29,9 @@ from pathlib import Path
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
+import client
 from bench import corpus
 from bench.stack import Stack
-from cli import client
 from servicekit import clients
 
 MODES = {"hybrid": m.RECALL_MODE_HYBRID, "lexical": m.RECALL_MODE_LEXICAL, "dense": m.RECALL_MODE_DENSE}
@@ -97,7 +97,7 @@ def main() -> None:
                 raise SystemExit(f"the gateway of {args.other} did not start on {addr}")
             time.sleep(0.5)
         probe.close()
-        md = (("authorization", f"Bearer {entry['token']}"),)
+        md = client.bearer(entry["token"])
         questions = corpus.questions()
         ms: dict[tuple[str, str], list[float]] = {}
         for mode in modes:

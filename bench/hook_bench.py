@@ -40,10 +40,11 @@ from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
+import client
 from bench import corpus, measure, workspace
 from bench.run import commit, machine
 from bench.stack import Stack
-from cli import client, hook_command
+from cli import hook_command
 from gateway.prompt_context import TOP_K
 from servicekit import clients
 

@@ -40,8 +40,8 @@ from pathlib import Path
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
+import client
 from bench.corpus import EVAL
-from cli import client
 from cli.dataset import occurred_at as _occurred
 from cli.dataset import read_jsonl
 
@@ -104,7 +104,7 @@ def measure(gw: client.Gateway, args) -> dict:
     token = gw.admin.AddMember(
         g.AddMemberRequest(workspace_id=ws, display_name="ingest bench"), metadata=gw.metadata
     ).token
-    md = (("authorization", f"Bearer {token}"),)
+    md = client.bearer(token)
     texts = sentences(args.single + args.batch + 50)
     reqs = [request(t, b, o, f"ingest-bench:{i}") for i, (t, b, o) in enumerate(texts)]
     warm, single, batch = reqs[:50], reqs[50 : 50 + args.single], reqs[50 + args.single :]

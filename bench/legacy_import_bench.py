@@ -35,8 +35,8 @@ from pathlib import Path
 
 from recallatron.gateway.v1 import gateway_pb2 as g
 
+import client
 from bench.corpus import ROOT
-from cli import client
 
 SHARED_MAKER = Path(
     os.environ.get("RECALLATRON_LEGACY_MAKER") or ROOT.parent / "shared" / "legacy" / "make_legacy_store.py"

@@ -32,9 +32,9 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2, store_pb2_grpc
 
+import client
 from bench import corpus
 from bench.stack import Stack
-from cli import client
 from servicekit import clients
 from store_service.database import new_db_name
 from store_service.search import candidates
@@ -67,7 +67,7 @@ class Probe:
 
     def __init__(self, stack: Stack, entry: dict, encoder) -> None:
         self.stack, self.entry, self.encoder = stack, entry, encoder
-        self.md = (("authorization", f"Bearer {entry['token']}"),)
+        self.md = client.bearer(entry["token"])
         self.gw = client.Gateway(stack.addrs["gateway"], None)
         self.store_ch = clients.channel(stack.addrs["store"])
         self.embed_ch = clients.channel(stack.addrs["embed"])

@@ -28,12 +28,9 @@ import argparse
 import json
 import os
 import random
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from collections import Counter
@@ -52,6 +49,7 @@ from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
 
 from bench.corpus import EVAL
+from client import bearer, system
 from embed_service.models import INPUT_VERSION, BiEncoder
 from embed_service.server import EmbedService
 from gateway.recall import RecallConfig
@@ -123,40 +121,30 @@ class InProcess:
 
 
 class Up:
-    """``recallatron up`` in a temporary home: four service processes on ports ``base+1..4``, their
-    metrics on ``base+11..14``, the web screen on ``base+5``, the control plane on ``pg_url``
-    (PostgreSQL of this bench)."""
+    """``recallatron up`` (``client.system``) in a temporary home: four service processes on ports
+    ``base+1..4``, their metrics on ``base+11..14``, the web screen on ``base+5``, the control plane
+    on ``pg_url`` (PostgreSQL of this bench)."""
 
     def __init__(self, pg_url: str, token_path: Path, home: Path, base: int) -> None:
         ports = {"gateway": base + 1, "store": base + 2, "embed": base + 3, "rank": base + 4}
-        env = dict(
-            os.environ,
-            RECALLATRON_HOME=str(home),
-            DATABASE_URL=pg_url,
-            PYTHONUNBUFFERED="1",
-            RECALLATRON_OPERATOR_TOKEN_FILE=str(token_path),
-            RECALLATRON_CANDIDATE_LIMIT=str(LIMIT),
-        )
-        for name, port in ports.items():
-            env[f"RECALLATRON_{name.upper()}_ADDR"] = f"127.0.0.1:{port}"
-            env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = str(port + 10)
-        env["RECALLATRON_WEB_ADDR"] = f"127.0.0.1:{base + 5}"  # the screen `up` starts too
+        env = {
+            "DATABASE_URL": pg_url,
+            "RECALLATRON_OPERATOR_TOKEN_FILE": str(token_path),
+            "RECALLATRON_CANDIDATE_LIMIT": str(LIMIT),
+        }
         self.metrics = [f"http://127.0.0.1:{ports[n] + 10}/metrics" for n in ("store", "embed", "rank")]
-        self.gateway_addr = f"127.0.0.1:{ports['gateway']}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "up"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for line in self.proc.stdout:
-            if "recallatron ready" in line:
-                break
-        else:
-            raise SystemExit(f"recallatron up did not start; logs in {home / 'logs'}")
-        threading.Thread(target=self.proc.stdout.read, daemon=True).start()  # keep its pipe drained
+        try:
+            self.system = system.System.start(
+                home,
+                env,
+                addrs={name: f"127.0.0.1:{port}" for name, port in ports.items()},
+                metrics={name: port + 10 for name, port in ports.items()},
+                web=f"127.0.0.1:{base + 5}",  # the screen `up` starts too
+            )
+        except RuntimeError:
+            raise SystemExit(f"recallatron up did not start; logs in {home / 'logs'}") from None
+        self.system.drain()  # keep its pipe drained
+        self.gateway_addr = self.system.gateway
 
     def handled(self) -> Counter:
         """grpc_server_handled counts of the recall RPCs, scraped from the services' /metrics."""
@@ -167,8 +155,7 @@ class Up:
         return _handled(families)
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGINT)
-        self.proc.wait(timeout=60)
+        self.system.stop(60)
 
 
 def _handled(families) -> Counter:
@@ -197,13 +184,13 @@ class Bench:
             time.sleep(0.2)
         self.memory = gateway_pb2_grpc.MemoryServiceStub(self.channel)
         self.admin = gateway_pb2_grpc.AdminServiceStub(self.channel)
-        self.op = (("authorization", f"Bearer {OPERATOR}"),)
+        self.op = bearer(OPERATOR)
 
     def load(self, rows: list[dict]) -> None:
         """A workspace and member; every row remembered (4 client threads); embeddings drained."""
         ws = self.admin.CreateWorkspace(g.CreateWorkspaceRequest(name="recall path bench"), metadata=self.op)
         member = self.admin.AddMember(g.AddMemberRequest(workspace_id=ws.workspace_id), metadata=self.op)
-        self.md = (("authorization", f"Bearer {member.token}"),)
+        self.md = bearer(member.token)
 
         def one(row: dict) -> None:
             self.memory.Remember(

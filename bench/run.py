@@ -30,9 +30,9 @@ import sys
 import time
 from pathlib import Path
 
+import client
 from bench import corpus, measure, workspace
 from bench.stack import Stack
-from cli import client
 
 BENCH_DIR = corpus.ROOT / ".bench"
 RESULTS = corpus.ROOT / "bench" / "RESULTS.md"

@@ -10,91 +10,40 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 from psycopg.conninfo import make_conninfo
 
-from bench.corpus import ROOT
+from client.system import SERVICES, System
 
-SERVICES = ("gateway", "store", "embed", "rank")
 READY_TIMEOUT = 600.0
 
 
 @dataclass
-class Stack:
-    """A running ``recallatron up``; ``startup_seconds`` is start to its "recallatron ready" line."""
+class Stack(System):
+    """A running ``recallatron up`` (``client.system``); ``startup_seconds`` is start to its
+    "recallatron ready" line."""
 
-    home: Path
-    proc: subprocess.Popen
-    addrs: dict[str, str]
-    startup_seconds: float
-    output: list[str] = field(default_factory=list)
     paused: bool = False
 
     @classmethod
     def start(cls, home: Path, port_base: int = 50150) -> Stack:
         """Starts ``recallatron up`` with ``RECALLATRON_HOME=home`` and waits for "ready"."""
-        home.mkdir(parents=True, exist_ok=True)
         addrs = {name: f"127.0.0.1:{port_base + n}" for n, name in enumerate(SERVICES, start=1)}
-        env = dict(os.environ, PYTHONUNBUFFERED="1", RECALLATRON_HOME=str(home.resolve()))
-        env.pop("DATABASE_URL", None)  # always the embedded server in the bench folder
-        for name, addr in addrs.items():
-            env[f"RECALLATRON_{name.upper()}_ADDR"] = addr
-            env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = "0"
-        env["RECALLATRON_WEB_ADDR"] = f"127.0.0.1:{port_base + len(SERVICES) + 1}"  # the screen `up` starts too
-        started = time.monotonic()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "up"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        output: list[str] = []
-        deadline = started + READY_TIMEOUT
-        for line in proc.stdout:
-            output.append(line.rstrip())
-            if "recallatron ready" in line:
-                break
-            if time.monotonic() > deadline:
-                break
-        else:
-            proc.wait()
-            raise SystemExit(
-                f"`recallatron up` exited ({proc.returncode}) before it was ready:\n" + "\n".join(output[-20:])
-            )
-        if "recallatron ready" not in output[-1]:
-            proc.terminate()
-            raise SystemExit("`recallatron up` was not ready within 10 minutes")
-        stack = cls(home, proc, addrs, time.monotonic() - started, output)
-        threading.Thread(target=stack._drain, daemon=True).start()
+        web = f"127.0.0.1:{port_base + len(SERVICES) + 1}"  # the screen `up` starts too
+        try:
+            stack = super().start(home, addrs=addrs, web=web, timeout=READY_TIMEOUT)
+        except RuntimeError as exc:
+            raise SystemExit(str(exc)) from None
+        stack.drain()
         return stack
 
-    def _drain(self) -> None:
-        for line in self.proc.stdout:
-            self.output.append(line.rstrip())
-
-    def stop(self) -> None:
+    def stop(self, timeout: float = 90.0) -> int:
         """Resumes a paused embed service, then SIGTERM to ``up`` and waits for it."""
         self.resume_embed()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=90)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def pid(self, service: str) -> int:
-        """The process id of one service (``up`` writes <home>/run/NAME.pid)."""
-        return int((self.home / "run" / f"{service}.pid").read_text().strip())
+        return super().stop(timeout)
 
     def pause_embed(self) -> None:
         """SIGSTOP to the embed service: memories queue for embedding but none is embedded, so a
@@ -117,10 +66,6 @@ class Stack:
         if info is None:
             raise SystemExit(f"no embedded PostgreSQL running in {self.home / 'pg'}")
         return make_conninfo(info.get_uri(database=dbname))
-
-    def operator_token(self) -> str:
-        """The operator credential ``up`` wrote."""
-        return (self.home / "operator-token").read_text().strip()
 
     def memory_mib(self) -> dict[str, float]:
         """Resident memory (RSS, MiB) of each service process, and of PostgreSQL: proportional set

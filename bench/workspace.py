@@ -40,9 +40,9 @@ from google.rpc import code_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
+import client
 from bench import corpus
 from bench.stack import Stack
-from cli import client
 from store_service.database import new_db_name
 
 BATCH = 500
@@ -85,7 +85,7 @@ class Writer:
 
     def __init__(self, gw: client.Gateway, token: str) -> None:
         self.gw = gw
-        self.md = (("authorization", f"Bearer {token}"),)
+        self.md = client.bearer(token)
         self.batch = has_batch_form()
         self.name = (
             f"RememberBatch ({BATCH} a call, {BATCH_THREADS} concurrent calls)"

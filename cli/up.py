@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from servicekit import clients
 from servicekit.settings import Settings, host_port
-from servicekit.signals import stop_on_signals
+from servicekit.signals import die_with_parent, stop_on_signals
 
 if TYPE_CHECKING:
     from servicekit.embedded_pg import EmbeddedPostgres
@@ -52,14 +51,6 @@ def ensure_operator_token(path: Path) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write("rco_" + secrets.token_urlsafe(32) + "\n")
-
-
-def die_with_parent() -> None:
-    """In the child: receive SIGTERM when the supervisor dies, even by SIGKILL (Linux prctl)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
 class Supervisor:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -40,3 +41,11 @@ def stop_on_signals(signals=STOP_SIGNALS) -> threading.Event:
     for sig in signals:
         signal.signal(sig, handler)
     return stop
+
+
+def die_with_parent() -> None:
+    """In the child: receive SIGTERM when the supervisor dies, even by SIGKILL (Linux prctl)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG

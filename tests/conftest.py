@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ from recallatron.memory.v1 import memory_pb2 as m
 from yoyo import get_backend, read_migrations
 from yoyo.migrations import MigrationList
 
+from client import bearer, system
+from client.system import SERVICES, free_port
 from embed_service.models import BiEncoder
 from embed_service.server import EmbedService
 from gateway.recall import RecallConfig
@@ -37,7 +38,6 @@ from store_service.server import StoreService
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
-SERVICES = ("gateway", "store", "embed", "rank")
 
 
 @pytest.fixture(scope="session")
@@ -79,7 +79,7 @@ class Stack:
         return gateway_pb2_grpc.AdminServiceStub(self.channel)
 
     def op(self):
-        return (("authorization", f"Bearer {self.operator_token}"),)
+        return bearer(self.operator_token)
 
     def workspace(self, name: str = "test") -> str:
         return self.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=name), metadata=self.op()).workspace_id
@@ -140,7 +140,7 @@ class Member:
     stack: Stack
 
     def md(self):
-        return (("authorization", f"Bearer {self.token}"),)
+        return bearer(self.token)
 
     def remember(
         self, body: str, title: str = "", audience=m.AUDIENCE_WORKSPACE, purpose=m.PURPOSE_CONVERSATION, **kw
@@ -229,13 +229,6 @@ def scratch_workspace_db(pg: str, last: str | None = None):
             conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(db_name)))
 
 
-def free_port() -> int:
-    """A loopback port nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @dataclass
 class ServiceProcess:
     """``recallatron serve NAME`` in a process of its own, so a test can freeze it (SIGSTOP keeps its
@@ -310,55 +303,22 @@ def embed_process(tmp_path_factory):
 
 @contextmanager
 def recallatron_up(home: Path, **env):
-    """`recallatron up` as a user runs it, in data folder ``home`` with its own embedded PostgreSQL,
-    every gRPC, metrics and web port a free one, ``env`` added to its environment. Yields once it printed
-    ``ready``: ``{"proc", "env", "home", "gateway" (address), "metrics" ({service: port}), "web"
-    (the screen's HOST:PORT)}``; the
+    """`recallatron up` as a user runs it (``client.system``), in data folder ``home`` with its own
+    embedded PostgreSQL, every gRPC, metrics and web port a free one (the gateway named ``localhost``),
+    ``env`` added to its environment. Yields once it printed ``ready``: ``{"proc", "env", "home",
+    "gateway" (address), "metrics" ({service: port}), "web" (the screen's HOST:PORT)}``; the
     process's stdout (a pipe) is left for the caller. Stops it with SIGTERM unless it has exited."""
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | env
-    ports = {name: free_port() for name in SERVICES}
+    addrs = system.free_addrs() | {"gateway": f"localhost:{free_port()}"}
     metrics = {name: free_port() for name in SERVICES}
-    env.update({"RECALLATRON_HOME": str(home), "PYTHONUNBUFFERED": "1"})
-    for name in SERVICES:
-        host = "localhost" if name == "gateway" else "127.0.0.1"
-        env[f"RECALLATRON_{name.upper()}_ADDR"] = f"{host}:{ports[name]}"
-        env[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = str(metrics[name])
-    web = f"127.0.0.1:{free_port()}"
-    env["RECALLATRON_WEB_ADDR"] = web
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "up"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        lines = []
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if "ready" in line:
-                break
-        assert any("ready" in line for line in lines), "".join(lines)
+    with system.up(home, env, addrs=addrs, metrics=metrics, timeout=240) as up:
         yield {
-            "proc": proc,
-            "env": env,
-            "home": home,
-            "gateway": f"localhost:{ports['gateway']}",
+            "proc": up.proc,
+            "env": up.env,
+            "home": up.home,
+            "gateway": up.gateway,
             "metrics": metrics,
-            "web": web,
+            "web": up.web,
         }
-    finally:
-        if proc.poll() is None:  # a test failed before stopping it: stop the stack cleanly
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 # The browser tests' Chromium (Debian's package, `make chromium`): headless, nothing fetched from the network.

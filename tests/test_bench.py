@@ -22,9 +22,9 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import client
 from bench import corpus, measure, run, workspace
 from bench.stack import Stack
-from cli import client
 from servicekit import clients
 from store_service.database import new_db_name
 
@@ -108,7 +108,7 @@ def test_bench_end_to_end(tmp_path, encoder):
                 (f"%bench-{size - 1}",),
             ).fetchone()
         assert same
-        md = (("authorization", f"Bearer {entry['token']}"),)
+        md = client.bearer(entry["token"])
         mem = gw.memory.Read(g.ReadRequest(id=str(copy_id)), metadata=md).memory
         assert mem.body == corpus.row(size - 1, eval_dir, max_unique).body
         fixed = gw.memory.Correct(

@@ -671,8 +671,8 @@ def test_bench_building_blocks_on_a_tiny_workspace(stack):
     """bench/duplicates_bench.py's measurement over 40 bench-corpus rows written by the bench's own
     writer (its 10,000-memory run is the lead's, on a quiet machine): the counts are the real answer's."""
     sys.path.insert(0, str(ROOT))
+    import client
     from bench import corpus, duplicates_bench, workspace
-    from cli import client
 
     ws = stack.workspace("dup bench")
     member = stack.member(ws)

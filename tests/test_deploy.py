@@ -39,6 +39,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
 
+from client import bearer
 from servicekit import clients
 from servicekit.embedded_pg import EmbeddedPostgres
 
@@ -373,11 +374,11 @@ def test_the_compose_services_become_healthy_and_answer_a_recall(compose_stack):
     mapping = compose_stack["mapping"]
     channel = clients.channel(f"127.0.0.1:{mapping.port(50051)}")
     try:
-        op = (("authorization", f"Bearer {compose_stack['operator']}"),)
+        op = bearer(compose_stack["operator"])
         admin, memory = gateway_pb2_grpc.AdminServiceStub(channel), gateway_pb2_grpc.MemoryServiceStub(channel)
         workspace = admin.CreateWorkspace(g.CreateWorkspaceRequest(name="compose"), metadata=op).workspace_id
         token = admin.AddMember(g.AddMemberRequest(workspace_id=workspace, role=m.ROLE_MEMBER), metadata=op).token
-        md = (("authorization", f"Bearer {token}"),)
+        md = bearer(token)
         wanted = memory.Remember(
             g.RememberRequest(
                 purpose=m.PURPOSE_CONVERSATION,

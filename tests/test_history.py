@@ -18,6 +18,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
+from client import bearer
 from store_service.history import turn_index, turn_sessions
 
 OK, INVALID = grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT
@@ -403,7 +404,7 @@ def test_bad_search_input_is_invalid_argument(searchers):
         INVALID
     )
     assert code_of(api.SearchHistory, g.SearchHistoryRequest(query="tax")) == grpc.StatusCode.UNAUTHENTICATED
-    operator = (("authorization", f"Bearer {alice.stack.operator_token}"),)
+    operator = bearer(alice.stack.operator_token)
     assert code_of(api.SearchHistory, g.SearchHistoryRequest(), metadata=operator) == grpc.StatusCode.UNAUTHENTICATED
     # A NUL in the query is a space; a session filter as long as a computed one is accepted.
     assert [e.turn_id for e in search(alice, "tax\x00filing").entries] == [

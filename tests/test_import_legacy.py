@@ -23,7 +23,8 @@ from legacy_maker import NAMES, OWNER_CHAT, SCHEMA, SECOND_CHAT, UNIQUE_WORD, in
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from cli import client, legacy_import
+import client
+from cli import legacy_import
 from cli.legacy_store import read_store
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,6 +26,7 @@ from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.rank.v1 import rank_pb2, rank_pb2_grpc
 
+from client import bearer
 from servicekit import clients, logs
 
 MISSING = "00000000-0000-4000-8000-000000000000"
@@ -210,10 +211,10 @@ def test_up_keeps_one_json_log_per_service_without_secrets(system):
     channel = clients.channel(system["gateway"])
     try:
         admin, memory = gateway_pb2_grpc.AdminServiceStub(channel), gateway_pb2_grpc.MemoryServiceStub(channel)
-        op = (("authorization", f"Bearer {operator}"),)
+        op = bearer(operator)
         ws = admin.CreateWorkspace(g.CreateWorkspaceRequest(name="logs"), metadata=op).workspace_id
         token = admin.AddMember(g.AddMemberRequest(workspace_id=ws, role=m.ROLE_MEMBER), metadata=op).token
-        md = (("authorization", f"Bearer {token}"),)
+        md = bearer(token)
         mem = memory.Remember(
             g.RememberRequest(
                 purpose=m.PURPOSE_CONVERSATION,
@@ -236,7 +237,7 @@ def test_up_keeps_one_json_log_per_service_without_secrets(system):
         mem = memory.Correct(
             g.CorrectRequest(id=mem.id, expected_revision=mem.revision, body=SECRETS["corrected"]), metadata=md
         ).memory
-        err, _ = with_request_id(memory.Recall, request, (("authorization", f"Bearer {SECRETS['bad_token']}"),))
+        err, _ = with_request_id(memory.Recall, request, bearer(SECRETS["bad_token"]))
         assert err.code() == grpc.StatusCode.UNAUTHENTICATED
         err, _ = with_request_id(
             memory.Remember, g.RememberRequest(title=SECRETS["title"] * 100, body=SECRETS["body"]), md

@@ -26,7 +26,7 @@ from starlette.applications import Starlette
 from test_mcp import free_port, gateway_addr, text_of
 from test_mcp_http import INITIALIZE, cli_main, post, serve_http
 
-from cli import client
+import client
 from mcp_server import oauth
 
 REDIRECT = "http://127.0.0.1:9/callback"

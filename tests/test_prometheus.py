@@ -20,6 +20,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
 
+from client import bearer
 from servicekit import clients
 from servicekit.settings import Settings
 
@@ -130,7 +131,7 @@ class Client:
         self.channel = clients.channel(system["gateway"])
         self.admin = gateway_pb2_grpc.AdminServiceStub(self.channel)
         self.memory = gateway_pb2_grpc.MemoryServiceStub(self.channel)
-        self.op = (("authorization", f"Bearer {(system['home'] / 'operator-token').read_text().strip()}"),)
+        self.op = bearer((system["home"] / "operator-token").read_text().strip())
 
     def workspace(self, name: str) -> str:
         return self.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=name), metadata=self.op).workspace_id
@@ -138,7 +139,7 @@ class Client:
     def member(self, workspace: str) -> tuple[str, tuple]:
         """(member id, call metadata) of a new member."""
         added = self.admin.AddMember(g.AddMemberRequest(workspace_id=workspace, role=m.ROLE_MEMBER), metadata=self.op)
-        return added.member_id, (("authorization", f"Bearer {added.token}"),)
+        return added.member_id, bearer(added.token)
 
     def remember(self, md, body: str, audience=m.AUDIENCE_WORKSPACE) -> m.Memory:
         req = g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, kind=m.KIND_NOTE, body=body, audience=audience)

@@ -108,7 +108,7 @@ def _backlog(admin, metadata) -> int:
 def kill_phase(stack: UpStack, clients: list[Client], workspace_id: str, target: str, seconds: float, label: str):
     """Load, kill -9 of ``target``, load through its restart, then the checks; returns a Phase."""
     admin = gateway_pb2_grpc.AdminServiceStub(clients[0].channel)
-    op_md = (("authorization", f"Bearer {stack.operator_token()}"),)
+    op_md = stack.operator()
     retried = sum((c.retried for c in clients), Counter())
     unexpected = sum((c.unexpected for c in clients), Counter())
     for c in clients:
@@ -159,7 +159,7 @@ def _members(stack: UpStack, count: int) -> tuple[str, list[g.AddMemberResponse]
     channel = channels.channel(stack.addrs["gateway"])
     try:
         admin = gateway_pb2_grpc.AdminServiceStub(channel)
-        md = (("authorization", f"Bearer {stack.operator_token()}"),)
+        md = stack.operator()
         ws = admin.CreateWorkspace(g.CreateWorkspaceRequest(name="chaos"), metadata=md, timeout=60).workspace_id
         members = [
             admin.AddMember(g.AddMemberRequest(workspace_id=ws, display_name=f"chaos {i}"), metadata=md, timeout=60)
@@ -183,10 +183,10 @@ def run(
     temporary = home is None
     home = Path(tempfile.mkdtemp(prefix="recallatron-chaos-")) if temporary else home
     report(f"chaos: starting recallatron up in {home}")
-    stack = UpStack(home)
+    stack: UpStack | None = None
     writers: list[Client] = []
     try:
-        stack.wait_ready()
+        stack = UpStack.start(home)
         ws, members = _members(stack, clients)
         writers = [Client(i, mem.member_id, mem.token, stack.addrs["gateway"], seed=i) for i, mem in enumerate(members)]
         report(f"chaos: ready; {clients} clients write for {seconds:g} s before and after each kill -9")
@@ -200,8 +200,9 @@ def run(
     finally:
         for w in writers:
             w.close()
-        status = stack.stop()
-        report(f"chaos: recallatron up stopped (exit status {status}); its log: {stack.log_path}")
+        if stack is not None:
+            status = stack.stop()
+            report(f"chaos: recallatron up stopped (exit status {status}); its log: {stack.log_path}")
         if temporary:
             shutil.rmtree(home, ignore_errors=True)
 

@@ -23,6 +23,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
 
+from client import bearer
 from servicekit import clients
 
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
@@ -85,7 +86,7 @@ class Client:
         self.rng = random.Random(self.seed)
         self.channel = clients.channel(self.gateway_addr)
         self.stub = gateway_pb2_grpc.MemoryServiceStub(self.channel)
-        self.md = (("authorization", f"Bearer {self.token}"),)
+        self.md = bearer(self.token)
         self.seq = 0
         self.sent = 0.0  # when the attempt last answered was sent
 

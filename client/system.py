@@ -1,0 +1,173 @@
+"""The whole system started as a user starts it: ``recallatron up`` in a data folder of its own, on
+ports of its own, read back once it printed its ready line. The tests, the bench and the chaos run
+start it through here.
+
+    with system.up(tmp / "home") as sys_:  # every port a free one
+        gw = client.Gateway(sys_.gateway, sys_.operator_token())
+
+``System.start`` returns the running system (``stop`` it yourself); ``up`` stops it on leaving. ``up``'s
+output is a pipe: the lines up to the ready line are in ``System.output``; ``drain`` keeps reading
+the rest (into ``output`` and, if given, a file), else it is left for the caller to read.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from psycopg.conninfo import make_conninfo
+
+from client.gateway import Metadata, bearer
+from servicekit.embedded_pg import CONTROL_DB
+
+SERVICES = ("gateway", "store", "embed", "rank")
+READY = "recallatron ready"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (the kernel's pick)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def free_addrs() -> dict[str, str]:
+    """A free loopback gRPC address for each service."""
+    return {name: f"127.0.0.1:{free_port()}" for name in SERVICES}
+
+
+@dataclass
+class System:
+    """A running ``recallatron up``: its data folder, process and environment, each service's gRPC
+    address and Prometheus port (0: a free one the service picks), the screen's ``HOST:PORT``, and
+    the seconds from start to its ready line."""
+
+    home: Path
+    proc: subprocess.Popen
+    env: dict[str, str]
+    addrs: dict[str, str]
+    metrics: dict[str, int]
+    web: str
+    startup_seconds: float = 0.0
+    output: list[str] = field(default_factory=list)
+
+    @property
+    def gateway(self) -> str:
+        """The gateway's address."""
+        return self.addrs["gateway"]
+
+    def operator_token(self) -> str:
+        """The operator credential ``up`` wrote in the data folder."""
+        return (self.home / "operator-token").read_text().strip()
+
+    def operator(self) -> Metadata:
+        """Bearer metadata with the operator credential."""
+        return bearer(self.operator_token())
+
+    @classmethod
+    def start(
+        cls,
+        home: Path,
+        env: Mapping[str, str] | None = None,
+        *,
+        addrs: Mapping[str, str] | None = None,
+        metrics: Mapping[str, int] | None = None,
+        web: str | None = None,
+        environ: Mapping[str, str] = os.environ,
+        timeout: float = 600.0,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> System:
+        """Starts ``python -m cli.main up`` with ``RECALLATRON_HOME=home`` (created) and returns once it
+        printed its ready line.
+
+        Its environment is ``environ`` without DATABASE_URL (so ``up`` runs its own embedded PostgreSQL
+        in ``home``) and then ``env``; each service listens on ``addrs`` (default: free loopback ports)
+        with its metrics on ``metrics`` (default 0, a free port), the screen on ``web`` (default: a free
+        port). RuntimeError with ``up``'s last lines when it exits, or is not ready within ``timeout``
+        seconds (checked at each line it prints)."""
+        home = home.resolve()
+        home.mkdir(parents=True, exist_ok=True)
+        addrs = dict(addrs or free_addrs())
+        metrics = dict(metrics or dict.fromkeys(SERVICES, 0))
+        web = web or f"127.0.0.1:{free_port()}"
+        full = {k: v for k, v in environ.items() if k != "DATABASE_URL"}
+        full.update(RECALLATRON_HOME=str(home), PYTHONUNBUFFERED="1", RECALLATRON_WEB_ADDR=web)
+        for name in SERVICES:
+            full[f"RECALLATRON_{name.upper()}_ADDR"] = addrs[name]
+            full[f"RECALLATRON_{name.upper()}_METRICS_PORT"] = str(metrics[name])
+        full.update(env or {})
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "up"],
+            cwd=ROOT,
+            env=full,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=preexec_fn,
+        )
+        output: list[str] = []
+        for line in proc.stdout:
+            output.append(line.rstrip())
+            if READY in line or time.monotonic() > started + timeout:
+                break
+        running = cls(home, proc, full, addrs, metrics, web, time.monotonic() - started, output)
+        if not output or READY not in output[-1]:
+            status = running.stop(60)
+            raise RuntimeError(f"`recallatron up` was not ready (exit status {status}):\n" + "\n".join(output[-40:]))
+        return running
+
+    def pid(self, name: str) -> int:
+        """The process id of a service (``up`` writes ``<home>/run/NAME.pid``) or, for ``postgres``,
+        of the embedded server's postmaster (the first line of its postmaster.pid)."""
+        path = self.home / "pg" / "postmaster.pid" if name == "postgres" else self.home / "run" / f"{name}.pid"
+        return int(path.read_text().split("\n", 1)[0])
+
+    def conninfo(self, dbname: str = CONTROL_DB) -> str:
+        """A libpq conninfo for one database of the embedded server (its socket folder and port from
+        postmaster.pid)."""
+        lines = (self.home / "pg" / "postmaster.pid").read_text().split("\n")
+        return make_conninfo(host=lines[4], port=lines[3], user="postgres", dbname=dbname)
+
+    def drain(self, log: Path | None = None) -> None:
+        """Reads the rest of ``up``'s output in a daemon thread, into ``output`` and appended to ``log``."""
+
+        def read() -> None:
+            with open(log or os.devnull, "a") as sink:
+                for line in self.proc.stdout:
+                    self.output.append(line.rstrip())
+                    sink.write(line)
+                    sink.flush()
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def stop(self, timeout: float = 90.0) -> int:
+        """SIGTERM to ``up`` (it stops the services and PostgreSQL), SIGKILL after ``timeout``
+        seconds; returns its exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.wait()
+
+
+@contextmanager
+def up(home: Path, env: Mapping[str, str] | None = None, **options) -> Iterator[System]:
+    """``System.start`` (same arguments), yields the system, and stops it on leaving unless it has exited."""
+    running = System.start(home, env, **options)
+    try:
+        yield running
+    finally:
+        running.stop()
