@@ -1,28 +1,15 @@
-"""`recallatron history append|search|forget` as a user runs them: the real command in a subprocess
-against the test stack's gateway, its text and JSON output, and its exit status on bad input."""
+"""`recallatron history append|search|forget` as a user runs them: the real command (run in this process,
+tests/cli_runner.py) against the test stack's gateway, its text and JSON output, and its exit status on bad input."""
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from cli_runner import at_gateway
 
 
 def run(stack, token, *args, check=True) -> subprocess.CompletedProcess:
-    out = subprocess.run(
-        [sys.executable, "-m", "cli.main", "history", *args, "--gateway", f"127.0.0.1:{stack.gateway.port}"],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}", "RECALLATRON_TOKEN": token},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
+    return at_gateway(f"127.0.0.1:{stack.gateway.port}", "history", *args, token=token, check=check)
 
 
 @pytest.fixture(scope="module")
