@@ -4,27 +4,17 @@ out-of-range times and int32 overflows are usage errors (exit 2, no traceback); 
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import grpc
+from cli_runner import at_gateway, recallatron
 from conftest import code_of
 from google.protobuf import timestamp_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def cli(stack, token, *args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args, "--gateway", f"127.0.0.1:{stack.gateway.port}"],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}", "RECALLATRON_TOKEN": token},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return at_gateway(f"127.0.0.1:{stack.gateway.port}", *args, token=token, check=False)
 
 
 def test_out_of_range_times_and_integers_are_usage_errors(stack):
@@ -71,12 +61,5 @@ def test_forget_history_counts_the_ids_as_sent(stack):
 def test_purposes_naming_none_is_a_usage_error():
     # "," used to parse as no purposes, which the server reads as the default: all four.
     for value in (",", " , ", ""):
-        out = subprocess.run(
-            [sys.executable, "-m", "cli.main", "member", "add", "--workspace", "w", "--purposes", value],
-            cwd=ROOT,
-            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}"},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        out = recallatron("member", "add", "--workspace", "w", "--purposes", value)
         assert out.returncode == 2 and "names no purpose" in out.stderr, (value, out.stderr)
