@@ -2,7 +2,7 @@
 rebuild-embeddings and load.
 
 Each has a parser function (``*_parser(sub)``, which also names its handler) and a handler taking
-the gateway and the parsed arguments; ``client.gateway_command`` connects with the operator
+the gateway and the parsed arguments; ``command.gateway_command`` connects with the operator
 credential and turns a failed call into its status code on stderr and exit status 1.
 """
 
@@ -14,8 +14,10 @@ import sys
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from cli import client, options
+import client
+from cli import command, options
 from cli.dataset import load_file, report_failures, wait_for_backlog
+from client import choices
 from servicekit import vocabulary
 from servicekit.vocabulary import name_of
 
@@ -35,7 +37,7 @@ def workspace_parser(sub: argparse._SubParsersAction) -> None:
     )
     wst.add_argument("--workspace", required=True)
     wst.add_argument("--floor", type=float, help="dense-arm cosine floor, 0..1")
-    wst.add_argument("--default-mode", choices=options.MODES)
+    wst.add_argument("--default-mode", choices=choices.MODES)
     wst.add_argument("--context-bundle", choices=SWITCH, help="turn GetContext (recallatron context) on or off")
     gate = wst.add_mutually_exclusive_group()
     gate.add_argument(
@@ -75,15 +77,15 @@ def inject_text(preset: int, min_cosine: float) -> str:
     return f"{name_of(m.InjectGate, preset)}({min_cosine:.2f})" if preset else f"{min_cosine:.2f}"
 
 
-@client.gateway_command
+@command.gateway_command
 def workspace_create(gw: client.Gateway, args: argparse.Namespace) -> int:
     """CreateWorkspace: prints the new workspace id."""
     resp = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=args.name), metadata=gw.metadata)
-    client.emit(resp, args.json, resp.workspace_id)
+    command.emit(resp, args.json, resp.workspace_id)
     return 0
 
 
-@client.gateway_command
+@command.gateway_command
 def workspace_settings(gw: client.Gateway, args: argparse.Namespace) -> int:
     """UpdateWorkspaceSettings: prints the floor, default mode, relevance gate (``inject_gate=default(0.45)``
     or ``inject_gate=0.40``), expiry gate (``expiry=30d``, or ``expiry=off``) and context bundle switch
@@ -92,7 +94,7 @@ def workspace_settings(gw: client.Gateway, args: argparse.Namespace) -> int:
         g.UpdateWorkspaceSettingsRequest(
             workspace_id=args.workspace,
             dense_floor=args.floor,
-            default_mode=options.MODES.get(args.default_mode, 0),
+            default_mode=choices.MODES.get(args.default_mode, 0),
             context_bundle=SWITCH.get(args.context_bundle),
             expiry_days=args.expiry_days,
             expiry_off=True if args.expiry == "off" else None,
@@ -101,7 +103,7 @@ def workspace_settings(gw: client.Gateway, args: argparse.Namespace) -> int:
         ),
         metadata=gw.metadata,
     )
-    client.emit(
+    command.emit(
         resp,
         args.json,
         f"dense_floor={resp.dense_floor:.2f} default_mode={name_of(m.RecallMode, resp.default_mode)} "
@@ -117,7 +119,7 @@ def member_parser(sub: argparse._SubParsersAction) -> None:
     mb = sub.add_parser("member", help="members").add_subparsers(dest="action", required=True)
     ma = mb.add_parser("add", help="add a member and print its token")
     ma.add_argument("--workspace", required=True)
-    ma.add_argument("--role", default="member", choices=options.ROLES)
+    ma.add_argument("--role", default="member", choices=choices.ROLES)
     ma.add_argument("--purposes", type=options.purposes, default=[], help="comma-separated; default all four")
     ma.add_argument("--name", default="", help="display name")
     options.gateway_options(ma, operator=True)
@@ -138,30 +140,30 @@ def member_parser(sub: argparse._SubParsersAction) -> None:
     mx.set_defaults(handler=member_remove)
 
 
-@client.gateway_command
+@command.gateway_command
 def member_add(gw: client.Gateway, args: argparse.Namespace) -> int:
     """AddMember: prints the member id and its token."""
     resp = gw.admin.AddMember(
         g.AddMemberRequest(
-            workspace_id=args.workspace, role=options.ROLES[args.role], purposes=args.purposes, display_name=args.name
+            workspace_id=args.workspace, role=choices.ROLES[args.role], purposes=args.purposes, display_name=args.name
         ),
         metadata=gw.metadata,
     )
-    client.emit(resp, args.json, f"member {resp.member_id}\ntoken {resp.token}")
+    command.emit(resp, args.json, f"member {resp.member_id}\ntoken {resp.token}")
     return 0
 
 
-@client.gateway_command
+@command.gateway_command
 def member_revoke(gw: client.Gateway, args: argparse.Namespace) -> int:
     """RevokeMember: prints how many tokens were revoked."""
     resp = gw.admin.RevokeMember(
         g.RevokeMemberRequest(workspace_id=args.workspace, member_id=args.member_id), metadata=gw.metadata
     )
-    client.emit(resp, args.json, f"revoked {resp.revoked} token(s)")
+    command.emit(resp, args.json, f"revoked {resp.revoked} token(s)")
     return 0
 
 
-@client.gateway_command
+@command.gateway_command
 def member_remove(gw: client.Gateway, args: argparse.Namespace) -> int:
     """RemoveMember: prints what the call did (tokens revoked, memories and history turns forgotten)
     and the forgotten memory ids, one per line."""
@@ -173,7 +175,7 @@ def member_remove(gw: client.Gateway, args: argparse.Namespace) -> int:
         f"removed member {args.member_id}{again}: revoked {resp.revoked} token(s), forgot "
         f"{len(resp.forgotten_ids)} member-only memories and {resp.history_forgotten} history turn(s)"
     )
-    client.emit(resp, args.json, "\n".join([text, *(f"  forgot {i}" for i in resp.forgotten_ids)]))
+    command.emit(resp, args.json, "\n".join([text, *(f"  forgot {i}" for i in resp.forgotten_ids)]))
     return 0
 
 
@@ -184,13 +186,13 @@ def status_parser(sub: argparse._SubParsersAction) -> None:
     st.set_defaults(handler=status)
 
 
-@client.gateway_command
+@command.gateway_command
 def status(gw: client.Gateway, args: argparse.Namespace) -> int:
     """GetStatus: prints the embedding backlog and whether each dependency is up, DOWN (with why) or
     not configured (the re-ranker without a cross-encoder: not an outage)."""
     resp = gw.admin.GetStatus(g.GetStatusRequest(), metadata=gw.metadata)
     deps = "\n".join(f"  {d.name}: {_dependency_state(d)}" for d in resp.dependencies)
-    client.emit(resp, args.json, f"embedding backlog: {resp.embedding_backlog}\n{deps}")
+    command.emit(resp, args.json, f"embedding backlog: {resp.embedding_backlog}\n{deps}")
     return 0
 
 
@@ -209,12 +211,12 @@ def rebuild_parser(sub: argparse._SubParsersAction) -> None:
     rb.set_defaults(handler=rebuild_embeddings)
 
 
-@client.gateway_command
+@command.gateway_command
 def rebuild_embeddings(gw: client.Gateway, args: argparse.Namespace) -> int:
     """RebuildEmbeddings, then (unless --no-wait) shows the backlog until it is empty; Ctrl-C stops
     watching (exit 130) while the queue drains on its own."""
     resp = gw.admin.RebuildEmbeddings(g.RebuildEmbeddingsRequest(all=args.all), metadata=gw.metadata)
-    client.emit(resp, args.json, f"queued {resp.queued} memories for {resp.input_version}")
+    command.emit(resp, args.json, f"queued {resp.queued} memories for {resp.input_version}")
     if args.no_wait:
         return 0
     try:
@@ -233,16 +235,16 @@ def load_parser(sub: argparse._SubParsersAction) -> None:
     ld.add_argument("--workspace", required=True, help="workspace id (a member is added to write)")
     ld.add_argument("file")
     options.gateway_options(ld, operator=True)
-    ld.add_argument("--purpose", default="conversation", choices=options.PURPOSES)
+    ld.add_argument("--purpose", default="conversation", choices=choices.PURPOSES)
     ld.set_defaults(handler=load)
 
 
-@client.gateway_command
+@command.gateway_command
 def load(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Loads a JSONL file through RememberBatch as a new member of --workspace: prints how many rows
     were stored; failed rows go to stderr with their status code, and then the exit status is 1."""
-    count, errors = load_file(gw, args.workspace, args.file, options.PURPOSES[args.purpose])
-    print(client.dump({"loaded": count}) if args.json else f"loaded {count} memories")
+    count, errors = load_file(gw, args.workspace, args.file, choices.PURPOSES[args.purpose])
+    print(command.dump({"loaded": count}) if args.json else f"loaded {count} memories")
     if errors:
         report_failures(errors, count + len(errors))
         return 1

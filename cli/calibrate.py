@@ -22,7 +22,8 @@ from pathlib import Path
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from cli import client, options
+import client
+from cli import command, options
 from cli.dataset import corpora, fit_half, load_corpus, progress, read_jsonl
 
 BLOCK_SHARE = 0.95
@@ -108,7 +109,7 @@ def calibrate_parser(sub: argparse._SubParsersAction) -> None:
     cf.set_defaults(handler=run_calibrate)
 
 
-@client.gateway_command
+@command.gateway_command
 def run_calibrate(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Prints the chosen floor (or that none exists), its held-out rates and the curve."""
     obs = measure(gw, Path(args.dataset), Path(args.off_topic))
@@ -124,7 +125,7 @@ def run_calibrate(gw: client.Gateway, args: argparse.Namespace) -> int:
     blocking = next((r for r in rows if r["fit_off_topic_blocked"] >= BLOCK_SHARE), None)
     if args.json:
         print(
-            client.dump(
+            command.dump(
                 {
                     "chosen": chosen,
                     "rule_satisfiable": chosen is not None,

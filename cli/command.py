@@ -1,4 +1,5 @@
-"""Client side of the CLI: a channel to the gateway, bearer metadata, and output as text or JSON."""
+"""What every gateway command does alike: the caller's credential from the options, the call
+through ``client.Gateway`` with a failure printed, and output as text or JSON."""
 
 from __future__ import annotations
 
@@ -13,31 +14,9 @@ from pathlib import Path
 
 import grpc
 from google.protobuf import json_format
-from recallatron.gateway.v1 import gateway_pb2_grpc
 
-from servicekit import clients
+from client import Gateway
 from servicekit.settings import Settings
-
-Metadata = tuple[tuple[str, str], ...]
-
-
-def bearer(token: str) -> Metadata:
-    """gRPC metadata carrying ``token`` as ``authorization: Bearer <token>`` (what gateway.auth reads)."""
-    return (("authorization", f"Bearer {token}"),)
-
-
-class Gateway:
-    """Stubs of the public services plus the caller's credential."""
-
-    def __init__(self, addr: str, token: str | None) -> None:
-        self.channel = clients.channel(addr)
-        self.memory = gateway_pb2_grpc.MemoryServiceStub(self.channel)
-        self.admin = gateway_pb2_grpc.AdminServiceStub(self.channel)
-        self.metadata = bearer(token) if token else ()
-
-    def close(self) -> None:
-        """Closes the channel."""
-        self.channel.close()
 
 
 def member_token(args) -> str:
@@ -103,7 +82,7 @@ def gateway_command(
     and message to stderr and returns 1 (``fail``); the channel is always closed."""
 
     @functools.wraps(handler)
-    def command(args: argparse.Namespace, settings: Settings) -> int:
+    def run(args: argparse.Namespace, settings: Settings) -> int:
         logging.getLogger().setLevel(logging.WARNING)
         operator = "operator_token" in vars(args)
         token = operator_token(args, settings.operator_token_path) if operator else member_token(args)
@@ -115,4 +94,4 @@ def gateway_command(
         finally:
             gw.close()
 
-    return command
+    return run

@@ -15,8 +15,10 @@ import datetime
 
 from recallatron.gateway.v1 import gateway_pb2 as g
 
-from cli import client, options
+import client
+from cli import command, options
 from cli.history_commands import instant
+from client import choices
 
 
 def context_parser(sub: argparse._SubParsersAction) -> None:
@@ -36,13 +38,13 @@ def context_parser(sub: argparse._SubParsersAction) -> None:
     cx.set_defaults(handler=context)
 
 
-@client.gateway_command
+@command.gateway_command
 def context(gw: client.Gateway, args: argparse.Namespace) -> int:
     """GetContext: prints the bundle's text, or the protobuf JSON."""
     resp = gw.memory.GetContext(
-        g.GetContextRequest(purpose=options.PURPOSES[args.purpose], token_budget=args.budget), metadata=gw.metadata
+        g.GetContextRequest(purpose=choices.PURPOSES[args.purpose], token_budget=args.budget), metadata=gw.metadata
     )
-    client.emit(resp, args.json, resp.text)
+    command.emit(resp, args.json, resp.text)
     return 0
 
 
@@ -58,20 +60,20 @@ def pin_parser(sub: argparse._SubParsersAction) -> None:
         p.set_defaults(handler=handler)
 
 
-@client.gateway_command
+@command.gateway_command
 def pin(gw: client.Gateway, args: argparse.Namespace) -> int:
     """PinMemory: prints when it was pinned (and whether it already was)."""
     resp = gw.memory.PinMemory(g.PinMemoryRequest(id=args.id), metadata=gw.metadata)
     at = resp.pinned_at.ToDatetime(tzinfo=datetime.UTC).isoformat(timespec="seconds")
-    client.emit(resp, args.json, f"{'already pinned' if resp.already_pinned else 'pinned'} {resp.memory_id} at {at}")
+    command.emit(resp, args.json, f"{'already pinned' if resp.already_pinned else 'pinned'} {resp.memory_id} at {at}")
     return 0
 
 
-@client.gateway_command
+@command.gateway_command
 def unpin(gw: client.Gateway, args: argparse.Namespace) -> int:
     """UnpinMemory: prints whether there was a pin to take away."""
     resp = gw.memory.UnpinMemory(g.UnpinMemoryRequest(id=args.id), metadata=gw.metadata)
-    client.emit(resp, args.json, f"unpinned {args.id}" if resp.was_pinned else f"{args.id} was not pinned")
+    command.emit(resp, args.json, f"unpinned {args.id}" if resp.was_pinned else f"{args.id} was not pinned")
     return 0
 
 
@@ -99,13 +101,13 @@ def prompt_context_parser(sub: argparse._SubParsersAction) -> None:
     pc.set_defaults(handler=prompt_context)
 
 
-@client.gateway_command
+@command.gateway_command
 def prompt_context(gw: client.Gateway, args: argparse.Namespace) -> int:
     """PromptContext: prints the block (nothing when it is empty), or the protobuf JSON."""
     resp = gw.memory.PromptContext(
         g.PromptContextRequest(
             text=args.text,
-            purpose=options.PURPOSES[args.purpose],
+            purpose=choices.PURPOSES[args.purpose],
             reference_time=args.reference_time,
             token_budget=args.budget,
             session_key=args.session,
@@ -113,7 +115,7 @@ def prompt_context(gw: client.Gateway, args: argparse.Namespace) -> int:
         metadata=gw.metadata,
     )
     if args.json or resp.text:
-        client.emit(resp, args.json, resp.text)
+        command.emit(resp, args.json, resp.text)
     return 0
 
 

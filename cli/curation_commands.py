@@ -23,8 +23,10 @@ import sys
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from cli import client, options
+import client
+from cli import command, options
 from cli.memory_commands import describe
+from client import choices
 from servicekit.vocabulary import name_of
 
 
@@ -90,20 +92,20 @@ def duplicates_parser(sub: argparse._SubParsersAction) -> None:
     de.set_defaults(handler=decide)
 
 
-@client.gateway_command
+@command.gateway_command
 def list_duplicates(gw: client.Gateway, args: argparse.Namespace) -> int:
     """ListDuplicateProposals: prints the page, or its protobuf JSON."""
     resp = gw.memory.ListDuplicateProposals(
         g.ListDuplicateProposalsRequest(
-            purpose=options.PURPOSES[args.purpose], page_size=args.page_size, page_token=args.page_token
+            purpose=choices.PURPOSES[args.purpose], page_size=args.page_size, page_token=args.page_token
         ),
         metadata=gw.metadata,
     )
-    client.emit(resp, args.json, duplicates_text(resp))
+    command.emit(resp, args.json, duplicates_text(resp))
     return 0
 
 
-@client.gateway_command
+@command.gateway_command
 def decide(gw: client.Gateway, args: argparse.Namespace) -> int:
     """DecideDuplicateProposal: prints what was done, or the protobuf JSON."""
     if args.revision is not None and args.supersede_with is None:
@@ -132,7 +134,7 @@ def decide(gw: client.Gateway, args: argparse.Namespace) -> int:
             text += f"\nconflict flagged for review: {resp.conflict_flag_id} (both confidences 0.8 or more)"
     else:
         text = "forgot " + ", ".join(resp.forgotten_ids)
-    client.emit(resp, args.json, text)
+    command.emit(resp, args.json, text)
     return 0
 
 
@@ -166,7 +168,7 @@ def flags_parser(sub: argparse._SubParsersAction) -> None:
     rs.set_defaults(handler=resolve)
 
 
-@client.gateway_command
+@command.gateway_command
 def list_flags(gw: client.Gateway, args: argparse.Namespace) -> int:
     """ListConflictFlags: prints the page, or its protobuf JSON."""
     resp = gw.memory.ListConflictFlags(
@@ -174,7 +176,9 @@ def list_flags(gw: client.Gateway, args: argparse.Namespace) -> int:
         metadata=gw.metadata,
     )
     lines = [flag_text(f) for f in resp.flags] or ["no conflict flags"]
-    client.emit(resp, args.json, "\n".join(lines + _page_lines(len(resp.flags), resp.total_size, resp.next_page_token)))
+    command.emit(
+        resp, args.json, "\n".join(lines + _page_lines(len(resp.flags), resp.total_size, resp.next_page_token))
+    )
     return 0
 
 
@@ -194,7 +198,7 @@ def _shown_revision(gw: client.Gateway, flag_id: str) -> int:
             return 0
 
 
-@client.gateway_command
+@command.gateway_command
 def resolve(gw: client.Gateway, args: argparse.Namespace) -> int:
     """ResolveConflictFlag: prints the flag as it is now (and the restored memory), or the protobuf JSON."""
     if args.revision is not None and not args.undo:
@@ -211,7 +215,7 @@ def resolve(gw: client.Gateway, args: argparse.Namespace) -> int:
     text = flag_text(resp.flag)
     if resp.HasField("restored"):
         text += "\nrestored:\n" + _short(resp.restored)
-    client.emit(resp, args.json, text)
+    command.emit(resp, args.json, text)
     return 0
 
 

@@ -20,7 +20,7 @@ from google.rpc import code_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from cli import client
+import client
 from servicekit import limits
 
 BACKLOG_TIMEOUT_SECONDS = 1800

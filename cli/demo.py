@@ -17,7 +17,8 @@ from pathlib import Path
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from cli import client
+import client
+from cli import command
 from cli.dataset import read_jsonl
 from cli.evaluate import evaluate, print_report
 from servicekit import settings as settings_mod
@@ -81,7 +82,7 @@ def main() -> int:
             f"system up in {time.monotonic() - started:.1f}s; evaluating {data} (hybrid, 50 results per query)",
             flush=True,
         )
-        gw = client.Gateway(settings.gateway_addr, client.operator_token(args, settings.operator_token_path))
+        gw = client.Gateway(settings.gateway_addr, command.operator_token(args, settings.operator_token_path))
         t0 = time.monotonic()
         reports, results = evaluate(gw, data, {"hybrid": (m.RECALL_MODE_HYBRID, False)}, 50)
         print()

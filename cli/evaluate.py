@@ -16,7 +16,8 @@ import grpc
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from cli import client, options
+import client
+from cli import command, options
 from cli.dataset import (
     Failure,
     corpora,
@@ -27,6 +28,7 @@ from cli.dataset import (
 )
 from cli.inject_eval import run_eval_inject
 from cli.retrieval_metrics import KEYS, average, score_query
+from client import choices
 
 MIN_RESULTS = 50
 
@@ -173,7 +175,7 @@ def eval_parser(sub: argparse._SubParsersAction) -> None:
     """``recallatron eval``."""
     ev = sub.add_parser("eval", help="measure retrieval on a dataset (recall@k, nDCG@10, MRR)")
     ev.add_argument("--dataset", required=True, help="folder with memories.jsonl and queries.jsonl, or of such folders")
-    ev.add_argument("--mode", default="hybrid", choices=options.MODES)
+    ev.add_argument("--mode", default="hybrid", choices=choices.MODES)
     ev.add_argument("--top-k", type=int, default=50, help="results per query (at least 50 are asked)")
     ev.add_argument("--no-rerank", action="store_true")
     ev.add_argument(
@@ -196,7 +198,7 @@ def eval_parser(sub: argparse._SubParsersAction) -> None:
     ev.set_defaults(handler=run_eval)
 
 
-@client.gateway_command
+@command.gateway_command
 def run_eval(gw: client.Gateway, args: argparse.Namespace) -> int:
     """``recallatron eval``: prints a table, or with --json one object with ``mode``, ``overall``,
     ``per_corpus``, ``per_category``, ``dense_unavailable_queries``, ``reranked_queries`` and ``refused``
@@ -225,9 +227,9 @@ def run_eval(gw: client.Gateway, args: argparse.Namespace) -> int:
 
 def _single(gw: client.Gateway, args: argparse.Namespace, top_k: int) -> dict[str, dict]:
     """One variant (--mode, --no-rerank), printed; returns its report by mode name."""
-    reports, _ = evaluate(gw, Path(args.dataset), {args.mode: (options.MODES[args.mode], args.no_rerank)}, top_k)
+    reports, _ = evaluate(gw, Path(args.dataset), {args.mode: (choices.MODES[args.mode], args.no_rerank)}, top_k)
     if args.json:
-        print(client.dump({"mode": args.mode, **reports[args.mode]}))
+        print(command.dump({"mode": args.mode, **reports[args.mode]}))
     else:
         print_report(reports[args.mode], args.mode)
     return reports
@@ -235,7 +237,7 @@ def _single(gw: client.Gateway, args: argparse.Namespace, top_k: int) -> dict[st
 
 def _ablation(gw: client.Gateway, args: argparse.Namespace, top_k: int) -> dict[str, dict]:
     """Every variant side by side, printed; returns the reports by variant name."""
-    modes = options.MODES
+    modes = choices.MODES
     variants = {"lexical": (modes["lexical"], True), "dense": (modes["dense"], True), "hybrid": (modes["hybrid"], True)}
     available, why = reranker_state(gw)
     if available:
@@ -243,7 +245,7 @@ def _ablation(gw: client.Gateway, args: argparse.Namespace, top_k: int) -> dict[
     reports, _ = evaluate(gw, Path(args.dataset), variants, top_k)
     rerank_note = "" if available else f"hybrid+rerank: not run, the re-ranker is unavailable ({why})"
     if args.json:
-        print(client.dump({"ablation": reports, "rerank": rerank_note or "run"}))
+        print(command.dump({"ablation": reports, "rerank": rerank_note or "run"}))
         return reports
     for key in ("recall@10", "ndcg@10", "mrr"):
         print(_side_by_side(reports, key))

@@ -3,7 +3,7 @@ the memories the gate hides from recall, ``recallatron keep`` brings one back (f
 ``recallatron forget``).
 
 Each has a parser function (``*_parser(sub)``, which also names its handler) and a handler taking
-the gateway and the parsed arguments; ``client.gateway_command`` connects with the member token and
+the gateway and the parsed arguments; ``command.gateway_command`` connects with the member token and
 turns a failed call into its status code on stderr and exit status 1.
 """
 
@@ -15,8 +15,10 @@ import datetime
 from google.protobuf import timestamp_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 
-from cli import client, options
+import client
+from cli import command, options
 from cli.memory_commands import describe
+from client import choices
 
 
 def _when(ts: timestamp_pb2.Timestamp) -> str:
@@ -28,8 +30,8 @@ def expiring_parser(sub: argparse._SubParsersAction) -> None:
     ex = sub.add_parser(
         "expiring", help="the memories you can read that the expiry gate hides from recall, oldest updated first"
     )
-    ex.add_argument("--purpose", choices=options.PURPOSES, help="one purpose (default: every purpose granted)")
-    ex.add_argument("--superseded", choices=options.SUPERSEDED, default="current", help="default: current only")
+    ex.add_argument("--purpose", choices=choices.PURPOSES, help="one purpose (default: every purpose granted)")
+    ex.add_argument("--superseded", choices=choices.SUPERSEDED, default="current", help="default: current only")
     ex.add_argument("--page-size", type=options.int32, default=0, help="memories per page (default 50, at most 200)")
     ex.add_argument("--page-token", default="", help="the token a previous page printed")
     options.gateway_options(ex, purpose=False)
@@ -51,19 +53,19 @@ def expiring_text(resp: g.ListExpiringMemoriesResponse) -> str:
     return "\n".join(lines)
 
 
-@client.gateway_command
+@command.gateway_command
 def expiring(gw: client.Gateway, args: argparse.Namespace) -> int:
     """ListExpiringMemories: prints one page and the next page's token."""
     resp = gw.memory.ListExpiringMemories(
         g.ListExpiringMemoriesRequest(
-            purpose=options.PURPOSES.get(args.purpose, 0),
-            superseded=options.SUPERSEDED[args.superseded],
+            purpose=choices.PURPOSES.get(args.purpose, 0),
+            superseded=choices.SUPERSEDED[args.superseded],
             page_size=args.page_size,
             page_token=args.page_token,
         ),
         metadata=gw.metadata,
     )
-    client.emit(resp, args.json, expiring_text(resp))
+    command.emit(resp, args.json, expiring_text(resp))
     return 0
 
 
@@ -76,11 +78,11 @@ def keep_parser(sub: argparse._SubParsersAction) -> None:
     kp.set_defaults(handler=keep)
 
 
-@client.gateway_command
+@command.gateway_command
 def keep(gw: client.Gateway, args: argparse.Namespace) -> int:
     """KeepMemory under --revision: prints the kept memory (ABORTED naming the current revision when stale)."""
     resp = gw.memory.KeepMemory(g.KeepMemoryRequest(id=args.id, expected_revision=args.revision), metadata=gw.metadata)
-    client.emit(resp, args.json, f"{describe(resp.memory)}\n  kept: last updated {_when(resp.memory.updated_at)}")
+    command.emit(resp, args.json, f"{describe(resp.memory)}\n  kept: last updated {_when(resp.memory.updated_at)}")
     return 0
 
 

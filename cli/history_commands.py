@@ -19,7 +19,8 @@ from google.protobuf import timestamp_pb2
 from google.rpc import code_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 
-from cli import client, options
+import client
+from cli import command, options
 from servicekit.render import for_terminal as shown
 
 
@@ -65,7 +66,7 @@ def append_parser(sub: argparse._SubParsersAction) -> None:
     ap.set_defaults(handler=append)
 
 
-@client.gateway_command
+@command.gateway_command
 def append(gw: client.Gateway, args: argparse.Namespace) -> int:
     """AppendHistory of one turn: prints its id (and whether its request id was used before); a refused
     turn prints its status code and message to stderr and returns 1."""
@@ -79,7 +80,7 @@ def append(gw: client.Gateway, args: argparse.Namespace) -> int:
     if result.HasField("error"):
         print(f"{code_pb2.Code.Name(result.error.code)}: {result.error.message}", file=sys.stderr)
         return 1
-    client.emit(resp, args.json, f"{'already stored' if result.replayed else 'stored'} {result.turn_id}")
+    command.emit(resp, args.json, f"{'already stored' if result.replayed else 'stored'} {result.turn_id}")
     return 0
 
 
@@ -98,7 +99,7 @@ def search_parser(sub: argparse._SubParsersAction) -> None:
     se.set_defaults(handler=search)
 
 
-@client.gateway_command
+@command.gateway_command
 def search(gw: client.Gateway, args: argparse.Namespace) -> int:
     """SearchHistory: prints each turn and the next page's token; with --all every page, as one
     response (one JSON object with --json)."""
@@ -120,7 +121,7 @@ def search(gw: client.Gateway, args: argparse.Namespace) -> int:
     lines = [entry_text(e) for e in resp.entries] or ["no turns"]
     if resp.next_page_token:
         lines.append(f"next page: --page-token {resp.next_page_token}")
-    client.emit(resp, args.json, "\n".join(lines))
+    command.emit(resp, args.json, "\n".join(lines))
     return 0
 
 
@@ -134,13 +135,13 @@ def forget_parser(sub: argparse._SubParsersAction) -> None:
     fg.set_defaults(handler=forget)
 
 
-@client.gateway_command
+@command.gateway_command
 def forget(gw: client.Gateway, args: argparse.Namespace) -> int:
     """ForgetHistory: prints how many turns were forgotten."""
     resp = gw.memory.ForgetHistory(
         g.ForgetHistoryRequest(turn_ids=args.turn, start_time=args.since, end_time=args.until), metadata=gw.metadata
     )
-    client.emit(resp, args.json, f"forgot {resp.forgotten_count} turns")
+    command.emit(resp, args.json, f"forgot {resp.forgotten_count} turns")
     return 0
 
 

@@ -41,7 +41,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
 
 from cli import user_files
-from cli.options import PURPOSES
+from client.choices import PURPOSES
 from servicekit import limits
 
 # Most bytes of hook input read: Claude Code's input is a few hundred bytes plus the prompt, whose

@@ -38,7 +38,8 @@ import grpc
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from cli import client, options
+import client
+from cli import command, options
 from cli.dataset import Failure, corpora, fit_half, load_corpus, progress, read_jsonl, report_failures
 
 # Off-topic prompts adding nothing on the fit half, at least: the rule of each preset.
@@ -281,7 +282,7 @@ def run_eval_inject(gw: client.Gateway, args: argparse.Namespace) -> int:
         report_failures(asked.refused, total, noun="prompt", verb="refused")
     rep = report(asked)
     if args.json:
-        print(client.dump(rep))
+        print(command.dump(rep))
     else:
         print_report(rep)
     return 1 if asked.refused else 0
@@ -365,7 +366,7 @@ def _row_text(r: dict) -> str:
     )
 
 
-@client.gateway_command
+@command.gateway_command
 def run_calibrate_inject(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Prints the curve and each preset's gate with its held-out rates (or --json it); --out writes
     the same JSON to a file. Exit status 1 when any prompt was refused, else 0."""
@@ -394,9 +395,9 @@ def run_calibrate_inject(gw: client.Gateway, args: argparse.Namespace) -> int:
         "curve": rows,
     }
     if args.out:
-        Path(args.out).write_text(client.dump(result) + "\n")
+        Path(args.out).write_text(command.dump(result) + "\n")
     if args.json:
-        print(client.dump(result))
+        print(command.dump(result))
         return 1 if refused else 0
     c = result["counts"]
     print(f"{c['corpora']} corpora: {c['questions']} questions, {c['off_topic_prompts']} off-topic prompts asked")

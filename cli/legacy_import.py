@@ -36,8 +36,10 @@ from google.rpc import code_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from cli import client, options, user_files
+import client
+from cli import command, options, user_files
 from cli.legacy_store import READ_TIMEOUT_SECONDS, SECTIONS, Item, LegacyStoreError, Plan, read_store
+from client import choices
 from servicekit.limits import MAX_HISTORY_BATCH, MAX_IMPORT_BATCH
 
 
@@ -144,7 +146,7 @@ def check_members(gw: client.Gateway, workspace: str, mapping: dict[str, str]) -
             g.ImportMemoriesRequest(workspace_id=workspace, memories=probes, validate_only=True), metadata=gw.metadata
         )
     except grpc.RpcError as exc:
-        if problem := client.workspace_problem(exc, workspace):
+        if problem := command.workspace_problem(exc, workspace):
             return problem
         raise
     for mid, result in zip(members, resp.memories, strict=True):
@@ -221,7 +223,7 @@ class Run:
         return m.ImportedMemory(
             import_key=it.key,
             author_member_id=it.member_id,
-            kind=options.KINDS[it.kind],
+            kind=choices.KINDS[it.kind],
             title=it.title,
             body=it.body,
             audience=m.AUDIENCE_MEMBER,
@@ -305,7 +307,7 @@ def text_summary(counts: dict, answered: dict | None, dry_run: bool) -> str:
     return "\n".join(lines)
 
 
-@client.gateway_command
+@command.gateway_command
 def import_legacy(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Reads the old store, checks the member map, imports (unless --dry-run), reports, prints counts."""
     mapping = member_map(args.member)

@@ -7,7 +7,7 @@ import ipaddress
 import math
 from urllib.parse import urlsplit
 
-from cli import client
+from cli import command
 from servicekit.settings import Settings, host_port
 
 # The session bounds of --http unless given.
@@ -192,5 +192,5 @@ def mcp(args: argparse.Namespace, settings: Settings) -> int:
     elif any(option is not None for option in http_options):
         raise SystemExit("--allowed-host, --allowed-origin, --public-url and the session bounds are for --http")
     else:
-        server.run_stdio(gateway_addr, client.member_token(args))
+        server.run_stdio(gateway_addr, command.member_token(args))
     return 0

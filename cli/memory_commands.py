@@ -1,7 +1,7 @@
 """The member's commands: remember, derive, correct, supersede, forget, entities, read and recall.
 
 Each has a parser function (``*_parser(sub)``, which also names its handler) and a handler taking
-the gateway and the parsed arguments; ``client.gateway_command`` connects with the member token and
+the gateway and the parsed arguments; ``command.gateway_command`` connects with the member token and
 turns a failed call into its status code on stderr and exit status 1.
 """
 
@@ -13,8 +13,10 @@ import datetime
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from cli import client, options
+import client
+from cli import command, options
 from cli.history_commands import instant
+from client import choices
 from servicekit import limits
 from servicekit.render import for_terminal as shown
 from servicekit.vocabulary import name_of
@@ -65,9 +67,9 @@ def recall_text(resp: g.RecallResponse) -> str:
 def remember_parser(sub: argparse._SubParsersAction) -> None:
     """``recallatron remember``."""
     rm = sub.add_parser("remember", help="store a memory")
-    rm.add_argument("--kind", default="note", choices=options.KINDS)
+    rm.add_argument("--kind", default="note", choices=choices.KINDS)
     rm.add_argument("--title", default="")
-    rm.add_argument("--audience", default="workspace", choices=options.AUDIENCES)
+    rm.add_argument("--audience", default="workspace", choices=choices.AUDIENCES)
     rm.add_argument("--confidence", type=float)
     rm.add_argument("--request-id", default="")
     rm.add_argument("--about", action="append", default=[], help="entity name to mention (repeatable)")
@@ -77,23 +79,23 @@ def remember_parser(sub: argparse._SubParsersAction) -> None:
     rm.set_defaults(handler=remember)
 
 
-@client.gateway_command
+@command.gateway_command
 def remember(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Remember: prints the stored memory, or its protobuf JSON."""
     resp = gw.memory.Remember(
         g.RememberRequest(
-            purpose=options.PURPOSES[args.purpose],
-            kind=options.KINDS[args.kind],
+            purpose=choices.PURPOSES[args.purpose],
+            kind=choices.KINDS[args.kind],
             title=args.title,
             body=args.body,
-            audience=options.AUDIENCES[args.audience],
+            audience=choices.AUDIENCES[args.audience],
             confidence=args.confidence,
             request_id=args.request_id,
             entities=_mentions(args.about, args.about_id),
         ),
         metadata=gw.metadata,
     )
-    client.emit(resp, args.json, describe(resp.memory))
+    command.emit(resp, args.json, describe(resp.memory))
     return 0
 
 
@@ -101,7 +103,7 @@ def derive_parser(sub: argparse._SubParsersAction) -> None:
     """``recallatron derive``."""
     dv = sub.add_parser("derive", help="derive a memory from readable sources")
     dv.add_argument("--source", action="append", required=True, help="source memory id (repeatable)")
-    dv.add_argument("--kind", default="summary", choices=options.KINDS)
+    dv.add_argument("--kind", default="summary", choices=choices.KINDS)
     dv.add_argument("--title", default="")
     dv.add_argument("--request-id", default="")
     dv.add_argument("--about", action="append", default=[], help="entity name to mention (repeatable)")
@@ -110,13 +112,13 @@ def derive_parser(sub: argparse._SubParsersAction) -> None:
     dv.set_defaults(handler=derive)
 
 
-@client.gateway_command
+@command.gateway_command
 def derive(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Derive: prints the derived memory, or its protobuf JSON."""
     resp = gw.memory.Derive(
         g.DeriveRequest(
             source_ids=args.source,
-            kind=options.KINDS[args.kind],
+            kind=choices.KINDS[args.kind],
             title=args.title,
             body=args.body,
             request_id=args.request_id,
@@ -124,7 +126,7 @@ def derive(gw: client.Gateway, args: argparse.Namespace) -> int:
         ),
         metadata=gw.metadata,
     )
-    client.emit(resp, args.json, describe(resp.memory))
+    command.emit(resp, args.json, describe(resp.memory))
     return 0
 
 
@@ -140,7 +142,7 @@ def correct_parser(sub: argparse._SubParsersAction) -> None:
     co.set_defaults(handler=correct)
 
 
-@client.gateway_command
+@command.gateway_command
 def correct(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Correct under --revision: prints the corrected memory (ABORTED naming the current revision when stale)."""
     resp = gw.memory.Correct(
@@ -149,7 +151,7 @@ def correct(gw: client.Gateway, args: argparse.Namespace) -> int:
         ),
         metadata=gw.metadata,
     )
-    client.emit(resp, args.json, describe(resp.memory))
+    command.emit(resp, args.json, describe(resp.memory))
     return 0
 
 
@@ -158,31 +160,31 @@ def supersede_parser(sub: argparse._SubParsersAction) -> None:
     su = sub.add_parser("supersede", help="replace a memory by a new one")
     su.add_argument("id")
     su.add_argument("--revision", type=int, required=True)
-    su.add_argument("--kind", choices=options.KINDS, help="default: keep the superseded memory's kind")
+    su.add_argument("--kind", choices=choices.KINDS, help="default: keep the superseded memory's kind")
     su.add_argument("--title", default="")
-    su.add_argument("--audience", choices=options.AUDIENCES, help="may narrow to member; default: keep")
+    su.add_argument("--audience", choices=choices.AUDIENCES, help="may narrow to member; default: keep")
     su.add_argument("--request-id", default="")
     su.add_argument("body")
     options.gateway_options(su)
     su.set_defaults(handler=supersede)
 
 
-@client.gateway_command
+@command.gateway_command
 def supersede(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Supersede under --revision: prints the new memory, or its protobuf JSON."""
     resp = gw.memory.Supersede(
         g.SupersedeRequest(
             id=args.id,
             expected_revision=args.revision,
-            kind=options.KINDS.get(args.kind, 0),  # unset: the store keeps the target's kind
+            kind=choices.KINDS.get(args.kind, 0),  # unset: the store keeps the target's kind
             title=args.title,
             body=args.body,
-            audience=options.AUDIENCES.get(args.audience, 0),
+            audience=choices.AUDIENCES.get(args.audience, 0),
             request_id=args.request_id,
         ),
         metadata=gw.metadata,
     )
-    client.emit(resp, args.json, describe(resp.memory))
+    command.emit(resp, args.json, describe(resp.memory))
     return 0
 
 
@@ -195,11 +197,11 @@ def forget_parser(sub: argparse._SubParsersAction) -> None:
     fg.set_defaults(handler=forget)
 
 
-@client.gateway_command
+@command.gateway_command
 def forget(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Forget: prints the ids forgotten (the memory and everything derived from it)."""
     resp = gw.memory.Forget(g.ForgetRequest(id=args.id, reason=args.reason), metadata=gw.metadata)
-    client.emit(resp, args.json, "forgot " + ", ".join(resp.forgotten_ids))
+    command.emit(resp, args.json, "forgot " + ", ".join(resp.forgotten_ids))
     return 0
 
 
@@ -211,11 +213,11 @@ def entities_parser(sub: argparse._SubParsersAction) -> None:
     en.set_defaults(handler=entities)
 
 
-@client.gateway_command
+@command.gateway_command
 def entities(gw: client.Gateway, args: argparse.Namespace) -> int:
     """FindEntities: prints ``id  name`` per entity, or ``no entities``."""
     resp = gw.memory.FindEntities(g.FindEntitiesRequest(name=args.name), metadata=gw.metadata)
-    client.emit(resp, args.json, "\n".join(f"{e.id}  {shown(e.name)}" for e in resp.entities) or "no entities")
+    command.emit(resp, args.json, "\n".join(f"{e.id}  {shown(e.name)}" for e in resp.entities) or "no entities")
     return 0
 
 
@@ -228,11 +230,11 @@ def read_parser(sub: argparse._SubParsersAction) -> None:
     rd.set_defaults(handler=read)
 
 
-@client.gateway_command
+@command.gateway_command
 def read(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Read (with --history, earlier revisions too): prints the memory, or its protobuf JSON."""
     resp = gw.memory.Read(g.ReadRequest(id=args.id, include_history=args.history), metadata=gw.metadata)
-    client.emit(resp, args.json, describe(resp.memory))
+    command.emit(resp, args.json, describe(resp.memory))
     return 0
 
 
@@ -240,7 +242,7 @@ def recall_parser(sub: argparse._SubParsersAction) -> None:
     """``recallatron recall``."""
     rc = sub.add_parser("recall", help="recall memories for a question")
     rc.add_argument("question")
-    rc.add_argument("--mode", choices=options.MODES)
+    rc.add_argument("--mode", choices=choices.MODES)
     rc.add_argument("--top-k", type=options.int32, default=limits.DEFAULT_TOP_K)
     rc.add_argument("--no-rerank", action="store_true")
     rc.add_argument("--about-id", action="append", default=[], help="only memories about this entity id")
@@ -249,14 +251,14 @@ def recall_parser(sub: argparse._SubParsersAction) -> None:
     rc.set_defaults(handler=recall)
 
 
-@client.gateway_command
+@command.gateway_command
 def recall(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Recall: prints the summary line and the items, or the protobuf JSON."""
     resp = gw.memory.Recall(
         g.RecallRequest(
             query=args.question,
-            purpose=options.PURPOSES[args.purpose],
-            mode=options.MODES.get(args.mode, 0),
+            purpose=choices.PURPOSES[args.purpose],
+            mode=choices.MODES.get(args.mode, 0),
             top_k=args.top_k,
             skip_rerank=args.no_rerank,
             entity_ids=args.about_id,
@@ -264,23 +266,23 @@ def recall(gw: client.Gateway, args: argparse.Namespace) -> int:
         ),
         metadata=gw.metadata,
     )
-    client.emit(resp, args.json, recall_text(resp))
+    command.emit(resp, args.json, recall_text(resp))
     return 0
 
 
 def list_parser(sub: argparse._SubParsersAction) -> None:
     """``recallatron list``."""
     ls = sub.add_parser("list", help="browse the memories you can read, newest first")
-    ls.add_argument("--kind", choices=options.KINDS)
-    ls.add_argument("--audience", choices=options.AUDIENCES, help="workspace, or member (your own member-only ones)")
-    ls.add_argument("--purpose", choices=options.PURPOSES, help="one purpose (default: every purpose granted)")
+    ls.add_argument("--kind", choices=choices.KINDS)
+    ls.add_argument("--audience", choices=choices.AUDIENCES, help="workspace, or member (your own member-only ones)")
+    ls.add_argument("--purpose", choices=choices.PURPOSES, help="one purpose (default: every purpose granted)")
     ls.add_argument("--about-id", default="", help="only memories about this entity id")
     ls.add_argument("--derived-from", default="", help="only memories derived directly from this memory id")
     ls.add_argument("--created-after", type=instant, help="created at or after this time (ISO 8601, UTC by default)")
     ls.add_argument("--created-before", type=instant, help="created before this time")
     ls.add_argument("--updated-after", type=instant, help="last changed at or after this time")
     ls.add_argument("--updated-before", type=instant, help="last changed before this time")
-    ls.add_argument("--superseded", choices=options.SUPERSEDED, default="current", help="default: current only")
+    ls.add_argument("--superseded", choices=choices.SUPERSEDED, default="current", help="default: current only")
     ls.add_argument("--history", action="store_true", help="with earlier revisions")
     ls.add_argument("--page-size", type=options.int32, default=0, help="memories per page (default 50, at most 200)")
     ls.add_argument("--page-token", default="", help="the token a previous page printed")
@@ -292,16 +294,16 @@ def list_parser(sub: argparse._SubParsersAction) -> None:
 def list_request(args: argparse.Namespace) -> g.ListMemoriesRequest:
     """The ListMemoriesRequest of ``recallatron list``'s filters (unset ones left unset)."""
     return g.ListMemoriesRequest(
-        kind=options.KINDS.get(args.kind, 0),
-        audience=options.AUDIENCES.get(args.audience, 0),
-        purpose=options.PURPOSES.get(args.purpose, 0),
+        kind=choices.KINDS.get(args.kind, 0),
+        audience=choices.AUDIENCES.get(args.audience, 0),
+        purpose=choices.PURPOSES.get(args.purpose, 0),
         entity_id=args.about_id,
         derived_from_id=args.derived_from,
         created_after=args.created_after,
         created_before=args.created_before,
         updated_after=args.updated_after,
         updated_before=args.updated_before,
-        superseded=options.SUPERSEDED[args.superseded],
+        superseded=choices.SUPERSEDED[args.superseded],
         include_history=args.history,
         page_size=args.page_size,
         page_token=args.page_token,
@@ -317,7 +319,7 @@ def list_text(resp: g.ListMemoriesResponse) -> str:
     return "\n".join(lines)
 
 
-@client.gateway_command
+@command.gateway_command
 def list_memories(gw: client.Gateway, args: argparse.Namespace) -> int:
     """ListMemories: prints the page (with --all every page, as one response) and the next page's token."""
     req = list_request(args)
@@ -327,7 +329,7 @@ def list_memories(gw: client.Gateway, args: argparse.Namespace) -> int:
         more = gw.memory.ListMemories(req, metadata=gw.metadata)
         resp.memories.extend(more.memories)
         resp.next_page_token, resp.total_size = more.next_page_token, more.total_size
-    client.emit(resp, args.json, list_text(resp))
+    command.emit(resp, args.json, list_text(resp))
     return 0
 
 

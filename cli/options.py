@@ -1,22 +1,11 @@
-"""Command-line pieces shared by the subcommands: enum choices and the gateway options.
-
-The choices are the short enum names of ``servicekit.vocabulary`` (name -> proto value, in the
-proto's declaration order, which is also the order argparse lists them in)."""
+"""Command-line pieces shared by the subcommands: argument types and the gateway options (the enum
+choices themselves are ``client.choices``)."""
 
 from __future__ import annotations
 
 import argparse
 
-from recallatron.memory.v1 import memory_pb2 as m
-
-from servicekit import vocabulary
-
-PURPOSES = vocabulary.values(m.Purpose)
-KINDS = vocabulary.values(m.Kind)
-MODES = vocabulary.values(m.RecallMode)
-AUDIENCES = vocabulary.values(m.Audience)
-ROLES = vocabulary.values(m.Role)
-SUPERSEDED = vocabulary.values(m.SupersededFilter)
+from client.choices import PURPOSES
 
 
 def purposes(text: str) -> list[int]:
@@ -55,7 +44,7 @@ def gateway_options(parser: argparse.ArgumentParser, operator: bool = False, pur
     """Adds --gateway and --json, and either --operator-token (operator commands) or --token and, unless
     ``purpose`` is false (history commands: history has no purpose), --purpose.
 
-    Whether a parsed command has ``operator_token`` decides which credential ``client.gateway_command`` sends."""
+    Whether a parsed command has ``operator_token`` decides which credential ``command.gateway_command`` sends."""
     parser.add_argument("--gateway", default=None, help="gateway address (default RECALLATRON_GATEWAY_ADDR)")
     parser.add_argument("--json", action="store_true", help="print the response as protobuf JSON")
     if operator:

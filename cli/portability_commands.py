@@ -24,7 +24,8 @@ from google.rpc import code_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from cli import client, options, portability, user_files
+import client
+from cli import command, options, portability, user_files
 from cli.dataset import BATCH_BYTES
 from cli.portability import ExportFileError
 from servicekit import limits
@@ -83,7 +84,7 @@ def collect(gw: client.Gateway, include_history: bool) -> tuple[list[dict], list
     return records, turns
 
 
-@client.gateway_command
+@command.gateway_command
 def export(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Export: writes the header, the memories and (with --include-history) the caller's history turns
     to --out, whole or not at all; prints what it wrote (one JSON object with --json)."""
@@ -105,7 +106,7 @@ def export(gw: client.Gateway, args: argparse.Namespace) -> int:
     }
     text = f"exported {len(records)} memories ({summary['superseded']} superseded)"
     text += f" and {len(turns)} history turns" if args.include_history else ""
-    print(client.dump(summary) if args.json else f"{text} to {out}")
+    print(command.dump(summary) if args.json else f"{text} to {out}")
     return 0
 
 
@@ -224,7 +225,7 @@ def probe_members(gw: client.Gateway, workspace: str, members: dict[str, str]) -
             g.ImportMemoriesRequest(workspace_id=workspace, memories=items, validate_only=True), metadata=gw.metadata
         )
     except grpc.RpcError as exc:
-        if problem := client.workspace_problem(exc, workspace):
+        if problem := command.workspace_problem(exc, workspace):
             raise ExportFileError(f"{problem}; nothing was imported") from None
         raise
     unknown = [
@@ -267,7 +268,7 @@ def _old_id(key: str) -> str:
     return key.rsplit(":", 1)[1]
 
 
-@client.gateway_command
+@command.gateway_command
 def import_file(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Import: checks the file, the member map and the members, then writes the memories (and history
     turns) in batches; prints the counts (one JSON object with --json) and writes the id mapping.
@@ -375,7 +376,7 @@ def _report(args: argparse.Namespace, counts: dict[str, Counter], mapping: Path 
     else:
         doc["mapping"] = str(mapping) if mapping else None
     if args.json:
-        print(client.dump(doc))
+        print(command.dump(doc))
         return 0
     for kind, c in counts.items():
         print(f"{kind.replace('_', ' ')}: " + (", ".join(f"{n} {what}" for what, n in sorted(c.items())) or "none"))

@@ -6,6 +6,23 @@ The command line, the web screen and the MCP server use it; so do the tests, the
 It imports no service's internals: only ``servicekit`` and the generated ``recallatron`` messages.
 """
 
-from client.gateway import Gateway, Metadata, bearer
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from client.credential import Metadata, bearer
+
+if TYPE_CHECKING:
+    from client.gateway import Gateway
 
 __all__ = ["Gateway", "Metadata", "bearer"]
+
+
+def __getattr__(name: str):
+    # Gateway brings gRPC channels, breakers and metrics (servicekit.clients); `recallatron hook`
+    # takes only the bearer metadata and must start fast, so the stubs load when first asked for.
+    if name == "Gateway":
+        from client.gateway import Gateway
+
+        return Gateway
+    raise AttributeError(f"module 'client' has no attribute {name!r}")

@@ -1,17 +1,11 @@
-"""The gateway's public stubs with the caller's credential, and the metadata that carries it."""
+"""The gateway's public stubs with the caller's credential."""
 
 from __future__ import annotations
 
 from recallatron.gateway.v1 import gateway_pb2_grpc
 
+from client.credential import bearer
 from servicekit import clients
-
-Metadata = tuple[tuple[str, str], ...]
-
-
-def bearer(token: str) -> Metadata:
-    """gRPC metadata carrying ``token`` as ``authorization: Bearer <token>`` (what gateway.auth reads)."""
-    return (("authorization", f"Bearer {token}"),)
 
 
 class Gateway:

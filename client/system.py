@@ -26,7 +26,7 @@ from pathlib import Path
 
 from psycopg.conninfo import make_conninfo
 
-from client.gateway import Metadata, bearer
+from client.credential import Metadata, bearer
 from servicekit.embedded_pg import CONTROL_DB
 
 SERVICES = ("gateway", "store", "embed", "rank")

@@ -23,7 +23,8 @@ from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import Field
 from recallatron.gateway.v1 import gateway_pb2 as g
 
-from cli import client, options
+import client
+from client import choices
 from mcp_server.tools import CALL_TIMEOUT_S, Purpose
 
 RESOURCE = "recallatron://context/{purpose}"
@@ -42,11 +43,11 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
     """Adds the ``recallatron_context`` prompt and the ``recallatron://context/{purpose}`` resource."""
 
     def text(ctx: Context, purpose: str, token_budget: int) -> str:
-        if purpose not in options.PURPOSES:
-            raise MCPError(INVALID_PARAMS, f"INVALID_ARGUMENT: purpose must be one of: {', '.join(options.PURPOSES)}")
+        if purpose not in choices.PURPOSES:
+            raise MCPError(INVALID_PARAMS, f"INVALID_ARGUMENT: purpose must be one of: {', '.join(choices.PURPOSES)}")
         try:
             resp = gateway.memory.GetContext(
-                g.GetContextRequest(purpose=options.PURPOSES[purpose], token_budget=token_budget),
+                g.GetContextRequest(purpose=choices.PURPOSES[purpose], token_budget=token_budget),
                 metadata=metadata_of(ctx),
                 timeout=CALL_TIMEOUT_S,
             )

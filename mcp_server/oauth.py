@@ -56,7 +56,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from cli import client
+import client
 from servicekit import vocabulary
 from web import csrf
 

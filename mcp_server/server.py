@@ -37,7 +37,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from cli import client
+import client
 from mcp_server import bundle, guidance, oauth, tools
 
 log = logging.getLogger("recallatron.mcp")

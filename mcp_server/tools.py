@@ -26,7 +26,8 @@ from pydantic import BaseModel, Field, ValidationError
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from cli import client, options
+import client
+from client import choices
 from gateway import context
 from mcp_server import guidance, render
 from servicekit import limits, settings
@@ -38,10 +39,10 @@ from servicekit.render import CHARS_PER_TOKEN, Bound
 # few seconds on a 2-core machine; a minute leaves ample room.
 CALL_TIMEOUT_S = 60.0
 
-Purpose = Literal[tuple(options.PURPOSES)]
-Kind = Literal[tuple(options.KINDS)]
-Audience = Literal[tuple(options.AUDIENCES)]
-Mode = Literal[tuple(options.MODES)]
+Purpose = Literal[tuple(choices.PURPOSES)]
+Kind = Literal[tuple(choices.KINDS)]
+Audience = Literal[tuple(choices.AUDIENCES)]
+Mode = Literal[tuple(choices.MODES)]
 
 MemoryId = Annotated[str, Field(description="Memory UUID, as shown in brackets in a result.")]
 Revision = Annotated[int, Field(description="The revision of the memory as you last read it.")]
@@ -58,7 +59,7 @@ AudienceChoice = Annotated[
 ]
 
 Metadata = client.Metadata
-Superseded = Literal[tuple(options.SUPERSEDED)]
+Superseded = Literal[tuple(choices.SUPERSEDED)]
 
 # The most a bundle may hold in one result is a quarter of the result bound (``register``).
 ContextBudget = Annotated[
@@ -131,7 +132,7 @@ def _content(kind: str | None, title: str, body: str, confidence: float | None, 
     """The request fields Remember, Derive and Supersede share, as keyword arguments (``kind`` None:
     KIND_UNSPECIFIED, which Supersede reads as the old memory's kind)."""
     return dict(
-        kind=options.KINDS[kind] if kind else 0, title=title, body=body, confidence=confidence, request_id=request_id
+        kind=choices.KINDS[kind] if kind else 0, title=title, body=body, confidence=confidence, request_id=request_id
     )
 
 
@@ -195,8 +196,8 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
             mem.Recall,
             lambda: g.RecallRequest(
                 query=query,
-                purpose=options.PURPOSES[purpose],
-                mode=options.MODES[mode] if mode else 0,
+                purpose=choices.PURPOSES[purpose],
+                mode=choices.MODES[mode] if mode else 0,
                 top_k=top_k,
                 skip_rerank=skip_rerank,
                 include_superseded=include_superseded,
@@ -240,8 +241,8 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
             ctx,
             mem.Remember,
             lambda: g.RememberRequest(
-                purpose=options.PURPOSES[purpose],
-                audience=options.AUDIENCES[audience],
+                purpose=choices.PURPOSES[purpose],
+                audience=choices.AUDIENCES[audience],
                 occurred_at=_timestamp(occurred_at),
                 entities=_mentions(about, about_ids),
                 **_content(kind, title, body, confidence, request_id),
@@ -317,7 +318,7 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
             lambda: g.SupersedeRequest(
                 id=id,
                 expected_revision=expected_revision,
-                audience=options.AUDIENCES[audience] if audience else 0,
+                audience=choices.AUDIENCES[audience] if audience else 0,
                 **_content(kind, title, body, confidence, request_id),
             ),
         )
@@ -350,7 +351,7 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
             ctx,
             mem.Capture,
             lambda: g.CaptureRequest(
-                purpose=options.PURPOSES[purpose],
+                purpose=choices.PURPOSES[purpose],
                 turn=turn,
                 request_id=request_id,
                 proposals=[
@@ -358,8 +359,8 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                         span=p.span,
                         body=p.body,
                         title=p.title,
-                        kind=options.KINDS[p.kind],
-                        audience=options.AUDIENCES[p.audience],
+                        kind=choices.KINDS[p.kind],
+                        audience=choices.AUDIENCES[p.audience],
                         confidence=p.confidence,
                         entities=_mentions(p.about, p.about_ids),
                     )
@@ -443,16 +444,16 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
             ctx,
             mem.ListMemories,
             lambda: g.ListMemoriesRequest(
-                kind=options.KINDS[kind] if kind else 0,
-                audience=options.AUDIENCES[audience] if audience else 0,
-                purpose=options.PURPOSES[purpose] if purpose else 0,
+                kind=choices.KINDS[kind] if kind else 0,
+                audience=choices.AUDIENCES[audience] if audience else 0,
+                purpose=choices.PURPOSES[purpose] if purpose else 0,
                 entity_id=about_id,
                 derived_from_id=derived_from_id,
                 created_after=_timestamp(created_after, "created_after"),
                 created_before=_timestamp(created_before, "created_before"),
                 updated_after=_timestamp(updated_after, "updated_after"),
                 updated_before=_timestamp(updated_before, "updated_before"),
-                superseded=options.SUPERSEDED[superseded],
+                superseded=choices.SUPERSEDED[superseded],
                 include_history=include_history,
                 page_size=page_size,
                 page_token=page_token,
@@ -493,6 +494,6 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         return call(
             ctx,
             mem.GetContext,
-            lambda: g.GetContextRequest(purpose=options.PURPOSES[purpose], token_budget=budget),
+            lambda: g.GetContextRequest(purpose=choices.PURPOSES[purpose], token_budget=budget),
             answer=bundle_off,
         )

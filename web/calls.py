@@ -1,7 +1,7 @@
 """The web screen's one way to the gateway: a gRPC call with the person's own member token.
 
 The screen keeps no credential and no rule of its own: each call carries the token of the browser's
-cookie as ``authorization: Bearer <token>`` (``cli.client.bearer``, what ``gateway.auth`` reads),
+cookie as ``authorization: Bearer <token>`` (``client.bearer``, what ``gateway.auth`` reads),
 and the gateway decides everything, who may read what included. The stubs are synchronous (the
 CLI's); each call runs in Starlette's thread pool so a slow gateway holds up only its own request.
 """
@@ -12,7 +12,7 @@ import grpc
 from recallatron.gateway.v1 import gateway_pb2_grpc
 from starlette.concurrency import run_in_threadpool
 
-from cli.client import bearer
+from client import bearer
 from servicekit import clients
 
 # How long one page waits for one call before it shows DEADLINE_EXCEEDED. Recall's own internal
@@ -32,7 +32,7 @@ class LoggedOut(Exception):
 
 def describe(exc: grpc.RpcError) -> str:
     """A failed call for people: the status code name and the gateway's message, e.g.
-    ``ABORTED: revision conflict: expected 1, current 2`` (the CLI's wording, ``cli.client.fail``)."""
+    ``ABORTED: revision conflict: expected 1, current 2`` (the CLI's wording, ``cli.command.fail``)."""
     code = exc.code()
     name = code.name if code is not None else "UNKNOWN"
     return f"{name}: {exc.details() or 'no message'}"
