@@ -9,7 +9,7 @@ BUF := .tools/node_modules/.bin/buf
 # format-N follows EXPORT_FORMAT in embed_service/export_onnx.py (default_path there).
 ONNX_MODEL := .venv/share/recallatron/all-MiniLM-L6-v2/format-2/model.onnx
 
-.PHONY: setup prometheus chromium proto proto-check proto-lint lint demo test clean bench chaos
+.PHONY: setup prometheus chromium proto proto-check proto-lint lint demo test screenshots clean bench chaos
 
 setup: .venv/.installed $(ONNX_MODEL) prometheus chromium
 
@@ -67,6 +67,11 @@ lint: setup
 
 test: setup proto-check proto-lint lint
 	$(PY) -m pytest -q tests
+
+# docs/screenshots/*.png (docs/web.md shows them), taken by the browser tests of the pages they show;
+# a test run alone writes none.
+screenshots: setup
+	RECALLATRON_SCREENSHOTS=docs/screenshots $(PY) -m pytest -q -p no:cacheprovider tests/test_web_pages.py tests/test_web_review.py
 
 # Recall latency, ingest and drain at 10k and 100k memories (bench/RESULTS.md); 1M: make bench SIZES=1000000
 SIZES ?= 10000,100000

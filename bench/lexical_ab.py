@@ -33,7 +33,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 from bench import corpus
 from servicekit.embedded_pg import EmbeddedPostgres
 from store_service.database import named, new_db_name
-from store_service.search import candidates
+from store_service.search import bm25, candidates
 
 LIMIT = 100
 INDEX = "bench_lexical_posting_ab"
@@ -57,12 +57,12 @@ def former(conn, part_ids, idf, avg, identifiers=()) -> list[tuple]:
     params = {
         "terms": list(idf),
         "idf": list(idf.values()),
-        "k1": candidates.BM25_K1,
-        "b": candidates.BM25_B,
+        "k1": bm25.K1,
+        "b": bm25.B,
         "avg": avg,
         "parts": part_ids,
         "limit": LIMIT,
-        "scale": candidates.TIE_SCALE,
+        "scale": bm25.TIE_SCALE,
         "ids": list(identifiers),
     }
     return [(r.memory_id, r.score, r.terms, r.identifiers) for r in named(conn).execute(FORMER, params)]
@@ -74,7 +74,7 @@ def packed(conn, part_ids, idf, avg, identifiers=()) -> list[tuple]:
 
 
 def _key(rows: list[tuple]) -> list[tuple]:
-    return [(mid, candidates.tie_key(score), terms, ids) for mid, score, terms, ids in rows]
+    return [(mid, bm25.tie_key(score), terms, ids) for mid, score, terms, ids in rows]
 
 
 def _stats(ms: list[float]) -> dict:

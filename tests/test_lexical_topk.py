@@ -14,7 +14,7 @@ import uuid
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from store_service.search import analysis, candidates, lexical_index
+from store_service.search import analysis, bm25, candidates, lexical_index
 
 WORDS = [f"w{i}" for i in range(40)]
 
@@ -31,7 +31,7 @@ def _reference(rows, terms, limit):
     if not n or not terms:
         return []
     df = {t: sum(1 for d in docs.values() if t in d) for t in terms}
-    kept = candidates.kept_terms(terms, df, n)
+    kept = bm25.kept_terms(terms, df, n)
     avg = max(sum(len(d) for d in docs.values()) / n, 1.0)
     scores = {}
     for mid, d in docs.items():
@@ -42,7 +42,7 @@ def _reference(rows, terms, limit):
                 s += idf * d[t] * 2.2 / (d[t] + 1.2 * (0.25 + 0.75 * len(d) / avg))
         if any(t in d for t in kept):
             scores[mid] = s
-    return sorted(scores.items(), key=lambda r: (-candidates.tie_key(r[1]), r[0]))[:limit]
+    return sorted(scores.items(), key=lambda r: (-bm25.tie_key(r[1]), r[0]))[:limit]
 
 
 def test_top_k_equals_full_scoring(stack):

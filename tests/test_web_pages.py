@@ -2,7 +2,7 @@
 stack: signing in with a member token, search (Recall's ranks, cosine, fused score, dense_available),
 a memory (provenance, revisions, derivations), browse (filters, pages), a bad and a revoked token,
 gRPC errors as readable messages, memory text shown as text, and the cross-site request check.
-Screenshots of each page go to docs/screenshots/."""
+Screenshots of each page go to docs/screenshots/ under `make screenshots` (none in a test run)."""
 
 from __future__ import annotations
 

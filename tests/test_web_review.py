@@ -3,7 +3,7 @@ ways (keep both, supersede one by the other, forget one) and a stale revision's 
 flag acknowledged and one undone, an expiring memory kept and one forgotten, the cross-site
 request check on a decision, and a pair of long memories (the diff cut, and off the event loop).
 Every decision's result is read off the page and checked against the gateway. Screenshots of each
-page go to docs/screenshots/."""
+page go to docs/screenshots/ under `make screenshots` (none in a test run)."""
 
 from __future__ import annotations
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 
 from bench.corpus import EVAL
 from cli.retrieval_metrics import ndcg_at
-from store_service.search import analysis, candidates
+from store_service.search import analysis, bm25, candidates
 
 CACHE = Path("/tmp/recallatron-fusion-ablation")
 FLOOR, PER_ARM, RRF_K = 0.30, 100, 60
@@ -127,14 +126,14 @@ def corpus_scores(folder: Path, key: str, encoder: list) -> tuple[dict[str, floa
     totals: dict[str, float] = {}
     ties = _ties(len(mems))
     for q, qv in zip(queries, query_vectors, strict=True):
-        kept = candidates.kept_terms(analysis.query_terms(q["question"]), df, n)
-        idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in kept}
-        bm25 = {
-            i: sum(idf[t] * candidates._w(d[t], len(d), avg) for t in kept if t in d)
+        kept = bm25.kept_terms(analysis.query_terms(q["question"]), df, n)
+        idf = {t: bm25.idf(n, df[t]) for t in kept}
+        scores = {
+            i: sum(bm25.weight(idf[t], d[t], len(d), avg) for t in kept if t in d)
             for i, d in enumerate(docs)
             if any(t in d for t in kept)
         }
-        lexical = sorted(bm25, key=lambda i: (-candidates.tie_key(bm25[i]), ids[i]))[:PER_ARM]
+        lexical = sorted(scores, key=lambda i: (-bm25.tie_key(scores[i]), ids[i]))[:PER_ARM]
         cosine = doc_vectors @ qv
         dense = [int(i) for i in np.argsort(-cosine)[:PER_ARM] if cosine[i] >= FLOOR]
         relevant = set(q["relevant_ids"])

@@ -1,9 +1,9 @@
 """SearchHistory: the caller's own history turns, ranked by keywords or listed, a page at a time.
 
 With a query, every posting of the kept query terms among the caller's own live turns is scored with
-Okapi BM25 as the keyword arm scores memories (``store_service.search.candidates``: its k1 and b, its idf,
-its rule dropping terms in 15% or more of the rows from three terms up, ties to nine decimals
-broken by id). The statistics are the caller's own turns' (``store_service.history.turn_index``), so
+Okapi BM25 as the keyword arm scores memories (``store_service.search.bm25``: the same weights, the
+rule dropping terms in 15% or more of the rows from three terms up, ties to nine decimals broken by
+id). The statistics are the caller's own turns' (``store_service.history.turn_index``), so
 nothing another member wrote can change a score. The filters (time range, chat, session) narrow
 which turns come back, not the statistics. Without a query, the turns are listed oldest first.
 
@@ -28,7 +28,7 @@ from servicekit.limits import MAX_QUERY_CHARS
 from store_service import page_tokens
 from store_service.database import named
 from store_service.history.turns import MAX_CHAT_ID_CHARS, time_range
-from store_service.search import analysis, candidates
+from store_service.search import analysis, bm25
 
 # Page sizes (AIP-158): 0 means the default; above the most is coerced to it. 200 entries of at most
 # 64 KiB of text stay well inside one gRPC message (servicekit.limits.MAX_MESSAGE_BYTES).
@@ -173,7 +173,7 @@ def _ranked(conn: psycopg.Connection, query: str, where: str, params: dict, afte
             (params["owner"], terms),
         ).fetchall()
     )
-    kept = candidates.kept_terms(terms, df, n)
+    kept = bm25.kept_terms(terms, df, n)
     if not kept:
         return []
     cursor = "TRUE"
@@ -181,14 +181,14 @@ def _ranked(conn: psycopg.Connection, query: str, where: str, params: dict, afte
         cursor = "(s.key < %(after_key)s OR (s.key = %(after_key)s AND s.turn_id > %(after_id)s))"
         params = {**params, "after_key": after[0], "after_id": after[1]}
     page = "" if filtered else "ORDER BY s.key DESC, s.turn_id LIMIT %(limit)s"
+    weight = bm25.sql_weight("q.idf", "p.tf", "p.doc_len", "%(avg)s")
     return (
         named(conn)
         .execute(
             f"""WITH k AS MATERIALIZED (
                 SELECT * FROM (
                     SELECT s.turn_id, s.score, floor(s.score * %(scale)s + 0.5) AS key
-                      FROM (SELECT p.turn_id, sum(q.idf * p.tf * (%(k1)s + 1)
-                                   / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avg)s)))::float8 AS score
+                      FROM (SELECT p.turn_id, sum({weight})::float8 AS score
                               FROM unnest(%(terms)s::text[], %(idf)s::float8[]) AS q(lexeme, idf)
                               JOIN history_posting p ON p.owner_member_id = %(owner)s AND p.lexeme = q.lexeme
                              GROUP BY p.turn_id) s) s
@@ -200,11 +200,10 @@ def _ranked(conn: psycopg.Connection, query: str, where: str, params: dict, afte
             {
                 **params,
                 "terms": kept,
-                "idf": [candidates.bm25_idf(n, df[t]) for t in kept],
-                "k1": candidates.BM25_K1,
-                "b": candidates.BM25_B,
+                **bm25.SQL_PARAMS,
+                "idf": [bm25.idf(n, df[t]) for t in kept],
                 "avg": max(total / n, 1.0),
-                "scale": candidates.TIE_SCALE,
+                "scale": bm25.TIE_SCALE,
                 "limit": limit,
             },
         )

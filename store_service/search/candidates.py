@@ -1,22 +1,22 @@
 """The candidate queries of the two retrieval arms, readability applied inside each in SQL.
 
-Lexical arm: Okapi BM25 (Robertson and Zaragoza, "The Probabilistic Relevance Framework: BM25 and
-Beyond", 2009; k1 = 1.2, b = 0.75) over the keyword index of ``store_service.search.lexical_index``:
-lexemes from ``store_service.search.analysis`` (the same function at index and query time), term
-frequency the lexeme's occurrences, document length the number of distinct lexemes. Document
+Lexical arm: Okapi BM25 (``store_service.search.bm25``) over the keyword index of
+``store_service.search.lexical_index``: lexemes from ``store_service.search.analysis`` (the same
+function at index and query time), term frequency the lexeme's occurrences, document length the
+number of distinct lexemes. Document
 frequencies, row count and average length are the maintained statistics summed over the
 partitions the caller can read for the recalled purpose (its own member partition and the
 workspace's, superseded ones only for history), so hidden memories cannot shape the ranking and
 nothing is recounted per query. Any user text is accepted. With three or more query terms, terms
 present in 15% or more of the readable rows are dropped (README.md, "How recall works", step 2), except that
-the rarest term is always kept, so a question never loses every term.
+the rarest term is always kept, so a question never loses every term (``bm25.kept_terms``).
 
 Top k: every readable posting of the kept terms is scored, exactly, from the packed posting
 blocks of ``store_service.search.lexical_index`` (``_BlockScores``): one statement reads the blocks of
 the kept terms in the readable partitions (a few thousand rows of up to 112 postings at 1,000,000
 memories), NumPy sums the BM25 contributions per document number, and one primary-key statement
 maps the best numbers to memory ids. The 15% rule already drops the most common terms. Scores
-equal to ``TIE_DIGITS`` decimals tie, and ties go by id. Early-stopping readings (the threshold
+equal to ``bm25.TIE_DIGITS`` decimals tie, and ties go by id. Early-stopping readings (the threshold
 rounds of Fagin, Lotem and Naor, NRA, 2003; MaxScore, Turtle and Flood, 1995) were built and
 measured in earlier sessions and dropped: at a limit of 100 candidates they read nearly every
 posting anyway (docs/retrieval.md, "Keyword top k: what was measured"). Packing cuts the cost of
@@ -55,22 +55,11 @@ from recallatron.memory.v1 import memory_pb2 as m
 from store_service.access import expiry
 from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
-from store_service.search import analysis, lexical_index
+from store_service.search import analysis, bm25, lexical_index
 from store_service.search.lexical_index import WORKSPACE
 
-BM25_K1 = 1.2
-BM25_B = 0.75
-COMMON_TERM_SHARE = 0.15
-COMMON_TERM_MIN_TERMS = 3
 # The factor by which the expiry gate's reading goes deeper when hidden rows leave it short.
 DEPTH_GROWTH = 4
-# Scores equal to this many decimals are ties, broken by id: sums of the same terms in another
-# order differ in the last bits, and identical texts must rank the same way on every path. The key
-# is ``floor(score * 10**TIE_DIGITS + 0.5)`` in float8 arithmetic, the same IEEE operations in SQL
-# and in Python (``tie_key``); a numeric round() in SQL cost about 40% of the aggregate statement
-# (every group converted to numeric) at 100,000 memories.
-TIE_DIGITS = 9
-TIE_SCALE = float(10**TIE_DIGITS)
 # A question of at most this many scored terms that holds an identifier is a lookup, and memories
 # holding the identifier take precedence in hybrid fusion. Longer questions (claims, stories) only
 # mention identifiers in passing: on SciFact, precedence for them cost 0.035 nDCG@10 (docs/retrieval.md).
@@ -89,27 +78,6 @@ def _scope(include_superseded: bool, entity_filter: bool) -> str:
             " AND l.target_entity_id = ANY(%(entities)s))"
         )
     return clause
-
-
-def _w(tf: float, length: float, avg: float) -> float:
-    """BM25's saturated term frequency: ``tf (k1 + 1) / (tf + k1 (1 - b + b len / avg))``."""
-    return tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * length / avg))
-
-
-def bm25_idf(n: int, df: int) -> float:
-    """BM25's inverse document frequency of a term in ``df`` of ``n`` rows, in the form that is never
-    negative (Lucene's): ``ln(1 + (n - df + 0.5) / (df + 0.5))``."""
-    return math.log(1 + (n - df + 0.5) / (df + 0.5))
-
-
-def kept_terms(terms: list[str], df: dict[str, int], n: int) -> list[str]:
-    """The query terms BM25 scores: those present at all; from three terms up, those in fewer than
-    15% of the ``n`` readable rows, plus the rarest term (first asked among equals) always."""
-    present = [t for t in terms if df.get(t, 0) > 0]
-    if len(terms) < COMMON_TERM_MIN_TERMS or not present:
-        return present
-    rarest = min(present, key=lambda t: df[t])
-    return [t for t in present if t == rarest or df[t] / n < COMMON_TERM_SHARE]
 
 
 def lexical(
@@ -221,11 +189,11 @@ def _lexical(
         for r in rows:
             if r.lexeme is not None:
                 df[r.lexeme] = df.get(r.lexeme, 0) + r.df
-        kept = kept_terms(terms, df, n)
+        kept = bm25.kept_terms(terms, df, n)
         if not kept:
             return [], []
         avg = max(total / n, 1.0)
-        idf = {t: bm25_idf(n, df[t]) for t in kept}
+        idf = {t: bm25.idf(n, df[t]) for t in kept}
         identifiers = lookup_identifiers(kept)
 
         return _shown_top(conn, _BlockScores(conn, part_ids, idf, avg, identifiers).top, limit, expiry_days), kept
@@ -258,7 +226,7 @@ class _BlockScores:
     more postings, and PostgreSQL spends about 0.3 us scanning and 0.6 us hash-grouping each one
     (bench/RESULTS.md). Packed, a posting is 16 bytes of a block row read whole, and the sums are
     vectorised (``numpy.bincount`` over document numbers). The scores are the same BM25 terms,
-    summed in another order; ties are compared at ``TIE_DIGITS`` decimals as before."""
+    summed in another order; ties are compared at ``bm25.TIE_DIGITS`` decimals as before."""
 
     def __init__(
         self, conn: psycopg.Connection, part_ids: list[int], idf: dict[str, float], avg: float, identifiers=()
@@ -275,9 +243,7 @@ class _BlockScores:
         for lexeme, blobs in by_term.items():
             postings = np.frombuffer(b"".join(blobs), dtype=lexical_index.POSTING)
             tf = postings["tf"].astype(np.float64)
-            weights.append(
-                idf[lexeme] * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * postings["len"] / avg))
-            )
+            weights.append(bm25.weight(idf[lexeme], tf, postings["len"], avg))
             docs.append(postings["doc"])
             if lexeme in identifiers:
                 ident_docs.append(postings["doc"])
@@ -305,11 +271,11 @@ class _BlockScores:
             idents = np.bincount(ident - low if self.doc is None else np.searchsorted(self.doc, ident), minlength=span)
         self.doc = present + low if self.doc is None else self.doc[present]
         self.score, self.terms, self.identifiers = score[present], terms[present], idents[present]
-        self.key = np.floor(self.score * TIE_SCALE + 0.5)  # tie_key, vectorised
+        self.key = np.floor(self.score * bm25.TIE_SCALE + 0.5)  # bm25.tie_key, vectorised
 
     def top(self, limit: int) -> list[tuple[uuid.UUID, float, int, int]]:
         """The best ``limit`` rows ``(id, score, kept terms it holds, identifiers it holds)``, score to
-        ``TIE_DIGITS`` decimals descending, then id: every row tied with the last one is mapped to its
+        ``bm25.TIE_DIGITS`` decimals descending, then id: every row tied with the last one is mapped to its
         id, so the cut falls by id exactly as a full sort would."""
         if limit <= 0 or not len(self.key):
             return []
@@ -330,15 +296,10 @@ class _BlockScores:
         return _best(rows, limit)
 
 
-def tie_key(score: float) -> float:
-    """The score rounded half up to ``TIE_DIGITS`` decimals, in units of ``10**-TIE_DIGITS`` (as the SQL orders)."""
-    return math.floor(score * TIE_SCALE + 0.5)
-
-
 def _best(scored, limit: int) -> list[tuple]:
-    """The ``limit`` best rows (tuples starting id, score), score (to ``TIE_DIGITS`` decimals)
+    """The ``limit`` best rows (tuples starting id, score), score (to ``bm25.TIE_DIGITS`` decimals)
     descending, then id."""
-    return heapq.nsmallest(limit, scored, key=lambda r: (-tie_key(r[1]), r[0]))
+    return heapq.nsmallest(limit, scored, key=lambda r: (-bm25.tie_key(r[1]), r[0]))
 
 
 def _lexical_filtered(
@@ -374,17 +335,17 @@ def _lexical_filtered(
     for p in postings:
         df[p.lexeme] = df.get(p.lexeme, 0) + 1
     n = len(docs)
-    kept = kept_terms(terms, df, n)
+    kept = bm25.kept_terms(terms, df, n)
     if not kept:
         return [], []
     avg = max(sum(docs.values()) / n, 1.0)
-    idf = {t: bm25_idf(n, df[t]) for t in kept}
+    idf = {t: bm25.idf(n, df[t]) for t in kept}
     identifiers = set(lookup_identifiers(kept))
     scores: dict[uuid.UUID, list] = {}  # id -> [score, kept terms held, identifiers held]
     for p in postings:
         if p.lexeme in idf and p.memory_id not in hidden:
             row = scores.setdefault(p.memory_id, [0.0, 0, 0])
-            row[0] += idf[p.lexeme] * _w(p.tf, docs[p.memory_id], avg)
+            row[0] += bm25.weight(idf[p.lexeme], p.tf, docs[p.memory_id], avg)
             row[1] += 1
             row[2] += p.lexeme in identifiers
     return _best([(mid, *row) for mid, row in scores.items()], limit), kept
