@@ -21,7 +21,7 @@ Skip reasons, checked in this order (the first that applies is the one counted):
   ``no_owner`` (the source turn does not exist), ``chat_not_mapped``, ``unconfirmed``,
   ``bad_confidence`` (outside 0..1), ``bad_timestamp``, ``future_timestamp``, ``too_long``;
 ``bad_timestamp`` is a time that cannot be read; ``future_timestamp`` one more than
-``vocabulary.MAX_FUTURE_SKEW`` after the clock (the store's own check, which would refuse it).
+``servicekit.limits.MAX_FUTURE_SKEW`` after the clock (the store's own check, which would refuse it).
 - graph lines: ``bad_json``, ``bad_entity`` (no id or a name that is not 1..200 characters),
   ``duplicate_entity``, ``unknown_entity``, ``unknown_memory``, ``unknown_kind``, ``unsupported_edge``,
   ``duplicate_edge``, ``too_many_mentions`` (over 32 for one memory).
@@ -44,9 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cli.json_text import last_line_cut_short, lone_surrogate, may_hold_surrogate
+from servicekit.checks import check_not_ahead
 from servicekit.errors import InvalidArgument
+from servicekit.limits import MAX_BODY_BYTES, MAX_TITLE_CHARS
 from store_service.search.analysis import is_blank
-from store_service.vocabulary import MAX_BODY_BYTES, MAX_TITLE_CHARS, check_not_ahead
 
 # The store's limits of what an import sends (store_service.records.entities.MAX_NAME_CHARS and MAX_MENTIONS,
 # store_service.intake.imports.MAX_REASON_CHARS and MAX_KEY_CHARS), repeated rather than imported: those

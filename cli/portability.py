@@ -24,11 +24,11 @@ from recallatron.memory.v1 import memory_pb2 as m
 from cli import user_files
 from cli.json_text import last_line_cut_short, lone_surrogate, may_hold_surrogate
 from servicekit import vocabulary
+from servicekit.checks import check_not_ahead
 from servicekit.errors import ServiceError
 from store_service.history import turns
 from store_service.intake import imports
 from store_service.records import entities
-from store_service.vocabulary import check_not_ahead
 
 SCHEMA = "recallatron.export"
 SCHEMA_VERSION = 1
@@ -197,7 +197,7 @@ def _lines(path: Path) -> Iterable[tuple[int, dict]]:
 def _time(value, where: str) -> datetime.datetime:
     """A time string as an aware UTC datetime; ExportFileError for anything else (no offset, an
     instant outside years 1..9999 in UTC, or one further ahead of the clock than the store accepts:
-    ``vocabulary.check_not_ahead``, the store's own check, with ``where`` as the field)."""
+    ``servicekit.checks.check_not_ahead``, the store's own check, with ``where`` as the field)."""
     if not isinstance(value, str):
         raise ExportFileError(f"{where}: must be an RFC 3339 time string")
     try:

@@ -6,6 +6,8 @@ the same numbers; the settings take their defaults from here, and the CLI may im
 
 from __future__ import annotations
 
+import datetime
+
 # Width of an embedding: all-MiniLM-L6-v2 gives 384-d vectors (its model card), and the store's
 # ``memory_embedding.embedding`` column is ``vector(384)`` (migrations/workspace/0001_initial.sql).
 DIMENSIONS = 384
@@ -69,3 +71,15 @@ MAX_IMPORT_BATCH = 500
 # unset (the settings' defaults; `recallatron hook` reads them without loading the settings).
 HOME = ".recallatron"
 GATEWAY_ADDR = "localhost:50051"
+
+# A body of at most 64 KiB of UTF-8 bounds one memory's analysis, postings and embedding input; a
+# title and a request id are counted in characters. The store refuses more; a client checks first.
+MAX_BODY_BYTES = 65_536
+MAX_TITLE_CHARS = 1_000
+MAX_REQUEST_ID_CHARS = 200
+
+# How far ahead of the store's clock a time said to be past (an imported memory's created, updated,
+# occurred and replaced times; a history turn's time) may lie: the clocks of two machines disagree
+# by seconds, a time written in local time without its offset by hours; a day holds both. A memory
+# dated further ahead would head every newest-first list and never reach the expiry gate.
+MAX_FUTURE_SKEW = datetime.timedelta(days=1)

@@ -1,4 +1,4 @@
-"""The store's enum mappings (proto value <-> the string stored in PostgreSQL), and input limits.
+"""The store's enum mappings (proto value <-> the string stored in PostgreSQL), and input checks.
 
 The names come from ``servicekit.vocabulary`` (the generated descriptors); the migrations' CHECK
 constraints list the same strings and stay the database's own guard."""
@@ -11,7 +11,14 @@ import uuid
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit import vocabulary
+from servicekit.checks import check_not_ahead as check_not_ahead
 from servicekit.errors import InvalidArgument, NotFound
+
+# The input limits (servicekit.limits) and the future-skew check (servicekit.checks, above) are the
+# clients' too; the store's modules take them from here.
+from servicekit.limits import MAX_BODY_BYTES, MAX_TITLE_CHARS
+from servicekit.limits import MAX_FUTURE_SKEW as MAX_FUTURE_SKEW
+from servicekit.limits import MAX_REQUEST_ID_CHARS as MAX_REQUEST_ID_CHARS
 from store_service.search import analysis
 
 KINDS = vocabulary.names(m.Kind)
@@ -25,11 +32,6 @@ PURPOSE_OF = vocabulary.values(m.Purpose)
 ORIGIN_OF = vocabulary.values(m.Origin)
 ROLE_OF = vocabulary.values(m.Role)
 MODE_OF = vocabulary.values(m.RecallMode)
-
-# A body of at most 64 KiB of UTF-8 bounds one memory's analysis, postings and embedding input.
-MAX_BODY_BYTES = 65_536
-MAX_TITLE_CHARS = 1_000
-MAX_REQUEST_ID_CHARS = 200
 
 
 def enum_value(mapping: dict[int, str], value: int, field: str) -> str:
@@ -75,27 +77,6 @@ def check_timestamp(ts, field: str) -> datetime.datetime:
         return ts.ToDatetime(tzinfo=datetime.UTC)
     except (ValueError, OverflowError):
         raise InvalidArgument(f"{field} must be a valid timestamp between years 1 and 9999", field=field) from None
-
-
-# How far ahead of the store's clock a time said to be past (an imported memory's created, updated,
-# occurred and replaced times; a history turn's time) may lie: the clocks of two machines disagree
-# by seconds, a time written in local time without its offset by hours; a day holds both. A memory
-# dated further ahead would head every newest-first list and never reach the expiry gate.
-MAX_FUTURE_SKEW = datetime.timedelta(days=1)
-
-
-def check_not_ahead(when: datetime.datetime, field: str, now: datetime.datetime | None = None) -> datetime.datetime:
-    """``when`` (aware), or INVALID_ARGUMENT naming ``field`` when it lies more than ``MAX_FUTURE_SKEW``
-    after ``now`` (default: the clock)."""
-    now = now or datetime.datetime.now(datetime.UTC)
-    if when > now + MAX_FUTURE_SKEW:
-        hours = MAX_FUTURE_SKEW / datetime.timedelta(hours=1)
-        raise InvalidArgument(
-            f"{field} {when.astimezone(datetime.UTC).isoformat().replace('+00:00', 'Z')} is in the future: more "
-            f"than {hours:g} hours after the clock ({now.astimezone(datetime.UTC):%Y-%m-%dT%H:%M:%SZ})",
-            field=field,
-        )
-    return when
 
 
 def check_confidence(value: float) -> float:
