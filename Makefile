@@ -6,7 +6,7 @@ DATA ?= demo
 
 BUF_VERSION := 1.75.0
 BUF := .tools/node_modules/.bin/buf
-# format-N follows EXPORT_FORMAT in embed_service/export_onnx.py (default_path there).
+# format-N follows EXPORT_FORMAT in servicekit/embedding_input.py (default_path there).
 ONNX_MODEL := .venv/share/recallatron/all-MiniLM-L6-v2/format-2/model.onnx
 
 .PHONY: setup prometheus chromium proto proto-check proto-lint lint demo test screenshots clean bench chaos
@@ -37,7 +37,7 @@ chromium:
 
 # The bi-encoder exported to ONNX from the packaged MiniLM weights (offline, verified against
 # sentence-transformers; a no-op when current). The embed service exports it at start if missing.
-$(ONNX_MODEL): .venv/.installed embed_service/export_onnx.py
+$(ONNX_MODEL): .venv/.installed embed_service/export_onnx.py servicekit/embedding_input.py
 	$(PY) -m embed_service.export_onnx
 	touch $@
 

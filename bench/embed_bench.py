@@ -9,7 +9,7 @@ setup`` makes it, or ``python -m embed_service.export_onnx``), then:
   the backends (ONNX first on even questions, PyTorch first on odd ones) so both see the same
   machine load; p50 / p95 / mean / max wall milliseconds, and the p50 of the CPU time the process
   spent (all threads), which other work on a shared machine does not inflate. ``--onnx-threads 1,2``
-  adds one ONNX column per intra-op thread count (the service uses ``models.ONNX_THREADS``).
+  adds one ONNX column per intra-op thread count (the service uses ``onnx_encoder.ONNX_THREADS``).
 - **document batches**: ``--docs`` memories composed as the service composes them (``title\\nbody``;
   LoCoMo turns and SciFact abstracts, half each), sent in requests of ``--batch`` (default 32; the
   store's embedding job sends 128, the bench's in-process comparison 256); texts per second of wall
@@ -44,7 +44,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 
 from bench.corpus import EVAL
-from embed_service.models import ONNX_THREADS, BiEncoder, OnnxEncoder, compose
+from embed_service.models import BiEncoder
+from embed_service.onnx_encoder import ONNX_THREADS, OnnxEncoder
+from servicekit.embedding_input import compose
 
 
 def _jsonl(path: Path) -> list[dict]:

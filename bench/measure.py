@@ -254,7 +254,7 @@ def ingest_probe(stack: Stack, gw: client.Gateway, encoder, n: int, eval_dir=cor
     """A fresh workspace of the first ``n`` recipe rows: write rate with embedding paused, then the
     backlog drain rate, then the same texts encoded in this process (texts/s) and the ratio."""
     from bench import workspace
-    from embed_service.models import compose
+    from servicekit.embedding_input import compose
 
     ws = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name="bench ingest probe"), metadata=gw.metadata)
     member = gw.admin.AddMember(

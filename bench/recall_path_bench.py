@@ -50,13 +50,14 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from bench.corpus import EVAL
 from client import bearer, system
-from embed_service.models import INPUT_VERSION, BiEncoder
+from embed_service.models import BiEncoder
 from embed_service.server import EmbedService
 from gateway.recall import RecallConfig
 from gateway.server import GatewayService
 from rank_service.server import start as start_rank
 from servicekit import clients
 from servicekit.embedded_pg import EmbeddedPostgres
+from servicekit.embedding_input import INPUT_VERSION
 from store_service.search import candidates
 from store_service.server import StoreService
 

@@ -79,9 +79,9 @@ def floor_encoder(encoder) -> str:
         import torch
 
         torch.set_num_threads(1)
-    from embed_service import models
+    from embed_service import onnx_encoder
 
-    threads = getattr(models, "ONNX_THREADS", "default") if backend == "onnx" else 1
+    threads = getattr(onnx_encoder, "ONNX_THREADS", "default") if backend == "onnx" else 1
     return f"BiEncoder on {backend}, {threads} intra-op thread(s)"
 
 

@@ -41,6 +41,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
 
 from cli import user_files
+from client import bearer
 from client.choices import PURPOSES
 from servicekit import limits
 
@@ -221,7 +222,7 @@ def _call(options: Options, deadline: float, method: str, request):
     channel = grpc.insecure_channel(options.gateway, options=[("grpc.enable_retries", 0)])
     try:
         stub = gateway_pb2_grpc.MemoryServiceStub(channel)
-        return getattr(stub, method)(request, timeout=left, metadata=(("authorization", f"Bearer {options.token}"),))
+        return getattr(stub, method)(request, timeout=left, metadata=bearer(options.token))
     except grpc.RpcError as exc:
         if method == "GetContext" and _reason(exc) == "CONTEXT_BUNDLE_OFF":
             return None

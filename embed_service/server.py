@@ -14,7 +14,8 @@ from prometheus_client import Histogram
 from recallatron.embed.v1 import embed_pb2 as e
 from recallatron.embed.v1 import embed_pb2_grpc
 
-from embed_service.models import DIMENSIONS, INPUT_VERSION, MAX_BATCH, MODEL_ID, BiEncoder, Reranker, compose
+from embed_service.models import DIMENSIONS, MAX_BATCH, BiEncoder, Reranker
+from servicekit.embedding_input import INPUT_VERSION, MODEL_ID, compose
 from servicekit.errors import InvalidArgument, Unavailable
 from servicekit.limits import SHUTDOWN_GRACE_SECONDS
 from servicekit.server import Running, start_server

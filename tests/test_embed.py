@@ -16,10 +16,11 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
 
-from embed_service.models import INPUT_VERSION, Reranker
+from embed_service.models import Reranker
 from embed_service.server import EmbedService
 from gateway.recall import RecallConfig
 from servicekit import clients
+from servicekit.embedding_input import INPUT_VERSION
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from prometheus_client import REGISTRY
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from embed_service.models import INPUT_VERSION, compose
+from servicekit.embedding_input import INPUT_VERSION, compose
 from store_service.embedding.job import input_sha256
 
 

@@ -12,7 +12,7 @@ from recall_calls import internal_calls
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from embed_service.models import compose
+from servicekit.embedding_input import compose
 from store_service.search import analysis
 
 INVALID, NOT_FOUND, DENIED = (

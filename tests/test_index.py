@@ -12,7 +12,7 @@ from conftest import code_of
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
-from embed_service.models import INPUT_VERSION
+from servicekit.embedding_input import INPUT_VERSION
 from store_service.control.plane import ControlPlane
 from store_service.search import candidates
 

@@ -21,7 +21,9 @@ import onnx
 import pytest
 
 from embed_service import export_onnx
-from embed_service.models import DIMENSIONS, BiEncoder, OnnxEncoder, compose
+from embed_service.models import DIMENSIONS, BiEncoder
+from embed_service.onnx_encoder import OnnxEncoder
+from servicekit.embedding_input import compose
 
 EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
 MIN_COSINE = 0.9999
@@ -155,7 +157,7 @@ def test_missing_export_is_made_at_start(tmp_path, caplog):
     graph = onnx.load(str(target), load_external_data=False).graph
     ops = collections.Counter(node.op_type for node in graph.node)
     # The token-type ids folded into the position table: no shape arithmetic left, only the encoder,
-    # the mask casts and the pooling; the residual layer norms unfused (models.UNFUSED says why).
+    # the mask casts and the pooling; the residual layer norms unfused (onnx_encoder.UNFUSED says why).
     assert not {"Shape", "Expand", "Slice", "GatherElements", "Where", "ConstantOfShape"} & set(ops), ops
     assert ops["MatMul"] == 18 and ops["LayerNormalization"] == 12 and ops["EmbedLayerNormalization"] == 1
     assert "SkipLayerNormalization" not in ops

@@ -10,7 +10,7 @@ stay queued (their lease is given back), and the worker backs off exponentially 
 5 s); the backlog drains by itself once the service is back.
 
 Identical texts are embedded once: every vector is stored with the sha256 of its exact embed input
-(``embed_service.models.compose(title, body)``), and a claimed memory whose input hash already has
+(``servicekit.embedding_input.compose(title, body)``), and a claimed memory whose input hash already has
 a vector at the current stamp gets a copy of it, written under the same rules as a computed one
 (the same model on the same input gives the same vector). Only the other texts, each distinct text
 once, go to ``EmbedDocuments``.
@@ -35,7 +35,7 @@ import psycopg
 from prometheus_client import Counter, Gauge
 from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 
-from embed_service.models import compose
+from servicekit.embedding_input import compose
 from servicekit.limits import EMBED_BATCH_SIZE
 from store_service.control.plane import ControlPlane
 from store_service.database import Databases, named
