@@ -6,12 +6,11 @@ from __future__ import annotations
 import datetime
 import json
 import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import grpc
 import pytest
+from cli_runner import at_gateway
 from conftest import code_of
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
@@ -26,7 +25,6 @@ PINNED, SUMMARY, ENTITY, RECENT = (
     m.CONTEXT_PART_RECENT,
 )
 MAX = 100_000
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def count(text: str) -> int:
@@ -314,15 +312,8 @@ def test_an_empty_bundle_says_so(stack):
 
 
 def cli(stack, token: str, *args: str) -> subprocess.CompletedProcess:
-    """``recallatron ARGS`` in a subprocess against the test stack's gateway, with member ``token``."""
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args, "--gateway", f"127.0.0.1:{stack.gateway.port}"],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}", "RECALLATRON_TOKEN": token},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """``recallatron ARGS`` in this process (tests/cli_runner.py) at the stack's gateway, with member ``token``."""
+    return at_gateway(f"127.0.0.1:{stack.gateway.port}", *args, token=token, check=False)
 
 
 def test_the_commands(stack):
