@@ -10,12 +10,11 @@ from __future__ import annotations
 import datetime
 import json
 import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import grpc
 import pytest
+from cli_runner import at_gateway
 from conftest import code_of
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
@@ -25,7 +24,6 @@ from servicekit.errors import error_info
 from store_service.access import expiry
 from store_service.search import candidates
 
-ROOT = Path(__file__).resolve().parent.parent
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 CONV = m.PURPOSE_CONVERSATION
 
@@ -480,15 +478,8 @@ def test_the_store_refuses_a_gate_out_of_range(stack):
 
 
 def cli(stack, token: str, *args: str) -> subprocess.CompletedProcess:
-    """``recallatron ARGS`` in a subprocess against the test stack's gateway, with member ``token``."""
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args, "--gateway", f"127.0.0.1:{stack.gateway.port}"],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}", "RECALLATRON_TOKEN": token},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """``recallatron ARGS`` in this process (tests/cli_runner.py) at the stack's gateway, with member ``token``."""
+    return at_gateway(f"127.0.0.1:{stack.gateway.port}", *args, token=token, check=False)
 
 
 def test_the_commands(stack):
