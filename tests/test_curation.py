@@ -20,6 +20,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+from cli_runner import at_gateway
 from conftest import code_of
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
@@ -577,17 +578,7 @@ def test_resolve_bad_input_and_hidden_flags(stack):
 
 
 def cli(stack, token, *args, check=True) -> subprocess.CompletedProcess:
-    out = subprocess.run(
-        [sys.executable, "-m", "cli.main", *args, "--gateway", f"127.0.0.1:{stack.gateway.port}"],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}", "RECALLATRON_TOKEN": token},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
+    return at_gateway(f"127.0.0.1:{stack.gateway.port}", *args, token=token, check=check)
 
 
 def test_cli_duplicates_and_flags(stack):
