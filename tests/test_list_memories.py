@@ -7,12 +7,11 @@ from __future__ import annotations
 import datetime
 import json
 import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import grpc
 import pytest
+from cli_runner import at_gateway
 from conftest import code_of
 from google.protobuf import timestamp_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
@@ -21,7 +20,6 @@ from recallatron.store.v1 import store_pb2 as s
 
 from store_service.records import listing
 
-ROOT = Path(__file__).resolve().parent.parent
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 
 
@@ -290,17 +288,7 @@ def test_page_size_default_and_most(stack):
 
 
 def run_list(stack, token, *args, check=True) -> subprocess.CompletedProcess:
-    out = subprocess.run(
-        [sys.executable, "-m", "cli.main", "list", *args, "--gateway", f"127.0.0.1:{stack.gateway.port}"],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}", "RECALLATRON_TOKEN": token},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
+    return at_gateway(f"127.0.0.1:{stack.gateway.port}", "list", *args, token=token, check=check)
 
 
 def test_cli_list(stack):
