@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import grpc
 import pytest
+from cli_runner import at_gateway
 from conftest import code_of
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
@@ -25,7 +24,6 @@ from store_service.history import turns
 from store_service.intake import capture
 from store_service.records import lifecycle, memories
 
-ROOT = Path(__file__).resolve().parent.parent
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
 CONV = m.PURPOSE_CONVERSATION
 
@@ -172,14 +170,7 @@ def test_unknown_members_and_bad_input(stack):
 
 
 def cli(stack, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args, "--gateway", f"127.0.0.1:{stack.gateway.port}"],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return at_gateway(f"127.0.0.1:{stack.gateway.port}", *args, check=False)
 
 
 def test_the_command(stack):
