@@ -1,5 +1,5 @@
-"""`recallatron export` and `recallatron import` as a user runs them (the real commands in
-subprocesses against the test stack): what an export holds and leaves out, the round trip (an export
+"""`recallatron export` and `recallatron import` as a user runs them (the real commands, run in
+this process by tests/cli_runner.py, against the test stack): what an export holds and leaves out, the round trip (an export
 imported into an empty workspace and exported again gives the same content, compared field by field
 modulo the ids the mapping file gives), idempotent re-runs, and bad input, each refused with a message
 naming the file, line and problem before anything is written."""
@@ -11,18 +11,17 @@ import json
 import os
 import stat
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
+from cli_runner import at_gateway
 from google.protobuf import timestamp_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from cli import portability
 
-ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime.datetime(2026, 3, 2, 8, 0, tzinfo=datetime.UTC)
 
 
@@ -33,17 +32,7 @@ def ts(when: datetime.datetime) -> timestamp_pb2.Timestamp:
 
 
 def cli(stack, *args, token="", check=True) -> subprocess.CompletedProcess:
-    out = subprocess.run(
-        [sys.executable, "-m", "cli.main", *args, "--gateway", f"127.0.0.1:{stack.gateway.port}"],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}", "RECALLATRON_TOKEN": token},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
+    return at_gateway(f"127.0.0.1:{stack.gateway.port}", *args, token=token, check=check)
 
 
 def export(stack, member, path: Path, *extra) -> list[dict]:
