@@ -4,12 +4,13 @@ that is not configured is not down: recall does not call it, nothing counts as d
 stays closed, and status says "not configured"; one configured and then gone is down."""
 
 import json
+import os
 import subprocess
-import sys
 import time
 
 import grpc
-from conftest import ROOT, code_of, free_port
+from cli_runner import recallatron
+from conftest import code_of, free_port
 from prometheus_client import REGISTRY
 from recall_calls import internal_calls
 from recallatron.gateway.v1 import gateway_pb2 as g
@@ -116,14 +117,7 @@ def test_an_unconfigured_reranker_is_not_down(stack):
 
 
 def status_cli(stack, *args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", "status", "--gateway", f"127.0.0.1:{stack.gateway.port}", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return recallatron("status", "--gateway", f"127.0.0.1:{stack.gateway.port}", *args, env=dict(os.environ))
 
 
 def test_status_command_says_not_configured(stack):
