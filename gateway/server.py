@@ -27,6 +27,7 @@ from gateway.curation import InputVersion
 from gateway.dependencies import WATCH_SECONDS, Dependencies
 from gateway.prompt_context import PromptContexter
 from gateway.recall import RecallConfig, Recaller
+from gateway.relay import BY_ID, member_call, operator_call
 from servicekit import clients
 from servicekit.limits import INTERNAL_DEADLINE_SECONDS, SHUTDOWN_GRACE_SECONDS
 from servicekit.server import Running, start_server
@@ -39,20 +40,10 @@ DEPENDENCY_CONFIGURED = Gauge(
 )
 
 
-def same_fields(message, cls):
-    """``message`` as a ``cls``: the gateway's history messages and the store's have the same fields
-    and numbers (tests/test_history.py compares their descriptors), so the wire form is shared."""
-    return cls.FromString(message.SerializeToString())
-
-
-def fields_set(request) -> dict:
-    """The fields ``request`` sets, by name: a gateway request whose store twin has the same field
-    names (of the same types) plus the caller."""
-    return {field.name: value for field, value in request.ListFields()}
-
-
 class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
-    """Implements recallatron.gateway.v1.MemoryService."""
+    """Implements recallatron.gateway.v1.MemoryService: recall, the context bundle and prompt context
+    are the gateway's own; every other call is relayed to the store as the token's caller
+    (gateway.relay)."""
 
     def __init__(
         self, store: store_pb2_grpc.StoreServiceStub, recaller: Recaller, input_version: InputVersion | None = None
@@ -62,167 +53,37 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         # The embed service's stamp for duplicate proposals; none known without one (gateway.curation).
         self.input_version = input_version or InputVersion(None, lambda: True, 0.0)
 
-    def Remember(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.Remember(
-            s.RememberRequest(
-                caller=auth.caller,
-                purpose=request.purpose,
-                kind=request.kind,
-                title=request.title,
-                body=request.body,
-                audience=request.audience,
-                confidence=request.confidence if request.HasField("confidence") else None,
-                occurred_at=request.occurred_at if request.HasField("occurred_at") else None,
-                entities=request.entities,
-                request_id=request.request_id,
-            )
-        )
-        return g.RememberResponse(memory=resp.memory)
-
-    def RememberBatch(self, request, context):
-        auth = authenticate(self.store, context)  # once; the store checks the batch size and each entry
-        resp = self.store.RememberBatch(
-            s.RememberBatchRequest(
-                caller=auth.caller,
-                requests=[
-                    s.RememberBatchEntry(
-                        purpose=r.purpose,
-                        kind=r.kind,
-                        title=r.title,
-                        body=r.body,
-                        audience=r.audience,
-                        confidence=r.confidence if r.HasField("confidence") else None,
-                        occurred_at=r.occurred_at if r.HasField("occurred_at") else None,
-                        entities=r.entities,
-                        request_id=r.request_id,
-                    )
-                    for r in request.requests
-                ],
-            )
-        )
-        return g.RememberBatchResponse(
-            results=[
-                g.RememberBatchResult(memory=r.memory) if r.HasField("memory") else g.RememberBatchResult(error=r.error)
-                for r in resp.results
-            ]
-        )
-
-    def Read(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.Read(
-            s.ReadRequest(caller=auth.caller, memory_id=request.id, include_history=request.include_history)
-        )
-        return g.ReadResponse(memory=resp.memory)
-
-    def ListMemories(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.ListMemories(s.ListMemoriesRequest(caller=auth.caller, **fields_set(request)))
-        return same_fields(resp, g.ListMemoriesResponse)
-
-    def ListExpiringMemories(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.ListExpiringMemories(
-            s.ListExpiringMemoriesRequest(
-                caller=auth.caller, expiry_days=auth.settings.expiry_days, **fields_set(request)
-            )
-        )
-        return same_fields(resp, g.ListExpiringMemoriesResponse)
-
-    def KeepMemory(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.KeepMemory(
-            s.KeepMemoryRequest(caller=auth.caller, memory_id=request.id, expected_revision=request.expected_revision)
-        )
-        return g.KeepMemoryResponse(memory=resp.memory)
+    Remember = member_call("Remember")
+    # Authenticated once; the store checks the batch size and each entry (as AppendHistory's turns).
+    RememberBatch = member_call("RememberBatch")
+    Read = member_call("Read", renames=BY_ID)
+    ListMemories = member_call("ListMemories")
+    # The store hides what the workspace's expiry gate hides; the gate is the workspace's, not the caller's.
+    ListExpiringMemories = member_call("ListExpiringMemories", expiry_days=lambda _, auth: auth.settings.expiry_days)
+    KeepMemory = member_call("KeepMemory", renames=BY_ID)
+    Derive = member_call("Derive")
+    Correct = member_call("Correct", renames=BY_ID)
+    Supersede = member_call("Supersede", renames=BY_ID)
+    Forget = member_call("Forget", renames=BY_ID)
+    FindEntities = member_call("FindEntities")
+    AppendHistory = member_call("AppendHistory")
+    SearchHistory = member_call("SearchHistory")
+    ForgetHistory = member_call("ForgetHistory")
+    PinMemory = member_call("PinMemory", renames=BY_ID)
+    UnpinMemory = member_call("UnpinMemory", renames=BY_ID)
+    Capture = member_call("Capture")
+    # Curation (issue 9; store_service/curation/review.py holds the rules); the embed service names
+    # the input version whose stored vectors are compared (gateway.curation).
+    ListDuplicateProposals = member_call(
+        "ListDuplicateProposals", input_version=lambda servicer, _: servicer.input_version.current()
+    )
+    DecideDuplicateProposal = member_call("DecideDuplicateProposal")
+    ListConflictFlags = member_call("ListConflictFlags")
+    ResolveConflictFlag = member_call("ResolveConflictFlag")
 
     def Recall(self, request, context):
         auth = authenticate(self.store, context)
         return self.recaller.recall(request, auth.caller, auth.settings)
-
-    def Derive(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.Derive(
-            s.DeriveRequest(
-                caller=auth.caller,
-                source_ids=request.source_ids,
-                kind=request.kind,
-                title=request.title,
-                body=request.body,
-                confidence=request.confidence if request.HasField("confidence") else None,
-                entities=request.entities,
-                request_id=request.request_id,
-            )
-        )
-        return g.DeriveResponse(memory=resp.memory)
-
-    def Correct(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.Correct(
-            s.CorrectRequest(
-                caller=auth.caller,
-                memory_id=request.id,
-                expected_revision=request.expected_revision,
-                title=request.title if request.HasField("title") else None,
-                body=request.body if request.HasField("body") else None,
-                confidence=request.confidence if request.HasField("confidence") else None,
-            )
-        )
-        return g.CorrectResponse(memory=resp.memory)
-
-    def Supersede(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.Supersede(
-            s.SupersedeRequest(
-                caller=auth.caller,
-                memory_id=request.id,
-                expected_revision=request.expected_revision,
-                kind=request.kind,
-                title=request.title,
-                body=request.body,
-                audience=request.audience,
-                confidence=request.confidence if request.HasField("confidence") else None,
-                request_id=request.request_id,
-            )
-        )
-        return g.SupersedeResponse(memory=resp.memory)
-
-    def Forget(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.Forget(s.ForgetRequest(caller=auth.caller, memory_id=request.id, reason=request.reason))
-        return g.ForgetResponse(forgotten_ids=resp.forgotten_ids)
-
-    def FindEntities(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.FindEntities(s.FindEntitiesRequest(caller=auth.caller, name=request.name))
-        return g.FindEntitiesResponse(entities=[g.Entity(id=e.id, name=e.name) for e in resp.entities])
-
-    def AppendHistory(self, request, context):
-        auth = authenticate(self.store, context)  # once; the store checks the size and each turn
-        resp = self.store.AppendHistory(
-            s.AppendHistoryRequest(caller=auth.caller, turns=[same_fields(t, s.HistoryTurn) for t in request.turns])
-        )
-        return g.AppendHistoryResponse(results=[same_fields(r, g.AppendHistoryResult) for r in resp.results])
-
-    def SearchHistory(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.SearchHistory(s.SearchHistoryRequest(caller=auth.caller, **fields_set(request)))
-        return same_fields(resp, g.SearchHistoryResponse)
-
-    def ForgetHistory(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.ForgetHistory(s.ForgetHistoryRequest(caller=auth.caller, **fields_set(request)))
-        return g.ForgetHistoryResponse(forgotten_count=resp.forgotten_count)
-
-    def PinMemory(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.PinMemory(s.PinMemoryRequest(caller=auth.caller, memory_id=request.id))
-        return same_fields(resp, g.PinMemoryResponse)
-
-    def UnpinMemory(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.UnpinMemory(s.UnpinMemoryRequest(caller=auth.caller, memory_id=request.id))
-        return same_fields(resp, g.UnpinMemoryResponse)
 
     def GetContext(self, request, context):
         auth = authenticate(self.store, context)
@@ -237,110 +98,27 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         auth = authenticate(self.store, context)
         return self.prompt_context.answer(request, auth.caller, auth.settings)
 
-    def Capture(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.Capture(s.CaptureRequest(caller=auth.caller, **fields_set(request)))
-        return same_fields(resp, g.CaptureResponse)
-
-    # Curation (issue 9; store_service/curation/review.py holds the rules).
-    def ListDuplicateProposals(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.ListDuplicateProposals(
-            s.ListDuplicateProposalsRequest(
-                caller=auth.caller, input_version=self.input_version.current(), **fields_set(request)
-            )
-        )
-        return same_fields(resp, g.ListDuplicateProposalsResponse)
-
-    def DecideDuplicateProposal(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.DecideDuplicateProposal(
-            s.DecideDuplicateProposalRequest(caller=auth.caller, **fields_set(request))
-        )
-        return same_fields(resp, g.DecideDuplicateProposalResponse)
-
-    def ListConflictFlags(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.ListConflictFlags(s.ListConflictFlagsRequest(caller=auth.caller, **fields_set(request)))
-        return same_fields(resp, g.ListConflictFlagsResponse)
-
-    def ResolveConflictFlag(self, request, context):
-        auth = authenticate(self.store, context)
-        resp = self.store.ResolveConflictFlag(s.ResolveConflictFlagRequest(caller=auth.caller, **fields_set(request)))
-        return same_fields(resp, g.ResolveConflictFlagResponse)
-
 
 class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
-    """Implements recallatron.gateway.v1.AdminService, authorised by the operator credential."""
+    """Implements recallatron.gateway.v1.AdminService, authorised by the operator credential: GetStatus
+    is the gateway's own; every other call is relayed to the store, which checks every field
+    (gateway.relay)."""
 
     def __init__(
         self, store: store_pb2_grpc.StoreServiceStub, operator: OperatorCredential, dependencies: DependencyWatch
     ) -> None:
         self.store, self.operator, self.dependencies = store, operator, dependencies
 
-    def CreateWorkspace(self, request, context):
-        self.operator.check(context)
-        resp = self.store.CreateWorkspace(s.CreateWorkspaceRequest(name=request.name))
-        return g.CreateWorkspaceResponse(workspace_id=resp.workspace_id)
-
-    def AddMember(self, request, context):
-        self.operator.check(context)
-        resp = self.store.AddMember(
-            s.AddMemberRequest(
-                workspace_id=request.workspace_id,
-                role=request.role,
-                purposes=request.purposes,
-                display_name=request.display_name,
-            )
-        )
-        return g.AddMemberResponse(member_id=resp.member_id, token=resp.token)
-
-    def RevokeMember(self, request, context):
-        self.operator.check(context)
-        resp = self.store.RevokeMember(
-            s.RevokeMemberRequest(workspace_id=request.workspace_id, member_id=request.member_id)
-        )
-        return g.RevokeMemberResponse(revoked=resp.revoked)
-
-    def RemoveMember(self, request, context):
-        self.operator.check(context)
-        resp = self.store.RemoveMember(
-            s.RemoveMemberRequest(workspace_id=request.workspace_id, member_id=request.member_id)
-        )
-        return same_fields(resp, g.RemoveMemberResponse)
-
-    def UpdateWorkspaceSettings(self, request, context):
-        self.operator.check(context)  # the store checks every field (store_service/access/expiry.py: the gate)
-        resp = self.store.UpdateWorkspaceSettings(s.UpdateWorkspaceSettingsRequest(**fields_set(request)))
-        return g.UpdateWorkspaceSettingsResponse(
-            dense_floor=resp.settings.dense_floor,
-            default_mode=resp.settings.default_mode,
-            context_bundle=resp.settings.context_bundle,
-            expiry_days=resp.settings.expiry_days,
-            inject_gate=resp.settings.inject_gate,
-            inject_min_cosine=resp.settings.inject_min_cosine,
-        )
-
-    def RebuildEmbeddings(self, request, context):
-        self.operator.check(context)
-        resp = self.store.RebuildEmbeddings(s.RebuildEmbeddingsRequest(all=request.all))
-        return g.RebuildEmbeddingsResponse(queued=resp.queued, input_version=resp.input_version)
-
-    def ImportMemories(self, request, context):
-        self.operator.check(context)  # the store checks the sizes, the workspace and each item
-        resp = self.store.ImportMemories(s.ImportMemoriesRequest(**fields_set(request)))
-        return g.ImportMemoriesResponse(entities=resp.entities, memories=resp.memories)
-
-    def ImportHistory(self, request, context):
-        self.operator.check(context)  # the store checks the member and each turn, as AppendHistory
-        resp = self.store.ImportHistory(
-            s.ImportHistoryRequest(
-                workspace_id=request.workspace_id,
-                member_id=request.member_id,
-                turns=[same_fields(t, s.HistoryTurn) for t in request.turns],
-            )
-        )
-        return g.ImportHistoryResponse(results=[same_fields(r, g.AppendHistoryResult) for r in resp.results])
+    CreateWorkspace = operator_call("CreateWorkspace")
+    AddMember = operator_call("AddMember")
+    RevokeMember = operator_call("RevokeMember")
+    RemoveMember = operator_call("RemoveMember")
+    # The settings now in force, answered flat (store_service/access/expiry.py: the gate's checks).
+    UpdateWorkspaceSettings = operator_call("UpdateWorkspaceSettings", answer_field="settings")
+    RebuildEmbeddings = operator_call("RebuildEmbeddings")
+    ImportMemories = operator_call("ImportMemories")
+    # The store checks the member and each turn, as AppendHistory.
+    ImportHistory = operator_call("ImportHistory")
 
     def GetStatus(self, request, context):
         self.operator.check(context)

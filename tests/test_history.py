@@ -16,7 +16,6 @@ from google.rpc import code_pb2, error_details_pb2
 from history_reference import bm25
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
-from recallatron.store.v1 import store_pb2 as s
 
 from client import bearer
 from store_service.history import turn_index, turn_sessions
@@ -65,26 +64,6 @@ def stored(stack, ws, member_id) -> list:
 def team(stack):
     ws = stack.workspace("history tests")
     return ws, stack.member(ws), stack.member(ws)
-
-
-def test_gateway_and_store_history_messages_share_fields_and_numbers():
-    """The gateway converts history messages through their wire form (gateway.server.same_fields)."""
-
-    def shape(descriptor):
-        return [
-            (
-                f.name,
-                f.number,
-                f.type,
-                f.is_repeated,
-                f.containing_oneof.name if f.containing_oneof else None,
-                f.message_type.name if f.message_type else None,
-            )
-            for f in descriptor.fields
-        ]
-
-    for name in ("HistoryTurn", "AppendHistoryResult", "HistoryEntry", "SearchHistoryResponse"):
-        assert shape(g.DESCRIPTOR.message_types_by_name[name]) == shape(s.DESCRIPTOR.message_types_by_name[name]), name
 
 
 def test_append_stores_each_turn_and_answers_in_order(stack, team):

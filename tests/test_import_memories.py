@@ -13,7 +13,6 @@ from google.protobuf import timestamp_pb2
 from google.rpc import code_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
-from recallatron.store.v1 import store_pb2 as s
 
 CREATED, ALREADY, FAILED = m.IMPORT_STATUS_CREATED, m.IMPORT_STATUS_ALREADY_IMPORTED, m.IMPORT_STATUS_FAILED
 T0 = datetime.datetime(2025, 6, 1, 9, 30, tzinfo=datetime.UTC)
@@ -44,16 +43,6 @@ def code(result: m.ImportResult) -> grpc.StatusCode:
 def team(stack):
     ws = stack.workspace("import tests")
     return ws, stack.member(ws), stack.member(ws)
-
-
-def test_gateway_and_store_import_messages_share_fields_and_numbers():
-    """The gateway hands ImportMemories on field by field (gateway.server.fields_set)."""
-
-    def shape(descriptor):
-        return [(f.name, f.number, f.type, f.is_repeated) for f in descriptor.fields]
-
-    for name in ("ImportMemoriesRequest", "ImportMemoriesResponse", "ImportHistoryRequest", "ImportHistoryResponse"):
-        assert shape(g.DESCRIPTOR.message_types_by_name[name]) == shape(s.DESCRIPTOR.message_types_by_name[name]), name
 
 
 def test_an_imported_memory_is_a_real_memory_kept_as_given(stack, team):
