@@ -34,7 +34,7 @@ from store_service.database import Databases
 from store_service.embedding.job import EMBED_TIMEOUT_SECONDS, EmbeddingWorker, requeue
 from store_service.history import turn_search, turns
 from store_service.intake import capture, imports
-from store_service.records import context, entities, lifecycle, listing, memories, pins, prompt_sessions
+from store_service.records import context, entities, expiring, lifecycle, listing, memories, pins, prompt_sessions
 from store_service.search import candidates
 from store_service.vocabulary import parse_uuid
 
@@ -169,7 +169,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
 
     def ListExpiringMemories(self, request, context):
         with self._conn(request.caller) as conn:
-            return expiry.list_expiring(conn, request.caller, request)
+            return expiring.list_expiring(conn, request.caller, request)
 
     def KeepMemory(self, request, context):
         with self._conn(request.caller) as conn:

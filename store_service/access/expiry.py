@@ -10,8 +10,9 @@ context bundle, every part, pinned memories and the entity mention counts includ
 (``store_service.records.context``). Still shown by: Read, GetMemories (by id), ListMemories, export,
 FindEntities, and Capture's "already known" test, because the memory is still readable, and a
 person must be able to find it to review it. ``ListExpiringMemories`` lists exactly the hidden ones
-the caller can read. KeepMemory (``lifecycle.keep``) counts as an update (``updated_at = now()``),
-so the memory is back for another N days; Forget forgets it as any other.
+the caller can read (``store_service.records.expiring``). KeepMemory (``lifecycle.keep``) counts as
+an update (``updated_at = now()``), so the memory is back for another N days; Forget forgets it as
+any other.
 
 The keyword arm's statistics (document frequencies, row count, average length) still count hidden
 memories: they are the statistics of the rows the caller can read, and a hidden memory is readable.
@@ -27,13 +28,8 @@ from __future__ import annotations
 import datetime
 
 import psycopg
-from google.protobuf import timestamp_pb2
-from recallatron.memory.v1 import memory_pb2 as m
-from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.errors import InvalidArgument
-from store_service import page_tokens
-from store_service.records import listing
 
 # The longest gate, in days: ten years. Longer is INVALID_ARGUMENT, as is 0 or less (the gate is
 # turned off by its own switch, so a mistyped 0 cannot turn it off).
@@ -42,6 +38,23 @@ MAX_EXPIRY_DAYS = 3650
 # A memory ``m`` the gate hides; parameter ``%(expiry_days)s`` (int, 1..MAX_EXPIRY_DAYS). A day is 24
 # hours (not a calendar day, which a time zone's daylight saving change makes 23 or 25).
 HIDDEN = "m.updated_at <= now() - make_interval(hours => 24 * %(expiry_days)s)"
+
+
+def hidden_test(expiry_days: int) -> str:
+    """The SQL condition true of a memory ``m`` the gate of ``expiry_days`` days (0: off) hides:
+    ``HIDDEN``, or FALSE with the gate off."""
+    return HIDDEN if expiry_days else "FALSE"
+
+
+def shown_clause(expiry_days: int) -> str:
+    """A clause to append to a WHERE condition over memories ``m`` that leaves out the ones the gate
+    of ``expiry_days`` days (0: off) hides; empty with the gate off."""
+    return f" AND NOT ({HIDDEN})" if expiry_days else ""
+
+
+def hidden_before(now: datetime.datetime, expiry_days: int) -> datetime.datetime:
+    """The instant at or before which an ``updated_at`` is hidden at ``now`` (``HIDDEN`` in Python)."""
+    return now - datetime.timedelta(hours=24 * expiry_days)
 
 
 def gate_setting(req) -> int | None:
@@ -82,40 +95,3 @@ def hidden_ids(conn: psycopg.Connection, ids: list, expiry_days: int) -> set:
         {"ids": list(ids), "expiry_days": expiry_days},
     ).fetchall()
     return {r[0] for r in rows}
-
-
-def list_expiring(
-    conn: psycopg.Connection, caller: m.Caller, req: s.ListExpiringMemoriesRequest
-) -> s.ListExpiringMemoriesResponse:
-    """One page of the memories the gate hides that ``caller`` can read (the readability rule of
-    ListMemories, chain included), oldest ``updated_at`` first, then id, with ``total_size`` counting
-    them all. The filters are ListMemories' purpose and superseded filters, checked the same way;
-    with the gate off the page is empty (the request is still checked). INVALID_ARGUMENT for a bad
-    page size, filter or page token (a ListMemories token included); PERMISSION_DENIED for a purpose
-    filter not granted."""
-    days = check_days(req.expiry_days)
-    size = page_tokens.page_size(req.page_size, listing.DEFAULT_PAGE_SIZE, listing.MAX_PAGE_SIZE)
-    where, params, bound = listing.where(caller, s.ListMemoriesRequest(purpose=req.purpose, superseded=req.superseded))
-    fingerprint = page_tokens.fingerprint(["expiring", *bound])
-    position = listing.position(req.page_token, fingerprint, listing.OLDEST_UPDATED)
-    if not days:
-        return s.ListExpiringMemoriesResponse()
-    page = listing.page(
-        conn,
-        caller,
-        f"{where} AND {HIDDEN}",
-        {**params, "expiry_days": days},
-        fingerprint,
-        position,
-        size,
-        listing.OLDEST_UPDATED,
-    )
-    hidden_before = timestamp_pb2.Timestamp()
-    hidden_before.FromDatetime(page.now - datetime.timedelta(hours=24 * days))
-    return s.ListExpiringMemoriesResponse(
-        memories=page.memories,
-        next_page_token=page.next_page_token,
-        total_size=page.total,
-        expiry_days=days,
-        hidden_before=hidden_before,
-    )

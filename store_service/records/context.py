@@ -121,7 +121,7 @@ def bundle(conn: psycopg.Connection, caller: m.Caller, purpose: int, expiry_days
         "member": uuid.UUID(caller.member_id),
         "expiry_days": expiry.check_days(expiry_days),
     }
-    gate = f" AND NOT ({expiry.HIDDEN})" if expiry_days else ""
+    gate = expiry.shown_clause(expiry_days)
     live = f"m.purpose = %(purpose)s AND m.superseded_by_id IS NULL{gate}"
     chosen: dict[uuid.UUID, _Chosen] = {}
 

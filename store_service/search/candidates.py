@@ -309,7 +309,7 @@ def _lexical_filtered(
     (exactly as the scope defines them, rows the expiry gate hides included: they are readable) and
     every matching row the gate shows is scored."""
     scope = _scope(include_superseded, True)
-    hidden_test = expiry.HIDDEN if params.get("expiry_days") else "FALSE"
+    hidden_test = expiry.hidden_test(params.get("expiry_days"))
     hidden: set[uuid.UUID] = set()
     docs = {}
     for r in named(conn).execute(
@@ -380,7 +380,7 @@ def dense(
         "entities": list(entity_ids),
         "expiry_days": expiry_days,
     }
-    gate = f" AND NOT ({expiry.HIDDEN})" if expiry_days else ""
+    gate = expiry.shown_clause(expiry_days)
     with conn.transaction():
         # Both settings in one round trip (several statements are allowed in one query without parameters).
         conn.execute(
