@@ -6,7 +6,6 @@ import logging
 import threading
 
 import grpc
-import numpy as np
 import psycopg
 from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
@@ -15,16 +14,8 @@ from recallatron.store.v1 import store_pb2_grpc
 
 from servicekit import clients, vocabulary
 from servicekit.breaker import CircuitBreaker
-from servicekit.caller import check_purpose_granted
-from servicekit.errors import InvalidArgument, NotFound, Unavailable, status_proto_for
-from servicekit.limits import (
-    DIMENSIONS,
-    EMBED_BATCH_SIZE,
-    MAX_CANDIDATE_LIMIT,
-    MAX_QUERY_CHARS,
-    MAX_TOP_K,
-    SHUTDOWN_GRACE_SECONDS,
-)
+from servicekit.errors import NotFound, Unavailable, status_proto_for
+from servicekit.limits import EMBED_BATCH_SIZE, SHUTDOWN_GRACE_SECONDS
 from servicekit.server import Running, start_server
 from store_service.access import expiry
 from store_service.control import members
@@ -35,47 +26,10 @@ from store_service.embedding.job import EMBED_TIMEOUT_SECONDS, EmbeddingWorker, 
 from store_service.history import turn_search, turns
 from store_service.intake import capture, imports
 from store_service.records import context, entities, expiring, lifecycle, listing, memories, pins, prompt_sessions
-from store_service.search import candidates
+from store_service.search import answers
 from store_service.vocabulary import parse_uuid
 
 log = logging.getLogger(__name__)
-
-
-def _limit(value: int) -> int:
-    if not 1 <= value <= MAX_CANDIDATE_LIMIT:
-        raise InvalidArgument(f"limit must be 1..{MAX_CANDIDATE_LIMIT}", field="limit")
-    return value
-
-
-def _with_verdicts(conn, caller: m.Caller, rows, memories_top: int = 0) -> list[s.Candidate]:
-    """Candidate messages of ranked (id, score[, identifier matches, all terms]) rows, each with the
-    walk's chain verdict (one query over the rows already chosen, so the verdicts never change
-    which rows an arm returns), and the memories of the first ``memories_top`` rows whose chain is
-    readable (``memories.load_readable``, same transaction)."""
-    readable = memories.readable_ids(conn, caller, [mid for mid, *_ in rows])
-    head = [mid for mid, *_ in rows if mid in readable][:memories_top]
-    loaded = memories.load_readable(conn, caller, head)
-    out = []
-    for mid, score, *precedence in rows:
-        identifier_matches, all_terms = precedence or (0, False)
-        out.append(
-            s.Candidate(
-                memory_id=str(mid),
-                score=score,
-                chain_readable=mid in readable,
-                identifier_matches=identifier_matches,
-                all_terms=all_terms,
-                memory=loaded.get(mid),
-            )
-        )
-    return out
-
-
-def _memories_top(value: int) -> int:
-    """A request's ``memories_top``: INVALID_ARGUMENT outside 0..MAX_TOP_K."""
-    if not 0 <= value <= MAX_TOP_K:
-        raise InvalidArgument(f"memories_top must be 0..{MAX_TOP_K}", field="memories_top")
-    return value
 
 
 def _settings(ws: Workspace) -> s.WorkspaceSettings:
@@ -176,53 +130,14 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             return s.KeepMemoryResponse(memory=lifecycle.keep(conn, request))
 
     def LexicalCandidates(self, request, context):
-        purpose = check_purpose_granted(request.caller, request.purpose)
-        limit = _limit(request.limit)
-        if len(request.query) > MAX_QUERY_CHARS:
-            raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
-        expiry_days = expiry.check_days(request.expiry_days)
-        memories_top = _memories_top(request.memories_top)
+        answer = answers.lexical(request)  # the request checked before a connection is taken
         with self._conn(request.caller) as conn:
-            query = request.query.replace("\x00", " ")
-            rows = candidates.lexical_with_matches(
-                conn,
-                request.caller,
-                purpose,
-                query,
-                limit,
-                request.include_superseded,
-                entities.parse_filter(request.entity_ids),
-                expiry_days=expiry_days,
-            )
-            return s.LexicalCandidatesResponse(candidates=_with_verdicts(conn, request.caller, rows, memories_top))
+            return answer(conn)
 
     def DenseCandidates(self, request, context):
-        purpose = check_purpose_granted(request.caller, request.purpose)
-        limit = _limit(request.limit)
-        if len(request.vector) != DIMENSIONS:
-            raise InvalidArgument(f"vector must have {DIMENSIONS} dimensions", field="vector")
-        vector = np.asarray(request.vector, dtype=np.float32)
-        if not np.all(np.isfinite(vector)):
-            raise InvalidArgument("vector must be finite", field="vector")
-        if not 0.0 <= request.floor <= 1.0:
-            raise InvalidArgument("floor must be between 0 and 1", field="floor")
-        expiry_days = expiry.check_days(request.expiry_days)
-        memories_top = _memories_top(request.memories_top)
+        answer = answers.dense(request)
         with self._conn(request.caller) as conn:
-            rows, current = candidates.dense(
-                conn,
-                request.caller,
-                purpose,
-                vector,
-                request.input_version,
-                request.floor,
-                limit,
-                entities.parse_filter(request.entity_ids),
-                expiry_days=expiry_days,
-            )
-            return s.DenseCandidatesResponse(
-                candidates=_with_verdicts(conn, request.caller, rows, memories_top), stamp_current=current
-            )
+            return answer(conn)
 
     def Derive(self, request, context):
         with self._conn(request.caller) as conn:

@@ -1,0 +1,125 @@
+"""LexicalCandidates and DenseCandidates: a request checked, its arm's candidate query run
+(``store_service.search.candidates``), and the ranked rows turned into the response's candidates.
+
+Each call is two steps, so a bad request is refused before a connection is taken: ``lexical`` and
+``dense`` check the request and return the answer to run on the caller's workspace connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import psycopg
+from recallatron.memory.v1 import memory_pb2 as m
+from recallatron.store.v1 import store_pb2 as s
+
+from servicekit.caller import check_purpose_granted
+from servicekit.errors import InvalidArgument
+from servicekit.limits import DIMENSIONS, MAX_CANDIDATE_LIMIT, MAX_QUERY_CHARS, MAX_TOP_K
+from store_service.access import expiry
+from store_service.records import entities, memories
+from store_service.search import candidates
+
+
+def _limit(value: int) -> int:
+    if not 1 <= value <= MAX_CANDIDATE_LIMIT:
+        raise InvalidArgument(f"limit must be 1..{MAX_CANDIDATE_LIMIT}", field="limit")
+    return value
+
+
+def _memories_top(value: int) -> int:
+    """A request's ``memories_top``: INVALID_ARGUMENT outside 0..MAX_TOP_K."""
+    if not 0 <= value <= MAX_TOP_K:
+        raise InvalidArgument(f"memories_top must be 0..{MAX_TOP_K}", field="memories_top")
+    return value
+
+
+def _with_verdicts(conn: psycopg.Connection, caller: m.Caller, rows, memories_top: int = 0) -> list[s.Candidate]:
+    """Candidate messages of ranked (id, score[, identifier matches, all terms]) rows, each with the
+    walk's chain verdict (one query over the rows already chosen, so the verdicts never change
+    which rows an arm returns), and the memories of the first ``memories_top`` rows whose chain is
+    readable (``memories.load_readable``, same transaction)."""
+    readable = memories.readable_ids(conn, caller, [mid for mid, *_ in rows])
+    head = [mid for mid, *_ in rows if mid in readable][:memories_top]
+    loaded = memories.load_readable(conn, caller, head)
+    out = []
+    for mid, score, *precedence in rows:
+        identifier_matches, all_terms = precedence or (0, False)
+        out.append(
+            s.Candidate(
+                memory_id=str(mid),
+                score=score,
+                chain_readable=mid in readable,
+                identifier_matches=identifier_matches,
+                all_terms=all_terms,
+                memory=loaded.get(mid),
+            )
+        )
+    return out
+
+
+def lexical(
+    request: s.LexicalCandidatesRequest,
+) -> Callable[[psycopg.Connection], s.LexicalCandidatesResponse]:
+    """The keyword arm's answer to ``request``, to run on the caller's connection. INVALID_ARGUMENT
+    for a bad limit, a query over ``MAX_QUERY_CHARS`` characters, a bad gate or ``memories_top``
+    (now) or a bad entity filter (when run); PERMISSION_DENIED for a purpose not granted."""
+    purpose = check_purpose_granted(request.caller, request.purpose)
+    limit = _limit(request.limit)
+    if len(request.query) > MAX_QUERY_CHARS:
+        raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
+    expiry_days = expiry.check_days(request.expiry_days)
+    memories_top = _memories_top(request.memories_top)
+
+    def answer(conn: psycopg.Connection) -> s.LexicalCandidatesResponse:
+        query = request.query.replace("\x00", " ")
+        rows = candidates.lexical_with_matches(
+            conn,
+            request.caller,
+            purpose,
+            query,
+            limit,
+            request.include_superseded,
+            entities.parse_filter(request.entity_ids),
+            expiry_days=expiry_days,
+        )
+        return s.LexicalCandidatesResponse(candidates=_with_verdicts(conn, request.caller, rows, memories_top))
+
+    return answer
+
+
+def dense(request: s.DenseCandidatesRequest) -> Callable[[psycopg.Connection], s.DenseCandidatesResponse]:
+    """The meaning arm's answer to ``request``, to run on the caller's connection. INVALID_ARGUMENT
+    for a bad limit, a vector not of ``DIMENSIONS`` finite numbers, a floor outside 0..1, a bad gate
+    or ``memories_top`` (now) or a bad entity filter (when run); PERMISSION_DENIED for a purpose not
+    granted."""
+    purpose = check_purpose_granted(request.caller, request.purpose)
+    limit = _limit(request.limit)
+    if len(request.vector) != DIMENSIONS:
+        raise InvalidArgument(f"vector must have {DIMENSIONS} dimensions", field="vector")
+    vector = np.asarray(request.vector, dtype=np.float32)
+    if not np.all(np.isfinite(vector)):
+        raise InvalidArgument("vector must be finite", field="vector")
+    if not 0.0 <= request.floor <= 1.0:
+        raise InvalidArgument("floor must be between 0 and 1", field="floor")
+    expiry_days = expiry.check_days(request.expiry_days)
+    memories_top = _memories_top(request.memories_top)
+
+    def answer(conn: psycopg.Connection) -> s.DenseCandidatesResponse:
+        rows, current = candidates.dense(
+            conn,
+            request.caller,
+            purpose,
+            vector,
+            request.input_version,
+            request.floor,
+            limit,
+            entities.parse_filter(request.entity_ids),
+            expiry_days=expiry_days,
+        )
+        return s.DenseCandidatesResponse(
+            candidates=_with_verdicts(conn, request.caller, rows, memories_top), stamp_current=current
+        )
+
+    return answer
