@@ -12,7 +12,7 @@ operator names, created/updated times and revisions are kept as given (none more
 ``vocabulary.MAX_FUTURE_SKEW`` ahead of the clock: an imported time is a past one), and a supersede link joins
 it to an older imported memory (as ``lifecycle.supersede`` would: the older leaves recall and the
 successor keeps the older's sources, so a forget of one of them still reaches it; two confident
-memories are flagged for review, store_service/records/conflict_flags.py).
+memories are flagged for review: ``store_service.records.lifecycle_rules``, which Supersede uses too).
 
 Each item is validated and answered on its own; the items written are written in one transaction,
 and imports of one workspace serialise on an advisory lock, so two concurrent runs cannot write one
@@ -32,11 +32,10 @@ from servicekit import deadlines
 from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_IMPORT_BATCH
 from store_service.database import named
-from store_service.records import conflict_flags, entities
+from store_service.records import entities, lifecycle_rules
 from store_service.records.idempotency import RequestKey
-from store_service.records.lifecycle import MAX_SOURCES
+from store_service.records.lifecycle import MAX_SOURCES, check_reason
 from store_service.records.memories import Insert, NewMemory, insert_many
-from store_service.search import lexical_index
 from store_service.vocabulary import (
     KINDS,
     ORIGINS,
@@ -50,7 +49,6 @@ from store_service.vocabulary import (
 )
 
 MAX_KEY_CHARS = 200
-MAX_REASON_CHARS = 1_000
 MAX_REVISIONS = 100
 # pg_advisory_xact_lock(class, key) of a workspace's imports ("im"): one workspace, one database.
 _LOCK_CLASS = 0x696D
@@ -161,8 +159,7 @@ def _prepare(item: m.ImportedMemory, authors: dict[uuid.UUID, m.Caller]) -> _Ite
         audience = author
     else:
         raise InvalidArgument("audience must be workspace or member", field="audience")
-    if len(item.reason) > MAX_REASON_CHARS or "\x00" in item.reason:
-        raise InvalidArgument(f"reason must be at most {MAX_REASON_CHARS} characters, without NUL", field="reason")
+    check_reason(item.reason)
     entities.check_mentions(item.entities)
     if len(item.entities) + len(item.entity_keys) > entities.MAX_MENTIONS:
         raise InvalidArgument(f"at most {entities.MAX_MENTIONS} entity mentions", field="entity_keys")
@@ -294,12 +291,8 @@ def _known_memories(conn: psycopg.Connection, items) -> dict[str, _Known]:
         if isinstance(it, _Item) and it.supersedes_key in known
     }
     if targets:
-        for link in named(conn).execute(
-            """SELECT memory_id, target_memory_id FROM memory_link
-                WHERE link_type = 'derived_from' AND memory_id = ANY(%s)""",
-            (list(targets),),
-        ):
-            known[targets[link.memory_id]].sources.append(link.target_memory_id)
+        for mid, sources in lifecycle_rules.sources_of(conn, list(targets)).items():
+            known[targets[mid]].sources.extend(sources)
     return known
 
 
@@ -313,11 +306,10 @@ def _resolve(it: _Item, known: dict[str, _Known], entity_keys: dict[str, uuid.UU
             raise FailedPrecondition(f"derived_from_keys: {k!r} has not been imported", import_key=k)
         if src.forgotten:
             raise FailedPrecondition(f"derived_from_keys: {k!r} was forgotten", import_key=k)
-        # Derive's rule (lifecycle.derive): a derived memory has its sources' purpose and no wider an
-        # audience, so whoever may read it may read its whole chain (the readability rule relies on it).
-        if src.purpose != it.new.purpose:
+        fault = lifecycle_rules.stem_fault(src.purpose, src.audience, it.new.purpose, it.new.audience)
+        if fault == "purpose":
             raise FailedPrecondition(f"derived_from_keys: {k!r} has another purpose", import_key=k)
-        if src.audience is not None and src.audience != it.new.audience:
+        if fault == "audience":
             raise FailedPrecondition(
                 f"derived_from_keys: {k!r} is member-only, so a memory derived from it must be member-only "
                 "for the same member",
@@ -334,10 +326,11 @@ def _resolve(it: _Item, known: dict[str, _Known], entity_keys: dict[str, uuid.UU
             why = "was forgotten"
         elif target.superseded:
             why = "is already superseded"
-        elif target.purpose != it.new.purpose:
-            why = "has another purpose"
-        elif target.audience is not None and target.audience != it.new.audience:
-            why = "has a narrower audience (a supersede may narrow the audience, never widen it)"
+        else:
+            why = {
+                "purpose": "has another purpose",
+                "audience": "has a narrower audience (a supersede may narrow the audience, never widen it)",
+            }.get(lifecycle_rules.stem_fault(target.purpose, target.audience, it.new.purpose, it.new.audience))
         if why:
             raise FailedPrecondition(f"supersedes_key: {it.supersedes_key!r} {why}", import_key=it.supersedes_key)
         sources += [s for s in target.sources if s not in sources]
@@ -414,18 +407,7 @@ def _write(conn, authors, todo, entity_keys, supersedes) -> None:
             [list(col) for col in zip(*revisions, strict=True)],
         )
     if supersedes:
-        olds = [old for old, _ in supersedes]
-        conn.execute(
-            """UPDATE memory m SET superseded_by_id = s.new FROM unnest(%s::uuid[], %s::uuid[]) AS s(old, new)
-                WHERE m.id = s.old""",
-            [olds, [new for _, new in supersedes]],
-        )
-        # As lifecycle.supersede: the older leaves the live keyword partition and the vector index.
-        lexical_index.mark_superseded(conn, olds)
-        conn.execute("DELETE FROM memory_embedding WHERE memory_id = ANY(%s)", (olds,))
-        conn.execute("DELETE FROM embedding_job WHERE memory_id = ANY(%s)", (olds,))
-        # As lifecycle.supersede: two confident claims, the older replaced, are flagged for a person.
-        conflict_flags.flag(conn, supersedes)
+        lifecycle_rules.retire(conn, supersedes, touch=False)
 
 
 def check_item(item: m.ImportedMemory) -> None:

@@ -33,7 +33,8 @@ from store_service.access.provenance import ANCESTORS, DOWN
 from store_service.access.readability import IN_SCOPE, caller_params
 from store_service.database import named
 from store_service.intake import capture
-from store_service.records import conflict_flags, entities, idempotency, known, prompt_sessions
+from store_service.records import entities, idempotency, known, prompt_sessions
+from store_service.records.lifecycle_rules import drop_vectors, retire, sources_of, stem_fault
 from store_service.records.memories import (
     COLUMNS,
     NewMemory,
@@ -91,11 +92,6 @@ def _check_revision(row, expected: int, *, superseded_ok: bool = False) -> None:
         raise Aborted(f"revision conflict: expected {expected}, current {row.revision}", current_revision=row.revision)
 
 
-def _drop_vector(conn: psycopg.Connection, mid: uuid.UUID) -> None:
-    conn.execute("DELETE FROM memory_embedding WHERE memory_id = %s", (mid,))
-    conn.execute("DELETE FROM embedding_job WHERE memory_id = %s", (mid,))
-
-
 def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
     """A new memory from readable sources; audience and purpose are the sources' intersection.
 
@@ -139,18 +135,18 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
         )
         if len(rows) != len(sources) or readable_ids(conn, caller, sources) != set(sources):
             raise NotFound("source memory not found")
-        audiences = {r.audience_member_id for r in rows} - {None}
-        purposes = {r.purpose for r in rows}
-        if len(audiences) > 1 or len(purposes) > 1:
+        # The sources' intersection: their one purpose, and the member of any member-only source.
+        audience = next(iter({r.audience_member_id for r in rows} - {None}), None)
+        purpose = rows[0].purpose
+        if any(stem_fault(r.purpose, r.audience_member_id, purpose, audience) for r in rows):
             raise FailedPrecondition(
                 "the sources' audiences or purposes do not intersect: a derivation may not mix members or purposes"
             )
-        audience = next(iter(audiences), None)
         entity_ids = entities.resolve_mentions(conn, caller, req.entities)
         return insert(
             conn,
             caller,
-            NewMemory(kind, req.title, req.body, audience, purposes.pop(), confidence, "derived"),
+            NewMemory(kind, req.title, req.body, audience, purpose, confidence, "derived"),
             key,
             entity_ids,
             sources,
@@ -185,7 +181,7 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
             )
             .fetchone()
         )
-        _drop_vector(conn, mid)
+        drop_vectors(conn, [mid])
         lexical_index.reindex_text(conn, mid, new_title, new_body)
         conn.execute(
             """INSERT INTO embedding_job (memory_id, memory_revision) VALUES (%s, %s)
@@ -280,28 +276,19 @@ def supersede(
         if first is not None:
             return first
         _check_revision(row, req.expected_revision)
-        old_audience = row.audience_member_id
         if req.audience == m.AUDIENCE_UNSPECIFIED:
-            audience = old_audience
+            audience = row.audience_member_id
         elif req.audience == m.AUDIENCE_MEMBER:
             audience = uuid.UUID(caller.member_id)
         elif req.audience == m.AUDIENCE_WORKSPACE:
-            if old_audience is not None:
-                raise InvalidArgument(
-                    "the audience may narrow from the workspace to you, never widen", field="audience"
-                )
             audience = None
         else:
             raise InvalidArgument("audience must be workspace or member", field="audience")
+        # The successor has the target's purpose, so only its audience can fail the rule.
+        if stem_fault(row.purpose, row.audience_member_id, row.purpose, audience):
+            raise InvalidArgument("the audience may narrow from the workspace to you, never widen", field="audience")
         kind = row.kind if req.kind == m.KIND_UNSPECIFIED else enum_value(KINDS, req.kind, "kind")
-        # The successor keeps the old memory's sources: a forget of a source still reaches it.
-        sources = [
-            link.target_memory_id
-            for link in named(conn).execute(
-                "SELECT target_memory_id FROM memory_link WHERE memory_id = %s AND link_type = 'derived_from'",
-                (row.id,),
-            )
-        ]
+        sources = sources_of(conn, [row.id]).get(row.id, [])
         sources += [x for x in also_from if x not in sources]
         successor = insert(
             conn,
@@ -311,18 +298,8 @@ def supersede(
             [],
             sources,
         )
-        _retire(conn, row.id, uuid.UUID(successor.id), flag_conflict=flag_conflict)
+        retire(conn, [(row.id, uuid.UUID(successor.id))], flag_conflict=flag_conflict)
     return successor
-
-
-def _retire(conn: psycopg.Connection, old: uuid.UUID, successor: uuid.UUID, *, flag_conflict: bool) -> uuid.UUID | None:
-    """Marks ``old`` superseded by ``successor`` (locked and judged by the caller): it leaves the
-    live keyword partition and the vector index, and, with ``flag_conflict``, the pair is flagged
-    when both are confident (store_service/records/conflict_flags.py). Returns the flag's id, if one was written."""
-    conn.execute("UPDATE memory SET superseded_by_id = %s, updated_at = now() WHERE id = %s", (successor, old))
-    lexical_index.mark_superseded(conn, [old])
-    _drop_vector(conn, old)
-    return conflict_flags.flag(conn, [(old, successor)]).get(old) if flag_conflict else None
 
 
 def supersede_by_existing(
@@ -355,7 +332,7 @@ def supersede_by_existing(
             raise FailedPrecondition(
                 "the two memories have different purposes: a memory is superseded only by one of its purpose"
             )
-        return _retire(conn, target, keep, flag_conflict=True)
+        return retire(conn, [(target, keep)]).get(target)
 
 
 def check_reason(reason: str) -> None:
@@ -436,8 +413,7 @@ def _forget_once(conn: psycopg.Connection, req: s.ForgetRequest, removal: bool) 
             {"target": mid, "reason": reason, "ids": closure},
         )
         conn.execute("DELETE FROM memory_revision WHERE memory_id = ANY(%s)", (closure,))
-        conn.execute("DELETE FROM memory_embedding WHERE memory_id = ANY(%s)", (closure,))
-        conn.execute("DELETE FROM embedding_job WHERE memory_id = ANY(%s)", (closure,))
+        drop_vectors(conn, closure)
     return [str(mid)] + [str(i) for i in closure if i != mid and i in visible]
 
 
