@@ -1,10 +1,10 @@
 """The bench's building blocks end to end on a tiny workspace (no timed assertions).
 
 ``recallatron up`` on a temporary data folder and free ports; a miniature copy of the shared eval
-data (so the core is small and the recipe reaches repeated rows at 120 memories); the workspace
-built through the gateway, copies given reused vectors, rebuilt never (a second ``ensure`` reuses
-it); a copied row read, corrected and forgotten through the gateway; the measurement and the
-ingest probe run, and the tables rendered.
+data, from the rows carried in tests/data/eval (so the core is small and the recipe reaches repeated
+rows at 120 memories); the workspace built through the gateway, copies given reused vectors, rebuilt
+never (a second ``ensure`` reuses it); a copied row read, corrected and forgotten through the gateway;
+the measurement and the ingest probe run, and the tables rendered.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from bench.stack import Stack
 from servicekit import clients
 from store_service.database import new_db_name
 
-SHARED = ROOT.parent / "shared" / "eval"
+EVAL = ROOT / "tests" / "data" / "eval"
 
 
 def _lines(path: Path) -> list[dict]:
@@ -44,14 +44,14 @@ def tiny_eval(dest: Path) -> Path:
     """Two LoCoMo conversations cut to 25 turns (and the questions about them), 12 SciFact claims
     with their abstracts plus 10 more abstracts."""
     for conv in ("conv-26", "conv-30"):
-        mems = _lines(SHARED / "locomo" / conv / "memories.jsonl")[:25]
+        mems = _lines(EVAL / "locomo" / conv / "memories.jsonl")[:25]
         ids = {r["id"] for r in mems}
-        qs = [q for q in _lines(SHARED / "locomo" / conv / "queries.jsonl") if set(q["relevant_ids"]) <= ids]
+        qs = [q for q in _lines(EVAL / "locomo" / conv / "queries.jsonl") if set(q["relevant_ids"]) <= ids]
         _write(dest / "locomo" / conv / "memories.jsonl", mems)
         _write(dest / "locomo" / conv / "queries.jsonl", qs)
-    claims = _lines(SHARED / "scifact" / "queries.jsonl")[:12]
+    claims = _lines(EVAL / "scifact" / "queries.jsonl")[:12]
     cited = {r for q in claims for r in q["relevant_ids"]}
-    docs = _lines(SHARED / "scifact" / "memories.jsonl")
+    docs = _lines(EVAL / "scifact" / "memories.jsonl")
     _write(dest / "scifact" / "memories.jsonl", [d for d in docs if d["id"] in cited] + docs[:10])
     _write(dest / "scifact" / "queries.jsonl", claims)
     return dest

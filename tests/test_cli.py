@@ -246,7 +246,7 @@ def test_dead_service_is_restarted(system, member):
 
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory):
-    """A two-corpus dataset in the ../shared/eval format, and an off-topic one."""
+    """A two-corpus dataset in the evaluation format (tests/data/README.md), and an off-topic one."""
     root = tmp_path_factory.mktemp("data")
     topics = {
         "c1": [

@@ -28,7 +28,7 @@ from cli import legacy_import
 from cli.legacy_store import read_store
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_MAKER = ROOT.parent / "shared" / "legacy" / "make_legacy_store.py"
+SHARED_MAKER = ROOT / "tests" / "data" / "legacy" / "make_legacy_store.py"  # the shared generator, carried
 SHARED_CHATS = ("tg:100200300", "tg:100200301")  # the shared generator's mapped chats
 
 
@@ -415,11 +415,12 @@ def test_a_run_stopped_by_a_failed_call_still_writes_its_report(stack, made, tmp
 
 
 def test_shared_generator_counts_match_expected_json_exactly(stack, tmp_path):
-    """The shared oracle (../shared/legacy, which CI has): several seeds and sizes, counts equal.
+    """The shared oracle (tests/data/legacy, a copy of the shared generator): several seeds and sizes,
+    counts equal.
     Its rows are dated from 2026-03-02 on, the larger stores past today: they are moved into the past
     first (``into_the_past``: whole days, every gap kept), as the import refuses times ahead of the
     clock (a test of its own, below)."""
-    assert SHARED_MAKER.is_file(), f"{SHARED_MAKER} is missing: this test needs ../shared/legacy beside the repository"
+    assert SHARED_MAKER.is_file(), f"{SHARED_MAKER} is missing (tests/data/README.md says where it comes from)"
     for seed, size in [(7, []), (3, ["--turns", "600", "--items", "90"]), (12, ["--turns", "2500", "--items", "300"])]:
         out_dir = tmp_path / f"shared-{seed}"
         subprocess.run([sys.executable, str(SHARED_MAKER), str(out_dir), "--seed", str(seed), *size], check=True,

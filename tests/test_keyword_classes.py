@@ -3,7 +3,8 @@ any Unicode form, small workspaces and hostile text, end to end through the gate
 PostgreSQL and MiniLM.
 
 One workspace holds every case's memories (target and near misses) plus real filler from
-``../shared/eval`` (a LoCoMo conversation with its session titles, and SciFact abstracts), so document
+the shared evaluation data, carried in ``tests/data/eval`` (a LoCoMo conversation with its session
+titles, and SciFact abstracts), so document
 frequencies are realistic and the 15% rule is active (every filler title carries "session" and a
 small number). Each case's question is typed as a person would; its target must be rank 1 in lexical
 mode, in hybrid mode (embeddings drained, re-rank off) and in hybrid mode with the embedder down
@@ -31,7 +32,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from embed_service.server import EmbedService
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "eval"
+EVAL = Path(__file__).resolve().parent / "data" / "eval"
 LEXICAL, HYBRID = m.RECALL_MODE_LEXICAL, m.RECALL_MODE_HYBRID
 OK, INVALID = grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT
 
@@ -803,12 +804,13 @@ def filler() -> list[tuple[str, str]]:
     """Real text: one LoCoMo conversation (titles carry the session date and number) and the
     first 60 SciFact abstracts."""
     rows = []
-    with open(SHARED / "locomo" / "conv-26" / "memories.jsonl", encoding="utf-8") as f:
+    with open(EVAL / "locomo" / "conv-26" / "memories.jsonl", encoding="utf-8") as f:
         rows += [(r["title"], r["body"]) for r in map(json.loads, f)]
-    with open(SHARED / "scifact" / "memories.jsonl", encoding="utf-8") as f:
+    with open(EVAL / "scifact" / "memories.jsonl", encoding="utf-8") as f:
         for line, _ in zip(f, range(60), strict=False):
             r = json.loads(line)
             rows.append((r["title"], r["body"]))
+    assert len(rows) == 419 + 60, len(rows)  # the whole conversation and 60 abstracts, as carried
     return rows
 
 

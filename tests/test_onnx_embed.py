@@ -1,10 +1,10 @@
 """The bi-encoder on ONNX Runtime gives the sentence-transformers vectors (issue 7, item 4).
 
-Both backends run in this process on a few hundred real texts of ``../shared/eval`` (LoCoMo turns
-as the service composes them and LoCoMo questions, SciFact claims and abstracts, many of them past
-the 256 word-piece limit) plus edge cases. The minimum cosine must be >= 0.9999 for single texts
-(the query path) and for length-sorted batches (the document path): that is what lets both
-backends share one ``INPUT_VERSION``. The tokenizer must give the very token ids
+Both backends run in this process on a few hundred real texts of the shared evaluation data, carried in
+``tests/data/onnx_texts.jsonl`` (LoCoMo turns as the service composes them and LoCoMo questions, SciFact
+claims and abstracts, many of them past the 256 word-piece limit) plus edge cases. The minimum cosine
+must be >= 0.9999 for single texts (the query path) and for length-sorted batches (the document path):
+that is what lets both backends share one ``INPUT_VERSION``. The tokenizer must give the very token ids
 sentence-transformers gives. Also: where the export comes from when it is missing, and the
 fallback when it cannot be made.
 """
@@ -25,7 +25,7 @@ from embed_service.models import DIMENSIONS, BiEncoder
 from embed_service.onnx_encoder import OnnxEncoder
 from servicekit.embedding_input import compose
 
-EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
+TEXTS = Path(__file__).resolve().parent / "data" / "onnx_texts.jsonl"
 MIN_COSINE = 0.9999
 
 EDGE_CASES = [
@@ -52,25 +52,15 @@ EDGE_CASES = [
 ]
 
 
-def _jsonl(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def _spread(items: list, n: int) -> list:
-    step = max(1, len(items) // n)
-    return items[::step][:n]
-
-
 def eval_texts() -> list[str]:
-    """About 420 real texts: LoCoMo turns and questions, SciFact claims and abstracts."""
-    assert EVAL.is_dir(), f"shared eval data not found at {EVAL}"
-    convs = sorted((EVAL / "locomo").iterdir())
-    turns = [compose(m["title"], m["body"]) for d in convs for m in _jsonl(d / "memories.jsonl")]
-    questions = [q["question"] for d in convs for q in _jsonl(d / "queries.jsonl")]
-    claims = [q["question"] for q in _jsonl(EVAL / "scifact" / "queries.jsonl")]
-    abstracts = [compose(m["title"], m["body"]) for m in _jsonl(EVAL / "scifact" / "memories.jsonl")]
-    return _spread(turns, 150) + _spread(questions, 120) + _spread(claims, 100) + _spread(abstracts, 50)
+    """420 real texts (tools/test_data.py chose them, evenly through each kind): 150 LoCoMo turns and
+    50 SciFact abstracts as the service composes them, 120 LoCoMo questions and 100 SciFact claims."""
+    with open(TEXTS, encoding="utf-8") as f:  # a missing file fails the test
+        rows = [json.loads(line) for line in f if line.strip()]
+    texts = [compose(r["title"], r["body"]) if "body" in r else r["text"] for r in rows]
+    kinds = collections.Counter(r["kind"] for r in rows)
+    assert kinds == {"turn": 150, "question": 120, "claim": 100, "abstract": 50}, kinds
+    return texts
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""The evaluation metrics, checked by hand against ../shared/eval/README.md definitions."""
+"""The evaluation metrics, checked by hand against the shared evaluation data's definitions (tests/data/README.md
+quotes them)."""
 
 import math
 
