@@ -47,18 +47,25 @@ def command_variables(env: dict[str, str]) -> dict[str, str]:
 
 @contextmanager
 def command_environment(env: dict[str, str]):
-    """os.environ with its command variables replaced by ``env``'s for the block, then restored."""
+    """os.environ with its command variables replaced by ``env``'s for the block, then restored. Only
+    the variables that differ are set or removed (the in-process services' threads read the rest)."""
     saved = dict(os.environ)
-    for name in command_variables(saved):
-        del os.environ[name]
-    os.environ.update(command_variables(env))
+    set_environment(saved, command_variables(saved) | command_variables(env), command_variables(env))
     settings.load.cache_clear()
     try:
         yield
     finally:
-        os.environ.clear()
-        os.environ.update(saved)
+        set_environment(dict(os.environ), set(os.environ) | set(saved), saved)
         settings.load.cache_clear()
+
+
+def set_environment(now: dict[str, str], names, wanted: dict[str, str]) -> None:
+    """Makes each of ``names`` in os.environ what it is in ``wanted`` (absent when not there)."""
+    for name in names:
+        if name not in wanted:
+            os.environ.pop(name, None)
+        elif now.get(name) != wanted[name]:
+            os.environ[name] = wanted[name]
 
 
 @contextmanager
