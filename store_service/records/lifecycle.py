@@ -92,6 +92,13 @@ def _check_revision(row, expected: int, *, superseded_ok: bool = False) -> None:
         raise Aborted(f"revision conflict: expected {expected}, current {row.revision}", current_revision=row.revision)
 
 
+def _hold_and_replay(conn: psycopg.Connection, caller: m.Caller, key) -> m.Memory | None:
+    """A creating change's first step in its transaction: holds the caller (``membership.hold_caller``)
+    and returns the memory an earlier call with the same request id made, if any (a replay)."""
+    membership.hold_caller(conn, caller)
+    return by_request_id(conn, caller, key)
+
+
 def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
     """A new memory from readable sources; audience and purpose are the sources' intersection.
 
@@ -119,8 +126,7 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
     }
     key = idempotency.key(req.request_id, idempotency.DERIVE, fields)
     with conn.transaction():
-        membership.hold_caller(conn, caller)
-        first = by_request_id(conn, caller, key)
+        first = _hold_and_replay(conn, caller, key)
         if first is not None:
             return first
         # Lock the sources and every ancestor, in id order: a concurrent forget anywhere up the chain
@@ -262,8 +268,7 @@ def supersede(
     }
     key = idempotency.key(req.request_id, idempotency.SUPERSEDE, fields)
     with conn.transaction():
-        membership.hold_caller(conn, caller)
-        first = by_request_id(conn, caller, key)
+        first = _hold_and_replay(conn, caller, key)
         if first is not None:
             return first
         # Lock everything up the target's derived_from chain first, in id order, as derive does: a
