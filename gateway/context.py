@@ -24,12 +24,17 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.errors import FailedPrecondition, InvalidArgument
+from servicekit.limits import (
+    CONTEXT_DEFAULT_BUDGET,
+    CONTEXT_MAX_BUDGET,
+    CONTEXT_MIN_BUDGET,
+    PROMPT_DEFAULT_BUDGET,
+    PROMPT_MAX_BUDGET,
+    PROMPT_MIN_BUDGET,
+)
 from servicekit.render import CHARS_PER_TOKEN, Bound, brief, memory, quote, tokens
 from servicekit.vocabulary import name_of
 
-DEFAULT_BUDGET = 1_500
-MIN_BUDGET = 200  # the opening and closing lines take about 150 tokens
-MAX_BUDGET = 100_000
 HEADINGS = {
     m.CONTEXT_PART_PINNED: "## Pinned by you",
     m.CONTEXT_PART_SUMMARY: "## Newest summaries",
@@ -45,12 +50,14 @@ PLURALS = {
 
 
 def check_budget(value: int) -> int:
-    """The budget in force: 0 means ``DEFAULT_BUDGET``; INVALID_ARGUMENT outside MIN..MAX_BUDGET."""
+    """The budget in force: 0 means ``CONTEXT_DEFAULT_BUDGET``; INVALID_ARGUMENT outside
+    CONTEXT_MIN..CONTEXT_MAX_BUDGET (servicekit.limits)."""
     if value == 0:
-        return DEFAULT_BUDGET
-    if not MIN_BUDGET <= value <= MAX_BUDGET:
+        return CONTEXT_DEFAULT_BUDGET
+    if not CONTEXT_MIN_BUDGET <= value <= CONTEXT_MAX_BUDGET:
         raise InvalidArgument(
-            f"token_budget must be 0 (meaning {DEFAULT_BUDGET}) or {MIN_BUDGET}..{MAX_BUDGET}", field="token_budget"
+            f"token_budget must be 0 (meaning {CONTEXT_DEFAULT_BUDGET}) or {CONTEXT_MIN_BUDGET}..{CONTEXT_MAX_BUDGET}",
+            field="token_budget",
         )
     return value
 
@@ -177,14 +184,10 @@ def _text(opening: str, items: list[g.ContextItem], texts: list[str], kept: list
 
 # --- PromptContext's block (gateway/prompt_context.py): the memories of one turn, best first. ---
 
-PROMPT_DEFAULT_BUDGET = 600
-PROMPT_MIN_BUDGET = 100  # the opening and closing lines take up to 97 tokens
-PROMPT_MAX_BUDGET = 2_500  # at CHARS_PER_TOKEN, 10,000 characters: what a harness shows whole
-
 
 def check_prompt_budget(value: int) -> int:
     """PromptContext's budget in force: 0 means ``PROMPT_DEFAULT_BUDGET``; INVALID_ARGUMENT outside
-    PROMPT_MIN..PROMPT_MAX_BUDGET."""
+    PROMPT_MIN..PROMPT_MAX_BUDGET (servicekit.limits)."""
     if value == 0:
         return PROMPT_DEFAULT_BUDGET
     if not PROMPT_MIN_BUDGET <= value <= PROMPT_MAX_BUDGET:

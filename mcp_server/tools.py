@@ -28,7 +28,6 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 import client
 from client import choices
-from gateway import context
 from mcp_server import guidance, render
 from servicekit import limits, settings
 from servicekit.errors import error_info
@@ -66,10 +65,10 @@ ContextBudget = Annotated[
     int,
     Field(
         ge=0,
-        le=context.MAX_BUDGET,
-        description=f"Most tokens of the bundle: 0 means {context.DEFAULT_BUDGET:,}, else {context.MIN_BUDGET}.."
-        f"{context.MAX_BUDGET:,}; a budget over a quarter of what one result holds (RECALLATRON_MCP_MAX_TOKENS, "
-        "default 8,000) is lowered to that quarter.",
+        le=limits.CONTEXT_MAX_BUDGET,
+        description=f"Most tokens of the bundle: 0 means {limits.CONTEXT_DEFAULT_BUDGET:,}, else "
+        f"{limits.CONTEXT_MIN_BUDGET}..{limits.CONTEXT_MAX_BUDGET:,}; a budget over a quarter of what one result "
+        "holds (RECALLATRON_MCP_MAX_TOKENS, default 8,000) is lowered to that quarter.",
     ),
 ]
 Time = Annotated[str | None, Field(description="An RFC 3339 time, e.g. 2026-03-02T08:00:00Z; unset: no bound.")]
@@ -490,7 +489,7 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         purpose: Purpose = "conversation",
         token_budget: ContextBudget = 0,
     ) -> CallToolResult:
-        budget = min(token_budget or context.DEFAULT_BUDGET, most_budget)
+        budget = min(token_budget or limits.CONTEXT_DEFAULT_BUDGET, most_budget)
         return call(
             ctx,
             mem.GetContext,

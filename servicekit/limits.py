@@ -83,3 +83,13 @@ MAX_REQUEST_ID_CHARS = 200
 # by seconds, a time written in local time without its offset by hours; a day holds both. A memory
 # dated further ahead would head every newest-first list and never reach the expiry gate.
 MAX_FUTURE_SKEW = datetime.timedelta(days=1)
+
+# Token budgets of the context bundle (GetContext's token_budget: 0 means the default) and of
+# PromptContext's block. The gateway refuses a budget outside MIN..MAX; the MCP server states and
+# checks the same bounds in its get_context tool.
+CONTEXT_DEFAULT_BUDGET = 1_500
+CONTEXT_MIN_BUDGET = 200  # the opening and closing lines take about 150 tokens
+CONTEXT_MAX_BUDGET = 100_000
+PROMPT_DEFAULT_BUDGET = 600
+PROMPT_MIN_BUDGET = 100  # the opening and closing lines take up to 97 tokens
+PROMPT_MAX_BUDGET = 2_500  # at CHARS_PER_TOKEN (servicekit.render), 10,000 characters: what a harness shows whole

@@ -40,7 +40,6 @@ KNOWN = {
     ("cli.portability", "store_service.intake.imports"),
     ("cli.portability", "store_service.records.entities"),
     ("mcp_server.oauth", "web.csrf"),
-    ("mcp_server.tools", "gateway.context"),
 }
 
 
