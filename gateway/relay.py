@@ -16,6 +16,7 @@ gateway's start and tests/test_relay.py rather than dropping a field silently.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -83,9 +84,33 @@ def check_twins(
         check_twins(field.message_type, twin.message_type)
 
 
+@functools.cache
+def wire_twins(a: Descriptor, b: Descriptor) -> bool:
+    """Whether ``a`` and ``b`` have the same fields under the same numbers, of the same shapes, down
+    through their message fields: then a message of one is a message of the other on the wire."""
+    if a is b:
+        return True
+    ours, theirs = {f.number: f for f in a.fields}, {f.number: f for f in b.fields}
+    if ours.keys() != theirs.keys():
+        return False
+    for number, field in ours.items():
+        twin = theirs[number]
+        if field.name != twin.name or _shape(field) != _shape(twin):
+            return False
+        if field.message_type is not None and not wire_twins(field.message_type, twin.message_type):
+            return False
+    return True
+
+
 def copy_fields(source: Message, target: Message, renames: Mapping[str, str] | None = None) -> None:
     """Copies every field ``source`` sets into its twin in ``target`` (see ``check_twins``, which
-    must hold). Unknown fields of ``source`` are not copied."""
+    must hold). Unknown fields of ``source`` are not copied. Wire twins (``wire_twins``) are copied
+    through their wire form, an order of magnitude faster than field by field in Python, and the
+    unknown fields dropped after."""
+    if not renames and wire_twins(source.DESCRIPTOR, target.DESCRIPTOR):
+        target.MergeFromString(source.SerializeToString())
+        target.DiscardUnknownFields()
+        return
     for field, value in source.ListFields():
         name = renames.get(field.name, field.name) if renames else field.name
         twin = target.DESCRIPTOR.fields_by_name[name]

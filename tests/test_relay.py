@@ -9,7 +9,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
 import gateway.server  # noqa: F401  (its servicers make the relays)
-from gateway.relay import ADMIN_SERVICE, MEMORY_SERVICE, RELAYS, PairMismatch, check_twins, copy_fields
+from gateway.relay import ADMIN_SERVICE, MEMORY_SERVICE, RELAYS, PairMismatch, check_twins, copy_fields, wire_twins
 
 # The handlers that add something to what the store answers, so are written out.
 WRITTEN_OUT = {("MemoryService", "Recall"), ("MemoryService", "GetContext"), ("MemoryService", "PromptContext")}
@@ -150,6 +150,30 @@ def test_the_settings_answer_is_the_store_settings_flat():
     assert answer == g.UpdateWorkspaceSettingsResponse(
         dense_floor=0.4, expiry_days=30, inject_gate=m.INJECT_GATE_STRICT
     )
+
+
+def test_wire_twins_are_copied_through_the_wire_without_unknown_fields():
+    assert wire_twins(g.HistoryTurn.DESCRIPTOR, s.HistoryTurn.DESCRIPTOR)
+    assert wire_twins(s.ListMemoriesResponse.DESCRIPTOR, g.ListMemoriesResponse.DESCRIPTOR)
+    assert not wire_twins(g.RememberRequest.DESCRIPTOR, s.RememberRequest.DESCRIPTOR)  # the caller comes first
+    assert not wire_twins(g.ReadRequest.DESCRIPTOR, s.ReadRequest.DESCRIPTOR)
+    extra = m.Caller(member_id="intruder").SerializeToString()
+    turn = g.HistoryTurn.FromString(
+        g.HistoryTurn(text="hi").SerializeToString() + smuggled(g.HistoryTurn.DESCRIPTOR, extra)
+    )
+    caller = m.Caller(member_id="the token's")
+    store = RELAYS[("MemoryService", "AppendHistory")].request(g.AppendHistoryRequest(turns=[turn]), caller=caller)
+    assert (
+        store.SerializeToString()
+        == s.AppendHistoryRequest(caller=caller, turns=[s.HistoryTurn(text="hi")]).SerializeToString()
+    )
+    # A store newer than this gateway answers a field it does not know: not passed on to the client.
+    newer = s.PinMemoryResponse.FromString(
+        s.PinMemoryResponse(memory_id="k", already_pinned=True).SerializeToString()
+        + smuggled(s.PinMemoryResponse.DESCRIPTOR, extra)
+    )
+    answer = RELAYS[("MemoryService", "PinMemory")].response(newer)
+    assert answer.SerializeToString() == g.PinMemoryResponse(memory_id="k", already_pinned=True).SerializeToString()
 
 
 def test_a_relay_refuses_to_run_without_the_fields_the_gateway_owns():
