@@ -27,6 +27,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from yoyo import get_backend, read_migrations
 
 from servicekit.metrics import POOLS
+from store_service import data_steps
 
 log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -85,12 +86,16 @@ def _yoyo_url(conninfo: str) -> str:
 
 
 def migrate(conninfo: str, tree: str) -> None:
-    """Applies every pending migration of ``tree`` ("control" or "workspace") to one database."""
+    """Applies every pending migration of ``tree`` ("control" or "workspace") to one database, and
+    for a workspace database then the data steps its migrations left due (``store_service.data_steps``),
+    under the same migration lock."""
     backend = get_backend(_yoyo_url(conninfo))
     migrations = read_migrations(str(MIGRATIONS / tree))
     try:
         with backend.lock():
             backend.apply_migrations(backend.to_apply(migrations))
+            if tree == "workspace":
+                data_steps.run_due(conninfo)
     finally:
         # Closed here, not left to the garbage collector: a Python migration step keeps the backend
         # reachable, and an open session on the template database blocks CREATE DATABASE ... TEMPLATE.

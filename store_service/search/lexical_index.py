@@ -477,8 +477,9 @@ def reindex_text(conn: psycopg.Connection, memory_id: uuid.UUID, title: str, bod
 
 
 def reindex_all(conn) -> None:
-    """Rebuilds every table of the index from the memory rows (the migration; any DB-API connection
-    to a workspace database). Forgotten memories are not indexed."""
+    """Rebuilds every table of the index from the memory rows (the data step ``lexical_index`` of
+    ``store_service.data_steps``; any DB-API connection to a workspace database). Forgotten memories
+    are not indexed."""
     cur = conn.cursor()
     cur.execute("TRUNCATE lexical_block, lexical_posting, lexical_df, lexical_document, lexical_partition")
     last = WORKSPACE

@@ -5,12 +5,12 @@
   each memory it stored the span that states it (store_service/intake/capture.py).
 - ``memory.body_key``: the sha256 of the body's match form (store_service/records/known.py), kept for every
   live memory so Capture's "already known" is one indexed lookup; existing live memories are
-  filled here in batches (memories stay readable; writes wait for it to finish).
+  filled by the data step ``body_keys`` (store_service/data_steps.py), recorded as due here.
 """
 
 from yoyo import step
 
-__depends__ = {"0008_import_key"}
+__depends__ = {"0008_import_key", "0008_data_steps"}
 
 SCHEMA = """
 ALTER TABLE memory ADD COLUMN body_key bytea;
@@ -48,30 +48,12 @@ CREATE TABLE memory_evidence (
 );
 CREATE INDEX memory_evidence_capture ON memory_evidence (capture_id);
 """
-BATCH = 1_000
 
 
 def apply_step(conn):
-    from store_service.records.known import body_key
-
     cur = conn.cursor()
-    cur.execute("LOCK TABLE memory IN SHARE MODE")
     cur.execute(SCHEMA)
-    last = None
-    while True:
-        cur.execute(
-            "SELECT id, body FROM memory WHERE forgotten_at IS NULL AND (%s::uuid IS NULL OR id > %s) "
-            "ORDER BY id LIMIT %s",
-            (last, last, BATCH),
-        )
-        rows = cur.fetchall()
-        if not rows:
-            break
-        cur.execute(
-            "UPDATE memory m SET body_key = u.k FROM unnest(%s::uuid[], %s::bytea[]) AS u(i, k) WHERE m.id = u.i",
-            ([r[0] for r in rows], [body_key(r[1]) for r in rows]),
-        )
-        last = rows[-1][0]
+    cur.execute("INSERT INTO data_step_due (step) VALUES ('body_keys') ON CONFLICT DO NOTHING")
 
 
 steps = [step(apply_step)]

@@ -11,9 +11,9 @@
 - the impact-ordered ``lexical_posting_stream`` index and its ``len_per_tf`` column go: nothing
   reads them any more (the early-stopping readings they served were dropped in session 5).
 
-Existing workspaces are re-indexed from their memory rows (``lexical_index.reindex_all``): memories
-stay readable throughout, writes wait for it to finish; about 2,000 memories a second here
-(bench/RESULTS.md).
+The index is emptied here and rebuilt from the memory rows by the data step ``lexical_index``
+(store_service/data_steps.py: ``lexical_index.reindex_all``), recorded as due here and run when the
+store has migrated the database, before it serves it; about 2,000 memories a second (bench/RESULTS.md).
 """
 
 from yoyo import step
@@ -44,7 +44,10 @@ DROP INDEX IF EXISTS lexical_posting_stream;
 ALTER TABLE lexical_posting DROP COLUMN IF EXISTS len_per_tf;
 """
 
+# The index is rebuilt whole by the data step, so its rows are dropped first: the postings written
+# before have no block, and the columns below cannot be NOT NULL while they remain.
 FINISH = """
+TRUNCATE lexical_block, lexical_posting, lexical_df, lexical_document, lexical_partition;
 ALTER TABLE lexical_document ALTER COLUMN doc_no SET NOT NULL;
 CREATE UNIQUE INDEX lexical_document_doc_no ON lexical_document (doc_no) INCLUDE (memory_id);
 ALTER TABLE lexical_posting ALTER COLUMN block_id SET NOT NULL;
@@ -52,15 +55,10 @@ ALTER TABLE lexical_posting ALTER COLUMN block_id SET NOT NULL;
 
 
 def apply_step(conn):
-    from store_service.search import lexical_index
-
     cur = conn.cursor()
-    # Readers go on; writers wait until this transaction commits, so no memory written meanwhile
-    # can be missed by the re-index.
-    cur.execute("LOCK TABLE memory IN SHARE MODE")
     cur.execute(SCHEMA)
-    lexical_index.reindex_all(conn)
     cur.execute(FINISH)
+    cur.execute("INSERT INTO data_step_due (step) VALUES ('lexical_index') ON CONFLICT DO NOTHING")
 
 
 steps = [step(apply_step)]

@@ -1,0 +1,72 @@
+"""Data steps: the work on existing rows that a workspace migration needs from live code.
+
+A migration is frozen: it imports nothing of the project (tests/test_migrations_frozen.py), so
+changing live code never changes an old migration. When its data needs live code (a column filled
+from a Python function, the keyword index rebuilt by ``store_service.search.analysis``), the
+migration records the step as due in ``data_step_due`` (migration 0008_data_steps) in its own
+transaction, and ``run_due`` runs it right after the migrations, before the store serves the
+database (``store_service.database.migrate``). Each step runs in one transaction that also deletes
+its row, so a step interrupted is run again at the next start, and a database already done has
+nothing due. A step computes with today's code what today's code reads: the keys and postings it
+writes are the ones the running store looks up.
+
+Steps run with the memory table locked ``SHARE``: readers go on, writers wait until the step
+commits, so no memory written meanwhile is missed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+
+from store_service.records import known
+from store_service.search import lexical_index
+
+# Live memories whose body key one statement fills.
+BODY_KEY_BATCH = 1_000
+
+
+def _body_keys(conn: psycopg.Connection) -> None:
+    """Fills ``memory.body_key`` of every live memory (migration 0009_pins_capture), in id order."""
+    last = None
+    while True:
+        rows = conn.execute(
+            "SELECT id, body FROM memory WHERE forgotten_at IS NULL AND (%s::uuid IS NULL OR id > %s) "
+            "ORDER BY id LIMIT %s",
+            (last, last, BODY_KEY_BATCH),
+        ).fetchall()
+        if not rows:
+            return
+        conn.execute(
+            "UPDATE memory m SET body_key = u.k FROM unnest(%s::uuid[], %s::bytea[]) AS u(i, k) WHERE m.id = u.i",
+            ([r[0] for r in rows], [known.body_key(r[1]) for r in rows]),
+        )
+        last = rows[-1][0]
+
+
+# The steps by the name a migration records, in the order they run.
+STEPS: dict[str, Callable[[psycopg.Connection], None]] = {
+    "body_keys": _body_keys,
+    # Migration 0012_lexical_blocks: the packed posting blocks, built from the memory rows.
+    "lexical_index": lexical_index.reindex_all,
+}
+
+
+def run_due(conninfo: str) -> list[str]:
+    """Runs the steps due in the workspace database at ``conninfo``, each in its own transaction;
+    returns their names. Call it with the database's migrations applied and their lock held."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        due = {r[0] for r in conn.execute("SELECT step FROM data_step_due").fetchall()}
+        unknown = due - set(STEPS)
+        if unknown:
+            raise RuntimeError(f"data steps due that this store does not know: {sorted(unknown)}")
+        ran = []
+        for name, run in STEPS.items():
+            if name in due:
+                with conn.transaction():
+                    conn.execute("LOCK TABLE memory IN SHARE MODE")
+                    run(conn)
+                    conn.execute("DELETE FROM data_step_due WHERE step = %s", (name,))
+                ran.append(name)
+    return ran

@@ -1,0 +1,72 @@
+"""The data steps migrations leave to live code (store_service/data_steps.py), on real PostgreSQL: a
+workspace upgraded from before 0009 gets every live memory's body key, as Capture computes it; a
+workspace a store migrated before the steps existed upgrades with nothing due; an unknown step
+stops the start rather than being skipped. (The keyword index's step: tests/test_lexical_migration.py
+and tests/test_hostile_blocks.py upgrade from 0003 and 0011.)"""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+from conftest import scratch_workspace_db
+
+from store_service import data_steps
+from store_service.database import migrate
+from store_service.records import known
+
+BODIES = ["The deploy of ABC-1234 failed.", "  Maria's PARROT\tis called  Captain. ", "ﬁle ＡＢＣ"]
+
+
+def _insert(conn, body: str, *, forgotten: bool = False) -> uuid.UUID:
+    mid = uuid.uuid4()
+    conn.execute(
+        """INSERT INTO memory (id, kind, title, body, purpose, origin, created_by, forgotten_at)
+           VALUES (%s, 'note', '', %s, 'conversation', 'told', %s, CASE WHEN %s THEN now() END)""",
+        (mid, body, uuid.uuid4(), forgotten),
+    )
+    return mid
+
+
+def test_upgrade_from_0008_fills_the_body_keys_of_live_memories(pg):
+    with scratch_workspace_db(pg, "0008_import_key") as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            live = {_insert(conn, body): body for body in BODIES}
+            gone = _insert(conn, "", forgotten=True)
+        migrate(url, "workspace")
+        with psycopg.connect(url, autocommit=True) as conn:
+            keys = dict(conn.execute("SELECT id, body_key FROM memory").fetchall())
+            assert {mid: keys[mid] for mid in live} == {mid: known.body_key(body) for mid, body in live.items()}
+            assert keys[gone] is None
+            assert conn.execute("SELECT step FROM data_step_due").fetchall() == []
+
+
+def test_a_workspace_migrated_before_the_steps_existed_has_nothing_due(pg):
+    with scratch_workspace_db(pg) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            mid = _insert(conn, "written by the store before this upgrade")
+            # As a store before data steps left it: every other migration applied, no step table.
+            conn.execute("DROP TABLE data_step_due")
+            conn.execute("DELETE FROM _yoyo_migration WHERE migration_id = '0008_data_steps'")
+        migrate(url, "workspace")
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT step FROM data_step_due").fetchall() == []
+            # No step ran: the memory written without a body key or postings still has none.
+            assert conn.execute("SELECT body_key FROM memory WHERE id = %s", (mid,)).fetchone() == (None,)
+            assert conn.execute("SELECT count(*) FROM lexical_document").fetchone() == (0,)
+
+
+def test_a_due_step_runs_once_and_an_unknown_one_stops_the_start(pg):
+    with scratch_workspace_db(pg) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            mid = _insert(conn, "Captain the parrot")
+            conn.execute("INSERT INTO data_step_due (step) VALUES ('body_keys')")
+        assert data_steps.run_due(url) == ["body_keys"]
+        assert data_steps.run_due(url) == []
+        with psycopg.connect(url, autocommit=True) as conn:
+            key = conn.execute("SELECT body_key FROM memory WHERE id = %s", (mid,)).fetchone()[0]
+            assert key == known.body_key("captain THE parrot")
+            conn.execute("INSERT INTO data_step_due (step) VALUES ('from_a_newer_store')")
+        with pytest.raises(RuntimeError, match="from_a_newer_store"):
+            migrate(url, "workspace")
