@@ -57,8 +57,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 import client
-from servicekit import vocabulary
-from web import csrf
+from servicekit import csrf, vocabulary
 
 log = logging.getLogger("recallatron.mcp.oauth")
 
@@ -380,7 +379,7 @@ class Provider:
 
 
 # The consent page. It is served by this process, which holds the pending sign-in it answers (the web
-# screen is another process with no share in that state), with web/csrf.py's protection of forms.
+# screen is another process with no share in that state), with servicekit/csrf.py's protection of forms.
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Sign in to Recallatron</title></head>
 <body>

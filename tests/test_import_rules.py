@@ -39,7 +39,6 @@ KNOWN = {
     ("cli.portability", "store_service.history.turns"),
     ("cli.portability", "store_service.intake.imports"),
     ("cli.portability", "store_service.records.entities"),
-    ("mcp_server.oauth", "web.csrf"),
 }
 
 

@@ -1,4 +1,4 @@
-"""The web screen's cross-site request protection (web/csrf.py) over the real stack: a page served
+"""The web screen's cross-site request protection (servicekit/csrf.py) over the real stack: a page served
 from another port of the same host (cookies are not kept apart by port, and SameSite counts it as the
 same site) that makes a signed-in person's real browser post a Forget; a form token tried in another
 session than its own; the flags of every cookie the screen sets, read from its Set-Cookie headers,
@@ -20,8 +20,7 @@ import pytest
 from conftest import code_of, free_port, sign_in
 from playwright.sync_api import expect
 
-from web.csrf import SESSION_COOKIE
-from web.screen import TOKEN_COOKIE
+from servicekit.csrf import SESSION_COOKIE, TOKEN_COOKIE
 
 FOREIGN = "Refused: this form was sent from another site"
 NO_TOKEN = "Refused: this form did not carry the cross-site request token of your session"

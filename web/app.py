@@ -6,7 +6,7 @@ holds no business rule and no data: what a page shows is what the gateway answer
 so it never shows a memory the person cannot read, and every refusal is the gateway's, shown as its
 status code name and message (a stale revision names the current one, as the gateway's message
 does). A missing, bad or revoked token shows the login page with the gateway's message. A POST from
-another site, or without its session's form token, is refused with 403 (``web.csrf``).
+another site, or without its session's form token, is refused with 403 (``servicekit.csrf``).
 
 Pages (docs/web.md): login, search (Recall), browse (ListMemories), a memory (Read), and the review
 pages in ``web.review``.
@@ -28,7 +28,8 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from web import csrf, review
+from servicekit import csrf
+from web import review
 from web.calls import Gateway, LoggedOut, describe
 from web.inputs import FormError, choice, timestamp, whole
 from web.screen import AUDIENCES, HERE, KINDS, MODES, PURPOSES, SUPERSEDED, TOKEN_COOKIE, Screen, http_status, link
@@ -222,7 +223,7 @@ async def failed(request: Request, exc: Exception) -> Response:
 
 async def csrf_refused(request: Request, message: str) -> Response:
     """A state-changing request from another site, or without its session's form token
-    (``web.csrf``): 403 with a page saying which."""
+    (``servicekit.csrf``): 403 with a page saying which."""
     screen: Screen = request.app.state.screen
     return await screen.render(request, "error.html", status=403, heading="Refused", error=message)
 

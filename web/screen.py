@@ -15,10 +15,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
-from servicekit import vocabulary
-from web import csrf, diff
+from servicekit import csrf, vocabulary
+from servicekit.csrf import TOKEN_COOKIE
+from web import diff
 from web.calls import Gateway
-from web.csrf import TOKEN_COOKIE
 
 HERE = Path(__file__).resolve().parent
 

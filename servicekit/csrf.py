@@ -1,4 +1,10 @@
-"""Cross-site request protection for the screen's plain HTML forms, and the flags of its cookies.
+"""Cross-site request protection for plain HTML forms, and the flags of their cookies: the web
+screen's pages (web/) and the MCP server's OAuth consent page (mcp_server/oauth.py) both use it.
+
+It lives in servicekit because it is HTTP-serving plumbing (a Starlette middleware, an HMAC over two
+cookies) and knows nothing of the gateway: the member token it binds a form to is opaque text to it,
+and neither of its users calls the gateway through it. client/ is what a program takes to call the
+gateway, which this does not do.
 
 Every request that can change something (any method but GET, HEAD, OPTIONS and TRACE) passes two
 checks before any handler, and so any gateway call, runs; a refusal is a 403 page saying why.
