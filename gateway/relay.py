@@ -129,7 +129,9 @@ def copy_fields(source: Message, target: Message, renames: Mapping[str, str] | N
             for item in value:
                 copy_fields(item, into.add())
         else:
-            copy_fields(value, getattr(target, name))
+            into = getattr(target, name)
+            into.SetInParent()  # set even when empty, as in the source
+            copy_fields(value, into)
 
 
 class Relay:

@@ -116,6 +116,10 @@ def test_a_message_field_of_another_type_is_checked_field_by_field():
     target = GetMessageClass(pool.FindMessageTypeByName("t.S"))()
     copy_fields(source, target)
     assert (target.i.a, target.i.b) == (7, 0)
+    source.i.a = 0  # set but empty: still set in the copy
+    empty = GetMessageClass(pool.FindMessageTypeByName("t.S"))()
+    copy_fields(source, empty)
+    assert source.HasField("i") and empty.HasField("i")
 
 
 def test_copy_keeps_presence_oneofs_and_nested_twins():
