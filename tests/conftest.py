@@ -39,6 +39,38 @@ from store_service.server import StoreService
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 
+# The markers (pyproject.toml) of what a test starts beyond the in-process stack, and the fixtures
+# that start it: a test using such a fixture, directly or through another, must carry the marker
+# (checked when the tests are collected); ``starts`` checks a test that starts one itself.
+MARKED_FIXTURES = {"shared_system": "system", "embed_process": "system", "browser": "browser"}
+RUNNING: list[pytest.Item] = []  # the test being run, for ``starts``
+
+
+def pytest_collection_modifyitems(config, items):
+    unmarked = [
+        f"{item.nodeid} uses {name} without @pytest.mark.{marker}"
+        for item in items
+        for name, marker in MARKED_FIXTURES.items()
+        if name in getattr(item, "fixturenames", ()) and item.get_closest_marker(marker) is None
+    ]
+    if unmarked:
+        raise pytest.UsageError("tests without their marker:\n" + "\n".join(unmarked))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    RUNNING.append(item)
+    try:
+        yield
+    finally:
+        RUNNING.pop()
+
+
+def starts(marker: str) -> None:
+    """Fails the running test unless it carries ``marker`` (it is about to start what the marker says)."""
+    if RUNNING and RUNNING[-1].get_closest_marker(marker) is None:
+        pytest.fail(f"{RUNNING[-1].nodeid} starts a {marker} without @pytest.mark.{marker}", pytrace=False)
+
 
 @pytest.fixture(scope="session")
 def pg(tmp_path_factory):
@@ -244,6 +276,7 @@ class ServiceProcess:
     def start(cls, name: str, folder: Path, env: dict[str, str] | None = None, timeout: float = 180) -> ServiceProcess:
         """Starts service ``name`` on a free port with ``env`` over a clean RECALLATRON_* environment,
         and waits until it answers SERVING (fails, showing its log, when it exits or times out)."""
+        starts("system")
         addr, metrics_port = f"127.0.0.1:{free_port()}", free_port()
         full = {k: v for k, v in os.environ.items() if not k.startswith("RECALLATRON_") and k != "DATABASE_URL"}
         full |= {
@@ -308,6 +341,7 @@ def recallatron_up(home: Path, **env):
     ``env`` added to its environment. Yields once it printed ``ready``: ``{"proc", "env", "home",
     "gateway" (address), "metrics" ({service: port}), "web" (the screen's HOST:PORT)}``; the
     process's stdout (a pipe) is left for the caller. Stops it with SIGTERM unless it has exited."""
+    starts("system")
     addrs = system.free_addrs() | {"gateway": f"localhost:{free_port()}"}
     metrics = {name: free_port() for name in SERVICES}
     with system.up(home, env, addrs=addrs, metrics=metrics, timeout=240) as up:
@@ -319,6 +353,15 @@ def recallatron_up(home: Path, **env):
             "metrics": metrics,
             "web": up.web,
         }
+
+
+@pytest.fixture(scope="session")
+def shared_system(tmp_path_factory):
+    """One ``recallatron_up`` for the whole session, for the tests that only call a running system and
+    read its logs and metrics (tests/test_cli.py, test_logs.py, test_prometheus.py): none may stop,
+    kill, restart or reconfigure it; a test that does starts its own."""
+    with recallatron_up(tmp_path_factory.mktemp("shared-home")) as up:
+        yield up
 
 
 # The browser tests' Chromium (Debian's package, `make chromium`): headless, nothing fetched from the network.
@@ -365,6 +408,7 @@ def browser():
 
     from playwright.sync_api import sync_playwright
 
+    starts("browser")
     path = shutil.which("chromium")
     assert path, "chromium is not on PATH: `make chromium` installs Debian's package"
     with sync_playwright() as p:

@@ -96,6 +96,7 @@ def world(stack, embed_process, tmp_path_factory):
     gw.stop()
 
 
+@pytest.mark.system
 def test_internal_calls_carry_deadlines_derived_from_the_callers(world):
     calls, recall = world["calls"], world["recall"]
     calls.timeouts.clear()
@@ -124,6 +125,7 @@ def test_internal_calls_carry_deadlines_derived_from_the_callers(world):
     assert world["gw"].breakers["reranker"].state == br.CLOSED and gauge("reranker") == 0
 
 
+@pytest.mark.system
 def test_a_caller_without_a_deadline_gets_the_default_internal_deadline(world, stack):
     # Found in review: gRPC reports about 9.2e18 s left for a call without a deadline (grpcurl sends
     # none), and that, passed on as the internal calls' timeout, failed every call at once with
@@ -144,6 +146,7 @@ def test_a_caller_without_a_deadline_gets_the_default_internal_deadline(world, s
         assert got and all(abs(t - INTERNAL_DEADLINE_SECONDS) < 0.5 for t in got), (method, got)
 
 
+@pytest.mark.system
 def test_a_frozen_embed_service_is_skipped_and_found_again(world):
     gw, calls, recall, embed = world["gw"], world["calls"], world["recall"], world["embed"]
     breaker = gw.breakers["embed"]

@@ -38,6 +38,7 @@ def _error(call):
     return None
 
 
+@pytest.mark.cluster
 def test_pools_answer_unavailable_while_postgres_is_down_and_recover(tmp_path):
     pg = EmbeddedPostgres(tmp_path / "pg")
     dbs = Databases(pg.control_url)
@@ -116,6 +117,7 @@ def chaos_run(tmp_path_factory):
     return phases
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("target", TARGETS)
 def test_kill_9_loses_no_acknowledged_write(chaos_run, target):
     (phase,) = [p for p in chaos_run if p.target == target]
@@ -129,6 +131,7 @@ def test_kill_9_loses_no_acknowledged_write(chaos_run, target):
     assert not phase.unexpected, report
 
 
+@pytest.mark.system
 def test_the_load_ran_every_write_operation(chaos_run):
     total = Counter()
     for phase in chaos_run:

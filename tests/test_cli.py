@@ -1,8 +1,11 @@
 """`recallatron up` as a user runs it: separate processes, the embedded database in its own data
 folder, `ready`, grpcurl (list, describe, a Recall call with JSON, health), the CLI's --json output
-and failure codes, /metrics, restart of a dead service, and a clean stop on SIGTERM."""
+and failure codes, /metrics, restart of a dead service, and a clean stop on SIGTERM.
 
-import functools
+The commands run in this process (tests/cli_runner.py), but for test_the_console_script_runs; the
+tests share the session's system (conftest.shared_system), but for the two that kill a service and
+stop the system, which have one of their own."""
+
 import http.cookiejar
 import json
 import os
@@ -18,34 +21,33 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from cli_runner import at_gateway, recallatron
 from conftest import ROOT, free_port, recallatron_up
 
 from servicekit.limits import MAX_QUERY_CHARS
+
+pytestmark = pytest.mark.system
 
 GRPCURL = str(Path(sys.executable).parent / "grpcurl")
 
 
 @pytest.fixture(scope="module")
-def system(tmp_path_factory):
+def system(shared_system):
+    """The session's shared system (tests/conftest.py): the tests here that take it only call it."""
+    return shared_system
+
+
+@pytest.fixture(scope="module")
+def own_system(tmp_path_factory):
+    """A system of this module's own, for the tests that kill one of its services and then stop it."""
     with recallatron_up(tmp_path_factory.mktemp("home")) as system:
         yield system
 
 
 def cli(system, *args, token=None, check=True):
-    env = dict(system["env"])
-    if token:
-        env["RECALLATRON_TOKEN"] = token
-    out = subprocess.run(
-        [sys.executable, "-m", "cli.main", *args, "--gateway", system["gateway"]],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if check:
-        assert out.returncode == 0, out.stderr
-    return out
+    """``recallatron ARGS --gateway`` the system's, run in this process (tests/cli_runner.py) with the
+    system's environment and member ``token``; the console script itself: test_the_console_script_runs."""
+    return at_gateway(system["gateway"], *args, token=token or None, check=check, env=system["env"])
 
 
 def grpcurl(system, *args, token=None, data=None):
@@ -58,18 +60,45 @@ def grpcurl(system, *args, token=None, data=None):
     return out
 
 
-@pytest.fixture(scope="module")
-def member(system):
+def new_member(system) -> dict:
+    """A new workspace and a member of it, made with the CLI: {"workspace", "token", "member_id"}."""
     ws = json.loads(cli(system, "workspace", "create", "cli tests", "--json").stdout)["workspace_id"]
     added = json.loads(cli(system, "member", "add", "--workspace", ws, "--json").stdout)
     assert added["token"].startswith("rct_") and added["member_id"]
     return {"workspace": ws, **added}
 
 
+@pytest.fixture(scope="module")
+def member(system):
+    return new_member(system)
+
+
 def test_operator_token_written_private(system):
     path = system["home"] / "operator-token"
     assert path.stat().st_mode & 0o077 == 0
     assert path.read_text().strip() not in (system["home"] / "logs" / "gateway.log").read_text()
+
+
+def test_the_console_script_runs(system, member):
+    """The installed ``recallatron`` entry point, in a process of its own as a user runs it (every
+    other command here runs in this process): a memory written and read back, --json on stdout."""
+    script = Path(sys.executable).parent / "recallatron"
+    env = dict(system["env"], RECALLATRON_TOKEN=member["token"])
+
+    def run(*args: str) -> dict:
+        out = subprocess.run(
+            [script, *args, "--gateway", system["gateway"], "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    mem = run("remember", "The console script wrote this osprey note.")["memory"]
+    assert run("read", mem["id"])["memory"]["body"] == "The console script wrote this osprey note."
+    assert subprocess.run([script, "read"], env=env, capture_output=True, text=True, timeout=120).returncode == 2
 
 
 def test_remember_read_recall_with_json(system, member):
@@ -231,7 +260,10 @@ def test_metrics_endpoints(system, member):
     assert "recallatron_embedding_backlog" in store
 
 
-def test_dead_service_is_restarted(system, member):
+def test_dead_service_is_restarted(own_system):
+    system, member = own_system, new_member(own_system)
+    # A memory the recall finds, so that it needs the rank service (nothing found calls no ranking).
+    cli(system, "remember", "Maria's parrot is called Captain.", token=member["token"])
     pid_file = system["home"] / "run" / "rank.pid"
     old = int(pid_file.read_text())
     os.kill(old, signal.SIGKILL)
@@ -513,18 +545,9 @@ def test_up_refuses_when_the_web_port_is_taken(tmp_path):
 
 
 def test_web_command_usage_errors(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RECALLATRON_")}
-    run = functools.partial(
-        subprocess.run,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env | {"RECALLATRON_HOME": str(tmp_path)},
-    )
-    out = run([sys.executable, "-m", "cli.main", "web", "--addr", "nowhere"])
+    out = recallatron("web", "--addr", "nowhere", env={"RECALLATRON_HOME": str(tmp_path)})
     assert out.returncode == 2 and "expected HOST:PORT" in out.stderr
-    out = run([sys.executable, "-m", "cli.main", "web"], env=env | {"RECALLATRON_WEB_ADDR": "127.0.0.1:99999"})
+    out = recallatron("web", env={"RECALLATRON_WEB_ADDR": "127.0.0.1:99999"})
     assert out.returncode == 1 and "RECALLATRON_WEB_ADDR" in out.stderr
 
 
@@ -563,7 +586,8 @@ def test_children_die_with_a_killed_supervisor(tmp_path, pg):
         os.kill(rank, 0)
 
 
-def test_sigterm_stops_everything(system):
+def test_sigterm_stops_everything(own_system):
+    system = own_system
     proc = system["proc"]
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)

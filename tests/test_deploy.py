@@ -360,6 +360,8 @@ def compose_stack(tmp_path_factory):
         pg.stop()
 
 
+@pytest.mark.system
+@pytest.mark.cluster
 def test_mapping_covers_every_variable_compose_sets(compose_stack):
     """Nothing was left pointing at a container path, a compose host name or a compose port."""
     doc, mapping = compose_stack["doc"], compose_stack["mapping"]
@@ -370,6 +372,8 @@ def test_mapping_covers_every_variable_compose_sets(compose_stack):
             assert "/run/secrets" not in value, (name, key)
 
 
+@pytest.mark.system
+@pytest.mark.cluster
 def test_the_compose_services_become_healthy_and_answer_a_recall(compose_stack):
     mapping = compose_stack["mapping"]
     channel = clients.channel(f"127.0.0.1:{mapping.port(50051)}")
@@ -419,6 +423,8 @@ def test_the_compose_services_become_healthy_and_answer_a_recall(compose_stack):
         channel.close()
 
 
+@pytest.mark.system
+@pytest.mark.cluster
 def test_every_metric_the_alerts_use_is_exported(compose_stack):
     """deploy/alerts.yml names only metrics that the running services publish on their metrics ports."""
     mapping = compose_stack["mapping"]

@@ -19,6 +19,8 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit import clients
 
+pytestmark = pytest.mark.system
+
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 

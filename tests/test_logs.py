@@ -20,7 +20,7 @@ import warnings
 import grpc
 import pytest
 import structlog
-from conftest import ROOT, SERVICES, free_port, recallatron_up
+from conftest import ROOT, SERVICES, free_port
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
@@ -28,6 +28,8 @@ from recallatron.rank.v1 import rank_pb2, rank_pb2_grpc
 
 from client import bearer
 from servicekit import clients, logs
+
+pytestmark = pytest.mark.system
 
 MISSING = "00000000-0000-4000-8000-000000000000"
 GENERATED = re.compile(r"[0-9a-f]{32}")
@@ -197,9 +199,9 @@ SECRETS = {
 
 
 @pytest.fixture(scope="module")
-def system(tmp_path_factory):
-    with recallatron_up(tmp_path_factory.mktemp("home")) as system:
-        yield system
+def system(shared_system):
+    """The session's shared system (tests/conftest.py), which these tests only call and read."""
+    return shared_system
 
 
 def log_lines(system) -> dict[str, list[str]]:

@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 import yaml
-from conftest import ROOT, SERVICES, free_port, recallatron_up
+from conftest import ROOT, SERVICES, free_port
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
@@ -23,6 +23,8 @@ from recallatron.memory.v1 import memory_pb2 as m
 from client import bearer
 from servicekit import clients
 from servicekit.settings import Settings
+
+pytestmark = pytest.mark.system
 
 DEPLOY = ROOT / "deploy"
 MISSING = "00000000-0000-4000-8000-000000000000"
@@ -81,9 +83,9 @@ class Prometheus:
 
 
 @pytest.fixture(scope="module")
-def system(tmp_path_factory):
-    with recallatron_up(tmp_path_factory.mktemp("home")) as system:
-        yield system
+def system(shared_system):
+    """The session's shared system (tests/conftest.py), which these tests only call and read."""
+    return shared_system
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 
+import pytest
 from conftest import ROOT, free_port
 
 from servicekit import clients
@@ -43,6 +44,7 @@ def test_a_signal_while_the_event_lock_is_held_still_stops():
     assert out.returncode == 0 and out.stdout.strip() == "stopped", out.stderr
 
 
+@pytest.mark.system
 def test_a_service_flooded_with_sigterm_stops_cleanly(tmp_path):
     addr = f"127.0.0.1:{free_port()}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RECALLATRON_") and k != "DATABASE_URL"}

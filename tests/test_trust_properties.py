@@ -945,6 +945,7 @@ ops = st.lists(
 grant_sets = st.lists(st.sets(st.sampled_from(PURPOSES), min_size=1), min_size=3, max_size=3)
 
 
+@pytest.mark.property
 @pytest.mark.timeout(3000)  # hundreds of examples, each a fresh workspace: minutes, not the default 10
 @settings(
     max_examples=EXAMPLES,
@@ -1104,6 +1105,7 @@ curation_ops = st.lists(
 )
 
 
+@pytest.mark.property
 @pytest.mark.timeout(3000)
 @settings(
     max_examples=max(EXAMPLES // 5, 10),

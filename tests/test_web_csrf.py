@@ -132,6 +132,7 @@ def attacker_site():
     thread.join(timeout=30)
 
 
+@pytest.mark.browser
 def test_a_page_on_another_port_cannot_make_the_browser_forget(stack, web_screen, page, crew, attacker_site):
     """The attack as it worked: a server on another port of the same host fetches the screen's login
     page for a session and form token of its own, gives the person's browser that session's cookies

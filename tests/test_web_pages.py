@@ -75,6 +75,7 @@ def team(stack):
     }
 
 
+@pytest.mark.browser
 def test_sign_in_search_and_open_a_memory(stack, web_screen, page, team):
     alice, fact = team["alice"], team["fact"]
     page.goto(f"{web_screen}/search")
@@ -124,6 +125,7 @@ def test_sign_in_search_and_open_a_memory(stack, web_screen, page, team):
     expect(page.locator("#list-summary")).to_have_text("1 shown of 1")
 
 
+@pytest.mark.browser
 def test_superseded_memory_links_its_successor_and_history_search(stack, web_screen, page, team):
     sign_in(page, web_screen, team["alice"].token)
     page.goto(f"{web_screen}/memories/{team['old'].id}")
@@ -136,6 +138,7 @@ def test_superseded_memory_links_its_successor_and_history_search(stack, web_scr
     expect(page.locator(f"tr.hit[data-memory-id='{team['old'].id}']")).to_have_count(1)
 
 
+@pytest.mark.browser
 def test_browse_filters_and_pages(stack, web_screen, page, team):
     alice = team["alice"]
     sign_in(page, web_screen, alice.token)
@@ -176,6 +179,7 @@ def test_browse_filters_and_pages(stack, web_screen, page, team):
     expect(page.locator("#error")).to_have_text(re.compile(r"^INVALID_ARGUMENT: .*entity_id"))
 
 
+@pytest.mark.browser
 def test_errors_read_as_status_and_message(stack, web_screen, page, team):
     sign_in(page, web_screen, team["narrow"].token)
     page.goto(f"{web_screen}/search?query=lighthouse&purpose=conversation")
@@ -194,6 +198,7 @@ def test_errors_read_as_status_and_message(stack, web_screen, page, team):
     assert "Traceback" not in page.content()
 
 
+@pytest.mark.browser
 def test_bad_token_and_revoked_token(stack, web_screen, page, team):
     sign_in(page, web_screen, "rct_not-a-real-token")
     expect(page).to_have_url(re.compile(r"/login$"))
@@ -218,6 +223,7 @@ def test_bad_token_and_revoked_token(stack, web_screen, page, team):
     expect(page).to_have_url(re.compile(r"/login$"))
 
 
+@pytest.mark.browser
 def test_sign_out(stack, web_screen, page, team):
     sign_in(page, web_screen, team["bob"].token)
     page.get_by_role("button", name="Sign out").click()
@@ -227,6 +233,7 @@ def test_sign_out(stack, web_screen, page, team):
     expect(page).to_have_url(re.compile(r"/login$"))
 
 
+@pytest.mark.browser
 def test_memory_text_is_shown_as_text(stack, web_screen, page, team):
     hostile = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> Quokka-Markup-9Z'
     team["bob"].remember(hostile, title="<b>bold?</b>")
@@ -238,6 +245,7 @@ def test_memory_text_is_shown_as_text(stack, web_screen, page, team):
     assert page.evaluate("window.__pwned") is None
 
 
+@pytest.mark.browser
 def test_a_post_without_the_csrf_token_is_refused(stack, web_screen, page, team):
     """A POST without its session's form token, or with a wrong one, is refused with 403 before
     anything runs (here: a sign-in that would otherwise succeed), and so is a form a page elsewhere
@@ -261,6 +269,7 @@ def test_a_post_without_the_csrf_token_is_refused(stack, web_screen, page, team)
     expect(page.locator("#list-summary")).to_be_visible()
 
 
+@pytest.mark.browser
 def test_the_gateway_down_reads_as_unavailable(stack, browser, team):
     """A screen whose gateway does not answer shows UNAVAILABLE, not a stack trace."""
     import threading

@@ -16,6 +16,8 @@ from playwright.sync_api import expect
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
+pytestmark = pytest.mark.browser
+
 MARK = "Zanzibar-Private-7Q"  # only in bob's member-only memories
 
 

@@ -21,6 +21,8 @@ from playwright.sync_api import expect
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
+pytestmark = pytest.mark.browser
+
 # Near-identical pairs (cosine well above 0.80 with all-MiniLM-L6-v2), each on a topic of its own.
 PAIRS = {
     "keep": (
