@@ -1,8 +1,8 @@
 """`recallatron export` and `recallatron import` as a user runs them (the real commands, run in
-this process by tests/cli_runner.py, against the test stack): what an export holds and leaves out, the round trip (an export
-imported into an empty workspace and exported again gives the same content, compared field by field
-modulo the ids the mapping file gives), idempotent re-runs, and bad input, each refused with a message
-naming the file, line and problem before anything is written."""
+this process by tests/cli_runner.py, against the test stack): what an export holds and leaves out,
+the round trip (an export imported into an empty workspace and exported again gives the same
+content, compared field by field modulo the ids the mapping file gives), idempotent re-runs, and bad
+input, each refused with a message naming the file, line and problem before anything is written."""
 
 from __future__ import annotations
 
