@@ -9,7 +9,7 @@ BUF := .tools/node_modules/.bin/buf
 # format-N follows EXPORT_FORMAT in servicekit/embedding_input.py (default_path there).
 ONNX_MODEL := .venv/share/recallatron/all-MiniLM-L6-v2/format-2/model.onnx
 
-.PHONY: setup prometheus chromium proto proto-check proto-lint lint demo test screenshots clean bench chaos
+.PHONY: setup prometheus chromium proto proto-check proto-lint lint demo test check screenshots clean bench chaos
 
 setup: .venv/.installed $(ONNX_MODEL) prometheus chromium
 
@@ -67,6 +67,12 @@ lint: setup
 
 test: setup proto-check proto-lint lint
 	$(PY) -m pytest -q tests
+
+# The inner loop (under 5 minutes here): lint, then every test that runs in this process (unit tests,
+# the in-process stack, the command line in-process), the property tests at 20 examples; not those
+# marked system, browser or cluster (pyproject.toml). CI runs `make test`, which runs everything.
+check: setup lint
+	RECALLATRON_PROPERTY_EXAMPLES=20 $(PY) -m pytest -q -m "not system and not browser and not cluster" tests
 
 # docs/screenshots/*.png (docs/web.md shows them), taken by the browser tests of the pages they show;
 # a test run alone writes none.
