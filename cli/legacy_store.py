@@ -47,7 +47,7 @@ from cli.json_text import last_line_cut_short, lone_surrogate, may_hold_surrogat
 from servicekit.checks import check_not_ahead
 from servicekit.errors import InvalidArgument
 from servicekit.limits import MAX_BODY_BYTES, MAX_TITLE_CHARS
-from store_service.search.analysis import is_blank
+from servicekit.text import is_blank
 
 # The store's limits of what an import sends (store_service.records.entities.MAX_NAME_CHARS and MAX_MENTIONS,
 # store_service.intake.imports.MAX_REASON_CHARS and MAX_KEY_CHARS), repeated rather than imported: those

@@ -35,7 +35,6 @@ LAUNCHER = "cli.serve"
 # the prompt block with the gateway's context module; mcp_server.oauth guards its consent form with
 # the web screen's CSRF protection.
 KNOWN = {
-    ("cli.legacy_store", "store_service.search.analysis"),
     ("cli.portability", "store_service.history.turns"),
     ("cli.portability", "store_service.intake.imports"),
     ("cli.portability", "store_service.records.entities"),

@@ -8,7 +8,8 @@ exactly as the same string in a memory. The rules (documented with examples in
 1. Unicode NFKC, invisible characters removed (every format character, category Cf: zero-width
    space, joiners, soft hyphen, word joiner, byte-order mark, bidirectional marks, ...), lone
    surrogates and control characters treated as spaces; after NFKC the hyphen U+2010 (and so the
-   non-breaking hyphen U+2011) and the minus sign U+2212 become ``-``. Case folding
+   non-breaking hyphen U+2011) and the minus sign U+2212 become ``-`` (``servicekit.text.normalise``,
+   shared with the blank-text test ``is_blank``, which the command line applies too). Case folding
    (``str.casefold``) is applied to each lexeme, after camelCase boundaries have been seen.
 2. Text is cut at whitespace and at punctuation that never joins a token (brackets, quotes, ``,;!?``
    and the like; a comma between digits joins). The joiners ``/ \\ @ : . - _ + ~ # %`` and currency
@@ -48,10 +49,14 @@ from __future__ import annotations
 import itertools
 import re
 import threading
-import unicodedata
 from collections import Counter
 
 import snowballstemmer
+
+from servicekit.text import CURRENCY as _CURRENCY
+from servicekit.text import MARKS as _MARKS
+from servicekit.text import TO_SPACE as _TO_SPACE
+from servicekit.text import is_blank, normalise
 
 __all__ = [
     "ENGLISH_STOP_WORDS",
@@ -59,6 +64,7 @@ __all__ = [
     "MAX_QUERY_TERMS",
     "analyze",
     "document_terms",
+    "is_blank",
     "normalise",
     "query_terms",
 ]
@@ -205,41 +211,6 @@ ENGLISH_STOP_WORDS = frozenset(
     )
 )
 
-
-def _scan_unicode() -> tuple[str, str, str]:
-    """Character classes (regex class bodies) of format characters, combining marks and currency
-    symbols, from this Python's Unicode database."""
-    groups: dict[str, list[int]] = {"Cf": [], "M": [], "Sc": []}
-    for cp in itertools.chain(range(0x20000), range(0xE0000, 0xE1000)):
-        cat = unicodedata.category(chr(cp))
-        if cat == "Cf":
-            groups["Cf"].append(cp)
-        elif cat[0] == "M":
-            groups["M"].append(cp)
-        elif cat == "Sc":
-            groups["Sc"].append(cp)
-
-    def ranges(cps: list[int]) -> str:
-        out = []
-        for _, run in itertools.groupby(enumerate(cps), lambda p: p[1] - p[0]):
-            run = [cp for _, cp in run]
-            lo, hi = run[0], run[-1]
-            out.append(re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}")
-        return "".join(out)
-
-    return ranges(groups["Cf"]), ranges(groups["M"]), ranges(groups["Sc"])
-
-
-_CF, _MARKS, _CURRENCY = _scan_unicode()
-
-# Removed before anything else: format characters (invisible). Replaced by a space: lone surrogates
-# (cannot be stored as UTF-8) and C0/C1 controls, NUL included.
-_INVISIBLE = re.compile(f"[{_CF}]")
-_TO_SPACE = re.compile(r"[\ud800-\udfff\x00-\x08\x0e-\x1f\x7f-\x9f]")
-# After NFKC: the hyphen (U+2010, which NFKC makes of the non-breaking hyphen U+2011) and the minus
-# sign (U+2212, also made of super- and subscript minus) are the ASCII hyphen-minus, so a key, date or
-# signed number written with them (typeset text, LLM output) keeps its whole: QA\u20103141 = QA-3141.
-_HYPHENS = str.maketrans({"\u2010": "-", "\u2212": "-"})
 
 _WORDCH = rf"\w{_MARKS}"  # letters, digits, underscore, combining marks
 _JOIN = rf"./\\:@#+~%\-'\u2019{_CURRENCY}"  # characters that may stay inside a token
@@ -541,23 +512,6 @@ def _joined(tok: str, out: list[str], level: int) -> None:
             continue
         else:
             _joined(part, out, lvl + 1)
-
-
-def normalise(text: str) -> str:
-    """Rule 1's Unicode normalisation of ``text``, before any cutting or case folding: controls and
-    lone surrogates to spaces, format characters removed, NFKC, the hyphen and minus sign to ``-``.
-    Also what Capture matches spans with (store_service/records/known.py)."""
-    text = _TO_SPACE.sub(" ", text)
-    text = _INVISIBLE.sub("", text)
-    text = unicodedata.normalize("NFKC", text).translate(_HYPHENS)
-    return _INVISIBLE.sub("", text)
-
-
-def is_blank(text: str) -> bool:
-    """Whether ``text`` holds nothing but white space and invisible characters once normalised (a
-    zero-width space alone is as empty as a space: it would be stored, found by nothing, and match
-    every other invisible-only body)."""
-    return not normalise(text).strip()
 
 
 def analyze(text: str) -> list[str]:
