@@ -19,6 +19,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from cli_runner import recallatron
 from legacy_maker import NAMES, OWNER_CHAT, SCHEMA, SECOND_CHAT, UNIQUE_WORD, into_the_past, make_store
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
@@ -40,18 +41,23 @@ def counts_of(expected: dict) -> dict:
     return out
 
 
+def operator_argv(stack, *args: str) -> list[str]:
+    """The arguments of ``recallatron`` run as an operator does, against the stack's gateway."""
+    return [*args, "--gateway", f"127.0.0.1:{stack.gateway.port}", "--operator-token", stack.operator_token]
+
+
 def command(stack, *args: str) -> list[str]:
-    """The argv of ``recallatron`` run as an operator does, against the stack's gateway."""
-    argv = [*args, "--gateway", f"127.0.0.1:{stack.gateway.port}", "--operator-token", stack.operator_token]
-    return [sys.executable, "-m", "cli.main", *argv]
+    """``operator_argv`` as a process's argv, for the tests that need a process of its own (one to
+    kill half way, two at once, a bounded wait on a read that may never end)."""
+    return [sys.executable, "-m", "cli.main", *operator_argv(stack, *args)]
 
 
 ENV = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}"}
 
 
 def cli(stack, *args: str) -> tuple[int, str, str]:
-    """Runs ``recallatron`` in a new process; (exit status, stdout, stderr)."""
-    out = subprocess.run(command(stack, *args), cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    """Runs ``recallatron`` in this process (tests/cli_runner.py); (exit status, stdout, stderr)."""
+    out = recallatron(*operator_argv(stack, *args))
     return out.returncode, out.stdout, out.stderr
 
 
