@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import unicodedata
 from pathlib import Path
 
 import anyio
 import pytest
+from cli_runner import at_gateway
 from mcp import Client, StdioServerParameters
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
@@ -282,16 +282,7 @@ def test_the_context_bundle_and_the_command_keep_each_memory_in_its_fields(stack
     assert len(names) == 5 and names <= {row["entity"] for row in rows.values() if row["entity"]}  # the top 5
     assert len(ours) == 2 + len(rows) + len(about)
 
-    out = subprocess.run(
-        [sys.executable, "-m", "cli.main", "context", "--budget", "100000"]
-        + ["--gateway", f"127.0.0.1:{stack.gateway.port}"],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}", "RECALLATRON_TOKEN": alice.token},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
+    out = at_gateway(f"127.0.0.1:{stack.gateway.port}", "context", "--budget", "100000", token=alice.token)
     printed = out.stdout.removesuffix("\n")
     check_rendering(printed, rows, bob.id, read=False, shown=set(rows))
     assert printed.split("\n")[1:] == resp.text.split("\n")[1:]
