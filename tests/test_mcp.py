@@ -6,6 +6,7 @@ caller's GetContext text, or an error naming the status."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -18,6 +19,7 @@ import anyio
 import grpc
 import httpx2
 import pytest
+from cli_runner import recallatron
 from conftest import code_of
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -369,29 +371,17 @@ def test_http_refuses_a_missing_token(stack, http_server):
 
 def test_command_line_errors(stack):
     env = {k: v for k, v in os.environ.items() if k != "RECALLATRON_TOKEN"}
-    cmd = [sys.executable, "-m", "cli.main", "mcp", "--gateway", gateway_addr(stack)]
-    no_token = subprocess.run(
-        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
-    )
+    mcp = functools.partial(recallatron, "mcp", "--gateway", gateway_addr(stack))  # in this process
+    no_token = mcp(env=env)
     assert no_token.returncode == 1 and "no token" in no_token.stderr
     for bad in ("8080", "localhost:http", "127.0.0.1:70000", ":80"):
-        usage = subprocess.run(cmd + ["--http", bad], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        usage = mcp("--http", bad, env=env)
         assert usage.returncode == 2 and "HOST:PORT" in usage.stderr, bad
-    both = subprocess.run(
-        cmd + ["--http", "127.0.0.1:1", "--token", "x"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
+    both = mcp("--http", "127.0.0.1:1", "--token", "x", env=env)
     assert both.returncode == 1 and "--token is for stdio" in both.stderr
     # The result bound is checked when the server starts (1,000..200,000 tokens, 4,000..800,000 characters).
     for name, value in [("TOKENS", "999"), ("TOKENS", "lots"), ("CHARS", "3999"), ("CHARS", "-1")]:
-        bad_bound = subprocess.run(
-            cmd,
-            cwd=ROOT,
-            env={**env, "RECALLATRON_TOKEN": "rct_x", f"RECALLATRON_MCP_MAX_{name}": value},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
+        bad_bound = mcp(env={**env, "RECALLATRON_TOKEN": "rct_x", f"RECALLATRON_MCP_MAX_{name}": value})
         assert bad_bound.returncode == 1 and f"RECALLATRON_MCP_MAX_{name}: " in bad_bound.stderr, bad_bound.stderr
 
 
