@@ -46,16 +46,16 @@ from pathlib import Path
 from cli.json_text import last_line_cut_short, lone_surrogate, may_hold_surrogate
 from servicekit.checks import check_not_ahead
 from servicekit.errors import InvalidArgument
-from servicekit.limits import MAX_BODY_BYTES, MAX_TITLE_CHARS
+from servicekit.limits import (
+    MAX_BODY_BYTES,
+    MAX_KEY_CHARS,
+    MAX_MENTIONS,
+    MAX_NAME_CHARS,
+    MAX_REASON_CHARS,
+    MAX_TITLE_CHARS,
+)
 from servicekit.text import is_blank
 
-# The store's limits of what an import sends (store_service.records.entities.MAX_NAME_CHARS and MAX_MENTIONS,
-# store_service.intake.imports.MAX_REASON_CHARS and MAX_KEY_CHARS), repeated rather than imported: those
-# modules bring the database driver into every start of the command line.
-MAX_NAME_CHARS = 200
-MAX_REASON_CHARS = 1_000
-MAX_MENTIONS = 32
-MAX_KEY_CHARS = 200
 ROLES = {"user", "rheo"}
 # A graph file more than this share of whose non-blank lines are not JSON objects is refused as not
 # JSON Lines (a wrong file), rather than imported with every line skipped as ``bad_json``. Real old

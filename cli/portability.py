@@ -24,11 +24,8 @@ from recallatron.memory.v1 import memory_pb2 as m
 from cli import user_files
 from cli.json_text import last_line_cut_short, lone_surrogate, may_hold_surrogate
 from servicekit import vocabulary
-from servicekit.checks import check_not_ahead
+from servicekit.checks import check_history_turn, check_imported_memory, check_mentions, check_not_ahead
 from servicekit.errors import ServiceError
-from store_service.history import turns
-from store_service.intake import imports
-from store_service.records import entities
 
 SCHEMA = "recallatron.export"
 SCHEMA_VERSION = 1
@@ -352,9 +349,7 @@ def _check_memory(rec: dict, where: str) -> None:
             raise ExportFileError(f"{where}: entities[{i}] is not an object")
         _fields(ent, f"{where}: entities[{i}]", {"id": str, "name": str})
         ent["id"] = _uuid(ent["id"], f"{where}: entities[{i}].id")
-        _store_check(
-            lambda ent=ent: entities.check_mentions([m.EntityMention(name=ent["name"])]), f"{where}: entities[{i}]"
-        )
+        _store_check(lambda ent=ent: check_mentions([m.EntityMention(name=ent["name"])]), f"{where}: entities[{i}]")
     for i, rev in enumerate(rec["revisions"], start=1):
         at = f"{where}: revisions[{i - 1}]"
         if not isinstance(rev, dict):
@@ -370,7 +365,7 @@ def _check_memory(rec: dict, where: str) -> None:
         )
     # Everything ImportMemories will check of the item, by its own code: text limits, confidences,
     # reason, times, how many mentions, revisions and sources.
-    _store_check(lambda: imports.check_item(imported_memory(rec, {rec["author"]: rec["author"]})), where)
+    _store_check(lambda: check_imported_memory(imported_memory(rec, {rec["author"]: rec["author"]})), where)
 
 
 def _store_check(check, where: str) -> None:
@@ -387,7 +382,7 @@ def _check_turn(rec: dict, where: str) -> None:
     _time(rec["occurred_at"], f"{where}: occurred_at")
     _time(rec["appended_at"], f"{where}: appended_at")
     # What ImportHistory (AppendHistory) will check of the turn, by its own code.
-    _store_check(lambda: turns.prepare(history_turn(rec), datetime.datetime.now(datetime.UTC)), where)
+    _store_check(lambda: check_history_turn(history_turn(rec), datetime.datetime.now(datetime.UTC)), where)
 
 
 def _check_header(head: dict, path: Path) -> None:

@@ -1,12 +1,45 @@
-"""Checks of a request's input that the store makes and a client makes before it sends (an export
-file checked before import), written once."""
+"""Checks of a request's input that the store makes and a client makes before it sends, written once:
+``recallatron import`` runs them on every record of an export file, and ``import-legacy`` on the
+old store's rows, so a bad file is refused whole before any write, with the store's own message.
+
+Pure: no database. A check raises the ServiceError the store answers with (INVALID_ARGUMENT, or
+NOT_FOUND for a malformed entity id, as for an unknown one). The whole-message checks
+(``check_imported_memory``, ``check_history_turn``) are what ImportMemories and AppendHistory check of
+an item before they touch the database; the store adds only what needs it (members, import keys).
+"""
 
 from __future__ import annotations
 
 import datetime
+import uuid
+from collections.abc import Container
+from dataclasses import dataclass
 
-from servicekit.errors import InvalidArgument
-from servicekit.limits import MAX_FUTURE_SKEW
+from recallatron.memory.v1 import memory_pb2 as m
+
+from servicekit import vocabulary
+from servicekit.errors import InvalidArgument, NotFound
+from servicekit.limits import (
+    MAX_BODY_BYTES,
+    MAX_CHAT_ID_CHARS,
+    MAX_FUTURE_SKEW,
+    MAX_KEY_CHARS,
+    MAX_MENTIONS,
+    MAX_NAME_CHARS,
+    MAX_REASON_CHARS,
+    MAX_REQUEST_ID_CHARS,
+    MAX_REVISIONS,
+    MAX_SESSION_ID_CHARS,
+    MAX_SOURCES,
+    MAX_TITLE_CHARS,
+)
+from servicekit.text import is_blank
+
+_KINDS = vocabulary.names(m.Kind)
+_PURPOSES = vocabulary.names(m.Purpose)
+_ORIGINS = vocabulary.names(m.Origin)
+# A history turn's accepted role names and what is stored: ``rheo`` is the old store's name of the assistant.
+TURN_ROLES = {"user": "user", "assistant": "assistant", "rheo": "assistant"}
 
 
 def check_not_ahead(when: datetime.datetime, field: str, now: datetime.datetime | None = None) -> datetime.datetime:
@@ -21,3 +54,246 @@ def check_not_ahead(when: datetime.datetime, field: str, now: datetime.datetime 
             field=field,
         )
     return when
+
+
+def enum_value(mapping: dict[int, str], value: int, field: str) -> str:
+    """The stored string of an enum value; INVALID_ARGUMENT for unspecified or unknown values."""
+    try:
+        return mapping[value]
+    except KeyError:
+        allowed = ", ".join(sorted(mapping.values()))
+        raise InvalidArgument(f"{field} must be one of: {allowed}", field=field) from None
+
+
+def parse_uuid(value: str, field: str = "id", *, missing_is_not_found: bool = False) -> uuid.UUID:
+    """Parses a UUID; a malformed one is INVALID_ARGUMENT (or NOT_FOUND where asked)."""
+    try:
+        return uuid.UUID(value)
+    except (ValueError, AttributeError, TypeError):
+        if missing_is_not_found:
+            raise NotFound(f"{field} not found") from None
+        raise InvalidArgument(f"{field} must be a UUID", field=field) from None
+
+
+def check_text(title: str, body: str) -> None:
+    """Validates a memory's title and body; INVALID_ARGUMENT naming the limit when off."""
+    if not body or is_blank(body):
+        raise InvalidArgument("body must not be empty or blank (invisible characters count as blank)", field="body")
+    size = len(body.encode("utf-8"))
+    if size > MAX_BODY_BYTES:
+        raise InvalidArgument(
+            f"body is {size} bytes; the limit is {MAX_BODY_BYTES} bytes of UTF-8", field="body", limit=MAX_BODY_BYTES
+        )
+    if len(title) > MAX_TITLE_CHARS:
+        raise InvalidArgument(
+            f"title is longer than {MAX_TITLE_CHARS} characters", field="title", limit=MAX_TITLE_CHARS
+        )
+    if "\x00" in body or "\x00" in title:
+        raise InvalidArgument("title and body must not contain NUL characters", field="body")
+
+
+def check_timestamp(ts, field: str) -> datetime.datetime:
+    """A protobuf Timestamp as an aware UTC datetime; INVALID_ARGUMENT naming ``field`` outside years
+    1..9999 or with nanoseconds outside 0..999,999,999."""
+    try:
+        return ts.ToDatetime(tzinfo=datetime.UTC)
+    except (ValueError, OverflowError):
+        raise InvalidArgument(f"{field} must be a valid timestamp between years 1 and 9999", field=field) from None
+
+
+def check_confidence(value: float) -> float:
+    """Validates a confidence in 0..1 (NaN refused); returns it with -0.0 read as 0.0 (IEEE: -0.0 + 0.0
+    is +0.0), so a stored confidence never prints as ``-0``."""
+    if not (0.0 <= value <= 1.0):
+        raise InvalidArgument("confidence must be between 0 and 1", field="confidence")
+    return value + 0.0
+
+
+def check_request_id(request_id: str) -> None:
+    """INVALID_ARGUMENT for an over-long request id or one with NUL."""
+    if len(request_id) > MAX_REQUEST_ID_CHARS or "\x00" in request_id:
+        raise InvalidArgument(
+            f"request_id must be at most {MAX_REQUEST_ID_CHARS} characters, without NUL", field="request_id"
+        )
+
+
+def check_reason(reason: str) -> None:
+    """A forget's reason: INVALID_ARGUMENT when over 1,000 characters or holding NUL."""
+    if len(reason) > MAX_REASON_CHARS or "\x00" in reason:
+        raise InvalidArgument(f"reason must be at most {MAX_REASON_CHARS} characters, without NUL", field="reason")
+
+
+def check_mentions(mentions) -> None:
+    """INVALID_ARGUMENT for too many mentions, a malformed id, or an empty or over-long name."""
+    if len(mentions) > MAX_MENTIONS:
+        raise InvalidArgument(f"at most {MAX_MENTIONS} entity mentions", field="entities")
+    for mention in mentions:
+        if mention.entity_id:
+            try:
+                uuid.UUID(mention.entity_id)
+            except ValueError:
+                raise NotFound("entity not found", field="entities") from None
+        elif not mention.name.strip() or len(mention.name) > MAX_NAME_CHARS or "\x00" in mention.name:
+            raise InvalidArgument(
+                f"an entity mention needs an entity_id or a name of 1..{MAX_NAME_CHARS} characters", field="entities"
+            )
+
+
+def check_key(value: str, field_name: str) -> str:
+    """An import key: 1..200 characters without NUL (INVALID_ARGUMENT naming the field otherwise)."""
+    if not is_key(value):
+        raise InvalidArgument(f"{field_name} must be 1..{MAX_KEY_CHARS} characters without NUL", field=field_name)
+    return value
+
+
+def is_key(value: str) -> bool:
+    """Whether ``value`` passes ``check_key``."""
+    return bool(value) and len(value) <= MAX_KEY_CHARS and "\x00" not in value
+
+
+@dataclass
+class ImportedFields:
+    """An ImportedMemory's fields as checked, its keys not yet resolved."""
+
+    key: str
+    author: uuid.UUID
+    kind: str
+    purpose: str
+    origin: str
+    confidence: float
+    audience: uuid.UUID | None  # the author for a member-only memory, None for the workspace
+    entity_keys: list[str]
+    created_at: datetime.datetime | None
+    updated_at: datetime.datetime | None
+    occurred_at: datetime.datetime | None
+    revisions: list[tuple[str, str, float, datetime.datetime | None]]
+    derived_keys: list[str]
+    supersedes_key: str
+
+
+def _past_time(msg, name: str, now: datetime.datetime, field: str = "") -> datetime.datetime | None:
+    """The time ``name`` of ``msg`` if set: a valid timestamp no further ahead than ``MAX_FUTURE_SKEW``
+    (an imported time is a past one); INVALID_ARGUMENT naming ``field`` (default ``name``) otherwise."""
+    if not msg.HasField(name):
+        return None
+    return check_not_ahead(check_timestamp(getattr(msg, name), field or name), field or name, now)
+
+
+def check_imported_memory(item: m.ImportedMemory, members: Container[uuid.UUID] | None = None) -> ImportedFields:
+    """Checks one ImportedMemory as ImportMemories does before it reads the database; raises the
+    ServiceError it fails with. ``members``: the workspace's member ids, its author NOT_FOUND when not
+    one of them; None (a client checking a file) takes the author to be a member."""
+    key = check_key(item.import_key, "import_key")
+    author = parse_uuid(item.author_member_id, "author_member_id")
+    if members is not None and author not in members:
+        raise NotFound(
+            f"author_member_id {item.author_member_id} is not a member of this workspace", field="author_member_id"
+        )
+    kind = "note" if item.kind == m.KIND_UNSPECIFIED else enum_value(_KINDS, item.kind, "kind")
+    purpose = enum_value(_PURPOSES, item.purpose, "purpose")
+    origin = "migrated" if item.origin == m.ORIGIN_UNSPECIFIED else enum_value(_ORIGINS, item.origin, "origin")
+    check_text(item.title, item.body)
+    confidence = check_confidence(item.confidence) if item.HasField("confidence") else 1.0
+    if item.audience == m.AUDIENCE_WORKSPACE:
+        audience = None
+    elif item.audience == m.AUDIENCE_MEMBER:
+        audience = author
+    else:
+        raise InvalidArgument("audience must be workspace or member", field="audience")
+    check_reason(item.reason)
+    check_mentions(item.entities)
+    if len(item.entities) + len(item.entity_keys) > MAX_MENTIONS:
+        raise InvalidArgument(f"at most {MAX_MENTIONS} entity mentions", field="entity_keys")
+    entity_keys = [check_key(k, "entity_keys") for k in item.entity_keys]
+    now = datetime.datetime.now(datetime.UTC)
+    created_at, updated_at = _past_time(item, "created_at", now), _past_time(item, "updated_at", now)
+    occurred_at = _past_time(item, "occurred_at", now)
+    if len(item.revisions) > MAX_REVISIONS:
+        raise InvalidArgument(f"at most {MAX_REVISIONS} revisions", field="revisions")
+    revisions = []
+    for i, rev in enumerate(item.revisions):
+        check_text(rev.title, rev.body)
+        rev_conf = check_confidence(rev.confidence) if rev.HasField("confidence") else confidence
+        replaced = _past_time(rev, "replaced_at", now, f"revisions[{i}].replaced_at")
+        revisions.append((rev.title, rev.body, rev_conf, replaced or updated_at or created_at))
+    if len(item.derived_from_keys) > MAX_SOURCES:
+        raise InvalidArgument(f"at most {MAX_SOURCES} derived_from_keys", field="derived_from_keys")
+    derived = list(dict.fromkeys(check_key(k, "derived_from_keys") for k in item.derived_from_keys))
+    supersedes = check_key(item.supersedes_key, "supersedes_key") if item.supersedes_key else ""
+    return ImportedFields(
+        key,
+        author,
+        kind,
+        purpose,
+        origin,
+        confidence,
+        audience,
+        entity_keys,
+        created_at,
+        updated_at,
+        occurred_at,
+        revisions,
+        derived,
+        supersedes,
+    )
+
+
+@dataclass
+class NewTurn:
+    """A validated turn about to be stored."""
+
+    request_id: str
+    chat_id: str
+    role: str
+    text: str
+    occurred_at: datetime.datetime
+    session_id: str | None
+    timed: bool = True  # occurred_at was sent (else it is the time of the call)
+
+    def same_request(self, other: NewTurn) -> bool:
+        """Whether two turns are one request sent twice: same chat, role, text and session, and the
+        same time where both sent one (an unsent time is the time of each call, never equal)."""
+        same = (self.chat_id, self.role, self.text, self.session_id) == (
+            other.chat_id,
+            other.role,
+            other.text,
+            other.session_id,
+        )
+        return same and (not (self.timed and other.timed) or self.occurred_at == other.occurred_at)
+
+
+def _short_text(value: str, field: str, limit: int, required: bool) -> None:
+    """INVALID_ARGUMENT for a blank (when ``required``), over-long or NUL-holding identifier."""
+    if required and not value.strip():
+        raise InvalidArgument(f"{field} must not be empty", field=field)
+    if len(value) > limit or "\x00" in value:
+        raise InvalidArgument(f"{field} must be at most {limit} characters, without NUL", field=field, limit=limit)
+
+
+def check_history_turn(turn, now: datetime.datetime) -> NewTurn:
+    """Validates one HistoryTurn without the database; raises the InvalidArgument it fails with.
+
+    NUL characters are dropped from the text first (the old store's clients wrote stray ones); then
+    the text must not be blank and must fit ``MAX_BODY_BYTES`` (65,536) bytes of UTF-8, the body limit
+    of a memory. An unset ``occurred_at`` means ``now``; a set one is when the turn was said, so no
+    more than ``MAX_FUTURE_SKEW`` after ``now`` (AppendHistory and ImportHistory alike)."""
+    check_request_id(turn.request_id)
+    _short_text(turn.chat_id, "chat_id", MAX_CHAT_ID_CHARS, required=True)
+    _short_text(turn.session_id, "session_id", MAX_SESSION_ID_CHARS, required=False)
+    role = TURN_ROLES.get(turn.role)
+    if role is None:
+        raise InvalidArgument(f"role must be one of: {', '.join(TURN_ROLES)}; got {turn.role[:40]!r}", field="role")
+    text = turn.text.replace("\x00", "")
+    if is_blank(text):
+        raise InvalidArgument("text must not be empty or blank (invisible characters count as blank)", field="text")
+    size = len(text.encode("utf-8"))
+    if size > MAX_BODY_BYTES:
+        raise InvalidArgument(
+            f"text is {size} bytes; the limit is {MAX_BODY_BYTES} bytes of UTF-8", field="text", limit=MAX_BODY_BYTES
+        )
+    when = now
+    if turn.HasField("occurred_at"):
+        when = check_not_ahead(check_timestamp(turn.occurred_at, "occurred_at"), "occurred_at", now)
+    return NewTurn(
+        turn.request_id, turn.chat_id, role, text, when, turn.session_id or None, turn.HasField("occurred_at")
+    )

@@ -93,3 +93,18 @@ CONTEXT_MAX_BUDGET = 100_000
 PROMPT_DEFAULT_BUDGET = 600
 PROMPT_MIN_BUDGET = 100  # the opening and closing lines take up to 97 tokens
 PROMPT_MAX_BUDGET = 2_500  # at CHARS_PER_TOKEN (servicekit.render), 10,000 characters: what a harness shows whole
+
+# What one memory write may carry (Remember, Correct, ImportMemories; the store refuses more, and
+# `recallatron import` and `import-legacy` check a file against the same numbers before sending it):
+# entity mentions and the length of an entity's name, a reason, the sources of a derived memory, an
+# import key, and an imported memory's earlier revisions.
+MAX_MENTIONS = 32
+MAX_NAME_CHARS = 200
+MAX_REASON_CHARS = 1_000
+MAX_SOURCES = 100
+MAX_KEY_CHARS = 200
+MAX_REVISIONS = 100
+
+# A history turn's chat id and session id, in characters (AppendHistory, ImportHistory).
+MAX_CHAT_ID_CHARS = 200
+MAX_SESSION_ID_CHARS = 200

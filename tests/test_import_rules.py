@@ -14,8 +14,7 @@
 4. servicekit and client import neither a service nor a client program (they are what both share).
 
 bench and tools may import anything (they measure and exercise the internals); only rule 1 applies
-to them. ``KNOWN`` lists the imports that still break rule 3, each with why it is not yet moved; the
-test fails when one is added and when one is gone (then remove it from the list).
+to them.
 """
 
 import ast
@@ -29,16 +28,6 @@ CLIENTS = ("cli", "web", "mcp_server")
 SHARED = ("servicekit", "client")
 PACKAGES = (*SHARED, *SERVICES, *CLIENTS, "bench", "tools")
 LAUNCHER = "cli.serve"
-# Imports still breaking rule 3. cli.portability and cli.legacy_store run the store's own rules on a
-# file before sending it (a bad file is refused whole, before any write); those rules belong to the
-# store's wings, reworked at the same time, and want a shared home first. mcp_server.tools renders
-# the prompt block with the gateway's context module; mcp_server.oauth guards its consent form with
-# the web screen's CSRF protection.
-KNOWN = {
-    ("cli.portability", "store_service.history.turns"),
-    ("cli.portability", "store_service.intake.imports"),
-    ("cli.portability", "store_service.records.entities"),
-}
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -107,7 +96,7 @@ def test_no_import_circle():
 
 
 def test_services_and_clients_keep_to_their_own():
-    assert broken_rules(import_graph()) == KNOWN
+    assert broken_rules(import_graph()) == set()
 
 
 def test_the_rules_see_what_they_forbid(tmp_path):

@@ -5,8 +5,9 @@ query reads: recall, Read, FindEntities, the memory statistics and the status co
 Every function here takes the caller and touches only the caller's own rows (``owner_member_id``),
 so no member, admins included, can see, count, rank by or forget another member's turns.
 
-This module is the write side: validation, append (idempotent by request id) and forget (by ids
-or a time range). ``history_index`` keeps the keyword postings and each owner's BM25 statistics,
+This module is the write side: append (idempotent by request id, each turn checked first by
+``servicekit.checks.check_history_turn``, which ``recallatron import`` runs on a file too) and forget
+(by ids or a time range). ``history_index`` keeps the keyword postings and each owner's BM25 statistics,
 ``history_sessions`` the sessions of turns appended without one, ``history_search`` reads.
 
 Writes of one owner serialise on a transaction-scoped advisory lock, which keeps the statistics
@@ -27,49 +28,20 @@ import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit import deadlines
+from servicekit.checks import NewTurn, check_history_turn
 from servicekit.errors import InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_HISTORY_BATCH
 from store_service.access import membership
 from store_service.database import named
 from store_service.history import turn_index, turn_sessions
 from store_service.records import idempotency
-from store_service.records.memories import check_request_id
-from store_service.search import analysis
-from store_service.vocabulary import MAX_BODY_BYTES, check_not_ahead, check_timestamp
+from store_service.vocabulary import check_timestamp
 
-# Accepted role names and what is stored: ``rheo`` is the old store's name of the assistant.
-ROLES = {"user": "user", "assistant": "assistant", "rheo": "assistant"}
-MAX_CHAT_ID_CHARS = 200
-MAX_SESSION_ID_CHARS = 200
 # Turn ids one ForgetHistory names at most.
 MAX_FORGET_IDS = 1_000
 # pg_advisory_xact_lock(class, key) class of an owner's history writes ("hi"); the key is
 # hashtext(owner): two owners sharing a hash only wait for each other.
 _LOCK_CLASS = 0x6869
-
-
-@dataclass
-class NewTurn:
-    """A validated turn about to be stored."""
-
-    request_id: str
-    chat_id: str
-    role: str
-    text: str
-    occurred_at: datetime.datetime
-    session_id: str | None
-    timed: bool = True  # occurred_at was sent (else it is the time of the call)
-
-    def same_request(self, other: NewTurn) -> bool:
-        """Whether two turns are one request sent twice: same chat, role, text and session, and the
-        same time where both sent one (an unsent time is the time of each call, never equal)."""
-        same = (self.chat_id, self.role, self.text, self.session_id) == (
-            other.chat_id,
-            other.role,
-            other.text,
-            other.session_id,
-        )
-        return same and (not (self.timed and other.timed) or self.occurred_at == other.occurred_at)
 
 
 @dataclass
@@ -88,43 +60,6 @@ def check_batch_size(count: int) -> None:
             field="turns",
             limit=MAX_HISTORY_BATCH,
         )
-
-
-def _short_text(value: str, field: str, limit: int, required: bool) -> None:
-    """INVALID_ARGUMENT for a blank (when ``required``), over-long or NUL-holding identifier."""
-    if required and not value.strip():
-        raise InvalidArgument(f"{field} must not be empty", field=field)
-    if len(value) > limit or "\x00" in value:
-        raise InvalidArgument(f"{field} must be at most {limit} characters, without NUL", field=field, limit=limit)
-
-
-def prepare(turn, now: datetime.datetime) -> NewTurn:
-    """Validates one HistoryTurn without the database; raises the InvalidArgument it fails with.
-
-    NUL characters are dropped from the text first (the old store's clients wrote stray ones); then
-    the text must not be blank and must fit ``MAX_BODY_BYTES`` (65,536) bytes of UTF-8, the body limit
-    of a memory. An unset ``occurred_at`` means ``now``; a set one is when the turn was said, so no
-    more than ``vocabulary.MAX_FUTURE_SKEW`` after ``now`` (AppendHistory and ImportHistory alike)."""
-    check_request_id(turn.request_id)
-    _short_text(turn.chat_id, "chat_id", MAX_CHAT_ID_CHARS, required=True)
-    _short_text(turn.session_id, "session_id", MAX_SESSION_ID_CHARS, required=False)
-    role = ROLES.get(turn.role)
-    if role is None:
-        raise InvalidArgument(f"role must be one of: {', '.join(ROLES)}; got {turn.role[:40]!r}", field="role")
-    text = turn.text.replace("\x00", "")
-    if analysis.is_blank(text):
-        raise InvalidArgument("text must not be empty or blank (invisible characters count as blank)", field="text")
-    size = len(text.encode("utf-8"))
-    if size > MAX_BODY_BYTES:
-        raise InvalidArgument(
-            f"text is {size} bytes; the limit is {MAX_BODY_BYTES} bytes of UTF-8", field="text", limit=MAX_BODY_BYTES
-        )
-    when = now
-    if turn.HasField("occurred_at"):
-        when = check_not_ahead(check_timestamp(turn.occurred_at, "occurred_at"), "occurred_at", now)
-    return NewTurn(
-        turn.request_id, turn.chat_id, role, text, when, turn.session_id or None, turn.HasField("occurred_at")
-    )
 
 
 def lock_owner(conn: psycopg.Connection, owner: uuid.UUID) -> None:
@@ -148,7 +83,7 @@ def append(conn: psycopg.Connection, caller: m.Caller, turns) -> list[Appended |
     fresh: dict[int, NewTurn] = {}
     for i, turn in enumerate(turns):
         try:
-            fresh[i] = prepare(turn, now)
+            fresh[i] = check_history_turn(turn, now)
         except ServiceError as exc:
             results[i] = exc
     if not fresh:

@@ -36,6 +36,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.caller import check_purpose_granted
+from servicekit.checks import check_request_id
 from servicekit.errors import AlreadyExists, InvalidArgument, NotFound, ServiceError
 from store_service.access import membership
 from store_service.access.readability import READABLE, caller_params
@@ -46,7 +47,6 @@ from store_service.records.memories import (
     Insert,
     Prepared,
     attach_evidence,
-    check_request_id,
     get_memories,
     insert_many,
     prepare_remember,

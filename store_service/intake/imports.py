@@ -29,27 +29,14 @@ import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit import deadlines
+from servicekit.checks import check_imported_memory, check_key, is_key
 from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError
-from servicekit.limits import MAX_IMPORT_BATCH
+from servicekit.limits import MAX_IMPORT_BATCH, MAX_NAME_CHARS
 from store_service.database import named
 from store_service.records import entities, lifecycle_rules
 from store_service.records.idempotency import RequestKey
-from store_service.records.lifecycle import MAX_SOURCES, check_reason
 from store_service.records.memories import Insert, NewMemory, insert_many
-from store_service.vocabulary import (
-    KINDS,
-    ORIGINS,
-    PURPOSES,
-    check_confidence,
-    check_not_ahead,
-    check_text,
-    check_timestamp,
-    enum_value,
-    parse_uuid,
-)
 
-MAX_KEY_CHARS = 200
-MAX_REVISIONS = 100
 # pg_advisory_xact_lock(class, key) of a workspace's imports ("im"): one workspace, one database.
 _LOCK_CLASS = 0x696D
 _NO_REQUEST = RequestKey("", "", b"")
@@ -109,18 +96,6 @@ def check_sizes(entity_count: int, memory_count: int) -> None:
             )
 
 
-def check_key(value: str, field_name: str) -> str:
-    """An import key: 1..200 characters without NUL (INVALID_ARGUMENT naming the field otherwise)."""
-    if not _is_key(value):
-        raise InvalidArgument(f"{field_name} must be 1..{MAX_KEY_CHARS} characters without NUL", field=field_name)
-    return value
-
-
-def _is_key(value: str) -> bool:
-    """Whether ``value`` passes ``check_key``."""
-    return bool(value) and len(value) <= MAX_KEY_CHARS and "\x00" not in value
-
-
 def author_ids(items) -> set[uuid.UUID]:
     """The well-formed author ids of ImportedMemory messages (malformed ones fail their item later)."""
     out = set()
@@ -132,71 +107,28 @@ def author_ids(items) -> set[uuid.UUID]:
     return out
 
 
-def _time(msg, name: str, now: datetime.datetime, field: str = "") -> datetime.datetime | None:
-    """The time ``name`` of ``msg`` if set: a valid timestamp no further ahead than ``MAX_FUTURE_SKEW``
-    (an imported time is a past one); INVALID_ARGUMENT naming ``field`` (default ``name``) otherwise."""
-    if not msg.HasField(name):
-        return None
-    return check_not_ahead(check_timestamp(getattr(msg, name), field or name), field or name, now)
-
-
 def _prepare(item: m.ImportedMemory, authors: dict[uuid.UUID, m.Caller]) -> _Item:
-    """Validates one ImportedMemory without the database; raises the ServiceError it fails with."""
-    key = check_key(item.import_key, "import_key")
-    author = parse_uuid(item.author_member_id, "author_member_id")
-    if author not in authors:
-        raise NotFound(
-            f"author_member_id {item.author_member_id} is not a member of this workspace", field="author_member_id"
-        )
-    kind = "note" if item.kind == m.KIND_UNSPECIFIED else enum_value(KINDS, item.kind, "kind")
-    purpose = enum_value(PURPOSES, item.purpose, "purpose")
-    origin = "migrated" if item.origin == m.ORIGIN_UNSPECIFIED else enum_value(ORIGINS, item.origin, "origin")
-    check_text(item.title, item.body)
-    confidence = check_confidence(item.confidence) if item.HasField("confidence") else 1.0
-    if item.audience == m.AUDIENCE_WORKSPACE:
-        audience = None
-    elif item.audience == m.AUDIENCE_MEMBER:
-        audience = author
-    else:
-        raise InvalidArgument("audience must be workspace or member", field="audience")
-    check_reason(item.reason)
-    entities.check_mentions(item.entities)
-    if len(item.entities) + len(item.entity_keys) > entities.MAX_MENTIONS:
-        raise InvalidArgument(f"at most {entities.MAX_MENTIONS} entity mentions", field="entity_keys")
-    entity_keys = [check_key(k, "entity_keys") for k in item.entity_keys]
-    now = datetime.datetime.now(datetime.UTC)
-    created_at, updated_at = _time(item, "created_at", now), _time(item, "updated_at", now)
-    occurred_at = _time(item, "occurred_at", now)
-    if len(item.revisions) > MAX_REVISIONS:
-        raise InvalidArgument(f"at most {MAX_REVISIONS} revisions", field="revisions")
-    revisions = []
-    for i, rev in enumerate(item.revisions):
-        check_text(rev.title, rev.body)
-        rev_conf = check_confidence(rev.confidence) if rev.HasField("confidence") else confidence
-        replaced = _time(rev, "replaced_at", now, f"revisions[{i}].replaced_at")
-        revisions.append((rev.title, rev.body, rev_conf, replaced or updated_at or created_at))
-    if len(item.derived_from_keys) > MAX_SOURCES:
-        raise InvalidArgument(f"at most {MAX_SOURCES} derived_from_keys", field="derived_from_keys")
-    derived = list(dict.fromkeys(check_key(k, "derived_from_keys") for k in item.derived_from_keys))
-    supersedes = check_key(item.supersedes_key, "supersedes_key") if item.supersedes_key else ""
+    """Validates one ImportedMemory without the database (``servicekit.checks.check_imported_memory``,
+    which ``recallatron import`` runs on a file too); raises the ServiceError it fails with."""
+    it = check_imported_memory(item, authors)
     new = NewMemory(
-        kind,
+        it.kind,
         item.title,
         item.body,
-        audience,
-        purpose,
-        confidence,
-        origin,
-        occurred_at,
+        it.audience,
+        it.purpose,
+        it.confidence,
+        it.origin,
+        it.occurred_at,
         id=uuid.uuid4(),
-        created_by=author,
-        created_at=created_at,
-        updated_at=updated_at,
-        revision=len(revisions) + 1,
-        import_key=key,
+        created_by=it.author,
+        created_at=it.created_at,
+        updated_at=it.updated_at,
+        revision=len(it.revisions) + 1,
+        import_key=it.key,
         reason=item.reason or None,
     )
-    return _Item(key, new, list(item.entities), entity_keys, revisions, derived, supersedes)
+    return _Item(it.key, new, list(item.entities), it.entity_keys, it.revisions, it.derived_keys, it.supersedes_key)
 
 
 def import_items(
@@ -239,16 +171,16 @@ def _import_entities(conn: psycopg.Connection, msgs, items) -> tuple[list[Outcom
     named_keys = {k for it in items if isinstance(it, _Item) for k in it.entity_keys}
     # Only well-formed keys are looked up: a NUL in a query parameter fails the whole statement
     # (PostgreSQL text holds no NUL), and that entity is to fail alone, below.
-    wanted = sorted(named_keys | {e.import_key for e in msgs if _is_key(e.import_key)})
+    wanted = sorted(named_keys | {e.import_key for e in msgs if is_key(e.import_key)})
     known = dict(conn.execute("SELECT import_key, id FROM entity WHERE import_key = ANY(%s)", (wanted,)).fetchall())
     rows = []
     for msg in msgs:
         try:
             key = check_key(msg.import_key, "import_key")
             name = msg.name.strip()
-            if not name or len(name) > entities.MAX_NAME_CHARS or "\x00" in name:
+            if not name or len(name) > MAX_NAME_CHARS or "\x00" in name:
                 raise InvalidArgument(
-                    f"an entity name must be 1..{entities.MAX_NAME_CHARS} characters without NUL", field="name"
+                    f"an entity name must be 1..{MAX_NAME_CHARS} characters without NUL", field="name"
                 )
         except ServiceError as exc:
             out.append(Outcome(error=exc))
@@ -408,11 +340,3 @@ def _write(conn, authors, todo, entity_keys, supersedes) -> None:
         )
     if supersedes:
         lifecycle_rules.retire(conn, supersedes, touch=False)
-
-
-def check_item(item: m.ImportedMemory) -> None:
-    """Validates one ImportedMemory as ImportMemories will, without the database (its author taken to
-    be a member, its keys to resolve): raises the ServiceError it would fail with. For clients that
-    check a whole file before writing any of it (``recallatron import``, cli/portability.py)."""
-    author = parse_uuid(item.author_member_id, "author_member_id")
-    _prepare(item, {author: m.Caller(member_id=str(author))})

@@ -11,32 +11,15 @@ import uuid
 import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
+from servicekit.checks import check_mentions as check_mentions
 from servicekit.errors import InvalidArgument, NotFound
+from servicekit.limits import MAX_NAME_CHARS
 from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
-
-MAX_MENTIONS = 32
-MAX_NAME_CHARS = 200
 
 # Entities (``e``) about which the caller can read at least one memory.
 VISIBLE = f"""EXISTS (SELECT 1 FROM memory_link l JOIN memory m ON m.id = l.memory_id
                  WHERE l.target_entity_id = e.id AND l.link_type = 'about' AND {READABLE})"""
-
-
-def check_mentions(mentions) -> None:
-    """INVALID_ARGUMENT for too many mentions, a malformed id, or an empty or over-long name."""
-    if len(mentions) > MAX_MENTIONS:
-        raise InvalidArgument(f"at most {MAX_MENTIONS} entity mentions", field="entities")
-    for mention in mentions:
-        if mention.entity_id:
-            try:
-                uuid.UUID(mention.entity_id)
-            except ValueError:
-                raise NotFound("entity not found", field="entities") from None
-        elif not mention.name.strip() or len(mention.name) > MAX_NAME_CHARS or "\x00" in mention.name:
-            raise InvalidArgument(
-                f"an entity mention needs an entity_id or a name of 1..{MAX_NAME_CHARS} characters", field="entities"
-            )
 
 
 def resolve_mentions(conn: psycopg.Connection, caller: m.Caller, mentions) -> list[uuid.UUID]:

@@ -21,6 +21,7 @@ import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
+from servicekit.checks import check_reason, check_request_id
 from servicekit.errors import (
     Aborted,
     FailedPrecondition,
@@ -28,6 +29,7 @@ from servicekit.errors import (
     NotFound,
     PermissionDenied,
 )
+from servicekit.limits import MAX_SOURCES
 from store_service.access import membership
 from store_service.access.provenance import ANCESTORS, DOWN
 from store_service.access.readability import IN_SCOPE, caller_params
@@ -40,7 +42,6 @@ from store_service.records.memories import (
     NewMemory,
     attach_links,
     by_request_id,
-    check_request_id,
     insert,
     readable_ids,
     redact_successors,
@@ -54,9 +55,6 @@ from store_service.vocabulary import (
     enum_value,
     parse_uuid,
 )
-
-MAX_SOURCES = 100
-MAX_REASON_CHARS = 1000
 
 
 def lock_readable(conn: psycopg.Connection, caller: m.Caller, memory_id: str, *, for_change: bool):
@@ -338,12 +336,6 @@ def supersede_by_existing(
                 "the two memories have different purposes: a memory is superseded only by one of its purpose"
             )
         return retire(conn, [(target, keep)]).get(target)
-
-
-def check_reason(reason: str) -> None:
-    """A forget's reason: INVALID_ARGUMENT when over 1,000 characters or holding NUL."""
-    if len(reason) > MAX_REASON_CHARS or "\x00" in reason:
-        raise InvalidArgument(f"reason must be at most {MAX_REASON_CHARS} characters, without NUL", field="reason")
 
 
 # Forget runs again this many times at most when PostgreSQL breaks a deadlock by aborting it. It

@@ -14,6 +14,7 @@ from recallatron.store.v1 import store_pb2 as s
 
 from servicekit import deadlines
 from servicekit.caller import check_purpose_granted
+from servicekit.checks import check_request_id
 from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_REMEMBER_BATCH
 from store_service.access import membership
@@ -25,7 +26,6 @@ from store_service.search import lexical_index
 from store_service.vocabulary import (
     KIND_OF,
     KINDS,
-    MAX_REQUEST_ID_CHARS,
     ORIGIN_OF,
     PURPOSE_OF,
     check_confidence,
@@ -180,14 +180,6 @@ def by_request_ids(conn: psycopg.Connection, caller: m.Caller, keys: list[Reques
         fingerprint = bytes(r.request_fingerprint) if r.request_fingerprint is not None else None
         out.append(idempotency.answer(k, r.request_operation, fingerprint, r.forgotten_at is not None, first))
     return out
-
-
-def check_request_id(request_id: str) -> None:
-    """INVALID_ARGUMENT for an over-long request id or one with NUL."""
-    if len(request_id) > MAX_REQUEST_ID_CHARS or "\x00" in request_id:
-        raise InvalidArgument(
-            f"request_id must be at most {MAX_REQUEST_ID_CHARS} characters, without NUL", field="request_id"
-        )
 
 
 def redact_successors(conn: psycopg.Connection, caller: m.Caller, memories: list[m.Memory]) -> None:
