@@ -16,14 +16,17 @@ traceback to stderr with exit status 1, as the interpreter does.
 Tests that need a real separate process keep ``subprocess``:
 - tests/test_cli.py ``test_the_console_script_runs`` runs the installed ``recallatron`` script (the
   entry point itself);
-- ``recallatron up`` and ``recallatron serve`` (signal handlers, child processes, a process to kill:
-  tests/conftest.py, test_cli.py, test_startup.py, test_logs.py, test_signals.py, test_deploy.py);
+- ``recallatron up`` and ``recallatron serve`` (signal handlers, child processes, a process to kill
+  or stop, settings read at start-up: tests/conftest.py, test_cli.py, test_startup.py, test_logs.py,
+  test_signals.py, test_lifecycle_signals.py, test_deploy.py);
 - output into a closed pipe (test_cli.py: the BrokenPipeError path points the process's stdout at
   /dev/null);
 - ``recallatron hook`` (test_hook.py): a process Claude Code starts per turn, with a deadline on a
   stdin that may never close, and a check of what the process imports;
 - ``recallatron mcp`` over stdio or HTTP (test_mcp.py, test_mcp_http.py, test_render_hostile.py): a
-  server that an MCP client starts and talks to as a process.
+  server that an MCP client starts and talks to as a process;
+- ``recallatron import-legacy`` killed half way, two runs at once, and a bounded wait on a read that
+  never ended (test_import_legacy.py).
 """
 
 from __future__ import annotations
