@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 import psycopg
+import pytest
 from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 from recallatron.gateway.v1 import gateway_pb2 as g
 
@@ -70,6 +71,7 @@ def free_port_base() -> int:
     raise AssertionError("no free ports")
 
 
+@pytest.mark.system
 def test_bench_end_to_end(tmp_path, encoder):
     eval_dir = tiny_eval(tmp_path / "eval")
     core, filler = corpus.core_and_filler(eval_dir)
