@@ -190,7 +190,12 @@ def test_a_configured_reranker_that_goes_away_is_down(stack, tiny_cross_encoder,
         while not (resp := recall()).reranked:
             assert time.monotonic() < deadline, "a re-ranker configured later was not noticed"
             time.sleep(0.2)
-        assert resp.dense_available and len(resp.items) == 3 and rerank_degraded() == before
+        # A recall sent while the new cross-encoder was still loading may have run out of time and
+        # counted as degraded (configured, and no answer in time): that is right, and depends on
+        # the machine's speed. From the first re-ranked recall on, none is degraded.
+        before = rerank_degraded()
+        resp = recall()
+        assert resp.reranked and resp.dense_available and len(resp.items) == 3 and rerank_degraded() == before
         assert dependencies(admin, op)["reranker"] == g.DependencyStatus(name="reranker", serving=True, state=UP)
 
         embed.stop()  # killed: the embed service and its re-ranker are gone
