@@ -591,10 +591,3 @@ def load_readable(conn: psycopg.Connection, caller: m.Caller, ids: list[uuid.UUI
     attach_links(conn, caller, by_id)
     redact_successors(conn, caller, list(by_id.values()))
     return by_id
-
-
-def readable_verdicts(conn: psycopg.Connection, caller: m.Caller, ids) -> list[str]:
-    """The asked ids the caller may read, in the order asked."""
-    wanted = parse_ids(ids)
-    ok = readable_ids(conn, caller, wanted)
-    return [str(i) for i in wanted if i in ok]
