@@ -1,16 +1,17 @@
 """Property-based test of the trust model (hypothesis).
 
-Each example builds a fresh workspace with three members (one admin) holding random purpose
-grants, runs a random program of remember, derive, correct, supersede and forget calls, and of
-history appends (request ids shared across members) and history forgets (by id, anyone's, or by
-time range), and of the operator's imports (AdminService.ImportMemories of a memory authored by a
-member, derived from or superseding an earlier import now and then, and ImportHistory of a turn for
-a member), and checks every call's status against a small reference model of the rules in
-README.md, "Who sees what", and of history evidence (owner-only, never a memory; imported or
-appended alike). The program also pins and unpins memories (anyone's: only a readable one is found).
-Half the examples turn the workspace's expiry gate on (30 days); the program then also ages memories
-(their updated_at set 40 days back in the database) and keeps them (KeepMemory, anyone's, under the
-revision the model holds: only the caller's to change is kept).
+Each example starts from a fresh workspace (one workspace, emptied between examples) with three
+members (one admin) holding random purpose grants, runs a random program of remember, derive,
+correct, supersede and forget calls, and of history appends (request ids shared across members) and
+history forgets (by id, anyone's, or by time range), and of the operator's imports
+(AdminService.ImportMemories of a memory authored by a member, derived from or superseding an
+earlier import now and then, and ImportHistory of a turn for a member), and checks every call's
+status against a small reference model of the rules in README.md, "Who sees what", and of history
+evidence (owner-only, never a memory; imported or appended alike). The program also pins and unpins
+memories (anyone's: only a readable one is found). Half the examples turn the workspace's expiry
+gate on (30 days); the program then also ages memories (their updated_at set 40 days back in the
+database) and keeps them (KeepMemory, anyone's, under the revision the model holds: only the
+caller's to change is kept).
 Then, as every member and for every purpose, it asks Recall in all three modes (re-rank on and off),
 the store's LexicalCandidates carrying memories (what recall reads its answer from),
 GetContext, Read on every id, ListMemories (every page, with and without superseded memories, per
@@ -77,7 +78,10 @@ from store_service.search import lexical_index
 PURPOSES = [m.PURPOSE_CONVERSATION, m.PURPOSE_TASKS, m.PURPOSE_REPORTING, m.PURPOSE_ADMINISTRATION]
 MODES = [m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID]
 OK = grpc.StatusCode.OK
+# Examples of the first test (the second runs a fifth of them); docs/testing.md gives a soak's command.
 EXAMPLES = int(os.environ.get("RECALLATRON_PROPERTY_EXAMPLES", "300"))
+# Each example takes a few seconds: the limit grows with the count, so a soak is not cut short.
+TIMEOUT = max(3000, 20 * EXAMPLES)
 T0 = datetime.datetime(2026, 3, 2, 8, 0, tzinfo=datetime.UTC)
 # The expiry gate of the examples that turn it on, and how far back an aged memory's last update is.
 GATE_DAYS, AGED_DAYS = 30, 40
@@ -945,8 +949,20 @@ ops = st.lists(
 grant_sets = st.lists(st.sets(st.sampled_from(PURPOSES), min_size=1), min_size=3, max_size=3)
 
 
+@pytest.fixture(scope="module")
+def property_workspace(stack):
+    """One workspace each example starts from emptied (``Stack.emptied``: as a new one), not a new
+    database an example."""
+    return stack.workspace("property")
+
+
+@pytest.fixture(scope="module")
+def curation_workspace(stack):
+    return stack.workspace("property curation")
+
+
 @pytest.mark.property
-@pytest.mark.timeout(3000)  # hundreds of examples, each a fresh workspace: minutes, not the default 10
+@pytest.mark.timeout(TIMEOUT)  # hundreds of examples: minutes, not the default 10
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -954,8 +970,8 @@ grant_sets = st.lists(st.sets(st.sampled_from(PURPOSES), min_size=1), min_size=3
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(program=ops, grants=grant_sets, gate=st.booleans())
-def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, program, grants, gate):
-    ws = stack.workspace("property")
+def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, property_workspace, program, grants, gate):
+    ws = stack.emptied(property_workspace)
     stack.admin.UpdateWorkspaceSettings(
         g.UpdateWorkspaceSettingsRequest(workspace_id=ws, context_bundle=True, expiry_days=GATE_DAYS if gate else None),
         metadata=stack.op(),
@@ -1106,7 +1122,7 @@ curation_ops = st.lists(
 
 
 @pytest.mark.property
-@pytest.mark.timeout(3000)
+@pytest.mark.timeout(TIMEOUT)
 @settings(
     max_examples=max(EXAMPLES // 5, 10),
     deadline=None,
@@ -1114,12 +1130,12 @@ curation_ops = st.lists(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(program=curation_ops, grants=grant_sets)
-def test_curation_lists_hold_exactly_the_readable_pairs_and_flags(stack, program, grants):
+def test_curation_lists_hold_exactly_the_readable_pairs_and_flags(stack, curation_workspace, program, grants):
     """Longer programs of writes and curation (remembers, supersedes, derivations, imports, forgets,
     duplicate decisions and flag resolutions by three members, one admin), each status the model's;
     then every member's ListDuplicateProposals and ListConflictFlags hold and count exactly the
     model's pairs and flags among what the member may read, and ListMemories the readable memories."""
-    ws = stack.workspace("property curation")
+    ws = stack.emptied(curation_workspace)
     members = [
         stack.member(ws, role=m.ROLE_ADMIN if i == 2 else m.ROLE_MEMBER, purposes=sorted(grants[i])) for i in range(3)
     ]
