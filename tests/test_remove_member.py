@@ -289,7 +289,7 @@ WRITES = {
     ),
     "AppendHistory": (
         turns,
-        "prepare",
+        "check_history_turn",
         lambda member: member.stack.memory.AppendHistory(
             g.AppendHistoryRequest(turns=[g.HistoryTurn(chat_id="c", role="user", text=SECRET)]), metadata=member.md()
         ),
