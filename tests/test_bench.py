@@ -1,10 +1,10 @@
 """The bench's building blocks end to end on a tiny workspace (no timed assertions).
 
-``recallatron up`` on a temporary data folder and free ports; a miniature copy of the shared eval
-data, from the rows carried in tests/data/eval (so the core is small and the recipe reaches repeated
-rows at 120 memories); the workspace built through the gateway, copies given reused vectors, rebuilt
-never (a second ``ensure`` reuses it); a copied row read, corrected and forgotten through the gateway;
-the measurement and the ingest probe run, and the tables rendered.
+``recallatron up`` on a temporary data folder and free ports; a miniature eval set in the shared eval
+data's layout, built from the repository's demo conversation (demo/; so the core is small and the
+recipe reaches repeated rows at 120 memories); the workspace built through the gateway, copies given
+reused vectors, rebuilt never (a second ``ensure`` reuses it); a copied row read, corrected and
+forgotten through the gateway; the measurement and the ingest probe run, and the tables rendered.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from bench.stack import Stack
 from servicekit import clients
 from store_service.database import new_db_name
 
-EVAL = ROOT / "tests" / "data" / "eval"
+DEMO = ROOT / "demo"
 
 
 def _lines(path: Path) -> list[dict]:
@@ -42,18 +42,31 @@ def _write(path: Path, rows: list[dict]) -> None:
 
 
 def tiny_eval(dest: Path) -> Path:
-    """Two LoCoMo conversations cut to 25 turns (and the questions about them), 12 SciFact claims
-    with their abstracts plus 10 more abstracts."""
-    for conv in ("conv-26", "conv-30"):
-        mems = _lines(EVAL / "locomo" / conv / "memories.jsonl")[:25]
+    """The demo conversation in the bench's layout: sessions 1-2 and 3-4 as two dialogs of 30 turns
+    (with the questions wholly about each), and as the document corpus each whole session one
+    document (``S1``..``S4``, turns joined), every demo question a claim citing the sessions of its
+    answers."""
+    turns, questions = _lines(DEMO / "memories.jsonl"), _lines(DEMO / "queries.jsonl")
+    assert (len(turns), len(questions)) == (60, 31)
+    for conv, sessions in (("demo-a", ("D1", "D2")), ("demo-b", ("D3", "D4"))):
+        mems = [r for r in turns if r["id"].split(":")[0] in sessions]
         ids = {r["id"] for r in mems}
-        qs = [q for q in _lines(EVAL / "locomo" / conv / "queries.jsonl") if set(q["relevant_ids"]) <= ids]
         _write(dest / "locomo" / conv / "memories.jsonl", mems)
-        _write(dest / "locomo" / conv / "queries.jsonl", qs)
-    claims = _lines(EVAL / "scifact" / "queries.jsonl")[:12]
-    cited = {r for q in claims for r in q["relevant_ids"]}
-    docs = _lines(EVAL / "scifact" / "memories.jsonl")
-    _write(dest / "scifact" / "memories.jsonl", [d for d in docs if d["id"] in cited] + docs[:10])
+        _write(dest / "locomo" / conv / "queries.jsonl", [q for q in questions if set(q["relevant_ids"]) <= ids])
+    docs = [
+        {
+            "id": f"S{n}",
+            "title": f"Session {n}",
+            "body": " ".join(r["body"] for r in turns if r["id"].startswith(f"D{n}:")),
+            "occurred_at": None,
+        }
+        for n in range(1, 5)
+    ]
+    claims = [
+        {"id": q["id"], "question": q["question"], "relevant_ids": sorted({"S" + r[1] for r in q["relevant_ids"]})}
+        for q in questions
+    ]
+    _write(dest / "scifact" / "memories.jsonl", docs)
     _write(dest / "scifact" / "queries.jsonl", claims)
     return dest
 
@@ -76,7 +89,7 @@ def test_bench_end_to_end(tmp_path, encoder):
     eval_dir = tiny_eval(tmp_path / "eval")
     core, filler = corpus.core_and_filler(eval_dir)
     questions = list(corpus.questions(eval_dir))
-    assert len(core) == 50 + len({k for q in questions if q.source == "scifact" for k in q.relevant})
+    assert len(core) == 60 + len({k for q in questions if q.source == "scifact" for k in q.relevant})
     assert questions and all(k in {r.key for r in core} for q in questions for k in q.relevant)
     size, max_unique = 120, 80
     assert corpus.repeats_from(size, eval_dir, max_unique) == 80

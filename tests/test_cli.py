@@ -278,7 +278,7 @@ def test_dead_service_is_restarted(own_system):
 
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory):
-    """A two-corpus dataset in the evaluation format (tests/data/README.md), and an off-topic one."""
+    """A two-corpus dataset in the evaluation format (demo/README.md), and an off-topic one."""
     root = tmp_path_factory.mktemp("data")
     topics = {
         "c1": [

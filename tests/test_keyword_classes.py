@@ -2,25 +2,26 @@
 any Unicode form, small workspaces and hostile text, end to end through the gateway against real
 PostgreSQL and MiniLM.
 
-One workspace holds every case's memories (target and near misses) plus real filler from
-the shared evaluation data, carried in ``tests/data/eval`` (a LoCoMo conversation with its session
-titles, and SciFact abstracts), so document
-frequencies are realistic and the 15% rule is active (every filler title carries "session" and a
-small number). Each case's question is typed as a person would; its target must be rank 1 in lexical
-mode, in hybrid mode (embeddings drained, re-rank off) and in hybrid mode with the embedder down
-(keyword arm only, ``dense_available=false``). Each case's near misses share parts of the target's
-string (another ticket number, the month and day swapped, the next patch version, another host with
-the same path, the same local part at another domain, the same parts without the whole) and must
-rank lower; at least one of them must be returned by the keyword arm, so it really competes.
-In hybrid mode with both arms up the target is first too: identifier precedence in fusion (see
-rank_service/fusion.py). Without it, 27 to 30 of the 106 cases were not first (MiniLM cannot tell
-ABC-1234 from ABC-1235, and equal-weight RRF let its choice tie or beat the exact match).
+One workspace holds every case's memories (target and near misses) plus filler from the repository's
+demo conversation (``demo/memories.jsonl``: its turns with their session titles, dated in 2023 like
+the cases and told again in seven rounds, and runs of twenty turns as long memories), so document
+frequencies are those of a real conversation and the 15% rule is active (every filler title carries
+"session" and a small number). Each case's question is typed as a person would; its target must be
+rank 1 in lexical mode, in hybrid mode (embeddings drained, re-rank off) and in hybrid mode with the
+embedder down (keyword arm only, ``dense_available=false``). Each case's near misses share parts of
+the target's string (another ticket number, the month and day swapped, the next patch version,
+another host with the same path, the same local part at another domain, the same parts without the
+whole) and must rank lower; at least one of them must be returned by the keyword arm, so it really
+competes. In hybrid mode with both arms up the target is first too: identifier precedence in fusion
+(see rank_service/fusion.py). Without it, 27 to 30 of the 106 cases were not first (MiniLM cannot
+tell ABC-1234 from ABC-1235, and equal-weight RRF let its choice tie or beat the exact match).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from datetime import date, timedelta
 from pathlib import Path
 from typing import NamedTuple
 
@@ -32,7 +33,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from embed_service.server import EmbedService
 
-EVAL = Path(__file__).resolve().parent / "data" / "eval"
+DEMO = Path(__file__).resolve().parent.parent / "demo" / "memories.jsonl"
 LEXICAL, HYBRID = m.RECALL_MODE_LEXICAL, m.RECALL_MODE_HYBRID
 OK, INVALID = grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT
 
@@ -801,16 +802,31 @@ def test_table_covers_every_class():
 
 
 def filler() -> list[tuple[str, str]]:
-    """Real text: one LoCoMo conversation (titles carry the session date and number) and the
-    first 60 SciFact abstracts."""
-    rows = []
-    with open(EVAL / "locomo" / "conv-26" / "memories.jsonl", encoding="utf-8") as f:
-        rows += [(r["title"], r["body"]) for r in map(json.loads, f)]
-    with open(EVAL / "scifact" / "memories.jsonl", encoding="utf-8") as f:
-        for line, _ in zip(f, range(60), strict=False):
-            r = json.loads(line)
-            rows.append((r["title"], r["body"]))
-    assert len(rows) == 419 + 60, len(rows)  # the whole conversation and 60 abstracts, as carried
+    """Seven rounds of the demo conversation's 60 turns (420 short memories), moved to May to
+    October 2023 (the year of the cases' dates; a summer of talk, as a workspace of that year holds)
+    and round ``k`` ``k`` days on, its sessions numbered on (``4k + 1`` to ``4k + 4``); and 60 long
+    memories, each twenty consecutive turns of those rounds as one text (starting every seventh).
+    Dates as in a real workspace make the year and the busiest month common terms: "07" (July) is in
+    more than 15% of the rows, so the 15% rule drops it from "2023-11-07" as it would there. The
+    long memories keep the mean length of a workspace that holds notes and documents beside chat
+    turns: with chat turns alone the length normalisation of BM25 favours any short row."""
+    with open(DEMO, encoding="utf-8") as f:
+        turns = [json.loads(line) for line in f if line.strip()]
+    told = []
+    for k in range(7):
+        for r in turns:
+            demo_day = date.fromisoformat(r["occurred_at"][:10])
+            day = demo_day.replace(year=2023, month=demo_day.month + 3) + timedelta(days=k)
+            session = 4 * k + int(r["id"][1:].split(":")[0])
+            told.append((f"{r['title'].split(', ')[0]}, {day} (session {session})", r["body"]))
+    runs = [
+        (f"Sessions {told[i][0].split('(session ')[1][:-1]} on, notes", "\n".join(b for _, b in told[i : i + 20]))
+        for i in range(0, 7 * 60, 7)
+    ]
+    rows = told + runs
+    assert (len(told), len(runs)) == (420, 60)
+    assert all("session" in t.lower() for t, _ in rows)
+    assert sum("-07-" in t for t, _ in rows) > 0.15 * len(rows)
     return rows
 
 

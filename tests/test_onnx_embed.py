@@ -1,8 +1,8 @@
 """The bi-encoder on ONNX Runtime gives the sentence-transformers vectors (issue 7, item 4).
 
-Both backends run in this process on a few hundred real texts of the shared evaluation data, carried in
-``tests/data/onnx_texts.jsonl`` (LoCoMo turns as the service composes them and LoCoMo questions, SciFact
-claims and abstracts, many of them past the 256 word-piece limit) plus edge cases. The minimum cosine
+Both backends run in this process on the repository's demo conversation (``demo/``: its turns as the
+service composes them, its questions, and runs of twenty turns as one memory, past the 256 word-piece
+limit) plus edge cases written here (long, Unicode, odd). The minimum cosine
 must be >= 0.9999 for single texts (the query path) and for length-sorted batches (the document path):
 that is what lets both backends share one ``INPUT_VERSION``. The tokenizer must give the very token ids
 sentence-transformers gives. Also: where the export comes from when it is missing, and the
@@ -25,7 +25,7 @@ from embed_service.models import DIMENSIONS, BiEncoder
 from embed_service.onnx_encoder import OnnxEncoder
 from servicekit.embedding_input import compose
 
-TEXTS = Path(__file__).resolve().parent / "data" / "onnx_texts.jsonl"
+DEMO = Path(__file__).resolve().parent.parent / "demo"
 MIN_COSINE = 0.9999
 
 EDGE_CASES = [
@@ -49,18 +49,28 @@ EDGE_CASES = [
     "antidisestablishmentarianism " * 120,  # many word pieces per word
     "A" * 5000,  # one very long token
     "Title line\n" + "The patient cohort was followed for five years. " * 80,
+    "Release notes v2.3.1 — Straße, Ærø, naïve café; 東京 and Порту offices; ticket ÉQ-7781 (≥ 99.9% uptime). " * 12,
+    "Q: how long did the 04:12 UTC failover take?\nA: 41 s; replica 10.9.8.7 was promoted, see RUN-88 👍",
+    "Meeting notes\n\n- budget: €12,500 → €14,000\n- owner: Zoë Ng\n- next: 2025-03-14\n" * 20,
 ]
 
 
+def _jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:  # a missing file fails the test
+        return [json.loads(line) for line in f if line.strip()]
+
+
 def eval_texts() -> list[str]:
-    """420 real texts (tools/test_data.py chose them, evenly through each kind): 150 LoCoMo turns and
-    50 SciFact abstracts as the service composes them, 120 LoCoMo questions and 100 SciFact claims."""
-    with open(TEXTS, encoding="utf-8") as f:  # a missing file fails the test
-        rows = [json.loads(line) for line in f if line.strip()]
-    texts = [compose(r["title"], r["body"]) if "body" in r else r["text"] for r in rows]
-    kinds = collections.Counter(r["kind"] for r in rows)
-    assert kinds == {"turn": 150, "question": 120, "claim": 100, "abstract": 50}, kinds
-    return texts
+    """The demo's 60 turns as the service composes them, its 31 questions, and nine runs of twenty
+    consecutive turns (starting every fifth turn) composed as one memory each: long documents."""
+    turns = _jsonl(DEMO / "memories.jsonl")
+    questions = [q["question"] for q in _jsonl(DEMO / "queries.jsonl")]
+    runs = [
+        compose(turns[i]["title"], "\n".join(r["body"] for r in turns[i : i + 20]))
+        for i in range(0, len(turns) - 19, 5)
+    ]
+    assert (len(turns), len(questions), len(runs)) == (60, 31, 9)
+    return [compose(r["title"], r["body"]) for r in turns] + questions + runs
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,4 @@
-"""The evaluation metrics, checked by hand against the shared evaluation data's definitions (tests/data/README.md
-quotes them)."""
+"""The evaluation metrics, checked by hand against their definitions (docs/retrieval.md, "Metrics")."""
 
 import math
 
