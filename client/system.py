@@ -154,13 +154,18 @@ class System:
     def stop(self, timeout: float = 90.0) -> int:
         """SIGTERM to ``up`` (it stops the services and PostgreSQL), SIGKILL after ``timeout``
         seconds; returns its exit status."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        return self.proc.wait()
+        return terminate(self.proc, timeout)
+
+
+def terminate(proc: subprocess.Popen, timeout: float) -> int:
+    """SIGTERM to ``proc`` if it still runs, SIGKILL after ``timeout`` seconds; its exit status."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from yoyo import get_backend, read_migrations
 from yoyo.migrations import MigrationList
 
 from client import bearer, system
-from client.system import SERVICES, free_port
+from client.system import SERVICES, free_port, terminate
 from embed_service.models import BiEncoder
 from embed_service.server import EmbedService
 from gateway.recall import RecallConfig
@@ -384,12 +384,7 @@ class ServiceProcess:
         """Resumes it, SIGTERM, and returns its exit status (SIGKILL after ``timeout`` seconds)."""
         if self.proc.poll() is None:
             self.resume()
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        return self.proc.wait()
+        return terminate(self.proc, timeout)
 
 
 @pytest.fixture(scope="module")
