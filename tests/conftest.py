@@ -205,12 +205,25 @@ class Stack:
 
     @contextmanager
     def embed_down(self):
-        """Stops the embed service for the block, then starts a new one on the same address."""
+        """Stops the embed service for the block, then starts a new one on the same address and waits
+        until the gateway uses it again (its channel reconnects after a back-off, and the breaker the
+        block opened closes on the next probe): the next test finds the stack whole."""
         self.embed.stop()
         try:
             yield
         finally:
             self.embed = EmbedService(self.embed_bind, "", encoder=self.encoder)
+            self.wait_embed_used()
+
+    def wait_embed_used(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.admin.GetStatus(g.GetStatusRequest(), metadata=self.op())
+            embed = next(d for d in status.dependencies if d.name == "embed")
+            if embed.state == g.DEPENDENCY_STATE_UP and not self.gateway.breakers["embed"].is_open:
+                return
+            assert time.monotonic() < deadline, f"the gateway did not use the restarted embed service: {embed}"
+            time.sleep(0.1)
 
 
 @dataclass
