@@ -248,23 +248,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=32, help="documents per encode call (default 32)")
     parser.add_argument("--rounds", type=int, default=2, help="passes over the documents; best counts (default 2)")
     parser.add_argument("--onnx-threads", default="", help="extra ONNX intra-op thread counts to compare, e.g. 1,2")
-    parser.add_argument(
-        "--compare-export",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="FILE",
-        help="another ONNX export timed beside the current one (repeatable)",
-    )
+    for flag, metavar, what in (
+        ("--compare-export", "FILE", "another ONNX export timed beside the current one"),
+        ("--grpc", "TREE", "time EmbedQueries against an embed service of this checkout"),
+    ):
+        parser.add_argument(flag, action="append", default=[], type=Path, metavar=metavar, help=f"{what} (repeatable)")
     parser.add_argument("--no-pytorch", action="store_true", help="leave the PyTorch backend out")
-    parser.add_argument(
-        "--grpc",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="TREE",
-        help="time EmbedQueries against an embed service of this checkout (repeatable)",
-    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
 

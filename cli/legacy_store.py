@@ -178,18 +178,10 @@ class Plan:
 
 
 def _new_counts(member_map: dict[str, str]) -> dict:
-    return {
-        "history": {"imported": 0, "skipped": {}},
-        "memories": {"imported": 0, "skipped": {}},
-        "digests": {"imported": 0, "skipped": {}},
-        "supersede_links": 0,
-        "chain_faults_reported": 0,
-        "mentions": 0,
-        "entities": 0,
-        "entity_edges_not_imported": 0,
-        "graph_lines_skipped": {},
-        "member_map": dict(member_map),
-    }
+    """The report's counts before the first row: the keys and nesting of the old store's expected.json."""
+    sections = {section: {"imported": 0, "skipped": {}} for section in ("history", "memories", "digests")}
+    tallies = ("supersede_links", "chain_faults_reported", "mentions", "entities", "entity_edges_not_imported")
+    return {**sections, **dict.fromkeys(tallies, 0), "graph_lines_skipped": {}, "member_map": dict(member_map)}
 
 
 class _Skips:

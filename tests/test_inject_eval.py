@@ -197,18 +197,18 @@ def client_addr(stack) -> str:
     return f"127.0.0.1:{stack.gateway.port}"
 
 
+def corpora(off_corpus) -> list[str]:
+    """The demo's questions with the off-topic corpus and the openers: the command line of both reports."""
+    return ["--dataset", str(DEMO), "--off-topic", str(off_corpus), "--openers", str(OPENERS)]
+
+
 def test_eval_inject_on_demo(stack, capsys, off_corpus):
     code, out = run(
         stack,
         capsys,
         "eval",
         "--inject",
-        "--dataset",
-        str(DEMO),
-        "--off-topic",
-        str(off_corpus),
-        "--openers",
-        str(OPENERS),
+        *corpora(off_corpus),
         "--json",
     )
     assert code == 0
@@ -241,12 +241,7 @@ def test_calibrate_inject_on_demo(stack, capsys, off_corpus, tmp_path):
         stack,
         capsys,
         "calibrate-inject",
-        "--dataset",
-        str(DEMO),
-        "--off-topic",
-        str(off_corpus),
-        "--openers",
-        str(OPENERS),
+        *corpora(off_corpus),
         "--grid",
         "0.9,0.3",
         "--out",

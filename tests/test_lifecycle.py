@@ -10,6 +10,7 @@ import grpc
 import numpy as np
 import pytest
 from conftest import code_of
+from db_waits import wait_for_a_lock_wait
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
@@ -558,14 +559,7 @@ def test_forget_retries_a_deadlock_with_the_embedding_workers_lock_order(stack):
             target=lambda: out.update(code=code_of(stack.memory.Forget, req, metadata=alice.md()))
         )
         forgetting.start()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # Forget holds the source and waits for the derivation
-            waiting = watch.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
-            ).fetchone()[0]
-            if waiting:
-                break
-            time.sleep(0.05)
+        wait_for_a_lock_wait(watch)  # Forget holds the source and waits for the derivation
         worker.execute("SELECT 1 FROM memory WHERE id = %s FOR SHARE", (source.id,))  # after Forget's abort
         worker.commit()
         forgetting.join(60)

@@ -16,7 +16,6 @@ from conftest import code_of
 from google.protobuf import timestamp_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
-from recallatron.store.v1 import store_pb2 as s
 
 from store_service.records import listing
 
@@ -53,22 +52,6 @@ def team(stack):
     alice, bob = stack.member(ws), stack.member(ws)
     narrow = stack.member(ws, purposes=[m.PURPOSE_TASKS])
     return ws, alice, bob, narrow
-
-
-def test_store_and_gateway_messages_share_fields():
-    """The gateway passes the request on by field name and the response through its wire form."""
-
-    def shape(descriptor, skip=()):
-        return [
-            (f.name, f.type, f.is_repeated, f.message_type.name if f.message_type else None)
-            for f in descriptor.fields
-            if f.name not in skip
-        ]
-
-    gw_req, st_req = g.DESCRIPTOR.message_types_by_name["ListMemoriesRequest"], s.ListMemoriesRequest.DESCRIPTOR
-    assert shape(gw_req) == shape(st_req, skip=("caller",))
-    gw_resp, st_resp = g.ListMemoriesResponse.DESCRIPTOR, s.ListMemoriesResponse.DESCRIPTOR
-    assert [(f.name, f.number) for f in gw_resp.fields] == [(f.name, f.number) for f in st_resp.fields]
 
 
 def test_pages_walk_every_readable_memory_newest_first(stack, team):

@@ -449,30 +449,21 @@ def test_validate_only_answers_as_a_real_import_and_writes_nothing(stack, empty)
     """ImportMemories.validate_only (what `recallatron import` probes the members with)."""
     target, carol = empty
     stranger = str(uuid.uuid4())
+
+    def conversation(key: str, author: str, body: str, **more) -> m.ImportedMemory:
+        return m.ImportedMemory(
+            import_key=key,
+            author_member_id=author,
+            purpose=m.PURPOSE_CONVERSATION,
+            audience=m.AUDIENCE_WORKSPACE,
+            body=body,
+            **more,
+        )
+
     items = [
-        m.ImportedMemory(
-            import_key="k1",
-            author_member_id=carol.id,
-            purpose=m.PURPOSE_CONVERSATION,
-            audience=m.AUDIENCE_WORKSPACE,
-            body="one",
-            entity_keys=["e1"],
-        ),
-        m.ImportedMemory(
-            import_key="k2",
-            author_member_id=stranger,
-            purpose=m.PURPOSE_CONVERSATION,
-            audience=m.AUDIENCE_WORKSPACE,
-            body="two",
-        ),
-        m.ImportedMemory(
-            import_key="k3",
-            author_member_id=carol.id,
-            purpose=m.PURPOSE_CONVERSATION,
-            audience=m.AUDIENCE_WORKSPACE,
-            body="three",
-            derived_from_keys=["k1"],
-        ),
+        conversation("k1", carol.id, "one", entity_keys=["e1"]),
+        conversation("k2", stranger, "two"),
+        conversation("k3", carol.id, "three", derived_from_keys=["k1"]),
     ]
     req = g.ImportMemoriesRequest(
         workspace_id=target, entities=[m.ImportedEntity(import_key="e1", name="Mira")], memories=items

@@ -80,23 +80,14 @@ def _scope(include_superseded: bool, entity_filter: bool) -> str:
     return clause
 
 
-def lexical(
-    conn: psycopg.Connection,
-    caller: m.Caller,
-    purpose: str,
-    text: str,
-    limit: int,
-    include_superseded: bool,
-    entity_ids: list[uuid.UUID] = (),
-    *,
-    expiry_days: int = 0,
-) -> list[tuple[uuid.UUID, float]]:
+def lexical(conn: psycopg.Connection, *query, expiry_days: int = 0) -> list[tuple[uuid.UUID, float]]:
     """Ranked (memory id, BM25 score) pairs, best first, ties by id; empty when no term survives.
 
+    ``query``: ``caller, purpose, text, limit, include_superseded[, entity_ids]`` (``_lexical``).
     ``purpose`` is a stored purpose string; one the caller was not granted reads nothing.
     ``expiry_days`` is the workspace's expiry gate (0: off): rows it hides are left out.
     """
-    rows, _ = _lexical(conn, caller, purpose, text, limit, include_superseded, entity_ids, expiry_days)
+    rows, _ = _lexical(conn, *query, expiry_days=expiry_days)
     return [(mid, score) for mid, score, *_ in rows]
 
 
@@ -148,7 +139,8 @@ def _lexical(
     text: str,
     limit: int,
     include_superseded: bool,
-    entity_ids: list[uuid.UUID],
+    entity_ids: list[uuid.UUID] = (),
+    *,
     expiry_days: int = 0,
 ) -> tuple[list[tuple[uuid.UUID, float, int, int]], list[str]]:
     """``lexical``'s rows, each ``(id, score, scored terms it holds, lookup identifiers it holds)``
