@@ -65,14 +65,19 @@ lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
+# Two workers (pytest-xdist), each test file whole on one worker (its module fixtures stay shared); the
+# property tests go first (tests/conftest.py), so one worker runs them while the other runs the rest.
+TEST_WORKERS ?= 2
+
 test: setup proto-check proto-lint lint
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 # The inner loop (under 5 minutes here): lint, then every test that runs in this process (unit tests,
 # the in-process stack, the command line in-process), the property tests at 20 examples; not those
 # marked system, browser or cluster (pyproject.toml). CI runs `make test`, which runs everything.
 check: setup lint
-	RECALLATRON_PROPERTY_EXAMPLES=20 $(PY) -m pytest -q -m "not system and not browser and not cluster" tests
+	RECALLATRON_PROPERTY_EXAMPLES=20 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
+		-m "not system and not browser and not cluster" tests
 
 # docs/screenshots/*.png (docs/web.md shows them), taken by the browser tests of the pages they show;
 # a test run alone writes none.

@@ -56,6 +56,9 @@ def pytest_collection_modifyitems(config, items):
     ]
     if unmarked:
         raise pytest.UsageError("tests without their marker:\n" + "\n".join(unmarked))
+    # The property tests are the longest file by far: first, so that with `make test`'s two workers
+    # (pytest-xdist, a file to a worker) one runs them while the other runs every other file.
+    items.sort(key=lambda item: item.get_closest_marker("property") is None)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -475,9 +478,11 @@ def web_screen(stack):
     thread.join(timeout=30)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """Headless Debian Chromium driven by Playwright (sync API); fails when chromium is missing."""
+    """Headless Debian Chromium driven by Playwright (sync API); fails when chromium is missing. One
+    a test file: the sync API keeps an asyncio loop running in this thread while it is open, and a
+    later file's MCP client (anyio) cannot start its own beside it."""
     import shutil
 
     from playwright.sync_api import sync_playwright

@@ -367,6 +367,9 @@ def test_a_forget_waiting_for_the_lock_finds_postings_another_writer_moved(stack
     ws = stack.workspace("moved-under-me")
     alice = stack.member(ws)
     ids = _batch(stack, alice, [f"parrot w{i % 40}" for i in range(B + 1)])
+    # The embedding job takes the rows' locks as it writes their vectors: one still running would wait
+    # for the held forget below, and the second forget for it (the test's own pause, not a deadlock).
+    stack.wait_backlog_empty()
     first, moved = ids[0], ids[B]  # ``moved`` alone in the second block of "parrot"
     with stack.db(ws) as conn:
         assert sorted(n for _, n in _blocks(conn, "parrot")) == [1, B]

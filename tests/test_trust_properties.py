@@ -63,7 +63,7 @@ import numpy as np
 import pytest
 from google.protobuf import timestamp_pb2
 from history_reference import bm25
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
@@ -82,6 +82,14 @@ OK = grpc.StatusCode.OK
 EXAMPLES = int(os.environ.get("RECALLATRON_PROPERTY_EXAMPLES", "300"))
 # Each example takes a few seconds: the limit grows with the count, so a soak is not cut short.
 TIMEOUT = max(3000, 20 * EXAMPLES)
+# Unset, examples are derandomized (a run replays the same ones). Set, the examples are the seed's:
+# a soak split over processes gives each its own seed, so they run different examples side by side.
+SEED = os.environ.get("RECALLATRON_PROPERTY_SEED")
+
+
+def seeded(test):
+    return seed(int(SEED))(test) if SEED else test
+
 T0 = datetime.datetime(2026, 3, 2, 8, 0, tzinfo=datetime.UTC)
 # The expiry gate of the examples that turn it on, and how far back an aged memory's last update is.
 GATE_DAYS, AGED_DAYS = 30, 40
@@ -385,12 +393,11 @@ def check_prompt_context(api, model: Model, me: str, md, word: str, purpose: int
         seen |= {it.memory.id for it in resp.items}
 
 
-def list_pages(api, md, **kw) -> tuple[list[m.Memory], set[int]]:
-    """Every page of a ListMemories (three a page, so examples span pages): the memories, and the
-    total_size each page reported."""
+def list_pages(api, md, page_size: int = 200, **kw) -> tuple[list[m.Memory], set[int]]:
+    """Every page of a ListMemories: the memories, and the total_size each page reported."""
     out, totals, token = [], set(), ""
     while True:
-        resp = api.ListMemories(g.ListMemoriesRequest(page_size=3, page_token=token, **kw), metadata=md)
+        resp = api.ListMemories(g.ListMemoriesRequest(page_size=page_size, page_token=token, **kw), metadata=md)
         out += resp.memories
         totals.add(resp.total_size)
         token = resp.next_page_token
@@ -401,10 +408,11 @@ def list_pages(api, md, **kw) -> tuple[list[m.Memory], set[int]]:
 def check_listing(api, model: Model, me: str, md, everything: set[str]) -> None:
     """ListMemories lists, and counts, exactly the memories ``me`` may read (the rule of Read): all of
     them with superseded ones, the current ones by default, the eligible ones of a granted purpose;
-    an ungranted purpose is PERMISSION_DENIED. Links and successors name only readable memories."""
+    an ungranted purpose is PERMISSION_DENIED. Links and successors name only readable memories. The
+    whole listing goes three a page, so examples span pages; the narrower ones in one page."""
     readable = {i for i in everything if model.readable(i, me)}
     current = {i for i in readable if not model.mems[i].superseded}
-    for kw, want in (({"superseded": m.SUPERSEDED_FILTER_ALL}, readable), ({}, current)):
+    for kw, want in (({"superseded": m.SUPERSEDED_FILTER_ALL, "page_size": 3}, readable), ({}, current)):
         listed, totals = list_pages(api, md, **kw)
         assert len(listed) == len({x.id for x in listed})  # no memory twice across pages
         assert {x.id for x in listed} == want and totals == {len(want)}, (kw, totals, len(want))
@@ -534,11 +542,12 @@ def check_context(api, model: Model, me: str, md, purpose: int) -> None:
     assert not {it.memory.id for it in resp.items} - shown
 
 
-def expiring_pages(api, model: Model, md, **kw) -> tuple[list[m.Memory], set[int]]:
-    """Every page of a ListExpiringMemories (two a page): the memories, and each page's total_size."""
+def expiring_pages(api, model: Model, md, page_size: int = 200, **kw) -> tuple[list[m.Memory], set[int]]:
+    """Every page of a ListExpiringMemories: the memories, and each page's total_size."""
     out, totals, token = [], set(), ""
     while True:
-        resp = api.ListExpiringMemories(g.ListExpiringMemoriesRequest(page_size=2, page_token=token, **kw), metadata=md)
+        req = g.ListExpiringMemoriesRequest(page_size=page_size, page_token=token, **kw)
+        resp = api.ListExpiringMemories(req, metadata=md)
         assert resp.expiry_days == (GATE_DAYS if model.gate else 0)
         out += resp.memories
         totals.add(resp.total_size)
@@ -550,8 +559,9 @@ def expiring_pages(api, model: Model, md, **kw) -> tuple[list[m.Memory], set[int
 def check_expiring(api, model: Model, me: str, md) -> None:
     """ListExpiringMemories lists, and counts, exactly the aged memories ``me`` may read (with the
     gate on; nothing with it off), oldest updated first, per granted purpose too; an ungranted
-    purpose is PERMISSION_DENIED. Links and successors name only readable memories."""
-    for kw, superseded in (({}, False), ({"superseded": m.SUPERSEDED_FILTER_ALL}, True)):
+    purpose is PERMISSION_DENIED. Links and successors name only readable memories. The current ones
+    go two a page, so examples span pages; the whole list in one page."""
+    for kw, superseded in (({"page_size": 2}, False), ({"superseded": m.SUPERSEDED_FILTER_ALL}, True)):
         listed, totals = expiring_pages(api, model, md, **kw)
         want = model.expiring(me, superseded)
         assert len(listed) == len(want) and {x.id for x in listed} == want, (kw, [x.id for x in listed], want)
@@ -716,7 +726,9 @@ def check_curation(api, model: Model, me: str, md, exact: bool = True) -> None:
     among what ``me`` may read; an ungranted purpose is PERMISSION_DENIED. With ``exact`` the stored
     vectors are the model's (``set_model_vectors``); without, they are MiniLM's as the embedding job
     writes them, perhaps still arriving, so a proposal's two memories must be eligible, distinct,
-    newer first and not kept, and the window's count exact, whatever the cosines."""
+    newer first and not kept, and the window's count exact, whatever the cosines. With ``exact`` the
+    lists go two a page, so examples span pages; without, in one page."""
+    page_size = 2 if exact else 200
     order = list(model.mems)  # oldest first
     cluster = {i: n // 2 % 2 for n, i in enumerate(order)}
     for purpose in PURPOSES:
@@ -735,7 +747,7 @@ def check_curation(api, model: Model, me: str, md, exact: bool = True) -> None:
         while True:
             code, resp = call(
                 api.ListDuplicateProposals,
-                g.ListDuplicateProposalsRequest(purpose=purpose, page_size=2, page_token=token),
+                g.ListDuplicateProposalsRequest(purpose=purpose, page_size=page_size, page_token=token),
                 md,
             )
             assert code == OK and resp.memories_considered == len(window)
@@ -770,7 +782,7 @@ def check_curation(api, model: Model, me: str, md, exact: bool = True) -> None:
         while True:
             code, resp = call(
                 api.ListConflictFlags,
-                g.ListConflictFlagsRequest(page_size=2, page_token=token, include_resolved=include_resolved),
+                g.ListConflictFlagsRequest(page_size=page_size, page_token=token, include_resolved=include_resolved),
                 md,
             )
             assert code == OK and resp.total_size == len(want)
@@ -966,9 +978,11 @@ def curation_workspace(stack):
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
-    derandomize=True,
+    derandomize=SEED is None,
+    database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+@seeded
 @given(program=ops, grants=grant_sets, gate=st.booleans())
 def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, property_workspace, program, grants, gate):
     ws = stack.emptied(property_workspace)
@@ -1044,34 +1058,33 @@ def test_nothing_ineligible_leaks_and_everything_eligible_is_found(stack, proper
                 code, _ = call(api.PromptContext, g.PromptContextRequest(text=word, purpose=purpose), md)
                 assert code == grpc.StatusCode.PERMISSION_DENIED
                 continue
-            for mode in MODES:
-                for skip in (False, True) if mode == m.RECALL_MODE_HYBRID else (False,):
-                    code, resp = call(
-                        api.Recall,
-                        g.RecallRequest(query=word, purpose=purpose, mode=mode, top_k=200, skip_rerank=skip),
-                        md,
-                    )
-                    assert code == OK
-                    for shown in renderings(resp):
-                        check_rendered(model, me, shown)
-                    eligible = model.recallable(me, purpose)
-                    got = [it.memory.id for it in resp.items]
-                    # Nothing ineligible anywhere; ids outside this example never appear either.
-                    assert set(got) <= eligible, (mode, set(got) - eligible)
-                    for it in resp.items:
-                        for link in it.memory.links:  # provenance shows only what the caller can read
-                            if link.type == m.LINK_TYPE_DERIVED_FROM:
-                                assert model.readable(link.target_memory_id, me)
-                            else:
-                                assert link.type == m.LINK_TYPE_ABOUT and link.target_entity_name
-                        assert it.memory.purpose == purpose and not it.memory.superseded_by_id
-                    # top_k 200 holds every row that passed, and none is lost before the answer.
-                    assert resp.counts.fused == len(got) == resp.counts.returned
-                    assert resp.counts.lexical == sum(1 for it in resp.items if it.lexical_rank)
-                    ranks = sorted(it.lexical_rank for it in resp.items if it.lexical_rank)
-                    assert ranks == list(range(1, len(ranks) + 1))  # recomputed over rows that passed
-                    if mode == m.RECALL_MODE_LEXICAL:
-                        assert set(got) == eligible  # everything eligible and matching is found
+            for mode in MODES:  # no re-ranker here: skip_rerank would change nothing
+                code, resp = call(
+                    api.Recall,
+                    g.RecallRequest(query=word, purpose=purpose, mode=mode, top_k=200),
+                    md,
+                )
+                assert code == OK
+                for shown in renderings(resp):
+                    check_rendered(model, me, shown)
+                eligible = model.recallable(me, purpose)
+                got = [it.memory.id for it in resp.items]
+                # Nothing ineligible anywhere; ids outside this example never appear either.
+                assert set(got) <= eligible, (mode, set(got) - eligible)
+                for it in resp.items:
+                    for link in it.memory.links:  # provenance shows only what the caller can read
+                        if link.type == m.LINK_TYPE_DERIVED_FROM:
+                            assert model.readable(link.target_memory_id, me)
+                        else:
+                            assert link.type == m.LINK_TYPE_ABOUT and link.target_entity_name
+                    assert it.memory.purpose == purpose and not it.memory.superseded_by_id
+                # top_k 200 holds every row that passed, and none is lost before the answer.
+                assert resp.counts.fused == len(got) == resp.counts.returned
+                assert resp.counts.lexical == sum(1 for it in resp.items if it.lexical_rank)
+                ranks = sorted(it.lexical_rank for it in resp.items if it.lexical_rank)
+                assert ranks == list(range(1, len(ranks) + 1))  # recomputed over rows that passed
+                if mode == m.RECALL_MODE_LEXICAL:
+                    assert set(got) == eligible  # everything eligible and matching is found
         for mem_id in everything:
             code, resp = call(api.Read, g.ReadRequest(id=mem_id, include_history=True), md)
             readable = model.readable(mem_id, me)
@@ -1126,9 +1139,11 @@ curation_ops = st.lists(
 @settings(
     max_examples=max(EXAMPLES // 5, 10),
     deadline=None,
-    derandomize=True,
+    derandomize=SEED is None,
+    database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+@seeded
 @given(program=curation_ops, grants=grant_sets)
 def test_curation_lists_hold_exactly_the_readable_pairs_and_flags(stack, curation_workspace, program, grants):
     """Longer programs of writes and curation (remembers, supersedes, derivations, imports, forgets,
