@@ -90,6 +90,7 @@ SEED = os.environ.get("RECALLATRON_PROPERTY_SEED")
 def seeded(test):
     return seed(int(SEED))(test) if SEED else test
 
+
 T0 = datetime.datetime(2026, 3, 2, 8, 0, tzinfo=datetime.UTC)
 # The expiry gate of the examples that turn it on, and how far back an aged memory's last update is.
 GATE_DAYS, AGED_DAYS = 30, 40
