@@ -65,18 +65,19 @@ lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
-# Two workers (pytest-xdist), each test file whole on one worker (its module fixtures stay shared); the
-# property tests go first (tests/conftest.py), so one worker runs them while the other runs the rest.
+# Two workers (pytest-xdist), each test file whole on one worker (its module fixtures stay shared), in
+# collection order (xdist would otherwise start with the files of most tests): the two halves of the
+# leak property go first (tests/conftest.py), one to each worker, then the other files.
 TEST_WORKERS ?= 2
 
 test: setup proto-check proto-lint lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 # The inner loop (under 5 minutes here): lint, then every test that runs in this process (unit tests,
 # the in-process stack, the command line in-process), the property tests at 20 examples; not those
 # marked system, browser or cluster (pyproject.toml). CI runs `make test`, which runs everything.
 check: setup lint
-	RECALLATRON_PROPERTY_EXAMPLES=20 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
+	RECALLATRON_PROPERTY_EXAMPLES=20 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 		-m "not system and not browser and not cluster" tests
 
 # docs/screenshots/*.png (docs/web.md shows them), taken by the browser tests of the pages they show;

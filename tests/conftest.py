@@ -56,8 +56,9 @@ def pytest_collection_modifyitems(config, items):
     ]
     if unmarked:
         raise pytest.UsageError("tests without their marker:\n" + "\n".join(unmarked))
-    # The property tests are the longest file by far: first, so that with `make test`'s two workers
-    # (pytest-xdist, a file to a worker) one runs them while the other runs every other file.
+    # The property tests are the longest files by far: first, so that `make test`'s two workers
+    # (pytest-xdist, a file to a worker, in this order) start with them, one half of the leak
+    # property each, and share the other files as they finish.
     items.sort(key=lambda item: item.get_closest_marker("property") is None)
 
 

@@ -1,0 +1,1154 @@
+"""The trust model's property programs (Hypothesis) and their checks against a reference model;
+tests/test_trust_properties.py and tests/test_trust_properties_more.py run them.
+
+The leak property's examples are split in two halves, one a test file, so that `make test`'s two
+workers run them side by side; each half is derandomized on its own test's name, so the halves
+replay different examples and together run ``RECALLATRON_PROPERTY_EXAMPLES`` of them.
+
+Each example starts from a fresh workspace (one workspace, emptied between examples) with three
+members (one admin) holding random purpose grants, runs a random program of remember, derive,
+correct, supersede and forget calls, and of history appends (request ids shared across members) and
+history forgets (by id, anyone's, or by time range), and of the operator's imports
+(AdminService.ImportMemories of a memory authored by a member, derived from or superseding an
+earlier import now and then, and ImportHistory of a turn for a member), and checks every call's
+status against a small reference model of the rules in README.md, "Who sees what", and of history
+evidence (owner-only, never a memory; imported or appended alike). The program also pins and unpins
+memories (anyone's: only a readable one is found). Half the examples turn the workspace's expiry
+gate on (30 days); the program then also ages memories (their updated_at set 40 days back in the
+database) and keeps them (KeepMemory, anyone's, under the revision the model holds: only the
+caller's to change is kept).
+Then, as every member and for every purpose, it asks Recall in all three modes,
+the store's LexicalCandidates carrying memories (what recall reads its answer from),
+GetContext, Read on every id, ListMemories (every page, with and without superseded memories, per
+purpose, and the derivations of every source), ListExpiringMemories (likewise) and FindEntities on
+every entity name, and asserts:
+- nothing ineligible appears in any item, count, link or entity list (ListMemories' pages and
+  total_size hold exactly the memories Read shows);
+- everything eligible and matching is found (the keyword arm returns exactly the eligible set);
+- an ungranted purpose is PERMISSION_DENIED, an unreadable id NOT_FOUND (to PinMemory and UnpinMemory too);
+- the context bundle is exactly the model's: the member's readable pins of the purpose, the newest
+  memory about each of the 5 most mentioned entities and the 10 newest eligible memories, each once,
+  in that order, newest first within each part;
+- with the gate on, no aged memory is in Recall (any mode) or the bundle, and the keyword arm still
+  finds every other eligible one; Read and ListMemories still show aged ones;
+- ListExpiringMemories lists, and counts, exactly the aged memories the member may read (none with
+  the gate off), oldest updated first;
+- the keyword statistics maintained by the writes equal a full recount of the stored rows;
+- curation: the program also decides about random pairs (DecideDuplicateProposal: keep both,
+  supersede one by the other, forget one) and resolves random conflict flags (acknowledge or undo),
+  each answered with the model's status; every supersession of two confident memories (all of
+  them here: confidence 1) is a flag. ListDuplicateProposals (every page, every granted purpose)
+  shows only pairs of memories the member may read, of its window, newer first, never a kept pair,
+  and counts that window exactly; ListConflictFlags (open, and with resolved ones) holds and counts
+  exactly the flags whose two memories the member may read. A second test runs longer programs
+  weighted to writes and curation (a fifth of the examples), then replaces the stored vectors by the
+  model's (two clusters: cosine 1 within, 0 across), so ListDuplicateProposals must hold and count
+  exactly the model's pairs among what each member may read, kept pairs left out;
+- history: SearchHistory gives each member exactly their own live turns, scored with the statistics
+  of those turns alone (a reference BM25 over the model), and listed in time order; another
+  member's turn id is NOT_FOUND to ForgetHistory, and any turn id to every call taking a memory id
+  (Read, Derive, Correct, Supersede, Forget, KeepMemory, PinMemory, UnpinMemory), for the admin as
+  for anyone; a history recall holds exactly the readable memories the gate does not hide,
+  superseded too, and no turn; Capture stores a
+  proposal whose body is any member's turn text (history is not a memory it knows) and adds no
+  turn; a request id another member used is not a replay; the history statistics equal a recount.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+
+import grpc
+import numpy as np
+import pytest
+from google.protobuf import timestamp_pb2
+from history_reference import bm25
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+from recallatron.store.v1 import store_pb2, store_pb2_grpc
+
+from mcp_server import render as mcp_render
+from servicekit import clients, render, vocabulary
+from servicekit.render import Bound
+from store_service.history import turn_index
+from store_service.search import lexical_index
+
+PURPOSES = [m.PURPOSE_CONVERSATION, m.PURPOSE_TASKS, m.PURPOSE_REPORTING, m.PURPOSE_ADMINISTRATION]
+MODES = [m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID]
+OK = grpc.StatusCode.OK
+# Examples of the leak property, in two halves (the curation test runs a fifth as many);
+# docs/testing.md gives a soak's command.
+EXAMPLES = int(os.environ.get("RECALLATRON_PROPERTY_EXAMPLES", "300"))
+FIRST_HALF, SECOND_HALF = EXAMPLES - EXAMPLES // 2, EXAMPLES // 2
+
+
+def property_test(examples: int):
+    """A Hypothesis property test of ``examples`` derandomized examples (a run replays the same ones),
+    marked ``property``, its time limit grown with the count so that a soak is not cut short."""
+
+    def mark(test):
+        test = settings(
+            max_examples=max(examples, 1),
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+        )(test)
+        return pytest.mark.property(pytest.mark.timeout(max(3000, 20 * examples))(test))
+
+    return mark
+
+
+T0 = datetime.datetime(2026, 3, 2, 8, 0, tzinfo=datetime.UTC)
+# The expiry gate of the examples that turn it on, and how far back an aged memory's last update is.
+GATE_DAYS, AGED_DAYS = 30, 40
+
+
+@dataclass
+class Mem:
+    """The reference model of one memory."""
+
+    id: str
+    audience: str | None
+    purpose: int
+    creator: str
+    entity: str
+    sources: list[str] = field(default_factory=list)
+    revision: int = 1
+    superseded: bool = False
+    forgotten: bool = False
+    key: str = ""  # the import key of an imported memory
+    aged: bool = False  # updated_at set past the expiry gate's 30 days (a change or a keep resets it)
+
+
+@dataclass
+class Flag:
+    """The reference model of one conflict flag."""
+
+    older: str
+    newer: str
+    state: str = "open"
+
+
+@dataclass
+class Turn:
+    """The reference model of one history turn."""
+
+    id: str
+    owner: str
+    text: str
+    at: datetime.datetime
+    live: bool = True
+
+
+class Model:
+    """README.md's rules ("Who sees what") over the model memories, and the model history turns."""
+
+    def __init__(self, grants: dict[str, set[int]], admins: set[str], gate: bool = False) -> None:
+        self.grants, self.admins, self.mems = grants, admins, {}  # mems in the order they were created
+        self.gate = gate  # the expiry gate is on (GATE_DAYS)
+        self.pins: dict[str, set[str]] = {who: set() for who in grants}
+        self.turns: dict[str, Turn] = {}
+        self.keys: dict[tuple[str, str], str] = {}  # (owner, request id) -> the first turn's id
+        self.kept: set[frozenset[str]] = set()  # pairs kept as both (never proposed again)
+        self.flags: list[Flag] = []  # conflict flags, oldest first
+        self.captured: dict[str, list[str]] = {who: [] for who in grants}  # turns Capture put in history
+        # Each body written ("<kind> <n>", n the op's index, so unique) -> the memory it belongs to.
+        self.texts: dict[str, str] = {}
+
+    def supersede(self, old: Mem, new_id: str) -> None:
+        """``old`` superseded by ``new_id``: every memory here has confidence 1, so it is flagged."""
+        old.superseded = True
+        old.aged = False  # superseding a memory updates it (the expiry gate shows it again)
+        self.flags.append(Flag(old.id, new_id))
+
+    def own_readable(self, mem: Mem, who: str) -> bool:
+        return not mem.forgotten and mem.audience in (None, who) and mem.purpose in self.grants[who]
+
+    def readable(self, mem_id: str, who: str) -> bool:
+        mem = self.mems[mem_id]
+        return self.own_readable(mem, who) and all(self.readable(s, who) for s in mem.sources)
+
+    def may_change(self, mem: Mem, who: str) -> bool:
+        return mem.audience == who if mem.audience else (mem.creator == who or who in self.admins)
+
+    def eligible(self, who: str, purpose: int) -> set[str]:
+        return {
+            i for i, mem in self.mems.items() if mem.purpose == purpose and not mem.superseded and self.readable(i, who)
+        }
+
+    def recallable(self, who: str, purpose: int) -> set[str]:
+        """What Recall and the context bundle may show: the eligible memories the gate does not hide."""
+        return {i for i in self.eligible(who, purpose) if not (self.gate and self.mems[i].aged)}
+
+    def expiring(self, who: str, superseded: bool = False) -> set[str]:
+        """What ListExpiringMemories lists: readable aged memories (current ones, or all), with the gate on."""
+        return {
+            i
+            for i, mem in self.mems.items()
+            if self.gate and mem.aged and (superseded or not mem.superseded) and self.readable(i, who)
+        }
+
+    def change_code(self, mem_id: str, who: str) -> grpc.StatusCode:
+        if not self.readable(mem_id, who):
+            return grpc.StatusCode.NOT_FOUND
+        if not self.may_change(self.mems[mem_id], who):
+            return grpc.StatusCode.PERMISSION_DENIED
+        return OK
+
+    def forget(self, mem_id: str) -> None:
+        todo = [mem_id]
+        while todo:
+            cur = todo.pop()
+            if not self.mems[cur].forgotten or cur == mem_id:
+                self.mems[cur].forgotten = True
+                todo += [i for i, mem in self.mems.items() if cur in mem.sources and not mem.forgotten]
+
+
+def ts(when: datetime.datetime) -> timestamp_pb2.Timestamp:
+    out = timestamp_pb2.Timestamp()
+    out.FromDatetime(when)
+    return out
+
+
+def append_history(api, model: Model, me: str, md, n: int, a: int, b: int, p: int, word: str, operator=None) -> None:
+    """One turn of ``me``, at a time of its own; every other one shares a request id with whoever
+    (when ``me`` used it before: ALREADY_EXISTS, the turns differing, or a replay once the first was
+    forgotten). With ``operator``
+    (``(workspace id, operator metadata, admin stub)``) the operator appends it for ``me`` through
+    AdminService.ImportHistory: the same turn, owned by ``me`` alone."""
+    key = f"key{a % 3}" if b % 2 else ""
+    at = T0 + datetime.timedelta(minutes=7 * n)
+    text = f"{word} turn {n}" + " more" * p
+    turn = g.HistoryTurn(request_id=key, chat_id=f"chat{p % 2}", role="user", text=text, occurred_at=ts(at))
+    if operator:
+        ws, op_md, admin = operator
+        code, resp = call(
+            admin.ImportHistory, g.ImportHistoryRequest(workspace_id=ws, member_id=me, turns=[turn]), op_md
+        )
+    else:
+        code, resp = call(api.AppendHistory, g.AppendHistoryRequest(turns=[turn]), md)
+    assert code == OK, resp
+    result, first = resp.results[0], model.keys.get((me, key))
+    if key and first:
+        if model.turns[first].live:  # another turn (its own time and text) under a used id: refused
+            assert result.error.code == grpc.StatusCode.ALREADY_EXISTS.value[0], result
+        else:  # the first was forgotten, its text erased: nothing to compare, a replay
+            assert result.replayed and result.turn_id == first, result
+        return
+    assert result.HasField("turn_id"), result
+    assert not result.replayed and result.turn_id not in model.turns
+    model.turns[result.turn_id] = Turn(result.turn_id, me, text, at)
+    if key:
+        model.keys[(me, key)] = result.turn_id
+
+
+def forget_history(api, model: Model, me: str, md, a: int, b: int) -> None:
+    """Forgets one turn by id (any member's: only one's own live turn is found), or ``me``'s turns
+    in a quarter-hour window (no other member's)."""
+    turns = list(model.turns.values())
+    if a % 2 == 0 and turns:
+        target = turns[b % len(turns)]
+        code, resp = call(api.ForgetHistory, g.ForgetHistoryRequest(turn_ids=[target.id]), md)
+        assert code == (OK if target.owner == me and target.live else grpc.StatusCode.NOT_FOUND)
+        if code == OK:
+            assert resp.forgotten_count == 1
+            target.live = False
+        return
+    lo = T0 + datetime.timedelta(minutes=7 * (b % 10))
+    hi = lo + datetime.timedelta(minutes=15)
+    code, resp = call(api.ForgetHistory, g.ForgetHistoryRequest(start_time=ts(lo), end_time=ts(hi)), md)
+    gone = [t for t in turns if t.owner == me and t.live and lo <= t.at < hi]
+    assert code == OK and resp.forgotten_count == len(gone)
+    for t in gone:
+        t.live = False
+
+
+def check_history(api, model: Model, me: str, md, word: str) -> None:
+    """``me`` finds exactly their own live turns, ranked by their own statistics, listed in time
+    order; no turn id (their own included) is a memory to Read or Derive."""
+    mine = {t.id: t for t in model.turns.values() if t.owner == me and t.live}
+    code, resp = call(api.SearchHistory, g.SearchHistoryRequest(query=word, page_size=200), md)
+    assert code == OK and {e.turn_id for e in resp.entries} == set(mine)
+    want = bm25({i: t.text for i, t in mine.items()}, word)
+    for entry in resp.entries:
+        assert (
+            entry.score == pytest.approx(want[entry.turn_id], rel=1e-12) and entry.turn.text == mine[entry.turn_id].text
+        )
+    code, resp = call(api.SearchHistory, g.SearchHistoryRequest(page_size=200), md)
+    assert code == OK and [e.turn_id for e in resp.entries] == sorted(mine, key=lambda i: mine[i].at)
+    # No turn id (their own included) is a memory to any call that takes a memory id.
+    for turn_id in model.turns:
+        for fn, req in (
+            (api.Read, g.ReadRequest(id=turn_id)),
+            (api.Derive, g.DeriveRequest(source_ids=[turn_id], body="x")),
+            (api.Correct, g.CorrectRequest(id=turn_id, expected_revision=1, body="x")),
+            (api.Supersede, g.SupersedeRequest(id=turn_id, expected_revision=1, body="x")),
+            (api.Forget, g.ForgetRequest(id=turn_id, reason="x")),
+            (api.PinMemory, g.PinMemoryRequest(id=turn_id)),
+            (api.UnpinMemory, g.UnpinMemoryRequest(id=turn_id)),
+            (api.KeepMemory, g.KeepMemoryRequest(id=turn_id, expected_revision=1)),
+        ):
+            assert call(fn, req, md)[0] == grpc.StatusCode.NOT_FOUND, (fn, turn_id)
+
+
+def check_history_recall(api, model: Model, me: str, md, word: str, purpose: int) -> None:
+    """A history recall (superseded memories too, keyword arm only) finds exactly the readable
+    memories of the purpose, superseded or not, that the expiry gate does not hide, and never a
+    history turn."""
+    code, resp = call(api.Recall, g.RecallRequest(query=word, purpose=purpose, include_superseded=True, top_k=200), md)
+    assert code == OK and resp.mode == m.RECALL_MODE_LEXICAL
+    want = {
+        i
+        for i, mem in model.mems.items()
+        if mem.purpose == purpose and model.readable(i, me) and not (model.gate and mem.aged)
+    }
+    got = {it.memory.id for it in resp.items}
+    assert got == want and not got & set(model.turns), (got ^ want, got & set(model.turns))
+    assert resp.counts.returned == len(want)
+
+
+def check_capture_ignores_history(api, model: Model, me: str, md, purpose: int) -> None:
+    """Capture judges "already known" against memories alone: a proposal whose body is the text of
+    any member's turn (its own included) is stored; the whole turn goes to its author's history
+    alone (chat "capture"), and the memory's evidence is its span."""
+    texts = [t.text for t in model.turns.values() if t.live][:20]
+    if not texts:
+        return
+    turn = "\n".join(texts)
+    proposals = [m.CaptureProposal(span=t, body=t, audience=m.AUDIENCE_MEMBER) for t in texts]
+    code, resp = call(api.Capture, g.CaptureRequest(purpose=purpose, turn=turn, proposals=proposals), md)
+    assert code == OK, code
+    for text, result in zip(texts, resp.results, strict=True):
+        assert result.WhichOneof("outcome") == "memory" and result.memory.body == text, result
+        assert result.memory.evidence.span == text and not result.memory.evidence.turn, result
+    model.captured[me].append(turn)
+
+
+def check_capture_span_alone(stack, api, model: Model, who: list[str], members, word: str) -> None:
+    """A workspace-audience capture shows every member who may read it its span, never the rest of
+    the turn: not in Read, not in Recall, not in the bundle, not in any rendering of them."""
+    author = 0  # every member holds at least one purpose
+    purpose = min(model.grants[who[author]])
+    secret = "sx" + uuid.uuid4().hex[:8]
+    span = f"{word} captured span"
+    turn = f"{secret} before. {span}. after {secret}"
+    code, resp = call(
+        api.Capture,
+        g.CaptureRequest(
+            purpose=purpose,
+            turn=turn,
+            proposals=[m.CaptureProposal(span=span, body=span, audience=m.AUDIENCE_WORKSPACE)],
+        ),
+        members[author].md(),
+    )
+    assert code == OK and resp.results[0].WhichOneof("outcome") == "memory", resp
+    mem_id = resp.results[0].memory.id
+    model.captured[who[author]].append(turn)
+    for i, member in enumerate(members):
+        md, may = member.md(), purpose in model.grants[who[i]]
+        code, read = call(api.Read, g.ReadRequest(id=mem_id, include_history=True), md)
+        assert code == (OK if may else grpc.StatusCode.NOT_FOUND)
+        if not may:
+            continue
+        assert read.memory.evidence.span == span and not read.memory.evidence.turn
+        code, recalled = call(api.Recall, g.RecallRequest(query=word, purpose=purpose, top_k=200), md)
+        code2, bundle = call(api.GetContext, g.GetContextRequest(purpose=purpose, token_budget=100_000), md)
+        assert code == code2 == OK and mem_id in {it.memory.id for it in recalled.items}
+        for shown in (*renderings(read), *renderings(recalled), bundle.text, str(read), str(recalled), str(bundle)):
+            assert secret not in shown and (i == author or turn not in shown)
+
+
+# What a rendering may quote of a body: "<kind> <n>" (the digit look-ahead keeps "note 1" from
+# matching "note 12").
+WRITTEN = re.compile(r"\b(note|derived|corrected|successor|imported|turn) (\d+)(?!\d)")
+UNBOUNDED = Bound(tokens=10**9, chars=10**9)  # nothing cut: a cut could hide a leak
+
+
+def renderings(resp) -> list[str]:
+    """What a model is shown of a Recall or Read response: the MCP tool result's text and its
+    structured content as a client writes it, and each memory as rendered on its own."""
+    text, content = mcp_render.result(resp, UNBOUNDED)
+    mems = [it.memory for it in resp.items] if hasattr(resp, "items") else [resp.memory]
+    return [text, json.dumps(content), *(render.memory(mem) for mem in mems)]
+
+
+def check_rendered(model: Model, me: str, shown: str) -> None:
+    """Every body quoted in ``shown`` belongs to a memory ``me`` may read; no history turn is."""
+    for kind, n in WRITTEN.findall(shown):
+        assert kind != "turn", shown
+        mem_id = model.texts[f"{kind} {n}"]
+        assert model.readable(mem_id, me), (f"{kind} {n}", mem_id)
+
+
+def check_prompt_context(api, model: Model, me: str, md, word: str, purpose: int) -> None:
+    """PromptContext of the example's word (every body holds it, so the embedded ones lie near it in
+    meaning and pass the gate) shows only what ``me`` may recall for the purpose, in items and in
+    the block, and the block quotes only bodies ``me`` may read; the same session key twice shows
+    nothing new."""
+    key = f"trust-{uuid.uuid4()}"
+    seen: set[str] = set()
+    for _ in range(2):
+        code, resp = call(
+            api.PromptContext,
+            g.PromptContextRequest(text=word, purpose=purpose, token_budget=2_500, session_key=key),
+            md,
+        )
+        assert code == OK
+        check_rendered(model, me, resp.text)
+        ids = {it.memory.id for it in resp.items} | set(resp.cut_ids)
+        assert ids <= model.recallable(me, purpose), ids - model.recallable(me, purpose)
+        assert not ids & seen  # shown once per session
+        seen |= {it.memory.id for it in resp.items}
+
+
+def list_pages(api, md, page_size: int = 200, **kw) -> tuple[list[m.Memory], set[int]]:
+    """Every page of a ListMemories: the memories, and the total_size each page reported."""
+    out, totals, token = [], set(), ""
+    while True:
+        resp = api.ListMemories(g.ListMemoriesRequest(page_size=page_size, page_token=token, **kw), metadata=md)
+        out += resp.memories
+        totals.add(resp.total_size)
+        token = resp.next_page_token
+        if not token:
+            return out, totals
+
+
+def check_listing(api, model: Model, me: str, md, everything: set[str]) -> None:
+    """ListMemories lists, and counts, exactly the memories ``me`` may read (the rule of Read): all of
+    them with superseded ones, the current ones by default, the eligible ones of a granted purpose;
+    an ungranted purpose is PERMISSION_DENIED. Links and successors name only readable memories. The
+    whole listing goes three a page, so examples span pages; the narrower ones in one page."""
+    readable = {i for i in everything if model.readable(i, me)}
+    current = {i for i in readable if not model.mems[i].superseded}
+    for kw, want in (({"superseded": m.SUPERSEDED_FILTER_ALL, "page_size": 3}, readable), ({}, current)):
+        listed, totals = list_pages(api, md, **kw)
+        assert len(listed) == len({x.id for x in listed})  # no memory twice across pages
+        assert {x.id for x in listed} == want and totals == {len(want)}, (kw, totals, len(want))
+        for x in listed:
+            assert not x.superseded_by_id or model.readable(x.superseded_by_id, me)
+            assert all(
+                model.readable(link.target_memory_id, me) for link in x.links if link.type == m.LINK_TYPE_DERIVED_FROM
+            )
+    for source in {src for mem in model.mems.values() for src in mem.sources}:  # each source's derivations
+        listed, totals = list_pages(api, md, derived_from_id=source, superseded=m.SUPERSEDED_FILTER_ALL)
+        want = {i for i in readable if source in model.mems[i].sources}
+        assert {x.id for x in listed} == want and totals == {len(want)}
+    for purpose in PURPOSES:
+        if purpose not in model.grants[me]:
+            assert call(api.ListMemories, g.ListMemoriesRequest(purpose=purpose), md)[0] == (
+                grpc.StatusCode.PERMISSION_DENIED
+            )
+            continue
+        listed, totals = list_pages(api, md, purpose=purpose)
+        assert {x.id for x in listed} == model.eligible(me, purpose) and totals == {len(listed)}
+
+
+def import_memory(stack, ws: str, model: Model, me: str, n: int, a: int, b: int, p: int, aud, word: str) -> None:
+    """The operator imports a memory authored by ``me`` (AdminService.ImportMemories), derived from
+    or superseding an earlier import now and then; the model takes it as the rules say: its
+    audience as given, its sources' chain, a supersede only of a live, unsuperseded target of the
+    same purpose whose audience it does not widen, and a derivation only of a live source of the same
+    purpose whose audience it does not widen (Derive's rule)."""
+    audience = aud or m.AUDIENCE_MEMBER
+    mine = me if audience == m.AUDIENCE_MEMBER else None
+    purpose = PURPOSES[p]
+    imported = [mem for mem in model.mems.values() if mem.key]
+    other = imported[a % len(imported)] if imported else None
+    derived = [other.key] if other and b % 3 == 1 else []
+    target = other if other and b % 3 == 2 else None
+    item = m.ImportedMemory(
+        import_key=f"imp{n}",
+        author_member_id=me,
+        body=f"{word} imported {n}",
+        purpose=purpose,
+        audience=audience,
+        entities=[m.EntityMention(name=f"ent{n}")],
+        derived_from_keys=derived,
+        supersedes_key=target.key if target else "",
+    )
+    resp = stack.admin.ImportMemories(g.ImportMemoriesRequest(workspace_id=ws, memories=[item]), metadata=stack.op())
+    (result,) = resp.memories
+    ok = not (
+        derived
+        and (other.forgotten or other.purpose != purpose or (other.audience is not None and other.audience != mine))
+    )
+    if target is not None:
+        ok = not (
+            target.forgotten
+            or target.superseded
+            or target.purpose != purpose
+            or (target.audience is not None and target.audience != mine)
+        )
+    assert result.status == (m.IMPORT_STATUS_CREATED if ok else m.IMPORT_STATUS_FAILED), (result, derived, target)
+    if ok:
+        sources = [other.id] if derived else list(target.sources) if target else []
+        model.mems[result.id] = Mem(result.id, mine, purpose, me, f"ent{n}", sources, key=f"imp{n}")
+        model.texts[f"imported {n}"] = result.id
+        if target is not None:
+            aged = target.aged
+            model.supersede(target, result.id)
+            # An import keeps the times it is given (a round trip keeps updated_at): unlike Supersede,
+            # linking the older memory does not update it, so an aged one stays aged.
+            target.aged = aged
+
+
+def pin_or_unpin(api, model: Model, me: str, md, a: int, b: int) -> None:
+    """Pins (or, every third time, unpins) any member's memory: found only when ``me`` may read it."""
+    ids = list(model.mems)
+    if not ids:
+        return
+    target = ids[a % len(ids)]
+    readable = model.readable(target, me)
+    if b % 3 == 0:
+        code, resp = call(api.UnpinMemory, g.UnpinMemoryRequest(id=target), md)
+        assert code == (OK if readable else grpc.StatusCode.NOT_FOUND)
+        if code == OK:
+            assert resp.was_pinned == (target in model.pins[me])
+            model.pins[me].discard(target)
+        return
+    code, resp = call(api.PinMemory, g.PinMemoryRequest(id=target), md)
+    assert code == (OK if readable else grpc.StatusCode.NOT_FOUND)
+    if code == OK:
+        assert resp.already_pinned == (target in model.pins[me])
+        model.pins[me].add(target)
+
+
+def check_context(api, model: Model, me: str, md, purpose: int) -> None:
+    """GetContext gives exactly the model's bundle: nothing ineligible, nothing eligible missing."""
+    code, resp = call(api.GetContext, g.GetContextRequest(purpose=purpose, token_budget=100_000), md)
+    if purpose not in model.grants[me]:
+        assert code == grpc.StatusCode.PERMISSION_DENIED
+        return
+    assert code == OK and not resp.cut_items
+    created = list(model.mems)  # oldest first
+    newest = sorted(model.recallable(me, purpose), key=created.index, reverse=True)
+    shown = {i for i in model.mems if not (model.gate and model.mems[i].aged)}  # the gate hides pins too
+    pinned = [i for i in model.pins[me] if model.readable(i, me) and model.mems[i].purpose == purpose and i in shown]
+    # Each remember and derive mentions an entity of its own, once: the five most mentioned are
+    # those of the five newest eligible memories about one, and each is its own newest memory.
+    about = [i for i in newest if model.mems[i].entity][:5]
+    want = sorted(pinned, key=created.index, reverse=True)
+    want += [i for i in about if i not in want]
+    want += [i for i in newest[:10] if i not in want]
+    got = [it.memory.id for it in resp.items]
+    assert got == want, (got, want)
+    parts = [m.CONTEXT_PART_PINNED] * len(pinned) + [m.CONTEXT_PART_ENTITY] * len(set(about) - set(pinned))
+    assert [it.part for it in resp.items] == parts + [m.CONTEXT_PART_RECENT] * (len(want) - len(parts))
+    for it in resp.items:
+        assert it.memory.purpose == purpose and f"[{it.memory.id}]" in resp.text
+        assert [(e.name, e.mentions) for e in it.entities] == (
+            [(model.mems[it.memory.id].entity, 1)] if it.memory.id in about else []
+        )
+        for link in it.memory.links:  # provenance shows only what the caller can read
+            if link.type == m.LINK_TYPE_DERIVED_FROM:
+                assert model.readable(link.target_memory_id, me)
+    # No id of a memory the member may not read appears anywhere in the text, nor any of its bodies.
+    assert not any(i in resp.text for i in model.mems if not model.readable(i, me))
+    check_rendered(model, me, resp.text)
+    # Nor is one the gate hides an item (its id may still be named as a shown derivation's readable
+    # source: hidden is not unreadable).
+    assert not {it.memory.id for it in resp.items} - shown
+
+
+def expiring_pages(api, model: Model, md, page_size: int = 200, **kw) -> tuple[list[m.Memory], set[int]]:
+    """Every page of a ListExpiringMemories: the memories, and each page's total_size."""
+    out, totals, token = [], set(), ""
+    while True:
+        req = g.ListExpiringMemoriesRequest(page_size=page_size, page_token=token, **kw)
+        resp = api.ListExpiringMemories(req, metadata=md)
+        assert resp.expiry_days == (GATE_DAYS if model.gate else 0)
+        out += resp.memories
+        totals.add(resp.total_size)
+        token = resp.next_page_token
+        if not token:
+            return out, totals
+
+
+def check_expiring(api, model: Model, me: str, md) -> None:
+    """ListExpiringMemories lists, and counts, exactly the aged memories ``me`` may read (with the
+    gate on; nothing with it off), oldest updated first, per granted purpose too; an ungranted
+    purpose is PERMISSION_DENIED. Links and successors name only readable memories. The current ones
+    go two a page, so examples span pages; the whole list in one page."""
+    for kw, superseded in (({"page_size": 2}, False), ({"superseded": m.SUPERSEDED_FILTER_ALL}, True)):
+        listed, totals = expiring_pages(api, model, md, **kw)
+        want = model.expiring(me, superseded)
+        assert len(listed) == len(want) and {x.id for x in listed} == want, (kw, [x.id for x in listed], want)
+        order = [(x.updated_at.ToDatetime(), uuid.UUID(x.id)) for x in listed]
+        assert order == sorted(order)  # oldest updated first, then id (as PostgreSQL orders uuids)
+        assert totals == {len(want)}, (kw, totals, len(want))
+        for x in listed:
+            assert not x.superseded_by_id or model.readable(x.superseded_by_id, me)
+            assert all(
+                model.readable(link.target_memory_id, me) for link in x.links if link.type == m.LINK_TYPE_DERIVED_FROM
+            )
+    for purpose in PURPOSES:
+        code, resp = call(api.ListExpiringMemories, g.ListExpiringMemoriesRequest(purpose=purpose), md)
+        if purpose not in model.grants[me]:
+            assert code == grpc.StatusCode.PERMISSION_DENIED
+            continue
+        want = {i for i in model.expiring(me) if model.mems[i].purpose == purpose}
+        assert code == OK and {x.id for x in resp.memories} == want and resp.total_size == len(want)
+
+
+def age(stack, ws: str, model: Model, a: int) -> None:
+    """Moves any memory's last update AGED_DAYS back (the database's clock): past the gate."""
+    ids = list(model.mems)
+    if not ids:
+        return
+    target = model.mems[ids[a % len(ids)]]
+    with stack.db(ws) as conn:
+        conn.execute(
+            "UPDATE memory SET updated_at = now() - make_interval(days => %s) WHERE id = %s",
+            (AGED_DAYS, uuid.UUID(target.id)),
+        )
+    target.aged = True
+
+
+def keep(api, model: Model, me: str, md, a: int) -> None:
+    """KeepMemory of any memory under the model's revision: kept only when ``me`` may change it
+    (superseded ones too), NOT_FOUND when unreadable, PERMISSION_DENIED when readable only."""
+    ids = list(model.mems)
+    if not ids:
+        return
+    target = model.mems[ids[a % len(ids)]]
+    code, resp = call(api.KeepMemory, g.KeepMemoryRequest(id=target.id, expected_revision=target.revision), md)
+    assert code == model.change_code(target.id, me), (code, target)
+    if code == OK:
+        assert resp.memory.id == target.id and resp.memory.revision == target.revision
+        target.aged = False
+
+
+def decide_pair(api, model: Model, me: str, md, a: int, b: int, p: int) -> None:
+    """Decides about two model memories (any member's, perhaps the same one twice): keep both,
+    supersede the first by the second (under the first's revision), or forget the first; the status
+    is the model's (INVALID_ARGUMENT for one id twice, NOT_FOUND unless both are readable, then the
+    change rules of Supersede and Forget)."""
+    ids = list(model.mems)
+    firsts = ids
+    if a % 2 == 0:  # half the time among what ``me`` reads, the first one its own to change, so decisions get made
+        ids = [i for i in ids if model.readable(i, me)] or ids
+        firsts = [i for i in ids if model.may_change(model.mems[i], me) and not model.mems[i].superseded] or ids
+    first = model.mems[firsts[a % len(firsts)]]
+    # Another memory, but the same one twice now and then (INVALID_ARGUMENT).
+    others = [i for i in ids if i != first.id]
+    second = first if b % 7 == 3 or not others else model.mems[others[b % len(others)]]
+    decision = [m.DUPLICATE_DECISION_KEEP_BOTH, m.DUPLICATE_DECISION_SUPERSEDE, m.DUPLICATE_DECISION_FORGET][p % 3]
+    req = g.DecideDuplicateProposalRequest(memory_a_id=first.id, memory_b_id=second.id, decision=decision)
+    if decision == m.DUPLICATE_DECISION_SUPERSEDE:
+        req.keep_id, req.expected_revision = second.id, first.revision
+    elif decision == m.DUPLICATE_DECISION_FORGET:
+        req.forget_id = first.id
+    code, resp = call(api.DecideDuplicateProposal, req, md)
+    if first.id == second.id:
+        want = grpc.StatusCode.INVALID_ARGUMENT
+    elif not (model.readable(first.id, me) and model.readable(second.id, me)):
+        want = grpc.StatusCode.NOT_FOUND
+    elif decision == m.DUPLICATE_DECISION_KEEP_BOTH:
+        want = OK
+    elif not model.may_change(first, me):
+        want = grpc.StatusCode.PERMISSION_DENIED
+    elif decision == m.DUPLICATE_DECISION_SUPERSEDE and (
+        first.superseded or second.superseded or first.purpose != second.purpose
+    ):
+        want = grpc.StatusCode.FAILED_PRECONDITION
+    else:
+        want = OK
+    assert code == want, (decision, code, want)
+    if code != OK:
+        return
+    if decision == m.DUPLICATE_DECISION_KEEP_BOTH:
+        model.kept.add(frozenset((first.id, second.id)))
+    elif decision == m.DUPLICATE_DECISION_SUPERSEDE:
+        assert resp.superseded.superseded_by_id == second.id and resp.conflict_flag_id
+        model.supersede(first, second.id)
+    else:
+        assert resp.forgotten_ids[0] == first.id
+        assert all(model.readable(i, me) for i in resp.forgotten_ids)  # only what the member could read
+        model.forget(first.id)
+
+
+def resolve_flag(stack, ws: str, api, model: Model, me: str, md, a: int, b: int) -> None:
+    """Resolves a model flag (any: only one whose memories ``me`` reads is found) by acknowledging
+    it or, every other time, undoing it under the newer memory's revision; the status is the
+    model's, and an undo adds the restored memory (the newer's successor, derived from the older and
+    member-only when the older is; no new flag)."""
+    candidates = model.flags
+    if a % 2 == 0:  # half the time among the flags ``me`` sees, so flags get resolved
+        seen = [f for f in model.flags if model.readable(f.older, me) and model.readable(f.newer, me)]
+        mine = [f for f in seen if f.state == "open" and model.may_change(model.mems[f.newer], me)]
+        candidates = mine or seen or candidates
+    if not candidates:
+        return
+    flag = candidates[b % len(candidates)]
+    with stack.db(ws) as conn:  # the flag's id, as the member that sees it would have it
+        (flag_id,) = conn.execute("SELECT id FROM conflict_flag WHERE older_id = %s", (flag.older,)).fetchone()
+    older, newer = model.mems[flag.older], model.mems[flag.newer]
+    undo = (a + b) % 2 == 1
+    req = g.ResolveConflictFlagRequest(flag_id=str(flag_id))
+    if undo:
+        req.resolution, req.expected_revision = m.CONFLICT_RESOLUTION_UNDO, newer.revision
+    else:
+        req.resolution = m.CONFLICT_RESOLUTION_ACKNOWLEDGE
+    code, resp = call(api.ResolveConflictFlag, req, md)
+    if not (model.readable(older.id, me) and model.readable(newer.id, me)):
+        want = grpc.StatusCode.NOT_FOUND
+    elif flag.state != "open" or (undo and newer.superseded and model.may_change(newer, me)):
+        want = grpc.StatusCode.FAILED_PRECONDITION
+    elif not model.may_change(newer, me):
+        want = grpc.StatusCode.PERMISSION_DENIED
+    else:
+        want = OK
+    assert code == want, (undo, code, want)
+    if code != OK:
+        return
+    flag.state = "undone" if undo else "acknowledged"
+    if undo:
+        restored = resp.restored
+        # The older's text: derived from the older, and member-only (``me``'s) when the older is.
+        audience = me if older.audience else newer.audience
+        sources = list(dict.fromkeys([*newer.sources, older.id]))
+        model.mems[restored.id] = Mem(restored.id, audience, newer.purpose, me, "", sources)
+        assert restored.audience == (m.AUDIENCE_MEMBER if audience else m.AUDIENCE_WORKSPACE), restored
+        newer.superseded, newer.aged = True, False  # by the restored memory (an update); an undo writes no flag
+        assert resp.flag.restored_memory_id == restored.id
+
+
+def set_model_vectors(stack, ws: str, model: Model) -> None:
+    """Once the embedding job has drained, replaces the stored vector of every live, unsuperseded
+    model memory (each has one then, of its current revision) by its cluster's: the cluster of the
+    n-th model memory is n // 2 mod 2 (0, 0, 1, 1, 0, ...), one axis each, so two memories are at
+    cosine 1 when they share a cluster and 0 otherwise."""
+    stack.wait_backlog_empty()
+    with stack.db(ws) as conn:
+        for n, mem in enumerate(model.mems.values()):
+            if mem.forgotten or mem.superseded:
+                continue
+            vec = np.zeros(384, dtype=np.float32)
+            vec[n // 2 % 2] = 1.0
+            done = conn.execute("UPDATE memory_embedding SET embedding = %s WHERE memory_id = %s", (vec, mem.id))
+            assert done.rowcount == 1, mem
+
+
+def check_curation(api, model: Model, me: str, md, exact: bool = True) -> None:
+    """ListDuplicateProposals and ListConflictFlags show and count exactly the model's pairs and flags
+    among what ``me`` may read; an ungranted purpose is PERMISSION_DENIED. With ``exact`` the stored
+    vectors are the model's (``set_model_vectors``); without, they are MiniLM's as the embedding job
+    writes them, perhaps still arriving, so a proposal's two memories must be eligible, distinct,
+    newer first and not kept, and the window's count exact, whatever the cosines. With ``exact`` the
+    lists go two a page, so examples span pages; without, in one page."""
+    page_size = 2 if exact else 200
+    order = list(model.mems)  # oldest first
+    cluster = {i: n // 2 % 2 for n, i in enumerate(order)}
+    for purpose in PURPOSES:
+        if purpose not in model.grants[me]:
+            code, _ = call(api.ListDuplicateProposals, g.ListDuplicateProposalsRequest(purpose=purpose), md)
+            assert code == grpc.StatusCode.PERMISSION_DENIED
+            continue
+        window = sorted(model.eligible(me, purpose), key=order.index, reverse=True)  # newest first
+        want = {
+            (x, y)
+            for n, x in enumerate(window)
+            for y in window[n + 1 :]
+            if cluster[x] == cluster[y] and frozenset((x, y)) not in model.kept
+        }
+        got, token = [], ""
+        while True:
+            code, resp = call(
+                api.ListDuplicateProposals,
+                g.ListDuplicateProposalsRequest(purpose=purpose, page_size=page_size, page_token=token),
+                md,
+            )
+            assert code == OK and resp.memories_considered == len(window)
+            assert resp.memories_without_vectors <= len(window)
+            if exact:
+                assert resp.total_size == len(want) and resp.dense_available and resp.memories_without_vectors == 0
+            for prop in resp.proposals:
+                pair = (prop.memory_a.id, prop.memory_b.id)
+                got.append(pair)
+                assert pair[0] in window and pair[1] in window and frozenset(pair) not in model.kept
+                assert window.index(pair[0]) < window.index(pair[1])  # the newer first
+                assert prop.cosine == 1.0 if exact else 0.8 <= prop.cosine <= 1.0
+                for mem in (prop.memory_a, prop.memory_b):
+                    assert not mem.superseded_by_id and mem.purpose == purpose
+                    assert all(
+                        model.readable(link.target_memory_id, me)
+                        for link in mem.links
+                        if link.type == m.LINK_TYPE_DERIVED_FROM
+                    )
+            token = resp.next_page_token
+            if not token:
+                break
+        assert len(got) == len(set(got)), got
+        assert set(got) == want or not exact, set(got) ^ want
+    for include_resolved in (False, True):
+        want = [
+            (f.older, f.newer)
+            for f in model.flags
+            if (include_resolved or f.state == "open") and model.readable(f.older, me) and model.readable(f.newer, me)
+        ]
+        got, token = [], ""
+        while True:
+            code, resp = call(
+                api.ListConflictFlags,
+                g.ListConflictFlagsRequest(page_size=page_size, page_token=token, include_resolved=include_resolved),
+                md,
+            )
+            assert code == OK and resp.total_size == len(want)
+            for flag in resp.flags:
+                got.append((flag.older.id, flag.newer.id))
+                assert flag.older.superseded_by_id == flag.newer.id
+                state = next(f.state for f in model.flags if f.older == flag.older.id)
+                assert vocabulary.name_of(m.ConflictFlagState, flag.state) == state
+                assert not flag.restored_memory_id or model.readable(flag.restored_memory_id, me)
+            token = resp.next_page_token
+            if not token:
+                break
+        assert got == list(reversed(want)), (got, want)  # newest first
+
+
+def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p: int, aud, word: str) -> None:
+    """One remember, derive, correct, supersede or forget by ``me`` (a remember when there is no memory
+    yet), its status checked against the model and the model updated (README.md, "Who sees what")."""
+    ids = list(model.mems)
+    if op == "remember" or not ids:
+        purpose = PURPOSES[p]
+        aud = aud or m.AUDIENCE_WORKSPACE
+        code, resp = call(
+            api.Remember,
+            g.RememberRequest(
+                purpose=purpose, body=f"{word} note {n}", audience=aud, entities=[m.EntityMention(name=f"ent{n}")]
+            ),
+            md,
+        )
+        assert code == (OK if purpose in model.grants[me] else grpc.StatusCode.PERMISSION_DENIED)
+        if code == OK:
+            model.mems[resp.memory.id] = Mem(
+                resp.memory.id, me if aud == m.AUDIENCE_MEMBER else None, purpose, me, f"ent{n}"
+            )
+            model.texts[f"note {n}"] = resp.memory.id
+    elif op == "derive":
+        sources = list(dict.fromkeys([ids[a % len(ids)], ids[b % len(ids)]]))
+        code, resp = call(
+            api.Derive,
+            g.DeriveRequest(source_ids=sources, body=f"{word} derived {n}", entities=[m.EntityMention(name=f"ent{n}")]),
+            md,
+        )
+        if not all(model.readable(s, me) for s in sources):
+            want = grpc.StatusCode.NOT_FOUND
+        elif (
+            len({model.mems[s].audience for s in sources} - {None}) > 1
+            or len({model.mems[s].purpose for s in sources}) > 1
+        ):
+            want = grpc.StatusCode.FAILED_PRECONDITION
+        else:
+            want = OK
+        assert code == want, (op, code, want)
+        if code == OK:
+            src = [model.mems[s] for s in sources]
+            audience = next((s.audience for s in src if s.audience), None)
+            model.mems[resp.memory.id] = Mem(resp.memory.id, audience, src[0].purpose, me, f"ent{n}", sources)
+            model.texts[f"derived {n}"] = resp.memory.id
+    else:
+        target = model.mems[ids[a % len(ids)]]
+        want = model.change_code(target.id, me)
+        if op == "forget":
+            if (
+                target.forgotten
+                and target.audience in (None, me)
+                and target.purpose in model.grants[me]
+                and model.may_change(target, me)
+            ):
+                want = OK
+            code, _ = call(api.Forget, g.ForgetRequest(id=target.id, reason="test"), md)
+            assert code == want, (op, code, want)
+            if code == OK:
+                model.forget(target.id)
+            return
+        if want == OK and target.superseded:
+            want = grpc.StatusCode.FAILED_PRECONDITION
+        if op == "correct":
+            code, resp = call(
+                api.Correct,
+                g.CorrectRequest(id=target.id, expected_revision=target.revision, body=f"{word} corrected {n}"),
+                md,
+            )
+            assert code == want, (op, code, want)
+            if code == OK:
+                model.texts[f"corrected {n}"] = target.id
+                target.revision += 1
+                target.aged = False  # a change is an update
+        else:
+            if want == OK and aud == m.AUDIENCE_WORKSPACE and target.audience is not None:
+                want = grpc.StatusCode.INVALID_ARGUMENT
+            code, resp = call(
+                api.Supersede,
+                g.SupersedeRequest(
+                    id=target.id, expected_revision=target.revision, body=f"{word} successor {n}", audience=aud
+                ),
+                md,
+            )
+            assert code == want, (op, code, want)
+            if code == OK:
+                audience = me if aud == m.AUDIENCE_MEMBER else target.audience
+                # The successor keeps the old memory's sources (a forget of a source reaches it).
+                model.mems[resp.memory.id] = Mem(resp.memory.id, audience, target.purpose, me, "", list(target.sources))
+                model.texts[f"successor {n}"] = resp.memory.id
+                model.supersede(target, resp.memory.id)
+
+
+def check_carried_memories(store, model: Model, me: str, token: str, word: str, purpose: int) -> None:
+    """The store's keyword candidates, asked to carry every row's memory (memories_top 200, what
+    recall asks with its head): a row carries its memory exactly when the caller may read its whole
+    chain (the model's readable), each carried memory is that row's, of the purpose, and its
+    provenance shows only readable sources; every eligible memory is a row."""
+    caller = store.Authenticate(store_pb2.AuthenticateRequest(token=token)).caller
+    for superseded in (False, True):
+        resp = store.LexicalCandidates(
+            store_pb2.LexicalCandidatesRequest(
+                caller=caller,
+                purpose=purpose,
+                query=word,
+                limit=200,
+                include_superseded=superseded,
+                memories_top=200,
+            )
+        )
+        for c in resp.candidates:
+            assert c.chain_readable == model.readable(c.memory_id, me), c.memory_id
+            assert c.HasField("memory") == c.chain_readable, c.memory_id
+            if c.HasField("memory"):
+                assert c.memory.id == c.memory_id and c.memory.purpose == purpose
+                for link in c.memory.links:
+                    if link.type == m.LINK_TYPE_DERIVED_FROM:
+                        assert model.readable(link.target_memory_id, me)
+        rows = {c.memory_id for c in resp.candidates}
+        if not superseded:
+            assert model.eligible(me, purpose) <= rows
+
+
+def call(fn, req, md):
+    try:
+        return OK, fn(req, metadata=md)
+    except grpc.RpcError as exc:
+        return exc.code(), None
+
+
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(
+            [
+                "remember",
+                "remember",
+                "derive",
+                "correct",
+                "supersede",
+                "forget",
+                "history",
+                "history",
+                "forget_history",
+                "import",
+                "import_history",
+                "pin",
+                "decide",
+                "decide",
+                "resolve",
+                "resolve",
+                "age",
+                "keep",
+            ]
+        ),
+        st.integers(0, 2),
+        st.integers(0, 50),
+        st.integers(0, 50),
+        st.integers(0, 3),
+        st.sampled_from([m.AUDIENCE_WORKSPACE, m.AUDIENCE_MEMBER, m.AUDIENCE_UNSPECIFIED]),
+    ),
+    min_size=2,
+    max_size=10,
+)
+grant_sets = st.lists(st.sets(st.sampled_from(PURPOSES), min_size=1), min_size=3, max_size=3)
+
+
+def leak_example(stack, property_workspace: str, program, grants, gate: bool) -> None:
+    """One example of the leak property (the module's docstring): ``program`` run by three members
+    with ``grants``, the expiry gate on when ``gate``, then every read path checked as each member."""
+    ws = stack.emptied(property_workspace)
+    stack.admin.UpdateWorkspaceSettings(
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, context_bundle=True, expiry_days=GATE_DAYS if gate else None),
+        metadata=stack.op(),
+    )
+    members = [
+        stack.member(ws, role=m.ROLE_ADMIN if i == 2 else m.ROLE_MEMBER, purposes=sorted(grants[i])) for i in range(3)
+    ]
+    who = [mb.id for mb in members]
+    model = Model({who[i]: set(grants[i]) for i in range(3)}, {who[2]}, gate)
+    word = "pw" + uuid.uuid4().hex[:8]  # every body carries it: a one-term lexical query matches all
+    api = stack.memory
+
+    for n, (op, actor, a, b, p, aud) in enumerate(program):
+        me, md, ids = who[actor], members[actor].md(), list(model.mems)
+        if op == "history":
+            append_history(api, model, me, md, n, a, b, p, word)
+        elif op == "import_history":
+            append_history(api, model, me, md, n, a, b, p, word, operator=(ws, stack.op(), stack.admin))
+        elif op == "import":
+            import_memory(stack, ws, model, me, n, a, b, p, aud, word)
+        elif op == "forget_history":
+            forget_history(api, model, me, md, a, b)
+        elif op == "pin":
+            pin_or_unpin(api, model, me, md, a, b)
+        elif op == "decide" and ids:
+            decide_pair(api, model, me, md, a, b, p)
+        elif op == "resolve":
+            resolve_flag(stack, ws, api, model, me, md, a, b)
+        elif op == "age":
+            age(stack, ws, model, a)
+        elif op == "keep":
+            keep(api, model, me, md, a)
+        else:
+            memory_op(api, model, me, md, n, op, a, b, p, aud, word)
+
+    # The keyword statistics maintained by every write equal a full recount of the stored rows, and
+    # their partition sums equal the model's live memories (so nothing is counted twice or lost).
+    with stack.db(ws) as conn:
+        df, parts = lexical_index.maintained(conn)
+        assert (df, parts) == lexical_index.recount(conn)
+        # The packed blocks the keyword arm reads hold exactly the postings, once each.
+        assert lexical_index.block_problems(conn) == []
+        live = [mem for mem in model.mems.values() if not mem.forgotten]
+        assert sum(count for count, _ in parts.values()) == len(live)
+        assert sum(count for (_, _, sup), (count, _) in parts.items() if sup) == sum(mem.superseded for mem in live)
+        # The history statistics are per owner and equal a recount of the live turns.
+        df, sums = turn_index.maintained(conn)
+        assert (df, sums) == turn_index.recount(conn)
+        live_turns = [t for t in model.turns.values() if t.live]
+        assert {str(o): c for o, (c, _) in sums.items()} == {
+            o: sum(t.owner == o for t in live_turns) for o in {t.owner for t in live_turns}
+        }
+
+    everything = set(model.mems)
+    store_channel = clients.channel(f"127.0.0.1:{stack.store.port}")
+    store = store_pb2_grpc.StoreServiceStub(store_channel)
+    for i, member in enumerate(members):
+        me, md = who[i], member.md()
+        check_history(api, model, me, md, word)
+        check_curation(api, model, me, md, exact=False)  # exact pairs: the test below
+        for purpose in PURPOSES:
+            check_context(api, model, me, md, purpose)
+            if purpose in model.grants[me]:
+                check_history_recall(api, model, me, md, word, purpose)
+                check_carried_memories(store, model, me, member.token, word, purpose)
+                check_prompt_context(api, model, me, md, word, purpose)
+            if purpose not in model.grants[me]:
+                code, _ = call(api.Recall, g.RecallRequest(query=word, purpose=purpose), md)
+                assert code == grpc.StatusCode.PERMISSION_DENIED
+                code, _ = call(api.PromptContext, g.PromptContextRequest(text=word, purpose=purpose), md)
+                assert code == grpc.StatusCode.PERMISSION_DENIED
+                continue
+            for mode in MODES:  # no re-ranker here: skip_rerank would change nothing
+                code, resp = call(
+                    api.Recall,
+                    g.RecallRequest(query=word, purpose=purpose, mode=mode, top_k=200),
+                    md,
+                )
+                assert code == OK
+                for shown in renderings(resp):
+                    check_rendered(model, me, shown)
+                eligible = model.recallable(me, purpose)
+                got = [it.memory.id for it in resp.items]
+                # Nothing ineligible anywhere; ids outside this example never appear either.
+                assert set(got) <= eligible, (mode, set(got) - eligible)
+                for it in resp.items:
+                    for link in it.memory.links:  # provenance shows only what the caller can read
+                        if link.type == m.LINK_TYPE_DERIVED_FROM:
+                            assert model.readable(link.target_memory_id, me)
+                        else:
+                            assert link.type == m.LINK_TYPE_ABOUT and link.target_entity_name
+                    assert it.memory.purpose == purpose and not it.memory.superseded_by_id
+                # top_k 200 holds every row that passed, and none is lost before the answer.
+                assert resp.counts.fused == len(got) == resp.counts.returned
+                assert resp.counts.lexical == sum(1 for it in resp.items if it.lexical_rank)
+                ranks = sorted(it.lexical_rank for it in resp.items if it.lexical_rank)
+                assert ranks == list(range(1, len(ranks) + 1))  # recomputed over rows that passed
+                if mode == m.RECALL_MODE_LEXICAL:
+                    assert set(got) == eligible  # everything eligible and matching is found
+        for mem_id in everything:
+            code, resp = call(api.Read, g.ReadRequest(id=mem_id, include_history=True), md)
+            readable = model.readable(mem_id, me)
+            assert code == (OK if readable else grpc.StatusCode.NOT_FOUND)
+            if readable:
+                for shown in renderings(resp):
+                    check_rendered(model, me, shown)
+                for link in resp.memory.links:
+                    if link.type == m.LINK_TYPE_DERIVED_FROM:
+                        assert model.readable(link.target_memory_id, me)
+        check_listing(api, model, me, md, everything)
+        check_expiring(api, model, me, md)
+        for name in {mem.entity for mem in model.mems.values() if mem.entity}:
+            code, resp = call(api.FindEntities, g.FindEntitiesRequest(name=name), md)
+            visible = any(mem.entity == name and model.readable(i, me) for i, mem in model.mems.items())
+            assert code == OK and len(resp.entities) == (1 if visible else 0), name
+    store_channel.close()
+
+    # Last, as it writes memories the model does not hold: Capture never takes a turn for a memory,
+    # and history is unchanged by it.
+    for i, member in enumerate(members):
+        check_capture_ignores_history(api, model, who[i], member.md(), min(model.grants[who[i]]))
+    check_capture_span_alone(stack, api, model, who, members, word)
+    for i, member in enumerate(members):
+        code, resp = call(api.SearchHistory, g.SearchHistoryRequest(page_size=200), member.md())
+        assert code == OK
+        assert {e.turn_id for e in resp.entries if e.turn.chat_id != "capture"} == {
+            t.id for t in model.turns.values() if t.owner == who[i] and t.live
+        }
+        captured = sorted(e.turn.text for e in resp.entries if e.turn.chat_id == "capture")
+        assert captured == sorted(model.captured[who[i]])
+
+
+curation_ops = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["remember"] * 4 + ["supersede"] * 2 + ["decide"] * 3 + ["resolve"] * 2 + ["forget", "derive", "import"]
+        ),
+        st.integers(0, 2),
+        st.integers(0, 50),
+        st.integers(0, 50),
+        st.integers(0, 1),  # two purposes, so pairs share one
+        st.sampled_from([m.AUDIENCE_WORKSPACE, m.AUDIENCE_MEMBER, m.AUDIENCE_UNSPECIFIED]),
+    ),
+    min_size=6,
+    max_size=16,
+)
+
+
+def curation_example(stack, curation_workspace: str, program, grants) -> None:
+    """One example of the curation test (its docstring, tests/test_trust_properties.py)."""
+    ws = stack.emptied(curation_workspace)
+    members = [
+        stack.member(ws, role=m.ROLE_ADMIN if i == 2 else m.ROLE_MEMBER, purposes=sorted(grants[i])) for i in range(3)
+    ]
+    who = [mb.id for mb in members]
+    model = Model({who[i]: set(grants[i]) for i in range(3)}, {who[2]})
+    word = "cw" + uuid.uuid4().hex[:8]
+    api = stack.memory
+    for n, (op, actor, a, b, p, aud) in enumerate(program):
+        me, md = who[actor], members[actor].md()
+        if op == "decide" and model.mems:
+            decide_pair(api, model, me, md, a, b, p + a)
+        elif op == "resolve":
+            resolve_flag(stack, ws, api, model, me, md, a, b)
+        elif op == "import":
+            import_memory(stack, ws, model, me, n, a, b, p, aud, word)
+        else:
+            memory_op(api, model, me, md, n, op, a, b, p, aud, word)
+    set_model_vectors(stack, ws, model)
+    for i, member in enumerate(members):
+        check_curation(api, model, who[i], member.md())
+        check_listing(api, model, who[i], member.md(), set(model.mems))
