@@ -80,6 +80,11 @@ def documents(n: int) -> list[str]:
     return _spread(locomo, n - n // 2) + _spread(scifact, n // 2)
 
 
+def _latency(t: list[float]) -> dict:
+    """p50, p95, mean and max of per-call milliseconds, and how many calls."""
+    return {"p50_ms": _pct(t, 50), "p95_ms": _pct(t, 95), "mean_ms": statistics.fmean(t), "max_ms": max(t), "n": len(t)}
+
+
 def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
 
@@ -98,17 +103,7 @@ def bench_queries(encoders: dict[str, object], qs: list[str], warmup: int = 20) 
             encoders[name].encode([q])
             times[name].append((time.perf_counter() - started) * 1000)
             cpu[name].append((time.process_time() - cpu_started) * 1000)
-    return {
-        name: {
-            "p50_ms": _pct(t, 50),
-            "p95_ms": _pct(t, 95),
-            "mean_ms": statistics.fmean(t),
-            "max_ms": max(t),
-            "cpu_p50_ms": _pct(cpu[name], 50),
-            "n": len(t),
-        }
-        for name, t in times.items()
-    }
+    return {name: {**_latency(t), "cpu_p50_ms": _pct(cpu[name], 50)} for name, t in times.items()}
 
 
 def bench_documents(encoders: dict[str, object], docs: list[str], batch: int, rounds: int) -> dict[str, dict]:
@@ -202,16 +197,7 @@ def bench_grpc(trees: list[Path], qs: list[str], warmup: int = 20) -> dict[str, 
         finally:
             for ch in channels.values():
                 ch.close()
-    return {
-        name: {
-            "p50_ms": _pct(t, 50),
-            "p95_ms": _pct(t, 95),
-            "mean_ms": statistics.fmean(t),
-            "max_ms": max(t),
-            "n": len(t),
-        }
-        for name, t in times.items()
-    }
+    return {name: _latency(t) for name, t in times.items()}
 
 
 # (heading, key, format) of the printed tables.

@@ -44,6 +44,11 @@ def import_(stack, *args, check=True) -> subprocess.CompletedProcess:
     return cli(stack, "import", *args, "--operator-token", stack.operator_token, check=check)
 
 
+def file_into(path, ws: str) -> list[str]:
+    """`recallatron import`'s arguments naming the file and the workspace it goes into."""
+    return ["--file", str(path), "--workspace", ws]
+
+
 def stored(stack, ws) -> tuple[int, int, int]:
     """Rows of memories, entities and history turns in a workspace's database."""
     with stack.db(ws) as conn:
@@ -219,10 +224,7 @@ def test_round_trip_into_an_empty_workspace_gives_the_same_content(stack, source
     alice2, bob2 = stack.member(target), stack.member(target)
     mapping_path = tmp_path / "map.json"
     args = [
-        "--file",
-        str(path),
-        "--workspace",
-        target,
+        *file_into(path, target),
         "--member",
         f"{alice.id}={alice2.id}",
         "--member",
@@ -273,10 +275,7 @@ def test_import_with_a_default_member(stack, source, tmp_path):
     carol = stack.member(target)
     out = import_(
         stack,
-        "--file",
-        str(path),
-        "--workspace",
-        target,
+        *file_into(path, target),
         "--default-member",
         carol.id,
         "--mapping",
@@ -411,10 +410,7 @@ def test_bad_member_maps_are_refused_before_anything_is_written(stack, source, e
     # History turns need an owner; an unknown workspace is NOT_FOUND.
     out = import_(
         stack,
-        "--file",
-        str(path),
-        "--workspace",
-        target,
+        *file_into(path, target),
         "--member",
         f"{alice.id}={carol.id}",
         "--member",
