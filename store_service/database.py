@@ -11,6 +11,7 @@ back the pools reconnect within seconds instead of waiting out a long reconnecti
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -85,6 +86,24 @@ def _yoyo_url(conninfo: str) -> str:
     return f"postgresql+psycopg://{auth}{netloc_host}{port}/{quote(p.get('dbname', ''), safe='')}{q}"
 
 
+# The key of the session advisory lock a migration of one database holds (advisory locks are per
+# database, so workspaces migrate side by side).
+MIGRATION_LOCK_KEY = 0x7263_6D69_6772  # "rcmigr"
+
+
+@contextlib.contextmanager
+def migration_lock(conninfo: str):
+    """Holds the migration lock of one database, waiting for another store's migration of it to end.
+    A session advisory lock, not yoyo's lock table: a store killed mid-step releases it with its
+    connection, so the next start runs the step again instead of finding a stale lock row, and a
+    second store waits for a long data step instead of giving up after yoyo's 10 seconds."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        if not conn.execute("SELECT pg_try_advisory_lock(%s)", (MIGRATION_LOCK_KEY,)).fetchone()[0]:
+            log.info("waiting for another store's migration of database %s", conn.info.dbname)
+            conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+        yield  # released when the connection closes, whatever happened inside
+
+
 def migrate(conninfo: str, tree: str) -> None:
     """Applies every pending migration of ``tree`` ("control" or "workspace") to one database, and
     for a workspace database then the data steps its migrations left due (``store_service.data_steps``),
@@ -92,7 +111,7 @@ def migrate(conninfo: str, tree: str) -> None:
     backend = get_backend(_yoyo_url(conninfo))
     migrations = read_migrations(str(MIGRATIONS / tree))
     try:
-        with backend.lock():
+        with migration_lock(conninfo):
             backend.apply_migrations(backend.to_apply(migrations))
             if tree == "workspace":
                 data_steps.run_due(conninfo)

@@ -34,7 +34,7 @@ from rank_service.server import start as start_rank
 from servicekit import clients
 from servicekit.embedded_pg import EmbeddedPostgres
 from store_service.control.plane import ControlPlane
-from store_service.database import MIGRATIONS, _yoyo_url
+from store_service.database import MIGRATIONS, _yoyo_url, migration_lock
 from store_service.server import StoreService
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -317,7 +317,7 @@ def migrate_until(conninfo: str, last: str) -> None:
     backend = get_backend(_yoyo_url(conninfo))
     try:
         wanted = MigrationList([mig for mig in read_migrations(str(MIGRATIONS / "workspace")) if mig.id <= last])
-        with backend.lock():
+        with migration_lock(conninfo):
             backend.apply_migrations(backend.to_apply(wanted))
     finally:
         backend.connection.close()

@@ -6,11 +6,14 @@ and tests/test_hostile_blocks.py upgrade from 0003 and 0011.)"""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import uuid
 
 import psycopg
 import pytest
-from conftest import scratch_workspace_db
+from conftest import ROOT, scratch_workspace_db
 
 from store_service import data_steps
 from store_service.database import migrate
@@ -70,3 +73,66 @@ def test_a_due_step_runs_once_and_an_unknown_one_stops_the_start(pg):
             conn.execute("INSERT INTO data_step_due (step) VALUES ('from_a_newer_store')")
         with pytest.raises(RuntimeError, match="from_a_newer_store"):
             migrate(url, "workspace")
+
+
+# A migration run in a process of its own whose body-key step, once it has done its work (not yet
+# committed), says so and then holds for ``HOLD`` seconds: to be killed there, or raced.
+HELD_MIGRATION = """
+import sys, time
+from store_service import data_steps
+from store_service.database import migrate
+
+real = data_steps.STEPS["body_keys"]
+
+def held(conn):
+    real(conn)
+    print("in the step", flush=True)
+    time.sleep(float(sys.argv[2]))
+
+data_steps.STEPS["body_keys"] = held
+migrate(sys.argv[1], "workspace")
+print("migrated", flush=True)
+"""
+
+
+def _held_migration(url: str, hold: float) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HELD_MIGRATION, url, str(hold)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline() == "in the step\n"
+    return proc
+
+
+def _all_keyed(url: str, live: dict) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        keys = dict(conn.execute("SELECT id, body_key FROM memory").fetchall())
+        assert {mid: keys[mid] for mid in live} == {mid: known.body_key(body) for mid, body in live.items()}
+        assert conn.execute("SELECT step FROM data_step_due").fetchall() == []
+
+
+def test_a_store_killed_inside_a_data_step_leaves_it_due_and_the_next_start_runs_it(pg):
+    with scratch_workspace_db(pg, "0008_import_key") as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            live = {_insert(conn, body): body for body in BODIES}
+        proc = _held_migration(url, 600)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        with psycopg.connect(url, autocommit=True) as conn:  # the step's transaction rolled back
+            assert {r[0] for r in conn.execute("SELECT step FROM data_step_due")} == {"body_keys", "lexical_index"}
+            assert conn.execute("SELECT count(*) FROM memory WHERE body_key IS NOT NULL").fetchone() == (0,)
+        migrate(url, "workspace")  # no lock left behind by the killed process
+        _all_keyed(url, live)
+
+
+def test_a_second_store_waits_for_a_data_step_longer_than_ten_seconds(pg):
+    """yoyo's own lock gave up after 10 seconds; the migration lock waits for the step to end."""
+    with scratch_workspace_db(pg, "0008_import_key") as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            live = {_insert(conn, body): body for body in BODIES}
+        proc = _held_migration(url, 12)
+        migrate(url, "workspace")  # waits, then finds nothing due
+        assert proc.stdout.read() == "migrated\n" and proc.wait(30) == 0
+        _all_keyed(url, live)
