@@ -104,9 +104,10 @@ def wire_twins(a: Descriptor, b: Descriptor) -> bool:
 
 def copy_fields(source: Message, target: Message, renames: Mapping[str, str] | None = None) -> None:
     """Copies every field ``source`` sets into its twin in ``target`` (see ``check_twins``, which
-    must hold). Unknown fields of ``source`` are not copied. Wire twins (``wire_twins``) are copied
-    through their wire form, an order of magnitude faster than field by field in Python, and the
-    unknown fields dropped after."""
+    must hold). Unknown fields of ``source``, at any depth, are not copied: a nested message of a type
+    both share is copied whole, so its unknown fields are dropped after. Wire twins (``wire_twins``)
+    are copied through their wire form, an order of magnitude faster than field by field in Python,
+    and the unknown fields dropped after likewise."""
     if not renames and wire_twins(source.DESCRIPTOR, target.DESCRIPTOR):
         target.MergeFromString(source.SerializeToString())
         target.DiscardUnknownFields()
@@ -132,6 +133,7 @@ def copy_fields(source: Message, target: Message, renames: Mapping[str, str] | N
             into = getattr(target, name)
             into.SetInParent()  # set even when empty, as in the source
             copy_fields(value, into)
+    target.DiscardUnknownFields()
 
 
 class Relay:

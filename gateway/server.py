@@ -29,7 +29,7 @@ from gateway.prompt_context import PromptContexter
 from gateway.recall import RecallConfig, Recaller
 from gateway.relay import BY_ID, member_call, operator_call
 from servicekit import clients
-from servicekit.limits import INTERNAL_DEADLINE_SECONDS, SHUTDOWN_GRACE_SECONDS
+from servicekit.limits import INTERNAL_DEADLINE_SECONDS, MAX_MESSAGE_BYTES, SHUTDOWN_GRACE_SECONDS
 from servicekit.server import Running, start_server
 
 DEPENDENCY_UP = Gauge("recallatron_dependency_up", "1 when a dependency answers SERVING.", ["dependency"])
@@ -244,6 +244,7 @@ class GatewayService:
                 ),
             ],
             serving=False,
+            max_receive=MAX_MESSAGE_BYTES,  # the public edge: what it accepts fits every internal hop
         )
         self.watch.start()
 

@@ -21,12 +21,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from servicekit import deadlines
 from servicekit.breaker import CircuitBreaker, Refused, failed
-from servicekit.limits import INTERNAL_DEADLINE_SECONDS, MAX_MESSAGE_BYTES
+from servicekit.limits import INTERNAL_DEADLINE_SECONDS, INTERNAL_MESSAGE_BYTES
 from servicekit.logs import RequestIdClientInterceptor
 
 _OPTIONS = [
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", INTERNAL_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", INTERNAL_MESSAGE_BYTES),
     ("grpc.enable_retries", 0),
     # Reconnect quickly after a peer restarts, so a returning service is used within seconds.
     ("grpc.initial_reconnect_backoff_ms", 250),

@@ -101,6 +101,7 @@ CALLER_CODES = frozenset(
         grpc.StatusCode.UNIMPLEMENTED,
         grpc.StatusCode.ALREADY_EXISTS,
         grpc.StatusCode.OUT_OF_RANGE,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,  # what the caller sent or asked for is too large
     }
 )
 DOWN_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})

@@ -63,6 +63,9 @@ EMBED_BATCH_SIZE = 128
 # Largest gRPC message a server accepts and a channel sends or receives (gRPC's default is 4 MiB):
 # a full RememberBatch, MAX_REMEMBER_BATCH bodies of up to 64 KiB, must fit.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# Between the services a message may be larger by what the gateway adds to what it accepted (the
+# caller, derived fields): a request the gateway takes is never refused on the way to the store.
+INTERNAL_MESSAGE_BYTES = MAX_MESSAGE_BYTES + 1024 * 1024
 
 # Entities, and memories, in one ImportMemories call at most (AdminService; store_service/intake/imports.py).
 MAX_IMPORT_BATCH = 500

@@ -26,7 +26,7 @@ from servicekit import clients
 from servicekit.deadlines import DeadlineInterceptor
 from servicekit.errors import InvalidArgument, status_for
 from servicekit.interceptor import UnaryInterceptor
-from servicekit.limits import MAX_MESSAGE_BYTES, SHUTDOWN_GRACE_SECONDS
+from servicekit.limits import INTERNAL_MESSAGE_BYTES, SHUTDOWN_GRACE_SECONDS
 from servicekit.logs import RequestContextInterceptor
 from servicekit.metrics import MetricsInterceptor
 
@@ -94,7 +94,13 @@ class Running:
 
 
 def start_server(
-    bind: str, registrations, *, max_workers: int = 16, serving: bool = True, registry: CollectorRegistry = REGISTRY
+    bind: str,
+    registrations,
+    *,
+    max_workers: int = 16,
+    serving: bool = True,
+    registry: CollectorRegistry = REGISTRY,
+    max_receive: int = INTERNAL_MESSAGE_BYTES,
 ) -> Running:
     """Starts a server.
 
@@ -111,7 +117,7 @@ def start_server(
             ErrorInterceptor(),
             DeadlineInterceptor(),
         ],
-        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), *clients.KEEPALIVE_SERVER_OPTIONS],
+        options=[("grpc.max_receive_message_length", max_receive), *clients.KEEPALIVE_SERVER_OPTIONS],
     )
     names = []
     for add, servicer, name in registrations:

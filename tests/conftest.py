@@ -77,13 +77,29 @@ def starts(marker: str) -> None:
         pytest.fail(f"{RUNNING[-1].nodeid} starts a {marker} without @pytest.mark.{marker}", pytrace=False)
 
 
+# Every PostgreSQL cluster a test starts in this process but the session's own (``pg``) is a
+# ``cluster`` test's: checked as the cluster starts, so `make check` cannot take one in unmarked.
+_SESSION_CLUSTER: list[Path] = []
+_start_cluster = EmbeddedPostgres.__init__
+
+
+def _marked_cluster(self, data_dir: Path) -> None:
+    if data_dir not in _SESSION_CLUSTER:
+        starts("cluster")
+    _start_cluster(self, data_dir)
+
+
+EmbeddedPostgres.__init__ = _marked_cluster
+
+
 @pytest.fixture(scope="session")
 def pg(tmp_path_factory):
     """A real PostgreSQL 18 + pgvector in a temp folder (or DATABASE_URL when the test run sets it)."""
     if os.environ.get("RECALLATRON_TEST_DATABASE_URL"):
         yield os.environ["RECALLATRON_TEST_DATABASE_URL"]
         return
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg"))
+    _SESSION_CLUSTER.append(tmp_path_factory.mktemp("pg"))
+    server = EmbeddedPostgres(_SESSION_CLUSTER[-1])
     yield server.control_url
     server.stop()
 

@@ -40,12 +40,39 @@ def project_modules(root: Path = ROOT) -> dict[str, Path]:
     return {module_name(p, root): p for pkg in PACKAGES for p in sorted((root / pkg).rglob("*.py"))}
 
 
+def _literal(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _dynamic_import(node: ast.AST) -> ast.expr | None:
+    """The name argument of an ``importlib.import_module(...)`` or ``__import__(...)`` call."""
+    if isinstance(node, ast.Call) and node.args:
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if called in ("import_module", "__import__"):
+            return node.args[0]
+    return None
+
+
+def computed_imports(path: Path) -> list[int]:
+    """Lines of ``path`` importing a module by a computed name (not a string literal): no rule could
+    see where they lead."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if (arg := _dynamic_import(node)) is not None and not _literal(arg)
+    ]
+
+
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """The project modules ``name`` (at ``path``) imports, anywhere in the file."""
+    """The project modules ``name`` (at ``path``) imports, anywhere in the file, by import statements
+    and by ``importlib.import_module`` / ``__import__`` of a literal name."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
+        if _literal(arg := _dynamic_import(node)):
+            targets = [arg.value]
+        elif isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -99,6 +126,11 @@ def test_services_and_clients_keep_to_their_own():
     assert broken_rules(import_graph()) == set()
 
 
+def test_no_module_imports_by_a_computed_name():
+    found = {name: lines for name, path in project_modules().items() if (lines := computed_imports(path))}
+    assert found == {}
+
+
 def test_the_rules_see_what_they_forbid(tmp_path):
     """Each rule fails on a tree that breaks it: a circle through a function-level and a relative
     import, a service importing another's internals, a client importing a service (the launcher
@@ -118,6 +150,9 @@ def test_the_rules_see_what_they_forbid(tmp_path):
         "web/__init__.py": "",
         "web/calls.py": "import store_service.job\nfrom client import bearer\nfrom cli.command import fail\n",
         "cli/web_command.py": "def run():\n    from web import calls\n",
+        "rank_service/__init__.py": "",
+        "rank_service/late.py": "import importlib\n\ndef f(n):\n    importlib.import_module('store_service.job')\n"
+        "    return __import__(n)\n",
     }
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -127,7 +162,9 @@ def test_the_rules_see_what_they_forbid(tmp_path):
     cycle = find_cycle({k: v for k, v in graph.items() if k.startswith("embed_service")})
     assert cycle == ["embed_service.export_onnx", "embed_service.models", "embed_service.export_onnx"]
     assert find_cycle({"client": graph["client"], "cli.command": graph["cli.command"]}) is not None
+    assert computed_imports(tmp_path / "rank_service/late.py") == [5]
     assert broken_rules(graph) == {
+        ("rank_service.late", "store_service.job"),
         ("store_service.job", "embed_service.models"),
         ("web.calls", "store_service.job"),
         ("web.calls", "cli.command"),

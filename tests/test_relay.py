@@ -1,7 +1,9 @@
 """The gateway's relay (gateway.relay): every relayed pair copies without a loss, a broken pair is
 refused, and no client bytes set a field the gateway owns (the caller above all)."""
 
+import grpc
 import pytest
+from conftest import code_of
 from google.protobuf import descriptor_pb2, descriptor_pool, text_format
 from google.protobuf.message_factory import GetMessageClass
 from recallatron.gateway.v1 import gateway_pb2 as g
@@ -10,6 +12,7 @@ from recallatron.store.v1 import store_pb2 as s
 
 import gateway.server  # noqa: F401  (its servicers make the relays)
 from gateway.relay import ADMIN_SERVICE, MEMORY_SERVICE, RELAYS, PairMismatch, check_twins, copy_fields, wire_twins
+from servicekit.limits import MAX_MESSAGE_BYTES
 
 # The handlers that add something to what the store answers, so are written out.
 WRITTEN_OUT = {("MemoryService", "Recall"), ("MemoryService", "GetContext"), ("MemoryService", "PromptContext")}
@@ -223,3 +226,37 @@ def test_a_client_cannot_smuggle_a_caller_through_a_relayed_call(stack):
     memory = remember(wire, metadata=alice.md()).memory
     assert memory.created_by == alice.id and memory.body == "whose note is this"
     assert alice.read(memory.id).created_by == alice.id
+
+
+def test_a_request_the_gateway_accepts_is_never_too_large_for_the_store(stack):
+    """A Remember just under the gateway's message limit reaches the store, which adds the caller and
+    refuses the body by its own limit (INVALID_ARGUMENT); one over the limit is refused by the gateway
+    (RESOURCE_EXHAUSTED). Found by a break-it review: the caller pushed the first over the internal
+    channels' limit, and the refusal came back INTERNAL."""
+    ws = stack.workspace("relay sizes")
+    alice = stack.member(ws)
+
+    def remember(size: int) -> grpc.StatusCode:
+        request = g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, kind=m.KIND_NOTE, body="")
+        request.body = "x" * (size - request.ByteSize() - 8)  # the tag and length take a few bytes
+        request.body += "x" * (size - request.ByteSize())
+        assert request.ByteSize() == size
+        return code_of(stack.memory.Remember, request, metadata=alice.md())
+
+    assert remember(MAX_MESSAGE_BYTES - 5) == grpc.StatusCode.INVALID_ARGUMENT
+    assert remember(MAX_MESSAGE_BYTES + 5) == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_unknown_fields_inside_a_shared_nested_message_are_not_copied():
+    """Remember's relay copies field by field (its pair is no wire twin) and its entities are
+    EntityMention in both messages: bytes unknown to EntityMention stay behind too."""
+    relay = RELAYS[("MemoryService", "Remember")]
+    assert not wire_twins(relay.gateway_request, relay.store_request)
+    mention = m.EntityMention(name="Jonas")
+    mention.MergeFromString(smuggled(m.EntityMention.DESCRIPTOR, b"client bytes"))
+    request = g.RememberRequest(body="b", entities=[mention], occurred_at={"seconds": 5})
+    request.occurred_at.MergeFromString(smuggled(request.occurred_at.DESCRIPTOR, b"client bytes"))
+    assert b"client bytes" in request.SerializeToString()
+    store = relay.request(request, caller=m.Caller(member_id="m"))
+    assert b"client bytes" not in store.SerializeToString()
+    assert store.entities[0].name == "Jonas" and store.occurred_at.seconds == 5
