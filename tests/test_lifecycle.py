@@ -549,6 +549,9 @@ def test_forget_retries_a_deadlock_with_the_embedding_workers_lock_order(stack):
             break
     else:
         pytest.fail("no derivation sorted before its source in 40 tries")
+    # The embedding job, still writing the vectors of those memories, would take their locks too: a
+    # lock wait of its own passes for Forget's, and its deadlocks with Forget use up the retries.
+    stack.wait_backlog_empty()
     out = {}
     with stack.db(ws) as worker, stack.db(ws) as watch:
         worker.autocommit = False
