@@ -75,10 +75,10 @@ test: setup proto-check proto-lint lint
 
 # The inner loop (under 5 minutes here): lint, then every test that runs in this process (unit tests,
 # the in-process stack, the command line in-process), the property tests at 20 examples; not those
-# marked system, browser or cluster (pyproject.toml). CI runs `make test`, which runs everything.
+# marked system, browser, cluster or slow (pyproject.toml). CI runs `make test`, which runs everything.
 check: setup lint
 	RECALLATRON_PROPERTY_EXAMPLES=20 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
-		-m "not system and not browser and not cluster" tests
+		-m "not system and not browser and not cluster and not slow" tests
 
 # docs/screenshots/*.png (docs/web.md shows them), taken by the browser tests of the pages they show;
 # a test run alone writes none.

@@ -127,6 +127,7 @@ def test_a_store_killed_inside_a_data_step_leaves_it_due_and_the_next_start_runs
         _all_keyed(url, live)
 
 
+@pytest.mark.slow
 def test_a_second_store_waits_for_a_data_step_longer_than_ten_seconds(pg):
     """yoyo's own lock gave up after 10 seconds; the migration lock waits for the step to end."""
     with scratch_workspace_db(pg, "0008_import_key") as url:

@@ -9,6 +9,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
+import pytest
 from conftest import scratch_workspace_db
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
@@ -345,6 +346,7 @@ def test_huge_tf_long_bodies_unicode_and_termless_memories(stack):
 # --- 5. history recall against the reference, after supersede chains -----------------------------
 
 
+@pytest.mark.slow
 def test_history_recall_equals_full_scoring_over_live_and_superseded(stack):
     rng = random.Random(21)
     ws = stack.workspace("blocks-history")

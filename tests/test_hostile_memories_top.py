@@ -213,6 +213,7 @@ QUERIES = [
 ]
 
 
+@pytest.mark.slow
 def test_recall_answers_as_it_did_with_getmemories(lighthouse, monkeypatch):
     """Differential: the same recall, answered from the carried memories and from GetMemories alone
     (the behaviour before 7030f10), gives the same response."""

@@ -7,6 +7,7 @@ import random
 import uuid
 
 import numpy as np
+import pytest
 from conftest import scratch_workspace_db
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
@@ -80,6 +81,7 @@ def _open(conn, lexeme, superseded=False):
 # --- finding: blocks with room other than the open one are never refilled ----------------------------
 
 
+@pytest.mark.slow
 def test_blocks_left_with_holes_are_refilled_before_new_blocks_are_made(stack):
     # docs/retrieval.md ("Packed posting blocks", Writes): "a new posting goes into a block of its
     # (lexeme, partition) with room ... then into new blocks". Since 03743eb an append only ever goes
@@ -286,6 +288,7 @@ def test_migration_batches_fill_open_blocks_across_the_2000_row_boundary(pg):
                 assert [r[0] for r in got] == [w[0] for w in want], q
 
 
+@pytest.mark.slow
 def test_random_programs_straight_on_the_index_keep_blocks_and_sums_exact(pg):
     # lexical_index called directly (no service), three lexemes and two partitions so blocks fill,
     # empty and lose their open block often: batches up to 400, removals, supersedes (twin open

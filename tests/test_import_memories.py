@@ -45,6 +45,7 @@ def team(stack):
     return ws, stack.member(ws), stack.member(ws)
 
 
+@pytest.mark.slow
 def test_an_imported_memory_is_a_real_memory_kept_as_given(stack, team):
     ws, alice, bob = team
     ent = run(stack, ws, entities=[m.ImportedEntity(import_key="t1:ent:quarry", name="Quarry Labs")]).entities[0]

@@ -58,6 +58,7 @@ def count_everywhere(stack, query: str) -> dict[str, int]:
     return out
 
 
+@pytest.mark.slow
 def test_rebuild_embeddings_queues_missing_and_all(stack):
     ws = stack.workspace("rebuild")
     alice = stack.member(ws)
@@ -154,6 +155,7 @@ def test_filtered_dense_search_returns_the_full_count(stack):
     assert len(bob.recall("where did we park the delivery van", mode=m.RECALL_MODE_DENSE, top_k=25).items) == 25
 
 
+@pytest.mark.slow
 def test_many_workspaces_stay_within_the_connection_budget(stack):
     """Forty busy workspaces: the store's pools stay within 16 x 4 workspace connections."""
     members = [stack.member(stack.workspace(f"budget {i}")) for i in range(40)]

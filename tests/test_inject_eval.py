@@ -202,6 +202,7 @@ def corpora(off_corpus) -> list[str]:
     return ["--dataset", str(DEMO), "--off-topic", str(off_corpus), "--openers", str(OPENERS)]
 
 
+@pytest.mark.slow
 def test_eval_inject_on_demo(stack, capsys, off_corpus):
     code, out = run(
         stack,
@@ -235,6 +236,7 @@ def test_eval_inject_on_demo(stack, capsys, off_corpus):
     assert "off-topic" not in text  # none asked
 
 
+@pytest.mark.slow
 def test_calibrate_inject_on_demo(stack, capsys, off_corpus, tmp_path):
     out_file = tmp_path / "curve.json"
     code, out = run(

@@ -259,6 +259,7 @@ def test_racing_supersedes_leave_one_successor(team):
 # Forget ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_forget_erases_everywhere_transitively(team, encoder):
     alice, bob, stack = team["alice"], team["bob"], team["stack"]
     secret = word()

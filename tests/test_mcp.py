@@ -527,6 +527,7 @@ def bounded(text: str, tokens: int = 8_000, chars: int = 32_000) -> bool:
     return count(text) <= tokens
 
 
+@pytest.mark.slow
 def test_a_recall_of_long_memories_stays_within_the_bound_and_says_what_was_cut(stack):
     ws = stack.workspace("mcp long")
     alice = stack.member(ws)

@@ -108,6 +108,7 @@ def test_backlog_gauges_move_while_the_embed_service_is_down(stack):
     assert REGISTRY.get_sample_value("recallatron_embedding_oldest_job_age_seconds") == 0
 
 
+@pytest.mark.slow
 def test_pool_use_is_read_from_the_pools_by_kind(pg):
     """A collector of its own watching a Databases of its own, so no other pool of the session counts."""
     collector, registry = PoolCollector(), CollectorRegistry()

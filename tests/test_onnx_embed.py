@@ -144,6 +144,7 @@ def test_empty_input_and_small_batches(onnx_encoder):
     assert float(single[0] @ pair[1]) > 0.99999
 
 
+@pytest.mark.slow
 def test_missing_export_is_made_at_start(tmp_path, caplog):
     """A missing (or stale) export is made where it should be, verified, and then used."""
     target = tmp_path / "models" / "model.onnx"

@@ -228,6 +228,7 @@ def test_a_client_cannot_smuggle_a_caller_through_a_relayed_call(stack):
     assert alice.read(memory.id).created_by == alice.id
 
 
+@pytest.mark.slow
 def test_a_request_the_gateway_accepts_is_never_too_large_for_the_store(stack):
     """A Remember just under the gateway's message limit reaches the store, which adds the caller and
     refuses the body by its own limit (INVALID_ARGUMENT); one over the limit is refused by the gateway

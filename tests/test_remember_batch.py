@@ -304,6 +304,7 @@ def test_racing_identical_batches_store_each_row_once(stack, team):
     assert stored_count(stack, team["ws"], alice.id) == before + 120
 
 
+@pytest.mark.slow
 def test_a_batch_whose_deadline_passes_writes_nothing(stack, team):
     """Found by a hostile test: a RememberBatch of 500 rows of 64 KiB outlived the caller's deadline,
     the caller was told UNAVAILABLE "retry later", and the rows committed a minute after. The store
