@@ -60,6 +60,7 @@ def test_batch_limits(embed_stub):
     assert code_of(embed_stub.EmbedDocuments, e.EmbedDocumentsRequest()) == grpc.StatusCode.INVALID_ARGUMENT
 
 
+@pytest.mark.slow
 def test_reranker_unavailable_without_weights(embed_stub):
     info = embed_stub.GetModelInfo(e.GetModelInfoRequest())
     assert not info.reranker_available and info.dimensions == 384

@@ -90,6 +90,7 @@ def wait_for(check, timeout: float = 20.0) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_backlog_gauges_move_while_the_embed_service_is_down(stack):
     """recallatron_embedding_backlog and _oldest_job_age_seconds are what the backlog alert reads
     (deploy/alerts.yml), so they must keep moving through an embed outage."""
