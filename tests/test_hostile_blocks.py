@@ -384,6 +384,7 @@ def test_history_recall_equals_full_scoring_over_live_and_superseded(stack):
 # --- 6. the expiry gate's deeper reads over history, against the reference ---------------------------
 
 
+@pytest.mark.slow
 def test_expiry_gate_deepening_over_history_equals_full_scoring_of_shown_rows(stack):
     rng = random.Random(33)
     ws = stack.workspace("blocks-gate")

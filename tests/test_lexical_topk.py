@@ -11,6 +11,7 @@ import math
 import random
 import uuid
 
+import pytest
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
@@ -45,6 +46,7 @@ def _reference(rows, terms, limit):
     return sorted(scores.items(), key=lambda r: (-bm25.tie_key(r[1]), r[0]))[:limit]
 
 
+@pytest.mark.slow
 def test_top_k_equals_full_scoring(stack):
     rng = random.Random(7)
     ws = stack.workspace("topk")
