@@ -101,6 +101,7 @@ def test_default_encoder_runs_onnx(encoder):
     assert encoder.backend == "onnx"
 
 
+@pytest.mark.slow
 def test_same_token_ids_as_sentence_transformers(onnx_encoder, reference, texts):
     st, _ = reference
     features = st.impl.model.tokenize(texts)
@@ -116,6 +117,7 @@ def test_same_token_ids_as_sentence_transformers(onnx_encoder, reference, texts)
     assert long_texts >= 10  # truncation really exercised
 
 
+@pytest.mark.slow
 def test_queries_one_at_a_time_match_sentence_transformers(onnx_encoder, reference, texts):
     _, expected = reference
     got = np.concatenate([onnx_encoder.encode([t]) for t in texts])
@@ -125,6 +127,7 @@ def test_queries_one_at_a_time_match_sentence_transformers(onnx_encoder, referen
     assert cos[worst] >= MIN_COSINE, f"cosine {cos[worst]:.6f} on {texts[worst][:80]!r}"
 
 
+@pytest.mark.slow
 def test_document_batches_match_sentence_transformers(onnx_encoder, reference, texts):
     _, expected = reference
     got = onnx_encoder.encode(texts)  # one call: sorted by length, batched, returned in input order
