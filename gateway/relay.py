@@ -104,13 +104,17 @@ def wire_twins(a: Descriptor, b: Descriptor) -> bool:
 
 def copy_fields(source: Message, target: Message, renames: Mapping[str, str] | None = None) -> None:
     """Copies every field ``source`` sets into its twin in ``target`` (see ``check_twins``, which
-    must hold). Unknown fields of ``source``, at any depth, are not copied: a nested message of a type
-    both share is copied whole, so its unknown fields are dropped after. Wire twins (``wire_twins``)
-    are copied through their wire form, an order of magnitude faster than field by field in Python,
-    and the unknown fields dropped after likewise."""
+    must hold). Unknown fields of ``source``, at any depth, are not copied: they are dropped once,
+    after the copy (a nested message of a type both share is copied whole, unknown fields and all).
+    Wire twins (``wire_twins``) are copied through their wire form, an order of magnitude faster
+    than field by field in Python."""
+    _copy(source, target, renames)
+    target.DiscardUnknownFields()
+
+
+def _copy(source: Message, target: Message, renames: Mapping[str, str] | None) -> None:
     if not renames and wire_twins(source.DESCRIPTOR, target.DESCRIPTOR):
         target.MergeFromString(source.SerializeToString())
-        target.DiscardUnknownFields()
         return
     for field, value in source.ListFields():
         name = renames.get(field.name, field.name) if renames else field.name
@@ -128,12 +132,11 @@ def copy_fields(source: Message, target: Message, renames: Mapping[str, str] | N
         elif field.is_repeated:
             into = getattr(target, name)
             for item in value:
-                copy_fields(item, into.add())
+                _copy(item, into.add(), None)
         else:
             into = getattr(target, name)
             into.SetInParent()  # set even when empty, as in the source
-            copy_fields(value, into)
-    target.DiscardUnknownFields()
+            _copy(value, into, None)
 
 
 class Relay:
