@@ -61,6 +61,7 @@ import json
 import os
 import re
 import uuid
+import zlib
 from dataclasses import dataclass, field
 
 import grpc
@@ -68,7 +69,7 @@ import numpy as np
 import pytest
 from google.protobuf import timestamp_pb2
 from history_reference import bm25
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
@@ -89,15 +90,27 @@ EXAMPLES = int(os.environ.get("RECALLATRON_PROPERTY_EXAMPLES", "300"))
 FIRST_HALF, SECOND_HALF = EXAMPLES - EXAMPLES // 2, EXAMPLES // 2
 
 
+# Unset, every run replays the same derandomized examples. Set, a test's examples are those of this
+# seed mixed with the test's name: a soak longer than one sitting runs in chunks of other seeds, each
+# chunk new examples, the halves of one chunk different from each other.
+SEED = os.environ.get("RECALLATRON_PROPERTY_SEED")
+
+
 def property_test(examples: int):
-    """A Hypothesis property test of ``examples`` derandomized examples (a run replays the same ones),
-    marked ``property``, its time limit grown with the count so that a soak is not cut short."""
+    """A Hypothesis property test of ``examples`` examples (derandomized unless
+    ``RECALLATRON_PROPERTY_SEED`` is set), marked ``property``, its time limit grown with the count
+    so that a soak is not cut short."""
 
     def mark(test):
+        if SEED is not None:
+            if not SEED.isdigit():
+                raise ValueError(f"RECALLATRON_PROPERTY_SEED must be a non-negative integer, not {SEED!r}")
+            test = seed(int(SEED) * 1_000_003 + zlib.crc32(test.__name__.encode()))(test)
         test = settings(
             max_examples=max(examples, 1),
             deadline=None,
-            derandomize=True,
+            derandomize=SEED is None,
+            database=None,
             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
         )(test)
         return pytest.mark.property(pytest.mark.timeout(max(3000, 20 * examples))(test))
