@@ -19,6 +19,7 @@ questions between them; recalls per second is recalls / wall time.
 
 from __future__ import annotations
 
+import datetime
 import statistics
 import threading
 import time
@@ -26,6 +27,7 @@ import uuid
 
 import numpy as np
 import psycopg
+from google.protobuf import timestamp_pb2
 from pgvector.psycopg import register_vector
 from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 from recallatron.gateway.v1 import gateway_pb2 as g
@@ -40,6 +42,9 @@ from store_service.database import new_db_name
 from store_service.search import candidates
 
 MODES = {"lexical": m.RECALL_MODE_LEXICAL, "dense": m.RECALL_MODE_DENSE, "hybrid": m.RECALL_MODE_HYBRID}
+# Recalls within a time window (docs/time.md): the calendar month (UTC) in which the question's first
+# relevant memory was said, measured beside the same mode without one.
+WINDOW_MODES = {"lexical": m.RECALL_MODE_LEXICAL, "hybrid": m.RECALL_MODE_HYBRID}
 TOP_K = 10
 CANDIDATE_LIMIT = 100  # the gateway's RECALLATRON_CANDIDATE_LIMIT default
 WARMUP = 20
@@ -80,6 +85,12 @@ class Probe:
         register_vector(self.conn)
         self.relevant = {}
         self.back = {v: k for k, v in entry["core_ids"].items()}
+        said = dict(
+            self.conn.execute(
+                "SELECT id::text, said_at FROM memory WHERE id = ANY(%s::uuid[])", (list(entry["core_ids"].values()),)
+            ).fetchall()
+        )
+        self.said = {key: said[mid] for key, mid in entry["core_ids"].items() if mid in said}
 
     def close(self) -> None:
         self.conn.close()
@@ -87,12 +98,32 @@ class Probe:
         self.store_ch.close()
         self.embed_ch.close()
 
-    def recall(self, gw: client.Gateway, question: corpus.Question, mode: int) -> tuple[float, bool, bool]:
-        """One Recall; (milliseconds, answer in the top 10, dense arm available)."""
+    def month(self, question: corpus.Question) -> dict:
+        """The window of a question's windowed recall: the calendar month (UTC) in which its first
+        relevant memory was said, as RecallRequest fields."""
+        when = self.said[question.relevant[0]].astimezone(datetime.UTC)
+        start = datetime.datetime(when.year, when.month, 1, tzinfo=datetime.UTC)
+        end = datetime.datetime(when.year + when.month // 12, when.month % 12 + 1, 1, tzinfo=datetime.UTC)
+        bounds = {"occurred_after": timestamp_pb2.Timestamp(), "occurred_before": timestamp_pb2.Timestamp()}
+        bounds["occurred_after"].FromDatetime(start)
+        bounds["occurred_before"].FromDatetime(end)
+        return bounds
+
+    def recall(
+        self, gw: client.Gateway, question: corpus.Question, mode: int, windowed: bool = False
+    ) -> tuple[float, bool, bool]:
+        """One Recall (within the question's month when ``windowed``); (milliseconds, answer in the top
+        10, dense arm available)."""
+        window = self.month(question) if windowed else {}
         t0 = time.perf_counter()
         resp = gw.memory.Recall(
             g.RecallRequest(
-                query=question.text, purpose=m.PURPOSE_CONVERSATION, mode=mode, top_k=TOP_K, skip_rerank=True
+                query=question.text,
+                purpose=m.PURPOSE_CONVERSATION,
+                mode=mode,
+                top_k=TOP_K,
+                skip_rerank=True,
+                **window,
             ),
             metadata=self.md,
             timeout=120,
@@ -155,21 +186,22 @@ class Probe:
                 self.recall(self.gw, q, mode)
             self.floor(q)
             self.direct(q)
-        lat = {name: [] for name in MODES}
-        hits = {name: 0 for name in MODES}
-        dense_down = {name: 0 for name in MODES}
+        windowed = {f"{name} in a month": mode for name, mode in WINDOW_MODES.items()}
+        lat = {name: [] for name in [*MODES, *windowed]}
+        hits = dict.fromkeys(lat, 0)
+        dense_down = dict.fromkeys(lat, 0)
         parts: dict[str, list[float]] = {}
         # The steps of a question in turn, the order rotated by one per question: whichever step reads
         # a question's postings and vectors first pays for pages not yet cached, so each step is first
-        # for a quarter of the questions (always recalling lexical first once made that mode the slow one).
-        steps = [*MODES.items(), ("floor", None)]
+        # for a share of the questions (always recalling lexical first once made that mode the slow one).
+        steps = [*MODES.items(), *windowed.items(), ("floor", None)]
         for i, q in enumerate(questions):
             for name, mode in steps[i % len(steps) :] + steps[: i % len(steps)]:
                 if mode is None:
                     for k, v in {**self.floor(q), **self.direct(q)}.items():
                         parts.setdefault(k, []).append(v)
                     continue
-                ms, hit, dense_ok = self.recall(self.gw, q, mode)
+                ms, hit, dense_ok = self.recall(self.gw, q, mode, windowed=name in windowed)
                 lat[name].append(ms)
                 hits[name] += hit
                 dense_down[name] += not dense_ok
@@ -191,7 +223,22 @@ class Probe:
                 "hit_at_10": hits[name] / len(questions),
                 "dense_unavailable": dense_down[name],
             }
-        return {"modes": out, "parts": {k: summary(v) for k, v in parts.items()}, "questions": len(questions)}
+        windows = {}
+        for name in WINDOW_MODES:
+            plain, inside = summary(lat[name]), summary(lat[f"{name} in a month"])
+            windows[name] = {
+                "plain": plain,
+                "window": inside,
+                "p95_ratio": inside["p95"] / plain["p95"],
+                "hit_at_10_plain": hits[name] / len(questions),
+                "hit_at_10_window": hits[f"{name} in a month"] / len(questions),
+            }
+        return {
+            "modes": out,
+            "windows": windows,
+            "parts": {k: summary(v) for k, v in parts.items()},
+            "questions": len(questions),
+        }
 
     def _client(
         self, gw: client.Gateway, share: list[corpus.Question], mode: int, barrier: threading.Barrier, out: list[float]

@@ -130,6 +130,20 @@ def tables(res: dict) -> str:
                 f"| {int(size):,} | {mode} | {_ms(s['recall'])} | {s['per_second']:.1f} | {_p(s['floor'])} | "
                 f"{s['ratio']:.2f} | {conc} | {s['hit_at_10']:.2f}{note} |"
             )
+    out.append(
+        "\nTime windows (docs/time.md): each question recalled within the calendar month its first relevant "
+        "memory was said in, beside the same mode without a window, interleaved (single client, ms):\n"
+    )
+    out.append(
+        "| workspace | mode | no window p50 / p95 | in the month p50 / p95 | p95 ratio | answer@10 without / within |"
+    )
+    out.append("|---|---|---|---|---|---|")
+    for size, r in sizes.items():
+        for mode, w in r["single"].get("windows", {}).items():
+            out.append(
+                f"| {int(size):,} | {mode} | {_p(w['plain'])} | {_p(w['window'])} | {w['p95_ratio']:.2f} | "
+                f"{w['hit_at_10_plain']:.2f} / {w['hit_at_10_window']:.2f} |"
+            )
     out.append("\nThe parts (single client, ms, p50 / p95): in this process (floor) and over gRPC to one service:\n")
     names = ["embed", "lexical_sql", "dense_sql", "EmbedQueries", "LexicalCandidates", "DenseCandidates"]
     labels = [

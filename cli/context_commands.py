@@ -17,7 +17,6 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 
 import client
 from cli import command, options
-from cli.history_commands import instant
 from client import choices
 
 
@@ -34,6 +33,7 @@ def context_parser(sub: argparse._SubParsersAction) -> None:
         default=0,
         help="most tokens (an estimate: docs/agents.md), 200..100000; default 1500",
     )
+    options.window_options(cx)
     options.gateway_options(cx)
     cx.set_defaults(handler=context)
 
@@ -42,7 +42,13 @@ def context_parser(sub: argparse._SubParsersAction) -> None:
 def context(gw: client.Gateway, args: argparse.Namespace) -> int:
     """GetContext: prints the bundle's text, or the protobuf JSON."""
     resp = gw.memory.GetContext(
-        g.GetContextRequest(purpose=choices.PURPOSES[args.purpose], token_budget=args.budget), metadata=gw.metadata
+        g.GetContextRequest(
+            purpose=choices.PURPOSES[args.purpose],
+            token_budget=args.budget,
+            occurred_after=args.after,
+            occurred_before=args.before,
+        ),
+        metadata=gw.metadata,
     )
     command.emit(resp, args.json, resp.text)
     return 0
@@ -96,7 +102,10 @@ def prompt_context_parser(sub: argparse._SubParsersAction) -> None:
     pc.add_argument(
         "--session", default="", metavar="KEY", help="the conversation's key (a chat id), 1..200 characters"
     )
-    pc.add_argument("--reference-time", type=instant, metavar="ISO", help="when the turn was said (default now)")
+    pc.add_argument(
+        "--reference-time", type=options.instant, metavar="ISO", help="when the turn was said (default now)"
+    )
+    options.window_options(pc)
     options.gateway_options(pc)
     pc.set_defaults(handler=prompt_context)
 
@@ -111,6 +120,8 @@ def prompt_context(gw: client.Gateway, args: argparse.Namespace) -> int:
             reference_time=args.reference_time,
             token_budget=args.budget,
             session_key=args.session,
+            occurred_after=args.after,
+            occurred_before=args.before,
         ),
         metadata=gw.metadata,
     )

@@ -24,22 +24,6 @@ from cli import command, options
 from servicekit.render import for_terminal as shown
 
 
-def instant(text: str) -> timestamp_pb2.Timestamp:
-    """The argparse type of a time: ISO 8601, UTC when it names no offset; a usage error otherwise."""
-    out = timestamp_pb2.Timestamp()
-    try:
-        if "\x00" in text:
-            raise ValueError("NUL")
-        when = datetime.datetime.fromisoformat(text.strip())
-        # OverflowError: an offset that moves the instant outside years 1..9999 in UTC.
-        out.FromDatetime(when if when.tzinfo else when.replace(tzinfo=datetime.UTC))
-    except (ValueError, OverflowError):
-        raise argparse.ArgumentTypeError(
-            f"not an ISO 8601 time between years 1 and 9999: {text!r} (e.g. 2026-03-02T08:00:00Z)"
-        ) from None
-    return out
-
-
 def _iso(ts: timestamp_pb2.Timestamp) -> str:
     return ts.ToDatetime(tzinfo=datetime.UTC).isoformat().replace("+00:00", "Z")
 
@@ -60,7 +44,7 @@ def append_parser(sub: argparse._SubParsersAction) -> None:
     ap.add_argument("--chat", required=True, help="the conversation's id")
     ap.add_argument("--role", default="user", help="user (default) or assistant")
     ap.add_argument("--session", default="", help="session id (default: computed from the chat's runs)")
-    ap.add_argument("--at", type=instant, help="when it was said (default: now)")
+    ap.add_argument("--at", type=options.instant, help="when it was said (default: now)")
     ap.add_argument("--request-id", default="", help="idempotency key: a turn with a used key is not stored again")
     options.gateway_options(ap, purpose=False)
     ap.set_defaults(handler=append)
@@ -90,8 +74,8 @@ def search_parser(sub: argparse._SubParsersAction) -> None:
     se.add_argument("query", nargs="?", default="")
     se.add_argument("--chat", default="", help="only this chat")
     se.add_argument("--session", default="", help="only this session")
-    se.add_argument("--since", type=instant, help="only turns at or after this time")
-    se.add_argument("--until", type=instant, help="only turns before this time")
+    se.add_argument("--since", "--after", dest="since", type=options.instant, help="only turns at or after this time")
+    se.add_argument("--until", "--before", dest="until", type=options.instant, help="only turns before this time")
     se.add_argument("--page-size", type=options.int32, default=0, help="entries per page (default 20, at most 200)")
     se.add_argument("--page-token", default="", help="the token a previous page printed")
     se.add_argument("--all", action="store_true", help="follow the pages to the end")
@@ -129,8 +113,8 @@ def forget_parser(sub: argparse._SubParsersAction) -> None:
     """``recallatron history forget``."""
     fg = sub.add_parser("forget", help="forget turns of your history, by id or by time range")
     fg.add_argument("--turn", action="append", default=[], help="turn id (repeatable)")
-    fg.add_argument("--since", type=instant, help="with --until: forget turns at or after this time")
-    fg.add_argument("--until", type=instant, help="with --since: ... and before this time")
+    fg.add_argument("--since", type=options.instant, help="with --until: forget turns at or after this time")
+    fg.add_argument("--until", type=options.instant, help="with --since: ... and before this time")
     options.gateway_options(fg, purpose=False)
     fg.set_defaults(handler=forget)
 

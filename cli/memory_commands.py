@@ -15,7 +15,6 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 import client
 from cli import command, options
-from cli.history_commands import instant
 from client import choices
 from servicekit import limits
 from servicekit.render import for_terminal as shown
@@ -247,6 +246,7 @@ def recall_parser(sub: argparse._SubParsersAction) -> None:
     rc.add_argument("--no-rerank", action="store_true")
     rc.add_argument("--about-id", action="append", default=[], help="only memories about this entity id")
     rc.add_argument("--history", action="store_true", help="include superseded memories (keyword arm only)")
+    options.window_options(rc)
     options.gateway_options(rc)
     rc.set_defaults(handler=recall)
 
@@ -263,6 +263,8 @@ def recall(gw: client.Gateway, args: argparse.Namespace) -> int:
             skip_rerank=args.no_rerank,
             entity_ids=args.about_id,
             include_superseded=args.history,
+            occurred_after=args.after,
+            occurred_before=args.before,
         ),
         metadata=gw.metadata,
     )
@@ -278,10 +280,13 @@ def list_parser(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--purpose", choices=choices.PURPOSES, help="one purpose (default: every purpose granted)")
     ls.add_argument("--about-id", default="", help="only memories about this entity id")
     ls.add_argument("--derived-from", default="", help="only memories derived directly from this memory id")
-    ls.add_argument("--created-after", type=instant, help="created at or after this time (ISO 8601, UTC by default)")
-    ls.add_argument("--created-before", type=instant, help="created before this time")
-    ls.add_argument("--updated-after", type=instant, help="last changed at or after this time")
-    ls.add_argument("--updated-before", type=instant, help="last changed before this time")
+    ls.add_argument(
+        "--created-after", type=options.instant, help="created at or after this time (ISO 8601, UTC by default)"
+    )
+    ls.add_argument("--created-before", type=options.instant, help="created before this time")
+    ls.add_argument("--updated-after", type=options.instant, help="last changed at or after this time")
+    ls.add_argument("--updated-before", type=options.instant, help="last changed before this time")
+    options.window_options(ls)
     ls.add_argument("--superseded", choices=choices.SUPERSEDED, default="current", help="default: current only")
     ls.add_argument("--history", action="store_true", help="with earlier revisions")
     ls.add_argument("--page-size", type=options.int32, default=0, help="memories per page (default 50, at most 200)")
@@ -303,6 +308,8 @@ def list_request(args: argparse.Namespace) -> g.ListMemoriesRequest:
         created_before=args.created_before,
         updated_after=args.updated_after,
         updated_before=args.updated_before,
+        occurred_after=args.after,
+        occurred_before=args.before,
         superseded=choices.SUPERSEDED[args.superseded],
         include_history=args.history,
         page_size=args.page_size,

@@ -4,6 +4,9 @@ choices themselves are ``client.choices``)."""
 from __future__ import annotations
 
 import argparse
+import datetime
+
+from google.protobuf import timestamp_pb2
 
 from client.choices import PURPOSES
 
@@ -53,3 +56,29 @@ def gateway_options(parser: argparse.ArgumentParser, operator: bool = False, pur
         parser.add_argument("--token", help="member token (default RECALLATRON_TOKEN)")
         if purpose:
             parser.add_argument("--purpose", default="conversation", choices=PURPOSES)
+
+
+def instant(text: str) -> timestamp_pb2.Timestamp:
+    """The argparse type of a time: ISO 8601, UTC when it names no offset; a usage error otherwise."""
+    out = timestamp_pb2.Timestamp()
+    try:
+        if "\x00" in text:
+            raise ValueError("NUL")
+        when = datetime.datetime.fromisoformat(text.strip())
+        # OverflowError: an offset that moves the instant outside years 1..9999 in UTC.
+        out.FromDatetime(when if when.tzinfo else when.replace(tzinfo=datetime.UTC))
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(
+            f"not an ISO 8601 time between years 1 and 9999: {text!r} (e.g. 2026-03-02T08:00:00Z)"
+        ) from None
+    return out
+
+
+def window_options(parser: argparse.ArgumentParser, what: str = "memories said") -> None:
+    """``--after`` and ``--before``: a time window (``occurred_after`` and ``occurred_before``)."""
+    parser.add_argument(
+        "--after",
+        type=instant,
+        help=f"only {what} at or after this time: an ISO 8601 date or date-time, UTC unless it names an offset",
+    )
+    parser.add_argument("--before", type=instant, help=f"only {what} before this time")

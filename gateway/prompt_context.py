@@ -24,7 +24,7 @@ from recallatron.store.v1 import store_pb2 as s
 from recallatron.store.v1 import store_pb2_grpc
 
 from gateway import context as bundle
-from gateway.recall import Recaller
+from gateway.recall import Recaller, window_fields
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument
 from servicekit.limits import MAX_QUERY_CHARS
@@ -77,7 +77,11 @@ class PromptContexter:
     ) -> g.PromptContextResponse:
         purpose, budget, at = _check(req, caller)
         recall = self.recaller.recall(
-            g.RecallRequest(query=req.text, purpose=purpose, mode=m.RECALL_MODE_HYBRID, top_k=TOP_K), caller, settings
+            g.RecallRequest(
+                query=req.text, purpose=purpose, mode=m.RECALL_MODE_HYBRID, top_k=TOP_K, **window_fields(req)
+            ),
+            caller,
+            settings,
         )
         gate = settings.inject_min_cosine
         passed = [

@@ -43,10 +43,21 @@ from recallatron.store.v1 import store_pb2, store_pb2_grpc
 
 from servicekit import deadlines, limits, vocabulary
 from servicekit.caller import check_purpose_granted
+from servicekit.checks import time_range
 from servicekit.errors import DOWN_CODES, InvalidArgument
 from servicekit.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, WALK_LIMIT
 
 log = logging.getLogger(__name__)
+# The request fields of a time window, the same in the public requests and the store's.
+WINDOW_FIELDS = ("occurred_after", "occurred_before")
+
+
+def window_fields(req) -> dict:
+    """The time window's bounds ``req`` sets, as keyword arguments of a store request (an unset
+    bound stays unset: copying it would set it to 1970)."""
+    return {name: getattr(req, name) for name in WINDOW_FIELDS if req.HasField(name)}
+
+
 DEGRADED = Counter("recallatron_recall_degraded", "Recalls answered without an arm or stage.", ["stage"])
 MODES = (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID)
 # Answered recalls by mode and by whether each arm and the re-ranker contributed ("true"/"false": an
@@ -151,12 +162,13 @@ class Recaller:
                     entity_ids=req.entity_ids,
                     expiry_days=settings.expiry_days,
                     memories_top=head,
+                    **ask.window,
                 )
             )
         dense_rows, dense_available, embed_down = [], True, False
         try:
             if ask.mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
-                dense_rows, dense_available, embed_down = self._dense(req.query, caller, req, settings, ask.limit, head)
+                dense_rows, dense_available, embed_down = self._dense(ask, caller, settings, head)
             lexical_rows = list(lexical_call.result().candidates) if lexical_call else []
         finally:
             if lexical_call is not None:
@@ -227,21 +239,13 @@ class Recaller:
             ).candidates
         )
 
-    def _dense(
-        self,
-        query: str,
-        caller: m.Caller,
-        req: g.RecallRequest,
-        settings: store_pb2.WorkspaceSettings,
-        limit: int,
-        head: int,
-    ):
+    def _dense(self, ask: _Ask, caller: m.Caller, settings: store_pb2.WorkspaceSettings, head: int):
         """``(rows, dense_available, embed_down)``: the dense candidates, whether the arm could
         contribute, and whether the embed service was missing (past the deadline, unavailable or its
         breaker open). Embed failures degrade, never raise."""
         try:
             resp = self.embed.EmbedQueries(
-                embed_pb2.EmbedQueriesRequest(queries=[query]),
+                embed_pb2.EmbedQueriesRequest(queries=[ask.req.query]),
                 timeout=deadlines.optional_stage(self.config.embed_deadline),
             )
         except grpc.RpcError as exc:
@@ -251,14 +255,15 @@ class Recaller:
         out = self.store.DenseCandidates(
             store_pb2.DenseCandidatesRequest(
                 caller=caller,
-                purpose=req.purpose,
+                purpose=ask.req.purpose,
                 vector=resp.vectors[0].values,
                 input_version=resp.input_version,
                 floor=settings.dense_floor,
-                limit=limit,
-                entity_ids=req.entity_ids,
+                limit=ask.limit,
+                entity_ids=ask.req.entity_ids,
                 expiry_days=settings.expiry_days,
                 memories_top=head,
+                **ask.window,
             )
         )
         if not out.stamp_current:
@@ -293,13 +298,16 @@ class _Ask:
     mode: int
     top_k: int
     limit: int
+    # The time window's bounds the request set, as fields of the store's candidate requests.
+    window: dict
 
 
 def _validate(
     req: g.RecallRequest, caller: m.Caller, settings: store_pb2.WorkspaceSettings, candidate_limit: int
 ) -> _Ask:
     """Checks a request before any call: INVALID_ARGUMENT for an empty or over-long question, an
-    unknown mode or purpose, ``top_k`` outside 0..MAX_TOP_K, dense mode with ``include_superseded``;
+    unknown mode or purpose, ``top_k`` outside 0..MAX_TOP_K, dense mode with ``include_superseded``,
+    a bad time window;
     PERMISSION_DENIED for an ungranted purpose. The mode defaults to the workspace's, then hybrid, and
     is lexical with ``include_superseded``; ``top_k`` 0 means DEFAULT_TOP_K."""
     if not req.query.strip():
@@ -323,7 +331,8 @@ def _validate(
     if req.top_k < 0 or req.top_k > MAX_TOP_K:
         raise InvalidArgument(f"top_k must be 0..{MAX_TOP_K} (0 means {DEFAULT_TOP_K})", field="top_k")
     top_k = req.top_k or DEFAULT_TOP_K
-    return _Ask(req, mode, top_k, max(candidate_limit, top_k))
+    time_range(req, "occurred_after", "occurred_before")  # refused before the question is embedded
+    return _Ask(req, mode, top_k, max(candidate_limit, top_k), window_fields(req))
 
 
 def _count(mode: int, lexical_rows, dense_rows, counts: g.RecallCounts, reranked: bool) -> None:

@@ -26,7 +26,7 @@ from gateway.auth import OperatorCredential, authenticate
 from gateway.curation import InputVersion
 from gateway.dependencies import WATCH_SECONDS, Dependencies
 from gateway.prompt_context import PromptContexter
-from gateway.recall import RecallConfig, Recaller
+from gateway.recall import RecallConfig, Recaller, window_fields
 from gateway.relay import BY_ID, member_call, operator_call
 from servicekit import clients
 from servicekit.limits import INTERNAL_DEADLINE_SECONDS, MAX_MESSAGE_BYTES, SHUTDOWN_GRACE_SECONDS
@@ -90,7 +90,12 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         budget = bundle.check_budget(request.token_budget)
         bundle.check_on(auth.settings)
         resp = self.store.GetContext(
-            s.GetContextRequest(caller=auth.caller, purpose=request.purpose, expiry_days=auth.settings.expiry_days)
+            s.GetContextRequest(
+                caller=auth.caller,
+                purpose=request.purpose,
+                expiry_days=auth.settings.expiry_days,
+                **window_fields(request),
+            )
         )
         return bundle.build(resp.entries, request.purpose, budget)
 

@@ -189,6 +189,10 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
             bool, Field(description="Also search replaced memories (keywords only).")
         ] = False,
         entity_ids: Annotated[list[str], Field(description="Only memories about one of these entities.")] = [],  # noqa: B006
+        occurred_after: Annotated[
+            Time, Field(description="Only memories said at or after this RFC 3339 time (else when written).")
+        ] = None,
+        occurred_before: Annotated[Time, Field(description="Only memories said before this RFC 3339 time.")] = None,
     ) -> CallToolResult:
         return call(
             ctx,
@@ -201,6 +205,8 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                 skip_rerank=skip_rerank,
                 include_superseded=include_superseded,
                 entity_ids=entity_ids,
+                occurred_after=_timestamp(occurred_after, "occurred_after"),
+                occurred_before=_timestamp(occurred_before, "occurred_before"),
             ),
         )
 
@@ -434,6 +440,10 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         created_before: Annotated[Time, Field(description="Only memories created before this time.")] = None,
         updated_after: Annotated[Time, Field(description="Only memories last changed at or after this time.")] = None,
         updated_before: Annotated[Time, Field(description="Only memories last changed before this time.")] = None,
+        occurred_after: Annotated[
+            Time, Field(description="Only memories said at or after this time (else when written).")
+        ] = None,
+        occurred_before: Annotated[Time, Field(description="Only memories said before this time.")] = None,
         superseded: Annotated[Superseded, Field(description="current (the default), superseded, or all.")] = "current",
         include_history: Annotated[bool, Field(description="Also show each memory's earlier revisions.")] = False,
         page_size: Annotated[int, Field(ge=0, le=200, description="Memories per page, 0..200; 0 means 50.")] = 0,
@@ -452,6 +462,8 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                 created_before=_timestamp(created_before, "created_before"),
                 updated_after=_timestamp(updated_after, "updated_after"),
                 updated_before=_timestamp(updated_before, "updated_before"),
+                occurred_after=_timestamp(occurred_after, "occurred_after"),
+                occurred_before=_timestamp(occurred_before, "occurred_before"),
                 superseded=choices.SUPERSEDED[superseded],
                 include_history=include_history,
                 page_size=page_size,

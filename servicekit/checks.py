@@ -56,6 +56,19 @@ def check_not_ahead(when: datetime.datetime, field: str, now: datetime.datetime 
     return when
 
 
+def time_range(
+    req, start_field: str = "start_time", end_field: str = "end_time"
+) -> tuple[datetime.datetime | None, datetime.datetime | None]:
+    """A request's optional start and end Timestamps (fields ``start_field`` and ``end_field``), as
+    aware datetimes or None; INVALID_ARGUMENT naming the field for an invalid instant or an end not
+    after the start."""
+    start = check_timestamp(getattr(req, start_field), start_field) if req.HasField(start_field) else None
+    end = check_timestamp(getattr(req, end_field), end_field) if req.HasField(end_field) else None
+    if start is not None and end is not None and end <= start:
+        raise InvalidArgument(f"{end_field} must be after {start_field}", field=end_field)
+    return start, end
+
+
 def enum_value(mapping: dict[int, str], value: int, field: str) -> str:
     """The stored string of an enum value; INVALID_ARGUMENT for unspecified or unknown values."""
     try:

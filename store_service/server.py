@@ -25,7 +25,17 @@ from store_service.database import Databases
 from store_service.embedding.job import EMBED_TIMEOUT_SECONDS, EmbeddingWorker, requeue
 from store_service.history import turn_search, turns
 from store_service.intake import capture, imports
-from store_service.records import context, entities, expiring, lifecycle, listing, memories, pins, prompt_sessions
+from store_service.records import (
+    context,
+    entities,
+    expiring,
+    lifecycle,
+    listing,
+    memories,
+    pins,
+    prompt_sessions,
+    windows,
+)
 from store_service.search import answers
 from store_service.vocabulary import parse_uuid
 
@@ -232,7 +242,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def GetContext(self, request, context_):
         with self._conn(request.caller) as conn:
             return s.GetContextResponse(
-                entries=context.bundle(conn, request.caller, request.purpose, request.expiry_days)
+                entries=context.bundle(conn, request.caller, request.purpose, request.expiry_days, windows.of(request))
             )
 
     def Capture(self, request, context):

@@ -6,6 +6,7 @@ Screenshots of each page go to docs/screenshots/ under `make screenshots` (none 
 
 from __future__ import annotations
 
+import datetime
 import re
 import uuid
 
@@ -177,6 +178,42 @@ def test_browse_filters_and_pages(stack, web_screen, page, team):
     page.get_by_label("About entity (id)").fill("not-a-uuid")
     page.get_by_role("button", name="Filter").click()
     expect(page.locator("#error")).to_have_text(re.compile(r"^INVALID_ARGUMENT: .*entity_id"))
+
+
+@pytest.mark.browser
+def test_search_and_browse_take_a_time_window(stack, web_screen, page, team):
+    """ "Said from" and "Said before" (docs/time.md): the team's memories carry no occurred_at, so
+    they were said when written, today; a window ending before today holds none of them, one around
+    today all, and a window that ends before it starts is the gateway's INVALID_ARGUMENT."""
+    alice = team["alice"]
+    today = datetime.datetime.now(datetime.UTC).date()
+    tomorrow, yesterday = today + datetime.timedelta(days=1), today - datetime.timedelta(days=1)
+    sign_in(page, web_screen, alice.token)
+    page.goto(f"{web_screen}/search")
+    page.get_by_label("Query").fill("lighthouse lens")
+    page.get_by_label("Mode").select_option("lexical")
+    page.get_by_label("Said from").fill(yesterday.isoformat())
+    page.get_by_label("Said before").fill(tomorrow.isoformat())
+    page.get_by_role("button", name="Search").click()
+    want = alice.recall("lighthouse lens", mode=m.RECALL_MODE_LEXICAL)
+    expect(page.locator("tr.hit")).to_have_count(len(want.items))
+    assert want.items
+    page.get_by_label("Said before").fill(yesterday.isoformat())
+    page.get_by_label("Said from").fill("2000-01-01")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("p.empty")).to_have_text("Nothing you can read matches.")
+    page.get_by_label("Said from").fill(tomorrow.isoformat())
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#error")).to_have_text(re.compile(r"^INVALID_ARGUMENT: occurred_before must be after"))
+
+    page.get_by_role("link", name="Browse").click()
+    total = stack.memory.ListMemories(g.ListMemoriesRequest(), metadata=alice.md()).total_size
+    page.get_by_label("Said from").fill(yesterday.isoformat())
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("#list-summary")).to_have_text(f"{total} shown of {total}")
+    page.get_by_label("Said from").fill(tomorrow.isoformat())
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("#list-summary")).to_have_text("0 shown of 0")
 
 
 @pytest.mark.browser

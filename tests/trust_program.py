@@ -33,6 +33,8 @@ every entity name, and asserts:
   finds every other eligible one; Read and ListMemories still show aged ones;
 - ListExpiringMemories lists, and counts, exactly the aged memories the member may read (none with
   the gate off), oldest updated first;
+- time windows: Recall (lexical mode) and ListMemories asked for a window that starts at the middle
+  of what they showed without one show exactly the memories of that answer said in it;
 - the keyword statistics maintained by the writes equal a full recount of the stored rows;
 - curation: the program also decides about random pairs (DecideDuplicateProposal: keep both,
   supersede one by the other, forget one) and resolves random conflict flags (acknowledge or undo),
@@ -433,6 +435,28 @@ def list_pages(api, md, page_size: int = 200, **kw) -> tuple[list[m.Memory], set
             return out, totals
 
 
+def said(mem: m.Memory) -> datetime.datetime:
+    """When a memory was said, the time windows' rule: its occurred_at, else when it was written."""
+    return (mem.occurred_at if mem.HasField("occurred_at") else mem.created_at).ToDatetime(tzinfo=datetime.UTC)
+
+
+def middle(mems) -> datetime.datetime | None:
+    """A window's start that splits ``mems`` by when they were said (the later half in), or None."""
+    times = sorted({said(x) for x in mems})
+    return times[len(times) // 2] if times else None
+
+
+def check_window(api, md, call_name: str, req, shown: list[m.Memory], start: datetime.datetime, got) -> None:
+    """``call_name`` asked with ``req`` and the window [start, ...) shows exactly the memories of
+    ``shown`` (what it showed without the window, every eligible one) said in it: nothing unreadable
+    or forgotten, nothing missing. ``got`` reads the memories out of the response."""
+    req.occurred_after.CopyFrom(ts(start))
+    code, resp = call(getattr(api, call_name), req, md)
+    assert code == OK
+    want = {x.id for x in shown if said(x) >= start}
+    assert {x.id for x in got(resp)} == want, (call_name, start)
+
+
 def check_listing(api, model: Model, me: str, md, everything: set[str]) -> None:
     """ListMemories lists, and counts, exactly the memories ``me`` may read (the rule of Read): all of
     them with superseded ones, the current ones by default, the eligible ones of a granted purpose;
@@ -449,6 +473,10 @@ def check_listing(api, model: Model, me: str, md, everything: set[str]) -> None:
             assert all(
                 model.readable(link.target_memory_id, me) for link in x.links if link.type == m.LINK_TYPE_DERIVED_FROM
             )
+        start = middle(listed)
+        if start is not None:  # a time window lists exactly the readable memories said in it
+            req = g.ListMemoriesRequest(**{**kw, "page_size": 200})
+            check_window(api, md, "ListMemories", req, listed, start, lambda r: r.memories)
     for source in {src for mem in model.mems.values() for src in mem.sources}:  # each source's derivations
         listed, totals = list_pages(api, md, derived_from_id=source, superseded=m.SUPERSEDED_FILTER_ALL)
         want = {i for i in readable if source in model.mems[i].sources}
@@ -1092,6 +1120,11 @@ def leak_example(stack, property_workspace: str, program, grants, gate: bool) ->
                 assert ranks == list(range(1, len(ranks) + 1))  # recomputed over rows that passed
                 if mode == m.RECALL_MODE_LEXICAL:
                     assert set(got) == eligible  # everything eligible and matching is found
+                    start = middle(it.memory for it in resp.items)
+                    if start is not None:  # within a window: exactly the eligible ones said in it
+                        req = g.RecallRequest(query=word, purpose=purpose, mode=mode, top_k=200)
+                        shown = [it.memory for it in resp.items]
+                        check_window(api, md, "Recall", req, shown, start, lambda r: [it.memory for it in r.items])
         for mem_id in everything:
             code, resp = call(api.Read, g.ReadRequest(id=mem_id, include_history=True), md)
             readable = model.readable(mem_id, me)

@@ -84,7 +84,7 @@ async def home(request: Request) -> Response:
 
 
 async def search(request: Request) -> Response:
-    """GET /search: Recall with the query, mode, purpose, top k and history switch of the form."""
+    """GET /search: Recall with the query, mode, purpose, top k, history switch and time window of the form."""
     screen: Screen = request.app.state.screen
     q = request.query_params
     form = {
@@ -93,6 +93,8 @@ async def search(request: Request) -> Response:
         "purpose": q.get("purpose", "conversation"),
         "top_k": q.get("top_k", ""),
         "include_superseded": q.get("include_superseded", ""),
+        "occurred_after": q.get("occurred_after", ""),
+        "occurred_before": q.get("occurred_before", ""),
     }
     context = {"form": form, "result": None}
     if screen.token(request) is None:
@@ -107,6 +109,7 @@ async def search(request: Request) -> Response:
             top_k=whole("top_k", form["top_k"]),
             include_superseded=bool(form["include_superseded"]),
         )
+        _set_times(req, form, WINDOW_FIELDS)
     except FormError as exc:
         return await screen.render(request, "search.html", status=400, error=str(exc), **context)
     try:
@@ -126,6 +129,8 @@ BROWSE_FIELDS = (
     "created_before",
     "updated_after",
     "updated_before",
+    "occurred_after",
+    "occurred_before",
     "superseded",
     "page_size",
 )
@@ -143,11 +148,20 @@ def list_request(form: dict[str, str]) -> g.ListMemoriesRequest:
         page_size=whole("page_size", form["page_size"]),
         page_token=form["page_token"],
     )
-    for name in ("created_after", "created_before", "updated_after", "updated_before"):
+    _set_times(req, form, ("created_after", "created_before", "updated_after", "updated_before", *WINDOW_FIELDS))
+    return req
+
+
+# The time window's fields, in the forms as in the requests.
+WINDOW_FIELDS = ("occurred_after", "occurred_before")
+
+
+def _set_times(req, form: dict[str, str], names) -> None:
+    """Sets the request's Timestamp fields ``names`` from the form's dates (unset when empty)."""
+    for name in names:
         ts = timestamp(name, form[name])
         if ts is not None:
             getattr(req, name).CopyFrom(ts)
-    return req
 
 
 async def browse(request: Request) -> Response:

@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import datetime
 
-import psycopg
-
 from servicekit.errors import InvalidArgument
 
 # The longest gate, in days: ten years. Longer is INVALID_ARGUMENT, as is 0 or less (the gate is
@@ -83,15 +81,3 @@ def check_days(days: int) -> int:
     if not 0 <= days <= MAX_EXPIRY_DAYS:
         raise InvalidArgument(f"expiry_days must be 0 (off) or 1..{MAX_EXPIRY_DAYS}", field="expiry_days")
     return days
-
-
-def hidden_ids(conn: psycopg.Connection, ids: list, expiry_days: int) -> set:
-    """Of ``ids``, those the gate of ``expiry_days`` days hides (none when it is 0): one primary-key
-    query."""
-    if not expiry_days or not ids:
-        return set()
-    rows = conn.execute(
-        f"SELECT m.id FROM memory m WHERE m.id = ANY(%(ids)s) AND {HIDDEN}",
-        {"ids": list(ids), "expiry_days": expiry_days},
-    ).fetchall()
-    return {r[0] for r in rows}

@@ -23,11 +23,11 @@ from google.protobuf import timestamp_pb2
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
+from servicekit.checks import time_range
 from servicekit.errors import InvalidArgument
 from servicekit.limits import MAX_CHAT_ID_CHARS, MAX_QUERY_CHARS
 from store_service import page_tokens
 from store_service.database import named
-from store_service.history.turns import time_range
 from store_service.search import analysis, bm25
 
 # Page sizes (AIP-158): 0 means the default; above the most is coerced to it. 200 entries of at most

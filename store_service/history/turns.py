@@ -28,14 +28,13 @@ import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit import deadlines
-from servicekit.checks import NewTurn, check_history_turn
+from servicekit.checks import NewTurn, check_history_turn, time_range
 from servicekit.errors import InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_HISTORY_BATCH
 from store_service.access import membership
 from store_service.database import named
 from store_service.history import turn_index, turn_sessions
 from store_service.records import idempotency
-from store_service.vocabulary import check_timestamp
 
 # Turn ids one ForgetHistory names at most.
 MAX_FORGET_IDS = 1_000
@@ -151,19 +150,6 @@ def _insert(conn: psycopg.Connection, owner: uuid.UUID, rows) -> None:
             [len(terms) for _, _, terms in rows],
         ),
     )
-
-
-def time_range(
-    req, start_field: str = "start_time", end_field: str = "end_time"
-) -> tuple[datetime.datetime | None, datetime.datetime | None]:
-    """A request's optional start and end Timestamps (fields ``start_field`` and ``end_field``), as
-    aware datetimes or None; INVALID_ARGUMENT naming the field for an invalid instant or an end not
-    after the start."""
-    start = check_timestamp(getattr(req, start_field), start_field) if req.HasField(start_field) else None
-    end = check_timestamp(getattr(req, end_field), end_field) if req.HasField(end_field) else None
-    if start is not None and end is not None and end <= start:
-        raise InvalidArgument(f"{end_field} must be after {start_field}", field=end_field)
-    return start, end
 
 
 def forget(conn: psycopg.Connection, caller: m.Caller, req) -> int:

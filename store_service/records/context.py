@@ -37,6 +37,7 @@ from store_service.access import expiry
 from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
 from store_service.records.memories import get_memories, readable_ids
+from store_service.records.windows import OPEN, Window
 
 SUMMARIES = 3
 ENTITIES = 5
@@ -80,10 +81,13 @@ def _newest(conn: psycopg.Connection, caller: m.Caller, where: str, params: dict
     return out if limit is None else out[:limit]
 
 
-def _top_entities(conn: psycopg.Connection, caller: m.Caller, params: dict, gate: str) -> list[m.MentionedEntity]:
+def _top_entities(
+    conn: psycopg.Connection, caller: m.Caller, params: dict, gate: str, window: Window
+) -> list[m.MentionedEntity]:
     """The ``ENTITIES`` entities most mentioned by readable, live memories of the purpose created in
-    the last ``WINDOW_DAYS`` days that the expiry ``gate`` (a clause, '' when off) does not hide,
-    most mentioned first."""
+    the last ``WINDOW_DAYS`` days (said in ``window`` instead, when it is set) that the expiry
+    ``gate`` (a clause, '' when off) does not hide, most mentioned first."""
+    recent = window.condition() if window else "m.created_at >= now() - make_interval(days => %(days)s)"
     rows = (
         named(conn)
         .execute(
@@ -91,7 +95,7 @@ def _top_entities(conn: psycopg.Connection, caller: m.Caller, params: dict, gate
                   FROM memory m JOIN memory_link l ON l.memory_id = m.id AND l.link_type = 'about'
                   JOIN entity e ON e.id = l.target_entity_id
                  WHERE {READABLE} AND m.purpose = %(purpose)s AND m.superseded_by_id IS NULL
-                   AND m.created_at >= now() - make_interval(days => %(days)s){gate}""",
+                   AND {recent}{gate}""",
             {**caller_params(caller), **params, "days": WINDOW_DAYS},
         )
         .fetchall()
@@ -112,16 +116,20 @@ def _top_entities(conn: psycopg.Connection, caller: m.Caller, params: dict, gate
     return [m.MentionedEntity(entity_id=str(e), name=names[e], mentions=counts[e]) for e in ranked]
 
 
-def bundle(conn: psycopg.Connection, caller: m.Caller, purpose: int, expiry_days: int = 0) -> list[s.ContextEntry]:
+def bundle(
+    conn: psycopg.Connection, caller: m.Caller, purpose: int, expiry_days: int = 0, window: Window = OPEN
+) -> list[s.ContextEntry]:
     """The entries of the caller's bundle for ``purpose``: part by part, newest first within each part,
-    each memory once, none the expiry gate of ``expiry_days`` days (0: off) hides. INVALID_ARGUMENT
-    for a bad purpose or gate, PERMISSION_DENIED for a purpose not granted."""
+    each memory once, none the expiry gate of ``expiry_days`` days (0: off) hides, every one said in
+    ``window`` (``store_service.records.windows``; open: any time). INVALID_ARGUMENT for a bad
+    purpose or gate, PERMISSION_DENIED for a purpose not granted."""
     params = {
         "purpose": check_purpose_granted(caller, purpose),
         "member": uuid.UUID(caller.member_id),
         "expiry_days": expiry.check_days(expiry_days),
+        **window.params(),
     }
-    gate = expiry.shown_clause(expiry_days)
+    gate = expiry.shown_clause(expiry_days) + window.clause()
     live = f"m.purpose = %(purpose)s AND m.superseded_by_id IS NULL{gate}"
     chosen: dict[uuid.UUID, _Chosen] = {}
 
@@ -134,7 +142,7 @@ def bundle(conn: psycopg.Connection, caller: m.Caller, purpose: int, expiry_days
     )
     choose(_newest(conn, caller, pinned, params, None), m.CONTEXT_PART_PINNED)
     choose(_newest(conn, caller, f"{live} AND m.kind = 'summary'", params, SUMMARIES), m.CONTEXT_PART_SUMMARY)
-    for entity in _top_entities(conn, caller, params, gate):
+    for entity in _top_entities(conn, caller, params, expiry.shown_clause(expiry_days), window):
         about = f"""{live} AND EXISTS (SELECT 1 FROM memory_link l WHERE l.memory_id = m.id
                       AND l.link_type = 'about' AND l.target_entity_id = %(entity)s)"""
         rows = _newest(conn, caller, about, {**params, "entity": uuid.UUID(entity.entity_id)}, 1)

@@ -27,12 +27,12 @@ from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.caller import check_purpose_granted
+from servicekit.checks import time_range
 from servicekit.errors import InvalidArgument
 from store_service import page_tokens
 from store_service.access.readability import READABLE, caller_params, chain_readable
 from store_service.database import named
-from store_service.history.turns import time_range
-from store_service.records import memories
+from store_service.records import memories, windows
 from store_service.vocabulary import KINDS, enum_value, parse_uuid
 
 # Page sizes (AIP-158): 0 means the default; above the most is coerced to it. 200 memories of at most
@@ -137,6 +137,10 @@ def where(caller: m.Caller, req: s.ListMemoriesRequest) -> tuple[str, dict, list
         if end is not None:
             clauses.append(f"m.{column} < %({column}_end)s")
         params |= {f"{column}_start": start, f"{column}_end": end}
+    window = windows.of(req)
+    if window:
+        clauses.append(window.condition())
+        params |= window.params()
     if req.superseded not in _SUPERSEDED:
         raise InvalidArgument("superseded must be current, superseded, all or unspecified", field="superseded")
     clauses.append(_SUPERSEDED[req.superseded])
@@ -152,6 +156,7 @@ def where(caller: m.Caller, req: s.ListMemoriesRequest) -> tuple[str, dict, list
         [_iso(x) for x in updated],
         _SUPERSEDED[req.superseded],
         source and str(source),
+        window.bound(),
     ]
     return " AND ".join(clauses), params, bound
 

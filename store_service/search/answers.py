@@ -18,7 +18,7 @@ from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument
 from servicekit.limits import DIMENSIONS, MAX_CANDIDATE_LIMIT, MAX_QUERY_CHARS, MAX_TOP_K
 from store_service.access import expiry
-from store_service.records import entities, memories
+from store_service.records import entities, memories, windows
 from store_service.search import candidates
 
 
@@ -63,13 +63,14 @@ def lexical(
     request: s.LexicalCandidatesRequest,
 ) -> Callable[[psycopg.Connection], s.LexicalCandidatesResponse]:
     """The keyword arm's answer to ``request``, to run on the caller's connection. INVALID_ARGUMENT
-    for a bad limit, a query over ``MAX_QUERY_CHARS`` characters, a bad gate or ``memories_top``
+    for a bad limit, a query over ``MAX_QUERY_CHARS`` characters, a bad gate, window or ``memories_top``
     (now) or a bad entity filter (when run); PERMISSION_DENIED for a purpose not granted."""
     purpose = check_purpose_granted(request.caller, request.purpose)
     limit = _limit(request.limit)
     if len(request.query) > MAX_QUERY_CHARS:
         raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
     expiry_days = expiry.check_days(request.expiry_days)
+    window = windows.of(request)
     memories_top = _memories_top(request.memories_top)
 
     def answer(conn: psycopg.Connection) -> s.LexicalCandidatesResponse:
@@ -83,6 +84,7 @@ def lexical(
             request.include_superseded,
             entities.parse_filter(request.entity_ids),
             expiry_days=expiry_days,
+            window=window,
         )
         return s.LexicalCandidatesResponse(candidates=_with_verdicts(conn, request.caller, rows, memories_top))
 
@@ -91,9 +93,9 @@ def lexical(
 
 def dense(request: s.DenseCandidatesRequest) -> Callable[[psycopg.Connection], s.DenseCandidatesResponse]:
     """The meaning arm's answer to ``request``, to run on the caller's connection. INVALID_ARGUMENT
-    for a bad limit, a vector not of ``DIMENSIONS`` finite numbers, a floor outside 0..1, a bad gate
-    or ``memories_top`` (now) or a bad entity filter (when run); PERMISSION_DENIED for a purpose not
-    granted."""
+    for a bad limit, a vector not of ``DIMENSIONS`` finite numbers, a floor outside 0..1, a bad gate,
+    window or ``memories_top`` (now) or a bad entity filter (when run); PERMISSION_DENIED for a
+    purpose not granted."""
     purpose = check_purpose_granted(request.caller, request.purpose)
     limit = _limit(request.limit)
     if len(request.vector) != DIMENSIONS:
@@ -104,6 +106,7 @@ def dense(request: s.DenseCandidatesRequest) -> Callable[[psycopg.Connection], s
     if not 0.0 <= request.floor <= 1.0:
         raise InvalidArgument("floor must be between 0 and 1", field="floor")
     expiry_days = expiry.check_days(request.expiry_days)
+    window = windows.of(request)
     memories_top = _memories_top(request.memories_top)
 
     def answer(conn: psycopg.Connection) -> s.DenseCandidatesResponse:
@@ -117,6 +120,7 @@ def dense(request: s.DenseCandidatesRequest) -> Callable[[psycopg.Connection], s
             limit,
             entities.parse_filter(request.entity_ids),
             expiry_days=expiry_days,
+            window=window,
         )
         return s.DenseCandidatesResponse(
             candidates=_with_verdicts(conn, request.caller, rows, memories_top), stamp_current=current

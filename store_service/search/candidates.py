@@ -26,18 +26,21 @@ Dense arm: cosine over the pgvector HNSW index with iterative index scans (pgvec
 filtered search still returns the requested count; rows below the cosine floor are dropped.
 
 The expiry gate (``store_service.access.expiry``), when a request carries one, leaves out the rows it
-hides, in both arms and every mode, history recall included. The dense arm filters them in its
-candidate statement, beside readability (the statement already joins the memory row). The keyword
-arm reads packed postings alone: testing ``updated_at`` there would need the memory row of every
-scored memory (20,000 and more for common questions at 100,000 memories). So with the gate on,
-the keyword arm reads its exact top rows as without it, tests them for the gate by primary key in
-one more statement (``expiry.hidden_ids``), and, only when hidden rows leave it short of the limit,
-reads deeper (``DEPTH_GROWTH`` times at least, more when few rows were shown) until ``limit`` shown
-rows are found or every matching row was read. Each read is the exact top of all readable rows in
-the BM25 order, so the shown rows in that order are the exact top of the rows the gate shows. Off,
-or with no hidden row near the top, it costs nothing or one primary-key query over at most the
-limit. The statistics are unchanged: hidden rows are readable and stay counted
-(``store_service.access.expiry``).
+hides, in both arms and every mode, history recall included; a time window
+(``store_service.records.windows``) leaves out the rows said outside it, likewise. The dense arm
+filters them in its candidate statement, beside readability (the statement already joins the
+memory row). The keyword arm reads packed postings alone: testing ``updated_at`` or ``said_at``
+there would need the memory row of every scored memory (20,000 and more for common questions at
+100,000 memories). So it reads its exact top rows as without them, tests them for the gate and the
+window by primary key in one more statement (``_left_out_ids``), and, only when rows left out leave
+it short of the limit, reads deeper (``DEPTH_GROWTH`` times at least, more when few rows were
+shown) until ``limit`` shown rows are found or every matching row was read. Each read is the exact
+top of all readable rows in the BM25 order, so the shown rows in that order are the exact top of
+the rows shown. Off, or with no row left out near the top, it costs nothing or one primary-key
+query over at most the limit. A narrow window (``windows.NARROW_ROWS`` memories at most) is cheaper
+read from its index: only its memories' document numbers are scored, and nothing is tested after.
+The statistics are unchanged: rows left out are readable and stay counted
+(``store_service.access.expiry``, ``store_service.records.windows``).
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ from recallatron.memory.v1 import memory_pb2 as m
 from store_service.access import expiry
 from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
+from store_service.records import windows
+from store_service.records.windows import OPEN, Window
 from store_service.search import analysis, bm25, lexical_index
 from store_service.search.lexical_index import WORKSPACE
 
@@ -80,26 +85,29 @@ def _scope(include_superseded: bool, entity_filter: bool) -> str:
     return clause
 
 
-def lexical(conn: psycopg.Connection, *query, expiry_days: int = 0) -> list[tuple[uuid.UUID, float]]:
+def lexical(
+    conn: psycopg.Connection, *query, expiry_days: int = 0, window: Window = OPEN
+) -> list[tuple[uuid.UUID, float]]:
     """Ranked (memory id, BM25 score) pairs, best first, ties by id; empty when no term survives.
 
     ``query``: ``caller, purpose, text, limit, include_superseded[, entity_ids]`` (``_lexical``).
     ``purpose`` is a stored purpose string; one the caller was not granted reads nothing.
-    ``expiry_days`` is the workspace's expiry gate (0: off): rows it hides are left out.
+    ``expiry_days`` is the workspace's expiry gate (0: off): rows it hides are left out, as are rows
+    said outside ``window`` (``store_service.records.windows``).
     """
-    rows, _ = _lexical(conn, *query, expiry_days=expiry_days)
+    rows, _ = _lexical(conn, *query, expiry_days=expiry_days, window=window)
     return [(mid, score) for mid, score, *_ in rows]
 
 
 def lexical_with_matches(
-    conn: psycopg.Connection, *query, expiry_days: int = 0
+    conn: psycopg.Connection, *query, expiry_days: int = 0, window: Window = OPEN
 ) -> list[tuple[uuid.UUID, float, int, bool]]:
     """``lexical``'s rows (``query``: ``lexical``'s arguments after ``conn``) with, for fusion's
     precedence, how many of the question's identifiers (``analysis.identifier_terms``) each memory
     contains, counted only for lookups (at most ``IDENTIFIER_LOOKUP_MAX_TERMS`` scored terms besides
     the identifiers' parts), and whether it contains every scored term (two or more). Both counts
     come from the same block sums as the scores (``_BlockScores``), no further query."""
-    rows, kept = _lexical(conn, *query, expiry_days=expiry_days)
+    rows, kept = _lexical(conn, *query, expiry_days=expiry_days, window=window)
     return [(mid, score, identifiers, len(kept) >= 2 and terms == len(kept)) for mid, score, terms, identifiers in rows]
 
 
@@ -142,6 +150,7 @@ def _lexical(
     entity_ids: list[uuid.UUID] = (),
     *,
     expiry_days: int = 0,
+    window: Window = OPEN,
 ) -> tuple[list[tuple[uuid.UUID, float, int, int]], list[str]]:
     """``lexical``'s rows, each ``(id, score, scored terms it holds, lookup identifiers it holds)``
     (``lookup_identifiers``), and the terms BM25 scored. Read in one snapshot (``_one_snapshot``)."""
@@ -158,6 +167,7 @@ def _lexical(
                 {**params, "purpose": purpose, "entities": list(entity_ids), "expiry_days": expiry_days},
                 terms,
                 limit,
+                window,
                 include_superseded,
             )
         # The readable partitions' sums and the terms' statistics in them, in one round trip: one row
@@ -188,18 +198,49 @@ def _lexical(
         idf = {t: bm25.idf(n, df[t]) for t in kept}
         identifiers = lookup_identifiers(kept)
 
-        return _shown_top(conn, _BlockScores(conn, part_ids, idf, avg, identifiers).top, limit, expiry_days), kept
+        scores = _BlockScores(conn, part_ids, idf, avg, identifiers)
+        if window:
+            narrow = windows.narrow_ids(conn, window)
+            if narrow is not None:  # only the window's own rows are scored: none is left out below
+                scores.keep(_doc_numbers(conn, narrow))
+                window = OPEN
+        return _shown_top(conn, scores.top, limit, expiry_days, window), kept
 
 
-def _shown_top(conn: psycopg.Connection, top, limit: int, expiry_days: int) -> list[tuple]:
+def _doc_numbers(conn: psycopg.Connection, ids) -> np.ndarray:
+    """The keyword index's document numbers of the memories ``ids`` (those it holds)."""
+    rows = conn.execute("SELECT doc_no FROM lexical_document WHERE memory_id = ANY(%s)", (list(ids),)).fetchall()
+    return np.array([r[0] for r in rows], dtype=np.int64)
+
+
+def _left_out_test(expiry_days: int, window: Window) -> str:
+    """The SQL condition true of a memory ``m`` the expiry gate of ``expiry_days`` days (0: off) hides
+    or said outside ``window``."""
+    return f"({expiry.hidden_test(expiry_days)}) OR NOT ({window.condition()})"
+
+
+def _left_out_ids(conn: psycopg.Connection, ids: list, expiry_days: int, window: Window) -> set:
+    """Of ``ids``, those the gate hides or the window leaves out: one primary-key query, none when
+    neither applies."""
+    if not (expiry_days or window) or not ids:
+        return set()
+    rows = conn.execute(
+        f"SELECT m.id FROM memory m WHERE m.id = ANY(%(ids)s) AND ({_left_out_test(expiry_days, window)})",
+        {"ids": list(ids), "expiry_days": expiry_days, **window.params()},
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+def _shown_top(conn: psycopg.Connection, top, limit: int, expiry_days: int, window: Window) -> list[tuple]:
     """The best ``limit`` rows of ``top`` (``top(n)``: the exact best ``n`` readable rows, best first, each a
     tuple starting with the id)
-    that the expiry gate of ``expiry_days`` days does not hide, best first: ``top(limit)`` itself when
-    the gate is off, else read deeper while hidden rows leave it short (module docstring)."""
+    that the expiry gate of ``expiry_days`` days does not hide and ``window`` holds, best first:
+    ``top(limit)`` itself when neither applies, else read deeper while rows left out leave it short
+    (module docstring)."""
     want = limit
     while True:
         rows = top(want)
-        hidden = expiry.hidden_ids(conn, [mid for mid, *_ in rows], expiry_days)
+        hidden = _left_out_ids(conn, [mid for mid, *_ in rows], expiry_days, window)
         shown = [r for r in rows if r[0] not in hidden]
         if len(shown) >= limit or len(rows) < want:
             return shown[:limit]
@@ -265,6 +306,12 @@ class _BlockScores:
         self.score, self.terms, self.identifiers = score[present], terms[present], idents[present]
         self.key = np.floor(self.score * bm25.TIE_SCALE + 0.5)  # bm25.tie_key, vectorised
 
+    def keep(self, doc_numbers: np.ndarray) -> None:
+        """Scores only the documents numbered ``doc_numbers`` (a narrow time window's)."""
+        mask = np.isin(self.doc, doc_numbers)
+        self.doc, self.score, self.key = self.doc[mask], self.score[mask], self.key[mask]
+        self.terms, self.identifiers = self.terms[mask], self.identifiers[mask]
+
     def top(self, limit: int) -> list[tuple[uuid.UUID, float, int, int]]:
         """The best ``limit`` rows ``(id, score, kept terms it holds, identifiers it holds)``, score to
         ``bm25.TIE_DIGITS`` decimals descending, then id: every row tied with the last one is mapped to its
@@ -295,20 +342,19 @@ def _best(scored, limit: int) -> list[tuple]:
 
 
 def _lexical_filtered(
-    conn: psycopg.Connection, params: dict, terms: list[str], limit: int, include_superseded: bool
+    conn: psycopg.Connection, params: dict, terms: list[str], limit: int, window: Window, include_superseded: bool
 ) -> tuple[list[tuple[uuid.UUID, float, int, int]], list[str]]:
     """BM25 over the rows about the given entities: a small set, so its statistics are counted
-    (exactly as the scope defines them, rows the expiry gate hides included: they are readable) and
-    every matching row the gate shows is scored."""
+    (exactly as the scope defines them, rows the expiry gate hides or ``window`` leaves out included:
+    they are readable) and every matching row the gate shows and the window holds is scored."""
     scope = _scope(include_superseded, True)
-    hidden_test = expiry.hidden_test(params.get("expiry_days"))
     hidden: set[uuid.UUID] = set()
     docs = {}
     for r in named(conn).execute(
-        f"""SELECT d.memory_id, d.doc_len, {hidden_test} AS hidden
+        f"""SELECT d.memory_id, d.doc_len, {_left_out_test(params.get("expiry_days"), window)} AS hidden
               FROM memory m JOIN lexical_document d ON d.memory_id = m.id
              WHERE {scope}""",
-        params,
+        {**params, **window.params()},
     ):
         docs[r.memory_id] = r.doc_len
         if r.hidden:
@@ -354,9 +400,13 @@ def dense(
     entity_ids: list[uuid.UUID] = (),
     *,
     expiry_days: int = 0,
+    window: Window = OPEN,
 ) -> tuple[list[tuple[uuid.UUID, float]], bool]:
     """Ranked (memory id, cosine) pairs at or above ``floor``, best first, and whether the stamp is current.
-    ``expiry_days`` is the workspace's expiry gate (0: off): rows it hides are left out.
+    ``expiry_days`` is the workspace's expiry gate (0: off): rows it hides are left out, as are rows
+    said outside ``window``. A narrow window's rows (``windows.NARROW_ROWS``) are compared with the
+    query one by one, exactly, instead of through the HNSW index, whose filtered scan could stop
+    short of ``limit`` rows when few pass.
 
     Only vectors of the memory's current revision and of ``input_version`` are searched: vectors
     from two embedding spaces are never mixed. The second value is False when the workspace holds
@@ -371,8 +421,17 @@ def dense(
         "max_distance": 1.0 - floor,
         "entities": list(entity_ids),
         "expiry_days": expiry_days,
+        **window.params(),
     }
-    gate = expiry.shown_clause(expiry_days)
+    gate = expiry.shown_clause(expiry_days) + window.clause()
+    # ``+ 0`` keeps the planner off the HNSW index: the order is then an exact sort.
+    order = "e.embedding <=> %(q)s"
+    if window:
+        narrow = windows.narrow_ids(conn, window)
+        if narrow is not None:
+            gate += " AND m.id = ANY(%(narrow)s)"
+            params["narrow"] = list(narrow)
+            order = f"({order}) + 0"
     with conn.transaction():
         # Both settings in one round trip (several statements are allowed in one query without parameters).
         conn.execute(
@@ -388,7 +447,7 @@ def dense(
                       FROM memory_embedding e JOIN memory m ON m.id = e.memory_id
                      WHERE {_scope(False, bool(entity_ids))}{gate}
                        AND e.input_version = %(stamp)s AND e.memory_revision = m.revision
-                     ORDER BY e.embedding <=> %(q)s
+                     ORDER BY {order}
                      LIMIT %(limit)s)
                 SELECT memory_id, 1 - distance AS cosine FROM nn WHERE distance <= %(max_distance)s
                  ORDER BY distance, memory_id""",

@@ -86,7 +86,7 @@ class ReadResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class RecallRequest(_message.Message):
-    __slots__ = ("query", "purpose", "mode", "top_k", "skip_rerank", "include_superseded", "entity_ids")
+    __slots__ = ("query", "purpose", "mode", "top_k", "skip_rerank", "include_superseded", "entity_ids", "occurred_after", "occurred_before")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +94,8 @@ class RecallRequest(_message.Message):
     SKIP_RERANK_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
     ENTITY_IDS_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     query: str
     purpose: _memory_pb2.Purpose
     mode: _memory_pb2.RecallMode
@@ -101,7 +103,9 @@ class RecallRequest(_message.Message):
     skip_rerank: bool
     include_superseded: bool
     entity_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, query: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., top_k: _Optional[int] = ..., skip_rerank: _Optional[bool] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    occurred_after: _timestamp_pb2.Timestamp
+    occurred_before: _timestamp_pb2.Timestamp
+    def __init__(self, query: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., top_k: _Optional[int] = ..., skip_rerank: _Optional[bool] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RecallItem(_message.Message):
     __slots__ = ("memory", "rank", "lexical_rank", "dense_rank", "cosine", "fused_score", "rerank_score", "identifier_matches", "all_terms")
@@ -350,7 +354,7 @@ class ForgetHistoryResponse(_message.Message):
     def __init__(self, forgotten_count: _Optional[int] = ...) -> None: ...
 
 class ListMemoriesRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "kind", "audience", "purpose", "entity_id", "created_after", "created_before", "updated_after", "updated_before", "superseded", "include_history", "derived_from_id")
+    __slots__ = ("page_size", "page_token", "kind", "audience", "purpose", "entity_id", "created_after", "created_before", "updated_after", "updated_before", "superseded", "include_history", "derived_from_id", "occurred_after", "occurred_before")
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -364,6 +368,8 @@ class ListMemoriesRequest(_message.Message):
     SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_HISTORY_FIELD_NUMBER: _ClassVar[int]
     DERIVED_FROM_ID_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     kind: _memory_pb2.Kind
@@ -377,7 +383,9 @@ class ListMemoriesRequest(_message.Message):
     superseded: _memory_pb2.SupersededFilter
     include_history: bool
     derived_from_id: str
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., entity_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded: _Optional[_Union[_memory_pb2.SupersededFilter, str]] = ..., include_history: _Optional[bool] = ..., derived_from_id: _Optional[str] = ...) -> None: ...
+    occurred_after: _timestamp_pb2.Timestamp
+    occurred_before: _timestamp_pb2.Timestamp
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., entity_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded: _Optional[_Union[_memory_pb2.SupersededFilter, str]] = ..., include_history: _Optional[bool] = ..., derived_from_id: _Optional[str] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListMemoriesResponse(_message.Message):
     __slots__ = ("memories", "next_page_token", "total_size")
@@ -494,12 +502,16 @@ class UnpinMemoryResponse(_message.Message):
     def __init__(self, was_pinned: _Optional[bool] = ...) -> None: ...
 
 class GetContextRequest(_message.Message):
-    __slots__ = ("purpose", "token_budget")
+    __slots__ = ("purpose", "token_budget", "occurred_after", "occurred_before")
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     purpose: _memory_pb2.Purpose
     token_budget: int
-    def __init__(self, purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., token_budget: _Optional[int] = ...) -> None: ...
+    occurred_after: _timestamp_pb2.Timestamp
+    occurred_before: _timestamp_pb2.Timestamp
+    def __init__(self, purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., token_budget: _Optional[int] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ContextItem(_message.Message):
     __slots__ = ("part", "memory", "entities", "tokens")
@@ -528,18 +540,22 @@ class GetContextResponse(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[ContextItem, _Mapping]]] = ..., cut_items: _Optional[_Iterable[_Union[ContextItem, _Mapping]]] = ..., text: _Optional[str] = ..., token_budget: _Optional[int] = ..., tokens: _Optional[int] = ...) -> None: ...
 
 class PromptContextRequest(_message.Message):
-    __slots__ = ("text", "purpose", "reference_time", "token_budget", "session_key")
+    __slots__ = ("text", "purpose", "reference_time", "token_budget", "session_key", "occurred_after", "occurred_before")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     REFERENCE_TIME_FIELD_NUMBER: _ClassVar[int]
     TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
     SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     text: str
     purpose: _memory_pb2.Purpose
     reference_time: _timestamp_pb2.Timestamp
     token_budget: int
     session_key: str
-    def __init__(self, text: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., reference_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., token_budget: _Optional[int] = ..., session_key: _Optional[str] = ...) -> None: ...
+    occurred_after: _timestamp_pb2.Timestamp
+    occurred_before: _timestamp_pb2.Timestamp
+    def __init__(self, text: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., reference_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., token_budget: _Optional[int] = ..., session_key: _Optional[str] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class PromptItem(_message.Message):
     __slots__ = ("memory", "rank", "lexical_rank", "dense_rank", "cosine", "identifier_matches", "all_terms", "tokens")

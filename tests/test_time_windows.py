@@ -1,0 +1,287 @@
+"""Time windows (issue 23, item 1) against real PostgreSQL and the real all-MiniLM-L6-v2: a window is
+the exact top k within it in both arms, on both of each arm's paths (a narrow window read from its
+index, a wide one read by testing rows), in Recall's every mode, ListMemories, GetContext and
+PromptContext; a memory without ``occurred_at`` is judged by when it was written; bad windows are
+INVALID_ARGUMENT naming the field, on every call that takes one."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import grpc
+import pytest
+from cli_runner import at_gateway
+from google.protobuf import timestamp_pb2
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+from test_mcp import call_ok, run_stdio, text_of
+
+from servicekit.embedding_input import INPUT_VERSION
+from servicekit.errors import error_info
+from store_service.records import windows
+from store_service.records.windows import Window
+from store_service.search import candidates
+
+CONV = m.PURPOSE_CONVERSATION
+T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
+DAYS = 120
+
+
+def ts(when: datetime.datetime) -> timestamp_pb2.Timestamp:
+    out = timestamp_pb2.Timestamp()
+    out.FromDatetime(when)
+    return out
+
+
+def day(n: float) -> datetime.datetime:
+    return T0 + datetime.timedelta(days=n)
+
+
+@pytest.fixture(scope="module")
+def said(stack):
+    """A workspace of ``DAYS`` memories said one a day from T0 (a varying number of "gull"s, so BM25
+    orders them), four said today without ``occurred_at``, the caller, and each memory's said time."""
+    ws = stack.workspace("time windows")
+    alice = stack.member(ws, purposes=[CONV])
+    batch = [
+        g.RememberRequest(
+            purpose=CONV,
+            body=("gull " * (1 + i % 7)) + f"harbour note {i}",
+            audience=m.AUDIENCE_WORKSPACE,
+            occurred_at=ts(day(i)),
+            entities=[m.EntityMention(name="Harbour")],
+        )
+        for i in range(DAYS)
+    ] + [
+        g.RememberRequest(purpose=CONV, body=f"gull harbour note written now {i}", audience=m.AUDIENCE_WORKSPACE)
+        for i in range(4)
+    ]
+    results = stack.memory.RememberBatch(g.RememberBatchRequest(requests=batch), metadata=alice.md()).results
+    assert all(r.HasField("memory") for r in results), [r.error for r in results if not r.HasField("memory")][:1]
+    times = {r.memory.id: r.memory.created_at.ToDatetime(tzinfo=datetime.UTC) for r in results}
+    for r, req in zip(results, batch, strict=True):
+        if req.HasField("occurred_at"):
+            times[r.memory.id] = req.occurred_at.ToDatetime(tzinfo=datetime.UTC)
+    stack.wait_backlog_empty()
+    caller = m.Caller(workspace_id=ws, member_id=alice.id, role=m.ROLE_MEMBER, granted_purposes=[CONV])
+    return ws, alice, caller, times
+
+
+WINDOWS = [
+    Window(day(10), day(15)),  # five days: narrow
+    Window(day(30), None),  # from a day on, the notes written now included
+    Window(None, day(50)),
+    Window(day(0), day(DAYS)),  # every dated note, none written now
+    Window(day(200), None),  # after the last dated note: only the ones written now
+    Window(day(-30), day(-1)),  # before everything: empty
+]
+
+
+def inside(window: Window, when: datetime.datetime) -> bool:
+    return (window.after is None or when >= window.after) and (window.before is None or when < window.before)
+
+
+@pytest.mark.parametrize("narrow_rows", [0, windows.NARROW_ROWS], ids=["wide path", "narrow path"])
+def test_the_keyword_arm_is_the_exact_top_within_a_window(stack, said, monkeypatch, narrow_rows):
+    """For every window and limit, the keyword arm's rows are exactly the best rows of the unwindowed
+    ranking that the window holds, scores unchanged; the entity-filtered path too, and with the
+    expiry gate hiding some of them."""
+    monkeypatch.setattr(windows, "NARROW_ROWS", narrow_rows)
+    ws, _, caller, times = said
+    with stack.db(ws) as conn:
+        full = candidates.lexical(conn, caller, "conversation", "gull harbour", 1000, False)
+        assert len(full) == DAYS + 4
+        # Each mention made its own entity (nothing merges them).
+        harbour = [r[0] for r in conn.execute("SELECT id FROM entity WHERE name = 'Harbour'")]
+        about = candidates.lexical(conn, caller, "conversation", "gull harbour", 1000, False, harbour)
+        assert len(about) == DAYS
+        for window in WINDOWS:
+            held = [(mid, score) for mid, score in full if inside(window, times[str(mid)])]
+            for limit in (1, 3, 10, 200):
+                got = candidates.lexical(conn, caller, "conversation", "gull harbour", limit, False, window=window)
+                assert got == held[:limit], (window, limit)
+            got = candidates.lexical(conn, caller, "conversation", "gull harbour", 1000, False, harbour, window=window)
+            assert got == [(mid, score) for mid, score in about if inside(window, times[str(mid)])]
+        # The gate and a window together: the rows either leaves out are out.
+        aged = [mid for mid, _ in full[::3]]
+        conn.execute("UPDATE memory SET updated_at = now() - interval '10 days' WHERE id = ANY(%s)", (aged,))
+        try:
+            window = Window(day(20), day(90))
+            want = [(mid, s) for mid, s in full if inside(window, times[str(mid)]) and mid not in aged]
+            got = candidates.lexical(
+                conn, caller, "conversation", "gull harbour", 7, False, expiry_days=7, window=window
+            )
+            assert got == want[:7]
+        finally:
+            conn.execute("UPDATE memory SET updated_at = now() WHERE id = ANY(%s)", (aged,))
+
+
+@pytest.mark.parametrize("narrow_rows", [0, windows.NARROW_ROWS], ids=["wide path", "narrow path"])
+def test_the_meaning_arm_is_the_top_within_a_window(stack, said, monkeypatch, narrow_rows):
+    """The meaning arm within a window holds the best rows by cosine that the window holds: the
+    exact scan of a narrow window, and the filtered HNSW scan of a wide one (exact at this size)."""
+    monkeypatch.setattr(windows, "NARROW_ROWS", narrow_rows)
+    ws, _, caller, times = said
+    vector, stamp = stack.encoder.encode(["a gull over the harbour"])[0], INPUT_VERSION
+    with stack.db(ws) as conn:
+        full, current = candidates.dense(conn, caller, "conversation", vector, stamp, 0.0, 1000)
+        assert current and len(full) == DAYS + 4
+        for window in WINDOWS:
+            held = [mid for mid, _ in full if inside(window, times[str(mid)])]
+            for limit in (1, 5, 200):
+                got, _ = candidates.dense(conn, caller, "conversation", vector, stamp, 0.0, limit, window=window)
+                assert [mid for mid, _ in got] == held[:limit], (window, limit)
+                assert all(inside(window, times[str(mid)]) for mid, _ in got)
+
+
+def recall_ids(member, **kw) -> list[str]:
+    return [it.memory.id for it in member.recall("gull harbour", top_k=200, **kw).items]
+
+
+def test_recall_in_every_mode_answers_from_the_window(stack, said):
+    """Through the gateway: every mode's items were said in the window; lexical mode returns every
+    matching memory the window holds, and a small top_k is the best of them, not a filtered top."""
+    _, alice, _, times = said
+    everything = recall_ids(alice, mode=m.RECALL_MODE_LEXICAL)
+    for window in WINDOWS:
+        bounds = {}
+        if window.after:
+            bounds["occurred_after"] = ts(window.after)
+        if window.before:
+            bounds["occurred_before"] = ts(window.before)
+        held = [i for i in everything if inside(window, times[i])]
+        assert recall_ids(alice, mode=m.RECALL_MODE_LEXICAL, **bounds) == held
+        top3 = [
+            it.memory.id for it in alice.recall("gull harbour", top_k=3, mode=m.RECALL_MODE_LEXICAL, **bounds).items
+        ]
+        assert top3 == held[:3]
+        for mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
+            resp = alice.recall("gull harbour", top_k=200, mode=mode, **bounds)
+            assert resp.dense_available
+            assert all(inside(window, times[it.memory.id]) for it in resp.items), window
+            if mode == m.RECALL_MODE_HYBRID:
+                assert {it.memory.id for it in resp.items} >= set(held)
+
+
+def test_a_memory_without_occurred_at_is_judged_by_when_it_was_written(stack, said):
+    _, alice, _, times = said
+    now = datetime.datetime.now(datetime.UTC)
+    undated = {i for i, t in times.items() if t > day(DAYS)}
+    assert len(undated) == 4
+    recent = recall_ids(alice, mode=m.RECALL_MODE_LEXICAL, occurred_after=ts(now - datetime.timedelta(hours=1)))
+    assert set(recent) == undated
+    assert not set(recall_ids(alice, occurred_before=ts(now - datetime.timedelta(hours=1)))) & undated
+
+
+def test_list_memories_context_and_prompt_context_take_the_window(stack, said):
+    """ListMemories lists and counts exactly the window's memories on every page, and a page token is
+    bound to its window; GetContext's and PromptContext's memories were all said in the window."""
+    ws, alice, _, times = said
+    window = {"occurred_after": ts(day(10)), "occurred_before": ts(day(25))}
+    want = {i for i, t in times.items() if day(10) <= t < day(25)}
+    got, token = [], ""
+    while True:
+        resp = stack.memory.ListMemories(
+            g.ListMemoriesRequest(page_size=4, page_token=token, **window), metadata=alice.md()
+        )
+        assert resp.total_size == len(want)
+        got += [x.id for x in resp.memories]
+        token = resp.next_page_token
+        if not token:
+            break
+        with pytest.raises(grpc.RpcError) as err:  # the token is bound to its window
+            stack.memory.ListMemories(g.ListMemoriesRequest(page_size=4, page_token=token), metadata=alice.md())
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert sorted(got) == sorted(want) and len(got) == len(want)
+
+    stack.admin.UpdateWorkspaceSettings(
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, context_bundle=True), metadata=stack.op()
+    )
+    bundle = stack.memory.GetContext(g.GetContextRequest(purpose=CONV, **window), metadata=alice.md())
+    shown = [e.memory.id for e in list(bundle.items) + list(bundle.cut_items)]
+    assert shown and set(shown) <= want
+    everything = stack.memory.GetContext(g.GetContextRequest(purpose=CONV), metadata=alice.md())
+    assert {e.memory.id for e in everything.items} - want  # without the window, newer memories lead
+
+    prompt = stack.memory.PromptContext(
+        g.PromptContextRequest(text="gull harbour note", purpose=CONV, **window), metadata=alice.md()
+    )
+    assert prompt.items and {it.memory.id for it in prompt.items} <= want
+
+
+BAD_WINDOWS = [
+    ({"occurred_after": ts(day(5)), "occurred_before": ts(day(5))}, "occurred_before"),
+    ({"occurred_after": ts(day(9)), "occurred_before": ts(day(5))}, "occurred_before"),
+    ({"occurred_after": timestamp_pb2.Timestamp(seconds=-62135596800 - 1)}, "occurred_after"),
+    ({"occurred_before": timestamp_pb2.Timestamp(seconds=253402300800)}, "occurred_before"),
+    ({"occurred_after": timestamp_pb2.Timestamp(seconds=0, nanos=-1)}, "occurred_after"),
+]
+
+
+@pytest.mark.parametrize(("window", "field"), BAD_WINDOWS)
+def test_a_bad_window_is_invalid_argument_naming_the_field(stack, said, window, field):
+    _, alice, _, _ = said
+    calls = [
+        (stack.memory.Recall, g.RecallRequest(query="gull", purpose=CONV, **window)),
+        (stack.memory.Recall, g.RecallRequest(query="gull", purpose=CONV, mode=m.RECALL_MODE_LEXICAL, **window)),
+        (stack.memory.ListMemories, g.ListMemoriesRequest(**window)),
+        (stack.memory.GetContext, g.GetContextRequest(purpose=CONV, **window)),
+        (stack.memory.PromptContext, g.PromptContextRequest(text="gull", purpose=CONV, **window)),
+    ]
+    for call, req in calls:
+        with pytest.raises(grpc.RpcError) as err:
+            call(req, metadata=alice.md())
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (call, req)
+        assert error_info(err.value).metadata["field"] == field
+
+
+def test_the_commands_take_after_and_before(stack, said):
+    """``recall``, ``list``, ``context`` and ``prompt-context`` pass ``--after``/``--before``; a date
+    is midnight UTC; a bad time is a usage error, an empty window the server's INVALID_ARGUMENT."""
+    ws, alice, _, times = said
+
+    def run(*args):
+        return at_gateway(f"127.0.0.1:{stack.gateway.port}", *args, token=alice.token, check=False)
+
+    want = sorted(i for i, t in times.items() if day(10) <= t < day(12))
+    days = ("--after", "2025-01-11", "--before", "2025-01-13")
+    out = run("recall", "gull harbour", "--mode", "lexical", *days, "--json")
+    assert out.returncode == 0, out.stderr
+    assert sorted(it["memory"]["id"] for it in json.loads(out.stdout)["items"]) == want
+    out = run("list", "--after", "2025-01-11T00:00:00Z", "--before", "2025-01-13T01:00:00+01:00", "--json")
+    assert out.returncode == 0, out.stderr
+    assert sorted(x["id"] for x in json.loads(out.stdout)["memories"]) == want
+    out = run("context", *days, "--json")
+    assert out.returncode == 0, out.stderr
+    got = {e["memory"]["id"] for e in json.loads(out.stdout).get("items", [])}
+    assert got and got <= set(want)
+    bad = run("recall", "gull", "--after", "last Tuesday")
+    assert bad.returncode == 2 and "ISO 8601" in bad.stderr
+    empty = run("recall", "gull", "--after", "2025-01-13", "--before", "2025-01-11")
+    assert empty.returncode != 0 and "occurred_before" in empty.stderr
+
+
+def test_the_mcp_tools_take_the_window(stack, said):
+    """The SDK's own client over stdio: recallatron_recall and recallatron_list_memories pass
+    occurred_after and occurred_before; a time that is not RFC 3339 is a tool error naming it."""
+    _, alice, _, times = said
+    want = sorted(i for i, t in times.items() if day(10) <= t < day(12))
+    window = {"occurred_after": "2025-01-11T00:00:00Z", "occurred_before": "2025-01-13T00:00:00Z"}
+
+    async def session(client):
+        recalled = await call_ok(client, "recallatron_recall", {"query": "gull harbour", "mode": "lexical", **window})
+        listed = await call_ok(client, "recallatron_list_memories", window)
+        bad = await client.call_tool("recallatron_recall", {"query": "gull", "occurred_after": "last month"})
+        empty = await client.call_tool("recallatron_recall", {"query": "gull", **reversed_window(window)})
+        return recalled, listed, bad, empty
+
+    recalled, listed, bad, empty = run_stdio(stack, alice.token, session)
+    assert sorted(it["memory"]["id"] for it in recalled.structured_content["items"]) == want
+    assert sorted(x["id"] for x in listed.structured_content["memories"]) == want
+    assert bad.is_error and text_of(bad).startswith("INVALID_ARGUMENT: occurred_after 'last month'")
+    assert empty.is_error and text_of(empty).startswith("INVALID_ARGUMENT: occurred_before must be after")
+
+
+def reversed_window(window: dict) -> dict:
+    return {"occurred_after": window["occurred_before"], "occurred_before": window["occurred_after"]}
