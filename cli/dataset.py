@@ -83,14 +83,29 @@ def row_problem(row: object) -> str | None:
     return None
 
 
-def corpora(dataset: Path) -> list[Path]:
-    """The corpus folders of a dataset: itself, or its sub-folders holding memories.jsonl."""
-    if (dataset / "memories.jsonl").is_file():
-        return [dataset]
-    found = sorted(p for p in dataset.iterdir() if (p / "memories.jsonl").is_file()) if dataset.is_dir() else []
+def corpora(dataset: Path, memories_from: Path | None = None) -> list[Path]:
+    """The corpus folders of a dataset: itself, or its sub-folders holding memories.jsonl. With
+    ``memories_from`` (a set of questions kept apart from the memories they ask about, as
+    eval/time-scoped/ is from LoCoMo), the folders holding queries.jsonl, each of whose memories is
+    the same-named corpus's under ``memories_from``."""
+    name = "queries.jsonl" if memories_from else "memories.jsonl"
+    if (dataset / name).is_file():
+        found = [dataset]
+    else:
+        found = sorted(p for p in dataset.iterdir() if (p / name).is_file()) if dataset.is_dir() else []
     if not found:
-        raise SystemExit(f"{dataset}: no memories.jsonl here or in its sub-folders")
+        raise SystemExit(f"{dataset}: no {name} here or in its sub-folders")
+    for folder in found:
+        memories_file(folder, memories_from)  # every corpus has its memories before anything is loaded
     return found
+
+
+def memories_file(folder: Path, memories_from: Path | None = None) -> Path:
+    """A corpus's memories.jsonl: its own, or with ``memories_from`` the same-named corpus's there."""
+    path = (memories_from / folder.name if memories_from else folder) / "memories.jsonl"
+    if not path.is_file():
+        raise SystemExit(f"{folder}: its memories, {path}, are missing")
+    return path
 
 
 def progress(label: str, done: int, total: int) -> None:
@@ -218,12 +233,15 @@ def fresh_member(gw: client.Gateway, workspace_name: str, display_name: str = ""
     return ws.workspace_id, member.token
 
 
-def load_corpus(gw: client.Gateway, folder: Path, purpose: str) -> tuple[str, str, dict[str, str]]:
-    """Loads one corpus folder's memories.jsonl into a fresh workspace (named ``purpose`` and the
-    folder) as its member, and waits for the embeddings; returns (workspace id, member token,
-    dataset id -> memory id)."""
+def load_corpus(
+    gw: client.Gateway, folder: Path, purpose: str, memories_from: Path | None = None
+) -> tuple[str, str, dict[str, str]]:
+    """Loads one corpus folder's memories (``memories_file``) into a fresh workspace (named ``purpose``
+    and the folder) as its member, and waits for the embeddings; returns (workspace id, member
+    token, dataset id -> memory id)."""
     workspace_id, token = fresh_member(gw, f"{purpose} {folder.name}", purpose)
-    ids = load_rows(gw, token, read_jsonl(folder / "memories.jsonl"), m.PURPOSE_CONVERSATION, f"{folder.name} memories")
+    rows = read_jsonl(memories_file(folder, memories_from))
+    ids = load_rows(gw, token, rows, m.PURPOSE_CONVERSATION, f"{folder.name} memories")
     wait_for_backlog(gw)
     return workspace_id, token, ids
 

@@ -20,7 +20,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 import client
 from cli import command
 from cli.dataset import read_jsonl
-from cli.evaluate import evaluate, print_report
+from cli.evaluate import evaluate, print_report, variant
 from servicekit import settings as settings_mod
 
 EXAMPLES = 3
@@ -84,7 +84,7 @@ def main() -> int:
         )
         gw = client.Gateway(settings.gateway_addr, command.operator_token(args, settings.operator_token_path))
         t0 = time.monotonic()
-        reports, results = evaluate(gw, data, {"hybrid": (m.RECALL_MODE_HYBRID, False)}, 50)
+        reports, results = evaluate(gw, data, {"hybrid": variant(m.RECALL_MODE_HYBRID, skip_rerank=False)}, 50)
         print()
         print_report(reports["hybrid"], "hybrid")
         print(f"evaluation took {time.monotonic() - t0:.1f}s")

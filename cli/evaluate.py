@@ -9,6 +9,7 @@ counted by status code and the run goes on; the metrics are over the answered qu
 from __future__ import annotations
 
 import argparse
+import datetime
 from collections import Counter
 from pathlib import Path
 
@@ -41,7 +42,8 @@ def _run_variant(
     request: g.RecallRequest,
     label: str,
 ) -> dict:
-    """Asks every query with ``request``'s mode, top_k and skip_rerank; scores the answered ones.
+    """Asks every query with ``request``'s settings (a question's ``reference_time``, when its line has
+    one, is what its time words are read against); scores the answered ones.
 
     A refused question (any gRPC error, e.g. INVALID_ARGUMENT for an over-long query) is counted under
     its status code name in ``refused``, listed on stderr (the first few), and the run goes on."""
@@ -49,6 +51,9 @@ def _run_variant(
     refused: list[Failure] = []
     for n, q in enumerate(queries, start=1):
         request.query = q["question"]
+        request.ClearField("reference_time")
+        if q.get("reference_time"):
+            request.reference_time.FromDatetime(_instant(q["reference_time"]))
         try:
             resp = gw.memory.Recall(request, metadata=md, timeout=60)
         except grpc.RpcError as exc:
@@ -71,10 +76,29 @@ def _run_variant(
     }
 
 
-def evaluate_corpus(gw: client.Gateway, folder: Path, variants: dict[str, tuple[int, bool]], top_k: int) -> dict:
+def _instant(text: str) -> datetime.datetime:
+    """A question's ``reference_time``: ISO 8601, UTC unless it names an offset."""
+    when = datetime.datetime.fromisoformat(text)
+    return when if when.tzinfo else when.replace(tzinfo=datetime.UTC)
+
+
+def variant(mode: int, skip_rerank: bool = True, skip_time_words: bool = False) -> g.RecallRequest:
+    """The settings of one evaluated variant, as a RecallRequest without its question."""
+    return g.RecallRequest(
+        purpose=m.PURPOSE_CONVERSATION, mode=mode, skip_rerank=skip_rerank, skip_time_words=skip_time_words
+    )
+
+
+def evaluate_corpus(
+    gw: client.Gateway,
+    folder: Path,
+    variants: dict[str, g.RecallRequest],
+    top_k: int,
+    memories_from: Path | None = None,
+) -> dict:
     """Loads one corpus into a fresh workspace once, then asks every query under each variant
-    (name -> (mode, skip_rerank)); returns per-variant scores and refusals, the member token and the id map."""
-    workspace_id, token, ids = load_corpus(gw, folder, "eval")
+    (name -> ``variant``); returns per-variant scores and refusals, the member token and the id map."""
+    workspace_id, token, ids = load_corpus(gw, folder, "eval", memories_from)
     back = {v: k for k, v in ids.items()}
     queries = read_jsonl(folder / "queries.jsonl")
     runs = {
@@ -83,12 +107,19 @@ def evaluate_corpus(gw: client.Gateway, folder: Path, variants: dict[str, tuple[
             client.bearer(token),
             queries,
             back,
-            g.RecallRequest(purpose=m.PURPOSE_CONVERSATION, mode=mode, top_k=top_k, skip_rerank=skip_rerank),
+            _with_top_k(settings, top_k),
             f"{folder.name} queries ({name})",
         )
-        for name, (mode, skip_rerank) in variants.items()
+        for name, settings in variants.items()
     }
     return {"runs": runs, "token": token, "ids": ids, "workspace_id": workspace_id}
+
+
+def _with_top_k(settings: g.RecallRequest, top_k: int) -> g.RecallRequest:
+    request = g.RecallRequest()
+    request.CopyFrom(settings)
+    request.top_k = top_k
+    return request
 
 
 def _table(rows: dict[str, dict]) -> str:
@@ -100,11 +131,16 @@ def _table(rows: dict[str, dict]) -> str:
 
 
 def evaluate(
-    gw: client.Gateway, dataset: Path, variants: dict[str, tuple[int, bool]], top_k: int
+    gw: client.Gateway,
+    dataset: Path,
+    variants: dict[str, g.RecallRequest],
+    top_k: int,
+    memories_from: Path | None = None,
 ) -> tuple[dict[str, dict], dict]:
-    """Evaluates every corpus of ``dataset`` under each variant; returns a report per variant and
-    the raw per-corpus results."""
-    results = {f.name: evaluate_corpus(gw, f, variants, top_k) for f in corpora(dataset)}
+    """Evaluates every corpus of ``dataset`` (its memories from ``memories_from`` when given:
+    ``dataset.corpora``) under each variant; returns a report per variant and the raw per-corpus
+    results."""
+    results = {f.name: evaluate_corpus(gw, f, variants, top_k, memories_from) for f in corpora(dataset, memories_from)}
     reports = {}
     for name in variants:
         runs = {corpus: r["runs"][name] for corpus, r in results.items()}
@@ -182,6 +218,16 @@ def eval_parser(sub: argparse._SubParsersAction) -> None:
         "--ablate", action="store_true", help="lexical, dense, hybrid and hybrid + re-rank side by side, one load"
     )
     ev.add_argument(
+        "--time-words",
+        action="store_true",
+        help="--mode with the questions' time words read and with none read (skip_time_words), side by side",
+    )
+    ev.add_argument(
+        "--memories-from",
+        metavar="DIR",
+        help="a dataset of questions only (eval/time-scoped): each corpus's memories are DIR/<corpus>/memories.jsonl",
+    )
+    ev.add_argument(
         "--inject",
         action="store_true",
         help="ask each question as a user turn through PromptContext and measure the block (docs/agents.md)",
@@ -212,9 +258,11 @@ def run_eval(gw: client.Gateway, args: argparse.Namespace) -> int:
     With ``--inject``: ``cli.inject_eval.run_eval_inject`` (each question as a user turn through
     PromptContext, and the off-topic prompts of --off-topic and --openers).
     """
+    if args.ablate and args.time_words:
+        raise SystemExit("--ablate and --time-words do not go together")
     if args.inject:
-        if args.ablate:
-            raise SystemExit("--inject and --ablate do not go together")
+        if args.ablate or args.memories_from or args.time_words:
+            raise SystemExit("--inject goes with none of --ablate, --time-words and --memories-from")
         return run_eval_inject(gw, args)
     if args.off_topic or args.openers or args.budget:
         raise SystemExit("--off-topic, --openers and --budget are for --inject")
@@ -227,7 +275,15 @@ def run_eval(gw: client.Gateway, args: argparse.Namespace) -> int:
 
 def _single(gw: client.Gateway, args: argparse.Namespace, top_k: int) -> dict[str, dict]:
     """One variant (--mode, --no-rerank), printed; returns its report by mode name."""
-    reports, _ = evaluate(gw, Path(args.dataset), {args.mode: (choices.MODES[args.mode], args.no_rerank)}, top_k)
+    if args.time_words:
+        mode = choices.MODES[args.mode]
+        variants = {
+            f"{args.mode}": variant(mode, args.no_rerank),
+            f"{args.mode}, no time": variant(mode, args.no_rerank, skip_time_words=True),
+        }
+        return _print_side_by_side(gw, args, variants, top_k)
+    settings = {args.mode: variant(choices.MODES[args.mode], args.no_rerank)}
+    reports, _ = evaluate(gw, Path(args.dataset), settings, top_k, _memories_from(args))
     if args.json:
         print(command.dump({"mode": args.mode, **reports[args.mode]}))
     else:
@@ -238,14 +294,33 @@ def _single(gw: client.Gateway, args: argparse.Namespace, top_k: int) -> dict[st
 def _ablation(gw: client.Gateway, args: argparse.Namespace, top_k: int) -> dict[str, dict]:
     """Every variant side by side, printed; returns the reports by variant name."""
     modes = choices.MODES
-    variants = {"lexical": (modes["lexical"], True), "dense": (modes["dense"], True), "hybrid": (modes["hybrid"], True)}
+    variants = {name: variant(modes[name]) for name in ("lexical", "dense", "hybrid")}
     available, why = reranker_state(gw)
     if available:
-        variants["hybrid+rerank"] = (modes["hybrid"], False)
-    reports, _ = evaluate(gw, Path(args.dataset), variants, top_k)
+        variants["hybrid+rerank"] = variant(modes["hybrid"], skip_rerank=False)
     rerank_note = "" if available else f"hybrid+rerank: not run, the re-ranker is unavailable ({why})"
+    return _print_side_by_side(gw, args, variants, top_k, rerank_note)
+
+
+def _memories_from(args: argparse.Namespace) -> Path | None:
+    return Path(args.memories_from) if args.memories_from else None
+
+
+def _print_side_by_side(
+    gw: client.Gateway,
+    args: argparse.Namespace,
+    variants: dict[str, g.RecallRequest],
+    top_k: int,
+    rerank_note: str | None = None,
+) -> dict[str, dict]:
+    """Evaluates the variants on one load, prints them side by side (or the JSON: ``ablation`` and
+    ``rerank`` for --ablate, ``time_words`` for --time-words); their reports."""
+    reports, _ = evaluate(gw, Path(args.dataset), variants, top_k, _memories_from(args))
     if args.json:
-        print(command.dump({"ablation": reports, "rerank": rerank_note or "run"}))
+        if rerank_note is None:
+            print(command.dump({"time_words": reports}))
+        else:
+            print(command.dump({"ablation": reports, "rerank": rerank_note or "run"}))
         return reports
     for key in ("recall@10", "ndcg@10", "mrr"):
         print(_side_by_side(reports, key))

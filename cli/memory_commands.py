@@ -48,12 +48,26 @@ def describe(memory: m.Memory) -> str:
     return text
 
 
+def time_window_text(tw: g.TimeWindow) -> str:
+    """The time words a recall read: what they say, the window, and whether it narrowed the recall."""
+    start = _utc(tw.start) if tw.HasField("start") else "(open)"
+    end = _utc(tw.end) if tw.HasField("end") else "(open)"
+    how = "applied" if tw.applied else "not applied: --after/--before given"
+    return f"time: read {shown(tw.words)} as [{start}, {end}) ({how})"
+
+
+def _utc(ts) -> str:
+    return ts.ToDatetime(tzinfo=datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
 def recall_text(resp: g.RecallResponse) -> str:
     """A Recall answer for people: one summary line, then each item with its ranks and scores."""
     lines = [
         f"mode={name_of(m.RecallMode, resp.mode)} dense_available={str(resp.dense_available).lower()} "
         f"reranked={str(resp.reranked).lower()} passed={resp.counts.fused} returned={resp.counts.returned}"
     ]
+    if resp.HasField("time_window"):
+        lines.append(time_window_text(resp.time_window))
     for it in resp.items:
         lines.append(
             f"{it.rank:>3}. lexical_rank={it.lexical_rank or '-'} dense_rank={it.dense_rank or '-'} "
@@ -247,6 +261,13 @@ def recall_parser(sub: argparse._SubParsersAction) -> None:
     rc.add_argument("--about-id", action="append", default=[], help="only memories about this entity id")
     rc.add_argument("--history", action="store_true", help="include superseded memories (keyword arm only)")
     options.window_options(rc)
+    rc.add_argument(
+        "--reference-time",
+        type=options.instant,
+        metavar="T",
+        help="what the question's time words are read against ('last month'); default now",
+    )
+    rc.add_argument("--no-time-words", action="store_true", help="read no time in the question's words")
     options.gateway_options(rc)
     rc.set_defaults(handler=recall)
 
@@ -265,6 +286,8 @@ def recall(gw: client.Gateway, args: argparse.Namespace) -> int:
             include_superseded=args.history,
             occurred_after=args.after,
             occurred_before=args.before,
+            reference_time=args.reference_time,
+            skip_time_words=args.no_time_words,
         ),
         metadata=gw.metadata,
     )

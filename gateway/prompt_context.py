@@ -78,7 +78,12 @@ class PromptContexter:
         purpose, budget, at = _check(req, caller)
         recall = self.recaller.recall(
             g.RecallRequest(
-                query=req.text, purpose=purpose, mode=m.RECALL_MODE_HYBRID, top_k=TOP_K, **window_fields(req)
+                query=req.text,
+                purpose=purpose,
+                mode=m.RECALL_MODE_HYBRID,
+                top_k=TOP_K,
+                reference_time=req.reference_time if at is not None else None,
+                **window_fields(req),
             ),
             caller,
             settings,

@@ -29,6 +29,7 @@ service) and so waits for a frozen service once at most.
 
 from __future__ import annotations
 
+import datetime
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,9 +42,10 @@ from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.rank.v1 import rank_pb2, rank_pb2_grpc
 from recallatron.store.v1 import store_pb2, store_pb2_grpc
 
+from gateway import time_words
 from servicekit import deadlines, limits, vocabulary
 from servicekit.caller import check_purpose_granted
-from servicekit.checks import time_range
+from servicekit.checks import check_timestamp, time_range
 from servicekit.errors import DOWN_CODES, InvalidArgument
 from servicekit.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, WALK_LIMIT
 
@@ -139,7 +141,12 @@ class Recaller:
         )
         _count(ask.mode, lexical_rows, dense_rows, counts, bool(rerank_scores))
         return g.RecallResponse(
-            items=items, mode=ask.mode, dense_available=dense_available, reranked=bool(rerank_scores), counts=counts
+            items=items,
+            mode=ask.mode,
+            dense_available=dense_available,
+            reranked=bool(rerank_scores),
+            counts=counts,
+            time_window=ask.understood,
         )
 
     def _candidates(self, ask: _Ask, caller: m.Caller, settings: store_pb2.WorkspaceSettings, head: int):
@@ -150,29 +157,32 @@ class Recaller:
         carry the memories of their first ``head`` readable rows.
         ``embed_down`` is true when the embed call failed for want of the service (see ``_dense``)."""
         req = ask.req
-        lexical_call = None
+        lexical_calls = []
         if ask.mode in (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_HYBRID):
-            lexical_call = self.store.LexicalCandidates.future(
-                store_pb2.LexicalCandidatesRequest(
-                    caller=caller,
-                    purpose=req.purpose,
-                    query=req.query,
-                    limit=ask.limit,
-                    include_superseded=req.include_superseded,
-                    entity_ids=req.entity_ids,
-                    expiry_days=settings.expiry_days,
-                    memories_top=head,
-                    **ask.window,
+            lexical_calls = [
+                self.store.LexicalCandidates.future(
+                    store_pb2.LexicalCandidatesRequest(
+                        caller=caller,
+                        purpose=req.purpose,
+                        query=req.query,
+                        limit=ask.limit,
+                        include_superseded=req.include_superseded,
+                        entity_ids=req.entity_ids,
+                        expiry_days=settings.expiry_days,
+                        memories_top=head,
+                        **window,
+                    )
                 )
-            )
+                for window in _windows(ask)
+            ]
         dense_rows, dense_available, embed_down = [], True, False
         try:
             if ask.mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
                 dense_rows, dense_available, embed_down = self._dense(ask, caller, settings, head)
-            lexical_rows = list(lexical_call.result().candidates) if lexical_call else []
+            lexical_rows = _said_first([list(call.result().candidates) for call in lexical_calls], ask.limit)
         finally:
-            if lexical_call is not None:
-                lexical_call.cancel()  # a no-op once it has completed
+            for call in lexical_calls:
+                call.cancel()  # a no-op once it has completed
         return lexical_rows, dense_rows, dense_available, embed_down
 
     def _will_rerank(self, ask: _Ask, passed, embed_down: bool) -> bool:
@@ -252,24 +262,32 @@ class Recaller:
             DEGRADED.labels("dense").inc()
             log.warning("dense arm unavailable: %s", exc.code())
             return [], False, exc.code() in DOWN_CODES
-        out = self.store.DenseCandidates(
-            store_pb2.DenseCandidatesRequest(
-                caller=caller,
-                purpose=ask.req.purpose,
-                vector=resp.vectors[0].values,
-                input_version=resp.input_version,
-                floor=settings.dense_floor,
-                limit=ask.limit,
-                entity_ids=ask.req.entity_ids,
-                expiry_days=settings.expiry_days,
-                memories_top=head,
-                **ask.window,
+        calls = [
+            self.store.DenseCandidates.future(
+                store_pb2.DenseCandidatesRequest(
+                    caller=caller,
+                    purpose=ask.req.purpose,
+                    vector=resp.vectors[0].values,
+                    input_version=resp.input_version,
+                    floor=settings.dense_floor,
+                    limit=ask.limit,
+                    entity_ids=ask.req.entity_ids,
+                    expiry_days=settings.expiry_days,
+                    memories_top=head,
+                    **window,
+                )
             )
-        )
-        if not out.stamp_current:
+            for window in _windows(ask)
+        ]
+        try:
+            answers = [call.result() for call in calls]
+        finally:
+            for call in calls:
+                call.cancel()
+        if not answers[0].stamp_current:
             DEGRADED.labels("dense").inc()
             return [], False, False
-        return list(out.candidates), True, False
+        return _said_first([list(out.candidates) for out in answers], ask.limit), True, False
 
     def _rerank(self, query: str, head, memories) -> dict[str, float]:
         """Cross-encoder scores of the head rows; empty when the re-ranker is unavailable or late."""
@@ -298,8 +316,13 @@ class _Ask:
     mode: int
     top_k: int
     limit: int
-    # The time window's bounds the request set, as fields of the store's candidate requests.
+    # The request's time window, as fields of the store's candidate requests: it filters.
     window: dict
+    # The window of the time words read in the question, the same way, when it applies: it orders
+    # (each arm's rows said in it first, then the arm's other rows), never filters.
+    first: dict
+    # The time words read in the question, for the response (None when none were read).
+    understood: g.TimeWindow | None = None
 
 
 def _validate(
@@ -332,7 +355,50 @@ def _validate(
         raise InvalidArgument(f"top_k must be 0..{MAX_TOP_K} (0 means {DEFAULT_TOP_K})", field="top_k")
     top_k = req.top_k or DEFAULT_TOP_K
     time_range(req, "occurred_after", "occurred_before")  # refused before the question is embedded
-    return _Ask(req, mode, top_k, max(candidate_limit, top_k), window_fields(req))
+    window = window_fields(req)
+    understood = _time_words(req, applied=not window)
+    first = {}
+    if understood is not None and understood.applied:
+        sides = zip(WINDOW_FIELDS, ("start", "end"), strict=True)
+        first = {name: getattr(understood, side) for name, side in sides if understood.HasField(side)}
+    return _Ask(req, mode, top_k, max(candidate_limit, top_k), window, first, understood)
+
+
+def _windows(ask: _Ask) -> list[dict]:
+    """The windows each arm is asked within: the request's own (or none), and, when the question's
+    time words apply, the request's narrowed to theirs (an arm is then asked twice)."""
+    return [ask.window, ask.first] if ask.first else [ask.window]
+
+
+def _said_first(answers: list[list], limit: int) -> list:
+    """One arm's rows from its ``answers`` (``_windows``' order): the rows said in the time words'
+    window first, in their order, then the arm's other rows in theirs, at most ``limit``. With one
+    answer, that answer; with none (the arm was not asked), no rows."""
+    if len(answers) < 2:
+        return answers[0] if answers else []
+    plain, first = answers
+    seen = {c.memory_id for c in first}
+    return (first + [c for c in plain if c.memory_id not in seen])[:limit]
+
+
+def _time_words(req: g.RecallRequest, applied: bool) -> g.TimeWindow | None:
+    """The time expression of the question (``gateway.time_words``) resolved against the request's
+    reference time (default now), as the response reports it; None when it holds none or
+    ``skip_time_words`` is set. INVALID_ARGUMENT for a bad ``reference_time``."""
+    reference = datetime.datetime.now(datetime.UTC)
+    if req.HasField("reference_time"):
+        reference = check_timestamp(req.reference_time, "reference_time")
+    if req.skip_time_words:
+        return None
+    read = time_words.understand(req.query, reference)
+    if read is None:
+        return None
+    out = g.TimeWindow(words=read.words, applied=applied)
+    if read.start is not None:
+        out.start.FromDatetime(read.start)
+    if read.end is not None:
+        out.end.FromDatetime(read.end)
+    return out
 
 
 def _count(mode: int, lexical_rows, dense_rows, counts: g.RecallCounts, reranked: bool) -> None:

@@ -239,6 +239,11 @@ def recall(shaped: Shaped) -> str:
         f"dense_available {str(resp.dense_available).lower()}, reranked {str(resp.reranked).lower()}); "
         "nearest is not necessarily relevant: judge each one."
     ]
+    if resp.HasField("time_window"):
+        tw = resp.time_window
+        bounds = [when(tw.start) if tw.HasField("start") else "open", when(tw.end) if tw.HasField("end") else "open"]
+        how = "applied" if tw.applied else "not applied: the request's own window wins"
+        lines.append(f"time words {quote(tw.words)} read as said from {bounds[0]} to before {bounds[1]} ({how})")
     for i, item in enumerate(resp.items):
         lines.append(
             f"#{item.rank} lexical_rank {item.lexical_rank or '-'} dense_rank {item.dense_rank or '-'} "

@@ -193,6 +193,10 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
             Time, Field(description="Only memories said at or after this RFC 3339 time (else when written).")
         ] = None,
         occurred_before: Annotated[Time, Field(description="Only memories said before this RFC 3339 time.")] = None,
+        reference_time: Annotated[
+            Time, Field(description="What time words in the query ('last month') are read against; unset: now.")
+        ] = None,
+        skip_time_words: Annotated[bool, Field(description="Read no time in the query's words.")] = False,
     ) -> CallToolResult:
         return call(
             ctx,
@@ -207,6 +211,8 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                 entity_ids=entity_ids,
                 occurred_after=_timestamp(occurred_after, "occurred_after"),
                 occurred_before=_timestamp(occurred_before, "occurred_before"),
+                reference_time=_timestamp(reference_time, "reference_time"),
+                skip_time_words=skip_time_words,
             ),
         )
 

@@ -339,6 +339,41 @@ def test_eval_on_a_tiny_dataset(system, tiny_data):
     assert missing.returncode != 0 and "no memories.jsonl" in missing.stderr
 
 
+def test_eval_reads_time_words_and_questions_kept_apart_from_their_memories(system, tmp_path):
+    """``--memories-from``: a folder of questions only (as eval/time-scoped/) takes each corpus's
+    memories from the same-named folder elsewhere; ``--time-words`` runs the mode with and without the
+    questions' time words, each question's ``reference_time`` read from its line."""
+    said = {"t1-0": "2024-01-10T10:00:00", "t1-1": "2024-03-10T10:00:00", "t1-2": "2024-05-10T10:00:00"}
+    bodies = {"t1-0": "The ferry left at noon.", "t1-1": "The ferry left at one.", "t1-2": "The ferry left at two."}
+    (tmp_path / "memories" / "t1").mkdir(parents=True)
+    (tmp_path / "memories" / "t1" / "memories.jsonl").write_text(
+        "".join(
+            json.dumps({"id": i, "title": "", "body": bodies[i], "occurred_at": said[i], "metadata": {}}) + "\n"
+            for i in said
+        )
+    )
+    (tmp_path / "questions" / "t1").mkdir(parents=True)
+    questions = [
+        {"id": "q1", "question": "When did the ferry leave in March 2024?", "relevant_ids": ["t1-1"]},
+        {
+            "id": "q2",
+            "question": "When did the ferry leave last month?",
+            "relevant_ids": ["t1-2"],
+            "reference_time": "2024-06-15T12:00:00Z",
+        },
+    ]
+    (tmp_path / "questions" / "t1" / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions))
+    args = ["eval", "--dataset", str(tmp_path / "questions"), "--memories-from", str(tmp_path / "memories")]
+    out = json.loads(cli(system, *args, "--time-words", "--json").stdout)
+    assert set(out["time_words"]) == {"hybrid", "hybrid, no time"}
+    read = out["time_words"]["hybrid"]["overall"]
+    assert read["queries"] == 2 and read["mrr"] == 1.0 and read["recall@5"] == 1.0
+    assert out["time_words"]["hybrid, no time"]["overall"]["queries"] == 2
+    elsewhere = ["eval", "--dataset", str(tmp_path / "questions"), "--memories-from", str(tmp_path)]
+    missing = cli(system, *elsewhere, check=False)
+    assert missing.returncode != 0 and "its memories" in missing.stderr and "are missing" in missing.stderr
+
+
 def test_eval_counts_refused_questions_and_goes_on(system, tiny_data, tmp_path):
     """Questions the gateway refuses (one over MAX_QUERY_CHARS, one blank: INVALID_ARGUMENT) are counted
     by status code, the others are still asked and scored, and the exit status is 1 after the full output."""

@@ -291,7 +291,7 @@ def test_bad_arguments_give_clear_errors(stack, capsys, off_corpus, tmp_path):
             ["eval", "--dataset", str(DEMO), "--openers", str(OPENERS)],
             "--off-topic, --openers and --budget are for --inject",
         ),
-        (["eval", "--inject", "--ablate", "--dataset", str(DEMO)], "--inject and --ablate do not go together"),
+        (["eval", "--inject", "--ablate", "--dataset", str(DEMO)], "--inject goes with none of --ablate"),
         (["eval", "--inject", "--dataset", str(DEMO), "--budget", "99"], "--budget must be 100..2500"),
         (["eval", "--inject", "--dataset", str(DEMO), "--budget", "2501"], "--budget must be 100..2500"),
         (["calibrate-inject", "--dataset", str(DEMO)], "give off-topic prompts"),

@@ -285,3 +285,51 @@ def test_the_mcp_tools_take_the_window(stack, said):
 
 def reversed_window(window: dict) -> dict:
     return {"occurred_after": window["occurred_before"], "occurred_before": window["occurred_after"]}
+
+
+def test_time_words_in_the_question_order_the_recall_and_are_reported(stack, said):
+    """ "in January 2025" and "last month" (against reference_time) are read as their months, reported
+    in time_window and applied: the memories said in the month come first, in the order the arm gives
+    them, then every other one (the words order, never filter); skip_time_words reads none; a window
+    the request sets wins (it filters) and the words are reported as not applied; a bad
+    reference_time is INVALID_ARGUMENT naming it."""
+    _, alice, _, times = said
+    lexical = {"mode": m.RECALL_MODE_LEXICAL, "top_k": 200}
+    resp = alice.recall("gull harbour notes in January 2025", **lexical)
+    tw = resp.time_window
+    assert (tw.words, tw.applied) == ("in January 2025", True)
+    assert (tw.start.ToDatetime(tzinfo=datetime.UTC), tw.end.ToDatetime(tzinfo=datetime.UTC)) == (day(0), day(31))
+    got = [it.memory.id for it in resp.items]
+    january = {i for i, t in times.items() if day(0) <= t < day(31)}
+    assert set(got[: len(january)]) == january and set(got) == set(times)  # the month first, then the rest
+
+    february = {i for i, t in times.items() if day(31) <= t < day(59)}
+    for mode in (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
+        resp = alice.recall("gull harbour last month", reference_time=ts(day(70)), mode=mode, top_k=200)  # 12 March
+        assert resp.time_window.words == "last month" and resp.dense_available
+        assert {it.memory.id for it in resp.items[: len(february)]} == february, mode
+
+    resp = alice.recall("gull harbour notes in January 2025", skip_time_words=True, **lexical)
+    assert not resp.HasField("time_window") and len(resp.items) == len(times)
+
+    resp = alice.recall("gull harbour notes in January 2025", occurred_after=ts(day(100)), **lexical)
+    assert resp.time_window.words == "in January 2025" and not resp.time_window.applied
+    assert {it.memory.id for it in resp.items} == {i for i, t in times.items() if t >= day(100)}
+
+    for bad in (timestamp_pb2.Timestamp(seconds=253402300800), timestamp_pb2.Timestamp(nanos=-5)):
+        with pytest.raises(grpc.RpcError) as err:
+            alice.recall("gull last month", reference_time=bad)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error_info(err.value).metadata["field"] == "reference_time"
+
+    out = at_gateway(
+        f"127.0.0.1:{stack.gateway.port}",
+        "recall",
+        "gull harbour last month",
+        "--reference-time",
+        "2025-03-12T00:00:00Z",
+        "--mode",
+        "lexical",
+        token=alice.token,
+    )
+    assert "time: read last month as [2025-02-01T00:00:00Z, 2025-03-01T00:00:00Z) (applied)" in out.stdout

@@ -34,7 +34,8 @@ every entity name, and asserts:
 - ListExpiringMemories lists, and counts, exactly the aged memories the member may read (none with
   the gate off), oldest updated first;
 - time windows: Recall (lexical mode) and ListMemories asked for a window that starts at the middle
-  of what they showed without one show exactly the memories of that answer said in it;
+  of what they showed without one show exactly the memories of that answer said in it; a question
+  whose time words are read ("since 2020") recalls exactly the eligible memories, each once;
 - the keyword statistics maintained by the writes equal a full recount of the stored rows;
 - curation: the program also decides about random pairs (DecideDuplicateProposal: keep both,
   supersede one by the other, forget one) and resolves random conflict flags (acknowledge or undo),
@@ -1125,6 +1126,13 @@ def leak_example(stack, property_workspace: str, program, grants, gate: bool) ->
                         req = g.RecallRequest(query=word, purpose=purpose, mode=mode, top_k=200)
                         shown = [it.memory for it in resp.items]
                         check_window(api, md, "Recall", req, shown, start, lambda r: [it.memory for it in r.items])
+                    # Time words read in the question order each arm twice asked (within their window
+                    # and without): still exactly the eligible ones, each once.
+                    timed_req = g.RecallRequest(query=f"{word} since 2020", purpose=purpose, mode=mode, top_k=200)
+                    code, timed = call(api.Recall, timed_req, md)
+                    assert code == OK and timed.time_window.applied
+                    ids = [it.memory.id for it in timed.items]
+                    assert len(ids) == len(set(ids)) and set(ids) == eligible
         for mem_id in everything:
             code, resp = call(api.Read, g.ReadRequest(id=mem_id, include_history=True), md)
             readable = model.readable(mem_id, me)

@@ -86,7 +86,7 @@ class ReadResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class RecallRequest(_message.Message):
-    __slots__ = ("query", "purpose", "mode", "top_k", "skip_rerank", "include_superseded", "entity_ids", "occurred_after", "occurred_before")
+    __slots__ = ("query", "purpose", "mode", "top_k", "skip_rerank", "include_superseded", "entity_ids", "occurred_after", "occurred_before", "reference_time", "skip_time_words")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +96,8 @@ class RecallRequest(_message.Message):
     ENTITY_IDS_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AFTER_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_TIME_FIELD_NUMBER: _ClassVar[int]
+    SKIP_TIME_WORDS_FIELD_NUMBER: _ClassVar[int]
     query: str
     purpose: _memory_pb2.Purpose
     mode: _memory_pb2.RecallMode
@@ -105,7 +107,9 @@ class RecallRequest(_message.Message):
     entity_ids: _containers.RepeatedScalarFieldContainer[str]
     occurred_after: _timestamp_pb2.Timestamp
     occurred_before: _timestamp_pb2.Timestamp
-    def __init__(self, query: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., top_k: _Optional[int] = ..., skip_rerank: _Optional[bool] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    reference_time: _timestamp_pb2.Timestamp
+    skip_time_words: bool
+    def __init__(self, query: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., top_k: _Optional[int] = ..., skip_rerank: _Optional[bool] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reference_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., skip_time_words: _Optional[bool] = ...) -> None: ...
 
 class RecallItem(_message.Message):
     __slots__ = ("memory", "rank", "lexical_rank", "dense_rank", "cosine", "fused_score", "rerank_score", "identifier_matches", "all_terms")
@@ -142,18 +146,32 @@ class RecallCounts(_message.Message):
     def __init__(self, lexical: _Optional[int] = ..., dense: _Optional[int] = ..., fused: _Optional[int] = ..., returned: _Optional[int] = ...) -> None: ...
 
 class RecallResponse(_message.Message):
-    __slots__ = ("items", "mode", "dense_available", "reranked", "counts")
+    __slots__ = ("items", "mode", "dense_available", "reranked", "counts", "time_window")
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     DENSE_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
     RERANKED_FIELD_NUMBER: _ClassVar[int]
     COUNTS_FIELD_NUMBER: _ClassVar[int]
+    TIME_WINDOW_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[RecallItem]
     mode: _memory_pb2.RecallMode
     dense_available: bool
     reranked: bool
     counts: RecallCounts
-    def __init__(self, items: _Optional[_Iterable[_Union[RecallItem, _Mapping]]] = ..., mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., dense_available: _Optional[bool] = ..., reranked: _Optional[bool] = ..., counts: _Optional[_Union[RecallCounts, _Mapping]] = ...) -> None: ...
+    time_window: TimeWindow
+    def __init__(self, items: _Optional[_Iterable[_Union[RecallItem, _Mapping]]] = ..., mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., dense_available: _Optional[bool] = ..., reranked: _Optional[bool] = ..., counts: _Optional[_Union[RecallCounts, _Mapping]] = ..., time_window: _Optional[_Union[TimeWindow, _Mapping]] = ...) -> None: ...
+
+class TimeWindow(_message.Message):
+    __slots__ = ("words", "start", "end", "applied")
+    WORDS_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    words: str
+    start: _timestamp_pb2.Timestamp
+    end: _timestamp_pb2.Timestamp
+    applied: bool
+    def __init__(self, words: _Optional[str] = ..., start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., applied: _Optional[bool] = ...) -> None: ...
 
 class DeriveRequest(_message.Message):
     __slots__ = ("source_ids", "kind", "title", "body", "confidence", "entities", "request_id")

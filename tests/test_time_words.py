@@ -1,0 +1,159 @@
+"""Time said in words (gateway/time_words.py): a table of time expressions, each with its reference
+time and the window it must be read as, or None where the words only look like time ("May" the
+name, "March" the verb, version and order numbers, a year inside an identifier)."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from gateway.time_words import understand
+
+UTC = datetime.UTC
+# Wednesday, 18 March 2026, 15:00 UTC.
+REF = datetime.datetime(2026, 3, 18, 15, 0, tzinfo=UTC)
+# Sunday, 7 January 2024, 09:30 UTC (the year's first week; a Sunday).
+SUNDAY = datetime.datetime(2024, 1, 7, 9, 30, tzinfo=UTC)
+# 31 December 2023, 23:00 UTC (the year's last hour).
+NEW_YEARS_EVE = datetime.datetime(2023, 12, 31, 23, 0, tzinfo=UTC)
+
+
+def d(*parts: int) -> datetime.datetime:
+    return datetime.datetime(*parts, tzinfo=UTC)
+
+
+CASES = [
+    # Days.
+    ("what did we talk about yesterday?", REF, "yesterday", d(2026, 3, 17), d(2026, 3, 18)),
+    ("anything from today", REF, "from today", d(2026, 3, 18), d(2026, 3, 19)),
+    ("Yesterday Ana called", REF, "Yesterday", d(2026, 3, 17), d(2026, 3, 18)),
+    ("yesterday", SUNDAY, "yesterday", d(2024, 1, 6), d(2024, 1, 7)),
+    ("yesterday", d(2024, 3, 1, 8), "yesterday", d(2024, 2, 29), d(2024, 3, 1)),  # leap day
+    ("what was said 3 days ago", REF, "3 days ago", d(2026, 3, 15), d(2026, 3, 16)),
+    ("two days ago", REF, "two days ago", d(2026, 3, 16), d(2026, 3, 17)),
+    ("a day ago", REF, "a day ago", d(2026, 3, 17), d(2026, 3, 18)),
+    ("on Monday", REF, "on Monday", d(2026, 3, 16), d(2026, 3, 17)),
+    ("what did I say on Friday?", REF, "on Friday", d(2026, 3, 13), d(2026, 3, 14)),
+    ("last Friday", REF, "last Friday", d(2026, 3, 13), d(2026, 3, 14)),
+    ("last Tuesday's meeting", REF, "last Tuesday", d(2026, 3, 17), d(2026, 3, 18)),
+    ("on 2023-05-08", REF, "on 2023-05-08", d(2023, 5, 8), d(2023, 5, 9)),
+    ("notes of 2023-05-08", REF, "of 2023-05-08", d(2023, 5, 8), d(2023, 5, 9)),
+    ("2024-02-29 call", REF, "2024-02-29", d(2024, 2, 29), d(2024, 3, 1)),
+    ("the 5th of May", REF, "the 5th of May", d(2025, 5, 5), d(2025, 5, 6)),
+    ("on May 5, 2023", REF, "on May 5, 2023", d(2023, 5, 5), d(2023, 5, 6)),
+    ("5 May 2023", REF, "5 May 2023", d(2023, 5, 5), d(2023, 5, 6)),
+    ("March 3rd", REF, "March 3rd", d(2026, 3, 3), d(2026, 3, 4)),
+    ("on March 25", REF, "on March 25", d(2025, 3, 25), d(2025, 3, 26)),  # not yet this year: last year's
+    ("Dec 24", REF, "Dec 24", d(2025, 12, 24), d(2025, 12, 25)),
+    ("on 1 January", SUNDAY, "on 1 January", d(2024, 1, 1), d(2024, 1, 2)),
+    # Parts of a day.
+    ("this morning", REF, "this morning", d(2026, 3, 18, 5), d(2026, 3, 18, 12)),
+    ("what came up this afternoon", REF, "this afternoon", d(2026, 3, 18, 12), d(2026, 3, 18, 17)),
+    ("this evening", REF, "this evening", d(2026, 3, 18, 17), d(2026, 3, 19)),
+    ("tonight", REF, "tonight", d(2026, 3, 18, 17), d(2026, 3, 19)),
+    ("last night", REF, "last night", d(2026, 3, 17, 18), d(2026, 3, 18, 6)),
+    # Weeks.
+    ("last week", REF, "last week", d(2026, 3, 9), d(2026, 3, 16)),
+    ("what happened this week", REF, "this week", d(2026, 3, 16), d(2026, 3, 23)),
+    ("the past week", REF, "past week", d(2026, 3, 9), d(2026, 3, 16)),
+    ("previous week", REF, "previous week", d(2026, 3, 9), d(2026, 3, 16)),
+    ("two weeks ago", REF, "two weeks ago", d(2026, 3, 2), d(2026, 3, 9)),
+    ("2 weeks ago", REF, "2 weeks ago", d(2026, 3, 2), d(2026, 3, 9)),
+    ("a week ago", REF, "a week ago", d(2026, 3, 9), d(2026, 3, 16)),
+    ("last week", SUNDAY, "last week", d(2023, 12, 25), d(2024, 1, 1)),
+    ("last weekend", REF, "last weekend", d(2026, 3, 14), d(2026, 3, 16)),
+    ("this weekend", REF, "this weekend", d(2026, 3, 21), d(2026, 3, 23)),
+    ("last weekend", SUNDAY, "last weekend", d(2023, 12, 30), d(2024, 1, 1)),
+    # Months.
+    ("what did we discuss about Nutrifax last month?", REF, "last month", d(2026, 2, 1), d(2026, 3, 1)),
+    ("last month", SUNDAY, "last month", d(2023, 12, 1), d(2024, 1, 1)),
+    ("this month", REF, "this month", d(2026, 3, 1), d(2026, 4, 1)),
+    ("a month ago", REF, "a month ago", d(2026, 2, 1), d(2026, 3, 1)),
+    ("three months ago", REF, "three months ago", d(2025, 12, 1), d(2026, 1, 1)),
+    ("what did she say in March?", REF, "in March", d(2026, 3, 1), d(2026, 4, 1)),
+    ("in May", REF, "in May", d(2025, 5, 1), d(2025, 6, 1)),
+    ("during December", REF, "during December", d(2025, 12, 1), d(2026, 1, 1)),
+    ("in February", REF, "in February", d(2026, 2, 1), d(2026, 3, 1)),
+    ("early March", REF, "early March", d(2026, 3, 1), d(2026, 4, 1)),
+    ("in late June", REF, "in late June", d(2025, 6, 1), d(2025, 7, 1)),
+    ("March 2023", REF, "March 2023", d(2023, 3, 1), d(2023, 4, 1)),
+    ("in March 2023", REF, "in March 2023", d(2023, 3, 1), d(2023, 4, 1)),
+    ("June, 2023", REF, "June, 2023", d(2023, 6, 1), d(2023, 7, 1)),
+    ("Sept 2022", REF, "Sept 2022", d(2022, 9, 1), d(2022, 10, 1)),
+    ("plans for 2023-05", REF, "2023-05", d(2023, 5, 1), d(2023, 6, 1)),  # "for" is no time word: the month alone
+    ("2023-05", REF, "2023-05", d(2023, 5, 1), d(2023, 6, 1)),
+    ("in December", NEW_YEARS_EVE, "in December", d(2023, 12, 1), d(2024, 1, 1)),
+    # Years.
+    ("where did he live in 2022?", REF, "in 2022", d(2022, 1, 1), d(2023, 1, 1)),
+    ("last year", REF, "last year", d(2025, 1, 1), d(2026, 1, 1)),
+    ("this year", REF, "this year", d(2026, 1, 1), d(2027, 1, 1)),
+    ("two years ago", REF, "two years ago", d(2024, 1, 1), d(2025, 1, 1)),
+    ("during 1999", REF, "during 1999", d(1999, 1, 1), d(2000, 1, 1)),
+    ("of 2021", REF, "of 2021", d(2021, 1, 1), d(2022, 1, 1)),
+    ("in 2022.", REF, "in 2022", d(2022, 1, 1), d(2023, 1, 1)),  # the full stop ends the sentence
+    # Since, before, after.
+    ("since Monday", REF, "since Monday", d(2026, 3, 16), REF),
+    ("since March", REF, "since March", d(2026, 3, 1), REF),
+    ("since last week", REF, "since last week", d(2026, 3, 9), REF),
+    ("since 2024", REF, "since 2024", d(2024, 1, 1), REF),
+    ("after June 2023", REF, "after June 2023", d(2023, 7, 1), None),
+    ("before 2020", REF, "before 2020", None, d(2020, 1, 1)),
+    ("before March 2023", REF, "before March 2023", None, d(2023, 3, 1)),
+    ("after yesterday", REF, "after yesterday", d(2026, 3, 18), None),
+    # Ranges.
+    ("between May and July", REF, "between May and July", d(2025, 5, 1), d(2025, 8, 1)),
+    ("between May and July 2023", REF, "between May and July 2023", d(2023, 5, 1), d(2023, 8, 1)),
+    ("from March to May", REF, "from March to May", d(2025, 3, 1), d(2025, 6, 1)),
+    ("from November to February", REF, "from November to February", d(2025, 11, 1), d(2026, 3, 1)),
+    ("between 2021 and 2023", REF, "between 2021 and 2023", d(2021, 1, 1), d(2024, 1, 1)),
+    ("from 2023-05-01 to 2023-05-03", REF, "from 2023-05-01 to 2023-05-03", d(2023, 5, 1), d(2023, 5, 4)),
+    ("between Monday and Tuesday", REF, "between Monday and Tuesday", d(2026, 3, 16), d(2026, 3, 18)),
+    # Words that only look like time.
+    ("what did May say about the budget?", REF, None, None, None),
+    ("May asked for the report", REF, None, None, None),
+    ("they will march to the town hall", REF, None, None, None),
+    ("March on, said the captain", REF, None, None, None),
+    ("upgrade to version 2022.1", REF, None, None, None),
+    ("release 1.2.3", REF, None, None, None),
+    ("order 2022 was late", REF, None, None, None),
+    ("order number 2023 shipped", REF, None, None, None),
+    ("ticket ORD-2022", REF, None, None, None),
+    ("the v2022 firmware", REF, None, None, None),
+    ("issue #2023", REF, None, None, None),
+    ("the file report_2022.pdf", REF, None, None, None),
+    ("in src/2022/main.py", REF, None, None, None),
+    ("call 555-2022", REF, None, None, None),
+    ("Model X2022 manual", REF, None, None, None),
+    ("the 2022 budget", REF, None, None, None),  # a bare year: no time word before it
+    ("Monday is a holiday", REF, None, None, None),
+    ("the parrot is called Captain", REF, None, None, None),
+    ("what is the next step", REF, None, None, None),
+    ("in 3000", REF, None, None, None),  # not a year we read
+    ("Jan said she would come", REF, None, None, None),
+    ("ask Mar about it", REF, None, None, None),
+    ("next week", REF, None, None, None),  # the future names nothing said yet
+    ("", REF, None, None, None),
+]
+
+
+def test_the_table_is_large_enough():
+    assert len(CASES) >= 80
+    assert sum(1 for c in CASES if c[2] is None) >= 20
+
+
+@pytest.mark.parametrize(("text", "reference", "words", "start", "end"), CASES, ids=[c[0] or "empty" for c in CASES])
+def test_time_expressions(text, reference, words, start, end):
+    got = understand(text, reference)
+    if words is None:
+        assert got is None, got
+        return
+    assert got is not None, text
+    assert (got.words, got.start, got.end) == (words, start, end)
+    assert text[got.span[0] : got.span[1]] == words
+
+
+def test_the_reference_times_offset_does_not_change_the_window():
+    """An instant is an instant: the same reference in another offset reads the same window."""
+    elsewhere = REF.astimezone(datetime.timezone(datetime.timedelta(hours=-8)))
+    assert understand("last month", elsewhere) == understand("last month", REF)
