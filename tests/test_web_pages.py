@@ -206,6 +206,19 @@ def test_search_and_browse_take_a_time_window(stack, web_screen, page, team):
     page.get_by_role("button", name="Search").click()
     expect(page.locator("#error")).to_have_text(re.compile(r"^INVALID_ARGUMENT: occurred_before must be after"))
 
+    # Time words in the question: read and shown, the memories said then first; or not read at all.
+    page.get_by_label("Said from").fill("")
+    page.get_by_label("Said before").fill("")
+    page.get_by_label("Query").fill("lighthouse lens since 2020")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#time-window")).to_contain_text("since 2020")
+    expect(page.locator("#time-window")).to_contain_text("2020-01-01 00:00:00 UTC")
+    expect(page.locator("#time-window")).to_contain_text("those memories first, then the others")
+    page.get_by_label("no time words").check()
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#recall-summary")).to_be_visible()
+    expect(page.locator("#time-window")).to_have_count(0)
+
     page.get_by_role("link", name="Browse").click()
     total = stack.memory.ListMemories(g.ListMemoriesRequest(), metadata=alice.md()).total_size
     page.get_by_label("Said from").fill(yesterday.isoformat())

@@ -95,6 +95,7 @@ async def search(request: Request) -> Response:
         "include_superseded": q.get("include_superseded", ""),
         "occurred_after": q.get("occurred_after", ""),
         "occurred_before": q.get("occurred_before", ""),
+        "skip_time_words": q.get("skip_time_words", ""),
     }
     context = {"form": form, "result": None}
     if screen.token(request) is None:
@@ -108,6 +109,7 @@ async def search(request: Request) -> Response:
             purpose=choice(PURPOSES, "purpose", form["purpose"]),
             top_k=whole("top_k", form["top_k"]),
             include_superseded=bool(form["include_superseded"]),
+            skip_time_words=bool(form["skip_time_words"]),
         )
         _set_times(req, form, WINDOW_FIELDS)
     except FormError as exc:

@@ -58,12 +58,18 @@ def when(ts) -> str:
     return ts.ToDatetime(tzinfo=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def instant(ts) -> str:
+    """A Timestamp known to be set (1970-01-01 included) as ``YYYY-MM-DD HH:MM:SS UTC``."""
+    return ts.ToDatetime(tzinfo=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def templates() -> Jinja2Templates:
     """The page templates (web/templates), autoescaped: memory text is shown as text, never as HTML."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True, undefined=jinja2.ChainableUndefined
     )
     env.filters["when"] = when
+    env.filters["instant"] = instant
     env.filters["kind"] = lambda v: vocabulary.name_of(m.Kind, v)
     env.filters["purpose"] = lambda v: vocabulary.name_of(m.Purpose, v)
     env.filters["origin"] = lambda v: vocabulary.name_of(m.Origin, v)
