@@ -48,6 +48,9 @@ NUMBER_WORDS = {
     "eleven": 11,
     "twelve": 12,
 }
+# Expressions tried at most, each resolved by dateparser (milliseconds apiece), in a question of up
+# to 32,768 characters: one whose first five name nothing is not about a period.
+MAX_TRIES = 5
 # Parts of a day, as hours [from, to) of the reference's day ("last night": the evening before to
 # the morning of the reference day).
 PARTS_OF_DAY = {"morning": (5, 12), "afternoon": (12, 17), "evening": (17, 24), "tonight": (17, 24)}
@@ -110,8 +113,13 @@ class Understood:
 def understand(text: str, reference: datetime.datetime) -> Understood | None:
     """The first time expression of ``text`` resolved against ``reference`` (aware), or None when
     the text holds none (or only one that names no period before the reference's year 9999)."""
-    for match in _PATTERN.finditer(text):
-        window = _window(match, reference.astimezone(UTC))
+    for tries, match in enumerate(_PATTERN.finditer(text)):
+        if tries == MAX_TRIES:
+            break
+        try:
+            window = _window(match, reference.astimezone(UTC))
+        except (OverflowError, ValueError):  # a period past year 1 or 9999 of the reference's
+            window = None
         if window is not None:
             return Understood(match.group(0), match.span(), *window)
     return None

@@ -8,7 +8,7 @@ import datetime
 
 import pytest
 
-from gateway.time_words import understand
+from gateway.time_words import MAX_TRIES, understand
 
 UTC = datetime.UTC
 # Wednesday, 18 March 2026, 15:00 UTC.
@@ -157,3 +157,25 @@ def test_the_reference_times_offset_does_not_change_the_window():
     """An instant is an instant: the same reference in another offset reads the same window."""
     elsewhere = REF.astimezone(datetime.timezone(datetime.timedelta(hours=-8)))
     assert understand("last month", elsewhere) == understand("last month", REF)
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [datetime.datetime(1, 1, 1, tzinfo=UTC), datetime.datetime(9999, 12, 31, 23, 59, tzinfo=UTC)],
+    ids=["year 1", "year 9999"],
+)
+def test_a_reference_at_the_ends_of_time_never_fails(reference):
+    """A period that would run past year 1 or 9999 names nothing; one inside is read."""
+    for text in ("yesterday", "this week", "last month", "this weekend", "two years ago", "last night", "in 2022"):
+        got = understand(text, reference)
+        assert got is None or (got.start is None or got.start.year >= 1), text
+    assert understand("in 2022", reference).start == d(2022, 1, 1)
+
+
+def test_a_long_question_tries_few_expressions():
+    """At most MAX_TRIES expressions are resolved: phrases that name nothing ("since this evening"
+    asked at 15:00) use the tries up, so a period after them is not read; a question of 32,768
+    characters of them is answered with none."""
+    assert understand("since this evening " * 4 + "last week", REF).words == "last week"
+    assert understand("since this evening " * MAX_TRIES + "last week", REF) is None
+    assert understand(("since this evening " * 2000)[:32_768], REF) is None
