@@ -29,13 +29,20 @@ def _ts(memory: m.Memory) -> str:
     return memory.created_at.ToDatetime(tzinfo=datetime.UTC).isoformat(timespec="seconds")
 
 
+def _said(memory: m.Memory) -> str:
+    """When the memory says it happened, for the lines that show it (time windows judge by it)."""
+    if not memory.HasField("occurred_at"):
+        return ""
+    return "  happened " + memory.occurred_at.ToDatetime(tzinfo=datetime.UTC).isoformat(timespec="seconds")
+
+
 def describe(memory: m.Memory) -> str:
     """A memory for people: id, revision, kind, audience, purpose, creation time, title, body, then its
     successor, links and (when read with --history) earlier revisions, one per line."""
     aud = "workspace" if memory.audience == m.AUDIENCE_WORKSPACE else f"member {memory.audience_member_id}"
     text = (
         f"{memory.id}  revision {memory.revision}  {name_of(m.Kind, memory.kind)}  "
-        f"{aud}  {name_of(m.Purpose, memory.purpose)}  created {_ts(memory)}\n"
+        f"{aud}  {name_of(m.Purpose, memory.purpose)}  created {_ts(memory)}{_said(memory)}\n"
         f"  {shown(memory.title)}\n  {shown(memory.body)}"
     )
     if memory.superseded_by_id:
@@ -49,15 +56,15 @@ def describe(memory: m.Memory) -> str:
 
 
 def time_window_text(tw: g.TimeWindow) -> str:
-    """The time words a recall read: what they say, the window, and whether it narrowed the recall."""
-    start = _utc(tw.start) if tw.HasField("start") else "(open)"
-    end = _utc(tw.end) if tw.HasField("end") else "(open)"
-    how = "applied" if tw.applied else "not applied: --after/--before given"
-    return f"time: read {shown(tw.words)} as [{start}, {end}) ({how})"
+    """The time words a recall read: what they say, the window, and what was done with it."""
+    start = _utc(tw.start) if tw.HasField("start") else "any time"
+    end = _utc(tw.end) if tw.HasField("end") else "any time"
+    how = "in each arm, those said then first" if tw.applied else "not used: --after/--before given"
+    return f"time: read {shown(tw.words)} as said from {start} to before {end} ({how})"
 
 
 def _utc(ts) -> str:
-    return ts.ToDatetime(tzinfo=datetime.UTC).isoformat().replace("+00:00", "Z")
+    return ts.ToDatetime(tzinfo=datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def recall_text(resp: g.RecallResponse) -> str:
@@ -72,7 +79,7 @@ def recall_text(resp: g.RecallResponse) -> str:
         lines.append(
             f"{it.rank:>3}. lexical_rank={it.lexical_rank or '-'} dense_rank={it.dense_rank or '-'} "
             f"cosine={it.cosine:.3f} fused={it.fused_score:.5f} rerank={it.rerank_score:.3f}  "
-            f"{it.memory.id}\n     {shown(it.memory.title)}: {shown(it.memory.body[:160])}"
+            f"{it.memory.id}{_said(it.memory)}\n     {shown(it.memory.title)}: {shown(it.memory.body[:160])}"
         )
     return "\n".join(lines)
 

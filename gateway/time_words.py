@@ -120,7 +120,7 @@ def understand(text: str, reference: datetime.datetime) -> Understood | None:
             window = _window(match, reference.astimezone(UTC))
         except (OverflowError, ValueError):  # a period past year 1 or 9999 of the reference's
             window = None
-        if window is not None:
+        if window is not None and (window[0] is None or window[0] < reference):  # the future: nothing said yet
             return Understood(match.group(0), match.span(), *window)
     return None
 

@@ -241,8 +241,8 @@ def recall(shaped: Shaped) -> str:
     ]
     if resp.HasField("time_window"):
         tw = resp.time_window
-        bounds = [when(tw.start) if tw.HasField("start") else "open", when(tw.end) if tw.HasField("end") else "open"]
-        how = "applied" if tw.applied else "not applied: the request's own window wins"
+        bounds = [when(getattr(tw, side)) if tw.HasField(side) else "any time" for side in ("start", "end")]
+        how = "in each arm, those said then first" if tw.applied else "not used: the request's own window wins"
         lines.append(f"time words {quote(tw.words)} read as said from {bounds[0]} to before {bounds[1]} ({how})")
     for i, item in enumerate(resp.items):
         lines.append(

@@ -332,4 +332,8 @@ def test_time_words_in_the_question_order_the_recall_and_are_reported(stack, sai
         "lexical",
         token=alice.token,
     )
-    assert "time: read last month as [2025-02-01T00:00:00Z, 2025-03-01T00:00:00Z) (applied)" in out.stdout
+    assert (
+        "time: read last month as said from 2025-02-01T00:00:00Z to before 2025-03-01T00:00:00Z"
+        " (in each arm, those said then first)" in out.stdout
+    )
+    assert "  happened 2025-" in out.stdout  # each item says when it was said

@@ -15,6 +15,8 @@ UTC = datetime.UTC
 REF = datetime.datetime(2026, 3, 18, 15, 0, tzinfo=UTC)
 # Sunday, 7 January 2024, 09:30 UTC (the year's first week; a Sunday).
 SUNDAY = datetime.datetime(2024, 1, 7, 9, 30, tzinfo=UTC)
+# The same Wednesday at 22:30, when the evening has begun.
+LATE = datetime.datetime(2026, 3, 18, 22, 30, tzinfo=UTC)
 # 31 December 2023, 23:00 UTC (the year's last hour).
 NEW_YEARS_EVE = datetime.datetime(2023, 12, 31, 23, 0, tzinfo=UTC)
 
@@ -50,8 +52,9 @@ CASES = [
     # Parts of a day.
     ("this morning", REF, "this morning", d(2026, 3, 18, 5), d(2026, 3, 18, 12)),
     ("what came up this afternoon", REF, "this afternoon", d(2026, 3, 18, 12), d(2026, 3, 18, 17)),
-    ("this evening", REF, "this evening", d(2026, 3, 18, 17), d(2026, 3, 19)),
-    ("tonight", REF, "tonight", d(2026, 3, 18, 17), d(2026, 3, 19)),
+    ("this evening", LATE, "this evening", d(2026, 3, 18, 17), d(2026, 3, 19)),
+    ("tonight", LATE, "tonight", d(2026, 3, 18, 17), d(2026, 3, 19)),
+    ("this evening", REF, None, None, None),  # at 15:00 the evening has not begun: nothing said in it yet
     ("last night", REF, "last night", d(2026, 3, 17, 18), d(2026, 3, 18, 6)),
     # Weeks.
     ("last week", REF, "last week", d(2026, 3, 9), d(2026, 3, 16)),
@@ -63,7 +66,8 @@ CASES = [
     ("a week ago", REF, "a week ago", d(2026, 3, 9), d(2026, 3, 16)),
     ("last week", SUNDAY, "last week", d(2023, 12, 25), d(2024, 1, 1)),
     ("last weekend", REF, "last weekend", d(2026, 3, 14), d(2026, 3, 16)),
-    ("this weekend", REF, "this weekend", d(2026, 3, 21), d(2026, 3, 23)),
+    ("this weekend", SUNDAY, "this weekend", d(2024, 1, 6), d(2024, 1, 8)),
+    ("this weekend", REF, None, None, None),  # a Wednesday: the weekend is to come
     ("last weekend", SUNDAY, "last weekend", d(2023, 12, 30), d(2024, 1, 1)),
     # Months.
     ("what did we discuss about Nutrifax last month?", REF, "last month", d(2026, 2, 1), d(2026, 3, 1)),
@@ -165,11 +169,13 @@ def test_the_reference_times_offset_does_not_change_the_window():
     ids=["year 1", "year 9999"],
 )
 def test_a_reference_at_the_ends_of_time_never_fails(reference):
-    """A period that would run past year 1 or 9999 names nothing; one inside is read."""
+    """A period that would run past year 1 or 9999 names nothing; one inside is read (2022 is in the
+    future of year 1: nothing)."""
     for text in ("yesterday", "this week", "last month", "this weekend", "two years ago", "last night", "in 2022"):
         got = understand(text, reference)
         assert got is None or (got.start is None or got.start.year >= 1), text
-    assert understand("in 2022", reference).start == d(2022, 1, 1)
+    in_2022 = understand("in 2022", reference)
+    assert (in_2022 and in_2022.start) == (d(2022, 1, 1) if reference.year == 9999 else None)
 
 
 def test_a_long_question_tries_few_expressions():
@@ -179,3 +185,13 @@ def test_a_long_question_tries_few_expressions():
     assert understand("since this evening " * 4 + "last week", REF).words == "last week"
     assert understand("since this evening " * MAX_TRIES + "last week", REF) is None
     assert understand(("since this evening " * 2000)[:32_768], REF) is None
+
+
+def test_a_period_after_the_reference_names_nothing():
+    """Nothing has been said in the future: a year, month or day that starts after the reference time
+    is not read (the next expression is tried)."""
+    early = datetime.datetime(1899, 6, 1, tzinfo=UTC)
+    assert understand("in 1950", early) is None
+    assert understand("in 2030", REF) is None
+    assert understand("in 2030 or in 2022", REF).words == "in 2022"
+    assert understand("since March", d(2026, 3, 1)) is None  # the window would be empty

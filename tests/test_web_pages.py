@@ -213,7 +213,7 @@ def test_search_and_browse_take_a_time_window(stack, web_screen, page, team):
     page.get_by_role("button", name="Search").click()
     expect(page.locator("#time-window")).to_contain_text("since 2020")
     expect(page.locator("#time-window")).to_contain_text("2020-01-01 00:00:00 UTC")
-    expect(page.locator("#time-window")).to_contain_text("those memories first, then the others")
+    expect(page.locator("#time-window")).to_contain_text("in each arm, those said then first")
     page.get_by_label("no time words").check()
     page.get_by_role("button", name="Search").click()
     expect(page.locator("#recall-summary")).to_be_visible()
