@@ -219,6 +219,13 @@ def test_search_and_browse_take_a_time_window(stack, web_screen, page, team):
     expect(page.locator("#recall-summary")).to_be_visible()
     expect(page.locator("#time-window")).to_have_count(0)
 
+    # A time whose offset moves it out of years 1..9999 is the form's error (400), never a crash.
+    for path in ("search?query=gull&occurred_after=", "memories?occurred_before=", "memories?created_after="):
+        edge = "0001-01-01T00:00:00%2B01:00" if "after" in path else "9999-12-31T23:59:59-01:00"
+        response = page.goto(f"{web_screen}/{path}{edge}")
+        assert response.status == 400, path
+        expect(page.locator("#error")).to_contain_text("is outside years 1..9999 in UTC")
+
     page.get_by_role("link", name="Browse").click()
     total = stack.memory.ListMemories(g.ListMemoriesRequest(), metadata=alice.md()).total_size
     page.get_by_label("Said from").fill(yesterday.isoformat())

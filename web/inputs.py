@@ -47,7 +47,10 @@ def timestamp(field: str, text: str | None) -> timestamp_pb2.Timestamp | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.UTC)
     ts = timestamp_pb2.Timestamp()
-    ts.FromDatetime(when)
+    try:
+        ts.FromDatetime(when)
+    except (OverflowError, ValueError):  # an offset that moves the instant outside years 1..9999 in UTC
+        raise FormError(f"{field}: {text!r} is outside years 1..9999 in UTC") from None
     return ts
 
 
