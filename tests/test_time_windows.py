@@ -337,3 +337,54 @@ def test_time_words_in_the_question_order_the_recall_and_are_reported(stack, sai
         " (in each arm, those said then first)" in out.stdout
     )
     assert "  happened 2025-" in out.stdout  # each item says when it was said
+
+
+def test_the_meaning_arm_stays_exact_when_its_index_scan_gives_up(stack, monkeypatch):
+    """A wide window whose memories are far from the question: the filtered HNSW scan spends its
+    budget (hnsw.max_scan_tuples; here 200 rows, and the wide path taken above 100 rows, so that
+    3,000 memories show what a break-it review found at 30,000: 0 of the top 100) on nearer memories
+    outside the window and comes back short; the arm then orders the window exactly, so its rows are
+    the best the window holds. The memories and vectors are written by SQL (synthetic vectors at a
+    chosen cosine to the question: the window's far, the others near)."""
+    ws = stack.workspace("far window")
+    alice = stack.member(ws, purposes=[CONV])
+    q = stack.encoder.encode(["the lighthouse keeper's salary"])[0]
+    window = Window(
+        datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC), datetime.datetime(2021, 1, 1, tzinfo=datetime.UTC)
+    )
+    with stack.db(ws) as conn:
+        conn.execute(
+            """INSERT INTO memory (id, kind, body, purpose, origin, created_by, occurred_at)
+               SELECT gen_random_uuid(), 'note', 'synthetic ' || i, 'conversation', 'told', %s,
+                      CASE WHEN i < 600 THEN '2020-03-01'::timestamptz ELSE '2024-03-01'::timestamptz END
+                             + i * interval '10 minutes'
+                 FROM generate_series(0, 2999) i""",
+            (alice.id,),
+        )
+        conn.execute(
+            """INSERT INTO memory_embedding (memory_id, memory_revision, model_id, input_version, embedding)
+               SELECT m.id, 1, 'synthetic', %s,
+                      (SELECT array_agg(q * w.w + (random() - 0.5) * 0.18 ORDER BY i)
+                         FROM unnest(%s::real[]) WITH ORDINALITY AS u(q, i) WHERE m.id IS NOT NULL)::vector
+                 FROM memory m,
+                      LATERAL (SELECT CASE WHEN m.said_at < '2021-01-01' THEN 0.3 + 0.3 * random()
+                                           ELSE 0.8 + 0.4 * random() END AS w WHERE m.id IS NOT NULL) w""",
+            (INPUT_VERSION, q.tolist()),
+        )
+        conn.execute("ANALYZE memory; ANALYZE memory_embedding")
+        exact = [
+            r[0]
+            for r in conn.execute(
+                """SELECT m.id FROM memory m JOIN memory_embedding e ON e.memory_id = m.id
+                    WHERE m.said_at >= %s AND m.said_at < %s ORDER BY (e.embedding <=> %s::vector) + 0, m.id""",
+                (window.after, window.before, q.tolist()),
+            )
+        ]
+        assert len(exact) == 600
+        monkeypatch.setattr(windows, "NARROW_ROWS", 100)
+        monkeypatch.setattr(candidates, "HNSW_SCAN_TUPLES", 200)
+        assert windows.narrow_ids(conn, window) is None  # the wide path
+        caller = m.Caller(workspace_id=ws, member_id=alice.id, role=m.ROLE_MEMBER, granted_purposes=[CONV])
+        for limit in (10, 100):
+            got, _ = candidates.dense(conn, caller, "conversation", q, INPUT_VERSION, 0.0, limit, window=window)
+            assert [mid for mid, _ in got] == exact[:limit], limit

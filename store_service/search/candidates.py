@@ -63,6 +63,9 @@ from store_service.records.windows import OPEN, Window
 from store_service.search import analysis, bm25, lexical_index
 from store_service.search.lexical_index import WORKSPACE
 
+# pgvector's hnsw.max_scan_tuples (its default), set on every dense statement so that the budget a
+# filtered index scan has is one known number.
+HNSW_SCAN_TUPLES = 20_000
 # The factor by which the expiry gate's reading goes deeper when hidden rows leave it short.
 DEPTH_GROWTH = 4
 # A question of at most this many scored terms that holds an identifier is a lookup, and memories
@@ -424,22 +427,19 @@ def dense(
         **window.params(),
     }
     gate = expiry.shown_clause(expiry_days) + window.clause()
-    # ``+ 0`` keeps the planner off the HNSW index: the order is then an exact sort.
-    order = "e.embedding <=> %(q)s"
+    exact = False
     if window:
         narrow = windows.narrow_ids(conn, window)
         if narrow is not None:
             gate += " AND m.id = ANY(%(narrow)s)"
             params["narrow"] = list(narrow)
-            order = f"({order}) + 0"
-    with conn.transaction():
-        # Both settings in one round trip (several statements are allowed in one query without parameters).
-        conn.execute(
-            sql.SQL("SET LOCAL hnsw.iterative_scan = 'relaxed_order'; SET LOCAL hnsw.ef_search = {}").format(
-                sql.Literal(max(40, min(limit, 1000)))
-            )
-        )
-        rows = (
+            exact = True
+
+    def nearest(exact: bool) -> list:
+        # ``+ 0`` keeps the planner off the HNSW index: the order is then an exact sort. Every row the
+        # statement found comes back, those under the floor marked, so a short answer can be told.
+        order = "(e.embedding <=> %(q)s) + 0" if exact else "e.embedding <=> %(q)s"
+        return (
             named(conn)
             .execute(
                 f"""WITH nn AS MATERIALIZED (
@@ -449,12 +449,28 @@ def dense(
                        AND e.input_version = %(stamp)s AND e.memory_revision = m.revision
                      ORDER BY {order}
                      LIMIT %(limit)s)
-                SELECT memory_id, 1 - distance AS cosine FROM nn WHERE distance <= %(max_distance)s
+                SELECT memory_id, 1 - distance AS cosine, distance <= %(max_distance)s AS above FROM nn
                  ORDER BY distance, memory_id""",
                 params,
             )
             .fetchall()
         )
+
+    with conn.transaction():
+        # The settings in one round trip (several statements are allowed in one query without parameters).
+        conn.execute(
+            sql.SQL(
+                "SET LOCAL hnsw.iterative_scan = 'relaxed_order'; SET LOCAL hnsw.ef_search = {};"
+                " SET LOCAL hnsw.max_scan_tuples = {}"
+            ).format(sql.Literal(max(40, min(limit, 1000))), sql.Literal(HNSW_SCAN_TUPLES))
+        )
+        found = nearest(exact)
+        if window and not exact and len(found) < limit:
+            # A wide window's filtered index scan gives up after HNSW_SCAN_TUPLES rows: when the
+            # window's memories are far from the question, nearer ones outside it use that budget
+            # up, and the scan comes back short of what the window holds. The exact order then.
+            found = nearest(True)
+        rows = [r for r in found if r.above]
         current = (
             bool(rows)
             or named(conn)
