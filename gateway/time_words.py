@@ -56,7 +56,9 @@ MAX_TRIES = 5
 PARTS_OF_DAY = {"morning": (5, 12), "afternoon": (12, 17), "evening": (17, 24), "tonight": (17, 24)}
 
 # Words after which a month, weekday or year is time ("in May", "since Monday", "of 2022").
-_CUE = r"(?:in|on|during|since|before|after|from|until|till|by|of|around|last|this|past|early|late|mid)"
+# Not "from", "by" or "of": "feedback from June", "written by May" and "the email of April" name people
+# more often than months ("from X to Y" is a range of its own).
+_CUE = r"(?:in|on|during|since|before|after|until|till|around|last|this|past|early|late|mid)"
 # A token boundary that is not part of an identifier: no letter, digit, or joining character
 # (- _ . / # : @ +) on either side.
 _L = r"(?<![\w\-./#:@+])"
@@ -87,14 +89,16 @@ _POINT = (
 # A point that is time only after a cue word: a bare month, weekday or year.
 _CUED_POINT = rf"(?:{_MONTH}|{_WEEKDAY}|{_L}{_YEAR}{_R})"
 _ANY_POINT = rf"(?:{_POINT}|{_CUED_POINT})"
+# Every expression is whole: not part of an identifier on either side ("monday.js", "april@example.com",
+# "yesterday.txt", "notes/yesterday", "march-madness").
 _PATTERN = re.compile(
-    r"\b(?:"
+    rf"{_L}(?:"
     rf"(?P<between>between\s+(?P<b1>{_ANY_POINT})\s+and\s+(?P<b2>{_ANY_POINT}))"
     rf"|(?P<fromto>from\s+(?P<f1>{_ANY_POINT})\s+(?:to|until|till)\s+(?P<f2>{_ANY_POINT}))"
     rf"|(?P<since>(?:since|after|before)\s+(?P<s1>{_ANY_POINT}))"
     rf"|(?P<cued>{_CUE}\s+(?:(?:early|late|mid)\s+)?(?P<c1>{_ANY_POINT}))"
     rf"|(?P<point>{_POINT})"
-    r")\b",
+    rf"){_R}",
     re.IGNORECASE,
 )
 
@@ -128,14 +132,25 @@ def understand(text: str, reference: datetime.datetime) -> Understood | None:
 def _window(match: re.Match, ref: datetime.datetime):
     if match.group("between") or match.group("fromto"):
         first, last = (match.group("b1"), match.group("b2")) if match.group("between") else match.group("f1", "f2")
+        b = _period(last, ref)
+        if b is None:
+            return None
         year = re.search(_YEAR + r"\s*$", last)
         if year and not re.search(_YEAR, first):
-            first = f"{first} {year.group(0)}"  # "between May and July 2023": May of 2023
-        # The end first, then the start as the last such period before the end ends: "from November
-        # to February" asked in March is November to February just past.
-        b = _period(last, ref)
-        a = b and _period(first, min(ref, b[1] - datetime.timedelta(microseconds=1)))
-        if a is None or b is None or b[1] <= a[0]:
+            # "between May and July 2023": May of 2023; "between December and February 2024": the
+            # December before.
+            y = int(year.group(0))
+            a = _period(f"{first} {y}", ref)
+            if a is not None and a[0] >= b[1]:
+                a = _period(f"{first} {y - 1}", ref)
+        else:
+            # The start as the reference reads it ("from 2 days ago to yesterday"), or, when that is
+            # not before the end, as the last such period before the end ("from November to
+            # February" asked in March: the November before).
+            a = _period(first, ref)
+            if a is not None and a[0] >= b[1]:
+                a = _period(first, b[1] - datetime.timedelta(microseconds=1))
+        if a is None or b[1] <= a[0]:
             return None
         return a[0], b[1]
     if match.group("since"):
@@ -147,7 +162,12 @@ def _window(match: re.Match, ref: datetime.datetime):
             return (period[0], ref) if period[0] < ref else None
         return (period[1], None) if word == "after" else (None, period[0])
     phrase = match.group("c1") or match.group("point")
-    return _period(phrase, ref)
+    period = _period(phrase, ref)
+    if period is not None and match.group("cued") and match.group("cued").lower().startswith("last "):
+        # "last March" asked in March (or "last Monday" on a Monday): the one before, not this one.
+        if period[0] <= ref < period[1]:
+            return _period(phrase, period[0] - datetime.timedelta(microseconds=1))
+    return period
 
 
 def _period(phrase: str, ref: datetime.datetime) -> tuple[datetime.datetime, datetime.datetime] | None:
