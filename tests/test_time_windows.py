@@ -339,6 +339,7 @@ def test_time_words_in_the_question_order_the_recall_and_are_reported(stack, sai
     assert "  happened 2025-" in out.stdout  # each item says when it was said
 
 
+@pytest.mark.slow
 def test_the_meaning_arm_stays_exact_when_its_index_scan_gives_up(stack, monkeypatch):
     """A wide window whose memories are far from the question: the filtered HNSW scan spends its
     budget (hnsw.max_scan_tuples; here 200 rows, and the wide path taken above 100 rows, so that
