@@ -106,6 +106,7 @@ def prompt_context_parser(sub: argparse._SubParsersAction) -> None:
         "--reference-time", type=options.instant, metavar="ISO", help="when the turn was said (default now)"
     )
     options.window_options(pc)
+    pc.add_argument("--no-time-words", action="store_true", help="read no time in the turn's words")
     options.gateway_options(pc)
     pc.set_defaults(handler=prompt_context)
 
@@ -122,6 +123,7 @@ def prompt_context(gw: client.Gateway, args: argparse.Namespace) -> int:
             session_key=args.session,
             occurred_after=args.after,
             occurred_before=args.before,
+            skip_time_words=args.no_time_words,
         ),
         metadata=gw.metadata,
     )

@@ -83,6 +83,7 @@ class PromptContexter:
                 mode=m.RECALL_MODE_HYBRID,
                 top_k=TOP_K,
                 reference_time=req.reference_time if at is not None else None,
+                skip_time_words=req.skip_time_words,
                 **window_fields(req),
             ),
             caller,
@@ -126,6 +127,7 @@ class PromptContexter:
             cut_ids=[item.memory.id for i, item in enumerate(fresh) if i not in keep],
             dense_available=recall.dense_available,
             min_cosine=gate,
+            time_window=recall.time_window if recall.HasField("time_window") else None,
         )
 
 

@@ -208,6 +208,13 @@ def test_list_memories_context_and_prompt_context_take_the_window(stack, said):
         g.PromptContextRequest(text="gull harbour note", purpose=CONV, **window), metadata=alice.md()
     )
     assert prompt.items and {it.memory.id for it in prompt.items} <= want
+    # Time words in the turn: read against the turn's reference time and reported, or not read.
+    turn = g.PromptContextRequest(text="gull harbour note last month", purpose=CONV, reference_time=ts(day(70)))
+    read = stack.memory.PromptContext(turn, metadata=alice.md())
+    assert (read.time_window.words, read.time_window.applied) == ("last month", True)
+    assert read.time_window.start.ToDatetime(tzinfo=datetime.UTC) == day(31)
+    turn.skip_time_words = True
+    assert not stack.memory.PromptContext(turn, metadata=alice.md()).HasField("time_window")
 
 
 BAD_WINDOWS = [

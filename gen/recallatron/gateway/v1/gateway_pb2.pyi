@@ -558,7 +558,7 @@ class GetContextResponse(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[ContextItem, _Mapping]]] = ..., cut_items: _Optional[_Iterable[_Union[ContextItem, _Mapping]]] = ..., text: _Optional[str] = ..., token_budget: _Optional[int] = ..., tokens: _Optional[int] = ...) -> None: ...
 
 class PromptContextRequest(_message.Message):
-    __slots__ = ("text", "purpose", "reference_time", "token_budget", "session_key", "occurred_after", "occurred_before")
+    __slots__ = ("text", "purpose", "reference_time", "token_budget", "session_key", "occurred_after", "occurred_before", "skip_time_words")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     REFERENCE_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -566,6 +566,7 @@ class PromptContextRequest(_message.Message):
     SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AFTER_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    SKIP_TIME_WORDS_FIELD_NUMBER: _ClassVar[int]
     text: str
     purpose: _memory_pb2.Purpose
     reference_time: _timestamp_pb2.Timestamp
@@ -573,7 +574,8 @@ class PromptContextRequest(_message.Message):
     session_key: str
     occurred_after: _timestamp_pb2.Timestamp
     occurred_before: _timestamp_pb2.Timestamp
-    def __init__(self, text: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., reference_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., token_budget: _Optional[int] = ..., session_key: _Optional[str] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    skip_time_words: bool
+    def __init__(self, text: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., reference_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., token_budget: _Optional[int] = ..., session_key: _Optional[str] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., skip_time_words: _Optional[bool] = ...) -> None: ...
 
 class PromptItem(_message.Message):
     __slots__ = ("memory", "rank", "lexical_rank", "dense_rank", "cosine", "identifier_matches", "all_terms", "tokens")
@@ -596,7 +598,7 @@ class PromptItem(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., rank: _Optional[int] = ..., lexical_rank: _Optional[int] = ..., dense_rank: _Optional[int] = ..., cosine: _Optional[float] = ..., identifier_matches: _Optional[int] = ..., all_terms: _Optional[bool] = ..., tokens: _Optional[int] = ...) -> None: ...
 
 class PromptContextResponse(_message.Message):
-    __slots__ = ("items", "text", "tokens", "token_budget", "already_shown", "cut_ids", "dense_available", "min_cosine")
+    __slots__ = ("items", "text", "tokens", "token_budget", "already_shown", "cut_ids", "dense_available", "min_cosine", "time_window")
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -605,6 +607,7 @@ class PromptContextResponse(_message.Message):
     CUT_IDS_FIELD_NUMBER: _ClassVar[int]
     DENSE_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
     MIN_COSINE_FIELD_NUMBER: _ClassVar[int]
+    TIME_WINDOW_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[PromptItem]
     text: str
     tokens: int
@@ -613,7 +616,8 @@ class PromptContextResponse(_message.Message):
     cut_ids: _containers.RepeatedScalarFieldContainer[str]
     dense_available: bool
     min_cosine: float
-    def __init__(self, items: _Optional[_Iterable[_Union[PromptItem, _Mapping]]] = ..., text: _Optional[str] = ..., tokens: _Optional[int] = ..., token_budget: _Optional[int] = ..., already_shown: _Optional[int] = ..., cut_ids: _Optional[_Iterable[str]] = ..., dense_available: _Optional[bool] = ..., min_cosine: _Optional[float] = ...) -> None: ...
+    time_window: TimeWindow
+    def __init__(self, items: _Optional[_Iterable[_Union[PromptItem, _Mapping]]] = ..., text: _Optional[str] = ..., tokens: _Optional[int] = ..., token_budget: _Optional[int] = ..., already_shown: _Optional[int] = ..., cut_ids: _Optional[_Iterable[str]] = ..., dense_available: _Optional[bool] = ..., min_cosine: _Optional[float] = ..., time_window: _Optional[_Union[TimeWindow, _Mapping]] = ...) -> None: ...
 
 class CaptureRequest(_message.Message):
     __slots__ = ("purpose", "turn", "proposals", "request_id")
