@@ -35,10 +35,12 @@ from servicekit.limits import (
 from servicekit.render import CHARS_PER_TOKEN, Bound, brief, memory, quote, tokens
 from servicekit.vocabulary import name_of
 
+# The period the entity part counts mentions in: the last 30 days, or the request's time window.
+LAST_30_DAYS = "in the last 30 days"
 HEADINGS = {
     m.CONTEXT_PART_PINNED: "## Pinned by you",
     m.CONTEXT_PART_SUMMARY: "## Newest summaries",
-    m.CONTEXT_PART_ENTITY: "## Newest memory about each entity most mentioned in the last 30 days",
+    m.CONTEXT_PART_ENTITY: f"## Newest memory about each entity most mentioned {LAST_30_DAYS}",
     m.CONTEXT_PART_RECENT: "## Newest memories",
 }
 PLURALS = {
@@ -75,18 +77,30 @@ def check_on(settings) -> None:
         raise err
 
 
-def _item_text(entry) -> str:
+def _item_text(entry, period: str) -> str:
     """One entry: which entities it is the newest memory about, if any, then the memory."""
     lines = [
-        f"(newest memory about {quote(e.name)} [{e.entity_id}], mentioned by {e.mentions} in the last 30 days)"
+        f"(newest memory about {quote(e.name)} [{e.entity_id}], mentioned by {e.mentions} {period})"
         for e in entry.entities
     ]
     return "\n".join([*lines, memory(entry.memory)])
 
 
-def _opening(purpose: int, now: datetime.datetime) -> str:
+def window_text(request) -> str:
+    """A GetContext request's time window in words ("said from X to before Y"), or "" when it has none."""
+    sides = [
+        getattr(request, name).ToDatetime(tzinfo=datetime.UTC).isoformat(timespec="seconds")
+        if request.HasField(name)
+        else "any time"
+        for name in ("occurred_after", "occurred_before")
+    ]
+    return f"said from {sides[0]} to before {sides[1]}" if sides != ["any time", "any time"] else ""
+
+
+def _opening(purpose: int, now: datetime.datetime, window: str = "") -> str:
+    within = f", memories {window}" if window else ""
     return (
-        f"# Recallatron context ({name_of(m.Purpose, purpose)}, built {now.isoformat(timespec='seconds')}): "
+        f"# Recallatron context ({name_of(m.Purpose, purpose)}{within}, built {now.isoformat(timespec='seconds')}): "
         "memories are dated claims made by someone, not current truth, their own text quoted; read each "
         "one's provenance before relying on it, and recall for anything not here."
     )
@@ -128,25 +142,30 @@ def fit(
         kept.pop()
 
 
-def build(entries, purpose: int, budget: int, now: datetime.datetime | None = None):
-    """The GetContextResponse of the store's ``entries`` for ``purpose`` under ``budget`` tokens."""
+def build(entries, purpose: int, budget: int, now: datetime.datetime | None = None, window: str = ""):
+    """The GetContextResponse of the store's ``entries`` for ``purpose`` under ``budget`` tokens;
+    ``window`` is the request's time window in words (``window_text``), said in the opening line and
+    in place of "the last 30 days" where the entity part counts mentions."""
     now = now or datetime.datetime.now(datetime.UTC)
     bound = Bound(budget, CHARS_PER_TOKEN * budget)
-    texts = [_item_text(e) for e in entries]
+    period = f"{window} (the window asked)" if window else LAST_30_DAYS
+    headings = {part: text.replace(LAST_30_DAYS, period) for part, text in HEADINGS.items()}
+    texts = [_item_text(e, period) for e in entries]
+    empty = "No memories of this purpose " + ("were said in this window." if window else "to show yet.")
     items = [
         g.ContextItem(part=e.part, memory=e.memory, entities=e.entities, tokens=tokens(text))
         for e, text in zip(entries, texts, strict=True)
     ]
-    opening = _opening(purpose, now)
+    opening = _opening(purpose, now, window)
     # Room for the closing line at about its longest (every memory cut, every part named); a few
     # tokens more for counts with more digits. The final count below is what holds the budget.
-    every_part = [g.ContextItem(part=p) for p in HEADINGS]
+    every_part = [g.ContextItem(part=p) for p in headings]
     closing = _closing(budget, every_part * max(1, len(items)), max(1, len(items)))
-    heading_cost = {part: tokens(text) for part, text in HEADINGS.items()}
+    heading_cost = {part: tokens(text) for part, text in headings.items()}
 
     def cost(i: int, kept: list[int]) -> tuple[int, int]:
         first = all(items[k].part != items[i].part for k in kept)
-        heading = (heading_cost[items[i].part], len(HEADINGS[items[i].part]) + 1) if first else (0, 0)
+        heading = (heading_cost[items[i].part], len(headings[items[i].part]) + 1) if first else (0, 0)
         return items[i].tokens + heading[0], len(texts[i]) + 1 + heading[1]
 
     kept, text = fit(
@@ -154,7 +173,7 @@ def build(entries, purpose: int, budget: int, now: datetime.datetime | None = No
         cost,
         (tokens(opening) + tokens(closing) + 8, len(opening) + len(closing) + 8),
         bound,
-        lambda kept: _text(opening, items, texts, kept, budget),
+        lambda kept: _text(opening, items, texts, kept, budget, headings, empty),
     )
     keep = set(kept)
     return g.GetContextResponse(
@@ -166,16 +185,24 @@ def build(entries, purpose: int, budget: int, now: datetime.datetime | None = No
     )
 
 
-def _text(opening: str, items: list[g.ContextItem], texts: list[str], kept: list[int], budget: int) -> str:
+def _text(
+    opening: str,
+    items: list[g.ContextItem],
+    texts: list[str],
+    kept: list[int],
+    budget: int,
+    headings: dict,
+    empty: str = "No memories of this purpose to show yet.",
+) -> str:
     lines = [opening]
     part = None
     for i in kept:
         if items[i].part != part:
             part = items[i].part
-            lines.append(HEADINGS[part])
+            lines.append(headings[part])
         lines.append(texts[i])
     if not items:
-        lines.append("No memories of this purpose to show yet.")
+        lines.append(empty)
     cut = [items[i] for i in range(len(items)) if i not in set(kept)]
     if cut:
         lines.append(_closing(budget, cut, len(items)))

@@ -97,7 +97,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
                 **window_fields(request),
             )
         )
-        return bundle.build(resp.entries, request.purpose, budget)
+        return bundle.build(resp.entries, request.purpose, budget, window=bundle.window_text(request))
 
     def PromptContext(self, request, context):
         auth = authenticate(self.store, context)

@@ -203,6 +203,13 @@ def test_list_memories_context_and_prompt_context_take_the_window(stack, said):
     assert shown and set(shown) <= want
     everything = stack.memory.GetContext(g.GetContextRequest(purpose=CONV), metadata=alice.md())
     assert {e.memory.id for e in everything.items} - want  # without the window, newer memories lead
+    # The text says the window, and counts the entities' mentions in it rather than in the last 30 days.
+    assert "memories said from 2025-01-11T00:00:00+00:00 to before 2025-01-26T00:00:00+00:00" in bundle.text
+    assert "the last 30 days" not in bundle.text and "in the last 30 days" in everything.text
+    assert "mentioned by 1 said from 2025-01-11" in bundle.text  # each Harbour mention is its own entity
+    before_all = {"occurred_after": ts(day(-90)), "occurred_before": ts(day(-60))}
+    none = stack.memory.GetContext(g.GetContextRequest(purpose=CONV, **before_all), metadata=alice.md())
+    assert not none.items and "No memories of this purpose were said in this window." in none.text
 
     prompt = stack.memory.PromptContext(
         g.PromptContextRequest(text="gull harbour note", purpose=CONV, **window), metadata=alice.md()
