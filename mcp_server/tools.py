@@ -14,6 +14,7 @@ and never reach the gateway.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from typing import Annotated, Literal
 
@@ -71,7 +72,9 @@ ContextBudget = Annotated[
         "holds (RECALLATRON_MCP_MAX_TOKENS, default 8,000) is lowered to that quarter.",
     ),
 ]
-Time = Annotated[str | None, Field(description="An RFC 3339 time, e.g. 2026-03-02T08:00:00Z; unset: no bound.")]
+Time = Annotated[
+    str | None, Field(description="An RFC 3339 time (2026-03-02T08:00:00Z) or a date (2026-03-02); unset: no bound.")
+]
 PageToken = Annotated[
     str,
     Field(
@@ -105,14 +108,24 @@ class Proposal(BaseModel):
 
 
 def _timestamp(text: str | None, field: str = "occurred_at") -> timestamp_pb2.Timestamp | None:
-    """RFC 3339 text -> Timestamp; a tool error INVALID_ARGUMENT naming ``field`` for anything else."""
+    """RFC 3339 text, or a date (``YYYY-MM-DD``: its midnight, UTC) -> Timestamp; a tool error
+    INVALID_ARGUMENT naming ``field`` for anything else."""
     if text is None:
         return None
     ts = timestamp_pb2.Timestamp()
     try:
         ts.FromJsonString(text)
-    except ValueError as exc:
-        raise ToolError(f"INVALID_ARGUMENT: {field} {text!r} is not an RFC 3339 time: {exc}") from None
+    except ValueError:
+        try:
+            day = datetime.date.fromisoformat(text.strip()) if len(text.strip()) == 10 else None
+        except ValueError:
+            day = None
+        if day is None:
+            raise ToolError(
+                f"INVALID_ARGUMENT: {field} {text!r} is neither an RFC 3339 time (2026-03-02T08:00:00Z) "
+                "nor a date (2026-03-02)"
+            ) from None
+        ts.FromDatetime(datetime.datetime(day.year, day.month, day.day, tzinfo=datetime.UTC))
     return ts
 
 

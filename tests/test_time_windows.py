@@ -286,12 +286,15 @@ def test_the_mcp_tools_take_the_window(stack, said):
     async def session(client):
         recalled = await call_ok(client, "recallatron_recall", {"query": "gull harbour", "mode": "lexical", **window})
         listed = await call_ok(client, "recallatron_list_memories", window)
+        dates = {"occurred_after": "2025-01-11", "occurred_before": "2025-01-13"}  # dates: midnight UTC
+        by_date = await call_ok(client, "recallatron_recall", {"query": "gull harbour", "mode": "lexical", **dates})
         bad = await client.call_tool("recallatron_recall", {"query": "gull", "occurred_after": "last month"})
         empty = await client.call_tool("recallatron_recall", {"query": "gull", **reversed_window(window)})
-        return recalled, listed, bad, empty
+        return recalled, listed, bad, empty, by_date
 
-    recalled, listed, bad, empty = run_stdio(stack, alice.token, session)
+    recalled, listed, bad, empty, by_date = run_stdio(stack, alice.token, session)
     assert sorted(it["memory"]["id"] for it in recalled.structured_content["items"]) == want
+    assert sorted(it["memory"]["id"] for it in by_date.structured_content["items"]) == want
     assert sorted(x["id"] for x in listed.structured_content["memories"]) == want
     assert bad.is_error and text_of(bad).startswith("INVALID_ARGUMENT: occurred_after 'last month'")
     assert empty.is_error and text_of(empty).startswith("INVALID_ARGUMENT: occurred_before must be after")
