@@ -16,6 +16,7 @@ import grpc
 from google.protobuf import json_format
 
 from client import Gateway
+from servicekit.errors import error_info
 from servicekit.settings import Settings
 
 
@@ -51,9 +52,23 @@ def emit(message, as_json: bool, text: str) -> None:
     print(to_json(message) if as_json else text)
 
 
+# The flags that set a request field the gateway may name in an error, where the names differ.
+FLAGS = {
+    "occurred_after": "--after",
+    "occurred_before": "--before",
+    "start_time": "--since/--after",
+    "end_time": "--until/--before",
+    "reference_time": "--reference-time",
+}
+
+
 def fail(exc: grpc.RpcError) -> int:
-    """Prints the status code name and message of a failed call; returns exit status 1."""
-    print(f"{exc.code().name}: {exc.details()}", file=sys.stderr)
+    """Prints the status code name and message of a failed call, and the flag behind the field it
+    names when they differ; returns exit status 1."""
+    info = error_info(exc)
+    flag = FLAGS.get(info.metadata.get("field", "")) if info is not None else None
+    hint = f" (the field of {flag})" if flag else ""
+    print(f"{exc.code().name}: {exc.details()}{hint}", file=sys.stderr)
     return 1
 
 

@@ -40,8 +40,9 @@ def day(n: float) -> datetime.datetime:
 
 @pytest.fixture(scope="module")
 def said(stack):
-    """A workspace of ``DAYS`` memories said one a day from T0 (a varying number of "gull"s, so BM25
-    orders them), four said today without ``occurred_at``, the caller, and each memory's said time."""
+    """A workspace (its context bundle on) of ``DAYS`` memories said one a day from T0 (a varying
+    number of "gull"s, so BM25 orders them), four said today without ``occurred_at``, the caller, and
+    each memory's said time."""
     ws = stack.workspace("time windows")
     alice = stack.member(ws, purposes=[CONV])
     batch = [
@@ -64,6 +65,9 @@ def said(stack):
         if req.HasField("occurred_at"):
             times[r.memory.id] = req.occurred_at.ToDatetime(tzinfo=datetime.UTC)
     stack.wait_backlog_empty()
+    stack.admin.UpdateWorkspaceSettings(
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, context_bundle=True), metadata=stack.op()
+    )
     caller = m.Caller(workspace_id=ws, member_id=alice.id, role=m.ROLE_MEMBER, granted_purposes=[CONV])
     return ws, alice, caller, times
 
@@ -195,9 +199,6 @@ def test_list_memories_context_and_prompt_context_take_the_window(stack, said):
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert sorted(got) == sorted(want) and len(got) == len(want)
 
-    stack.admin.UpdateWorkspaceSettings(
-        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, context_bundle=True), metadata=stack.op()
-    )
     bundle = stack.memory.GetContext(g.GetContextRequest(purpose=CONV, **window), metadata=alice.md())
     shown = [e.memory.id for e in list(bundle.items) + list(bundle.cut_items)]
     assert shown and set(shown) <= want
@@ -274,6 +275,7 @@ def test_the_commands_take_after_and_before(stack, said):
     assert bad.returncode == 2 and "ISO 8601" in bad.stderr
     empty = run("recall", "gull", "--after", "2025-01-13", "--before", "2025-01-11")
     assert empty.returncode != 0 and "occurred_before" in empty.stderr
+    assert empty.stderr.rstrip().endswith("(the field of --before)")  # the flag the user typed
 
 
 def test_the_mcp_tools_take_the_window(stack, said):
