@@ -1,7 +1,10 @@
 """Builds eval/time-scoped/: LoCoMo questions that name a period (issue 23, item 5; docs/time.md).
 
-The shared LoCoMo conversations (``../shared/eval/locomo``, not copied into the repository: only the
-questions this writes are kept) hold sessions weeks or months apart, each with its date. A question
+LoCoMo's conversations (snap-research/LoCoMo, ``data/locomo10.json``, CC BY-NC 4.0: a folder per
+conversation in the format of ``demo/``, one memory per dialog turn with its session's date as
+``occurred_at``, and the benchmark's questions with their evidence turns as ``relevant_ids``; its
+licence keeps it out of this repository, so only the questions this writes are kept) hold sessions
+weeks or months apart, each with its date. A question
 of LoCoMo whose evidence turns all lie in one session is asked again naming that session's period,
 in one of three forms taken in turn:
 
@@ -17,8 +20,10 @@ one, so the set stays a sample. Each row keeps LoCoMo's ``relevant_ids`` and add
 ``reference_time``, ``form`` and ``source_id`` (the LoCoMo question it was made from); ``category``
 and ``category_name`` are the form, so ``recallatron eval`` reports each form.
 
-    python -m tools.time_scoped [--locomo ../shared/eval/locomo] [--out eval/time-scoped]
-    recallatron eval --dataset eval/time-scoped --memories-from ../shared/eval/locomo --time-words
+    python -m tools.time_scoped --locomo $EVAL/locomo [--out eval/time-scoped]
+    recallatron eval --dataset eval/time-scoped --memories-from $EVAL/locomo --time-words
+
+``$EVAL/locomo`` is the folder of those conversations (README.md, "Retrieval quality (measured)").
 """
 
 from __future__ import annotations
@@ -98,7 +103,11 @@ def scoped(conversation: Path) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--locomo", default="../shared/eval/locomo", help="the shared LoCoMo conversations")
+    ap.add_argument(
+        "--locomo",
+        required=True,
+        help="the folder of LoCoMo's conversations in the format of demo/, one sub-folder each (module docstring)",
+    )
     ap.add_argument("--out", default="eval/time-scoped", help="where the question folders are written")
     args = ap.parse_args(argv)
     total = 0
