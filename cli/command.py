@@ -59,6 +59,11 @@ FLAGS = {
     "start_time": "--since/--after",
     "end_time": "--until/--before",
     "reference_time": "--reference-time",
+    "as_of": "--as-of",
+    "known_at": "--known-at",
+    "valid_from": "--valid-from",
+    "occurred_at": "--occurred-at",
+    "at": "--at",
 }
 
 

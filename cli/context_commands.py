@@ -45,8 +45,7 @@ def context(gw: client.Gateway, args: argparse.Namespace) -> int:
         g.GetContextRequest(
             purpose=choices.PURPOSES[args.purpose],
             token_budget=args.budget,
-            occurred_after=args.after,
-            occurred_before=args.before,
+            **options.in_time(args),
         ),
         metadata=gw.metadata,
     )
@@ -121,9 +120,8 @@ def prompt_context(gw: client.Gateway, args: argparse.Namespace) -> int:
             reference_time=args.reference_time,
             token_budget=args.budget,
             session_key=args.session,
-            occurred_after=args.after,
-            occurred_before=args.before,
             skip_time_words=args.no_time_words,
+            **options.in_time(args),
         ),
         metadata=gw.metadata,
     )

@@ -45,14 +45,23 @@ def describe(memory: m.Memory) -> str:
         f"{aud}  {name_of(m.Purpose, memory.purpose)}  created {_ts(memory)}{_said(memory)}\n"
         f"  {shown(memory.title)}\n  {shown(memory.body)}"
     )
+    text += f"\n  {validity_text(memory)}"
     if memory.superseded_by_id:
         text += f"\n  superseded by {memory.superseded_by_id}"
+    if memory.invalidated:
+        text += f"\n  invalidated: {shown(memory.invalidation_reason)}"
     for link in memory.links:
         target = link.target_memory_id or f"{shown(link.target_entity_name)} ({link.target_entity_id})"
         text += f"\n  {name_of(m.LinkType, link.type)} {target}"
     for rev in memory.history:
         text += f"\n  revision {rev.revision}: {shown(rev.title)} | {shown(rev.body)}"
     return text
+
+
+def validity_text(memory: m.Memory) -> str:
+    """When the memory's claim held: ``valid from T`` and, once it ended, ``until T``."""
+    until = f" until {_utc(memory.valid_until)}" if memory.HasField("valid_until") else ""
+    return f"valid from {_utc(memory.valid_from)}{until}"
 
 
 def time_window_text(tw: g.TimeWindow) -> str:
@@ -94,6 +103,8 @@ def remember_parser(sub: argparse._SubParsersAction) -> None:
     rm.add_argument("--request-id", default="")
     rm.add_argument("--about", action="append", default=[], help="entity name to mention (repeatable)")
     rm.add_argument("--about-id", action="append", default=[], help="existing entity id to mention (repeatable)")
+    rm.add_argument("--occurred-at", type=options.instant, metavar="T", help="when what it tells happened")
+    options.valid_from_option(rm)
     rm.add_argument("body")
     options.gateway_options(rm)
     rm.set_defaults(handler=remember)
@@ -112,6 +123,8 @@ def remember(gw: client.Gateway, args: argparse.Namespace) -> int:
             confidence=args.confidence,
             request_id=args.request_id,
             entities=_mentions(args.about, args.about_id),
+            occurred_at=args.occurred_at,
+            valid_from=args.valid_from,
         ),
         metadata=gw.metadata,
     )
@@ -127,6 +140,7 @@ def derive_parser(sub: argparse._SubParsersAction) -> None:
     dv.add_argument("--title", default="")
     dv.add_argument("--request-id", default="")
     dv.add_argument("--about", action="append", default=[], help="entity name to mention (repeatable)")
+    options.valid_from_option(dv)
     dv.add_argument("body")
     options.gateway_options(dv)
     dv.set_defaults(handler=derive)
@@ -143,6 +157,7 @@ def derive(gw: client.Gateway, args: argparse.Namespace) -> int:
             body=args.body,
             request_id=args.request_id,
             entities=_mentions(args.about, []),
+            valid_from=args.valid_from,
         ),
         metadata=gw.metadata,
     )
@@ -157,7 +172,8 @@ def correct_parser(sub: argparse._SubParsersAction) -> None:
     co.add_argument("--revision", type=int, required=True, help="the revision you read")
     co.add_argument("--title")
     co.add_argument("--confidence", type=float)
-    co.add_argument("body")
+    options.valid_from_option(co, "a new start of validity")
+    co.add_argument("body", nargs="?", help="the new body (default: keep it)")
     options.gateway_options(co)
     co.set_defaults(handler=correct)
 
@@ -167,7 +183,12 @@ def correct(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Correct under --revision: prints the corrected memory (ABORTED naming the current revision when stale)."""
     resp = gw.memory.Correct(
         g.CorrectRequest(
-            id=args.id, expected_revision=args.revision, title=args.title, body=args.body, confidence=args.confidence
+            id=args.id,
+            expected_revision=args.revision,
+            title=args.title,
+            body=args.body,
+            confidence=args.confidence,
+            valid_from=args.valid_from,
         ),
         metadata=gw.metadata,
     )
@@ -184,6 +205,7 @@ def supersede_parser(sub: argparse._SubParsersAction) -> None:
     su.add_argument("--title", default="")
     su.add_argument("--audience", choices=choices.AUDIENCES, help="may narrow to member; default: keep")
     su.add_argument("--request-id", default="")
+    options.valid_from_option(su, "when the new claim became true (the old one holds until then)")
     su.add_argument("body")
     options.gateway_options(su)
     su.set_defaults(handler=supersede)
@@ -201,7 +223,30 @@ def supersede(gw: client.Gateway, args: argparse.Namespace) -> int:
             body=args.body,
             audience=choices.AUDIENCES.get(args.audience, 0),
             request_id=args.request_id,
+            valid_from=args.valid_from,
         ),
+        metadata=gw.metadata,
+    )
+    command.emit(resp, args.json, describe(resp.memory))
+    return 0
+
+
+def invalidate_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron invalidate``."""
+    iv = sub.add_parser("invalidate", help="end a claim that no longer holds, without a successor")
+    iv.add_argument("id")
+    iv.add_argument("--revision", type=int, required=True, help="the revision you read")
+    iv.add_argument("--reason", required=True, help="why it no longer holds")
+    iv.add_argument("--at", type=options.instant, metavar="T", help="when it stopped holding (default: now)")
+    options.gateway_options(iv)
+    iv.set_defaults(handler=invalidate)
+
+
+@command.gateway_command
+def invalidate(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """Invalidate under --revision: prints the memory, its validity now ended."""
+    resp = gw.memory.Invalidate(
+        g.InvalidateRequest(id=args.id, expected_revision=args.revision, reason=args.reason, at=args.at),
         metadata=gw.metadata,
     )
     command.emit(resp, args.json, describe(resp.memory))
@@ -291,10 +336,9 @@ def recall(gw: client.Gateway, args: argparse.Namespace) -> int:
             skip_rerank=args.no_rerank,
             entity_ids=args.about_id,
             include_superseded=args.history,
-            occurred_after=args.after,
-            occurred_before=args.before,
             reference_time=args.reference_time,
             skip_time_words=args.no_time_words,
+            **options.in_time(args),
         ),
         metadata=gw.metadata,
     )
@@ -317,7 +361,12 @@ def list_parser(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--updated-after", type=options.instant, help="last changed at or after this time")
     ls.add_argument("--updated-before", type=options.instant, help="last changed before this time")
     options.window_options(ls)
-    ls.add_argument("--superseded", choices=choices.SUPERSEDED, default="current", help="default: current only")
+    ls.add_argument(
+        "--superseded",
+        choices=choices.SUPERSEDED,
+        help="current (the default), superseded (or invalidated), or all; with --as-of or --known-at the "
+        "default is what held or was known then",
+    )
     ls.add_argument("--history", action="store_true", help="with earlier revisions")
     ls.add_argument("--page-size", type=options.int32, default=0, help="memories per page (default 50, at most 200)")
     ls.add_argument("--page-token", default="", help="the token a previous page printed")
@@ -338,12 +387,11 @@ def list_request(args: argparse.Namespace) -> g.ListMemoriesRequest:
         created_before=args.created_before,
         updated_after=args.updated_after,
         updated_before=args.updated_before,
-        occurred_after=args.after,
-        occurred_before=args.before,
-        superseded=choices.SUPERSEDED[args.superseded],
+        superseded=choices.SUPERSEDED.get(args.superseded, 0),
         include_history=args.history,
         page_size=args.page_size,
         page_token=args.page_token,
+        **options.in_time(args),
     )
 
 
@@ -375,6 +423,7 @@ PARSERS = (
     derive_parser,
     correct_parser,
     supersede_parser,
+    invalidate_parser,
     forget_parser,
     entities_parser,
     read_parser,

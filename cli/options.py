@@ -74,6 +74,17 @@ def instant(text: str) -> timestamp_pb2.Timestamp:
     return out
 
 
+def valid_from_option(parser: argparse.ArgumentParser, what: str = "when the claim became true") -> None:
+    """``--valid-from T`` (a write's ``valid_from``)."""
+    parser.add_argument(
+        "--valid-from",
+        type=instant,
+        metavar="T",
+        help=f"{what}: an ISO 8601 date or date-time, UTC unless it names an offset "
+        "(default: --occurred-at, else the time of writing)",
+    )
+
+
 def window_options(parser: argparse.ArgumentParser, what: str = "memories said") -> None:
     """``--after`` and ``--before``: a time window (``occurred_after`` and ``occurred_before``)."""
     parser.add_argument(
@@ -82,3 +93,26 @@ def window_options(parser: argparse.ArgumentParser, what: str = "memories said")
         help=f"only {what} at or after this time: an ISO 8601 date or date-time, UTC unless it names an offset",
     )
     parser.add_argument("--before", type=instant, help=f"only {what} before this time")
+    parser.add_argument(
+        "--as-of",
+        type=instant,
+        metavar="T",
+        help="what held at T: memories whose validity covers T, superseded and invalidated ones included",
+    )
+    parser.add_argument(
+        "--known-at",
+        type=instant,
+        metavar="T",
+        help="what was known at T: memories written by then and current then, with their text of then",
+    )
+
+
+def in_time(args: argparse.Namespace) -> dict:
+    """The window fields of ``window_options`` as request keyword arguments (unset ones left out)."""
+    fields = {
+        "occurred_after": args.after,
+        "occurred_before": args.before,
+        "as_of": args.as_of,
+        "known_at": args.known_at,
+    }
+    return {name: value for name, value in fields.items() if value is not None}

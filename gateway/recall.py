@@ -50,8 +50,10 @@ from servicekit.errors import DOWN_CODES, InvalidArgument
 from servicekit.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, WALK_LIMIT
 
 log = logging.getLogger(__name__)
-# The request fields of a time window, the same in the public requests and the store's.
-WINDOW_FIELDS = ("occurred_after", "occurred_before")
+# The request fields of a time window, the same in the public requests and the store's: when
+# memories were said, and the instants of a read in time (docs/time.md).
+SAID_FIELDS = ("occurred_after", "occurred_before")
+WINDOW_FIELDS = (*SAID_FIELDS, "as_of", "known_at")
 
 
 def window_fields(req) -> dict:
@@ -125,6 +127,7 @@ class Recaller:
             caller,
             passed[: max(ask.top_k, self.config.rerank_top_n if rerank else 0)],
             {c.memory_id: c.memory for c in dense_rows + lexical_rows if c.HasField("memory")},
+            {"known_at": req.known_at} if req.HasField("known_at") else {},
         )
         rerank_scores = {}
         if rerank and passed:
@@ -199,14 +202,17 @@ class Recaller:
             return False
         return True
 
-    def _fetch(self, caller: m.Caller, head, carried: dict[str, m.Memory]) -> dict[str, m.Memory]:
+    def _fetch(self, caller: m.Caller, head, carried: dict[str, m.Memory], known_at: dict) -> dict[str, m.Memory]:
         """The memories of the head rows by id: those the arms ``carried``, and the rest in one store
-        call (which checks readability again) only when some are missing; a row forgotten before
-        its memory was read is absent."""
+        call (which checks readability again, and shows them as they stood at the request's
+        ``known_at``, as the arms did) only when some are missing; a row forgotten before its memory
+        was read is absent."""
         found = {c.memory_id: carried[c.memory_id] for c in head if c.memory_id in carried}
         missing = [c.memory_id for c in head if c.memory_id not in found]
         if missing:
-            fetched = self.store.GetMemories(store_pb2.GetMemoriesRequest(caller=caller, memory_ids=missing))
+            fetched = self.store.GetMemories(
+                store_pb2.GetMemoriesRequest(caller=caller, memory_ids=missing, **known_at)
+            )
             found.update((mem.id, mem) for mem in fetched.memories)
         return found
 
@@ -356,11 +362,11 @@ def _validate(
     top_k = req.top_k or DEFAULT_TOP_K
     time_range(req, "occurred_after", "occurred_before")  # refused before the question is embedded
     window = window_fields(req)
-    understood = _time_words(req, applied=not window)
+    understood = _time_words(req, applied=not any(name in window for name in SAID_FIELDS))
     first = {}
     if understood is not None and understood.applied:
-        sides = zip(WINDOW_FIELDS, ("start", "end"), strict=True)
-        first = {name: getattr(understood, side) for name, side in sides if understood.HasField(side)}
+        sides = zip(SAID_FIELDS, ("start", "end"), strict=True)
+        first = {**window, **{name: getattr(understood, side) for name, side in sides if understood.HasField(side)}}
     return _Ask(req, mode, top_k, max(candidate_limit, top_k), window, first, understood)
 
 

@@ -64,6 +64,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
     Derive = member_call("Derive")
     Correct = member_call("Correct", renames=BY_ID)
     Supersede = member_call("Supersede", renames=BY_ID)
+    Invalidate = member_call("Invalidate", renames=BY_ID)
     Forget = member_call("Forget", renames=BY_ID)
     FindEntities = member_call("FindEntities")
     AppendHistory = member_call("AppendHistory")

@@ -210,6 +210,12 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
             Time, Field(description="What time words in the query ('last month') are read against; unset: now.")
         ] = None,
         skip_time_words: Annotated[bool, Field(description="Read no time in the query's words.")] = False,
+        as_of: Annotated[
+            Time, Field(description="What held at this time: memories valid then, replaced or ended ones included.")
+        ] = None,
+        known_at: Annotated[
+            Time, Field(description="What was known at this time: memories written by then, with their text of then.")
+        ] = None,
     ) -> CallToolResult:
         return call(
             ctx,
@@ -226,6 +232,8 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                 occurred_before=_timestamp(occurred_before, "occurred_before"),
                 reference_time=_timestamp(reference_time, "reference_time"),
                 skip_time_words=skip_time_words,
+                as_of=_timestamp(as_of, "as_of"),
+                known_at=_timestamp(known_at, "known_at"),
             ),
         )
 
@@ -257,6 +265,9 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         purpose: Purpose = "conversation",
         confidence: Confidence = None,
         occurred_at: Annotated[str | None, Field(description="When it happened, RFC 3339, if known.")] = None,
+        valid_from: Annotated[
+            str | None, Field(description="When the claim became true, RFC 3339; unset: occurred_at, else now.")
+        ] = None,
         about: About = [],  # noqa: B006
         about_ids: AboutIds = [],  # noqa: B006
         request_id: RequestId = "",
@@ -268,6 +279,7 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                 purpose=choices.PURPOSES[purpose],
                 audience=choices.AUDIENCES[audience],
                 occurred_at=_timestamp(occurred_at),
+                valid_from=_timestamp(valid_from, "valid_from"),
                 entities=_mentions(about, about_ids),
                 **_content(kind, title, body, confidence, request_id),
             ),
@@ -335,6 +347,9 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         audience: Annotated[Audience | None, Field(description="Narrow to member; unset keeps the old.")] = None,
         confidence: Confidence = None,
         request_id: RequestId = "",
+        valid_from: Annotated[
+            str | None, Field(description="When the new claim became true (the old held until then), RFC 3339.")
+        ] = None,
     ) -> CallToolResult:
         return call(
             ctx,
@@ -343,7 +358,28 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                 id=id,
                 expected_revision=expected_revision,
                 audience=choices.AUDIENCES[audience] if audience else 0,
+                valid_from=_timestamp(valid_from, "valid_from"),
                 **_content(kind, title, body, confidence, request_id),
+            ),
+        )
+
+    @tool(
+        'End a claim that stopped being true without a successor ("Maria no longer works at Nutrifax") under '
+        "the revision you read; it stays readable with its end and reason and leaves current recall.",
+        destructive_hint=False,
+    )
+    def recallatron_invalidate(
+        id: MemoryId,
+        expected_revision: Revision,
+        reason: Annotated[str, Field(description="Why it no longer holds, 1..1,000 characters.")],
+        ctx: Context,
+        at: Annotated[str | None, Field(description="When it stopped holding, RFC 3339; unset: now.")] = None,
+    ) -> CallToolResult:
+        return call(
+            ctx,
+            mem.Invalidate,
+            lambda: g.InvalidateRequest(
+                id=id, expected_revision=expected_revision, reason=reason, at=_timestamp(at, "at")
             ),
         )
 
@@ -463,7 +499,16 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
             Time, Field(description="Only memories said at or after this time (else when written).")
         ] = None,
         occurred_before: Annotated[Time, Field(description="Only memories said before this time.")] = None,
-        superseded: Annotated[Superseded, Field(description="current (the default), superseded, or all.")] = "current",
+        superseded: Annotated[
+            Superseded | None,
+            Field(description="current (the default), superseded (or ended), or all; with as_of or known_at: unset."),
+        ] = None,
+        as_of: Annotated[
+            Time, Field(description="What held at this time: memories valid then, replaced or ended ones included.")
+        ] = None,
+        known_at: Annotated[
+            Time, Field(description="What was known at this time: memories written by then, with their text of then.")
+        ] = None,
         include_history: Annotated[bool, Field(description="Also show each memory's earlier revisions.")] = False,
         page_size: Annotated[int, Field(ge=0, le=200, description="Memories per page, 0..200; 0 means 50.")] = 0,
         page_token: PageToken = "",
@@ -483,7 +528,9 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                 updated_before=_timestamp(updated_before, "updated_before"),
                 occurred_after=_timestamp(occurred_after, "occurred_after"),
                 occurred_before=_timestamp(occurred_before, "occurred_before"),
-                superseded=choices.SUPERSEDED[superseded],
+                as_of=_timestamp(as_of, "as_of"),
+                known_at=_timestamp(known_at, "known_at"),
+                superseded=choices.SUPERSEDED[superseded] if superseded else 0,
                 include_history=include_history,
                 page_size=page_size,
                 page_token=page_token,

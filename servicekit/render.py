@@ -68,6 +68,7 @@ def for_terminal(text: str) -> str:
 _OURS = re.compile(
     r"\[\s*[0-9a-f]{8}-[0-9a-f-]*\s*\]|revision\s*\d+\s*\||earlier\s+revision\s*\d+\s*\(replaced|"
     r"\|\s*revision|by\s+member\s+[0-9a-f]{8}|\|\s*(?:created|changed|happened|written|confidence)\s+\d|"
+    r"\|\s*valid\s+(?:from\s+)?\d|invalidated\s*:\s*\"|"
     r"\[\s*[0-9a-f]{8}\s*\]|"
     r"forgotten\s+on\s+\d{4}-|\[\s*cut\s*:|#\s*\d+\s+lexical_rank|"
     r"(?:private\s+to|by)\s+member\b|superseded\s+by\s+[0-9a-f]{8}|from\s+[0-9a-f]{8}-|captured\s+from|"
@@ -237,6 +238,7 @@ def memory(mem: m.Memory, cuts: Cuts | None = None) -> str:
         head += f", changed {when(mem.updated_at)}"
     if mem.HasField("occurred_at"):
         head += f" | happened {when(mem.occurred_at)}"
+    head += validity(mem, when)
     head += f" | {audience} | {name_of(m.Purpose, mem.purpose)} | confidence {mem.confidence:.2f}"
     provenance = _provenance(mem, cuts, "derived from ", "captured from the turn's words ", entity_ids=True)
     lines = [head]
@@ -249,6 +251,18 @@ def memory(mem: m.Memory, cuts: Cuts | None = None) -> str:
     if "history" in cuts:
         lines.append(f"  {cuts['history']['items_left_out']} earlier revisions more left out")
     return "\n".join(lines + _text(mem, cuts))
+
+
+def validity(mem: m.Memory, shown) -> str:
+    """A header's validity part, times written by ``shown``: `` | valid from T`` when the claim's
+    start is not when it was said (``occurred_at``, else ``created_at``: the default, left out),
+    `` | valid T to T`` once it ended (superseded or invalidated), else nothing."""
+    said = mem.occurred_at if mem.HasField("occurred_at") else mem.created_at
+    if mem.HasField("valid_until"):
+        return f" | valid {shown(mem.valid_from)} to {shown(mem.valid_until)}"
+    if mem.HasField("valid_from") and mem.valid_from != said:
+        return f" | valid from {shown(mem.valid_from)}"
+    return ""
 
 
 def _provenance(mem: m.Memory, cuts: Cuts, derived: str, captured: str, entity_ids: bool) -> list[str]:
@@ -264,9 +278,12 @@ def _provenance(mem: m.Memory, cuts: Cuts, derived: str, captured: str, entity_i
         parts.append(f"{cuts['links']['items_left_out']} more links left out")
     if mem.superseded_by_id:
         parts.append(f"superseded by {mem.superseded_by_id}")
+    if mem.invalidated:
+        parts.append(f"invalidated: {_field(mem, cuts, 'invalidation_reason', mem.invalidation_reason)}")
     if mem.evidence.span:
         parts.append(f"{captured}{_field(mem, cuts, 'evidence.span', mem.evidence.span)}")
     stored = [mem.title, mem.body, mem.evidence.span, *(link.target_entity_name for link in mem.links)]
+    stored += [mem.invalidation_reason] if mem.invalidated else []
     stored += [text for rev in mem.history for text in (rev.title, rev.body)]
     if any(imitates(text) for text in stored if text):
         parts.append(CAUTION)
@@ -330,6 +347,7 @@ def brief(mem: m.Memory) -> str:
     head += f" | written {day(mem.created_at)}"
     if day(mem.updated_at) != day(mem.created_at):
         head += f", changed {day(mem.updated_at)}"
+    head += validity(mem, day)
     if mem.audience != m.AUDIENCE_WORKSPACE:
         head += f" | private to member {short_id(mem.audience_member_id)}"
     if round(mem.confidence, 2) != 1:

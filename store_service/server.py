@@ -34,6 +34,7 @@ from store_service.records import (
     memories,
     pins,
     prompt_sessions,
+    validity,
     windows,
 )
 from store_service.search import answers
@@ -125,7 +126,9 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
 
     def GetMemories(self, request, context):
         with self._conn(request.caller) as conn:
-            return s.GetMemoriesResponse(memories=memories.get_memories(conn, request.caller, request.memory_ids))
+            found = memories.get_memories(conn, request.caller, request.memory_ids)
+            validity.then(conn, found, windows.of(request).known_at)
+            return s.GetMemoriesResponse(memories=found)
 
     def ListMemories(self, request, context):
         with self._conn(request.caller) as conn:
@@ -166,6 +169,10 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             memory = lifecycle.supersede(conn, request)
         self._wake(request.caller)
         return s.SupersedeResponse(memory=memory)
+
+    def Invalidate(self, request, context):
+        with self._conn(request.caller) as conn:
+            return s.InvalidateResponse(memory=lifecycle.invalidate(conn, request))
 
     def Forget(self, request, context):
         with self._conn(request.caller) as conn:

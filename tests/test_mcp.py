@@ -38,6 +38,7 @@ TOOLS = {
     "recallatron_correct",
     "recallatron_supersede",
     "recallatron_forget",
+    "recallatron_invalidate",
     "recallatron_capture",
     "recallatron_find_entities",
     "recallatron_search_history",

@@ -87,7 +87,7 @@ def window(conn: psycopg.Connection, caller: m.Caller, purpose: str) -> list[uui
             named(conn)
             .execute(
                 f"""SELECT m.id, m.created_at FROM memory m
-                     WHERE {READABLE} AND m.purpose = %(purpose)s AND m.superseded_by_id IS NULL
+                     WHERE {READABLE} AND m.purpose = %(purpose)s AND m.retired_at IS NULL
                        AND (m.created_at, m.id) < (%(at)s, %(after)s)
                      ORDER BY m.created_at DESC, m.id DESC LIMIT %(limit)s""",
                 {**params, "at": at, "after": after},

@@ -60,7 +60,7 @@ EMBED_TIMEOUT_SECONDS = 60.0
 PIPELINE_BATCHES = 8  # pipelined batches per visit while only one workspace has work
 
 
-LIVE = "m.forgotten_at IS NULL AND m.superseded_by_id IS NULL"
+LIVE = "m.forgotten_at IS NULL AND m.retired_at IS NULL"
 
 
 def input_sha256(title: str, body: str) -> bytes:

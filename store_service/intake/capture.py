@@ -141,7 +141,7 @@ def _known(conn: psycopg.Connection, caller: m.Caller, keys: set[bytes]) -> dict
         named(conn)
         .execute(
             f"""SELECT m.id, m.body_key FROM memory m
-                 WHERE m.body_key = ANY(%(keys)s) AND {READABLE} AND m.superseded_by_id IS NULL
+                 WHERE m.body_key = ANY(%(keys)s) AND {READABLE} AND m.retired_at IS NULL
                  ORDER BY m.created_at DESC, m.id DESC""",
             {**caller_params(caller), "keys": list(keys)},
         )

@@ -36,6 +36,7 @@ from servicekit.caller import check_purpose_granted
 from store_service.access import expiry
 from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
+from store_service.records import validity
 from store_service.records.memories import get_memories, readable_ids
 from store_service.records.windows import OPEN, Window
 
@@ -81,6 +82,12 @@ def _newest(conn: psycopg.Connection, caller: m.Caller, where: str, params: dict
     return out if limit is None else out[:limit]
 
 
+def current(window: Window) -> str:
+    """The clause keeping current memories only (not superseded, not invalidated), unless the
+    window reads in time (``Window.in_time``): its own condition then says which memories count."""
+    return "" if window.in_time else " AND m.retired_at IS NULL"
+
+
 def _top_entities(
     conn: psycopg.Connection, caller: m.Caller, params: dict, gate: str, window: Window
 ) -> list[m.MentionedEntity]:
@@ -94,7 +101,7 @@ def _top_entities(
             f"""SELECT m.id, m.created_at, e.id AS entity_id, e.name
                   FROM memory m JOIN memory_link l ON l.memory_id = m.id AND l.link_type = 'about'
                   JOIN entity e ON e.id = l.target_entity_id
-                 WHERE {READABLE} AND m.purpose = %(purpose)s AND m.superseded_by_id IS NULL
+                 WHERE {READABLE} AND m.purpose = %(purpose)s{current(window)}
                    AND {recent}{gate}""",
             {**caller_params(caller), **params, "days": WINDOW_DAYS},
         )
@@ -130,7 +137,7 @@ def bundle(
         **window.params(),
     }
     gate = expiry.shown_clause(expiry_days) + window.clause()
-    live = f"m.purpose = %(purpose)s AND m.superseded_by_id IS NULL{gate}"
+    live = f"m.purpose = %(purpose)s{current(window)}{gate}"
     chosen: dict[uuid.UUID, _Chosen] = {}
 
     def choose(rows, part: int) -> None:
@@ -155,7 +162,9 @@ def bundle(
     order = sorted(chosen, reverse=True)
     order.sort(key=lambda i: chosen[i].created_at, reverse=True)
     order.sort(key=lambda i: chosen[i].part)
-    found = {mem.id: mem for mem in get_memories(conn, caller, [str(i) for i in order])}
+    shown = get_memories(conn, caller, [str(i) for i in order])
+    validity.then(conn, shown, window.known_at)
+    found = {mem.id: mem for mem in shown}
     return [
         s.ContextEntry(part=chosen[i].part, memory=found[str(i)], entities=chosen[i].entities)
         for i in order

@@ -1,5 +1,5 @@
-"""The changing operations: derive, correct, supersede, forget, keep (README.md, "Using it" and "Who
-sees what"), and forgetting a removed member's memories.
+"""The changing operations: derive, correct, supersede, invalidate, forget, keep (README.md, "Using
+it" and "Who sees what"; docs/time.md, "Validity"), and forgetting a removed member's memories.
 
 Each locks the rows it reads before judging them (``FOR NO KEY UPDATE``, which still lets the
 embedding job's foreign-key checks through, so the two cannot deadlock), so concurrent calls serialise: one of twenty
@@ -15,6 +15,7 @@ before its member's removal either commits before the removal sweeps or fails UN
 
 from __future__ import annotations
 
+import datetime
 import uuid
 
 import psycopg
@@ -35,8 +36,8 @@ from store_service.access.provenance import ANCESTORS, DOWN
 from store_service.access.readability import IN_SCOPE, caller_params
 from store_service.database import named
 from store_service.intake import capture
-from store_service.records import entities, idempotency, known, prompt_sessions
-from store_service.records.lifecycle_rules import drop_vectors, retire, sources_of, stem_fault
+from store_service.records import entities, idempotency, known, prompt_sessions, validity
+from store_service.records.lifecycle_rules import drop_vectors, leave, retire, sources_of, stem_fault
 from store_service.records.memories import (
     COLUMNS,
     NewMemory,
@@ -86,6 +87,8 @@ def _check_revision(row, expected: int, *, superseded_ok: bool = False) -> None:
         raise InvalidArgument("expected_revision is required (the revision you read)", field="expected_revision")
     if row.superseded_by_id is not None and not superseded_ok:
         raise FailedPrecondition("memory is superseded; change its successor instead")
+    if row.invalidated and not superseded_ok:
+        raise FailedPrecondition("memory was invalidated: it no longer holds; remember what holds now instead")
     if row.revision != expected:
         raise Aborted(f"revision conflict: expected {expected}, current {row.revision}", current_revision=row.revision)
 
@@ -113,6 +116,7 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
     confidence = check_confidence(req.confidence) if req.HasField("confidence") else 1.0
     check_request_id(req.request_id)
     entities.check_mentions(req.entities)
+    valid_from = validity.given_start(req)
     sources = list(dict.fromkeys(parse_uuid(i, "source_ids", missing_is_not_found=True) for i in req.source_ids))
     fields = {
         "sources": sorted(str(x) for x in sources),
@@ -121,6 +125,7 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
         "body": req.body,
         "confidence": confidence,
         **idempotency.mention_fields(req.entities),
+        **validity.start_field(valid_from),
     }
     key = idempotency.key(req.request_id, idempotency.DERIVE, fields)
     with conn.transaction():
@@ -150,7 +155,7 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
         return insert(
             conn,
             caller,
-            NewMemory(kind, req.title, req.body, audience, purpose, confidence, "derived"),
+            NewMemory(kind, req.title, req.body, audience, purpose, confidence, "derived", valid_from=valid_from),
             key,
             entity_ids,
             sources,
@@ -160,8 +165,9 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
 def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
     """Fixes title, body or confidence in place; revision + 1; the old state becomes history; the
     vector is dropped and re-queued. ABORTED (with ``current_revision``) on a revision mismatch."""
-    if not (req.HasField("title") or req.HasField("body") or req.HasField("confidence")):
-        raise InvalidArgument("give a new title, body or confidence", field="body")
+    if not any(req.HasField(f) for f in ("title", "body", "confidence", "valid_from")):
+        raise InvalidArgument("give a new title, body, confidence or valid_from", field="body")
+    valid_from = validity.given_start(req)
     with conn.transaction():
         membership.hold_caller(conn, req.caller)
         row = lock_readable(conn, req.caller, req.memory_id, for_change=True)
@@ -172,19 +178,22 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
         check_text(new_title, new_body)
         new_conf = check_confidence(req.confidence) if req.HasField("confidence") else row.confidence
         conn.execute(
-            "INSERT INTO memory_revision (memory_id, revision, title, body, confidence) VALUES (%s, %s, %s, %s, %s)",
-            (mid, rev, row.title, row.body, row.confidence),
+            """INSERT INTO memory_revision (memory_id, revision, title, body, confidence, valid_from)
+               VALUES (%s, %s, %s, %s, %s, %s)""",
+            (mid, rev, row.title, row.body, row.confidence, row.valid_from),
         )
         updated = (
             named(conn)
             .execute(
                 f"""UPDATE memory m SET title = %s, body = %s, confidence = %s, revision = revision + 1,
-                          updated_at = now(), body_key = %s
+                          updated_at = now(), body_key = %s, valid_from_given = coalesce(%s, valid_from_given)
                  WHERE m.id = %s RETURNING {COLUMNS}""",
-                (new_title, new_body, new_conf, known.body_key(new_body), mid),
+                (new_title, new_body, new_conf, known.body_key(new_body), valid_from, mid),
             )
             .fetchone()
         )
+        if valid_from is not None:
+            _follow_start(conn, updated)
         drop_vectors(conn, [mid])
         lexical_index.reindex_text(conn, mid, new_title, new_body)
         conn.execute(
@@ -194,6 +203,16 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
             (mid, rev + 1),
         )
     return to_memory(updated)
+
+
+def _follow_start(conn: psycopg.Connection, row) -> None:
+    """After Correct moved ``row``'s ``valid_from``: the memories it superseded now end where it
+    starts. INVALID_ARGUMENT (the transaction rolls back) when that is before one of their starts."""
+    for older in (
+        named(conn).execute(f"SELECT {COLUMNS} FROM memory m WHERE m.superseded_by_id = %s", (row.id,)).fetchall()
+    ):
+        validity.check_successor_start(row.valid_from, older)
+    conn.execute("UPDATE memory SET valid_until = %s WHERE superseded_by_id = %s", (row.valid_from, row.id))
 
 
 def keep(conn: psycopg.Connection, req: s.KeepMemoryRequest) -> m.Memory:
@@ -254,6 +273,7 @@ def supersede(
     check_text(req.title, req.body)
     confidence = check_confidence(req.confidence) if req.HasField("confidence") else 1.0
     check_request_id(req.request_id)
+    valid_from = validity.given_start(req)
     target = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
     fields = {
         "target": str(target),
@@ -263,6 +283,7 @@ def supersede(
         "body": req.body,
         "audience": idempotency.audience_name(req.audience),
         "confidence": confidence,
+        **validity.start_field(valid_from),
     }
     key = idempotency.key(req.request_id, idempotency.SUPERSEDE, fields)
     with conn.transaction():
@@ -296,13 +317,47 @@ def supersede(
         successor = insert(
             conn,
             caller,
-            NewMemory(kind, req.title, req.body, audience, row.purpose, confidence, "told"),
+            NewMemory(kind, req.title, req.body, audience, row.purpose, confidence, "told", valid_from=valid_from),
             key,
             [],
             sources,
         )
+        validity.check_successor_start(successor.valid_from.ToDatetime(datetime.UTC), row)
         retire(conn, [(row.id, uuid.UUID(successor.id))], flag_conflict=flag_conflict)
     return successor
+
+
+def invalidate(conn: psycopg.Connection, req: s.InvalidateRequest) -> m.Memory:
+    """Ends a claim that stopped holding without a successor: ``valid_until`` becomes ``at`` (default
+    now), ``invalidation_reason`` the reason, and the memory leaves current recall as a superseded
+    one does (``lifecycle_rules.leave``); no conflict flag (nothing contradicts it). Correct's
+    change rules and revision check (``lock_readable``, ``_check_revision``): a superseded or
+    invalidated memory is FAILED_PRECONDITION. INVALID_ARGUMENT for a blank or too long reason, or
+    an ``at`` outside years 1..9999, before the memory's ``valid_from`` or in the future."""
+    check_reason(req.reason)
+    reason = req.reason.strip()
+    if not reason:
+        raise InvalidArgument("say why it no longer holds (reason)", field="reason")
+    at = validity.given_start(req, "at")
+    with conn.transaction():
+        membership.hold_caller(conn, req.caller)
+        row = lock_readable(conn, req.caller, req.memory_id, for_change=True)
+        _check_revision(row, req.expected_revision)
+        end = validity.check_end(at, row) if at is not None else None
+        ended = (
+            named(conn)
+            .execute(
+                f"""UPDATE memory m SET valid_until = greatest(coalesce(%s, now()), m.valid_from), invalidated = true,
+                          invalidation_reason = %s, retired_at = now(), updated_at = now()
+                 WHERE m.id = %s RETURNING {COLUMNS}""",
+                (end, reason, row.id),
+            )
+            .fetchone()
+        )
+        leave(conn, [row.id])
+        memory = to_memory(ended)
+        attach_links(conn, req.caller, {row.id: memory})
+    return memory
 
 
 def supersede_by_existing(

@@ -7,9 +7,10 @@ Forget (``store_service.records.lifecycle``) and ImportMemories' derived and sup
   read it may read what it stems from (the readability rule relies on it).
 - A successor keeps the superseded memory's sources (``sources_of``), so a forget of one of them
   still reaches it.
-- A superseded memory is retired (``retire``): it points to its successor, leaves the live keyword
-  partition and the vector index, and two confident claims are flagged for a person
-  (``store_service.records.conflict_flags``).
+- A superseded memory is retired (``retire``): it points to its successor, its validity ends where
+  the successor's starts (``store_service.records.validity``), it leaves the live keyword partition
+  and the vector index, and two confident claims are flagged for a person
+  (``store_service.records.conflict_flags``). An invalidated one leaves the same way (``leave``).
 - A memory whose text changes or leaves recall drops its vectors and embedding job (``drop_vectors``).
 """
 
@@ -69,13 +70,22 @@ def retire(
     ``updated_at`` becomes ``now()`` (an import keeps the times it was given). Returns older id ->
     flag id for the flags written."""
     olds = [old for old, _ in pairs]
-    touched = ", updated_at = now()" if touch else ""
+    # An import keeps its times: the older left recall when its successor was written.
+    touched = (
+        ", updated_at = now(), retired_at = now()" if touch else ", retired_at = greatest(n.created_at, m.created_at)"
+    )
     conn.execute(
-        f"""UPDATE memory m SET superseded_by_id = s.new{touched}
-              FROM unnest(%s::uuid[], %s::uuid[]) AS s(old, new)
+        f"""UPDATE memory m SET superseded_by_id = s.new, valid_until = greatest(n.valid_from, m.valid_from){touched}
+              FROM unnest(%s::uuid[], %s::uuid[]) AS s(old, new) JOIN memory n ON n.id = s.new
              WHERE m.id = s.old""",
         [olds, [new for _, new in pairs]],
     )
-    lexical_index.mark_superseded(conn, olds)
-    drop_vectors(conn, olds)
+    leave(conn, olds)
     return conflict_flags.flag(conn, pairs) if flag_conflict else {}
+
+
+def leave(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
+    """Takes retired memories (superseded or invalidated) out of current recall: the live keyword
+    partition and the vector index."""
+    lexical_index.mark_superseded(conn, ids)
+    drop_vectors(conn, ids)

@@ -32,7 +32,7 @@ from servicekit.errors import InvalidArgument
 from store_service import page_tokens
 from store_service.access.readability import READABLE, caller_params, chain_readable
 from store_service.database import named
-from store_service.records import memories, windows
+from store_service.records import memories, validity, windows
 from store_service.vocabulary import KINDS, enum_value, parse_uuid
 
 # Page sizes (AIP-158): 0 means the default; above the most is coerced to it. 200 memories of at most
@@ -40,10 +40,11 @@ from store_service.vocabulary import KINDS, enum_value, parse_uuid
 # for memories corrected a few times.
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
+# Current: neither superseded nor invalidated (docs/time.md, "Validity"); superseded: either.
 _SUPERSEDED = {
-    m.SUPERSEDED_FILTER_UNSPECIFIED: "m.superseded_by_id IS NULL",
-    m.SUPERSEDED_FILTER_CURRENT: "m.superseded_by_id IS NULL",
-    m.SUPERSEDED_FILTER_SUPERSEDED: "m.superseded_by_id IS NOT NULL",
+    m.SUPERSEDED_FILTER_UNSPECIFIED: "m.retired_at IS NULL",
+    m.SUPERSEDED_FILTER_CURRENT: "m.retired_at IS NULL",
+    m.SUPERSEDED_FILTER_SUPERSEDED: "m.retired_at IS NOT NULL",
     m.SUPERSEDED_FILTER_ALL: "TRUE",
 }
 _AUDIENCE = {
@@ -143,7 +144,11 @@ def where(caller: m.Caller, req: s.ListMemoriesRequest) -> tuple[str, dict, list
         params |= window.params()
     if req.superseded not in _SUPERSEDED:
         raise InvalidArgument("superseded must be current, superseded, all or unspecified", field="superseded")
-    clauses.append(_SUPERSEDED[req.superseded])
+    # With as_of or known_at unspecified means what those instants hold, retired memories included.
+    superseded = (
+        "TRUE" if window.in_time and req.superseded == m.SUPERSEDED_FILTER_UNSPECIFIED else _SUPERSEDED[req.superseded]
+    )
+    clauses.append(superseded)
     params |= {"kind": kind, "purpose": purpose, "entity": entity, "source": source}
     bound = [
         caller.member_id,
@@ -154,7 +159,7 @@ def where(caller: m.Caller, req: s.ListMemoriesRequest) -> tuple[str, dict, list
         entity and str(entity),
         [_iso(x) for x in created],
         [_iso(x) for x in updated],
-        _SUPERSEDED[req.superseded],
+        superseded,
         source and str(source),
         window.bound(),
     ]
@@ -181,6 +186,7 @@ def list_memories(conn: psycopg.Connection, caller: m.Caller, req: s.ListMemorie
     fingerprint = page_tokens.fingerprint(bound)
     after = position(req.page_token, fingerprint, NEWEST_CREATED)
     out = page(conn, caller, clause, params, fingerprint, after, size, NEWEST_CREATED, req.include_history)
+    validity.then(conn, out.memories, params.get("known_at"))
     return s.ListMemoriesResponse(memories=out.memories, next_page_token=out.next_page_token, total_size=out.total)
 
 

@@ -20,7 +20,7 @@ from servicekit.limits import MAX_REMEMBER_BATCH
 from store_service.access import membership
 from store_service.access.readability import CHAIN_READABLE, caller_params
 from store_service.database import named
-from store_service.records import entities, idempotency, known
+from store_service.records import entities, idempotency, known, validity
 from store_service.records.idempotency import RequestKey
 from store_service.search import lexical_index
 from store_service.vocabulary import (
@@ -43,7 +43,7 @@ MAX_IDS = 1_000
 ROW_ERRORS = (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded)
 COLUMNS = """m.id, m.revision, m.kind, m.title, m.body, m.audience_member_id, m.purpose, m.confidence,
               m.origin, m.superseded_by_id, m.invalidation_reason, m.created_by, m.created_at, m.updated_at,
-              m.occurred_at, m.forgotten_at, m.reason"""
+              m.occurred_at, m.forgotten_at, m.reason, m.valid_from, m.valid_until, m.invalidated"""
 
 
 def timestamp(value) -> timestamp_pb2.Timestamp | None:
@@ -76,9 +76,13 @@ def to_memory(row) -> m.Memory:
         updated_at=timestamp(row.updated_at),
         forgotten=row.forgotten_at is not None,
         reason=row.reason or "",
+        valid_from=timestamp(row.valid_from),
+        invalidated=row.invalidated,
     )
     if row.occurred_at is not None:
         msg.occurred_at.CopyFrom(timestamp(row.occurred_at))
+    if row.valid_until is not None:
+        msg.valid_until.CopyFrom(timestamp(row.valid_until))
     return msg
 
 
@@ -115,6 +119,8 @@ class NewMemory:
     confidence: float
     origin: str
     occurred_at: datetime.datetime | None = None
+    # As the writer gave it; None: occurred_at, else the write time (the generated column's rule).
+    valid_from: datetime.datetime | None = None
     # Set by imports only (store_service/intake/imports.py); the defaults are what every other write wants:
     # a new id, the caller as author, now as created_at (updated_at: created_at), revision 1.
     id: uuid.UUID | None = None
@@ -238,14 +244,14 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
         .execute(
             f"""INSERT INTO memory AS m (id, kind, title, body, audience_member_id, purpose, confidence, origin,
                                created_by, occurred_at, request_id, request_operation, request_fingerprint,
-                               created_at, updated_at, revision, import_key, reason, body_key)
+                               created_at, updated_at, revision, import_key, reason, body_key, valid_from_given)
             SELECT i, k, t, b, a, p, c, o, coalesce(cb, %s), w, r, r_op, r_fp,
-                   coalesce(ca, now()), coalesce(ua, ca, now()), rev, ik, rs, bk
+                   coalesce(ca, now()), coalesce(ua, ca, now()), rev, ik, rs, bk, vf
               FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::uuid[], %s::text[], %s::float8[],
                           %s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::bytea[],
                           %s::uuid[], %s::timestamptz[], %s::timestamptz[], %s::bigint[], %s::text[], %s::text[],
-                          %s::bytea[])
-                   AS u(i, k, t, b, a, p, c, o, w, r, r_op, r_fp, cb, ca, ua, rev, ik, rs, bk)
+                          %s::bytea[], %s::timestamptz[])
+                   AS u(i, k, t, b, a, p, c, o, w, r, r_op, r_fp, cb, ca, ua, rev, ik, rs, bk, vf)
             ON CONFLICT (created_by, request_id) DO NOTHING
             RETURNING {COLUMNS}""",
             (
@@ -269,6 +275,7 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
                 [n.import_key for n in news],
                 [n.reason for n in news],
                 [known.body_key(n.body) for n in news],
+                [n.valid_from for n in news],
             ),
         )
         .fetchall()
@@ -467,6 +474,7 @@ def prepare_remember(caller: m.Caller, req) -> Prepared:
     check_request_id(req.request_id)
     entities.check_mentions(req.entities)
     occurred = occurred_at(req)
+    valid_from = validity.given_start(req)
     fields = {
         "purpose": purpose,
         "kind": kind,
@@ -476,9 +484,10 @@ def prepare_remember(caller: m.Caller, req) -> Prepared:
         "confidence": confidence,
         "occurred_at": idempotency.instant(occurred),
         **idempotency.mention_fields(req.entities),
+        **validity.start_field(valid_from),
     }
     return Prepared(
-        NewMemory(kind, req.title, req.body, audience, purpose, confidence, "told", occurred),
+        NewMemory(kind, req.title, req.body, audience, purpose, confidence, "told", occurred, valid_from),
         list(req.entities),
         idempotency.key(req.request_id, idempotency.REMEMBER, fields),
     )

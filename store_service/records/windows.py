@@ -1,4 +1,5 @@
-"""Time windows (issue 23): the memories said in ``[occurred_after, occurred_before)``.
+"""Time windows (issue 23): the memories said in ``[occurred_after, occurred_before)``, and the
+two instants of a read in time, ``as_of`` (valid time) and ``known_at`` (write time).
 
 When a memory was said is its ``said_at``: its ``occurred_at``, or when it was written
 (``created_at``) when it has none (a note taken now about now). Migration 0016 stores it as a
@@ -12,6 +13,16 @@ its exact top and goes deeper while rows outside the window leave it short (a wi
 top k is the exact top k within the window either way. The keyword statistics are not narrowed,
 as the gate's are not: they are the statistics of what the caller may read, maintained at write
 time, and a window changes which rows are candidates, not how rare a word is.
+
+``as_of`` and ``known_at`` (docs/time.md, "As of a day") widen a read to retired memories
+(superseded or invalidated) and then keep only those the instants hold, by the same machinery:
+
+- ``as_of`` A: valid at A, ``valid_from <= A < valid_until`` (an open end never passes).
+- ``known_at`` K: written by K (``created_at <= K``) and current then (not retired by K); with
+  ``as_of``, the validity tested is the one that stood at K: its start as the revision current at K
+  had it, its end only if it had been recorded by K.
+
+Forgotten memories fail every read (the readability rule), at any instant.
 """
 
 from __future__ import annotations
@@ -22,7 +33,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from servicekit.checks import time_range
+from servicekit.checks import check_not_ahead, check_timestamp, time_range
 
 # A window holding at most this many live memories is narrow: the keyword arm keeps only their
 # document numbers and the dense arm compares the query with each of their vectors exactly, instead
@@ -30,24 +41,56 @@ from servicekit.checks import time_range
 NARROW_ROWS = 5000
 
 
+# The start of validity a memory ``m`` had at ``%(known_at)s``: the one of the revision current then
+# (memory_revision.valid_from, kept from validity's arrival on), else its own.
+_VALID_FROM_THEN = """coalesce((SELECT r.valid_from FROM memory_revision r
+     WHERE r.memory_id = {a}.id AND r.replaced_at > %(known_at)s ORDER BY r.revision LIMIT 1), {a}.valid_from)"""
+
+
 @dataclass(frozen=True)
 class Window:
-    """``[after, before)`` over ``said_at``; an unset bound is open. Falsy when both are open."""
+    """``[after, before)`` over ``said_at``, an unset bound open, and the read's ``as_of`` and
+    ``known_at`` instants (None: now). Falsy when all are unset."""
 
     after: datetime.datetime | None = None
     before: datetime.datetime | None = None
+    as_of: datetime.datetime | None = None
+    known_at: datetime.datetime | None = None
 
     def __bool__(self) -> bool:
+        return self.said or self.in_time
+
+    @property
+    def said(self) -> bool:
+        """Whether a bound on when memories were said is set (the part an index narrows)."""
         return self.after is not None or self.before is not None
 
+    @property
+    def in_time(self) -> bool:
+        """Whether ``as_of`` or ``known_at`` is set: retired memories are candidates too, and this
+        window's condition says which."""
+        return self.as_of is not None or self.known_at is not None
+
     def condition(self, alias: str = "m") -> str:
-        """The SQL condition true of a memory ``alias`` said in the window (``TRUE`` when open); its
+        """The SQL condition true of a memory ``alias`` the window holds (``TRUE`` when open); its
         parameters are ``params()``."""
+        a = alias
         parts = []
         if self.after is not None:
-            parts.append(f"{alias}.said_at >= %(said_after)s")
+            parts.append(f"{a}.said_at >= %(said_after)s")
         if self.before is not None:
-            parts.append(f"{alias}.said_at < %(said_before)s")
+            parts.append(f"{a}.said_at < %(said_before)s")
+        if self.known_at is not None:
+            parts.append(f"{a}.created_at <= %(known_at)s")
+            if self.as_of is None:
+                parts.append(f"({a}.retired_at IS NULL OR {a}.retired_at > %(known_at)s)")
+            else:
+                parts.append(f"{_VALID_FROM_THEN.format(a=a)} <= %(as_of)s")
+                parts.append(
+                    f"({a}.retired_at IS NULL OR {a}.retired_at > %(known_at)s OR %(as_of)s < {a}.valid_until)"
+                )
+        elif self.as_of is not None:
+            parts.append(f"{a}.valid_from <= %(as_of)s AND ({a}.valid_until IS NULL OR %(as_of)s < {a}.valid_until)")
         return " AND ".join(parts) or "TRUE"
 
     def clause(self, alias: str = "m") -> str:
@@ -55,25 +98,35 @@ class Window:
         return f" AND {self.condition(alias)}" if self else ""
 
     def params(self) -> dict:
-        return {"said_after": self.after, "said_before": self.before}
+        return {"said_after": self.after, "said_before": self.before, "as_of": self.as_of, "known_at": self.known_at}
 
     def bound(self) -> list[str | None]:
-        """The window as a page token binds it (ISO instants, None when open)."""
-        return [x.isoformat() if x else None for x in (self.after, self.before)]
+        """The window as a page token binds it (ISO instants, None when unset)."""
+        return [x.isoformat() if x else None for x in (self.after, self.before, self.as_of, self.known_at)]
 
 
 OPEN = Window()
 
 
 def of(req) -> Window:
-    """The window a request's ``occurred_after`` and ``occurred_before`` give; INVALID_ARGUMENT naming
-    the field for an instant outside years 1..9999 or a ``before`` not later than ``after``."""
-    return Window(*time_range(req, "occurred_after", "occurred_before"))
+    """The window a request's ``occurred_after`` and ``occurred_before`` give, with its ``as_of`` and
+    ``known_at`` when it has them; INVALID_ARGUMENT naming the field for an instant outside years
+    1..9999, a ``before`` not later than ``after``, or an ``as_of`` or ``known_at`` in the future
+    (more than ``MAX_FUTURE_SKEW`` ahead of the clock)."""
+    after, before = time_range(req, "occurred_after", "occurred_before")
+    instants = {}
+    for name in ("as_of", "known_at"):
+        if name in req.DESCRIPTOR.fields_by_name and req.HasField(name):
+            instants[name] = check_not_ahead(check_timestamp(getattr(req, name), name), name)
+    return Window(after, before, **instants)
 
 
 def narrow_ids(conn: psycopg.Connection, window: Window) -> set[uuid.UUID] | None:
     """The live memories said in ``window`` when they are at most ``NARROW_ROWS`` (read from the
-    ``memory_said_at`` index), else None: the window is wide."""
+    ``memory_said_at`` index), else None: the window is wide, or bounds nothing said (``as_of`` and
+    ``known_at`` alone hold most memories: no index narrows them)."""
+    if not window.said:
+        return None
     rows = conn.execute(
         f"SELECT m.id FROM memory m WHERE m.forgotten_at IS NULL AND {window.condition()} LIMIT %(cap)s",
         {**window.params(), "cap": NARROW_ROWS + 1},

@@ -18,7 +18,7 @@ from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument
 from servicekit.limits import DIMENSIONS, MAX_CANDIDATE_LIMIT, MAX_QUERY_CHARS, MAX_TOP_K
 from store_service.access import expiry
-from store_service.records import entities, memories, windows
+from store_service.records import entities, memories, validity, windows
 from store_service.search import candidates
 
 
@@ -35,14 +35,18 @@ def _memories_top(value: int) -> int:
     return value
 
 
-def _with_verdicts(conn: psycopg.Connection, caller: m.Caller, rows, memories_top: int = 0) -> list[s.Candidate]:
+def _with_verdicts(
+    conn: psycopg.Connection, caller: m.Caller, rows, memories_top: int, window: windows.Window
+) -> list[s.Candidate]:
     """Candidate messages of ranked (id, score[, identifier matches, all terms]) rows, each with the
     walk's chain verdict (one query over the rows already chosen, so the verdicts never change
     which rows an arm returns), and the memories of the first ``memories_top`` rows whose chain is
-    readable (``memories.load_readable``, same transaction)."""
+    readable (``memories.load_readable``, same transaction), as they stood at the window's
+    ``known_at`` when it has one (``validity.then``)."""
     readable = memories.readable_ids(conn, caller, [mid for mid, *_ in rows])
     head = [mid for mid, *_ in rows if mid in readable][:memories_top]
     loaded = memories.load_readable(conn, caller, head)
+    validity.then(conn, list(loaded.values()), window.known_at)
     out = []
     for mid, score, *precedence in rows:
         identifier_matches, all_terms = precedence or (0, False)
@@ -86,7 +90,7 @@ def lexical(
             expiry_days=expiry_days,
             window=window,
         )
-        return s.LexicalCandidatesResponse(candidates=_with_verdicts(conn, request.caller, rows, memories_top))
+        return s.LexicalCandidatesResponse(candidates=_with_verdicts(conn, request.caller, rows, memories_top, window))
 
     return answer
 
@@ -123,7 +127,7 @@ def dense(request: s.DenseCandidatesRequest) -> Callable[[psycopg.Connection], s
             window=window,
         )
         return s.DenseCandidatesResponse(
-            candidates=_with_verdicts(conn, request.caller, rows, memories_top), stamp_current=current
+            candidates=_with_verdicts(conn, request.caller, rows, memories_top, window), stamp_current=current
         )
 
     return answer

@@ -75,11 +75,12 @@ IDENTIFIER_LOOKUP_MAX_TERMS = 4
 
 
 def _scope(include_superseded: bool, entity_filter: bool) -> str:
-    """Candidate rows: readable, of the recalled purpose, not superseded unless history is asked,
-    and, with an entity filter, about one of ``%(entities)s``."""
+    """Candidate rows: readable, of the recalled purpose, not retired (superseded or invalidated)
+    unless history or a time (``Window.in_time``) is asked, and, with an entity filter, about one of
+    ``%(entities)s``."""
     clause = f"{READABLE} AND m.purpose = %(purpose)s"
     if not include_superseded:
-        clause += " AND m.superseded_by_id IS NULL"
+        clause += " AND m.retired_at IS NULL"
     if entity_filter:
         clause += (
             " AND EXISTS (SELECT 1 FROM memory_link l WHERE l.memory_id = m.id AND l.link_type = 'about'"
@@ -161,6 +162,8 @@ def _lexical(
     params = caller_params(caller)
     if not terms or purpose not in params["purposes"]:
         return [], []  # no statement: nothing to read, no transaction
+    # Retired memories live in the superseded partitions; a read in time tests which of them count.
+    include_superseded = include_superseded or window.in_time
     with _one_snapshot(conn):
         audiences = [WORKSPACE, uuid.UUID(caller.member_id)]
         superseded = [False, True] if include_superseded else [False]
@@ -445,7 +448,7 @@ def dense(
                 f"""WITH nn AS MATERIALIZED (
                     SELECT e.memory_id, e.embedding <=> %(q)s AS distance
                       FROM memory_embedding e JOIN memory m ON m.id = e.memory_id
-                     WHERE {_scope(False, bool(entity_ids))}{gate}
+                     WHERE {_scope(window.in_time, bool(entity_ids))}{gate}
                        AND e.input_version = %(stamp)s AND e.memory_revision = m.revision
                      ORDER BY {order}
                      LIMIT %(limit)s)

@@ -485,7 +485,7 @@ def reindex_all(conn) -> None:
     last = WORKSPACE
     while True:
         cur.execute(
-            """SELECT id, audience_member_id, purpose, superseded_by_id IS NOT NULL, title, body
+            """SELECT id, audience_member_id, purpose, retired_at IS NOT NULL, title, body
                          FROM memory WHERE forgotten_at IS NULL AND id > %s ORDER BY id LIMIT 2000""",
             (last,),
         )
@@ -505,7 +505,7 @@ def recount(conn: psycopg.Connection) -> tuple[dict, dict]:
     (doc_count, total_len)})``, zero entries left out."""
     df: dict[tuple, int] = defaultdict(int)
     parts: dict[Partition, list[int]] = defaultdict(lambda: [0, 0])
-    rows = conn.execute("""SELECT audience_member_id, purpose, superseded_by_id IS NOT NULL, title, body
+    rows = conn.execute("""SELECT audience_member_id, purpose, retired_at IS NOT NULL, title, body
                              FROM memory WHERE forgotten_at IS NULL""").fetchall()
     for audience, purpose, sup, title, body in rows:
         part = (audience_key(audience), purpose, sup)

@@ -24,7 +24,7 @@ DEPENDENCY_STATE_DOWN: DependencyState
 DEPENDENCY_STATE_NOT_CONFIGURED: DependencyState
 
 class RememberRequest(_message.Message):
-    __slots__ = ("purpose", "kind", "title", "body", "audience", "confidence", "occurred_at", "entities", "request_id")
+    __slots__ = ("purpose", "kind", "title", "body", "audience", "confidence", "occurred_at", "entities", "request_id", "valid_from")
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +34,7 @@ class RememberRequest(_message.Message):
     OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
     purpose: _memory_pb2.Purpose
     kind: _memory_pb2.Kind
     title: str
@@ -43,7 +44,8 @@ class RememberRequest(_message.Message):
     occurred_at: _timestamp_pb2.Timestamp
     entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
     request_id: str
-    def __init__(self, purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    valid_from: _timestamp_pb2.Timestamp
+    def __init__(self, purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RememberResponse(_message.Message):
     __slots__ = ("memory",)
@@ -86,7 +88,7 @@ class ReadResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class RecallRequest(_message.Message):
-    __slots__ = ("query", "purpose", "mode", "top_k", "skip_rerank", "include_superseded", "entity_ids", "occurred_after", "occurred_before", "reference_time", "skip_time_words")
+    __slots__ = ("query", "purpose", "mode", "top_k", "skip_rerank", "include_superseded", "entity_ids", "occurred_after", "occurred_before", "reference_time", "skip_time_words", "as_of", "known_at")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +100,8 @@ class RecallRequest(_message.Message):
     OCCURRED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     REFERENCE_TIME_FIELD_NUMBER: _ClassVar[int]
     SKIP_TIME_WORDS_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
     query: str
     purpose: _memory_pb2.Purpose
     mode: _memory_pb2.RecallMode
@@ -109,7 +113,9 @@ class RecallRequest(_message.Message):
     occurred_before: _timestamp_pb2.Timestamp
     reference_time: _timestamp_pb2.Timestamp
     skip_time_words: bool
-    def __init__(self, query: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., top_k: _Optional[int] = ..., skip_rerank: _Optional[bool] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reference_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., skip_time_words: _Optional[bool] = ...) -> None: ...
+    as_of: _timestamp_pb2.Timestamp
+    known_at: _timestamp_pb2.Timestamp
+    def __init__(self, query: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., top_k: _Optional[int] = ..., skip_rerank: _Optional[bool] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reference_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., skip_time_words: _Optional[bool] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RecallItem(_message.Message):
     __slots__ = ("memory", "rank", "lexical_rank", "dense_rank", "cosine", "fused_score", "rerank_score", "identifier_matches", "all_terms")
@@ -174,7 +180,7 @@ class TimeWindow(_message.Message):
     def __init__(self, words: _Optional[str] = ..., start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., applied: _Optional[bool] = ...) -> None: ...
 
 class DeriveRequest(_message.Message):
-    __slots__ = ("source_ids", "kind", "title", "body", "confidence", "entities", "request_id")
+    __slots__ = ("source_ids", "kind", "title", "body", "confidence", "entities", "request_id", "valid_from")
     SOURCE_IDS_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
@@ -182,6 +188,7 @@ class DeriveRequest(_message.Message):
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
     source_ids: _containers.RepeatedScalarFieldContainer[str]
     kind: _memory_pb2.Kind
     title: str
@@ -189,7 +196,8 @@ class DeriveRequest(_message.Message):
     confidence: float
     entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
     request_id: str
-    def __init__(self, source_ids: _Optional[_Iterable[str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    valid_from: _timestamp_pb2.Timestamp
+    def __init__(self, source_ids: _Optional[_Iterable[str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class DeriveResponse(_message.Message):
     __slots__ = ("memory",)
@@ -198,18 +206,38 @@ class DeriveResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class CorrectRequest(_message.Message):
-    __slots__ = ("id", "expected_revision", "title", "body", "confidence")
+    __slots__ = ("id", "expected_revision", "title", "body", "confidence", "valid_from")
     ID_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
     id: str
     expected_revision: int
     title: str
     body: str
     confidence: float
-    def __init__(self, id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ...) -> None: ...
+    valid_from: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class InvalidateRequest(_message.Message):
+    __slots__ = ("id", "expected_revision", "reason", "at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    expected_revision: int
+    reason: str
+    at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., reason: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class InvalidateResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class CorrectResponse(_message.Message):
     __slots__ = ("memory",)
@@ -218,7 +246,7 @@ class CorrectResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class SupersedeRequest(_message.Message):
-    __slots__ = ("id", "expected_revision", "kind", "title", "body", "audience", "confidence", "request_id")
+    __slots__ = ("id", "expected_revision", "kind", "title", "body", "audience", "confidence", "request_id", "valid_from")
     ID_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -227,6 +255,7 @@ class SupersedeRequest(_message.Message):
     AUDIENCE_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
     id: str
     expected_revision: int
     kind: _memory_pb2.Kind
@@ -235,7 +264,8 @@ class SupersedeRequest(_message.Message):
     audience: _memory_pb2.Audience
     confidence: float
     request_id: str
-    def __init__(self, id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., request_id: _Optional[str] = ...) -> None: ...
+    valid_from: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SupersedeResponse(_message.Message):
     __slots__ = ("memory",)
@@ -372,7 +402,7 @@ class ForgetHistoryResponse(_message.Message):
     def __init__(self, forgotten_count: _Optional[int] = ...) -> None: ...
 
 class ListMemoriesRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "kind", "audience", "purpose", "entity_id", "created_after", "created_before", "updated_after", "updated_before", "superseded", "include_history", "derived_from_id", "occurred_after", "occurred_before")
+    __slots__ = ("page_size", "page_token", "kind", "audience", "purpose", "entity_id", "created_after", "created_before", "updated_after", "updated_before", "superseded", "include_history", "derived_from_id", "occurred_after", "occurred_before", "as_of", "known_at")
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -388,6 +418,8 @@ class ListMemoriesRequest(_message.Message):
     DERIVED_FROM_ID_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AFTER_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     kind: _memory_pb2.Kind
@@ -403,7 +435,9 @@ class ListMemoriesRequest(_message.Message):
     derived_from_id: str
     occurred_after: _timestamp_pb2.Timestamp
     occurred_before: _timestamp_pb2.Timestamp
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., entity_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded: _Optional[_Union[_memory_pb2.SupersededFilter, str]] = ..., include_history: _Optional[bool] = ..., derived_from_id: _Optional[str] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    as_of: _timestamp_pb2.Timestamp
+    known_at: _timestamp_pb2.Timestamp
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., entity_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded: _Optional[_Union[_memory_pb2.SupersededFilter, str]] = ..., include_history: _Optional[bool] = ..., derived_from_id: _Optional[str] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListMemoriesResponse(_message.Message):
     __slots__ = ("memories", "next_page_token", "total_size")
@@ -520,16 +554,20 @@ class UnpinMemoryResponse(_message.Message):
     def __init__(self, was_pinned: _Optional[bool] = ...) -> None: ...
 
 class GetContextRequest(_message.Message):
-    __slots__ = ("purpose", "token_budget", "occurred_after", "occurred_before")
+    __slots__ = ("purpose", "token_budget", "occurred_after", "occurred_before", "as_of", "known_at")
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AFTER_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
     purpose: _memory_pb2.Purpose
     token_budget: int
     occurred_after: _timestamp_pb2.Timestamp
     occurred_before: _timestamp_pb2.Timestamp
-    def __init__(self, purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., token_budget: _Optional[int] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    as_of: _timestamp_pb2.Timestamp
+    known_at: _timestamp_pb2.Timestamp
+    def __init__(self, purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., token_budget: _Optional[int] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ContextItem(_message.Message):
     __slots__ = ("part", "memory", "entities", "tokens")
@@ -558,7 +596,7 @@ class GetContextResponse(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[ContextItem, _Mapping]]] = ..., cut_items: _Optional[_Iterable[_Union[ContextItem, _Mapping]]] = ..., text: _Optional[str] = ..., token_budget: _Optional[int] = ..., tokens: _Optional[int] = ...) -> None: ...
 
 class PromptContextRequest(_message.Message):
-    __slots__ = ("text", "purpose", "reference_time", "token_budget", "session_key", "occurred_after", "occurred_before", "skip_time_words")
+    __slots__ = ("text", "purpose", "reference_time", "token_budget", "session_key", "occurred_after", "occurred_before", "skip_time_words", "as_of", "known_at")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     REFERENCE_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -567,6 +605,8 @@ class PromptContextRequest(_message.Message):
     OCCURRED_AFTER_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     SKIP_TIME_WORDS_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
     text: str
     purpose: _memory_pb2.Purpose
     reference_time: _timestamp_pb2.Timestamp
@@ -575,7 +615,9 @@ class PromptContextRequest(_message.Message):
     occurred_after: _timestamp_pb2.Timestamp
     occurred_before: _timestamp_pb2.Timestamp
     skip_time_words: bool
-    def __init__(self, text: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., reference_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., token_budget: _Optional[int] = ..., session_key: _Optional[str] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., skip_time_words: _Optional[bool] = ...) -> None: ...
+    as_of: _timestamp_pb2.Timestamp
+    known_at: _timestamp_pb2.Timestamp
+    def __init__(self, text: _Optional[str] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., reference_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., token_budget: _Optional[int] = ..., session_key: _Optional[str] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., skip_time_words: _Optional[bool] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class PromptItem(_message.Message):
     __slots__ = ("memory", "rank", "lexical_rank", "dense_rank", "cosine", "identifier_matches", "all_terms", "tokens")

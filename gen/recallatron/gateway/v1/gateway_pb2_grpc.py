@@ -82,6 +82,11 @@ class MemoryServiceStub:
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetResponse.FromString,
                 _registered_method=True)
+        self.Invalidate = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/Invalidate',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.InvalidateRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.InvalidateResponse.FromString,
+                _registered_method=True)
         self.FindEntities = channel.unary_unary(
                 '/recallatron.gateway.v1.MemoryService/FindEntities',
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesRequest.SerializeToString,
@@ -237,6 +242,19 @@ class MemoryServiceServicer:
 
     def Forget(self, request, context):
         """Forgets a memory and everything derived from it, keeping tombstones.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Invalidate(self, request, context):
+        """Ends a claim that stopped being true without a successor ("Maria no longer works at Nutrifax"):
+        its valid_until becomes `at` (default: now) and its invalidation_reason the reason, and it
+        leaves current recall as a superseded memory does (docs/time.md, "Validity"). Correct's change
+        rules and expected revision: NOT_FOUND unless readable, PERMISSION_DENIED unless the caller's
+        to change, ABORTED naming the current revision when stale, FAILED_PRECONDITION when already
+        superseded or invalidated, INVALID_ARGUMENT for a blank reason or an `at` before valid_from or
+        later than now.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -482,6 +500,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.Forget,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetResponse.SerializeToString,
+            ),
+            'Invalidate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Invalidate,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.InvalidateRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.InvalidateResponse.SerializeToString,
             ),
             'FindEntities': grpc.unary_unary_rpc_method_handler(
                     servicer.FindEntities,
@@ -788,6 +811,33 @@ class MemoryService:
             '/recallatron.gateway.v1.MemoryService/Forget',
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetRequest.SerializeToString,
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ForgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Invalidate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/Invalidate',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.InvalidateRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.InvalidateResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -213,7 +213,7 @@ class Revision(_message.Message):
     def __init__(self, revision: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., replaced_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "revision", "kind", "title", "body", "audience", "audience_member_id", "purpose", "confidence", "origin", "superseded_by_id", "invalidation_reason", "created_by", "created_at", "updated_at", "occurred_at", "forgotten", "links", "history", "reason", "evidence")
+    __slots__ = ("id", "revision", "kind", "title", "body", "audience", "audience_member_id", "purpose", "confidence", "origin", "superseded_by_id", "invalidation_reason", "created_by", "created_at", "updated_at", "occurred_at", "forgotten", "links", "history", "reason", "evidence", "valid_from", "valid_until", "invalidated")
     ID_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -235,6 +235,9 @@ class Memory(_message.Message):
     HISTORY_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    VALID_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    INVALIDATED_FIELD_NUMBER: _ClassVar[int]
     id: str
     revision: int
     kind: Kind
@@ -256,7 +259,10 @@ class Memory(_message.Message):
     history: _containers.RepeatedCompositeFieldContainer[Revision]
     reason: str
     evidence: CaptureEvidence
-    def __init__(self, id: _Optional[str] = ..., revision: _Optional[int] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., audience_member_id: _Optional[str] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., confidence: _Optional[float] = ..., origin: _Optional[_Union[Origin, str]] = ..., superseded_by_id: _Optional[str] = ..., invalidation_reason: _Optional[str] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., forgotten: _Optional[bool] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., history: _Optional[_Iterable[_Union[Revision, _Mapping]]] = ..., reason: _Optional[str] = ..., evidence: _Optional[_Union[CaptureEvidence, _Mapping]] = ...) -> None: ...
+    valid_from: _timestamp_pb2.Timestamp
+    valid_until: _timestamp_pb2.Timestamp
+    invalidated: bool
+    def __init__(self, id: _Optional[str] = ..., revision: _Optional[int] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., audience_member_id: _Optional[str] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., confidence: _Optional[float] = ..., origin: _Optional[_Union[Origin, str]] = ..., superseded_by_id: _Optional[str] = ..., invalidation_reason: _Optional[str] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., forgotten: _Optional[bool] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., history: _Optional[_Iterable[_Union[Revision, _Mapping]]] = ..., reason: _Optional[str] = ..., evidence: _Optional[_Union[CaptureEvidence, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., invalidated: _Optional[bool] = ...) -> None: ...
 
 class CaptureEvidence(_message.Message):
     __slots__ = ("span", "turn")
@@ -341,7 +347,7 @@ class ImportedRevision(_message.Message):
     def __init__(self, title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., replaced_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ImportedMemory(_message.Message):
-    __slots__ = ("import_key", "author_member_id", "kind", "title", "body", "audience", "purpose", "origin", "confidence", "reason", "created_at", "updated_at", "occurred_at", "entities", "entity_keys", "revisions", "derived_from_keys", "supersedes_key")
+    __slots__ = ("import_key", "author_member_id", "kind", "title", "body", "audience", "purpose", "origin", "confidence", "reason", "created_at", "updated_at", "occurred_at", "entities", "entity_keys", "revisions", "derived_from_keys", "supersedes_key", "valid_from", "valid_until", "invalidation_reason")
     IMPORT_KEY_FIELD_NUMBER: _ClassVar[int]
     AUTHOR_MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -360,6 +366,9 @@ class ImportedMemory(_message.Message):
     REVISIONS_FIELD_NUMBER: _ClassVar[int]
     DERIVED_FROM_KEYS_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDES_KEY_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    VALID_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    INVALIDATION_REASON_FIELD_NUMBER: _ClassVar[int]
     import_key: str
     author_member_id: str
     kind: Kind
@@ -378,7 +387,10 @@ class ImportedMemory(_message.Message):
     revisions: _containers.RepeatedCompositeFieldContainer[ImportedRevision]
     derived_from_keys: _containers.RepeatedScalarFieldContainer[str]
     supersedes_key: str
-    def __init__(self, import_key: _Optional[str] = ..., author_member_id: _Optional[str] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., origin: _Optional[_Union[Origin, str]] = ..., confidence: _Optional[float] = ..., reason: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[EntityMention, _Mapping]]] = ..., entity_keys: _Optional[_Iterable[str]] = ..., revisions: _Optional[_Iterable[_Union[ImportedRevision, _Mapping]]] = ..., derived_from_keys: _Optional[_Iterable[str]] = ..., supersedes_key: _Optional[str] = ...) -> None: ...
+    valid_from: _timestamp_pb2.Timestamp
+    valid_until: _timestamp_pb2.Timestamp
+    invalidation_reason: str
+    def __init__(self, import_key: _Optional[str] = ..., author_member_id: _Optional[str] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., origin: _Optional[_Union[Origin, str]] = ..., confidence: _Optional[float] = ..., reason: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[EntityMention, _Mapping]]] = ..., entity_keys: _Optional[_Iterable[str]] = ..., revisions: _Optional[_Iterable[_Union[ImportedRevision, _Mapping]]] = ..., derived_from_keys: _Optional[_Iterable[str]] = ..., supersedes_key: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., invalidation_reason: _Optional[str] = ...) -> None: ...
 
 class ImportResult(_message.Message):
     __slots__ = ("import_key", "id", "status", "error")

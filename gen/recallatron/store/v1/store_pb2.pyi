@@ -80,18 +80,22 @@ class UnpinMemoryResponse(_message.Message):
     def __init__(self, was_pinned: _Optional[bool] = ...) -> None: ...
 
 class GetContextRequest(_message.Message):
-    __slots__ = ("caller", "purpose", "expiry_days", "occurred_after", "occurred_before")
+    __slots__ = ("caller", "purpose", "expiry_days", "occurred_after", "occurred_before", "as_of", "known_at")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AFTER_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     purpose: _memory_pb2.Purpose
     expiry_days: int
     occurred_after: _timestamp_pb2.Timestamp
     occurred_before: _timestamp_pb2.Timestamp
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., expiry_days: _Optional[int] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    as_of: _timestamp_pb2.Timestamp
+    known_at: _timestamp_pb2.Timestamp
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., expiry_days: _Optional[int] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ContextEntry(_message.Message):
     __slots__ = ("part", "memory", "entities")
@@ -338,7 +342,7 @@ class ForgetHistoryResponse(_message.Message):
     def __init__(self, forgotten_count: _Optional[int] = ...) -> None: ...
 
 class ListMemoriesRequest(_message.Message):
-    __slots__ = ("caller", "page_size", "page_token", "kind", "audience", "purpose", "entity_id", "created_after", "created_before", "updated_after", "updated_before", "superseded", "include_history", "derived_from_id", "occurred_after", "occurred_before")
+    __slots__ = ("caller", "page_size", "page_token", "kind", "audience", "purpose", "entity_id", "created_after", "created_before", "updated_after", "updated_before", "superseded", "include_history", "derived_from_id", "occurred_after", "occurred_before", "as_of", "known_at")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -355,6 +359,8 @@ class ListMemoriesRequest(_message.Message):
     DERIVED_FROM_ID_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AFTER_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     page_size: int
     page_token: str
@@ -371,7 +377,9 @@ class ListMemoriesRequest(_message.Message):
     derived_from_id: str
     occurred_after: _timestamp_pb2.Timestamp
     occurred_before: _timestamp_pb2.Timestamp
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., entity_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded: _Optional[_Union[_memory_pb2.SupersededFilter, str]] = ..., include_history: _Optional[bool] = ..., derived_from_id: _Optional[str] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    as_of: _timestamp_pb2.Timestamp
+    known_at: _timestamp_pb2.Timestamp
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., entity_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., superseded: _Optional[_Union[_memory_pb2.SupersededFilter, str]] = ..., include_history: _Optional[bool] = ..., derived_from_id: _Optional[str] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListMemoriesResponse(_message.Message):
     __slots__ = ("memories", "next_page_token", "total_size")
@@ -566,7 +574,7 @@ class AuthenticateResponse(_message.Message):
     def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., settings: _Optional[_Union[WorkspaceSettings, _Mapping]] = ...) -> None: ...
 
 class RememberRequest(_message.Message):
-    __slots__ = ("caller", "purpose", "kind", "title", "body", "audience", "confidence", "occurred_at", "entities", "request_id")
+    __slots__ = ("caller", "purpose", "kind", "title", "body", "audience", "confidence", "occurred_at", "entities", "request_id", "valid_from")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -577,6 +585,7 @@ class RememberRequest(_message.Message):
     OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     purpose: _memory_pb2.Purpose
     kind: _memory_pb2.Kind
@@ -587,7 +596,8 @@ class RememberRequest(_message.Message):
     occurred_at: _timestamp_pb2.Timestamp
     entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
     request_id: str
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    valid_from: _timestamp_pb2.Timestamp
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RememberResponse(_message.Message):
     __slots__ = ("memory",)
@@ -604,7 +614,7 @@ class RememberBatchRequest(_message.Message):
     def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., requests: _Optional[_Iterable[_Union[RememberBatchEntry, _Mapping]]] = ...) -> None: ...
 
 class RememberBatchEntry(_message.Message):
-    __slots__ = ("purpose", "kind", "title", "body", "audience", "confidence", "occurred_at", "entities", "request_id")
+    __slots__ = ("purpose", "kind", "title", "body", "audience", "confidence", "occurred_at", "entities", "request_id", "valid_from")
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
@@ -614,6 +624,7 @@ class RememberBatchEntry(_message.Message):
     OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
     purpose: _memory_pb2.Purpose
     kind: _memory_pb2.Kind
     title: str
@@ -623,7 +634,8 @@ class RememberBatchEntry(_message.Message):
     occurred_at: _timestamp_pb2.Timestamp
     entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
     request_id: str
-    def __init__(self, purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    valid_from: _timestamp_pb2.Timestamp
+    def __init__(self, purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RememberBatchResult(_message.Message):
     __slots__ = ("memory", "error")
@@ -656,12 +668,14 @@ class ReadResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class GetMemoriesRequest(_message.Message):
-    __slots__ = ("caller", "memory_ids")
+    __slots__ = ("caller", "memory_ids", "known_at")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     memory_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    known_at: _timestamp_pb2.Timestamp
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_ids: _Optional[_Iterable[str]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetMemoriesResponse(_message.Message):
     __slots__ = ("memories",)
@@ -686,7 +700,7 @@ class Candidate(_message.Message):
     def __init__(self, memory_id: _Optional[str] = ..., score: _Optional[float] = ..., chain_readable: _Optional[bool] = ..., identifier_matches: _Optional[int] = ..., all_terms: _Optional[bool] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class LexicalCandidatesRequest(_message.Message):
-    __slots__ = ("caller", "purpose", "query", "limit", "include_superseded", "entity_ids", "expiry_days", "memories_top", "occurred_after", "occurred_before")
+    __slots__ = ("caller", "purpose", "query", "limit", "include_superseded", "entity_ids", "expiry_days", "memories_top", "occurred_after", "occurred_before", "as_of", "known_at")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
@@ -697,6 +711,8 @@ class LexicalCandidatesRequest(_message.Message):
     MEMORIES_TOP_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AFTER_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     purpose: _memory_pb2.Purpose
     query: str
@@ -707,7 +723,9 @@ class LexicalCandidatesRequest(_message.Message):
     memories_top: int
     occurred_after: _timestamp_pb2.Timestamp
     occurred_before: _timestamp_pb2.Timestamp
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ..., expiry_days: _Optional[int] = ..., memories_top: _Optional[int] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    as_of: _timestamp_pb2.Timestamp
+    known_at: _timestamp_pb2.Timestamp
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ..., expiry_days: _Optional[int] = ..., memories_top: _Optional[int] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class LexicalCandidatesResponse(_message.Message):
     __slots__ = ("candidates",)
@@ -716,7 +734,7 @@ class LexicalCandidatesResponse(_message.Message):
     def __init__(self, candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ...) -> None: ...
 
 class DenseCandidatesRequest(_message.Message):
-    __slots__ = ("caller", "purpose", "vector", "input_version", "floor", "limit", "entity_ids", "expiry_days", "memories_top", "occurred_after", "occurred_before")
+    __slots__ = ("caller", "purpose", "vector", "input_version", "floor", "limit", "entity_ids", "expiry_days", "memories_top", "occurred_after", "occurred_before", "as_of", "known_at")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
@@ -728,6 +746,8 @@ class DenseCandidatesRequest(_message.Message):
     MEMORIES_TOP_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AFTER_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     purpose: _memory_pb2.Purpose
     vector: _containers.RepeatedScalarFieldContainer[float]
@@ -739,7 +759,9 @@ class DenseCandidatesRequest(_message.Message):
     memories_top: int
     occurred_after: _timestamp_pb2.Timestamp
     occurred_before: _timestamp_pb2.Timestamp
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., vector: _Optional[_Iterable[float]] = ..., input_version: _Optional[str] = ..., floor: _Optional[float] = ..., limit: _Optional[int] = ..., entity_ids: _Optional[_Iterable[str]] = ..., expiry_days: _Optional[int] = ..., memories_top: _Optional[int] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    as_of: _timestamp_pb2.Timestamp
+    known_at: _timestamp_pb2.Timestamp
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., vector: _Optional[_Iterable[float]] = ..., input_version: _Optional[str] = ..., floor: _Optional[float] = ..., limit: _Optional[int] = ..., entity_ids: _Optional[_Iterable[str]] = ..., expiry_days: _Optional[int] = ..., memories_top: _Optional[int] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class DenseCandidatesResponse(_message.Message):
     __slots__ = ("candidates", "stamp_current")
@@ -750,7 +772,7 @@ class DenseCandidatesResponse(_message.Message):
     def __init__(self, candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., stamp_current: _Optional[bool] = ...) -> None: ...
 
 class DeriveRequest(_message.Message):
-    __slots__ = ("caller", "source_ids", "kind", "title", "body", "confidence", "entities", "request_id")
+    __slots__ = ("caller", "source_ids", "kind", "title", "body", "confidence", "entities", "request_id", "valid_from")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     SOURCE_IDS_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -759,6 +781,7 @@ class DeriveRequest(_message.Message):
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     source_ids: _containers.RepeatedScalarFieldContainer[str]
     kind: _memory_pb2.Kind
@@ -767,7 +790,8 @@ class DeriveRequest(_message.Message):
     confidence: float
     entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
     request_id: str
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., source_ids: _Optional[_Iterable[str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    valid_from: _timestamp_pb2.Timestamp
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., source_ids: _Optional[_Iterable[str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class DeriveResponse(_message.Message):
     __slots__ = ("memory",)
@@ -776,20 +800,22 @@ class DeriveResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class CorrectRequest(_message.Message):
-    __slots__ = ("caller", "memory_id", "expected_revision", "title", "body", "confidence")
+    __slots__ = ("caller", "memory_id", "expected_revision", "title", "body", "confidence", "valid_from")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     memory_id: str
     expected_revision: int
     title: str
     body: str
     confidence: float
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ...) -> None: ...
+    valid_from: _timestamp_pb2.Timestamp
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CorrectResponse(_message.Message):
     __slots__ = ("memory",)
@@ -798,7 +824,7 @@ class CorrectResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class SupersedeRequest(_message.Message):
-    __slots__ = ("caller", "memory_id", "expected_revision", "kind", "title", "body", "audience", "confidence", "request_id")
+    __slots__ = ("caller", "memory_id", "expected_revision", "kind", "title", "body", "audience", "confidence", "request_id", "valid_from")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
@@ -808,6 +834,7 @@ class SupersedeRequest(_message.Message):
     AUDIENCE_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     memory_id: str
     expected_revision: int
@@ -817,9 +844,30 @@ class SupersedeRequest(_message.Message):
     audience: _memory_pb2.Audience
     confidence: float
     request_id: str
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., request_id: _Optional[str] = ...) -> None: ...
+    valid_from: _timestamp_pb2.Timestamp
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SupersedeResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class InvalidateRequest(_message.Message):
+    __slots__ = ("caller", "memory_id", "expected_revision", "reason", "at")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    memory_id: str
+    expected_revision: int
+    reason: str
+    at: _timestamp_pb2.Timestamp
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., reason: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class InvalidateResponse(_message.Message):
     __slots__ = ("memory",)
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     memory: _memory_pb2.Memory

@@ -110,6 +110,11 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetResponse.FromString,
                 _registered_method=True)
+        self.Invalidate = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/Invalidate',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.InvalidateRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.InvalidateResponse.FromString,
+                _registered_method=True)
         self.FindEntities = channel.unary_unary(
                 '/recallatron.store.v1.StoreService/FindEntities',
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.FindEntitiesRequest.SerializeToString,
@@ -339,6 +344,13 @@ class StoreServiceServicer:
 
     def Forget(self, request, context):
         """Forgets a memory and, transitively, everything derived from it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Invalidate(self, request, context):
+        """Ends a memory's validity without a successor (the gateway's Invalidate).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -599,6 +611,11 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.Forget,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ForgetResponse.SerializeToString,
+            ),
+            'Invalidate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Invalidate,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.InvalidateRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.InvalidateResponse.SerializeToString,
             ),
             'FindEntities': grpc.unary_unary_rpc_method_handler(
                     servicer.FindEntities,
@@ -1117,6 +1134,33 @@ class StoreService:
             '/recallatron.store.v1.StoreService/Forget',
             recallatron_dot_store_dot_v1_dot_store__pb2.ForgetRequest.SerializeToString,
             recallatron_dot_store_dot_v1_dot_store__pb2.ForgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Invalidate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/Invalidate',
+            recallatron_dot_store_dot_v1_dot_store__pb2.InvalidateRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.InvalidateResponse.FromString,
             options,
             channel_credentials,
             insecure,

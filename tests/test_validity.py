@@ -1,0 +1,290 @@
+"""Validity, Invalidate, ``as_of`` and ``known_at`` (issue 23, items 3 and 4) through the gateway,
+against real PostgreSQL and the real all-MiniLM-L6-v2: when a claim held, when it stopped, what held on
+a day, and what was known on a day, with each rule's bad input and the change rules."""
+
+from __future__ import annotations
+
+import datetime
+
+import grpc
+import pytest
+from google.protobuf import timestamp_pb2
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+
+from servicekit.errors import error_info
+
+CONV = m.PURPOSE_CONVERSATION
+WS = m.AUDIENCE_WORKSPACE
+
+
+def ts(when: datetime.datetime) -> timestamp_pb2.Timestamp:
+    out = timestamp_pb2.Timestamp()
+    out.FromDatetime(when)
+    return out
+
+
+def utc(*args) -> datetime.datetime:
+    return datetime.datetime(*args, tzinfo=datetime.UTC)
+
+
+def when(stamp: timestamp_pb2.Timestamp) -> datetime.datetime:
+    return stamp.ToDatetime(tzinfo=datetime.UTC)
+
+
+def fails(code, field, call, req, md):
+    with pytest.raises(grpc.RpcError) as err:
+        call(req, metadata=md)
+    assert err.value.code() == code, err.value.details()
+    if field is not None:
+        assert error_info(err.value).metadata["field"] == field, err.value.details()
+    return err.value
+
+
+@pytest.fixture(scope="module")
+def team(stack):
+    ws = stack.workspace("validity")
+    alice = stack.member(ws, purposes=[CONV])
+    bob = stack.member(ws, purposes=[CONV])
+    return ws, alice, bob
+
+
+def remember(stack, who, body, **kw) -> m.Memory:
+    return stack.memory.Remember(
+        g.RememberRequest(purpose=CONV, body=body, audience=WS, **kw), metadata=who.md()
+    ).memory
+
+
+def recall_ids(stack, who, query, **kw) -> list[str]:
+    resp = stack.memory.Recall(
+        g.RecallRequest(query=query, purpose=CONV, mode=m.RECALL_MODE_LEXICAL, top_k=20, **kw), metadata=who.md()
+    )
+    return [item.memory.id for item in resp.items]
+
+
+def test_valid_from_defaults_to_occurred_at_then_the_write_time_and_is_kept_as_given(stack, team):
+    _, alice, _ = team
+    given = remember(
+        stack, alice, "the ferry runs hourly", valid_from=ts(utc(2021, 5, 1)), occurred_at=ts(utc(2021, 6, 1))
+    )
+    assert when(given.valid_from) == utc(2021, 5, 1)
+    occurred = remember(stack, alice, "the ferry runs twice an hour", occurred_at=ts(utc(2022, 2, 3)))
+    assert when(occurred.valid_from) == utc(2022, 2, 3)
+    plain = remember(stack, alice, "the ferry runs at night too")
+    assert plain.valid_from == plain.created_at
+    for mem in (given, occurred, plain):
+        assert not mem.HasField("valid_until") and not mem.invalidated
+    read = stack.memory.Read(g.ReadRequest(id=given.id), metadata=alice.md()).memory
+    assert when(read.valid_from) == utc(2021, 5, 1)
+
+
+def test_a_successor_ends_the_claim_it_supersedes_where_it_starts(stack, team):
+    _, alice, _ = team
+    old = remember(stack, alice, "Maria works at Nutrifax", valid_from=ts(utc(2022, 1, 1)))
+    fails(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "valid_from",
+        stack.memory.Supersede,
+        g.SupersedeRequest(id=old.id, expected_revision=1, body="Maria works at Acme", valid_from=ts(utc(2021, 1, 1))),
+        alice.md(),
+    )
+    new = stack.memory.Supersede(
+        g.SupersedeRequest(id=old.id, expected_revision=1, body="Maria works at Acme", valid_from=ts(utc(2024, 3, 1))),
+        metadata=alice.md(),
+    ).memory
+    assert when(new.valid_from) == utc(2024, 3, 1)
+    read = stack.memory.Read(g.ReadRequest(id=old.id), metadata=alice.md()).memory
+    assert when(read.valid_until) == utc(2024, 3, 1)
+    assert read.superseded_by_id == new.id and not read.invalidated
+    # Correcting the successor's start moves the end of what it superseded with it.
+    stack.memory.Correct(
+        g.CorrectRequest(id=new.id, expected_revision=1, valid_from=ts(utc(2024, 2, 1))), metadata=alice.md()
+    )
+    read = stack.memory.Read(g.ReadRequest(id=old.id), metadata=alice.md()).memory
+    assert when(read.valid_until) == utc(2024, 2, 1)
+    fails(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "valid_from",
+        stack.memory.Correct,
+        g.CorrectRequest(id=new.id, expected_revision=2, valid_from=ts(utc(2020, 1, 1))),
+        alice.md(),
+    )
+
+
+def test_invalidate_ends_a_claim_and_takes_it_out_of_current_recall(stack, team):
+    _, alice, bob = team
+    mem = remember(stack, alice, "Quillon lives in Porto", valid_from=ts(utc(2020, 1, 1)))
+    stack.wait_backlog_empty()
+    assert mem.id in recall_ids(stack, alice, "Quillon Porto")
+    md = alice.md()
+    bad = [
+        (g.InvalidateRequest(id=mem.id, expected_revision=1, reason="  "), grpc.StatusCode.INVALID_ARGUMENT, "reason"),
+        (
+            g.InvalidateRequest(id=mem.id, expected_revision=0, reason="moved"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "expected_revision",
+        ),
+        (
+            g.InvalidateRequest(id=mem.id, expected_revision=1, reason="moved", at=ts(utc(2019, 1, 1))),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "at",
+        ),
+        (
+            g.InvalidateRequest(id=mem.id, expected_revision=1, reason="moved", at=ts(utc(2999, 1, 1))),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "at",
+        ),
+        (
+            g.InvalidateRequest(id=mem.id, expected_revision=1, reason="x" * 1001),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "reason",
+        ),
+        (g.InvalidateRequest(id=mem.id, expected_revision=2, reason="moved"), grpc.StatusCode.ABORTED, None),
+        (g.InvalidateRequest(id="not-a-uuid", expected_revision=1, reason="moved"), grpc.StatusCode.NOT_FOUND, None),
+    ]
+    for req, code, field in bad:
+        fails(code, field, stack.memory.Invalidate, req, md)
+    # Bob may read the workspace memory but not change it (Correct's rule).
+    fails(
+        grpc.StatusCode.PERMISSION_DENIED,
+        None,
+        stack.memory.Invalidate,
+        g.InvalidateRequest(id=mem.id, expected_revision=1, reason="moved"),
+        bob.md(),
+    )
+    ended = stack.memory.Invalidate(
+        g.InvalidateRequest(id=mem.id, expected_revision=1, reason="moved to Lisbon", at=ts(utc(2024, 9, 1))),
+        metadata=md,
+    ).memory
+    assert ended.invalidated and ended.invalidation_reason == "moved to Lisbon"
+    assert when(ended.valid_until) == utc(2024, 9, 1) and ended.revision == 1 and not ended.superseded_by_id
+    assert mem.id not in recall_ids(stack, alice, "Quillon Porto")
+    assert mem.id in recall_ids(stack, alice, "Quillon Porto", include_superseded=True)
+    listed = stack.memory.ListMemories(g.ListMemoriesRequest(), metadata=md).memories
+    assert mem.id not in [x.id for x in listed]
+    retired = stack.memory.ListMemories(g.ListMemoriesRequest(superseded=m.SUPERSEDED_FILTER_SUPERSEDED), metadata=md)
+    assert mem.id in [x.id for x in retired.memories]
+    for req in (
+        g.InvalidateRequest(id=mem.id, expected_revision=1, reason="again"),
+        g.CorrectRequest(id=mem.id, expected_revision=1, body="Quillon lives in Lisbon"),
+        g.SupersedeRequest(id=mem.id, expected_revision=1, body="Quillon lives in Lisbon"),
+    ):
+        call = {
+            g.InvalidateRequest: stack.memory.Invalidate,
+            g.CorrectRequest: stack.memory.Correct,
+            g.SupersedeRequest: stack.memory.Supersede,
+        }[type(req)]
+        err = fails(grpc.StatusCode.FAILED_PRECONDITION, None, call, req, md)
+        assert "invalidated" in err.details()
+
+
+def test_as_of_answers_what_held_on_a_day(stack, team):
+    _, alice, _ = team
+    first = remember(stack, alice, "Ilsabet works at Corvane Mills", valid_from=ts(utc(2019, 1, 1)))
+    second = stack.memory.Supersede(
+        g.SupersedeRequest(
+            id=first.id, expected_revision=1, body="Ilsabet works at Dornick Labs", valid_from=ts(utc(2022, 7, 1))
+        ),
+        metadata=alice.md(),
+    ).memory
+    left = remember(stack, alice, "Ilsabet works at Dornick Labs part time", valid_from=ts(utc(2022, 8, 1)))
+    stack.memory.Invalidate(
+        g.InvalidateRequest(id=left.id, expected_revision=1, reason="went full time", at=ts(utc(2023, 1, 1))),
+        metadata=alice.md(),
+    )
+    stack.wait_backlog_empty()
+    q = "Ilsabet"
+    assert set(recall_ids(stack, alice, q)) == {second.id}
+    assert set(recall_ids(stack, alice, q, as_of=ts(utc(2020, 5, 1)))) == {first.id}
+    assert set(recall_ids(stack, alice, q, as_of=ts(utc(2022, 9, 1)))) == {second.id, left.id}
+    assert set(recall_ids(stack, alice, q, as_of=ts(utc(2023, 6, 1)))) == {second.id}
+    assert recall_ids(stack, alice, q, as_of=ts(utc(2018, 6, 1))) == []
+    # The boundary: the end is exclusive, the start inclusive.
+    assert set(recall_ids(stack, alice, q, as_of=ts(utc(2022, 7, 1)))) == {second.id}
+    hybrid = stack.memory.Recall(g.RecallRequest(query=q, purpose=CONV, as_of=ts(utc(2020, 5, 1))), metadata=alice.md())
+    assert [i.memory.id for i in hybrid.items] == [first.id]
+    listed = stack.memory.ListMemories(g.ListMemoriesRequest(as_of=ts(utc(2022, 9, 1))), metadata=alice.md())
+    ids = {x.id for x in listed.memories}
+    assert {second.id, left.id} <= ids and first.id not in ids
+
+
+def test_known_at_shows_what_was_believed_then_with_the_text_of_then(stack, team):
+    _, alice, _ = team
+    md = alice.md()
+    mem = remember(stack, alice, "the Velmor bridge opens in May")
+    k1 = when(mem.created_at)
+    fixed = stack.memory.Correct(
+        g.CorrectRequest(id=mem.id, expected_revision=1, body="the Velmor bridge opens in June"), metadata=md
+    ).memory
+    k2 = when(fixed.updated_at)
+    succ = stack.memory.Supersede(
+        g.SupersedeRequest(id=mem.id, expected_revision=2, body="the Velmor bridge opened in July"), metadata=md
+    ).memory
+    k3 = when(succ.created_at)
+    stack.wait_backlog_empty()
+    q = "Velmor bridge opens"
+
+    def seen(k):
+        resp = stack.memory.Recall(
+            g.RecallRequest(query=q, purpose=CONV, mode=m.RECALL_MODE_LEXICAL, known_at=ts(k)), metadata=md
+        )
+        return [(i.memory.id, i.memory.body, i.memory.revision, i.memory.superseded_by_id) for i in resp.items]
+
+    assert seen(k1 - datetime.timedelta(microseconds=1)) == []
+    assert seen(k1) == [(mem.id, "the Velmor bridge opens in May", 1, "")]
+    assert seen(k2) == [(mem.id, "the Velmor bridge opens in June", 2, "")]
+    assert seen(k3) == [(succ.id, "the Velmor bridge opened in July", 1, "")]
+    listed = stack.memory.ListMemories(g.ListMemoriesRequest(known_at=ts(k1), include_history=True), metadata=md)
+    then = [x for x in listed.memories if x.id == mem.id]
+    assert [(x.body, x.revision, len(x.history)) for x in then] == [("the Velmor bridge opens in May", 1, 0)]
+    # Forgotten memories never come back, at any instant.
+    stack.memory.Forget(g.ForgetRequest(id=succ.id, reason="wrong"), metadata=md)
+    stack.memory.Forget(g.ForgetRequest(id=mem.id, reason="wrong"), metadata=md)
+    for k in (k1, k2, k3):
+        assert seen(k) == []
+        listed = stack.memory.ListMemories(g.ListMemoriesRequest(known_at=ts(k)), metadata=md)
+        assert mem.id not in {x.id for x in listed.memories}
+
+
+def test_as_of_and_known_at_together_use_validity_as_it_stood_then(stack, team):
+    _, alice, _ = team
+    md = alice.md()
+    mem = remember(stack, alice, "Orrin leads the Tallow team", valid_from=ts(utc(2020, 1, 1)))
+    k1 = when(mem.created_at)
+    stack.memory.Invalidate(
+        g.InvalidateRequest(id=mem.id, expected_revision=1, reason="left", at=ts(utc(2021, 1, 1))), metadata=md
+    )
+    q = "Orrin Tallow"
+    # Known at k1 the claim had no end, so it held in 2022 as then believed; as known now it did not.
+    assert recall_ids(stack, alice, q, as_of=ts(utc(2022, 1, 1)), known_at=ts(k1)) == [mem.id]
+    assert recall_ids(stack, alice, q, as_of=ts(utc(2022, 1, 1))) == []
+    assert recall_ids(stack, alice, q, as_of=ts(utc(2020, 6, 1))) == [mem.id]
+
+
+@pytest.mark.parametrize("field", ["as_of", "known_at"])
+def test_an_instant_in_the_future_or_out_of_range_is_invalid_argument_naming_it(stack, team, field):
+    _, alice, _ = team
+    for bad in (ts(utc(2999, 1, 1)), timestamp_pb2.Timestamp(seconds=-62135596801)):
+        window = {field: bad}
+        calls = [
+            (stack.memory.Recall, g.RecallRequest(query="ferry", purpose=CONV, **window)),
+            (stack.memory.Recall, g.RecallRequest(query="ferry", purpose=CONV, mode=m.RECALL_MODE_LEXICAL, **window)),
+            (stack.memory.ListMemories, g.ListMemoriesRequest(**window)),
+            (stack.memory.PromptContext, g.PromptContextRequest(text="ferry", purpose=CONV, **window)),
+        ]
+        for call, req in calls:
+            fails(grpc.StatusCode.INVALID_ARGUMENT, field, call, req, alice.md())
+
+
+@pytest.mark.parametrize("field", ["valid_from"])
+def test_a_bad_valid_from_is_invalid_argument_on_every_write(stack, team, field):
+    _, alice, _ = team
+    mem = remember(stack, alice, "a claim to supersede")
+    bad = ts(utc(2999, 1, 1))
+    for call, req in (
+        (stack.memory.Remember, g.RememberRequest(purpose=CONV, body="x", audience=WS, valid_from=bad)),
+        (stack.memory.Derive, g.DeriveRequest(source_ids=[mem.id], body="x", valid_from=bad)),
+        (stack.memory.Supersede, g.SupersedeRequest(id=mem.id, expected_revision=1, body="x", valid_from=bad)),
+        (stack.memory.Correct, g.CorrectRequest(id=mem.id, expected_revision=1, valid_from=bad)),
+    ):
+        fails(grpc.StatusCode.INVALID_ARGUMENT, field, call, req, alice.md())
