@@ -88,7 +88,7 @@ def memory_record(mem: m.Memory, superseded: bool, supersedes: str | None) -> di
         "created_at": iso(mem.created_at),
         "updated_at": iso(mem.updated_at),
         "occurred_at": iso(mem.occurred_at) if mem.HasField("occurred_at") else None,
-        "superseded": superseded,
+        "superseded": superseded and not mem.invalidated,
         "superseded_by": mem.superseded_by_id or None,
         "supersedes": supersedes,
         "derived_from": [x.target_memory_id for x in mem.links if x.type == m.LINK_TYPE_DERIVED_FROM],
@@ -105,6 +105,9 @@ def memory_record(mem: m.Memory, superseded: bool, supersedes: str | None) -> di
             }
             for r in sorted(mem.history, key=lambda r: r.revision)
         ],
+        "valid_from": iso(mem.valid_from) if mem.HasField("valid_from") else None,
+        "valid_until": iso(mem.valid_until) if mem.HasField("valid_until") else None,
+        "invalidation_reason": mem.invalidation_reason if mem.invalidated else None,
     }
 
 
@@ -248,6 +251,13 @@ def imported_memory(rec: dict, authors: dict[str, str]) -> m.ImportedMemory:
     )
     if rec["occurred_at"] is not None:
         item.occurred_at.CopyFrom(timestamp(rec["occurred_at"]))
+    if rec.get("valid_from") is not None:
+        item.valid_from.CopyFrom(timestamp(rec["valid_from"]))
+    if rec.get("invalidation_reason") is not None:
+        # Only an Invalidate's end travels: a superseded memory's end is its successor's start.
+        if rec.get("valid_until") is not None:
+            item.valid_until.CopyFrom(timestamp(rec["valid_until"]))
+        item.invalidation_reason = rec["invalidation_reason"]
     return item
 
 
@@ -312,6 +322,12 @@ MEMORY_FIELDS = {
     "entities": list,
     "revisions": list,
 }
+# Fields added after version 1 was first written (validity, issue 23): optional, so older files read.
+OPTIONAL_MEMORY_FIELDS = {
+    "valid_from": (str, type(None)),
+    "valid_until": (str, type(None)),
+    "invalidation_reason": (str, type(None)),
+}
 TURN_FIELDS = {
     "id": str,
     "chat_id": str,
@@ -335,8 +351,9 @@ def _check_memory(rec: dict, where: str) -> None:
         raise ExportFileError(f"{where}: a member-only memory's audience_member_id must be its author")
     if rec["audience"] == "workspace" and rec["audience_member_id"] is not None:
         raise ExportFileError(f"{where}: a workspace memory has no audience_member_id")
-    for name in ("created_at", "updated_at", "occurred_at"):
-        if rec[name] is not None:
+    _fields(rec, where, {name: kind for name, kind in OPTIONAL_MEMORY_FIELDS.items() if name in rec})
+    for name in ("created_at", "updated_at", "occurred_at", "valid_from", "valid_until"):
+        if rec.get(name) is not None:
             _time(rec[name], f"{where}: {name}")
     for name in ("superseded_by", "supersedes"):
         if rec[name] is not None:

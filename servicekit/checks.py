@@ -182,6 +182,10 @@ class ImportedFields:
     revisions: list[tuple[str, str, float, datetime.datetime | None]]
     derived_keys: list[str]
     supersedes_key: str
+    valid_from: datetime.datetime | None = None
+    # An Invalidate's end and reason, both or neither.
+    valid_until: datetime.datetime | None = None
+    invalidation_reason: str = ""
 
 
 def _past_time(msg, name: str, now: datetime.datetime, field: str = "") -> datetime.datetime | None:
@@ -233,6 +237,16 @@ def check_imported_memory(item: m.ImportedMemory, members: Container[uuid.UUID] 
         raise InvalidArgument(f"at most {MAX_SOURCES} derived_from_keys", field="derived_from_keys")
     derived = list(dict.fromkeys(check_key(k, "derived_from_keys") for k in item.derived_from_keys))
     supersedes = check_key(item.supersedes_key, "supersedes_key") if item.supersedes_key else ""
+    valid_from = _past_time(item, "valid_from", now)
+    valid_until = _past_time(item, "valid_until", now)
+    check_reason(item.invalidation_reason)
+    if (valid_until is None) != (not item.invalidation_reason.strip()):
+        raise InvalidArgument(
+            "an invalidated memory needs both valid_until and invalidation_reason", field="invalidation_reason"
+        )
+    start = valid_from or occurred_at or created_at
+    if valid_until is not None and start is not None and valid_until < start:
+        raise InvalidArgument("valid_until must not be before the memory's valid_from", field="valid_until")
     return ImportedFields(
         key,
         author,
@@ -248,6 +262,9 @@ def check_imported_memory(item: m.ImportedMemory, members: Container[uuid.UUID] 
         revisions,
         derived,
         supersedes,
+        valid_from,
+        valid_until,
+        item.invalidation_reason.strip(),
     )
 
 

@@ -127,7 +127,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def GetMemories(self, request, context):
         with self._conn(request.caller) as conn:
             found = memories.get_memories(conn, request.caller, request.memory_ids)
-            validity.then(conn, found, windows.of(request).known_at)
+            validity.then(conn, found, windows.instant(request, "known_at"))
             return s.GetMemoriesResponse(memories=found)
 
     def ListMemories(self, request, context):

@@ -5,6 +5,7 @@ a day, and what was known on a day, with each rule's bad input and the change ru
 from __future__ import annotations
 
 import datetime
+import json
 
 import grpc
 import pytest
@@ -288,3 +289,101 @@ def test_a_bad_valid_from_is_invalid_argument_on_every_write(stack, team, field)
         (stack.memory.Correct, g.CorrectRequest(id=mem.id, expected_revision=1, valid_from=bad)),
     ):
         fails(grpc.StatusCode.INVALID_ARGUMENT, field, call, req, alice.md())
+
+
+def test_export_and_import_keep_validity(stack, tmp_path):
+    """An export carries each memory's validity and an Invalidate's end and reason; an import into an
+    empty workspace gives them back, and the invalidated memory is out of current recall there too."""
+    from test_portability import export, file_into, import_
+
+    ws = stack.workspace("validity export")
+    alice = stack.member(ws, purposes=[CONV])
+    old = remember(stack, alice, "the Harrowgate office is on Mill Street", valid_from=ts(utc(2018, 4, 1)))
+    new = stack.memory.Supersede(
+        g.SupersedeRequest(
+            id=old.id, expected_revision=1, body="the Harrowgate office is on Quay Road", valid_from=ts(utc(2023, 1, 1))
+        ),
+        metadata=alice.md(),
+    ).memory
+    gone = remember(stack, alice, "the Harrowgate office opens Saturdays", valid_from=ts(utc(2019, 1, 1)))
+    stack.memory.Invalidate(
+        g.InvalidateRequest(id=gone.id, expected_revision=1, reason="closed on weekends now", at=ts(utc(2024, 5, 1))),
+        metadata=alice.md(),
+    )
+    records = {r["id"]: r for r in export(stack, alice, tmp_path / "out.jsonl")[1:]}
+    assert (records[old.id]["valid_from"], records[old.id]["valid_until"]) == (
+        "2018-04-01T00:00:00.000000Z",
+        "2023-01-01T00:00:00.000000Z",
+    )
+    assert records[old.id]["superseded"] and records[old.id]["invalidation_reason"] is None
+    assert records[gone.id]["invalidation_reason"] == "closed on weekends now" and not records[gone.id]["superseded"]
+    assert records[gone.id]["valid_until"] == "2024-05-01T00:00:00.000000Z"
+    assert records[new.id]["valid_until"] is None
+
+    target = stack.workspace("validity import")
+    alice2 = stack.member(target, purposes=[CONV])
+    mapping = tmp_path / "map.json"
+    import_(
+        stack,
+        *file_into(tmp_path / "out.jsonl", target),
+        "--member",
+        f"{alice.id}={alice2.id}",
+        "--mapping",
+        str(mapping),
+    )
+    ids = json.loads(mapping.read_text())["memories"]
+    got = {
+        k: stack.memory.Read(g.ReadRequest(id=ids[k]), metadata=alice2.md()).memory for k in (old.id, new.id, gone.id)
+    }
+    assert (when(got[old.id].valid_from), when(got[old.id].valid_until)) == (utc(2018, 4, 1), utc(2023, 1, 1))
+    assert got[old.id].superseded_by_id == ids[new.id] and not got[old.id].invalidated
+    assert when(got[new.id].valid_from) == utc(2023, 1, 1) and not got[new.id].HasField("valid_until")
+    assert got[gone.id].invalidated and got[gone.id].invalidation_reason == "closed on weekends now"
+    assert when(got[gone.id].valid_until) == utc(2024, 5, 1)
+    stack.wait_backlog_empty()
+    assert recall_ids(stack, alice2, "Harrowgate office") == [ids[new.id]]
+    assert set(recall_ids(stack, alice2, "Harrowgate office", as_of=ts(utc(2020, 1, 1)))) == {ids[old.id], ids[gone.id]}
+
+
+def test_the_commands_write_and_read_validity(stack, team):
+    """``remember --valid-from --occurred-at``, ``correct --valid-from`` (no new body), ``invalidate``,
+    and ``recall`` / ``list`` with ``--as-of`` and ``--known-at``; a bad time is a usage error, a
+    refused one names the flag."""
+    from cli_runner import at_gateway
+
+    _, alice, _ = team
+
+    def cli(*args, check=True):
+        return at_gateway(f"127.0.0.1:{stack.gateway.port}", *args, token=alice.token, check=check)
+
+    out = json.loads(
+        cli(
+            "remember",
+            "--json",
+            "--occurred-at",
+            "2021-03-04",
+            "--valid-from",
+            "2021-03-01",
+            "Tamsin runs the Eskerfield depot",
+        ).stdout
+    )["memory"]
+    assert (out["valid_from"], out["occurred_at"]) == ("2021-03-01T00:00:00Z", "2021-03-04T00:00:00Z")
+    fixed = cli("correct", out["id"], "--revision", "1", "--valid-from", "2021-02-01").stdout
+    assert "revision 2" in fixed and "valid from 2021-02-01T00:00:00Z" in fixed and "Eskerfield depot" in fixed
+    ended = cli(
+        "invalidate", out["id"], "--revision", "2", "--reason", "she moved to Hull", "--at", "2024-06-30"
+    ).stdout
+    assert "valid from 2021-02-01T00:00:00Z until 2024-06-30T00:00:00Z" in ended
+    assert "invalidated: she moved to Hull" in ended
+    stack.wait_backlog_empty()
+    assert out["id"] in cli("recall", "Eskerfield", "--as-of", "2022-01-01", "--mode", "lexical").stdout
+    assert "returned=0" in cli("recall", "Eskerfield", "--mode", "lexical").stdout
+    listed = cli("list", "--as-of", "2022-01-01T12:00:00+02:00").stdout
+    assert out["id"] in listed
+    assert out["id"] not in cli("list", "--as-of", "2025-01-01").stdout
+    bad = cli("recall", "Eskerfield", "--as-of", "next year", check=False)
+    assert bad.returncode == 2 and "--as-of" in bad.stderr
+    refused = cli("recall", "Eskerfield", "--known-at", "2999-01-01", check=False)
+    assert refused.returncode == 1 and "INVALID_ARGUMENT" in refused.stderr and "--known-at" in refused.stderr
+    again = cli("invalidate", out["id"], "--revision", "2", "--reason", "again", check=False)
+    assert again.returncode == 1 and "FAILED_PRECONDITION" in again.stderr

@@ -69,6 +69,8 @@ class _Item:
     revisions: list[tuple[str, str, float, datetime.datetime | None]]
     derived_keys: list[str]
     supersedes_key: str
+    # An Invalidate's (end, reason) as exported; None when it was not invalidated.
+    ended: tuple[datetime.datetime, str] | None = None
 
 
 @dataclass
@@ -120,6 +122,7 @@ def _prepare(item: m.ImportedMemory, authors: dict[uuid.UUID, m.Caller]) -> _Ite
         it.confidence,
         it.origin,
         it.occurred_at,
+        it.valid_from,
         id=uuid.uuid4(),
         created_by=it.author,
         created_at=it.created_at,
@@ -128,7 +131,10 @@ def _prepare(item: m.ImportedMemory, authors: dict[uuid.UUID, m.Caller]) -> _Ite
         import_key=it.key,
         reason=item.reason or None,
     )
-    return _Item(it.key, new, list(item.entities), it.entity_keys, it.revisions, it.derived_keys, it.supersedes_key)
+    ended = (it.valid_until, it.invalidation_reason) if it.valid_until is not None else None
+    return _Item(
+        it.key, new, list(item.entities), it.entity_keys, it.revisions, it.derived_keys, it.supersedes_key, ended
+    )
 
 
 def import_items(
@@ -209,7 +215,7 @@ def _known_memories(conn: psycopg.Connection, items) -> dict[str, _Known]:
     rows = (
         named(conn)
         .execute(
-            """SELECT id, import_key, audience_member_id, purpose, superseded_by_id IS NOT NULL AS superseded,
+            """SELECT id, import_key, audience_member_id, purpose, retired_at IS NOT NULL AS superseded,
                       forgotten_at IS NOT NULL AS forgotten
                  FROM memory WHERE import_key = ANY(%s)""",
             (sorted(keys),),
@@ -257,7 +263,7 @@ def _resolve(it: _Item, known: dict[str, _Known], entity_keys: dict[str, uuid.UU
         elif target.forgotten:
             why = "was forgotten"
         elif target.superseded:
-            why = "is already superseded"
+            why = "is already superseded or invalidated"
         else:
             why = {
                 "purpose": "has another purpose",
@@ -340,3 +346,16 @@ def _write(conn, authors, todo, entity_keys, supersedes) -> None:
         )
     if supersedes:
         lifecycle_rules.retire(conn, supersedes, touch=False)
+    # Invalidated as exported, unless a successor in this batch or an earlier one ended it already.
+    replaced = {old for old, _ in supersedes}
+    ended = [(it.new.id, *it.ended) for it, _ in todo if it.ended is not None and it.new.id not in replaced]
+    if ended:
+        ids = [mid for mid, _, _ in ended]
+        conn.execute(
+            """UPDATE memory m SET valid_until = greatest(e.until, m.valid_from), invalidated = true,
+                      invalidation_reason = e.reason, retired_at = greatest(m.updated_at, m.created_at)
+                 FROM unnest(%s::uuid[], %s::timestamptz[], %s::text[]) AS e(id, until, reason)
+                WHERE m.id = e.id AND m.superseded_by_id IS NULL""",
+            [ids, [u for _, u, _ in ended], [r for _, _, r in ended]],
+        )
+        lifecycle_rules.leave(conn, ids)

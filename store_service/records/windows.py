@@ -114,11 +114,15 @@ def of(req) -> Window:
     1..9999, a ``before`` not later than ``after``, or an ``as_of`` or ``known_at`` in the future
     (more than ``MAX_FUTURE_SKEW`` ahead of the clock)."""
     after, before = time_range(req, "occurred_after", "occurred_before")
-    instants = {}
-    for name in ("as_of", "known_at"):
-        if name in req.DESCRIPTOR.fields_by_name and req.HasField(name):
-            instants[name] = check_not_ahead(check_timestamp(getattr(req, name), name), name)
-    return Window(after, before, **instants)
+    return Window(after, before, instant(req, "as_of"), instant(req, "known_at"))
+
+
+def instant(req, name: str) -> datetime.datetime | None:
+    """A request's ``as_of`` or ``known_at`` (None when unset or not a field of it); INVALID_ARGUMENT
+    naming it outside years 1..9999 or more than ``MAX_FUTURE_SKEW`` ahead of the clock."""
+    if name not in req.DESCRIPTOR.fields_by_name or not req.HasField(name):
+        return None
+    return check_not_ahead(check_timestamp(getattr(req, name), name), name)
 
 
 def narrow_ids(conn: psycopg.Connection, window: Window) -> set[uuid.UUID] | None:
