@@ -36,6 +36,10 @@ every entity name, and asserts:
 - time windows: Recall (lexical mode) and ListMemories asked for a window that starts at the middle
   of what they showed without one show exactly the memories of that answer said in it; a question
   whose time words are read ("since 2020") recalls exactly the eligible memories, each once;
+- reads in time: Recall (lexical) and ListMemories with ``as_of``, ``known_at`` or both, at instants
+  before the example, at its first memory's writing and now, show only readable memories of the
+  purpose and quote only readable bodies (no forgotten memory, no erased revision); the program
+  also invalidates memories (Invalidate, under Correct's rules), which leave current recall;
 - the keyword statistics maintained by the writes equal a full recount of the stored rows;
 - curation: the program also decides about random pairs (DecideDuplicateProposal: keep both,
   supersede one by the other, forget one) and resolves random conflict flags (acknowledge or undo),
@@ -456,6 +460,35 @@ def check_window(api, md, call_name: str, req, shown: list[m.Memory], start: dat
     assert code == OK
     want = {x.id for x in shown if said(x) >= start}
     assert {x.id for x in got(resp)} == want, (call_name, start)
+
+
+def check_in_time(api, model: Model, me: str, md, word: str, purpose: int, shown: list[m.Memory]) -> None:
+    """Recall (lexical) and ListMemories read ``as_of`` and ``known_at`` instants across the example
+    (before it, when its first shown memory was written, and now; alone and together) show
+    only memories of the purpose that ``me`` may read, superseded ones among them, and quote only
+    bodies ``me`` may read: no forgotten memory and no erased revision comes back at any instant."""
+    now = datetime.datetime.now(datetime.UTC)
+    first = min((x.created_at.ToDatetime(tzinfo=datetime.UTC) for x in shown), default=now)
+    allowed = {i for i, mem in model.mems.items() if mem.purpose == purpose and model.readable(i, me)}
+    before = datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC)
+    asked = [{"as_of": ts(now)}, {"known_at": ts(first)}, {"as_of": ts(before), "known_at": ts(now)}]
+    asked += [{"as_of": ts(first), "known_at": ts(first)}, {"known_at": ts(now)}]
+    for kw in asked:
+        req = g.RecallRequest(query=word, purpose=purpose, mode=m.RECALL_MODE_LEXICAL, top_k=200, **kw)
+        code, resp = call(api.Recall, req, md)
+        assert code == OK
+        got = [it.memory.id for it in resp.items]
+        assert len(got) == len(set(got)) and set(got) <= allowed, (kw, set(got) - allowed)
+        if list(kw) in (["as_of"], ["known_at"]) and kw[next(iter(kw))] == ts(now):
+            # What holds now, and what is known now, is what current recall finds.
+            assert set(got) == model.recallable(me, purpose), kw
+        for text in renderings(resp):
+            check_rendered(model, me, text)
+        code, listed = call(api.ListMemories, g.ListMemoriesRequest(purpose=purpose, page_size=200, **kw), md)
+        assert code == OK
+        assert {x.id for x in listed.memories} <= allowed
+        for x in listed.memories:
+            check_rendered(model, me, x.body)
 
 
 def check_listing(api, model: Model, me: str, md, everything: set[str]) -> None:
@@ -926,6 +959,16 @@ def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p
                 model.texts[f"corrected {n}"] = target.id
                 target.revision += 1
                 target.aged = False  # a change is an update
+        elif op == "invalidate":
+            code, _ = call(
+                api.Invalidate,
+                g.InvalidateRequest(id=target.id, expected_revision=target.revision, reason=f"no longer holds {n}"),
+                md,
+            )
+            assert code == want, (op, code, want)
+            if code == OK:
+                target.superseded = True  # out of current recall, as a superseded memory (never flagged)
+                target.aged = False  # a change is an update
         else:
             if want == OK and aud == m.AUDIENCE_WORKSPACE and target.audience is not None:
                 want = grpc.StatusCode.INVALID_ARGUMENT
@@ -991,6 +1034,7 @@ ops = st.lists(
                 "derive",
                 "correct",
                 "supersede",
+                "invalidate",
                 "forget",
                 "history",
                 "history",
@@ -1133,6 +1177,7 @@ def leak_example(stack, property_workspace: str, program, grants, gate: bool) ->
                     assert code == OK and timed.time_window.applied
                     ids = [it.memory.id for it in timed.items]
                     assert len(ids) == len(set(ids)) and set(ids) == eligible
+                    check_in_time(api, model, me, md, word, purpose, [it.memory for it in resp.items])
         for mem_id in everything:
             code, resp = call(api.Read, g.ReadRequest(id=mem_id, include_history=True), md)
             readable = model.readable(mem_id, me)
