@@ -131,6 +131,16 @@ def test_superseded_memory_links_its_successor_and_history_search(stack, web_scr
     sign_in(page, web_screen, team["alice"].token)
     page.goto(f"{web_screen}/memories/{team['old'].id}")
     expect(page.locator("a.successor")).to_have_text(team["successor"].id)
+    # The timeline: the memory, then its successor, each with when it held; the old one's end is
+    # where the successor's validity starts.
+    items = page.locator("#timeline li")
+    expect(items).to_have_count(2)
+    expect(items.nth(0)).to_have_attribute("data-memory-id", team["old"].id)
+    expect(items.nth(1)).to_have_attribute("data-memory-id", team["successor"].id)
+    start = team["successor"].valid_from.ToDatetime(tzinfo=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    expect(items.nth(0).locator(".when")).to_contain_text(f"– {start}")
+    expect(items.nth(1).locator(".when")).to_contain_text(f"{start} – now")
+    expect(page.locator("dd.validity")).to_contain_text(f"until {start}")
     page.goto(f"{web_screen}/search")
     page.get_by_label("Query").fill("ferry island noon")
     page.get_by_label("superseded too").check()

@@ -198,7 +198,7 @@ async def memory(request: Request) -> Response:
     """GET /memories/{id}: Read with history, and the readable memories derived from it."""
     screen: Screen = request.app.state.screen
     memory_id = request.path_params["memory_id"]
-    context = {"memory": None, "derivations": None, "memory_id": memory_id}
+    context = {"memory": None, "derivations": None, "memory_id": memory_id, "timeline": []}
     try:
         context["memory"] = (
             await screen.call(request, "Read", g.ReadRequest(id=memory_id, include_history=True))
@@ -210,9 +210,24 @@ async def memory(request: Request) -> Response:
                 derived_from_id=memory_id, superseded=m.SUPERSEDED_FILTER_ALL, page_size=DERIVATIONS_SHOWN
             ),
         )
+        context["timeline"] = await _timeline(screen, request, context["memory"])
     except grpc.RpcError as exc:
         return await screen.render(request, "memory.html", status=http_status(exc), error=describe(exc), **context)
     return await screen.render(request, "memory.html", **context)
+
+
+# Successors a memory page follows for its timeline (a Read each).
+TIMELINE_SHOWN = 20
+
+
+async def _timeline(screen: Screen, request: Request, first: m.Memory) -> list[m.Memory]:
+    """The memory and the successors it leads to (each Read in turn, at most ``TIMELINE_SHOWN``), in
+    order: when each claim held, and how the last one ended (docs/time.md). A successor the caller
+    cannot read ends the line (Read redacts its id, so it is never followed)."""
+    line = [first]
+    while line[-1].superseded_by_id and len(line) < TIMELINE_SHOWN:
+        line.append((await screen.call(request, "Read", g.ReadRequest(id=line[-1].superseded_by_id))).memory)
+    return line
 
 
 async def healthz(request: Request) -> Response:
