@@ -42,9 +42,11 @@ from store_service.database import new_db_name
 from store_service.search import candidates
 
 MODES = {"lexical": m.RECALL_MODE_LEXICAL, "dense": m.RECALL_MODE_DENSE, "hybrid": m.RECALL_MODE_HYBRID}
-# Recalls within a time window (docs/time.md): the calendar month (UTC) in which the question's first
-# relevant memory was said, measured beside the same mode without one.
+# Reads in time (docs/time.md), each measured beside the same mode without one: within the calendar
+# month (UTC) in which the question's first relevant memory was said; as of that month's end (valid
+# time); as known when half the workspace had been written (write time: the median created_at).
 WINDOW_MODES = {"lexical": m.RECALL_MODE_LEXICAL, "hybrid": m.RECALL_MODE_HYBRID}
+IN_TIME = ("in a month", "as of the month's end", "known at the build's middle")
 TOP_K = 10
 CANDIDATE_LIMIT = 100  # the gateway's RECALLATRON_CANDIDATE_LIMIT default
 WARMUP = 20
@@ -91,6 +93,9 @@ class Probe:
             ).fetchall()
         )
         self.said = {key: said[mid] for key, mid in entry["core_ids"].items() if mid in said}
+        self.middle = self.conn.execute(
+            "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY created_at) FROM memory"
+        ).fetchone()[0]
 
     def close(self) -> None:
         self.conn.close()
@@ -98,23 +103,29 @@ class Probe:
         self.store_ch.close()
         self.embed_ch.close()
 
-    def month(self, question: corpus.Question) -> dict:
-        """The window of a question's windowed recall: the calendar month (UTC) in which its first
-        relevant memory was said, as RecallRequest fields."""
+    def in_time(self, question: corpus.Question, kind: str) -> dict:
+        """The RecallRequest fields of a read in time (``IN_TIME``) for a question: its month is the
+        calendar month (UTC) in which its first relevant memory was said."""
         when = self.said[question.relevant[0]].astimezone(datetime.UTC)
         start = datetime.datetime(when.year, when.month, 1, tzinfo=datetime.UTC)
         end = datetime.datetime(when.year + when.month // 12, when.month % 12 + 1, 1, tzinfo=datetime.UTC)
-        bounds = {"occurred_after": timestamp_pb2.Timestamp(), "occurred_before": timestamp_pb2.Timestamp()}
-        bounds["occurred_after"].FromDatetime(start)
-        bounds["occurred_before"].FromDatetime(end)
-        return bounds
+        instants = {
+            "in a month": {"occurred_after": start, "occurred_before": end},
+            "as of the month's end": {"as_of": end - datetime.timedelta(microseconds=1)},
+            "known at the build's middle": {"known_at": self.middle},
+        }[kind]
+        fields = {}
+        for name, value in instants.items():
+            fields[name] = timestamp_pb2.Timestamp()
+            fields[name].FromDatetime(value)
+        return fields
 
     def recall(
-        self, gw: client.Gateway, question: corpus.Question, mode: int, windowed: bool = False
+        self, gw: client.Gateway, question: corpus.Question, mode: int, in_time: str = ""
     ) -> tuple[float, bool, bool]:
-        """One Recall (within the question's month when ``windowed``); (milliseconds, answer in the top
-        10, dense arm available)."""
-        window = self.month(question) if windowed else {}
+        """One Recall (a read in time of the kind ``in_time`` names, when set); (milliseconds, answer in
+        the top 10, dense arm available)."""
+        window = self.in_time(question, in_time) if in_time else {}
         t0 = time.perf_counter()
         resp = gw.memory.Recall(
             g.RecallRequest(
@@ -186,7 +197,7 @@ class Probe:
                 self.recall(self.gw, q, mode)
             self.floor(q)
             self.direct(q)
-        windowed = {f"{name} in a month": mode for name, mode in WINDOW_MODES.items()}
+        windowed = {f"{name} {kind}": (mode, kind) for name, mode in WINDOW_MODES.items() for kind in IN_TIME}
         lat = {name: [] for name in [*MODES, *windowed]}
         hits = dict.fromkeys(lat, 0)
         dense_down = dict.fromkeys(lat, 0)
@@ -194,14 +205,14 @@ class Probe:
         # The steps of a question in turn, the order rotated by one per question: whichever step reads
         # a question's postings and vectors first pays for pages not yet cached, so each step is first
         # for a share of the questions (always recalling lexical first once made that mode the slow one).
-        steps = [*MODES.items(), *windowed.items(), ("floor", None)]
+        steps = [*((name, (mode, "")) for name, mode in MODES.items()), *windowed.items(), ("floor", None)]
         for i, q in enumerate(questions):
             for name, mode in steps[i % len(steps) :] + steps[: i % len(steps)]:
                 if mode is None:
                     for k, v in {**self.floor(q), **self.direct(q)}.items():
                         parts.setdefault(k, []).append(v)
                     continue
-                ms, hit, dense_ok = self.recall(self.gw, q, mode, windowed=name in windowed)
+                ms, hit, dense_ok = self.recall(self.gw, q, *mode)
                 lat[name].append(ms)
                 hits[name] += hit
                 dense_down[name] += not dense_ok
@@ -225,14 +236,16 @@ class Probe:
             }
         windows = {}
         for name in WINDOW_MODES:
-            plain, inside = summary(lat[name]), summary(lat[f"{name} in a month"])
-            windows[name] = {
-                "plain": plain,
-                "window": inside,
-                "p95_ratio": inside["p95"] / plain["p95"],
-                "hit_at_10_plain": hits[name] / len(questions),
-                "hit_at_10_window": hits[f"{name} in a month"] / len(questions),
-            }
+            plain = summary(lat[name])
+            for kind in IN_TIME:
+                inside = summary(lat[f"{name} {kind}"])
+                windows[f"{name} {kind}"] = {
+                    "plain": plain,
+                    "window": inside,
+                    "p95_ratio": inside["p95"] / plain["p95"],
+                    "hit_at_10_plain": hits[name] / len(questions),
+                    "hit_at_10_window": hits[f"{name} {kind}"] / len(questions),
+                }
         return {
             "modes": out,
             "windows": windows,

@@ -131,11 +131,12 @@ def tables(res: dict) -> str:
                 f"{s['ratio']:.2f} | {conc} | {s['hit_at_10']:.2f}{note} |"
             )
     out.append(
-        "\nTime windows (docs/time.md): each question recalled within the calendar month its first relevant "
-        "memory was said in, beside the same mode without a window, interleaved (single client, ms):\n"
+        "\nReads in time (docs/time.md): each question recalled within the calendar month its first relevant "
+        "memory was said in, as of that month's end (as_of), and as known when half the workspace had been "
+        "written (known_at: the median created_at), beside the same mode without, interleaved (single client, ms):\n"
     )
     out.append(
-        "| workspace | mode | no window p50 / p95 | in the month p50 / p95 | p95 ratio | answer@10 without / within |"
+        "| workspace | mode, read | plain p50 / p95 | in time p50 / p95 | p95 ratio | answer@10 plain / in time |"
     )
     out.append("|---|---|---|---|---|---|")
     for size, r in sizes.items():
