@@ -1,8 +1,8 @@
 """Reads in time against a reference model (issue 23): random programs of remember, supersede,
 correct, invalidate and forget, with the claims' starts and ends taken from a few days, run by one
 member through the gateway; then, at every instant the program made (each write's own time, and a
-microsecond before it) and every day it named, ListMemories with ``as_of``, ``known_at`` and both
-lists exactly the model's memories, each with the model's text, revision and validity of then,
+microsecond before it) and every day it named, on the narrow and the wide path, ListMemories with
+``as_of``, ``known_at`` and both lists exactly the model's memories, each with the model's text, revision and validity of then,
 and a lexical Recall with the same instants finds exactly the same memories. Every status (a start
 before the one it replaces, an end before a start, a change of a retired memory) is the model's.
 
@@ -25,11 +25,14 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from trust_program import EXAMPLES, call, property_test
 
+from store_service.records import windows
+
 CONV = m.PURPOSE_CONVERSATION
 OK = grpc.StatusCode.OK
 DAY0 = datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC)
 DAYS = [DAY0 + datetime.timedelta(days=100 * i) for i in range(6)]
 WORD = "kestrel"
+NARROW = windows.NARROW_ROWS
 
 
 def ts(when: datetime.datetime) -> timestamp_pb2.Timestamp:
@@ -111,8 +114,11 @@ def time_workspace(stack):
 
 
 @property_test(max(EXAMPLES // 4, 8))
-@given(program=ops)
-def test_reads_in_time_answer_as_the_reference_model(stack, time_workspace, program):
+@given(program=ops, wide=st.booleans())
+def test_reads_in_time_answer_as_the_reference_model(stack, time_workspace, monkeypatch, program, wide):
+    # Both of each arm's paths: the instants' memories read from an index (narrow), or the arms' top
+    # rows tested and read deeper (wide, as in a workspace where many memories pass).
+    monkeypatch.setattr(windows, "NARROW_ROWS", 0 if wide else NARROW)
     ws = stack.emptied(time_workspace)
     me = stack.member(ws, purposes=[CONV])
     md = me.md()

@@ -126,11 +126,9 @@ def instant(req, name: str) -> datetime.datetime | None:
 
 
 def narrow_ids(conn: psycopg.Connection, window: Window) -> set[uuid.UUID] | None:
-    """The live memories said in ``window`` when they are at most ``NARROW_ROWS`` (read from the
-    ``memory_said_at`` index), else None: the window is wide, or bounds nothing said (``as_of`` and
-    ``known_at`` alone hold most memories: no index narrows them)."""
-    if not window.said:
-        return None
+    """The live memories ``window`` holds when they are at most ``NARROW_ROWS`` (read from the
+    ``memory_said_at`` index, or for ``as_of`` and ``known_at`` alone ``memory_valid_from`` and
+    ``memory_created_at``: migration 0018), else None: the window is wide."""
     rows = conn.execute(
         f"SELECT m.id FROM memory m WHERE m.forgotten_at IS NULL AND {window.condition()} LIMIT %(cap)s",
         {**window.params(), "cap": NARROW_ROWS + 1},
