@@ -1,10 +1,11 @@
 """Reads in time against a reference model (issue 23): random programs of remember, supersede,
 correct, invalidate and forget, with the claims' starts and ends taken from a few days, run by one
-member through the gateway; then, at every instant the program made (each write's own time, and a
+member through the gateway. Then, at every instant the program made (each write's own time, and a
 microsecond before it) and every day it named, on the narrow and the wide path, ListMemories with
 ``as_of``, ``known_at`` and both lists exactly the model's memories, each with the model's text,
-revision and validity of then, and a lexical Recall with the same instants finds exactly the same memories. Every status (a start
-before the one it replaces, an end before a start, a change of a retired memory) is the model's.
+revision and validity of then, and a lexical Recall at the same instants finds exactly those
+memories. Every status (a start before the one it replaces, an end before a start, a change of a
+retired memory) is the model's.
 
 The model is written from docs/time.md's rules, not from the code: a memory is valid from its
 start until its end; known at K are those written by K and not retired by K, shown with their text
