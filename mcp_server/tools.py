@@ -75,6 +75,14 @@ ContextBudget = Annotated[
 Time = Annotated[
     str | None, Field(description="An RFC 3339 time (2026-03-02T08:00:00Z) or a date (2026-03-02); unset: no bound.")
 ]
+AsOf = Annotated[
+    str | None,
+    Field(description="What held at this time (RFC 3339 or a date): memories valid then, replaced or ended ones too."),
+]
+KnownAt = Annotated[
+    str | None,
+    Field(description="What was known at this time (RFC 3339 or a date): memories written by then, as they read then."),
+]
 PageToken = Annotated[
     str,
     Field(
@@ -210,12 +218,8 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
             Time, Field(description="What time words in the query ('last month') are read against; unset: now.")
         ] = None,
         skip_time_words: Annotated[bool, Field(description="Read no time in the query's words.")] = False,
-        as_of: Annotated[
-            Time, Field(description="What held at this time: memories valid then, replaced or ended ones included.")
-        ] = None,
-        known_at: Annotated[
-            Time, Field(description="What was known at this time: memories written by then, with their text of then.")
-        ] = None,
+        as_of: AsOf = None,
+        known_at: KnownAt = None,
     ) -> CallToolResult:
         return call(
             ctx,
@@ -503,12 +507,8 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
             Superseded | None,
             Field(description="current (the default), superseded (or ended), or all; with as_of or known_at: unset."),
         ] = None,
-        as_of: Annotated[
-            Time, Field(description="What held at this time: memories valid then, replaced or ended ones included.")
-        ] = None,
-        known_at: Annotated[
-            Time, Field(description="What was known at this time: memories written by then, with their text of then.")
-        ] = None,
+        as_of: AsOf = None,
+        known_at: KnownAt = None,
         include_history: Annotated[bool, Field(description="Also show each memory's earlier revisions.")] = False,
         page_size: Annotated[int, Field(ge=0, le=200, description="Memories per page, 0..200; 0 means 50.")] = 0,
         page_token: PageToken = "",

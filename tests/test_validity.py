@@ -63,6 +63,16 @@ def recall_ids(stack, who, query, **kw) -> list[str]:
     return [item.memory.id for item in resp.items]
 
 
+def supersede(stack, who, mem: m.Memory, body: str, start: datetime.datetime) -> m.Memory:
+    req = g.SupersedeRequest(id=mem.id, expected_revision=mem.revision, body=body, valid_from=ts(start))
+    return stack.memory.Supersede(req, metadata=who.md()).memory
+
+
+def invalidate(stack, who, mem: m.Memory, reason: str, end: datetime.datetime) -> m.Memory:
+    req = g.InvalidateRequest(id=mem.id, expected_revision=mem.revision, reason=reason, at=ts(end))
+    return stack.memory.Invalidate(req, metadata=who.md()).memory
+
+
 def test_valid_from_defaults_to_occurred_at_then_the_write_time_and_is_kept_as_given(stack, team):
     _, alice, _ = team
     given = remember(
@@ -182,17 +192,9 @@ def test_invalidate_ends_a_claim_and_takes_it_out_of_current_recall(stack, team)
 def test_as_of_answers_what_held_on_a_day(stack, team):
     _, alice, _ = team
     first = remember(stack, alice, "Ilsabet works at Corvane Mills", valid_from=ts(utc(2019, 1, 1)))
-    second = stack.memory.Supersede(
-        g.SupersedeRequest(
-            id=first.id, expected_revision=1, body="Ilsabet works at Dornick Labs", valid_from=ts(utc(2022, 7, 1))
-        ),
-        metadata=alice.md(),
-    ).memory
+    second = supersede(stack, alice, first, "Ilsabet works at Dornick Labs", utc(2022, 7, 1))
     left = remember(stack, alice, "Ilsabet works at Dornick Labs part time", valid_from=ts(utc(2022, 8, 1)))
-    stack.memory.Invalidate(
-        g.InvalidateRequest(id=left.id, expected_revision=1, reason="went full time", at=ts(utc(2023, 1, 1))),
-        metadata=alice.md(),
-    )
+    invalidate(stack, alice, left, "went full time", utc(2023, 1, 1))
     stack.wait_backlog_empty()
     q = "Ilsabet"
     assert set(recall_ids(stack, alice, q)) == {second.id}
@@ -299,17 +301,9 @@ def test_export_and_import_keep_validity(stack, tmp_path):
     ws = stack.workspace("validity export")
     alice = stack.member(ws, purposes=[CONV])
     old = remember(stack, alice, "the Harrowgate office is on Mill Street", valid_from=ts(utc(2018, 4, 1)))
-    new = stack.memory.Supersede(
-        g.SupersedeRequest(
-            id=old.id, expected_revision=1, body="the Harrowgate office is on Quay Road", valid_from=ts(utc(2023, 1, 1))
-        ),
-        metadata=alice.md(),
-    ).memory
+    new = supersede(stack, alice, old, "the Harrowgate office is on Quay Road", utc(2023, 1, 1))
     gone = remember(stack, alice, "the Harrowgate office opens Saturdays", valid_from=ts(utc(2019, 1, 1)))
-    stack.memory.Invalidate(
-        g.InvalidateRequest(id=gone.id, expected_revision=1, reason="closed on weekends now", at=ts(utc(2024, 5, 1))),
-        metadata=alice.md(),
-    )
+    invalidate(stack, alice, gone, "closed on weekends now", utc(2024, 5, 1))
     records = {r["id"]: r for r in export(stack, alice, tmp_path / "out.jsonl")[1:]}
     assert (records[old.id]["valid_from"], records[old.id]["valid_until"]) == (
         "2018-04-01T00:00:00.000000Z",
