@@ -87,14 +87,21 @@ def _item_text(entry, period: str) -> str:
 
 
 def window_text(request) -> str:
-    """A GetContext request's time window in words ("said from X to before Y"), or "" when it has none."""
-    sides = [
-        getattr(request, name).ToDatetime(tzinfo=datetime.UTC).isoformat(timespec="seconds")
-        if request.HasField(name)
-        else "any time"
-        for name in ("occurred_after", "occurred_before")
-    ]
-    return f"said from {sides[0]} to before {sides[1]}" if sides != ["any time", "any time"] else ""
+    """A GetContext request's time window in words ("said from X to before Y", "valid at X", "as
+    known at X"), or "" when it has none."""
+
+    def iso(name: str) -> str:
+        return getattr(request, name).ToDatetime(tzinfo=datetime.UTC).isoformat(timespec="seconds")
+
+    parts = []
+    if request.HasField("occurred_after") or request.HasField("occurred_before"):
+        sides = [iso(n) if request.HasField(n) else "any time" for n in ("occurred_after", "occurred_before")]
+        parts.append(f"said from {sides[0]} to before {sides[1]}")
+    if request.HasField("as_of"):
+        parts.append(f"valid at {iso('as_of')}")
+    if request.HasField("known_at"):
+        parts.append(f"as known at {iso('known_at')}")
+    return ", ".join(parts)
 
 
 def _opening(purpose: int, now: datetime.datetime, window: str = "") -> str:
@@ -151,7 +158,9 @@ def build(entries, purpose: int, budget: int, now: datetime.datetime | None = No
     period = f"{window} (the window asked)" if window else LAST_30_DAYS
     headings = {part: text.replace(LAST_30_DAYS, period) for part, text in HEADINGS.items()}
     texts = [_item_text(e, period) for e in entries]
-    empty = "No memories of this purpose " + ("were said in this window." if window else "to show yet.")
+    empty = "No memories of this purpose " + (
+        ("were said in this window." if window.startswith("said") else "match this time.") if window else "to show yet."
+    )
     items = [
         g.ContextItem(part=e.part, memory=e.memory, entities=e.entities, tokens=tokens(text))
         for e, text in zip(entries, texts, strict=True)

@@ -90,12 +90,20 @@ class PromptContexter:
             settings,
         )
         gate = settings.inject_min_cosine
+        # In a read in time the meaning arm compares only memories current today (retired ones have
+        # no vectors): a memory it did not rank is judged on keyword evidence alone, as when the
+        # embedder is down (docs/time.md).
+        in_time = req.HasField("as_of") or req.HasField("known_at")
         passed = [
             item
             for item in recall.items
             if passes(
                 Signals(
-                    item.lexical_rank, item.cosine, item.identifier_matches, item.all_terms, recall.dense_available
+                    item.lexical_rank,
+                    item.cosine,
+                    item.identifier_matches,
+                    item.all_terms,
+                    recall.dense_available and not (in_time and not item.dense_rank),
                 ),
                 gate,
             )

@@ -121,7 +121,8 @@ class Recaller:
         head = max(ask.top_k, self.config.rerank_top_n) if reranker_up and not req.skip_rerank else ask.top_k
         head = min(head, MAX_TOP_K)
         lexical_rows, dense_rows, dense_available, embed_down = self._candidates(ask, caller, settings, head)
-        passed = self._fuse_and_walk(lexical_rows, dense_rows)
+        in_time = req.HasField("as_of") or req.HasField("known_at")
+        passed = self._fuse_and_walk(lexical_rows, dense_rows, in_time and ask.mode == m.RECALL_MODE_HYBRID)
         rerank = self._will_rerank(ask, passed, embed_down)
         memories = self._fetch(
             caller,
@@ -224,7 +225,7 @@ class Recaller:
         n = self.config.rerank_top_n
         return sorted(passed[:n], key=lambda c: -rerank_scores.get(c.memory_id, float("-inf"))) + passed[n:]
 
-    def _fuse_and_walk(self, lexical_rows, dense_rows) -> list[rank_pb2.FusedCandidate]:
+    def _fuse_and_walk(self, lexical_rows, dense_rows, in_time: bool = False) -> list[rank_pb2.FusedCandidate]:
         """RRF and the walk over the store's verdicts, in one rank call (none when no arm found a row).
 
         A row both arms returned passes only when both verdicts say readable (they come from two
@@ -241,7 +242,9 @@ class Recaller:
         # Identifier precedence whenever the keyword arm answered (BM25's length normalisation can put
         # a short near miss above a long memory holding the exact key); all-terms precedence only
         # against the dense arm's votes, so lexical mode is otherwise plain BM25.
-        both = bool(lexical_rows and dense_rows)
+        # A hybrid read in time counts as both arms answering: its meaning arm compares only memories
+        # current today (retired ones have no vectors), so its silence says nothing of the others.
+        both = bool(lexical_rows and (dense_rows or in_time))
         precedence = {
             c.memory_id: rank_pb2.Precedence(identifier_matches=c.identifier_matches, all_terms=both and c.all_terms)
             for c in lexical_rows

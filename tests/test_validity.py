@@ -47,6 +47,9 @@ def team(stack):
     ws = stack.workspace("validity")
     alice = stack.member(ws, purposes=[CONV])
     bob = stack.member(ws, purposes=[CONV])
+    stack.admin.UpdateWorkspaceSettings(
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, context_bundle=True), metadata=stack.op()
+    )
     return ws, alice, bob
 
 
@@ -209,6 +212,17 @@ def test_as_of_answers_what_held_on_a_day(stack, team):
     listed = stack.memory.ListMemories(g.ListMemoriesRequest(as_of=ts(utc(2022, 9, 1))), metadata=alice.md())
     ids = {x.id for x in listed.memories}
     assert {second.id, left.id} <= ids and first.id not in ids
+    # The context bundle and PromptContext read the same instant; the bundle says it.
+    bundle = stack.memory.GetContext(g.GetContextRequest(purpose=CONV, as_of=ts(utc(2020, 5, 1))), metadata=alice.md())
+    shown = {e.memory.id for e in bundle.items}
+    assert first.id in shown and second.id not in shown and left.id not in shown
+    assert "valid at 2020-05-01T00:00:00+00:00" in bundle.text
+    prompt = stack.memory.PromptContext(
+        g.PromptContextRequest(text="Ilsabet works", purpose=CONV, as_of=ts(utc(2020, 5, 1))),
+        metadata=alice.md(),
+    )
+    # The superseded memory has no vector: it passes the relevance gate on its keywords alone.
+    assert [it.memory.id for it in prompt.items] == [first.id]
 
 
 def test_known_at_shows_what_was_believed_then_with_the_text_of_then(stack, team):
