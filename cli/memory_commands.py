@@ -18,6 +18,7 @@ from cli import command, options
 from client import choices
 from servicekit import limits
 from servicekit.render import for_terminal as shown
+from servicekit.render import quote
 from servicekit.vocabulary import name_of
 
 
@@ -37,25 +38,35 @@ def _said(memory: m.Memory) -> str:
 
 
 def describe(memory: m.Memory) -> str:
-    """A memory for people: id, revision, kind, audience, purpose, creation time, title, body, then its
-    successor, links and (when read with --history) earlier revisions, one per line."""
+    """A memory for people: id, revision, kind, audience, purpose, creation time, validity (and an
+    invalidation's reason), then title, body, its successor, links and (when read with --history)
+    earlier revisions, one per line."""
     aud = "workspace" if memory.audience == m.AUDIENCE_WORKSPACE else f"member {memory.audience_member_id}"
+    # Validity and an invalidation go on the first line, with the other times, where no stored text
+    # stands: a title or body line can only imitate them (the reason, stored text too, is quoted).
+    ended = f"  invalidated: {quote(memory.invalidation_reason)}" if memory.invalidated else ""
     text = (
         f"{memory.id}  revision {memory.revision}  {name_of(m.Kind, memory.kind)}  "
-        f"{aud}  {name_of(m.Purpose, memory.purpose)}  created {_ts(memory)}{_said(memory)}\n"
+        f"{aud}  {name_of(m.Purpose, memory.purpose)}  created {_ts(memory)}{_said(memory)}  "
+        f"{validity_text(memory)}{ended}\n"
         f"  {shown(memory.title)}\n  {shown(memory.body)}"
     )
-    text += f"\n  {validity_text(memory)}"
     if memory.superseded_by_id:
         text += f"\n  superseded by {memory.superseded_by_id}"
-    if memory.invalidated:
-        text += f"\n  invalidated: {shown(memory.invalidation_reason)}"
     for link in memory.links:
         target = link.target_memory_id or f"{shown(link.target_entity_name)} ({link.target_entity_id})"
         text += f"\n  {name_of(m.LinkType, link.type)} {target}"
     for rev in memory.history:
         text += f"\n  revision {rev.revision}: {shown(rev.title)} | {shown(rev.body)}"
     return text
+
+
+def _ended(memory: m.Memory) -> str:
+    """For a recall item: its validity when it no longer holds (superseded or invalidated), else nothing."""
+    if not memory.HasField("valid_until"):
+        return ""
+    how = "  invalidated" if memory.invalidated else "  superseded" if memory.superseded_by_id else ""
+    return f"  {validity_text(memory)}{how}"
 
 
 def validity_text(memory: m.Memory) -> str:
@@ -88,7 +99,8 @@ def recall_text(resp: g.RecallResponse) -> str:
         lines.append(
             f"{it.rank:>3}. lexical_rank={it.lexical_rank or '-'} dense_rank={it.dense_rank or '-'} "
             f"cosine={it.cosine:.3f} fused={it.fused_score:.5f} rerank={it.rerank_score:.3f}  "
-            f"{it.memory.id}{_said(it.memory)}\n     {shown(it.memory.title)}: {shown(it.memory.body[:160])}"
+            f"{it.memory.id}{_said(it.memory)}{_ended(it.memory)}\n"
+            f"     {shown(it.memory.title)}: {shown(it.memory.body[:160])}"
         )
     return "\n".join(lines)
 
@@ -140,7 +152,7 @@ def derive_parser(sub: argparse._SubParsersAction) -> None:
     dv.add_argument("--title", default="")
     dv.add_argument("--request-id", default="")
     dv.add_argument("--about", action="append", default=[], help="entity name to mention (repeatable)")
-    options.valid_from_option(dv)
+    options.valid_from_option(dv, default="the time of writing")
     dv.add_argument("body")
     options.gateway_options(dv)
     dv.set_defaults(handler=derive)
@@ -172,8 +184,9 @@ def correct_parser(sub: argparse._SubParsersAction) -> None:
     co.add_argument("--revision", type=int, required=True, help="the revision you read")
     co.add_argument("--title")
     co.add_argument("--confidence", type=float)
-    options.valid_from_option(co, "a new start of validity")
-    co.add_argument("body", nargs="?", help="the new body (default: keep it)")
+    options.valid_from_option(co, "a new start of validity", default="the current start")
+    # Required, so that options may follow it (an optional positional would be taken before them).
+    co.add_argument("body", help='the new body, or "" to keep it (with --title, --confidence or --valid-from)')
     options.gateway_options(co)
     co.set_defaults(handler=correct)
 
@@ -186,7 +199,7 @@ def correct(gw: client.Gateway, args: argparse.Namespace) -> int:
             id=args.id,
             expected_revision=args.revision,
             title=args.title,
-            body=args.body,
+            body=args.body or None,
             confidence=args.confidence,
             valid_from=args.valid_from,
         ),
@@ -205,7 +218,9 @@ def supersede_parser(sub: argparse._SubParsersAction) -> None:
     su.add_argument("--title", default="")
     su.add_argument("--audience", choices=choices.AUDIENCES, help="may narrow to member; default: keep")
     su.add_argument("--request-id", default="")
-    options.valid_from_option(su, "when the new claim became true (the old one holds until then)")
+    options.valid_from_option(
+        su, "when the new claim became true (the old one holds until then)", default="the time of writing"
+    )
     su.add_argument("body")
     options.gateway_options(su)
     su.set_defaults(handler=supersede)

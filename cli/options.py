@@ -74,14 +74,17 @@ def instant(text: str) -> timestamp_pb2.Timestamp:
     return out
 
 
-def valid_from_option(parser: argparse.ArgumentParser, what: str = "when the claim became true") -> None:
+def valid_from_option(
+    parser: argparse.ArgumentParser,
+    what: str = "when the claim became true",
+    default: str = "--occurred-at, else the time of writing",
+) -> None:
     """``--valid-from T`` (a write's ``valid_from``)."""
     parser.add_argument(
         "--valid-from",
         type=instant,
         metavar="T",
-        help=f"{what}: an ISO 8601 date or date-time, UTC unless it names an offset "
-        "(default: --occurred-at, else the time of writing)",
+        help=f"{what}: an ISO 8601 date or date-time, UTC unless it names an offset (default: {default})",
     )
 
 

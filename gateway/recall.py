@@ -360,6 +360,16 @@ def _validate(
                 field="include_superseded",
             )
         mode = m.RECALL_MODE_LEXICAL
+    if (req.HasField("as_of") or req.HasField("known_at")) and mode == m.RECALL_MODE_DENSE:
+        # Superseded and invalidated memories have no vectors: the meaning arm alone would leave
+        # them out of a read in time without saying so.
+        if req.mode == m.RECALL_MODE_DENSE:
+            raise InvalidArgument(
+                "as_of and known_at reach superseded and invalidated memories by keyword only (they have no "
+                "vectors): use lexical or hybrid mode",
+                field="mode",
+            )
+        mode = m.RECALL_MODE_HYBRID
     if req.top_k < 0 or req.top_k > MAX_TOP_K:
         raise InvalidArgument(f"top_k must be 0..{MAX_TOP_K} (0 means {DEFAULT_TOP_K})", field="top_k")
     top_k = req.top_k or DEFAULT_TOP_K

@@ -75,6 +75,9 @@ ContextBudget = Annotated[
 Time = Annotated[
     str | None, Field(description="An RFC 3339 time (2026-03-02T08:00:00Z) or a date (2026-03-02); unset: no bound.")
 ]
+ValidFrom = Annotated[
+    str | None, Field(description="When the claim became true, RFC 3339 or a date; unset: occurred_at, else now.")
+]
 AsOf = Annotated[
     str | None,
     Field(description="What held at this time (RFC 3339 or a date): memories valid then, replaced or ended ones too."),
@@ -269,9 +272,7 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         purpose: Purpose = "conversation",
         confidence: Confidence = None,
         occurred_at: Annotated[str | None, Field(description="When it happened, RFC 3339, if known.")] = None,
-        valid_from: Annotated[
-            str | None, Field(description="When the claim became true, RFC 3339; unset: occurred_at, else now.")
-        ] = None,
+        valid_from: ValidFrom = None,
         about: About = [],  # noqa: B006
         about_ids: AboutIds = [],  # noqa: B006
         request_id: RequestId = "",
@@ -303,12 +304,14 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         about: About = [],  # noqa: B006
         about_ids: AboutIds = [],  # noqa: B006
         request_id: RequestId = "",
+        valid_from: ValidFrom = None,
     ) -> CallToolResult:
         return call(
             ctx,
             mem.Derive,
             lambda: g.DeriveRequest(
                 source_ids=source_ids,
+                valid_from=_timestamp(valid_from, "valid_from"),
                 entities=_mentions(about, about_ids),
                 **_content(kind, title, body, confidence, request_id),
             ),
@@ -327,12 +330,20 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         body: Annotated[str | None, Field(description="New body; unset keeps it.")] = None,
         title: Annotated[str | None, Field(description="New title; unset keeps it.")] = None,
         confidence: Annotated[float | None, Field(description="New confidence 0..1; unset keeps it.")] = None,
+        valid_from: Annotated[
+            str | None, Field(description="A new start of validity, RFC 3339 or a date; unset keeps it.")
+        ] = None,
     ) -> CallToolResult:
         return call(
             ctx,
             mem.Correct,
             lambda: g.CorrectRequest(
-                id=id, expected_revision=expected_revision, title=title, body=body, confidence=confidence
+                id=id,
+                expected_revision=expected_revision,
+                title=title,
+                body=body,
+                confidence=confidence,
+                valid_from=_timestamp(valid_from, "valid_from"),
             ),
         )
 
@@ -505,7 +516,10 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         occurred_before: Annotated[Time, Field(description="Only memories said before this time.")] = None,
         superseded: Annotated[
             Superseded | None,
-            Field(description="current (the default), superseded (or ended), or all; with as_of or known_at: unset."),
+            Field(
+                description="current, superseded (or invalidated), or all; unset: current, or with as_of or "
+                "known_at what held or was known then."
+            ),
         ] = None,
         as_of: AsOf = None,
         known_at: KnownAt = None,
@@ -566,11 +580,18 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         ctx: Context,
         purpose: Purpose = "conversation",
         token_budget: ContextBudget = 0,
+        as_of: AsOf = None,
+        known_at: KnownAt = None,
     ) -> CallToolResult:
         budget = min(token_budget or limits.CONTEXT_DEFAULT_BUDGET, most_budget)
         return call(
             ctx,
             mem.GetContext,
-            lambda: g.GetContextRequest(purpose=choices.PURPOSES[purpose], token_budget=budget),
+            lambda: g.GetContextRequest(
+                purpose=choices.PURPOSES[purpose],
+                token_budget=budget,
+                as_of=_timestamp(as_of, "as_of"),
+                known_at=_timestamp(known_at, "known_at"),
+            ),
             answer=bundle_off,
         )

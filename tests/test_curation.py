@@ -328,6 +328,12 @@ def test_decisions_supersede_and_forget_with_supersedes_rules(stack):
     # Either of the pair superseded already: FAILED_PRECONDITION.
     assert error_of(decide, alice, a.id, b.id, SUPERSEDE, keep_id=b.id, expected_revision=2)[0] == PRECONDITION
     assert error_of(decide, alice, a.id, b.id, SUPERSEDE, keep_id=a.id, expected_revision=1)[0] == PRECONDITION
+    # Either of the pair invalidated: FAILED_PRECONDITION (an ended claim replaces nothing, and is not replaced).
+    gone = alice.remember("the door code was 4411")
+    stack.memory.Invalidate(g.InvalidateRequest(id=gone.id, expected_revision=1, reason="changed"), metadata=alice.md())
+    assert error_of(decide, alice, b.id, gone.id, SUPERSEDE, keep_id=gone.id, expected_revision=1)[0] == PRECONDITION
+    assert error_of(decide, alice, gone.id, b.id, SUPERSEDE, keep_id=b.id, expected_revision=1)[0] == PRECONDITION
+    assert not alice.read(b.id).superseded_by_id  # nothing changed
     # Purposes differ: FAILED_PRECONDITION.
     task = alice.remember("door code 4512 (task)", purpose=m.PURPOSE_TASKS)
     assert error_of(decide, alice, task.id, b.id, SUPERSEDE, keep_id=b.id, expected_revision=1)[0] == PRECONDITION

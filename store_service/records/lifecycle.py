@@ -31,6 +31,7 @@ from servicekit.errors import (
     PermissionDenied,
 )
 from servicekit.limits import MAX_SOURCES
+from servicekit.text import is_blank
 from store_service.access import membership
 from store_service.access.provenance import ANCESTORS, DOWN
 from store_service.access.readability import IN_SCOPE, caller_params
@@ -207,12 +208,12 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
 
 def _follow_start(conn: psycopg.Connection, row) -> None:
     """After Correct moved ``row``'s ``valid_from``: the memories it superseded now end where it
-    starts. INVALID_ARGUMENT (the transaction rolls back) when that is before one of their starts."""
-    for older in (
-        named(conn).execute(f"SELECT {COLUMNS} FROM memory m WHERE m.superseded_by_id = %s", (row.id,)).fetchall()
-    ):
-        validity.check_successor_start(row.valid_from, older)
-    conn.execute("UPDATE memory SET valid_until = %s WHERE superseded_by_id = %s", (row.valid_from, row.id))
+    starts, never before their own start. Nothing is refused: they may be memories the caller
+    cannot read (a duplicate decision may supersede across audiences), or forgotten, so their
+    times are neither tested nor named."""
+    conn.execute(
+        "UPDATE memory SET valid_until = greatest(%s, valid_from) WHERE superseded_by_id = %s", (row.valid_from, row.id)
+    )
 
 
 def keep(conn: psycopg.Connection, req: s.KeepMemoryRequest) -> m.Memory:
@@ -336,9 +337,9 @@ def invalidate(conn: psycopg.Connection, req: s.InvalidateRequest) -> m.Memory:
     an ``at`` outside years 1..9999, before the memory's ``valid_from`` or in the future."""
     check_reason(req.reason)
     reason = req.reason.strip()
-    if not reason:
+    if is_blank(reason):
         raise InvalidArgument("say why it no longer holds (reason)", field="reason")
-    at = validity.given_start(req, "at")
+    at = validity.given_end(req)
     with conn.transaction():
         membership.hold_caller(conn, req.caller)
         row = lock_readable(conn, req.caller, req.memory_id, for_change=True)
@@ -347,7 +348,8 @@ def invalidate(conn: psycopg.Connection, req: s.InvalidateRequest) -> m.Memory:
         ended = (
             named(conn)
             .execute(
-                f"""UPDATE memory m SET valid_until = greatest(coalesce(%s, now()), m.valid_from), invalidated = true,
+                f"""UPDATE memory m SET valid_until = greatest(least(coalesce(%s, now()), now()), m.valid_from),
+                          invalidated = true,
                           invalidation_reason = %s, retired_at = now(), updated_at = now()
                  WHERE m.id = %s RETURNING {COLUMNS}""",
                 (end, reason, row.id),
@@ -386,6 +388,10 @@ def supersede_by_existing(
         _check_revision(rows[target], expected_revision)
         if rows[keep].superseded_by_id is not None:
             raise FailedPrecondition("the memory kept is superseded; keep its successor instead")
+        if rows[keep].invalidated:
+            raise FailedPrecondition(
+                "the memory kept was invalidated: it no longer holds, so it cannot replace another"
+            )
         if rows[keep].purpose != rows[target].purpose:
             raise FailedPrecondition(
                 "the two memories have different purposes: a memory is superseded only by one of its purpose"

@@ -31,6 +31,27 @@ def given_start(req, field: str = "valid_from") -> datetime.datetime | None:
     return check_not_ahead(check_timestamp(getattr(req, field), field), field)
 
 
+# How far an Invalidate's end may lie ahead of the store's clock (two machines' clocks disagree by
+# seconds); a later one is refused, and one inside it is stored as now: a claim ends in the past.
+END_SKEW = datetime.timedelta(minutes=1)
+
+
+def given_end(req) -> datetime.datetime | None:
+    """An Invalidate's optional ``at``; INVALID_ARGUMENT outside years 1..9999, with bad nanoseconds,
+    or later than now (beyond ``END_SKEW``): a claim is ended once it stopped holding."""
+    if not req.HasField("at"):
+        return None
+    at = check_timestamp(req.at, "at")
+    now = datetime.datetime.now(datetime.UTC)
+    if at > now + END_SKEW:
+        raise InvalidArgument(
+            f"at {at:%Y-%m-%dT%H:%M:%SZ} is in the future: end a claim once it stopped holding "
+            f"(now is {now:%Y-%m-%dT%H:%M:%SZ})",
+            field="at",
+        )
+    return at
+
+
 def start_field(valid_from: datetime.datetime | None) -> dict:
     """The idempotency fields a given ``valid_from`` adds (none when unset, so requests made before
     validity keep their fingerprints)."""
