@@ -64,8 +64,10 @@ class Mem:
     def start(self) -> datetime.datetime:
         return self.states[-1][3]
 
-    def then(self, known_at: datetime.datetime | None):
-        """(text, revision, start, end) as known at ``known_at`` (None: now); None if not yet written."""
+    def then(self, known_at: datetime.datetime | None, model: dict[str, Mem]):
+        """(text, revision, start, end) as known at ``known_at`` (None: now); None if not yet written.
+        A superseded memory's end as known then is its successor's start as it stood then (a forget
+        erases the successor's earlier revisions: then its start now), never before its own."""
         if known_at is None:
             _, text, rev, start = self.states[-1]
             return text, rev, start, self.until
@@ -73,7 +75,13 @@ class Mem:
         if not past:
             return None
         _, text, rev, start = past[-1]
-        end = self.until if self.retired_at is not None and self.retired_at <= known_at else None
+        end = None
+        if self.retired_at is not None and self.retired_at <= known_at:
+            end = self.until
+            if self.successor is not None:
+                successor = model[self.successor]
+                then = successor.start if successor.forgotten else successor.then(known_at, model)[2]
+                end = max(then, self.start)
         return text, rev, start, end
 
 
@@ -84,7 +92,7 @@ def shown(model: dict[str, Mem], as_of, known_at) -> dict[str, tuple]:
     for mem in model.values():
         if mem.forgotten:
             continue
-        state = mem.then(known_at)
+        state = mem.then(known_at, model)
         if state is None:
             continue
         if known_at is not None and mem.retired_at is not None and mem.retired_at <= known_at and as_of is None:
@@ -108,7 +116,10 @@ def ending(target: Mem, day: datetime.datetime) -> grpc.StatusCode:
 
 ops = st.lists(
     st.tuples(
-        st.sampled_from(["remember", "remember", "supersede", "correct", "correct_start", "invalidate", "forget"]),
+        st.sampled_from(
+            ["remember", "remember", "supersede", "supersede", "correct", "correct_start", "correct_start"]
+            + ["invalidate", "forget"]
+        ),
         st.integers(0, 20),
         st.integers(0, len(DAYS) - 1),
     ),
@@ -201,8 +212,11 @@ def test_reads_in_time_answer_as_the_reference_model(stack, time_workspace, monk
 
     asked_k = sorted(instants | {k - datetime.timedelta(microseconds=1) for k in instants})
     asked_a = DAYS + [d - datetime.timedelta(microseconds=1) for d in DAYS]
-    reads = [(None, None)] + [(a, None) for a in asked_a] + [(None, k) for k in asked_k]
-    reads += [(a, k) for a in asked_a[::2] for k in asked_k[::3]]
+    # Every pair is listed; a sample of them (every day alone, every instant alone, a spread of
+    # pairs) is recalled too, which costs more.
+    reads = [(a, k) for a in [None, *asked_a] for k in [None, *asked_k]]
+    recalled_too = {(None, None), *((a, None) for a in asked_a), *((None, k) for k in asked_k)}
+    recalled_too |= {(a, k) for a in asked_a[::2] for k in asked_k[::3]}
     for as_of, known_at in reads:
         kw = {}
         if as_of is not None:
@@ -217,6 +231,8 @@ def test_reads_in_time_answer_as_the_reference_model(stack, time_workspace, monk
             end = at(x.valid_until) if x.HasField("valid_until") else None
             got[x.id] = (x.body, x.revision, at(x.valid_from), end)
         assert got == want, (as_of, known_at)
+        if (as_of, known_at) not in recalled_too:
+            continue
         code, recalled = call(
             api.Recall, g.RecallRequest(query=WORD, purpose=CONV, mode=m.RECALL_MODE_LEXICAL, top_k=200, **kw), md
         )

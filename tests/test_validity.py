@@ -110,12 +110,20 @@ def test_a_successor_ends_the_claim_it_supersedes_where_it_starts(stack, team):
     read = stack.memory.Read(g.ReadRequest(id=old.id), metadata=alice.md()).memory
     assert when(read.valid_until) == utc(2024, 3, 1)
     assert read.superseded_by_id == new.id and not read.invalidated
+    k = when(new.created_at)
     # Correcting the successor's start moves the end of what it superseded with it.
     stack.memory.Correct(
         g.CorrectRequest(id=new.id, expected_revision=1, valid_from=ts(utc(2024, 2, 1))), metadata=alice.md()
     )
     read = stack.memory.Read(g.ReadRequest(id=old.id), metadata=alice.md()).memory
     assert when(read.valid_until) == utc(2024, 2, 1)
+    # As known before the correction, the old claim held until 2024-03-01 and the new one from then;
+    # as known now, the new one from 2024-02-01.
+    day = ts(utc(2024, 2, 15))
+    then = stack.memory.ListMemories(g.ListMemoriesRequest(as_of=day, known_at=ts(k)), metadata=alice.md()).memories
+    assert [(x.id, when(x.valid_until)) for x in then if x.id in (old.id, new.id)] == [(old.id, utc(2024, 3, 1))]
+    now = stack.memory.ListMemories(g.ListMemoriesRequest(as_of=day), metadata=alice.md()).memories
+    assert [x.id for x in now if x.id in (old.id, new.id)] == [new.id]
     # Moved before the old claim's own start, the successor leaves it an empty validity: it never held
     # on its own. Nothing is refused: the memories a successor replaced may be ones its corrector
     # cannot read, whose times must not be tested or named.

@@ -18,6 +18,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.errors import InvalidArgument
 from store_service.database import named
+from store_service.records import windows
 from store_service.records.idempotency import instant
 from store_service.vocabulary import check_not_ahead, check_timestamp
 
@@ -82,21 +83,22 @@ def check_end(at: datetime.datetime, row, field: str = "at") -> datetime.datetim
 
 def then(conn: psycopg.Connection, memories: list[m.Memory], known_at: datetime.datetime | None) -> None:
     """Rewrites each memory as it stood at ``known_at`` (nothing when None): the title, body,
-    confidence, revision and ``valid_from`` of the revision current then, and no end, successor or
-    invalidation that had not been recorded by then. The callers read only memories written by
-    ``known_at`` and not forgotten (``Window.condition``): a forget erases every revision, so no
-    erased text can come back."""
+    confidence, revision and ``valid_from`` of the revision current then, its end as it stood then
+    (``windows.end_then``), and no end, successor or invalidation that had not been recorded by
+    then. The callers read only memories written by ``known_at`` and not forgotten
+    (``Window.condition``): a forget erases every revision, so no erased text can come back."""
     if known_at is None or not memories:
         return
     ids = [uuid.UUID(mem.id) for mem in memories]
     rows = named(conn).execute(
-        """SELECT m.id, m.retired_at, r.revision, r.title, r.body, r.confidence, r.valid_from
+        f"""SELECT m.id, m.retired_at, {windows.end_then()} AS end_then,
+                   r.revision, r.title, r.body, r.confidence, r.valid_from
              FROM memory m
              LEFT JOIN LATERAL (SELECT * FROM memory_revision r
-                                 WHERE r.memory_id = m.id AND r.replaced_at > %(k)s
+                                 WHERE r.memory_id = m.id AND r.replaced_at > %(known_at)s
                                  ORDER BY r.revision LIMIT 1) r ON TRUE
             WHERE m.id = ANY(%(ids)s)""",
-        {"k": known_at, "ids": ids},
+        {"known_at": known_at, "ids": ids},
     )
     by_id = {str(r.id): r for r in rows}
     for mem in memories:
@@ -110,6 +112,8 @@ def then(conn: psycopg.Connection, memories: list[m.Memory], known_at: datetime.
             earlier = [h for h in mem.history if h.revision < r.revision]
             del mem.history[:]
             mem.history.extend(earlier)
+        if r.end_then is not None:
+            mem.valid_until.FromDatetime(r.end_then)
         if r.retired_at is None or r.retired_at > known_at:
             mem.ClearField("valid_until")
             mem.superseded_by_id = ""

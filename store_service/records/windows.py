@@ -41,10 +41,27 @@ from servicekit.checks import check_not_ahead, check_timestamp, time_range
 NARROW_ROWS = 5000
 
 
-# The start of validity a memory ``m`` had at ``%(known_at)s``: the one of the revision current then
-# (memory_revision.valid_from, kept from validity's arrival on), else its own.
-_VALID_FROM_THEN = """coalesce((SELECT r.valid_from FROM memory_revision r
-     WHERE r.memory_id = {a}.id AND r.replaced_at > %(known_at)s ORDER BY r.revision LIMIT 1), {a}.valid_from)"""
+_START_THEN = """coalesce((SELECT r.valid_from FROM memory_revision r
+     WHERE r.memory_id = {id} AND r.replaced_at > %(known_at)s ORDER BY r.revision LIMIT 1), {now})"""
+
+
+def start_then(a: str = "m") -> str:
+    """SQL: the start of validity memory ``a`` had at ``%(known_at)s``: the one of its revision
+    current then (memory_revision.valid_from, kept from validity's arrival on), else its own."""
+    return _START_THEN.format(id=f"{a}.id", now=f"{a}.valid_from")
+
+
+def end_then(a: str = "m") -> str:
+    """SQL: the end of validity memory ``a`` had at ``%(known_at)s``: none unless it was retired by
+    then; an invalidated memory's end (which nothing changes after); a superseded one's, its
+    successor's start as that stood then (a Correct may have moved it since), never before its own."""
+    successor = _START_THEN.format(
+        id=f"{a}.superseded_by_id", now=f"(SELECT s.valid_from FROM memory s WHERE s.id = {a}.superseded_by_id)"
+    )
+    return (
+        f"(CASE WHEN {a}.retired_at <= %(known_at)s THEN CASE WHEN {a}.superseded_by_id IS NULL THEN {a}.valid_until"
+        f" ELSE greatest({successor}, {a}.valid_from) END END)"
+    )
 
 
 @dataclass(frozen=True)
@@ -85,10 +102,8 @@ class Window:
             if self.as_of is None:
                 parts.append(f"({a}.retired_at IS NULL OR {a}.retired_at > %(known_at)s)")
             else:
-                parts.append(f"{_VALID_FROM_THEN.format(a=a)} <= %(as_of)s")
-                parts.append(
-                    f"({a}.retired_at IS NULL OR {a}.retired_at > %(known_at)s OR %(as_of)s < {a}.valid_until)"
-                )
+                parts.append(f"{start_then(a)} <= %(as_of)s")
+                parts.append(f"coalesce(%(as_of)s < {end_then(a)}, TRUE)")
         elif self.as_of is not None:
             parts.append(f"{a}.valid_from <= %(as_of)s AND ({a}.valid_until IS NULL OR %(as_of)s < {a}.valid_until)")
         return " AND ".join(parts) or "TRUE"
