@@ -133,7 +133,7 @@ def time_workspace(stack):
     return stack.workspace("time property")
 
 
-@property_test(max(EXAMPLES // 4, 8))
+@property_test(max(EXAMPLES // 6, 8))
 @given(program=ops, wide=st.booleans())
 def test_reads_in_time_answer_as_the_reference_model(stack, time_workspace, monkeypatch, program, wide):
     # Both of each arm's paths: the instants' memories read from an index (narrow), or the arms' top

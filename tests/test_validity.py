@@ -280,6 +280,9 @@ def test_known_at_shows_what_was_believed_then_with_the_text_of_then(stack, team
     listed = stack.memory.ListMemories(g.ListMemoriesRequest(known_at=ts(k1), include_history=True), metadata=md)
     then = [x for x in listed.memories if x.id == mem.id]
     assert [(x.body, x.revision, len(x.history)) for x in then] == [("the Velmor bridge opens in May", 1, 0)]
+    assert then[0].updated_at == mem.created_at  # not yet changed then
+    listed = stack.memory.ListMemories(g.ListMemoriesRequest(known_at=ts(k2)), metadata=md)
+    assert [x.updated_at for x in listed.memories if x.id == mem.id] == [fixed.updated_at]
     # Forgotten memories never come back, at any instant.
     stack.memory.Forget(g.ForgetRequest(id=succ.id, reason="wrong"), metadata=md)
     stack.memory.Forget(g.ForgetRequest(id=mem.id, reason="wrong"), metadata=md)

@@ -83,7 +83,7 @@ def check_end(at: datetime.datetime, row, field: str = "at") -> datetime.datetim
 
 def then(conn: psycopg.Connection, memories: list[m.Memory], known_at: datetime.datetime | None) -> None:
     """Rewrites each memory as it stood at ``known_at`` (nothing when None): the title, body,
-    confidence, revision and ``valid_from`` of the revision current then, its end as it stood then
+    confidence, revision, ``valid_from`` and change time of the revision current then, its end as it stood then
     (``windows.end_then``), and no end, successor or invalidation that had not been recorded by
     then. The callers read only memories written by ``known_at`` and not forgotten
     (``Window.condition``): a forget erases every revision, so no erased text can come back."""
@@ -92,6 +92,8 @@ def then(conn: psycopg.Connection, memories: list[m.Memory], known_at: datetime.
     ids = [uuid.UUID(mem.id) for mem in memories]
     rows = named(conn).execute(
         f"""SELECT m.id, m.retired_at, {windows.end_then()} AS end_then,
+                   greatest(m.created_at, (SELECT max(p.replaced_at) FROM memory_revision p
+                                            WHERE p.memory_id = m.id AND p.replaced_at <= %(known_at)s)) AS changed,
                    r.revision, r.title, r.body, r.confidence, r.valid_from
              FROM memory m
              LEFT JOIN LATERAL (SELECT * FROM memory_revision r
@@ -112,6 +114,8 @@ def then(conn: psycopg.Connection, memories: list[m.Memory], known_at: datetime.
             earlier = [h for h in mem.history if h.revision < r.revision]
             del mem.history[:]
             mem.history.extend(earlier)
+        if mem.updated_at.ToDatetime(tzinfo=datetime.UTC) > known_at:
+            mem.updated_at.FromDatetime(r.changed)  # its last correction by then, else its writing
         if r.end_then is not None:
             mem.valid_until.FromDatetime(r.end_then)
         if r.retired_at is None or r.retired_at > known_at:
