@@ -178,7 +178,9 @@ def test_export_holds_exactly_what_the_exporter_can_read(source):
     ]
     assert (turns[0]["session_computed"], turns[2]["session_id"], turns[2]["session_computed"]) == (True, "s-9", False)
     # Every record has exactly the fields docs/portability.md lists for it.
-    assert all(set(r) == {"record", *portability.MEMORY_FIELDS} for r in mems.values())
+    assert all(
+        set(r) == {"record", *portability.MEMORY_FIELDS, *portability.OPTIONAL_MEMORY_FIELDS} for r in mems.values()
+    )
     assert all(set(r) == {"record", *portability.TURN_FIELDS} for r in turns)
     assert set(head) == {
         "record",
