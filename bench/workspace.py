@@ -223,7 +223,7 @@ def reuse_vectors(conninfo: str, input_version: str, donor: str | None = None, r
                         live AS (
                             SELECT m.id, m.revision, md5({compose}) AS h
                               FROM memory m JOIN job ON job.memory_id = m.id AND job.memory_revision = m.revision
-                             WHERE m.forgotten_at IS NULL AND m.superseded_by_id IS NULL
+                             WHERE m.forgotten_at IS NULL AND m.retired_at IS NULL
                              ORDER BY m.id FOR SHARE OF m),
                         written AS (
                             INSERT INTO memory_embedding

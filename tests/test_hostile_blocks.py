@@ -446,7 +446,7 @@ def test_migration_from_0011_builds_blocks_for_every_live_row(pg):
             assert conn.execute("SELECT count(*) FROM lexical_document").fetchone()[0] == 2300 - 30
             caller = m.Caller(member_id=str(alice), granted_purposes=[m.PURPOSE_CONVERSATION])
             rows = conn.execute(
-                "SELECT id, title, body FROM memory WHERE forgotten_at IS NULL AND superseded_by_id IS NULL"
+                "SELECT id, title, body FROM memory WHERE forgotten_at IS NULL AND retired_at IS NULL"
             ).fetchall()
             for q in ("parrot", "w3 w7", "parrot w1 w39"):
                 got = candidates.lexical(conn, caller, CONV, q, 100, False)

@@ -224,7 +224,9 @@ def test_recall_answers_as_it_did_with_getmemories(lighthouse, monkeypatch):
     for variant in ("carried", "fetched"):
         if variant == "fetched":
             monkeypatch.setattr(
-                recall_mod.Recaller, "_fetch", lambda self, caller, head, carried: original(self, caller, head, {})
+                recall_mod.Recaller,
+                "_fetch",
+                lambda self, caller, head, carried, known_at: original(self, caller, head, {}, known_at),
             )
         for who in ("alice", "bob"):
             for q in QUERIES:

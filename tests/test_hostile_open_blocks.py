@@ -279,7 +279,7 @@ def test_migration_batches_fill_open_blocks_across_the_2000_row_boundary(pg):
             assert lexical_index.maintained(conn) == lexical_index.recount(conn)
             caller = m.Caller(member_id=str(alice), granted_purposes=[m.PURPOSE_CONVERSATION])
             rows = conn.execute(
-                "SELECT id, title, body FROM memory WHERE forgotten_at IS NULL AND superseded_by_id IS NULL"
+                "SELECT id, title, body FROM memory WHERE forgotten_at IS NULL AND retired_at IS NULL"
             ).fetchall()
             for q in ("parrot", "w3 w7", "parrot w1 w39"):
                 conn.commit()

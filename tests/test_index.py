@@ -43,10 +43,10 @@ def test_stale_stamp_is_never_searched_and_is_requeued(stack):
 
 
 # Live memories without a vector of the current stamp and revision, and all live memories.
-MISSING = f"""SELECT count(*) FROM memory m WHERE m.forgotten_at IS NULL AND m.superseded_by_id IS NULL
+MISSING = f"""SELECT count(*) FROM memory m WHERE m.forgotten_at IS NULL AND m.retired_at IS NULL
                AND NOT EXISTS (SELECT 1 FROM memory_embedding e WHERE e.memory_id = m.id
                                   AND e.input_version = '{INPUT_VERSION}' AND e.memory_revision = m.revision)"""
-LIVE = "SELECT count(*) FROM memory m WHERE m.forgotten_at IS NULL AND m.superseded_by_id IS NULL"
+LIVE = "SELECT count(*) FROM memory m WHERE m.forgotten_at IS NULL AND m.retired_at IS NULL"
 
 
 def count_everywhere(stack, query: str) -> dict[str, int]:

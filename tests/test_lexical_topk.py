@@ -72,7 +72,7 @@ def test_top_k_equals_full_scoring(stack):
     compared = 0
     with stack.db(ws) as conn:
         readable = conn.execute(
-            """SELECT id, title, body FROM memory WHERE forgotten_at IS NULL AND superseded_by_id IS NULL
+            """SELECT id, title, body FROM memory WHERE forgotten_at IS NULL AND retired_at IS NULL
                   AND purpose = 'conversation' AND (audience_member_id IS NULL OR audience_member_id = %s)""",
             (uuid.UUID(alice.id),),
         ).fetchall()
@@ -155,7 +155,7 @@ def test_entity_filtered_scoring_counts_only_what_the_caller_reads(stack):
 
 def _readable(conn, member_id: str):
     return conn.execute(
-        """SELECT id, title, body FROM memory WHERE forgotten_at IS NULL AND superseded_by_id IS NULL
+        """SELECT id, title, body FROM memory WHERE forgotten_at IS NULL AND retired_at IS NULL
               AND purpose = 'conversation' AND (audience_member_id IS NULL OR audience_member_id = %s)""",
         (uuid.UUID(member_id),),
     ).fetchall()

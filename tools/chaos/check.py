@@ -42,12 +42,12 @@ HALF_WRITTEN = {
               OR EXISTS (SELECT 1 FROM lexical_document d WHERE d.memory_id = m.id))""",
     "live memory missing from the keyword index": """SELECT count(*) FROM memory m
         WHERE m.forgotten_at IS NULL AND NOT EXISTS (SELECT 1 FROM lexical_document d WHERE d.memory_id = m.id)""",
-    "superseded memory that kept its vector": """SELECT count(*) FROM memory m
-        WHERE m.superseded_by_id IS NOT NULL AND EXISTS (SELECT 1 FROM memory_embedding e WHERE e.memory_id = m.id)""",
+    "superseded or invalidated memory that kept its vector": """SELECT count(*) FROM memory m
+        WHERE m.retired_at IS NOT NULL AND EXISTS (SELECT 1 FROM memory_embedding e WHERE e.memory_id = m.id)""",
     "vector of another revision than the memory's": """SELECT count(*) FROM memory_embedding e
         JOIN memory m ON m.id = e.memory_id WHERE e.memory_revision <> m.revision""",
 }
-VECTORS_MISSING = """SELECT count(*) FROM memory m WHERE m.forgotten_at IS NULL AND m.superseded_by_id IS NULL
+VECTORS_MISSING = """SELECT count(*) FROM memory m WHERE m.forgotten_at IS NULL AND m.retired_at IS NULL
     AND NOT EXISTS (SELECT 1 FROM memory_embedding e WHERE e.memory_id = m.id AND e.memory_revision = m.revision)"""
 
 
