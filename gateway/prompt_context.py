@@ -24,7 +24,7 @@ from recallatron.store.v1 import store_pb2 as s
 from recallatron.store.v1 import store_pb2_grpc
 
 from gateway import context as bundle
-from gateway.recall import Recaller, window_fields
+from gateway.recall import Recaller, in_time, window_fields
 from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument
 from servicekit.limits import MAX_QUERY_CHARS
@@ -93,7 +93,7 @@ class PromptContexter:
         # In a read in time the meaning arm compares only memories current today (retired ones have
         # no vectors): a memory it did not rank is judged on keyword evidence alone, as when the
         # embedder is down (docs/time.md).
-        in_time = req.HasField("as_of") or req.HasField("known_at")
+        timed = in_time(req)
         passed = [
             item
             for item in recall.items
@@ -103,7 +103,7 @@ class PromptContexter:
                     item.cosine,
                     item.identifier_matches,
                     item.all_terms,
-                    recall.dense_available and not (in_time and not item.dense_rank),
+                    recall.dense_available and not (timed and not item.dense_rank),
                 ),
                 gate,
             )

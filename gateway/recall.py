@@ -56,6 +56,12 @@ SAID_FIELDS = ("occurred_after", "occurred_before")
 WINDOW_FIELDS = (*SAID_FIELDS, "as_of", "known_at")
 
 
+def in_time(req) -> bool:
+    """Whether a request reads in time (``as_of`` or ``known_at``): retired memories, which have no
+    vectors, are then candidates too, reached by keyword (docs/time.md)."""
+    return req.HasField("as_of") or req.HasField("known_at")
+
+
 def window_fields(req) -> dict:
     """The time window's bounds ``req`` sets, as keyword arguments of a store request (an unset
     bound stays unset: copying it would set it to 1970)."""
@@ -121,8 +127,7 @@ class Recaller:
         head = max(ask.top_k, self.config.rerank_top_n) if reranker_up and not req.skip_rerank else ask.top_k
         head = min(head, MAX_TOP_K)
         lexical_rows, dense_rows, dense_available, embed_down = self._candidates(ask, caller, settings, head)
-        in_time = req.HasField("as_of") or req.HasField("known_at")
-        passed = self._fuse_and_walk(lexical_rows, dense_rows, in_time and ask.mode == m.RECALL_MODE_HYBRID)
+        passed = self._fuse_and_walk(lexical_rows, dense_rows, in_time(req) and ask.mode == m.RECALL_MODE_HYBRID)
         rerank = self._will_rerank(ask, passed, embed_down)
         memories = self._fetch(
             caller,
@@ -225,7 +230,7 @@ class Recaller:
         n = self.config.rerank_top_n
         return sorted(passed[:n], key=lambda c: -rerank_scores.get(c.memory_id, float("-inf"))) + passed[n:]
 
-    def _fuse_and_walk(self, lexical_rows, dense_rows, in_time: bool = False) -> list[rank_pb2.FusedCandidate]:
+    def _fuse_and_walk(self, lexical_rows, dense_rows, timed: bool = False) -> list[rank_pb2.FusedCandidate]:
         """RRF and the walk over the store's verdicts, in one rank call (none when no arm found a row).
 
         A row both arms returned passes only when both verdicts say readable (they come from two
@@ -244,7 +249,7 @@ class Recaller:
         # against the dense arm's votes, so lexical mode is otherwise plain BM25.
         # A hybrid read in time counts as both arms answering: its meaning arm compares only memories
         # current today (retired ones have no vectors), so its silence says nothing of the others.
-        both = bool(lexical_rows and (dense_rows or in_time))
+        both = bool(lexical_rows and (dense_rows or timed))
         precedence = {
             c.memory_id: rank_pb2.Precedence(identifier_matches=c.identifier_matches, all_terms=both and c.all_terms)
             for c in lexical_rows
@@ -360,7 +365,7 @@ def _validate(
                 field="include_superseded",
             )
         mode = m.RECALL_MODE_LEXICAL
-    if (req.HasField("as_of") or req.HasField("known_at")) and mode == m.RECALL_MODE_DENSE:
+    if in_time(req) and mode == m.RECALL_MODE_DENSE:
         # Superseded and invalidated memories have no vectors: the meaning arm alone would leave
         # them out of a read in time without saying so.
         if req.mode == m.RECALL_MODE_DENSE:
