@@ -53,9 +53,9 @@ class _Timed:
         built = time.perf_counter()
         inner_top, last = scores.top, self.last
 
-        def top(n):
+        def top(n, *args):
             t0 = time.perf_counter()
-            rows = inner_top(n)
+            rows = inner_top(n, *args)
             last["top_ms"] = last.get("top_ms", 0.0) + (time.perf_counter() - t0) * 1000
             return rows
 

@@ -82,16 +82,29 @@ WINDOWS = [
 ]
 
 
+# Each arm's paths: "wide" reads the top and tests its rows however deep it goes; "narrow" reads the
+# window's memories from the index; "wide, then narrow" starts wide and, the keyword arm once its next
+# read would pass the window's size, scores the window's documents alone.
+PATHS = ["wide", "narrow", "wide, then narrow"]
+
+
+def take_path(monkeypatch, path: str) -> None:
+    if path == "wide":
+        monkeypatch.setattr(windows, "narrow_ids", lambda conn, window, most=None: None)
+    else:
+        monkeypatch.setattr(windows, "NARROW_ROWS", 0 if path == "wide, then narrow" else windows.NARROW_ROWS)
+
+
 def inside(window: Window, when: datetime.datetime) -> bool:
     return (window.after is None or when >= window.after) and (window.before is None or when < window.before)
 
 
-@pytest.mark.parametrize("narrow_rows", [0, windows.NARROW_ROWS], ids=["wide path", "narrow path"])
-def test_the_keyword_arm_is_the_exact_top_within_a_window(stack, said, monkeypatch, narrow_rows):
+@pytest.mark.parametrize("path", PATHS)
+def test_the_keyword_arm_is_the_exact_top_within_a_window(stack, said, monkeypatch, path):
     """For every window and limit, the keyword arm's rows are exactly the best rows of the unwindowed
     ranking that the window holds, scores unchanged; the entity-filtered path too, and with the
     expiry gate hiding some of them."""
-    monkeypatch.setattr(windows, "NARROW_ROWS", narrow_rows)
+    take_path(monkeypatch, path)
     ws, _, caller, times = said
     with stack.db(ws) as conn:
         full = candidates.lexical(conn, caller, "conversation", "gull harbour", 1000, False)
@@ -121,11 +134,37 @@ def test_the_keyword_arm_is_the_exact_top_within_a_window(stack, said, monkeypat
             conn.execute("UPDATE memory SET updated_at = now() WHERE id = ANY(%s)", (aged,))
 
 
-@pytest.mark.parametrize("narrow_rows", [0, windows.NARROW_ROWS], ids=["wide path", "narrow path"])
-def test_the_meaning_arm_is_the_top_within_a_window(stack, said, monkeypatch, narrow_rows):
+def test_a_wide_read_that_would_pass_the_windows_size_scores_the_window_alone(stack, said, monkeypatch):
+    """A window the first count calls wide (NARROW_ROWS 2, the window holds 5) whose memories are few
+    of the best: once the next read would be deeper than the window could be, the window is counted
+    again up to that depth and its documents alone are scored; the answer is the exact top within it."""
+    monkeypatch.setattr(windows, "NARROW_ROWS", 2)
+    counts = []
+    count = windows.narrow_ids
+
+    def spy(conn, window, most=None):
+        found = count(conn, window, most)
+        counts.append((most, None if found is None else len(found)))
+        return found
+
+    monkeypatch.setattr(windows, "narrow_ids", spy)
+    ws, _, caller, times = said
+    window = Window(day(10), day(15))
+    with stack.db(ws) as conn:
+        full = candidates.lexical(conn, caller, "conversation", "gull harbour", 1000, False)
+        held = [(mid, score) for mid, score in full if inside(window, times[str(mid)])]
+        assert len(held) == 5 and full[:3] != held[:3]
+        counts.clear()
+        assert candidates.lexical(conn, caller, "conversation", "gull harbour", 3, False, window=window) == held[:3]
+    assert counts[0] == (None, None)  # wide at first
+    assert counts[-1][1] == 5 and counts[-1][0] >= 5  # then narrow, counted up to the next read's depth
+
+
+@pytest.mark.parametrize("path", PATHS[:2])
+def test_the_meaning_arm_is_the_top_within_a_window(stack, said, monkeypatch, path):
     """The meaning arm within a window holds the best rows by cosine that the window holds: the
     exact scan of a narrow window, and the filtered HNSW scan of a wide one (exact at this size)."""
-    monkeypatch.setattr(windows, "NARROW_ROWS", narrow_rows)
+    take_path(monkeypatch, path)
     ws, _, caller, times = said
     vector, stamp = stack.encoder.encode(["a gull over the harbour"])[0], INPUT_VERSION
     with stack.db(ws) as conn:

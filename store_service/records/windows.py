@@ -37,8 +37,11 @@ from servicekit.checks import check_not_ahead, check_timestamp, time_range
 
 # A window holding at most this many live memories is narrow: the keyword arm keeps only their
 # document numbers and the dense arm compares the query with each of their vectors exactly, instead
-# of reading the whole top and testing rows (measured: bench/RESULTS.md, "Time windows").
-NARROW_ROWS = 5000
+# of reading the top and testing its rows. The narrow path costs per memory in the window, the wide
+# one per row read before ``limit`` pass: at 10,000 memories (limit 100) windows of 3,700 and 5,000
+# memories read narrow took 2 to 5 times as long as read wide (p50, both arms; bench/RESULTS.md,
+# "Reads in time", has the figures through the gateway).
+NARROW_ROWS = 1000
 
 
 _START_THEN = """coalesce((SELECT r.valid_from FROM memory_revision r
@@ -140,12 +143,14 @@ def instant(req, name: str) -> datetime.datetime | None:
     return check_not_ahead(check_timestamp(getattr(req, name), name), name)
 
 
-def narrow_ids(conn: psycopg.Connection, window: Window) -> set[uuid.UUID] | None:
-    """The live memories ``window`` holds when they are at most ``NARROW_ROWS`` (read from the
-    ``memory_said_at`` index, or for ``as_of`` and ``known_at`` alone ``memory_valid_from`` and
-    ``memory_created_at``: migration 0018), else None: the window is wide."""
+def narrow_ids(conn: psycopg.Connection, window: Window, most: int | None = None) -> set[uuid.UUID] | None:
+    """The live memories ``window`` holds when they are at most ``most`` (default ``NARROW_ROWS``),
+    else None: the window is wide. Counted from an index alone (``memory_said_at``, or for ``as_of``
+    and ``known_at`` alone ``memory_valid_from`` and ``memory_created_at``, which hold the columns
+    their tests read: migrations 0016, 0018 and 0019)."""
+    most = NARROW_ROWS if most is None else most
     rows = conn.execute(
         f"SELECT m.id FROM memory m WHERE m.forgotten_at IS NULL AND {window.condition()} LIMIT %(cap)s",
-        {**window.params(), "cap": NARROW_ROWS + 1},
+        {**window.params(), "cap": most + 1},
     ).fetchall()
-    return None if len(rows) > NARROW_ROWS else {r[0] for r in rows}
+    return None if len(rows) > most else {r[0] for r in rows}

@@ -31,13 +31,13 @@ hides, in both arms and every mode, history recall included; a time window
 filters them in its candidate statement, beside readability (the statement already joins the
 memory row). The keyword arm reads packed postings alone: testing ``updated_at`` or ``said_at``
 there would need the memory row of every scored memory (20,000 and more for common questions at
-100,000 memories). So it reads its exact top rows as without them, tests them for the gate and the
-window by primary key in one more statement (``_left_out_ids``), and, only when rows left out leave
-it short of the limit, reads deeper (``DEPTH_GROWTH`` times at least, more when few rows were
-shown) until ``limit`` shown rows are found or every matching row was read. Each read is the exact
-top of all readable rows in the BM25 order, so the shown rows in that order are the exact top of
-the rows shown. Off, or with no row left out near the top, it costs nothing or one primary-key
-query over at most the limit. A narrow window (``windows.NARROW_ROWS`` memories at most) is cheaper
+100,000 memories). So it reads its exact top rows as without them, testing them for the gate and
+the window in the statement that maps their document numbers to ids (``_BlockScores.top``), and,
+only when rows left out leave it short of the limit, reads deeper (``DEPTH_GROWTH`` times at least,
+more when few rows were shown) until ``limit`` shown rows are found or every matching row was read.
+Each read is the exact top of all readable rows in the BM25 order, so the shown rows in that order
+are the exact top of the rows shown. With no row left out near the top it costs a join in a
+statement it makes anyway. A narrow window (``windows.NARROW_ROWS`` memories at most) is cheaper
 read from its index: only its memories' document numbers are scored, and nothing is tested after.
 The statistics are unchanged: rows left out are readable and stay counted
 (``store_service.access.expiry``, ``store_service.records.windows``).
@@ -210,7 +210,7 @@ def _lexical(
             if narrow is not None:  # only the window's own rows are scored: none is left out below
                 scores.keep(_doc_numbers(conn, narrow))
                 window = OPEN
-        return _shown_top(conn, scores.top, limit, expiry_days, window), kept
+        return _shown_top(conn, scores, limit, expiry_days, window), kept
 
 
 def _doc_numbers(conn: psycopg.Connection, ids) -> np.ndarray:
@@ -225,35 +225,31 @@ def _left_out_test(expiry_days: int, window: Window) -> str:
     return f"({expiry.hidden_test(expiry_days)}) OR NOT ({window.condition()})"
 
 
-def _left_out_ids(conn: psycopg.Connection, ids: list, expiry_days: int, window: Window) -> set:
-    """Of ``ids``, those the gate hides or the window leaves out: one primary-key query, none when
-    neither applies."""
-    if not (expiry_days or window) or not ids:
-        return set()
-    rows = conn.execute(
-        f"SELECT m.id FROM memory m WHERE m.id = ANY(%(ids)s) AND ({_left_out_test(expiry_days, window)})",
-        {"ids": list(ids), "expiry_days": expiry_days, **window.params()},
-    ).fetchall()
-    return {r[0] for r in rows}
-
-
-def _shown_top(conn: psycopg.Connection, top, limit: int, expiry_days: int, window: Window) -> list[tuple]:
-    """The best ``limit`` rows of ``top`` (``top(n)``: the exact best ``n`` readable rows, best first, each a
-    tuple starting with the id)
-    that the expiry gate of ``expiry_days`` days does not hide and ``window`` holds, best first:
-    ``top(limit)`` itself when neither applies, else read deeper while rows left out leave it short
-    (module docstring)."""
+def _shown_top(
+    conn: psycopg.Connection, scores: _BlockScores, limit: int, expiry_days: int, window: Window
+) -> list[tuple]:
+    """The best ``limit`` rows of ``scores`` that the expiry gate of ``expiry_days`` days does not hide
+    and ``window`` holds, best first: ``scores.top(limit)`` itself when neither applies, else read
+    deeper while rows left out leave it short (module docstring)."""
     want = limit
     while True:
-        rows = top(want)
-        hidden = _left_out_ids(conn, [mid for mid, *_ in rows], expiry_days, window)
-        shown = [r for r in rows if r[0] not in hidden]
-        if len(shown) >= limit or len(rows) < want:
+        if not (expiry_days or window):
+            return scores.top(limit)
+        leave_out, params = _left_out_test(expiry_days, window), {"expiry_days": expiry_days, **window.params()}
+        shown = scores.top(want, leave_out, params)
+        if len(shown) >= limit or want >= len(scores):
             return shown[:limit]
         # Deeper: at least DEPTH_GROWTH times, and as deep as the share shown so far says ``limit``
         # shown rows need (with none shown, ``limit`` times deeper), so a top mostly hidden costs two
         # or three reads, not one per factor of DEPTH_GROWTH.
         want = max(want * DEPTH_GROWTH, math.ceil(want * limit / max(len(shown), 1)))
+        if window and want > windows.NARROW_ROWS:
+            # A window of fewer memories than the next read's rows is cheaper read narrow: scoring only
+            # its documents bounds the reading by the window's size, however few of them match.
+            narrow = windows.narrow_ids(conn, window, want)
+            if narrow is not None:
+                scores.keep(_doc_numbers(conn, narrow))
+                window, want = OPEN, limit
 
 
 class _BlockScores:
@@ -318,25 +314,39 @@ class _BlockScores:
         self.doc, self.score, self.key = self.doc[mask], self.score[mask], self.key[mask]
         self.terms, self.identifiers = self.terms[mask], self.identifiers[mask]
 
-    def top(self, limit: int) -> list[tuple[uuid.UUID, float, int, int]]:
+    def __len__(self) -> int:
+        """How many readable memories hold a kept term (the deepest ``top`` can read)."""
+        return len(self.key)
+
+    def top(
+        self, limit: int, leave_out: str = "", params: dict | None = None
+    ) -> list[tuple[uuid.UUID, float, int, int]]:
         """The best ``limit`` rows ``(id, score, kept terms it holds, identifiers it holds)``, score to
         ``bm25.TIE_DIGITS`` decimals descending, then id: every row tied with the last one is mapped to its
-        id, so the cut falls by id exactly as a full sort would."""
+        id, so the cut falls by id exactly as a full sort would.
+
+        ``leave_out``: an SQL condition on memory ``m`` (its parameters ``params``); of those rows, the
+        ones it is true of are left out by the statement that maps them to ids, so fewer than ``limit``
+        come back: the best ``limit`` rows read, tested and mapped in one round trip."""
         if limit <= 0 or not len(self.key):
             return []
         chosen = np.arange(len(self.key))
         if len(chosen) > limit:
             cut = np.partition(self.key, len(self.key) - limit)[len(self.key) - limit]
             chosen = np.flatnonzero(self.key >= cut)
-        ids = dict(
-            self.conn.execute(
-                "SELECT doc_no, memory_id FROM lexical_document WHERE doc_no = ANY(%s)", (self.doc[chosen].tolist(),)
-            ).fetchall()
-        )
+        docs = self.doc[chosen].tolist()
+        if leave_out:
+            # IS NOT TRUE: a condition that comes out NULL leaves nothing out, as a WHERE on it would not.
+            statement = f"""SELECT d.doc_no, d.memory_id FROM lexical_document d JOIN memory m ON m.id = d.memory_id
+                          WHERE d.doc_no = ANY(%(docs)s) AND ({leave_out}) IS NOT TRUE"""
+        else:
+            statement = "SELECT doc_no, memory_id FROM lexical_document WHERE doc_no = ANY(%(docs)s)"
+        ids = dict(self.conn.execute(statement, {**(params or {}), "docs": docs}).fetchall())
         rows = [
             (ids[int(self.doc[i])], float(self.score[i]), int(self.terms[i]), int(self.identifiers[i]))
             for i in chosen.tolist()
-            if int(self.doc[i]) in ids  # removed since the blocks were read: only inside a caller's transaction
+            # Not mapped: left out, or removed since the blocks were read (only inside a caller's transaction).
+            if int(self.doc[i]) in ids
         ]
         return _best(rows, limit)
 
