@@ -44,7 +44,7 @@ from store_service.search import candidates
 MODES = {"lexical": m.RECALL_MODE_LEXICAL, "dense": m.RECALL_MODE_DENSE, "hybrid": m.RECALL_MODE_HYBRID}
 # Reads in time (docs/time.md), each measured beside the same mode without one: within the calendar
 # month (UTC) in which the question's first relevant memory was said; as of that month's end (valid
-# time); as known when half the workspace had been written (write time: the median created_at).
+# time; as of now when the month is the current one); as known when half the workspace had been written (write time: the median created_at).
 WINDOW_MODES = {"lexical": m.RECALL_MODE_LEXICAL, "hybrid": m.RECALL_MODE_HYBRID}
 IN_TIME = ("in a month", "as of the month's end", "known at the build's middle")
 TOP_K = 10
@@ -111,7 +111,10 @@ class Probe:
         end = datetime.datetime(when.year + when.month // 12, when.month % 12 + 1, 1, tzinfo=datetime.UTC)
         instants = {
             "in a month": {"occurred_after": start, "occurred_before": end},
-            "as of the month's end": {"as_of": end - datetime.timedelta(microseconds=1)},
+            # A question said this month (an undated memory's said time is its writing): as of now.
+            "as of the month's end": {
+                "as_of": min(end - datetime.timedelta(microseconds=1), datetime.datetime.now(datetime.UTC))
+            },
             "known at the build's middle": {"known_at": self.middle},
         }[kind]
         fields = {}

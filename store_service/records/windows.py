@@ -9,10 +9,12 @@ A window narrows what a read considers, and is applied inside each read the way 
 (``store_service.access.expiry``): the dense arm and every listing test it in their SQL; the
 keyword arm, which reads packed postings alone, either keeps only the document numbers of the
 window's memories (a narrow window: at most ``NARROW_ROWS`` memories, read from the index) or reads
-its exact top and goes deeper while rows outside the window leave it short (a wide one), so its
-top k is the exact top k within the window either way. The keyword statistics are not narrowed,
-as the gate's are not: they are the statistics of what the caller may read, maintained at write
-time, and a window changes which rows are candidates, not how rare a word is.
+its exact top and goes deeper while rows outside the window leave it short (a wide one), counting
+the window again at each read deeper than ``NARROW_ROWS`` and keeping only its documents once it
+holds no more than that read would; its top k is the exact top k within the window on every path.
+The keyword statistics are not narrowed, as the gate's are not: they are the statistics of what the
+caller may read, maintained at write time, and a window changes which rows are candidates, not how
+rare a word is.
 
 ``as_of`` and ``known_at`` (docs/time.md, "As of a day") widen a read to retired memories
 (superseded or invalidated) and then keep only those the instants hold, by the same machinery:

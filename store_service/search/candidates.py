@@ -38,7 +38,10 @@ more when few rows were shown) until ``limit`` shown rows are found or every mat
 Each read is the exact top of all readable rows in the BM25 order, so the shown rows in that order
 are the exact top of the rows shown. With no row left out near the top it costs a join in a
 statement it makes anyway. A narrow window (``windows.NARROW_ROWS`` memories at most) is cheaper
-read from its index: only its memories' document numbers are scored, and nothing is tested after.
+read from its index: only its memories' document numbers are scored, and only the expiry gate, if
+any, is tested after. A wide reading that grows past ``NARROW_ROWS`` counts the window again at
+each deeper read, up to that read's depth, and switches to the narrow path once the window holds no
+more (``_shown_top``).
 The statistics are unchanged: rows left out are readable and stay counted
 (``store_service.access.expiry``, ``store_service.records.windows``).
 """
@@ -221,8 +224,9 @@ def _doc_numbers(conn: psycopg.Connection, ids) -> np.ndarray:
 
 def _left_out_test(expiry_days: int, window: Window) -> str:
     """The SQL condition true of a memory ``m`` the expiry gate of ``expiry_days`` days (0: off) hides
-    or said outside ``window``."""
-    return f"({expiry.hidden_test(expiry_days)}) OR NOT ({window.condition()})"
+    or ``window`` does not hold (its condition not true: a NULL leaves a memory out, as the narrow
+    count's WHERE and the meaning arm's do)."""
+    return f"({expiry.hidden_test(expiry_days)}) OR ({window.condition()}) IS NOT TRUE"
 
 
 def _shown_top(
