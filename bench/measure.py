@@ -44,7 +44,8 @@ from store_service.search import candidates
 MODES = {"lexical": m.RECALL_MODE_LEXICAL, "dense": m.RECALL_MODE_DENSE, "hybrid": m.RECALL_MODE_HYBRID}
 # Reads in time (docs/time.md), each measured beside the same mode without one: within the calendar
 # month (UTC) in which the question's first relevant memory was said; as of that month's end (valid
-# time; as of now when the month is the current one); as known when half the workspace had been written (write time: the median created_at).
+# time; as of now when the month is the current one); as known when half the workspace had been
+# written (write time: the median created_at).
 WINDOW_MODES = {"lexical": m.RECALL_MODE_LEXICAL, "hybrid": m.RECALL_MODE_HYBRID}
 IN_TIME = ("in a month", "as of the month's end", "known at the build's middle")
 TOP_K = 10
