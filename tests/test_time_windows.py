@@ -160,6 +160,20 @@ def test_a_wide_read_that_would_pass_the_windows_size_scores_the_window_alone(st
     assert counts[-1][1] == 5 and counts[-1][0] >= 5  # then narrow, counted up to the next read's depth
 
 
+def test_the_meaning_arms_narrow_threshold_grows_with_the_root_of_limit_times_vectors(stack, said, monkeypatch):
+    """Twice the square root of the limit times the workspace's vectors (the planner's count), never
+    under NARROW_ROWS: 124 vectors give 222 rows at a limit of 100 and 22 at 1."""
+    ws = said[0]
+    monkeypatch.setattr(windows, "NARROW_ROWS", 10)
+    with stack.db(ws) as conn:
+        conn.execute("ANALYZE memory_embedding")
+        assert conn.execute("SELECT count(*) FROM memory_embedding").fetchone()[0] == DAYS + 4
+        assert windows.dense_narrow_rows(conn, 100) == 222
+        assert windows.dense_narrow_rows(conn, 1) == 22
+        monkeypatch.setattr(windows, "NARROW_ROWS", 500)
+        assert windows.dense_narrow_rows(conn, 100) == 500
+
+
 @pytest.mark.parametrize("path", PATHS[:2])
 def test_the_meaning_arm_is_the_top_within_a_window(stack, said, monkeypatch, path):
     """The meaning arm within a window holds the best rows by cosine that the window holds: the
@@ -441,6 +455,7 @@ def test_the_meaning_arm_stays_exact_when_its_index_scan_gives_up(stack, monkeyp
         ]
         assert len(exact) == 600
         monkeypatch.setattr(windows, "NARROW_ROWS", 100)
+        monkeypatch.setattr(windows, "dense_narrow_rows", lambda conn, limit: windows.NARROW_ROWS)
         monkeypatch.setattr(candidates, "HNSW_SCAN_TUPLES", 200)
         assert windows.narrow_ids(conn, window) is None  # the wide path
         caller = m.Caller(workspace_id=ws, member_id=alice.id, role=m.ROLE_MEMBER, granted_purposes=[CONV])

@@ -424,7 +424,7 @@ def dense(
 ) -> tuple[list[tuple[uuid.UUID, float]], bool]:
     """Ranked (memory id, cosine) pairs at or above ``floor``, best first, and whether the stamp is current.
     ``expiry_days`` is the workspace's expiry gate (0: off): rows it hides are left out, as are rows
-    said outside ``window``. A narrow window's rows (``windows.NARROW_ROWS``) are compared with the
+    said outside ``window``. A narrow window's rows (``windows.dense_narrow_rows``) are compared with the
     query one by one, exactly, instead of through the HNSW index, whose filtered scan could stop
     short of ``limit`` rows when few pass.
 
@@ -446,7 +446,7 @@ def dense(
     gate = expiry.shown_clause(expiry_days) + window.clause()
     exact = False
     if window:
-        narrow = windows.narrow_ids(conn, window)
+        narrow = windows.narrow_ids(conn, window, windows.dense_narrow_rows(conn, limit))
         if narrow is not None:
             gate += " AND m.id = ANY(%(narrow)s)"
             params["narrow"] = list(narrow)
