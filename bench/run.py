@@ -245,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rounds", type=int, default=measure.CONCURRENT_ROUNDS, help="passes over the questions for the concurrent run"
     )
+    parser.add_argument(
+        "--passes", type=int, default=1, help="passes over the questions for the single client (more samples per p95)"
+    )
     parser.add_argument("--questions", type=int, default=0, help="ask only the first N questions (0: all)")
     parser.add_argument("--home", default=str(BENCH_DIR / "home"), help="data folder of the measured stack")
     parser.add_argument("--port-base", type=int, default=50150)
@@ -333,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: VACUUM (ANALYZE) of the {size:,} workspace", file=sys.stderr, flush=True)
             vacuumed = workspace.vacuum(stack, entry["workspace_id"])
             print(f"bench: measuring {size:,} ({len(questions)} questions)", file=sys.stderr, flush=True)
-            r = measure.measure_workspace(stack, entry, encoder, questions, args.clients, args.rounds)
+            r = measure.measure_workspace(stack, entry, encoder, questions, args.clients, args.rounds, args.passes)
             r["vacuum_seconds"] = vacuumed
             r["workspace"] = {k: v for k, v in entry.items() if k not in ("core_ids", "token")}
             res["sizes"][str(size)] = r

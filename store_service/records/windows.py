@@ -164,8 +164,12 @@ def narrow_ids(conn: psycopg.Connection, window: Window, most: int | None = None
     and ``known_at`` alone ``memory_valid_from`` and ``memory_created_at``, which hold the columns
     their tests read: migrations 0016, 0018 and 0019)."""
     most = NARROW_ROWS if most is None else most
+    # Ordered by the indexed column, so the plan walks that index: unordered, the planner could scan
+    # the table when many memories pass, reading rows until ``most`` of them did (40 ms at 100,000).
+    order = "said_at" if window.said else "valid_from" if window.as_of is not None else "created_at"
     rows = conn.execute(
-        f"SELECT m.id FROM memory m WHERE m.forgotten_at IS NULL AND {window.condition()} LIMIT %(cap)s",
+        f"SELECT m.id FROM memory m WHERE m.forgotten_at IS NULL AND {window.condition()}"
+        f" ORDER BY m.{order} LIMIT %(cap)s",
         {**window.params(), "cap": most + 1},
     ).fetchall()
     return None if len(rows) > most else {r[0] for r in rows}

@@ -341,8 +341,10 @@ class _BlockScores:
         docs = self.doc[chosen].tolist()
         if leave_out:
             # IS NOT TRUE: a condition that comes out NULL leaves nothing out, as a WHERE on it would not.
+            # forgotten_at IS NULL (no forgotten memory is readable) lets the join read memory_time,
+            # which holds every column the tests read, instead of the memory rows (migration 0020).
             statement = f"""SELECT d.doc_no, d.memory_id FROM lexical_document d JOIN memory m ON m.id = d.memory_id
-                          WHERE d.doc_no = ANY(%(docs)s) AND ({leave_out}) IS NOT TRUE"""
+                          WHERE d.doc_no = ANY(%(docs)s) AND m.forgotten_at IS NULL AND ({leave_out}) IS NOT TRUE"""
         else:
             statement = "SELECT doc_no, memory_id FROM lexical_document WHERE doc_no = ANY(%(docs)s)"
         ids = dict(self.conn.execute(statement, {**(params or {}), "docs": docs}).fetchall())
