@@ -161,15 +161,15 @@ def test_a_wide_read_that_would_pass_the_windows_size_scores_the_window_alone(st
 
 
 def test_the_meaning_arms_narrow_threshold_grows_with_the_root_of_limit_times_vectors(stack, said, monkeypatch):
-    """Twice the square root of the limit times the workspace's vectors (the planner's count), never
-    under NARROW_ROWS: 124 vectors give 222 rows at a limit of 100 and 22 at 1."""
+    """The square root of the limit times the workspace's vectors (the planner's count), never under
+    NARROW_ROWS: 124 vectors give 111 rows at a limit of 100 and 11 at 1."""
     ws = said[0]
     monkeypatch.setattr(windows, "NARROW_ROWS", 10)
     with stack.db(ws) as conn:
         conn.execute("ANALYZE memory_embedding")
         assert conn.execute("SELECT count(*) FROM memory_embedding").fetchone()[0] == DAYS + 4
-        assert windows.dense_narrow_rows(conn, 100) == 222
-        assert windows.dense_narrow_rows(conn, 1) == 22
+        assert windows.dense_narrow_rows(conn, 100) == 111
+        assert windows.dense_narrow_rows(conn, 1) == 11
         monkeypatch.setattr(windows, "NARROW_ROWS", 500)
         assert windows.dense_narrow_rows(conn, 100) == 500
 

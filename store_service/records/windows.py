@@ -147,15 +147,15 @@ def instant(req, name: str) -> datetime.datetime | None:
 
 
 def dense_narrow_rows(conn: psycopg.Connection, limit: int) -> int:
-    """The meaning arm's narrow threshold for ``limit`` rows: ``NARROW_ROWS``, or twice the square root
-    of ``limit`` times the workspace's vectors when that is more. A filtered HNSW scan visits about
-    ``limit`` times the inverse of the window's share of the workspace, each visit a memory row read,
-    while the exact order costs one distance per memory of the window: the two meet near that root.
-    At 100,000 memories a month's window of 1,000 to 3,000 read through the index took up to 0.5 s
-    (the scan's budget spent, then the exact order), where read exactly it takes a few milliseconds.
+    """The meaning arm's narrow threshold for ``limit`` rows: ``NARROW_ROWS``, or the square root of
+    ``limit`` times the workspace's vectors when that is more. A filtered HNSW scan visits about
+    ``limit`` times the inverse of the window's share of the workspace, the exact order one row per
+    memory of the window, and each costs a memory row and a vector read (about 9 us warm at 100,000
+    memories): the two meet at that root. At 100,000 memories a month's window of 1,000 to 3,000
+    read through the index took up to 0.5 s at p95 (the scan's budget spent, then the exact order).
     The count of vectors is the planner's estimate (``pg_class.reltuples``, -1 before one exists)."""
     vectors = conn.execute("SELECT reltuples FROM pg_class WHERE oid = 'memory_embedding'::regclass").fetchone()[0]
-    return max(NARROW_ROWS, 2 * math.isqrt(max(limit, 1) * max(int(vectors), 0)))
+    return max(NARROW_ROWS, math.isqrt(max(limit, 1) * max(int(vectors), 0)))
 
 
 def narrow_ids(conn: psycopg.Connection, window: Window, most: int | None = None) -> set[uuid.UUID] | None:
