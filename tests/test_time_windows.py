@@ -90,7 +90,8 @@ PATHS = ["wide", "narrow", "wide, then narrow"]
 
 def take_path(monkeypatch, path: str) -> None:
     if path == "wide":
-        monkeypatch.setattr(windows, "narrow_ids", lambda conn, window, most=None: None)
+        monkeypatch.setattr(windows, "narrow_rows", lambda conn, window, most=None, *rest: None)
+        monkeypatch.setattr(windows, "is_narrow", lambda conn, window, most=None: False)
     else:
         monkeypatch.setattr(windows, "NARROW_ROWS", 0 if path == "wide, then narrow" else windows.NARROW_ROWS)
 
@@ -139,15 +140,21 @@ def test_a_wide_read_that_would_pass_the_windows_size_scores_the_window_alone(st
     of the best: once the next read would be deeper than the window could be, the window is counted
     again up to that depth and its documents alone are scored; the answer is the exact top within it."""
     monkeypatch.setattr(windows, "NARROW_ROWS", 2)
-    counts = []
-    count = windows.narrow_ids
+    counts, read = [], []
+    count, rows = windows.is_narrow, windows.narrow_rows
 
-    def spy(conn, window, most=None):
-        found = count(conn, window, most)
-        counts.append((most, None if found is None else len(found)))
+    def count_spy(conn, window, most=None):
+        narrow = count(conn, window, most)
+        counts.append((most, narrow))
+        return narrow
+
+    def rows_spy(conn, window, most=None, *rest):
+        found = rows(conn, window, most, *rest)
+        read.append(None if found is None else len(found))
         return found
 
-    monkeypatch.setattr(windows, "narrow_ids", spy)
+    monkeypatch.setattr(windows, "is_narrow", count_spy)
+    monkeypatch.setattr(windows, "narrow_rows", rows_spy)
     ws, _, caller, times = said
     window = Window(day(10), day(15))
     with stack.db(ws) as conn:
@@ -155,9 +162,11 @@ def test_a_wide_read_that_would_pass_the_windows_size_scores_the_window_alone(st
         held = [(mid, score) for mid, score in full if inside(window, times[str(mid)])]
         assert len(held) == 5 and full[:3] != held[:3]
         counts.clear()
+        read.clear()
         assert candidates.lexical(conn, caller, "conversation", "gull harbour", 3, False, window=window) == held[:3]
-    assert counts[0] == (None, None)  # wide at first
-    assert counts[-1][1] == 5 and counts[-1][0] >= 5  # then narrow, counted up to the next read's depth
+    assert counts[0] == (None, False)  # wide at first
+    assert counts[-1][1] and counts[-1][0] >= 5  # then narrow, counted up to the next read's depth
+    assert read == [5]  # and only then are the window's documents read
 
 
 def test_the_meaning_arms_narrow_threshold_grows_with_the_root_of_limit_times_vectors(stack, said, monkeypatch):
@@ -457,7 +466,7 @@ def test_the_meaning_arm_stays_exact_when_its_index_scan_gives_up(stack, monkeyp
         monkeypatch.setattr(windows, "NARROW_ROWS", 100)
         monkeypatch.setattr(windows, "dense_narrow_rows", lambda conn, limit: windows.NARROW_ROWS)
         monkeypatch.setattr(candidates, "HNSW_SCAN_TUPLES", 200)
-        assert windows.narrow_ids(conn, window) is None  # the wide path
+        assert not windows.is_narrow(conn, window)  # the wide path
         caller = m.Caller(workspace_id=ws, member_id=alice.id, role=m.ROLE_MEMBER, granted_purposes=[CONV])
         for limit in (10, 100):
             got, _ = candidates.dense(conn, caller, "conversation", q, INPUT_VERSION, 0.0, limit, window=window)

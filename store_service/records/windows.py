@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import datetime
 import math
-import uuid
 from dataclasses import dataclass
 
 import psycopg
@@ -158,18 +157,34 @@ def dense_narrow_rows(conn: psycopg.Connection, limit: int) -> int:
     return max(NARROW_ROWS, math.isqrt(max(limit, 1) * max(int(vectors), 0)))
 
 
-def narrow_ids(conn: psycopg.Connection, window: Window, most: int | None = None) -> set[uuid.UUID] | None:
-    """The live memories ``window`` holds when they are at most ``most`` (default ``NARROW_ROWS``),
-    else None: the window is wide. Counted from an index alone (``memory_said_at``, or for ``as_of``
-    and ``known_at`` alone ``memory_valid_from`` and ``memory_created_at``, which hold the columns
-    their tests read: migrations 0016, 0018 and 0019)."""
-    most = NARROW_ROWS if most is None else most
+def _narrow_statement(window: Window, select: str, join: str) -> str:
+    """The statement reading ``select`` of the live memories ``window`` holds (joined with ``join``),
+    at most ``%(cap)s`` rows, from an index alone (``memory_said_at``, or for ``as_of`` and ``known_at``
+    alone ``memory_valid_from`` and ``memory_created_at``, which hold the columns their tests read:
+    migrations 0016, 0018 and 0019)."""
     # Ordered by the indexed column, so the plan walks that index: unordered, the planner could scan
-    # the table when many memories pass, reading rows until ``most`` of them did (40 ms at 100,000).
+    # the table when many memories pass, reading rows until the cap did (40 ms at 100,000).
     order = "said_at" if window.said else "valid_from" if window.as_of is not None else "created_at"
-    rows = conn.execute(
-        f"SELECT m.id FROM memory m WHERE m.forgotten_at IS NULL AND {window.condition()}"
-        f" ORDER BY m.{order} LIMIT %(cap)s",
-        {**window.params(), "cap": most + 1},
-    ).fetchall()
-    return None if len(rows) > most else {r[0] for r in rows}
+    return (
+        f"SELECT {select} FROM memory m {join} WHERE m.forgotten_at IS NULL AND {window.condition()}"
+        f" ORDER BY m.{order} LIMIT %(cap)s"
+    )
+
+
+def narrow_rows(
+    conn: psycopg.Connection, window: Window, most: int | None = None, select: str = "m.id", join: str = ""
+) -> list | None:
+    """``select`` (one column; by default the id) of each live memory ``window`` holds, joined with
+    ``join`` (the keyword arm reads its document numbers so), when they are at most ``most`` (default
+    ``NARROW_ROWS``), else None: the window is wide."""
+    most = NARROW_ROWS if most is None else most
+    rows = conn.execute(_narrow_statement(window, select, join), {**window.params(), "cap": most + 1}).fetchall()
+    return None if len(rows) > most else [r[0] for r in rows]
+
+
+def is_narrow(conn: psycopg.Connection, window: Window, most: int | None = None) -> bool:
+    """Whether ``window`` holds at most ``most`` (default ``NARROW_ROWS``) live memories: counted in the
+    database, so a caller that reads the window again by its condition is sent no ids."""
+    most = NARROW_ROWS if most is None else most
+    counted = f"SELECT count(*) FROM ({_narrow_statement(window, '1', '')}) w"
+    return conn.execute(counted, {**window.params(), "cap": most + 1}).fetchone()[0] <= most

@@ -208,18 +208,21 @@ def _lexical(
         identifiers = lookup_identifiers(kept)
 
         scores = _BlockScores(conn, part_ids, idf, avg, identifiers)
-        if window:
-            narrow = windows.narrow_ids(conn, window)
-            if narrow is not None:  # only the window's own rows are scored: none is left out below
-                scores.keep(_doc_numbers(conn, narrow))
-                window = OPEN
         return _shown_top(conn, scores, limit, expiry_days, window), kept
 
 
-def _doc_numbers(conn: psycopg.Connection, ids) -> np.ndarray:
-    """The keyword index's document numbers of the memories ``ids`` (those it holds)."""
-    rows = conn.execute("SELECT doc_no FROM lexical_document WHERE memory_id = ANY(%s)", (list(ids),)).fetchall()
-    return np.array([r[0] for r in rows], dtype=np.int64)
+def _keep_narrow(conn: psycopg.Connection, scores: _BlockScores, window: Window, most: int | None = None) -> bool:
+    """When ``window`` holds at most ``most`` memories (``windows.narrow_rows``), keeps only their
+    documents in ``scores`` and says so: every row then scored is in the window."""
+    # Counted first: reading a wide window's first rows with their documents cost 5 to 10 ms at
+    # 100,000 memories, the count alone under 1 ms.
+    if not windows.is_narrow(conn, window, most):
+        return False
+    docs = windows.narrow_rows(conn, window, most, "d.doc_no", "JOIN lexical_document d ON d.memory_id = m.id")
+    if docs is None:
+        return False
+    scores.keep(np.array(docs, dtype=np.int64))
+    return True
 
 
 def _left_out_test(expiry_days: int, window: Window) -> str:
@@ -235,6 +238,8 @@ def _shown_top(
     """The best ``limit`` rows of ``scores`` that the expiry gate of ``expiry_days`` days does not hide
     and ``window`` holds, best first: ``scores.top(limit)`` itself when neither applies, else read
     deeper while rows left out leave it short (module docstring)."""
+    if window and _keep_narrow(conn, scores, window):
+        window = OPEN  # only the window's own rows are scored: none is left out below
     want = limit
     while True:
         if not (expiry_days or window):
@@ -247,13 +252,10 @@ def _shown_top(
         # shown rows need (with none shown, ``limit`` times deeper), so a top mostly hidden costs two
         # or three reads, not one per factor of DEPTH_GROWTH.
         want = max(want * DEPTH_GROWTH, math.ceil(want * limit / max(len(shown), 1)))
-        if window and want > windows.NARROW_ROWS:
-            # A window of fewer memories than the next read's rows is cheaper read narrow: scoring only
-            # its documents bounds the reading by the window's size, however few of them match.
-            narrow = windows.narrow_ids(conn, window, want)
-            if narrow is not None:
-                scores.keep(_doc_numbers(conn, narrow))
-                window, want = OPEN, limit
+        # A window of fewer memories than the next read's rows is cheaper read narrow: scoring only
+        # its documents bounds the reading by the window's size, however few of them match.
+        if window and want > windows.NARROW_ROWS and _keep_narrow(conn, scores, window, want):
+            window, want = OPEN, limit
 
 
 class _BlockScores:
@@ -446,13 +448,8 @@ def dense(
         **window.params(),
     }
     gate = expiry.shown_clause(expiry_days) + window.clause()
-    exact = False
-    if window:
-        narrow = windows.narrow_ids(conn, window, windows.dense_narrow_rows(conn, limit))
-        if narrow is not None:
-            gate += " AND m.id = ANY(%(narrow)s)"
-            params["narrow"] = list(narrow)
-            exact = True
+    # A narrow window is read by its own condition (in ``gate``), from its index: no ids are sent.
+    exact = bool(window) and windows.is_narrow(conn, window, windows.dense_narrow_rows(conn, limit))
 
     def nearest(exact: bool) -> list:
         # ``+ 0`` keeps the planner off the HNSW index: the order is then an exact sort. Every row the
@@ -477,10 +474,12 @@ def dense(
 
     with conn.transaction():
         # The settings in one round trip (several statements are allowed in one query without parameters).
+        # No parallel workers: the exact order of a window was planned as a parallel scan, whose
+        # workers compete with the keyword arm and the other calls for the same cores.
         conn.execute(
             sql.SQL(
                 "SET LOCAL hnsw.iterative_scan = 'relaxed_order'; SET LOCAL hnsw.ef_search = {};"
-                " SET LOCAL hnsw.max_scan_tuples = {}"
+                " SET LOCAL hnsw.max_scan_tuples = {}; SET LOCAL max_parallel_workers_per_gather = 0"
             ).format(sql.Literal(max(40, min(limit, 1000))), sql.Literal(HNSW_SCAN_TUPLES))
         )
         found = nearest(exact)
