@@ -237,6 +237,17 @@ def write_results(text: str) -> None:
     RESULTS.write_text(doc)
 
 
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number of 1 or more (0 passes would measure nothing)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Recall bench (issue 7).")
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated workspace sizes")
@@ -246,7 +257,10 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds", type=int, default=measure.CONCURRENT_ROUNDS, help="passes over the questions for the concurrent run"
     )
     parser.add_argument(
-        "--passes", type=int, default=1, help="passes over the questions for the single client (more samples per p95)"
+        "--passes",
+        type=_at_least_one,
+        default=1,
+        help="passes over the questions for the single client (more samples per p95)",
     )
     parser.add_argument("--questions", type=int, default=0, help="ask only the first N questions (0: all)")
     parser.add_argument("--home", default=str(BENCH_DIR / "home"), help="data folder of the measured stack")

@@ -208,3 +208,16 @@ def test_lexical_ab_and_ingest_bench_name_bad_arguments(tmp_path, monkeypatch, c
             module.main()
         assert stopped.value.code == 2
         assert message in capsys.readouterr().err
+
+
+def test_bench_run_refuses_no_passes(capsys):
+    """``bench.run --passes 0`` would measure nothing: refused (exit 2), as a word or a negative is."""
+    import pytest
+
+    from bench import run
+
+    for value, message in (("0", "must be 1 or more, got 0"), ("-2", "got -2"), ("two", "not a whole number: 'two'")):
+        with pytest.raises(SystemExit) as stopped:
+            run.main(["--passes", value])
+        assert stopped.value.code == 2
+        assert message in capsys.readouterr().err
