@@ -146,15 +146,18 @@ def instant(req, name: str) -> datetime.datetime | None:
 
 
 def dense_narrow_rows(conn: psycopg.Connection, limit: int) -> int:
-    """The meaning arm's narrow threshold for ``limit`` rows: ``NARROW_ROWS``, or the square root of
-    ``limit`` times the workspace's vectors when that is more. A filtered HNSW scan visits about
-    ``limit`` times the inverse of the window's share of the workspace, the exact order one row per
-    memory of the window, and each costs a memory row and a vector read (about 9 us warm at 100,000
-    memories): the two meet at that root. At 100,000 memories a month's window of 1,000 to 3,000
-    read through the index took up to 0.5 s at p95 (the scan's budget spent, then the exact order).
-    The count of vectors is the planner's estimate (``pg_class.reltuples``, -1 before one exists)."""
+    """The meaning arm's narrow threshold for ``limit`` rows: ``NARROW_ROWS``, or half the square root
+    of ``limit`` times the workspace's vectors when that is more (1,581 at 100,000 and a limit of 100).
+    A filtered HNSW scan visits about ``limit`` times the inverse of the window's share of the memories
+    near the question, the exact order one row per memory of the window, at about the same cost a
+    row: with the share taken over the whole workspace the two would meet at the root. Measured at
+    100,000 memories (179 bench questions, each window read both ways, docs/time.md): months of 1,600
+    to 3,200 memories cost the same either way (medians 10.6 and 11.6 ms through the index, 10.7 and
+    12.1 ms exact), while an as of of 2,200 to 3,200 took 4.2 ms through the index and 16.0 ms exact,
+    its memories lying near the question; so the index from half the root on. The count of vectors
+    is the planner's estimate (``pg_class.reltuples``, -1 before one exists)."""
     vectors = conn.execute("SELECT reltuples FROM pg_class WHERE oid = 'memory_embedding'::regclass").fetchone()[0]
-    return max(NARROW_ROWS, math.isqrt(max(limit, 1) * max(int(vectors), 0)))
+    return max(NARROW_ROWS, math.isqrt(max(limit, 1) * max(int(vectors), 0)) // 2)
 
 
 def _narrow_statement(window: Window, select: str, join: str) -> str:

@@ -475,11 +475,15 @@ def dense(
     with conn.transaction():
         # The settings in one round trip (several statements are allowed in one query without parameters).
         # No parallel workers: the exact order of a window was planned as a parallel scan, whose
-        # workers compete with the keyword arm and the other calls for the same cores.
+        # workers compete with the keyword arm and the other calls for the same cores. A custom plan
+        # every time: psycopg prepares a statement run five times, and PostgreSQL may then keep one
+        # generic plan for every window, which cannot tell a month that holds 800 memories from one
+        # that holds 85,000 and read the latter through its said_at index (0.46 s instead of 2 ms).
         conn.execute(
             sql.SQL(
                 "SET LOCAL hnsw.iterative_scan = 'relaxed_order'; SET LOCAL hnsw.ef_search = {};"
-                " SET LOCAL hnsw.max_scan_tuples = {}; SET LOCAL max_parallel_workers_per_gather = 0"
+                " SET LOCAL hnsw.max_scan_tuples = {}; SET LOCAL max_parallel_workers_per_gather = 0;"
+                " SET LOCAL plan_cache_mode = force_custom_plan"
             ).format(sql.Literal(max(40, min(limit, 1000))), sql.Literal(HNSW_SCAN_TUPLES))
         )
         found = nearest(exact)
