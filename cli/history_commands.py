@@ -74,8 +74,22 @@ def search_parser(sub: argparse._SubParsersAction) -> None:
     se.add_argument("query", nargs="?", default="")
     se.add_argument("--chat", default="", help="only this chat")
     se.add_argument("--session", default="", help="only this session")
-    se.add_argument("--since", "--after", dest="since", type=options.instant, help="only turns at or after this time")
-    se.add_argument("--until", "--before", dest="until", type=options.instant, help="only turns before this time")
+    se.add_argument(
+        "--since",
+        "--after",
+        dest="since",
+        type=options.instant,
+        action=options.Once,
+        help="only turns at or after this time",
+    )
+    se.add_argument(
+        "--until",
+        "--before",
+        dest="until",
+        type=options.instant,
+        action=options.Once,
+        help="only turns before this time",
+    )
     se.add_argument("--page-size", type=options.int32, default=0, help="entries per page (default 20, at most 200)")
     se.add_argument("--page-token", default="", help="the token a previous page printed")
     se.add_argument("--all", action="store_true", help="follow the pages to the end")

@@ -88,6 +88,16 @@ def valid_from_option(
     )
 
 
+class Once(argparse.Action):
+    """Stores an option given under several names (``--since``/``--after``) and refuses it given twice:
+    otherwise the last one would win without a word."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"{' and '.join(self.option_strings)} name one option: give it once")
+        setattr(namespace, self.dest, values)
+
+
 def window_options(parser: argparse.ArgumentParser, what: str = "memories said") -> None:
     """``--after`` and ``--before``: a time window (``occurred_after`` and ``occurred_before``)."""
     parser.add_argument(

@@ -23,7 +23,7 @@ PROVENANCE = (
 )
 REVISION = (
     "recallatron_correct and recallatron_supersede need the revision you read: pass the revision shown "
-    "with the memory; a stale one fails with ABORTED, so read the memory again before retrying."
+    "with the memory as `expected_revision`; a stale one fails with ABORTED, so read the memory again before retrying."
 )
 
 QUOTED = (

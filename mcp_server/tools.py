@@ -214,9 +214,9 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         ] = False,
         entity_ids: Annotated[list[str], Field(description="Only memories about one of these entities.")] = [],  # noqa: B006
         occurred_after: Annotated[
-            Time, Field(description="Only memories said at or after this RFC 3339 time (else when written).")
+            Time, Field(description="Only memories said at or after this time (else when written): RFC 3339 or a date.")
         ] = None,
-        occurred_before: Annotated[Time, Field(description="Only memories said before this RFC 3339 time.")] = None,
+        occurred_before: Annotated[Time, Field(description="Only memories said before this time: RFC 3339 or a date.")] = None,
         reference_time: Annotated[
             Time, Field(description="What time words in the query ('last month') are read against; unset: now.")
         ] = None,
@@ -271,7 +271,7 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         audience: AudienceChoice = "member",
         purpose: Purpose = "conversation",
         confidence: Confidence = None,
-        occurred_at: Annotated[str | None, Field(description="When it happened, RFC 3339, if known.")] = None,
+        occurred_at: Annotated[str | None, Field(description="When it happened, if known: RFC 3339 or a date.")] = None,
         valid_from: ValidFrom = None,
         about: About = [],  # noqa: B006
         about_ids: AboutIds = [],  # noqa: B006
@@ -363,7 +363,7 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         confidence: Confidence = None,
         request_id: RequestId = "",
         valid_from: Annotated[
-            str | None, Field(description="When the new claim became true (the old held until then), RFC 3339.")
+            str | None, Field(description="When the new claim became true (the old held until then): RFC 3339 or a date.")
         ] = None,
     ) -> CallToolResult:
         return call(
@@ -388,7 +388,7 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         expected_revision: Revision,
         reason: Annotated[str, Field(description="Why it no longer holds, 1..1,000 characters.")],
         ctx: Context,
-        at: Annotated[str | None, Field(description="When it stopped holding, RFC 3339; unset: now.")] = None,
+        at: Annotated[str | None, Field(description="When it stopped holding, RFC 3339 or a date; unset: now.")] = None,
     ) -> CallToolResult:
         return call(
             ctx,
@@ -467,8 +467,8 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
     def recallatron_search_history(
         ctx: Context,
         query: Annotated[str, Field(max_length=32_768, description="Keywords; empty: every turn, oldest first.")] = "",
-        start_time: Annotated[Time, Field(description="Only turns said at or after this RFC 3339 time.")] = None,
-        end_time: Annotated[Time, Field(description="Only turns said before this RFC 3339 time.")] = None,
+        start_time: Annotated[Time, Field(description="Only turns said at or after this time: RFC 3339 or a date.")] = None,
+        end_time: Annotated[Time, Field(description="Only turns said before this time: RFC 3339 or a date.")] = None,
         chat_id: Annotated[str, Field(max_length=200, description="Only turns of this chat; empty: every chat.")] = "",
         session_id: Annotated[
             str, Field(max_length=200, description="Only turns of this session; empty: every session.")

@@ -63,3 +63,18 @@ def test_purposes_naming_none_is_a_usage_error():
     for value in (",", " , ", ""):
         out = recallatron("member", "add", "--workspace", "w", "--purposes", value)
         assert out.returncode == 2 and "names no purpose" in out.stderr, (value, out.stderr)
+
+
+def test_history_search_refuses_a_bound_given_under_both_names(stack):
+    """``--since`` and ``--after`` (and ``--until``/``--before``) name one option: given both, the last
+    one used to win without a word; now it is a usage error naming both."""
+    alice = stack.member(stack.workspace("history bound twice"))
+    for args in (
+        ("--since", "2026-03-01", "--after", "2026-11-01"),
+        ("--until", "2026-03-01", "--before", "2026-11-01"),
+        ("--after", "2026-03-01", "--after", "2026-03-02"),
+    ):
+        out = cli(stack, alice.token, "history", "search", *args)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, (args, out.stderr)
+        assert "name one option: give it once" in out.stderr, (args, out.stderr)
+    assert cli(stack, alice.token, "history", "search", "--after", "2026-03-01").returncode == 0
