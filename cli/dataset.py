@@ -21,6 +21,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 import client
+from cli import options
 from servicekit import limits
 
 BACKLOG_TIMEOUT_SECONDS = 1800
@@ -75,8 +76,8 @@ def row_problem(row: object) -> str | None:
             return f"{field} must be a string"
     try:
         occurred_at(row.get("occurred_at"))
-    except ValueError:
-        return f"occurred_at {row['occurred_at']!r} is not an ISO 8601 time"
+    except ValueError as exc:
+        return f"occurred_at: {exc}"
     size = len(row.get("body", "") or "") + len(row.get("title", "") or "")
     if size > BATCH_BYTES:
         return f"title and body hold {size:,} characters; a request carries at most {BATCH_BYTES:,} bytes"
@@ -116,10 +117,7 @@ def progress(label: str, done: int, total: int) -> None:
 
 def occurred_at(value: str | None) -> datetime.datetime | None:
     """A row's ``occurred_at`` (ISO 8601; a time without a zone is taken as UTC), or None when absent."""
-    if not value:
-        return None
-    dt = datetime.datetime.fromisoformat(value)
-    return dt if dt.tzinfo else dt.replace(tzinfo=datetime.UTC)
+    return options.iso_instant(value) if value else None
 
 
 def _request(row: dict, purpose: int) -> g.RememberRequest:

@@ -9,7 +9,6 @@ counted by status code and the run goes on; the metrics are over the answered qu
 from __future__ import annotations
 
 import argparse
-import datetime
 from collections import Counter
 from pathlib import Path
 
@@ -52,8 +51,12 @@ def _run_variant(
     for n, q in enumerate(queries, start=1):
         request.query = q["question"]
         request.ClearField("reference_time")
-        if q.get("reference_time"):
-            request.reference_time.FromDatetime(_instant(q["reference_time"]))
+        try:
+            if q.get("reference_time"):
+                request.reference_time.FromDatetime(options.iso_instant(q["reference_time"]))
+        except (ValueError, TypeError) as exc:
+            refused.append((str(q.get("id", n)), "INVALID_ARGUMENT", f"reference_time: {exc}"))
+            continue
         try:
             resp = gw.memory.Recall(request, metadata=md, timeout=60)
         except grpc.RpcError as exc:
@@ -74,12 +77,6 @@ def _run_variant(
         "reranked": reranked,
         "refused": Counter(code for _, code, _ in refused),
     }
-
-
-def _instant(text: str) -> datetime.datetime:
-    """A question's ``reference_time``: ISO 8601, UTC unless it names an offset."""
-    when = datetime.datetime.fromisoformat(text)
-    return when if when.tzinfo else when.replace(tzinfo=datetime.UTC)
 
 
 def variant(mode: int, skip_rerank: bool = True, skip_time_words: bool = False) -> g.RecallRequest:

@@ -58,19 +58,30 @@ def gateway_options(parser: argparse.ArgumentParser, operator: bool = False, pur
             parser.add_argument("--purpose", default="conversation", choices=PURPOSES)
 
 
-def instant(text: str) -> timestamp_pb2.Timestamp:
-    """The argparse type of a time: ISO 8601, UTC when it names no offset; a usage error otherwise."""
-    out = timestamp_pb2.Timestamp()
+def iso_instant(text: str) -> datetime.datetime:
+    """An ISO 8601 time as an aware UTC datetime (UTC when it names no offset); ValueError naming the
+    rule for anything else, an offset beyond a day or one that moves it outside years 1..9999 included.
+    The one reading of a time the command line has: its flags, a dataset's ``occurred_at``, an eval
+    question's ``reference_time``."""
     try:
         if "\x00" in text:
             raise ValueError("NUL")
         when = datetime.datetime.fromisoformat(text.strip())
         # OverflowError: an offset that moves the instant outside years 1..9999 in UTC.
-        out.FromDatetime(when if when.tzinfo else when.replace(tzinfo=datetime.UTC))
+        return (when if when.tzinfo else when.replace(tzinfo=datetime.UTC)).astimezone(datetime.UTC)
     except (ValueError, OverflowError):
-        raise argparse.ArgumentTypeError(
+        raise ValueError(
             f"not an ISO 8601 time between years 1 and 9999: {text!r} (e.g. 2026-03-02T08:00:00Z)"
         ) from None
+
+
+def instant(text: str) -> timestamp_pb2.Timestamp:
+    """The argparse type of a time (``iso_instant``); a usage error otherwise."""
+    out = timestamp_pb2.Timestamp()
+    try:
+        out.FromDatetime(iso_instant(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return out
 
 

@@ -133,8 +133,8 @@ def _timestamp(text: str | None, field: str = "occurred_at") -> timestamp_pb2.Ti
             day = None
         if day is None:
             raise ToolError(
-                f"INVALID_ARGUMENT: {field} {text!r} is neither an RFC 3339 time (2026-03-02T08:00:00Z) "
-                "nor a date (2026-03-02)"
+                f"INVALID_ARGUMENT: {field} {text!r} is not an RFC 3339 time (2026-03-02T08:00:00Z) "
+                "between years 1 and 9999 in UTC, nor a date (2026-03-02)"
             ) from None
         ts.FromDatetime(datetime.datetime(day.year, day.month, day.day, tzinfo=datetime.UTC))
     return ts
@@ -216,7 +216,9 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         occurred_after: Annotated[
             Time, Field(description="Only memories said at or after this time (else when written): RFC 3339 or a date.")
         ] = None,
-        occurred_before: Annotated[Time, Field(description="Only memories said before this time: RFC 3339 or a date.")] = None,
+        occurred_before: Annotated[
+            Time, Field(description="Only memories said before this time: RFC 3339 or a date.")
+        ] = None,
         reference_time: Annotated[
             Time, Field(description="What time words in the query ('last month') are read against; unset: now.")
         ] = None,
@@ -363,7 +365,8 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         confidence: Confidence = None,
         request_id: RequestId = "",
         valid_from: Annotated[
-            str | None, Field(description="When the new claim became true (the old held until then): RFC 3339 or a date.")
+            str | None,
+            Field(description="When the new claim became true (the old held until then): RFC 3339 or a date."),
         ] = None,
     ) -> CallToolResult:
         return call(
@@ -467,7 +470,9 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
     def recallatron_search_history(
         ctx: Context,
         query: Annotated[str, Field(max_length=32_768, description="Keywords; empty: every turn, oldest first.")] = "",
-        start_time: Annotated[Time, Field(description="Only turns said at or after this time: RFC 3339 or a date.")] = None,
+        start_time: Annotated[
+            Time, Field(description="Only turns said at or after this time: RFC 3339 or a date.")
+        ] = None,
         end_time: Annotated[Time, Field(description="Only turns said before this time: RFC 3339 or a date.")] = None,
         chat_id: Annotated[str, Field(max_length=200, description="Only turns of this chat; empty: every chat.")] = "",
         session_id: Annotated[

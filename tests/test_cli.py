@@ -376,7 +376,8 @@ def test_eval_reads_time_words_and_questions_kept_apart_from_their_memories(syst
 
 def test_eval_counts_refused_questions_and_goes_on(system, tiny_data, tmp_path):
     """Questions the gateway refuses (one over MAX_QUERY_CHARS, one blank: INVALID_ARGUMENT) are counted
-    by status code, the others are still asked and scored, and the exit status is 1 after the full output."""
+    by status code, as is one whose reference_time is no time; the others are still asked and scored,
+    and the exit status is 1 after the full output."""
     corpus = tmp_path / "c3"
     corpus.mkdir()
     (corpus / "memories.jsonl").write_text((tiny_data / "on" / "c1" / "memories.jsonl").read_text())
@@ -388,6 +389,14 @@ def test_eval_counts_refused_questions_and_goes_on(system, tiny_data, tmp_path):
             "category": 2,
         },
         {"id": "c3/blank", "question": "   ", "relevant_ids": ["c1-0"], "category": 2},
+        # An offset of a day or more (a break-it review: a traceback ended the run).
+        {
+            "id": "c3/offset",
+            "question": "When does the ferry leave?",
+            "relevant_ids": ["c1-2"],
+            "category": 2,
+            "reference_time": "2024-03-10T12:00:00+24:00",
+        },
     ]
     (corpus / "queries.jsonl").write_text(
         (tiny_data / "on" / "c1" / "queries.jsonl").read_text() + "".join(json.dumps(q) + "\n" for q in refused)
@@ -395,25 +404,26 @@ def test_eval_counts_refused_questions_and_goes_on(system, tiny_data, tmp_path):
     out = cli(system, "eval", "--dataset", str(corpus), "--json", check=False)
     assert out.returncode == 1, out.stderr
     report = json.loads(out.stdout)
-    assert report["refused"] == {"INVALID_ARGUMENT": 2}
+    assert report["refused"] == {"INVALID_ARGUMENT": 3}
+    assert "c3/offset" in out.stderr and "reference_time: not an ISO 8601 time" in out.stderr
     assert report["overall"]["queries"] == 2 and report["overall"]["mrr"] == 1.0
     assert report["per_corpus"]["c3"]["queries"] == 2 and list(report["per_category"]) == ["1"]
-    assert "2 of 4 questions refused" in out.stderr
+    assert "3 of 5 questions refused" in out.stderr
     assert f"question c3/long: INVALID_ARGUMENT: query is longer than {MAX_QUERY_CHARS} characters" in out.stderr
     assert "question c3/blank: INVALID_ARGUMENT: query must not be empty" in out.stderr
     text = cli(system, "eval", "--dataset", str(corpus), check=False)
     assert text.returncode == 1 and "c3" in text.stdout
-    assert "refused: 2 of 4 questions (INVALID_ARGUMENT 2); the metrics are over the 2 answered" in text.stdout
+    assert "refused: 3 of 5 questions (INVALID_ARGUMENT 3); the metrics are over the 2 answered" in text.stdout
     ablate = cli(system, "eval", "--dataset", str(corpus), "--ablate", "--json", check=False)
     assert ablate.returncode == 1
     reports = json.loads(ablate.stdout)["ablation"]
     assert {name: r["refused"] for name, r in reports.items()} == {
-        name: {"INVALID_ARGUMENT": 2} for name in ("lexical", "dense", "hybrid")
+        name: {"INVALID_ARGUMENT": 3} for name in ("lexical", "dense", "hybrid")
     }
     assert all(r["overall"]["queries"] == 2 for r in reports.values())
     table = cli(system, "eval", "--dataset", str(corpus), "--ablate", check=False).stdout
     for name in ("lexical", "dense", "hybrid"):
-        assert f"{name}: refused: 2 of 4 questions (INVALID_ARGUMENT 2)" in table
+        assert f"{name}: refused: 3 of 5 questions (INVALID_ARGUMENT 3)" in table
     clean = json.loads(cli(system, "eval", "--dataset", str(tiny_data / "on" / "c1"), "--json").stdout)
     assert clean["refused"] == {} and clean["overall"]["queries"] == 2
 
@@ -497,7 +507,10 @@ def test_load_rows_of_the_wrong_shape_fail_alone_and_the_rest_land(system, membe
     assert json.loads(out.stdout) == {"loaded": 600}
     assert "6 of 606 rows failed" in out.stderr
     assert "row at line 301: INVALID_ARGUMENT: a row needs an id" in out.stderr
-    assert "row b-date: INVALID_ARGUMENT: occurred_at 'not-a-date' is not an ISO 8601 time" in out.stderr
+    assert (
+        "row b-date: INVALID_ARGUMENT: occurred_at: not an ISO 8601 time between years 1 and 9999: 'not-a-date'"
+        in out.stderr
+    )
     assert "row b-epoch: INVALID_ARGUMENT: occurred_at must be a string" in out.stderr
     assert "row at line 304: INVALID_ARGUMENT: a row must be a JSON object, not list" in out.stderr
     assert "row b-num: INVALID_ARGUMENT: body must be a string" in out.stderr
@@ -507,6 +520,18 @@ def test_load_rows_of_the_wrong_shape_fail_alone_and_the_rest_land(system, membe
         ).stdout
     )
     assert listed["counts"]["lexical"] > 0
+    # A time before year 1 once in UTC (a break-it review: OverflowError, the whole batch lost).
+    early = tmp_path / "early.jsonl"
+    early.write_text(
+        json.dumps({"id": "b-year0", "body": "Before year one.", "occurred_at": "0001-01-01T00:00:00+01:00"})
+        + "\n"
+        + json.dumps({"id": "g-after", "body": "A quay note after the early one."})
+        + "\n"
+    )
+    out = cli(system, "load", "--workspace", member["workspace"], str(early), "--json", check=False)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert json.loads(out.stdout) == {"loaded": 1}
+    assert "row b-year0: INVALID_ARGUMENT: occurred_at: not an ISO 8601 time between years 1 and 9999" in out.stderr
     for missing in ("nowhere.jsonl", ""):
         gone = cli(system, "load", "--workspace", member["workspace"], str(tmp_path / missing), check=False)
         assert gone.returncode != 0 and "Traceback" not in gone.stderr
