@@ -102,6 +102,7 @@ def memory_record(mem: m.Memory, superseded: bool, supersedes: str | None) -> di
                 "body": r.body,
                 "confidence": r.confidence,
                 "replaced_at": iso(r.replaced_at),
+                "valid_from": iso(r.valid_from) if r.HasField("valid_from") else None,
             }
             for r in sorted(mem.history, key=lambda r: r.revision)
         ],
@@ -243,6 +244,8 @@ def imported_memory(rec: dict, authors: dict[str, str]) -> m.ImportedMemory:
                 body=r["body"],
                 confidence=float(r["confidence"]),
                 replaced_at=timestamp(r["replaced_at"]),
+                # Optional: files exported before revisions carried their validity have none.
+                valid_from=timestamp(r["valid_from"]) if r.get("valid_from") is not None else None,
             )
             for r in rec["revisions"]
         ],
@@ -375,6 +378,8 @@ def _check_memory(rec: dict, where: str) -> None:
         if rev["revision"] != i:
             raise ExportFileError(f"{at}: revision {rev['revision']}, expected {i} (oldest first, from 1)")
         _time(rev["replaced_at"], f"{at}: replaced_at")
+        if rev.get("valid_from") is not None:
+            _time(rev["valid_from"], f"{at}: valid_from")
     if rec["revision"] != len(rec["revisions"]) + 1:
         raise ExportFileError(
             f"{where}: revision {rec['revision']} but {len(rec['revisions'])} earlier revisions "

@@ -179,7 +179,7 @@ class ImportedFields:
     created_at: datetime.datetime | None
     updated_at: datetime.datetime | None
     occurred_at: datetime.datetime | None
-    revisions: list[tuple[str, str, float, datetime.datetime | None]]
+    revisions: list[tuple[str, str, float, datetime.datetime | None, datetime.datetime | None]]
     derived_keys: list[str]
     supersedes_key: str
     valid_from: datetime.datetime | None = None
@@ -232,7 +232,8 @@ def check_imported_memory(item: m.ImportedMemory, members: Container[uuid.UUID] 
         check_text(rev.title, rev.body)
         rev_conf = check_confidence(rev.confidence) if rev.HasField("confidence") else confidence
         replaced = _past_time(rev, "replaced_at", now, f"revisions[{i}].replaced_at")
-        revisions.append((rev.title, rev.body, rev_conf, replaced or updated_at or created_at))
+        rev_valid_from = _past_time(rev, "valid_from", now, f"revisions[{i}].valid_from")
+        revisions.append((rev.title, rev.body, rev_conf, replaced or updated_at or created_at, rev_valid_from))
     if len(item.derived_from_keys) > MAX_SOURCES:
         raise InvalidArgument(f"at most {MAX_SOURCES} derived_from_keys", field="derived_from_keys")
     derived = list(dict.fromkeys(check_key(k, "derived_from_keys") for k in item.derived_from_keys))

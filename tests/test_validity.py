@@ -347,7 +347,16 @@ def test_export_and_import_keep_validity(stack, tmp_path):
     new = supersede(stack, alice, old, "the Harrowgate office is on Quay Road", utc(2023, 1, 1))
     gone = remember(stack, alice, "the Harrowgate office opens Saturdays", valid_from=ts(utc(2019, 1, 1)))
     invalidate(stack, alice, gone, "closed on weekends now", utc(2024, 5, 1))
+    # A Correct that moves the start: revision 1's start is history, and "as of 2016 as known before
+    # the correction" needs it (a break-it review found imports wrote it as none).
+    moved = remember(stack, alice, "the Kestrel depot is in Leeds", valid_from=ts(utc(2016, 1, 1)))
+    moved = stack.memory.Correct(
+        g.CorrectRequest(id=moved.id, expected_revision=1, valid_from=ts(utc(2017, 1, 1))), metadata=alice.md()
+    ).memory
+    before_fix = when(moved.updated_at) - datetime.timedelta(microseconds=1)
     records = {r["id"]: r for r in export(stack, alice, tmp_path / "out.jsonl")[1:]}
+    assert [r["valid_from"] for r in records[moved.id]["revisions"]] == ["2016-01-01T00:00:00.000000Z"]
+    assert records[moved.id]["valid_from"] == "2017-01-01T00:00:00.000000Z"
     assert (records[old.id]["valid_from"], records[old.id]["valid_until"]) == (
         "2018-04-01T00:00:00.000000Z",
         "2023-01-01T00:00:00.000000Z",
@@ -380,6 +389,11 @@ def test_export_and_import_keep_validity(stack, tmp_path):
     stack.wait_backlog_empty()
     assert recall_ids(stack, alice2, "Harrowgate office") == [ids[new.id]]
     assert set(recall_ids(stack, alice2, "Harrowgate office", as_of=ts(utc(2020, 1, 1)))) == {ids[old.id], ids[gone.id]}
+    depot = stack.memory.Read(g.ReadRequest(id=ids[moved.id], include_history=True), metadata=alice2.md()).memory
+    assert [when(r.valid_from) for r in depot.history] == [utc(2016, 1, 1)]
+    for who, mid in ((alice, moved.id), (alice2, ids[moved.id])):  # the same answers before and after
+        assert recall_ids(stack, who, "Kestrel depot", as_of=ts(utc(2016, 6, 1)), known_at=ts(before_fix)) == [mid]
+        assert recall_ids(stack, who, "Kestrel depot", as_of=ts(utc(2016, 6, 1))) == []
 
 
 def test_the_commands_write_and_read_validity(stack, team):

@@ -66,7 +66,7 @@ class _Item:
     new: NewMemory
     mentions: list
     entity_keys: list[str]
-    revisions: list[tuple[str, str, float, datetime.datetime | None]]
+    revisions: list[tuple[str, str, float, datetime.datetime | None, datetime.datetime | None]]
     derived_keys: list[str]
     supersedes_key: str
     # An Invalidate's (end, reason) as exported; None when it was not invalidated.
@@ -333,15 +333,15 @@ def _write(conn, authors, todo, entity_keys, supersedes) -> None:
     # author and request-id reader, and no import row carries a request id.
     insert_many(conn, authors[todo[0][0].new.created_by], inserts)
     revisions = [
-        (it.new.id, n, title, body, conf, replaced or datetime.datetime.now(datetime.UTC))
+        (it.new.id, n, title, body, conf, replaced or datetime.datetime.now(datetime.UTC), valid_from)
         for it, _ in todo
-        for n, (title, body, conf, replaced) in enumerate(it.revisions, start=1)
+        for n, (title, body, conf, replaced, valid_from) in enumerate(it.revisions, start=1)
     ]
     if revisions:
         conn.execute(
-            """INSERT INTO memory_revision (memory_id, revision, title, body, confidence, replaced_at)
+            """INSERT INTO memory_revision (memory_id, revision, title, body, confidence, replaced_at, valid_from)
                SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::text[], %s::text[], %s::float8[],
-                                    %s::timestamptz[])""",
+                                    %s::timestamptz[], %s::timestamptz[])""",
             [list(col) for col in zip(*revisions, strict=True)],
         )
     if supersedes:

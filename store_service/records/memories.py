@@ -563,19 +563,20 @@ def attach_history(conn: psycopg.Connection, memories: dict[uuid.UUID, m.Memory]
     if not memories:
         return
     for old in named(conn).execute(
-        "SELECT memory_id, revision, title, body, confidence, replaced_at FROM memory_revision "
+        "SELECT memory_id, revision, title, body, confidence, replaced_at, valid_from FROM memory_revision "
         "WHERE memory_id = ANY(%s) ORDER BY memory_id, revision DESC",
         (list(memories),),
     ):
-        memories[old.memory_id].history.append(
-            m.Revision(
-                revision=old.revision,
-                title=old.title,
-                body=old.body,
-                confidence=old.confidence,
-                replaced_at=timestamp(old.replaced_at),
-            )
+        rev = m.Revision(
+            revision=old.revision,
+            title=old.title,
+            body=old.body,
+            confidence=old.confidence,
+            replaced_at=timestamp(old.replaced_at),
         )
+        if old.valid_from is not None:
+            rev.valid_from.CopyFrom(timestamp(old.valid_from))
+        memories[old.memory_id].history.append(rev)
 
 
 def get_memories(conn: psycopg.Connection, caller: m.Caller, ids) -> list[m.Memory]:

@@ -199,18 +199,20 @@ class Link(_message.Message):
     def __init__(self, type: _Optional[_Union[LinkType, str]] = ..., target_memory_id: _Optional[str] = ..., target_entity_id: _Optional[str] = ..., target_entity_name: _Optional[str] = ...) -> None: ...
 
 class Revision(_message.Message):
-    __slots__ = ("revision", "title", "body", "confidence", "replaced_at")
+    __slots__ = ("revision", "title", "body", "confidence", "replaced_at", "valid_from")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     REPLACED_AT_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
     revision: int
     title: str
     body: str
     confidence: float
     replaced_at: _timestamp_pb2.Timestamp
-    def __init__(self, revision: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., replaced_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    valid_from: _timestamp_pb2.Timestamp
+    def __init__(self, revision: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., replaced_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Memory(_message.Message):
     __slots__ = ("id", "revision", "kind", "title", "body", "audience", "audience_member_id", "purpose", "confidence", "origin", "superseded_by_id", "invalidation_reason", "created_by", "created_at", "updated_at", "occurred_at", "forgotten", "links", "history", "reason", "evidence", "valid_from", "valid_until", "invalidated")
@@ -335,16 +337,18 @@ class ImportedEntity(_message.Message):
     def __init__(self, import_key: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class ImportedRevision(_message.Message):
-    __slots__ = ("title", "body", "confidence", "replaced_at")
+    __slots__ = ("title", "body", "confidence", "replaced_at", "valid_from")
     TITLE_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     REPLACED_AT_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
     title: str
     body: str
     confidence: float
     replaced_at: _timestamp_pb2.Timestamp
-    def __init__(self, title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., replaced_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    valid_from: _timestamp_pb2.Timestamp
+    def __init__(self, title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., replaced_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ImportedMemory(_message.Message):
     __slots__ = ("import_key", "author_member_id", "kind", "title", "body", "audience", "purpose", "origin", "confidence", "reason", "created_at", "updated_at", "occurred_at", "entities", "entity_keys", "revisions", "derived_from_keys", "supersedes_key", "valid_from", "valid_until", "invalidation_reason")
