@@ -312,6 +312,10 @@ def test_times_ahead_of_the_clock_fail_their_item_naming_the_field(stack, team):
             item("t10:replaced", alice.id, "b", revisions=[old, m.ImportedRevision(body="x", replaced_at=ts(far))]),
             "revisions[1].replaced_at",
         ),
+        (
+            item("t10:rev-valid", alice.id, "b", revisions=[m.ImportedRevision(body="x", valid_from=ts(past_skew))]),
+            "revisions[0].valid_from",
+        ),
     ]
     ok = item(
         "t10:ok",

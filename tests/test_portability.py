@@ -691,6 +691,7 @@ def test_import_refuses_times_ahead_of_the_clock_naming_line_and_field(stack, so
         (1, "updated_at", lambda r: r.update(updated_at=past_skew)),
         (1, "occurred_at", lambda r: r.update(occurred_at=past_skew)),
         (revised, "revisions[0]: replaced_at", lambda r: r["revisions"][0].update(replaced_at=far)),
+        (revised, "revisions[0]: valid_from", lambda r: r["revisions"][0].update(valid_from=far)),
         (turn, "occurred_at", lambda r: r.update(occurred_at=past_skew)),
         (turn, "appended_at", lambda r: r.update(appended_at=far)),
     ]
@@ -703,6 +704,14 @@ def test_import_refuses_times_ahead_of_the_clock_naming_line_and_field(stack, so
                 portability.read_export(file)
             err = str(caught.value)
         assert err.startswith(f"{file}:{n + 1}: {field} ") and "is in the future" in err, (field, err)
+    # A revision's start of validity that is no time at all, or not a string.
+    for i, bad in enumerate(("2024-13-01T00:00:00Z", 12)):
+        file = write(
+            tmp_path / f"rev-valid-{i}.jsonl", changed(revised, lambda r, v=bad: r["revisions"][0].update(valid_from=v))
+        )
+        with pytest.raises(portability.ExportFileError) as caught:
+            portability.read_export(file)
+        assert str(caught.value).startswith(f"{file}:{revised + 1}: revisions[0]: valid_from"), str(caught.value)
 
     def just_within(rec: dict) -> None:
         rec.update(created_at=within, updated_at=within, occurred_at=within)

@@ -174,12 +174,10 @@ def _narrow_statement(window: Window, select: str, join: str) -> str:
     )
 
 
-def narrow_rows(
-    conn: psycopg.Connection, window: Window, most: int | None = None, select: str = "m.id", join: str = ""
-) -> list | None:
-    """``select`` (one column; by default the id) of each live memory ``window`` holds, joined with
-    ``join`` (the keyword arm reads its document numbers so), when they are at most ``most`` (default
-    ``NARROW_ROWS``), else None: the window is wide."""
+def narrow_rows(conn: psycopg.Connection, window: Window, most: int | None, select: str, join: str) -> list | None:
+    """``select`` (one column) of each live memory ``window`` holds, joined with ``join`` (the keyword
+    arm reads its document numbers so), when they are at most ``most`` (None: ``NARROW_ROWS``), else
+    None: the window is wide."""
     most = NARROW_ROWS if most is None else most
     rows = conn.execute(_narrow_statement(window, select, join), {**window.params(), "cap": most + 1}).fetchall()
     return None if len(rows) > most else [r[0] for r in rows]
