@@ -45,11 +45,28 @@ def _body_keys(conn: psycopg.Connection) -> None:
         last = rows[-1][0]
 
 
+def _restore_predecessors(conn: psycopg.Connection) -> None:
+    """Memories whose successor was forgotten before a forget restored them (migration
+    0021_successor_end) take its place (``lifecycle_rules.restore_predecessors``)."""
+    # Imported here: lifecycle_rules reads store_service.database, which imports this module.
+    from store_service.records import lifecycle_rules
+
+    gone = [
+        r[0]
+        for r in conn.execute(
+            """SELECT DISTINCT s.id FROM memory m JOIN memory s ON s.id = m.superseded_by_id
+                WHERE m.forgotten_at IS NULL AND s.forgotten_at IS NOT NULL"""
+        ).fetchall()
+    ]
+    lifecycle_rules.restore_predecessors(conn, gone)
+
+
 # The steps by the name a migration records, in the order they run.
 STEPS: dict[str, Callable[[psycopg.Connection], None]] = {
     "body_keys": _body_keys,
     # Migration 0012_lexical_blocks: the packed posting blocks, built from the memory rows.
     "lexical_index": lexical_index.reindex_all,
+    "restore_predecessors": _restore_predecessors,
 }
 
 

@@ -93,7 +93,10 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         return s.RevokeMemberResponse(revoked=self.control.revoke_member(request.workspace_id, request.member_id))
 
     def RemoveMember(self, request, context):
-        return members.remove(self.control, self.dbs, request.workspace_id, request.member_id)
+        response = members.remove(self.control, self.dbs, request.workspace_id, request.member_id)
+        if response.forgotten_ids:  # what they superseded may be current again, to embed
+            self._wake(m.Caller(workspace_id=request.workspace_id))
+        return response
 
     def Authenticate(self, request, context):
         caller, ws = self.control.authenticate(request.token)
@@ -176,7 +179,9 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
 
     def Forget(self, request, context):
         with self._conn(request.caller) as conn:
-            return s.ForgetResponse(forgotten_ids=lifecycle.forget(conn, request))
+            forgotten = lifecycle.forget(conn, request)
+        self._wake(request.caller)  # what it superseded may be current again, to embed
+        return s.ForgetResponse(forgotten_ids=forgotten)
 
     def FindEntities(self, request, context):
         with self._conn(request.caller) as conn:

@@ -121,7 +121,8 @@ def test_a_store_killed_inside_a_data_step_leaves_it_due_and_the_next_start_runs
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
         with psycopg.connect(url, autocommit=True) as conn:  # the step's transaction rolled back
-            assert {r[0] for r in conn.execute("SELECT step FROM data_step_due")} == {"body_keys", "lexical_index"}
+            due = {r[0] for r in conn.execute("SELECT step FROM data_step_due")}
+            assert due == {"body_keys", "lexical_index", "restore_predecessors"}
             assert conn.execute("SELECT count(*) FROM memory WHERE body_key IS NOT NULL").fetchone() == (0,)
         migrate(url, "workspace")  # no lock left behind by the killed process
         _all_keyed(url, live)
@@ -137,3 +138,31 @@ def test_a_second_store_waits_for_a_data_step_longer_than_ten_seconds(pg):
         migrate(url, "workspace")  # waits, then finds nothing due
         assert proc.stdout.read() == "migrated\n" and proc.wait(30) == 0
         _all_keyed(url, live)
+
+
+def test_upgrade_to_0021_ends_narrower_successors_claims_when_superseded_and_puts_back_stranded_ones(pg):
+    """Migration 0021_successor_end: a workspace memory superseded by a member-only one ends when it was
+    superseded, not at the successor's start; one whose successor had been forgotten is current again."""
+    with scratch_workspace_db(pg, "0020_memory_time") as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            shared, private, stranded, gone = (_insert(conn, body) for body in [*BODIES[:2], "x", "y"])
+            conn.execute("UPDATE memory SET audience_member_id = created_by WHERE id = %s", (private,))
+            conn.execute("UPDATE memory SET valid_from_given = '2020-01-01' WHERE id = %s", (shared,))
+            conn.execute("UPDATE memory SET valid_from_given = '2021-01-01' WHERE id = %s", (private,))
+            conn.execute("UPDATE memory SET forgotten_at = now(), body = '' WHERE id = %s", (gone,))
+            for old, new in ((shared, private), (stranded, gone)):  # as 0017 and Supersede left them
+                conn.execute(
+                    """UPDATE memory m SET superseded_by_id = %s, retired_at = '2024-06-01',
+                              valid_until = greatest((SELECT valid_from FROM memory WHERE id = %s), m.valid_from)
+                        WHERE id = %s""",
+                    (new, new, old),
+                )
+        migrate(url, "workspace")
+        with psycopg.connect(url, autocommit=True) as conn:
+            cols = "superseded_by_id, valid_until::text, retired_at IS NULL, end_follows_successor"
+            rows = {r[0]: r[1:] for r in conn.execute(f"SELECT id, {cols} FROM memory")}
+            assert rows[shared] == (private, "2024-06-01 00:00:00+00", False, False)
+            assert rows[stranded] == (None, None, True, False)
+            jobs = conn.execute("SELECT count(*) FROM embedding_job WHERE memory_id = %s", (stranded,)).fetchone()
+            assert jobs == (1,)
+            assert conn.execute("SELECT step FROM data_step_due").fetchall() == []

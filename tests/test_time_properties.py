@@ -1,5 +1,6 @@
 """Reads in time against a reference model (issue 23): random programs of remember, supersede,
-correct, invalidate and forget, with the claims' starts and ends taken from a few days, run by one
+correct, invalidate and forget (whose predecessors take a forgotten successor's place), with the
+claims' starts and ends taken from a few days, run by one
 member through the gateway. Then, at every instant the program made (each write's own time, and a
 microsecond before it) and every day it named, on the narrow and the wide path, ListMemories with
 ``as_of``, ``known_at`` and both lists exactly the model's memories, each with the model's text,
@@ -80,7 +81,9 @@ class Mem:
             end = self.until
             if self.successor is not None:
                 successor = model[self.successor]
-                then = successor.start if successor.forgotten else successor.then(known_at, model)[2]
+                state = None if successor.forgotten else successor.then(known_at, model)
+                # Not yet written at known_at (it took a forgotten successor's place later): its first start.
+                then = successor.start if successor.forgotten else state[2] if state else successor.states[0][3]
                 end = max(then, self.start)
         return text, rev, start, end
 
@@ -170,6 +173,19 @@ def test_reads_in_time_answer_as_the_reference_model(stack, time_workspace, monk
             code, _ = call(api.Forget, g.ForgetRequest(id=target.id, reason="test"), md)
             assert code == OK
             target.forgotten = True
+            # What it superseded takes its place: superseded by the first live memory down its chain
+            # of successors, else current again (docs/time.md, "Validity").
+            for p in [model[p] for p in target.predecessors if not model[p].forgotten]:
+                if p.successor != target.id:
+                    continue
+                nxt = target.successor
+                while nxt is not None and model[nxt].forgotten:
+                    nxt = model[nxt].successor
+                if nxt is None:
+                    p.retired_at, p.until, p.successor = None, None, None
+                else:
+                    p.successor, p.until = nxt, max(model[nxt].start, p.start)
+                    model[nxt].predecessors.append(p.id)
             continue
         if op == "supersede":
             req = g.SupersedeRequest(
@@ -206,7 +222,7 @@ def test_reads_in_time_answer_as_the_reference_model(stack, time_workspace, monk
         if code == OK:
             when = at(resp.memory.updated_at)
             target.states.append((when, body, current[2] + 1, start))
-            for p in (model[p] for p in target.predecessors):
+            for p in (model[p] for p in target.predecessors if model[p].successor == target.id):
                 p.until = max(start, p.start)  # what it superseded ends where it starts, never before its own start
             instants.add(when)
 

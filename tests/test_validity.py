@@ -134,6 +134,87 @@ def test_a_successor_ends_the_claim_it_supersedes_where_it_starts(stack, team):
     assert when(read.valid_from) == when(read.valid_until) == utc(2022, 1, 1)
 
 
+def test_a_successor_some_readers_cannot_read_ends_the_claim_when_it_was_superseded(stack, team):
+    """A member-only successor of a workspace memory: the memory's other readers must not learn when
+    the successor's claim began (its end would name it), so its end is when it was superseded, and a
+    later Correct of the successor's start does not move it. A successor all its readers can read
+    ends it at its own start (the test above)."""
+    _, alice, bob = team
+    old = remember(stack, alice, "Kestrel office is in Lyon", valid_from=ts(utc(2021, 1, 1)))
+    new = stack.memory.Supersede(
+        g.SupersedeRequest(
+            id=old.id,
+            expected_revision=1,
+            body="Kestrel office moved to Nantes",
+            valid_from=ts(utc(2024, 3, 1)),
+            audience=m.AUDIENCE_MEMBER,
+        ),
+        metadata=alice.md(),
+    ).memory
+    superseded_at = when(new.created_at)
+    for who in (alice, bob):
+        read = stack.memory.Read(g.ReadRequest(id=old.id), metadata=who.md()).memory
+        assert when(read.valid_until) == superseded_at, who
+    assert stack.memory.Read(g.ReadRequest(id=old.id), metadata=bob.md()).memory.superseded_by_id == ""
+    # Bob's reads in time cannot find the successor's start: as of a day after it, the old claim held.
+    day = ts(utc(2024, 6, 1))
+    listed = stack.memory.ListMemories(g.ListMemoriesRequest(as_of=day), metadata=bob.md()).memories
+    assert old.id in [x.id for x in listed]
+    stack.memory.Correct(
+        g.CorrectRequest(id=new.id, expected_revision=1, valid_from=ts(utc(2023, 1, 1))), metadata=alice.md()
+    )
+    read = stack.memory.Read(g.ReadRequest(id=old.id), metadata=bob.md()).memory
+    assert when(read.valid_until) == superseded_at
+    then = stack.memory.ListMemories(
+        g.ListMemoriesRequest(as_of=day, known_at=ts(superseded_at)), metadata=bob.md()
+    ).memories
+    assert [(x.id, when(x.valid_until)) for x in then if x.id == old.id] == [(old.id, superseded_at)]
+
+
+def test_forgetting_a_successor_puts_back_what_it_superseded(stack, team):
+    _, alice, bob = team
+    first = remember(stack, alice, "Ostrava depot shift begins at six", valid_from=ts(utc(2022, 1, 1)))
+    second = supersede(stack, alice, first, "Ostrava depot shift begins at seven", utc(2023, 1, 1))
+    third = supersede(stack, alice, second, "Ostrava depot shift begins at eight", utc(2024, 1, 1))
+    # Forgetting the middle one: the first is superseded by the third, from the third's start.
+    stack.memory.Forget(g.ForgetRequest(id=second.id, reason="wrong"), metadata=alice.md())
+    read = stack.memory.Read(g.ReadRequest(id=first.id), metadata=bob.md()).memory
+    assert (read.superseded_by_id, when(read.valid_until)) == (third.id, utc(2024, 1, 1))
+    assert first.id not in recall_ids(stack, bob, "Ostrava depot")
+    # Forgetting the last one too: the first holds again, current, and can be changed.
+    stack.memory.Forget(g.ForgetRequest(id=third.id, reason="wrong"), metadata=alice.md())
+    read = stack.memory.Read(g.ReadRequest(id=first.id), metadata=bob.md()).memory
+    assert (read.superseded_by_id, read.HasField("valid_until"), read.invalidated) == ("", False, False)
+    assert recall_ids(stack, bob, "Ostrava depot") == [first.id]
+    stack.wait_backlog_empty()
+    dense = stack.memory.Recall(
+        g.RecallRequest(query="when does the Ostrava depot shift begin", purpose=CONV, mode=m.RECALL_MODE_DENSE),
+        metadata=bob.md(),
+    )
+    assert first.id in [item.memory.id for item in dense.items]
+    corrected = stack.memory.Correct(
+        g.CorrectRequest(id=first.id, expected_revision=read.revision, body="Ostrava depot shift begins at 6:30"),
+        metadata=alice.md(),
+    ).memory
+    assert corrected.revision == read.revision + 1
+
+
+def test_a_claim_not_yet_started_cannot_be_invalidated(stack, team):
+    _, alice, _ = team
+    soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=6)
+    mem = remember(stack, alice, "Kestrel rota starts tonight", valid_from=ts(soon))
+    err = fails(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        None,
+        stack.memory.Invalidate,
+        g.InvalidateRequest(id=mem.id, expected_revision=1, reason="cancelled"),
+        alice.md(),
+    )
+    assert "has not held yet" in err.details()
+    read = stack.memory.Read(g.ReadRequest(id=mem.id), metadata=alice.md()).memory
+    assert not read.invalidated and not read.HasField("valid_until")
+
+
 def test_invalidate_ends_a_claim_and_takes_it_out_of_current_recall(stack, team):
     _, alice, bob = team
     mem = remember(stack, alice, "Quillon lives in Porto", valid_from=ts(utc(2020, 1, 1)))

@@ -38,7 +38,14 @@ from store_service.access.readability import IN_SCOPE, caller_params
 from store_service.database import named
 from store_service.intake import capture
 from store_service.records import entities, idempotency, known, prompt_sessions, validity
-from store_service.records.lifecycle_rules import drop_vectors, leave, retire, sources_of, stem_fault
+from store_service.records.lifecycle_rules import (
+    drop_vectors,
+    leave,
+    restore_predecessors,
+    retire,
+    sources_of,
+    stem_fault,
+)
 from store_service.records.memories import (
     COLUMNS,
     NewMemory,
@@ -207,12 +214,14 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
 
 
 def _follow_start(conn: psycopg.Connection, row) -> None:
-    """After Correct moved ``row``'s ``valid_from``: the memories it superseded now end where it
-    starts, never before their own start. Nothing is refused: they may be memories the caller
-    cannot read (a duplicate decision may supersede across audiences), or forgotten, so their
-    times are neither tested nor named."""
+    """After Correct moved ``row``'s ``valid_from``: the memories it superseded whose end follows its
+    start (``lifecycle_rules.COVERS``) now end where it starts, never before their own start.
+    Nothing is refused: they may be memories the caller cannot read (a duplicate decision may
+    supersede across audiences), or forgotten, so their times are neither tested nor named."""
     conn.execute(
-        "UPDATE memory SET valid_until = greatest(%s, valid_from) WHERE superseded_by_id = %s", (row.valid_from, row.id)
+        """UPDATE memory SET valid_until = greatest(%s, valid_from)
+            WHERE superseded_by_id = %s AND end_follows_successor""",
+        (row.valid_from, row.id),
     )
 
 
@@ -344,6 +353,7 @@ def invalidate(conn: psycopg.Connection, req: s.InvalidateRequest) -> m.Memory:
         membership.hold_caller(conn, req.caller)
         row = lock_readable(conn, req.caller, req.memory_id, for_change=True)
         _check_revision(row, req.expected_revision)
+        validity.check_started(row)
         end = validity.check_end(at, row) if at is not None else None
         ended = (
             named(conn)
@@ -472,6 +482,7 @@ def _forget_once(conn: psycopg.Connection, req: s.ForgetRequest, removal: bool) 
         )
         conn.execute("DELETE FROM memory_revision WHERE memory_id = ANY(%s)", (closure,))
         drop_vectors(conn, closure)
+        restore_predecessors(conn, closure)
     return [str(mid)] + [str(i) for i in closure if i != mid and i in visible]
 
 

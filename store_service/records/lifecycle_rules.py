@@ -8,9 +8,12 @@ Forget (``store_service.records.lifecycle``) and ImportMemories' derived and sup
 - A successor keeps the superseded memory's sources (``sources_of``), so a forget of one of them
   still reaches it.
 - A superseded memory is retired (``retire``): it points to its successor, its validity ends where
-  the successor's starts (``store_service.records.validity``), it leaves the live keyword partition
+  the successor's starts when everyone who may read it may read the successor (``COVERS``), else
+  when it was superseded (``store_service.records.validity``), it leaves the live keyword partition
   and the vector index, and two confident claims are flagged for a person
   (``store_service.records.conflict_flags``). An invalidated one leaves the same way (``leave``).
+- A memory whose successor is forgotten takes its place (``restore_predecessors``): it is
+  superseded by the forgotten one's live successor, if any, else current again.
 - A memory whose text changes or leaves recall drops its vectors and embedding job (``drop_vectors``).
 """
 
@@ -57,6 +60,28 @@ def drop_vectors(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
     conn.execute("DELETE FROM embedding_job WHERE memory_id = ANY(%s)", (list(ids),))
 
 
+# SQL, true when successor ``n`` is readable by everyone who may read memory ``m``: the same purpose,
+# an audience no narrower, and no derived_from source ``m`` lacks (each of m's readers reads m's
+# chain). Only then does m's end follow n's start: otherwise a reader of m would learn when a claim
+# it cannot read began (and, reading in time, when it was written or corrected).
+COVERS = """(n.purpose = m.purpose
+  AND (n.audience_member_id IS NULL OR n.audience_member_id IS NOT DISTINCT FROM m.audience_member_id)
+  AND NOT EXISTS (SELECT 1 FROM memory_link l
+                   WHERE l.memory_id = n.id AND l.link_type = 'derived_from'
+                     AND NOT EXISTS (SELECT 1 FROM memory_link k
+                                      WHERE k.memory_id = m.id AND k.link_type = 'derived_from'
+                                        AND k.target_memory_id = l.target_memory_id)))"""
+
+
+def _ends(retired: str) -> str:
+    """SQL SET items: superseded memory ``m``'s end by successor ``n`` (``COVERS``: its start, never
+    before m's own; else ``retired``, when m was superseded) and which rule set it."""
+    return (
+        f"end_follows_successor = {COVERS},"
+        f" valid_until = greatest(CASE WHEN {COVERS} THEN n.valid_from ELSE {retired} END, m.valid_from)"
+    )
+
+
 def retire(
     conn: psycopg.Connection,
     pairs: list[tuple[uuid.UUID, uuid.UUID]],
@@ -71,11 +96,10 @@ def retire(
     flag id for the flags written."""
     olds = [old for old, _ in pairs]
     # An import keeps its times: the older left recall when its successor was written.
-    touched = (
-        ", updated_at = now(), retired_at = now()" if touch else ", retired_at = greatest(n.created_at, m.created_at)"
-    )
+    retired = "now()" if touch else "greatest(n.created_at, m.created_at)"
+    touched = ", updated_at = now()" if touch else ""
     conn.execute(
-        f"""UPDATE memory m SET superseded_by_id = s.new, valid_until = greatest(n.valid_from, m.valid_from){touched}
+        f"""UPDATE memory m SET superseded_by_id = s.new, retired_at = {retired}, {_ends(retired)}{touched}
               FROM unnest(%s::uuid[], %s::uuid[]) AS s(old, new) JOIN memory n ON n.id = s.new
              WHERE m.id = s.old""",
         [olds, [new for _, new in pairs]],
@@ -89,3 +113,57 @@ def leave(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
     partition and the vector index."""
     lexical_index.mark_superseded(conn, ids)
     drop_vectors(conn, ids)
+
+
+def restore_predecessors(conn: psycopg.Connection, forgotten: list[uuid.UUID]) -> None:
+    """The live memories superseded by one of ``forgotten`` (just forgotten, in this transaction)
+    take its place, as if it had never been written: each is superseded by the first live memory
+    down the forgotten one's chain of successors, its end set as ``retire`` sets it and its
+    retirement time kept; with none (the chain ends forgotten, or in an invalidated memory now
+    forgotten), it is current again: no end, back in the live keyword partition, queued for its
+    vectors. Nothing is flagged: no new claim was made."""
+    rows = conn.execute(
+        """SELECT id, superseded_by_id FROM memory
+            WHERE superseded_by_id = ANY(%s) AND forgotten_at IS NULL ORDER BY id FOR NO KEY UPDATE""",
+        (list(forgotten),),
+    ).fetchall()
+    if not rows:
+        return
+    spliced, restored = [], []
+    for old, successor in rows:
+        live, seen = None, set()
+        while successor is not None and successor not in seen:
+            seen.add(successor)
+            gone, after = conn.execute(
+                "SELECT forgotten_at IS NOT NULL, superseded_by_id FROM memory WHERE id = %s", (successor,)
+            ).fetchone()
+            if not gone:
+                live = successor
+                break
+            successor = after
+        if live is None or live == old:
+            restored.append(old)
+        else:
+            spliced.append((old, live))
+    if spliced:
+        conn.execute(
+            f"""UPDATE memory m SET superseded_by_id = s.new, updated_at = now(), {_ends("m.retired_at")}
+                  FROM unnest(%s::uuid[], %s::uuid[]) AS s(old, new) JOIN memory n ON n.id = s.new
+                 WHERE m.id = s.old""",
+            [[old for old, _ in spliced], [new for _, new in spliced]],
+        )
+    if restored:
+        conn.execute(
+            """UPDATE memory SET superseded_by_id = NULL, valid_until = NULL, retired_at = NULL,
+                      end_follows_successor = false, updated_at = now()
+                WHERE id = ANY(%s)""",
+            (restored,),
+        )
+        lexical_index.mark_live(conn, restored)
+        conn.execute(
+            """INSERT INTO embedding_job (memory_id, memory_revision)
+               SELECT id, revision FROM memory WHERE id = ANY(%s)
+               ON CONFLICT (memory_id) DO UPDATE SET memory_revision = EXCLUDED.memory_revision,
+                   claimed_until = NULL, enqueued_at = now()""",
+            (restored,),
+        )

@@ -16,7 +16,7 @@ import uuid
 import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
-from servicekit.errors import InvalidArgument
+from servicekit.errors import FailedPrecondition, InvalidArgument
 from store_service.database import named
 from store_service.records import windows
 from store_service.records.idempotency import instant
@@ -67,6 +67,18 @@ def check_successor_start(successor_start: datetime.datetime, row) -> None:
             f"valid_from must not be before the superseded memory's valid_from "
             f"({row.valid_from.astimezone(datetime.UTC):%Y-%m-%dT%H:%M:%SZ}): give --valid-from at or after it",
             field="valid_from",
+        )
+
+
+def check_started(row) -> None:
+    """FAILED_PRECONDITION while memory ``row``'s validity has not started (its ``valid_from`` is
+    ahead of the clock): a claim that has not held yet cannot stop holding, and ending it now would
+    record a validity of length zero."""
+    now = datetime.datetime.now(datetime.UTC)
+    if row.valid_from > now:
+        raise FailedPrecondition(
+            f"its validity starts at {row.valid_from.astimezone(datetime.UTC):%Y-%m-%dT%H:%M:%SZ}, after now: "
+            "a claim that has not held yet cannot end; correct its valid_from, or forget it"
         )
 
 

@@ -58,13 +58,14 @@ def start_then(a: str = "m") -> str:
 
 def end_then(a: str = "m") -> str:
     """SQL: the end of validity memory ``a`` had at ``%(known_at)s``: none unless it was retired by
-    then; an invalidated memory's end (which nothing changes after); a superseded one's, its
-    successor's start as that stood then (a Correct may have moved it since), never before its own."""
+    then; an invalidated memory's end (which nothing changes after), and so a superseded one's set
+    when it was superseded (``lifecycle_rules.COVERS``); else its successor's start as that stood
+    then (a Correct may have moved it since), never before its own."""
     successor = _START_THEN.format(
         id=f"{a}.superseded_by_id", now=f"(SELECT s.valid_from FROM memory s WHERE s.id = {a}.superseded_by_id)"
     )
     return (
-        f"(CASE WHEN {a}.retired_at <= %(known_at)s THEN CASE WHEN {a}.superseded_by_id IS NULL THEN {a}.valid_until"
+        f"(CASE WHEN {a}.retired_at <= %(known_at)s THEN CASE WHEN NOT {a}.end_follows_successor THEN {a}.valid_until"
         f" ELSE greatest({successor}, {a}.valid_from) END END)"
     )
 

@@ -439,18 +439,31 @@ def remove_memories(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
 
 
 def mark_superseded(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
-    """Moves live memories to their partition's superseded twin (supersede): documents, postings
-    and their blocks."""
-    found = _indexed(conn, ids, superseded=False)
+    """Moves live memories to their partition's superseded twin (supersede, invalidate): documents,
+    postings and their blocks."""
+    _move(conn, ids, superseded=True)
+
+
+def mark_live(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
+    """Moves superseded memories back to their live partition (a memory whose successor was
+    forgotten is current again)."""
+    _move(conn, ids, superseded=False)
+
+
+def _move(conn: psycopg.Connection, ids: list[uuid.UUID], *, superseded: bool) -> None:
+    """Moves the memories among ``ids`` not in a ``superseded`` partition into the twin that is,
+    keeping their document numbers."""
+    found = _indexed(conn, ids, superseded=not superseded)
     if not found:
         return
     delta = _Delta()
     for mid, doc in found.items():
         audience, purpose, _ = doc.part
-        delta.count((audience, purpose, False), doc.terms, -1)
-        delta.count((audience, purpose, True), doc.terms, +1)
+        delta.count((audience, purpose, not superseded), doc.terms, -1)
+        delta.count((audience, purpose, superseded), doc.terms, +1)
         delta.moved.extend(
-            (mid, lexeme, (audience, purpose, True), tf, doc.doc_len, doc.doc_no) for lexeme, tf in doc.terms.items()
+            (mid, lexeme, (audience, purpose, superseded), tf, doc.doc_len, doc.doc_no)
+            for lexeme, tf in doc.terms.items()
         )
     cur = conn.cursor()
     _remove_from_blocks(cur, list(found))
@@ -459,7 +472,7 @@ def mark_superseded(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
         """UPDATE lexical_document t SET partition_id = m.partition_id
              FROM unnest(%s::uuid[], %s::int[]) AS m(memory_id, partition_id)
             WHERE t.memory_id = m.memory_id""",
-        _columns([(mid, part_ids[(doc.part[0], doc.part[1], True)]) for mid, doc in found.items()], 2),
+        _columns([(mid, part_ids[(doc.part[0], doc.part[1], superseded)]) for mid, doc in found.items()], 2),
     )
 
 
