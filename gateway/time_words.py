@@ -15,7 +15,8 @@ Two steps, each where it belongs:
    up, used widely; relative phrases, month and weekday names, day orders, ISO dates), which gives an
    instant and its granularity (day, week, month, year). We turn that into the whole period: a day,
    the ISO week (Monday to Monday), the calendar month or year. Two things it does not read are
-   ours: parts of a day ("this morning": 05:00 to 12:00) and "last weekend".
+   ours: parts of a day ("this morning": 05:00 to 12:00), "last weekend", "the day before
+   yesterday", a month's year written "of 2023", "'23" or "last year", and a range "to now".
 
 All times are UTC: the reference time is an instant, and the caller's calendar is not known.
 """
@@ -78,23 +79,27 @@ _POINT = (
     rf"|{_L}{_YEAR}-(?:0[1-9]|1[0-2]){_R}"  # 2023-05
     rf"|(?:the\s+)?{_DAY}\s+(?:of\s+)?(?:{_MONTH}|{_MONTH_ABBR})(?:,?\s+{_YEAR}{_R})?"  # 5 May 2023, the 5th of May
     rf"|(?:{_MONTH}|{_MONTH_ABBR})\s+{_DAY}(?:,?\s+{_YEAR})?{_R}"  # May 5, May 5th, 2023
-    rf"|(?:{_MONTH}|{_MONTH_ABBR}),?\s+{_YEAR}{_R}"  # March 2023
+    rf"|(?:{_MONTH}|{_MONTH_ABBR}),?\s+(?:of\s+)?(?:{_YEAR}|'\d\d){_R}"  # March 2023, May of 2023, May '23
+    rf"|(?:{_MONTH}|{_MONTH_ABBR})\s+(?:of\s+)?(?:last|this)\s+year"  # March last year
+    r"|(?:the\s+)?day\s+before\s+yesterday"
     r"|yesterday|today|tonight|last\s+night"
     r"|this\s+(?:morning|afternoon|evening)"
     r"|(?:last|this|past|previous)\s+(?:week|month|year|weekend)"
-    rf"|{_L}{_NUMBER}\s+{_UNIT}\s+ago"
+    rf"|{_L}{_NUMBER}\s+{_UNIT}(?:\s*,?\s+(?:and\s+)?{_NUMBER}\s+{_UNIT})*\s+ago"  # 2 weeks and 3 days ago
     rf"|(?:last|this|past|previous)\s+{_WEEKDAY}"
     r")"
 )
 # A point that is time only after a cue word: a bare month, weekday or year.
 _CUED_POINT = rf"(?:{_MONTH}|{_WEEKDAY}|{_L}{_YEAR}{_R})"
 _ANY_POINT = rf"(?:{_POINT}|{_CUED_POINT})"
+# The end of a range that runs to the reference time ("from March 2023 to now").
+_NOW = r"(?:now|date|the\s+present|present)"
 # Every expression is whole: not part of an identifier on either side ("monday.js", "april@example.com",
 # "yesterday.txt", "notes/yesterday", "march-madness").
 _PATTERN = re.compile(
     rf"{_L}(?:"
     rf"(?P<between>between\s+(?P<b1>{_ANY_POINT})\s+and\s+(?P<b2>{_ANY_POINT}))"
-    rf"|(?P<fromto>from\s+(?P<f1>{_ANY_POINT})\s+(?:to|until|till)\s+(?P<f2>{_ANY_POINT}))"
+    rf"|(?P<fromto>from\s+(?P<f1>{_ANY_POINT})\s+(?:to|until|till)\s+(?P<f2>{_ANY_POINT}|{_NOW}))"
     rf"|(?P<since>(?:since|after|before)\s+(?P<s1>{_ANY_POINT}))"
     rf"|(?P<cued>{_CUE}\s+(?:(?:early|late|mid)\s+)?(?P<c1>{_ANY_POINT}))"
     rf"|(?P<point>{_POINT})"
@@ -177,6 +182,11 @@ def _period(phrase: str, ref: datetime.datetime) -> tuple[datetime.datetime, dat
     for part, (lo, hi) in PARTS_OF_DAY.items():
         if words in (f"this {part}", part):
             return day + datetime.timedelta(hours=lo), day + datetime.timedelta(hours=hi)
+    if re.fullmatch(_NOW, words):
+        return ref, ref
+    if words in ("the day before yesterday", "day before yesterday"):
+        return day - datetime.timedelta(days=2), day - datetime.timedelta(days=1)
+    words = _spelled_year(words, ref)
     if words == "last night":
         return day - datetime.timedelta(hours=6), day + datetime.timedelta(hours=6)
     if words.endswith("weekend"):  # this week's Saturday and Sunday, or the week before's
@@ -190,6 +200,21 @@ def _period(phrase: str, ref: datetime.datetime) -> tuple[datetime.datetime, dat
         return None
     when = parsed.date_obj.replace(tzinfo=UTC) if parsed.date_obj.tzinfo is None else parsed.date_obj
     return _whole(when.astimezone(UTC), parsed.period)
+
+
+def _spelled_year(words: str, ref: datetime.datetime) -> str:
+    """A month's year as dateparser reads it: "may of 2023" and "may '23" as "may 2023" (a two-digit
+    year in the reference's century unless that is after the reference's year), "march last year"
+    as "march 2025" asked in 2026."""
+    words = re.sub(r"\s+of\s+(?=\d{4}$|'\d\d$|last year$|this year$)", " ", words)
+    short = re.search(r"'(\d\d)$", words)
+    if short:
+        year = ref.year // 100 * 100 + int(short.group(1))
+        words = f"{words[: short.start()]}{year - 100 if year > ref.year else year}"
+    named = re.fullmatch(r"(\S+) (last|this) year", words)
+    if named:
+        words = f"{named.group(1)} {ref.year - (named.group(2) == 'last')}"
+    return words
 
 
 def _for_dateparser(words: str) -> str:

@@ -59,14 +59,32 @@ def check_not_ahead(when: datetime.datetime, field: str, now: datetime.datetime 
 def time_range(
     req, start_field: str = "start_time", end_field: str = "end_time"
 ) -> tuple[datetime.datetime | None, datetime.datetime | None]:
-    """A request's optional start and end Timestamps (fields ``start_field`` and ``end_field``), as
-    aware datetimes or None; INVALID_ARGUMENT naming the field for an invalid instant or an end not
-    after the start."""
-    start = check_timestamp(getattr(req, start_field), start_field) if req.HasField(start_field) else None
-    end = check_timestamp(getattr(req, end_field), end_field) if req.HasField(end_field) else None
-    if start is not None and end is not None and end <= start:
-        raise InvalidArgument(f"{end_field} must be after {start_field}", field=end_field)
+    """A request's optional start and end Timestamps (fields ``start_field`` and ``end_field``) of a
+    half-open range ``[start, end)``, as aware datetimes or None; INVALID_ARGUMENT naming the field
+    for an invalid instant or an end not after the start. Stored times are whole microseconds, so a
+    bound with nanoseconds is raised to the next microsecond: the range then holds exactly the stored
+    times it held (a datetime would cut them, taking in the microsecond before the bound)."""
+    start = _bound(req, start_field)
+    end = _bound(req, end_field)
+    if start is not None and end is not None:
+        given = [(t.seconds, t.nanos) for t in (getattr(req, start_field), getattr(req, end_field))]
+        if given[1] <= given[0]:
+            raise InvalidArgument(f"{end_field} must be after {start_field}", field=end_field)
     return start, end
+
+
+def _bound(req, field: str) -> datetime.datetime | None:
+    """One bound of ``time_range``: None when unset, else the instant raised to a whole microsecond."""
+    if not req.HasField(field):
+        return None
+    stamp = getattr(req, field)
+    when = check_timestamp(stamp, field)
+    if stamp.nanos % 1000:
+        try:
+            when += datetime.timedelta(microseconds=1)
+        except OverflowError:  # within a microsecond of year 9999's end: after every stored time anyway
+            pass
+    return when
 
 
 def enum_value(mapping: dict[int, str], value: int, field: str) -> str:

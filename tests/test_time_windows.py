@@ -265,6 +265,22 @@ def test_a_memory_without_occurred_at_is_judged_by_when_it_was_written(stack, sa
     assert not set(recall_ids(alice, occurred_before=ts(now - datetime.timedelta(hours=1)))) & undated
 
 
+def test_a_bound_with_nanoseconds_holds_exactly_the_stored_times_it_covers(stack, said):
+    """Stored times are whole microseconds; a bound 500 ns after a memory's said time is after it, so
+    ``before`` takes the memory in and ``after`` leaves it out (a cut to the microsecond did the
+    opposite of both), on recall and list alike."""
+    _, alice, _, times = said
+    mid = next(i for i, t in times.items() if t == day(20))
+    half = timestamp_pb2.Timestamp(seconds=int(day(20).timestamp()), nanos=500)
+    for kw, held in (({"occurred_before": half}, True), ({"occurred_after": half}, False)):
+        assert (mid in recall_ids(alice, mode=m.RECALL_MODE_LEXICAL, **kw)) is held, kw
+        listed = stack.memory.ListMemories(g.ListMemoriesRequest(page_size=500, **kw), metadata=alice.md())
+        assert (mid in [x.id for x in listed.memories]) is held, kw
+    # A range holding no whole microsecond is empty, not refused.
+    empty = {"occurred_after": half, "occurred_before": timestamp_pb2.Timestamp(seconds=half.seconds, nanos=900)}
+    assert recall_ids(alice, mode=m.RECALL_MODE_LEXICAL, **empty) == []
+
+
 def test_list_memories_context_and_prompt_context_take_the_window(stack, said):
     """ListMemories lists and counts exactly the window's memories on every page, and a page token is
     bound to its window; GetContext's and PromptContext's memories were all said in the window."""

@@ -49,6 +49,10 @@ CASES = [
     ("on March 25", REF, "on March 25", d(2025, 3, 25), d(2025, 3, 26)),  # not yet this year: last year's
     ("Dec 24", REF, "Dec 24", d(2025, 12, 24), d(2025, 12, 25)),
     ("on 1 January", SUNDAY, "on 1 January", d(2024, 1, 1), d(2024, 1, 2)),
+    ("the day before yesterday", REF, "the day before yesterday", d(2026, 3, 16), d(2026, 3, 17)),
+    ("what came up day before yesterday", REF, "day before yesterday", d(2026, 3, 16), d(2026, 3, 17)),
+    ("2 weeks and 3 days ago", REF, "2 weeks and 3 days ago", d(2026, 3, 1), d(2026, 3, 2)),
+    ("two weeks, three days ago", REF, "two weeks, three days ago", d(2026, 3, 1), d(2026, 3, 2)),
     # Parts of a day.
     ("this morning", REF, "this morning", d(2026, 3, 18, 5), d(2026, 3, 18, 12)),
     ("what came up this afternoon", REF, "this afternoon", d(2026, 3, 18, 12), d(2026, 3, 18, 17)),
@@ -88,6 +92,12 @@ CASES = [
     ("plans for 2023-05", REF, "2023-05", d(2023, 5, 1), d(2023, 6, 1)),  # "for" is no time word: the month alone
     ("2023-05", REF, "2023-05", d(2023, 5, 1), d(2023, 6, 1)),
     ("in December", NEW_YEARS_EVE, "in December", d(2023, 12, 1), d(2024, 1, 1)),
+    ("in May of 2023", REF, "in May of 2023", d(2023, 5, 1), d(2023, 6, 1)),
+    ("in May '23", REF, "in May '23", d(2023, 5, 1), d(2023, 6, 1)),
+    ("Nov '99 notes", REF, "Nov '99", d(1999, 11, 1), d(1999, 12, 1)),  # after the reference's '26: last century
+    ("in March last year", REF, "in March last year", d(2025, 3, 1), d(2025, 4, 1)),
+    ("June of last year", REF, "June of last year", d(2025, 6, 1), d(2025, 7, 1)),
+    ("in January this year", REF, "in January this year", d(2026, 1, 1), d(2026, 2, 1)),
     # Years.
     ("where did he live in 2022?", REF, "in 2022", d(2022, 1, 1), d(2023, 1, 1)),
     ("last year", REF, "last year", d(2025, 1, 1), d(2026, 1, 1)),
@@ -118,7 +128,11 @@ CASES = [
     ("from 2 days ago to yesterday", REF, "from 2 days ago to yesterday", d(2026, 3, 16), d(2026, 3, 18)),
     ("between two years ago and last year", REF, "between two years ago and last year", d(2024, 1, 1), d(2026, 1, 1)),
     ("between December and February 2024", REF, "between December and February 2024", d(2023, 12, 1), d(2024, 3, 1)),
+    ("from March 2023 to now", REF, "from March 2023 to now", d(2023, 3, 1), REF),
+    ("from May to date", REF, "from May to date", d(2025, 5, 1), REF),
+    ("since the day before yesterday", REF, "since the day before yesterday", d(2026, 3, 16), REF),
     # Words that only look like time.
+    ("May's '23 budget", REF, None, None, None),  # a possessive, then a year alone: no month named
     ("what did May say about the budget?", REF, None, None, None),
     ("what did we hear from May?", REF, None, None, None),
     ("the report written by May", REF, None, None, None),
