@@ -205,26 +205,6 @@ def recall_ids(member, **kw) -> list[str]:
     return [it.memory.id for it in member.recall("gull harbour", top_k=200, **kw).items]
 
 
-def test_each_vector_carries_its_memorys_times_and_follows_them(stack, said):
-    """The meaning arm's HNSW scan tests a window on the times copied beside each vector (migration
-    0022_vector_times): every vector's copies are its memory's, and a change of the memory's times
-    reaches them."""
-    ws, _, _, times = said
-    differ = """SELECT count(*) FROM memory_embedding e JOIN memory m ON m.id = e.memory_id
-                 WHERE (e.said_at, e.valid_from, e.memory_created_at)
-                       IS DISTINCT FROM (m.said_at, m.valid_from, m.created_at)"""
-    mid = next(i for i, t in times.items() if t == day(7))
-    with stack.db(ws) as conn:
-        assert conn.execute("SELECT count(*) FROM memory_embedding").fetchone()[0] >= DAYS
-        assert conn.execute(differ).fetchone() == (0,)
-        with conn.transaction():
-            conn.execute("UPDATE memory SET occurred_at = %s WHERE id = %s", (day(300), mid))
-            got = conn.execute("SELECT said_at, valid_from FROM memory_embedding WHERE memory_id = %s", (mid,))
-            assert got.fetchone() == (day(300), day(300))
-            conn.execute("UPDATE memory SET occurred_at = %s WHERE id = %s", (day(7), mid))
-        assert conn.execute(differ).fetchone() == (0,)
-
-
 def test_the_meaning_arm_plans_each_window_for_its_own_bounds(stack, said):
     """psycopg prepares a statement run five times, and PostgreSQL may then keep one generic plan for
     every window's bounds (at 100,000 memories such a plan read a month of 85,000 memories through its

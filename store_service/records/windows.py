@@ -114,26 +114,6 @@ class Window:
             parts.append(f"{a}.valid_from <= %(as_of)s AND ({a}.valid_until IS NULL OR %(as_of)s < {a}.valid_until)")
         return " AND ".join(parts) or "TRUE"
 
-    def vector_condition(self, alias: str = "e") -> str | None:
-        """The SQL condition on a vector ``alias``'s copies of its memory's times (migration
-        0022_vector_times) that ``condition`` is for a memory with vectors, or None when the window
-        needs the memory row (``known_at`` with ``as_of``: the validity of then). Only live memories
-        have vectors, so no end and no retirement is set: ``as_of`` tests the start alone and
-        ``known_at`` the writing. ``TRUE`` when open; its parameters are ``params()``."""
-        if self.known_at is not None and self.as_of is not None:
-            return None
-        a = alias
-        parts = []
-        if self.after is not None:
-            parts.append(f"{a}.said_at >= %(said_after)s")
-        if self.before is not None:
-            parts.append(f"{a}.said_at < %(said_before)s")
-        if self.known_at is not None:
-            parts.append(f"{a}.memory_created_at <= %(known_at)s")
-        elif self.as_of is not None:
-            parts.append(f"{a}.valid_from <= %(as_of)s")
-        return " AND ".join(parts) or "TRUE"
-
     def clause(self, alias: str = "m") -> str:
         """``condition`` as a clause to append to a WHERE condition: empty when the window is open."""
         return f" AND {self.condition(alias)}" if self else ""

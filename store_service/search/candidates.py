@@ -450,10 +450,6 @@ def dense(
     gate = expiry.shown_clause(expiry_days) + window.clause()
     # A narrow window is read by its own condition (in ``gate``), from its index: no ids are sent.
     exact = bool(window) and windows.is_narrow(conn, window, windows.dense_narrow_rows(conn, limit))
-    # The HNSW scan tests each vector it visits against the window's bounds copied beside it, so one
-    # outside the window costs no lookup of its memory; the memory's own test stays after the join.
-    beside = window.vector_condition("e") if window else None
-    scanned = gate if beside is None else f"{gate} AND {beside}"
 
     def nearest(exact: bool) -> list:
         # ``+ 0`` keeps the planner off the HNSW index: the order is then an exact sort. Every row the
@@ -465,7 +461,7 @@ def dense(
                 f"""WITH nn AS MATERIALIZED (
                     SELECT e.memory_id, e.embedding <=> %(q)s AS distance
                       FROM memory_embedding e JOIN memory m ON m.id = e.memory_id
-                     WHERE {_scope(window.in_time, bool(entity_ids))}{gate if exact else scanned}
+                     WHERE {_scope(window.in_time, bool(entity_ids))}{gate}
                        AND e.input_version = %(stamp)s AND e.memory_revision = m.revision
                      ORDER BY {order}
                      LIMIT %(limit)s)
