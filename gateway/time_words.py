@@ -68,6 +68,9 @@ _MONTH = r"(?:" + "|".join(MONTHS) + r")"
 _MONTH_ABBR = r"(?:" + "|".join(MONTH_ABBREVIATIONS) + r")\.?"
 _WEEKDAY = r"(?:" + "|".join(WEEKDAYS) + r")"
 _YEAR = r"(?:19\d\d|20\d\d)"
+# A year beside a month or day: any four digits from 1000 ("May 5, 2300" is a future day, never
+# this year's May 5 with the year left over); a bare year is only 1900..2099.
+_FULL_YEAR = r"(?:[12]\d{3})"
 _DAY = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?"
 _NUMBER = r"(?:\d{1,3}|" + "|".join(NUMBER_WORDS) + r")"
 _UNIT = r"(?:day|week|month|year)s?"
@@ -77,9 +80,9 @@ _POINT = (
     r"(?:"
     rf"{_L}{_YEAR}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01]){_R}"  # 2023-05-08
     rf"|{_L}{_YEAR}-(?:0[1-9]|1[0-2]){_R}"  # 2023-05
-    rf"|(?:the\s+)?{_DAY}\s+(?:of\s+)?(?:{_MONTH}|{_MONTH_ABBR})(?:,?\s+{_YEAR}{_R})?"  # 5 May 2023, the 5th of May
-    rf"|(?:{_MONTH}|{_MONTH_ABBR})\s+{_DAY}(?:,?\s+{_YEAR})?{_R}"  # May 5, May 5th, 2023
-    rf"|(?:{_MONTH}|{_MONTH_ABBR}),?\s+(?:of\s+)?(?:{_YEAR}|'\d\d){_R}"  # March 2023, May of 2023, May '23
+    rf"|(?:the\s+)?{_DAY}\s+(?:of\s+)?(?:{_MONTH}|{_MONTH_ABBR})(?:,?\s+{_FULL_YEAR}{_R})?"  # 5 May 2023
+    rf"|(?:{_MONTH}|{_MONTH_ABBR})\s+{_DAY}(?:,?\s+{_FULL_YEAR})?{_R}"  # May 5, May 5th, 2023
+    rf"|(?:{_MONTH}|{_MONTH_ABBR}),?\s+(?:of\s+)?(?:{_FULL_YEAR}|'\d\d){_R}"  # March 2023, May of 2023, May '23
     rf"|(?:{_MONTH}|{_MONTH_ABBR})\s+(?:of\s+)?(?:last|this)\s+year"  # March last year
     r"|(?:the\s+)?day\s+before\s+yesterday"
     r"|yesterday|today|tonight|last\s+night"

@@ -96,6 +96,10 @@ CASES = [
     ("in May '23", REF, "in May '23", d(2023, 5, 1), d(2023, 6, 1)),
     ("Nov '99 notes", REF, "Nov '99", d(1999, 11, 1), d(1999, 12, 1)),  # after the reference's '26: last century
     ("in March last year", REF, "in March last year", d(2025, 3, 1), d(2025, 4, 1)),
+    ("the 5th of May 1850", REF, "the 5th of May 1850", d(1850, 5, 5), d(1850, 5, 6)),
+    # A year after a month or day is read with it: a future one names nothing yet, never this year's.
+    ("what did Kofi say in May of 2300", REF, None, None, None),
+    ("May 5, 2300", REF, None, None, None),
     ("June of last year", REF, "June of last year", d(2025, 6, 1), d(2025, 7, 1)),
     ("in January this year", REF, "in January this year", d(2026, 1, 1), d(2026, 2, 1)),
     # Years.

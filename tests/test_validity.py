@@ -197,6 +197,10 @@ def test_forgetting_a_successor_puts_back_what_it_superseded(stack, team):
         metadata=alice.md(),
     ).memory
     assert corrected.revision == read.revision + 1
+    # Superseded again (its first supersede's conflict flag went with the forgotten successor).
+    again = supersede(stack, alice, corrected, "Ostrava depot shift begins at nine", utc(2025, 1, 1))
+    flags = stack.memory.ListConflictFlags(g.ListConflictFlagsRequest(), metadata=alice.md()).flags
+    assert [(f.older.id, f.newer.id) for f in flags if f.older.id == first.id] == [(first.id, again.id)]
 
 
 def test_a_claim_not_yet_started_cannot_be_invalidated(stack, team):

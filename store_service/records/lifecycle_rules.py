@@ -159,6 +159,9 @@ def restore_predecessors(conn: psycopg.Connection, forgotten: list[uuid.UUID]) -
                 WHERE id = ANY(%s)""",
             (restored,),
         )
+        # Its conflict flag named a memory now forgotten: gone with it, so the memory, current again,
+        # may be superseded (and flagged) again (a memory is the older of one flag at most).
+        conn.execute("DELETE FROM conflict_flag WHERE older_id = ANY(%s)", (restored,))
         lexical_index.mark_live(conn, restored)
         conn.execute(
             """INSERT INTO embedding_job (memory_id, memory_revision)
