@@ -58,7 +58,18 @@ def describe(memory: m.Memory) -> str:
         text += f"\n  {name_of(m.LinkType, link.type)} {target}"
     for rev in memory.history:
         text += f"\n  revision {rev.revision}: {shown(rev.title)} | {shown(rev.body)}"
+    for res in memory.entity_resolutions:  # only in a write's answer (docs/entities.md)
+        others = f" (also of that name: {', '.join(res.other_entity_ids)})" if res.other_entity_ids else ""
+        text += f"\n  entity {shown(res.name)}: {_RESOLVED.get(res.outcome, 'resolved')} {res.entity_id}{others}"
     return text
+
+
+# How a name given at a write found its entity, as ``describe`` says it.
+_RESOLVED = {
+    m.ENTITY_RESOLUTION_OUTCOME_CREATED: "new",
+    m.ENTITY_RESOLUTION_OUTCOME_LINKED: "the one you can see,",
+    m.ENTITY_RESOLUTION_OUTCOME_CHOSEN: "most mentioned of several,",
+}
 
 
 def _ended(memory: m.Memory) -> str:
@@ -113,7 +124,12 @@ def remember_parser(sub: argparse._SubParsersAction) -> None:
     rm.add_argument("--audience", default="workspace", choices=choices.AUDIENCES)
     rm.add_argument("--confidence", type=float)
     rm.add_argument("--request-id", default="")
-    rm.add_argument("--about", action="append", default=[], help="entity name to mention (repeatable)")
+    rm.add_argument(
+        "--about",
+        action="append",
+        default=[],
+        help="entity name to mention: the entity of that name you can see, else a new one (repeatable)",
+    )
     rm.add_argument("--about-id", action="append", default=[], help="existing entity id to mention (repeatable)")
     rm.add_argument("--occurred-at", type=options.instant, metavar="T", help="when what it tells happened")
     options.valid_from_option(rm)
@@ -151,7 +167,12 @@ def derive_parser(sub: argparse._SubParsersAction) -> None:
     dv.add_argument("--kind", default="summary", choices=choices.KINDS)
     dv.add_argument("--title", default="")
     dv.add_argument("--request-id", default="")
-    dv.add_argument("--about", action="append", default=[], help="entity name to mention (repeatable)")
+    dv.add_argument(
+        "--about",
+        action="append",
+        default=[],
+        help="entity name to mention: the entity of that name you can see, else a new one (repeatable)",
+    )
     options.valid_from_option(dv, default="the time of writing")
     dv.add_argument("body")
     options.gateway_options(dv)

@@ -50,7 +50,13 @@ Body = Annotated[str, Field(description="The memory's text: non-blank, at most 6
 Title = Annotated[str, Field(description="Short title, at most 1,000 characters; may be empty.")]
 Confidence = Annotated[float | None, Field(description="Your confidence in it, 0..1; unset means 1.")]
 RequestId = Annotated[str, Field(description="Optional id that makes a retry of this call return the first result.")]
-About = Annotated[list[str], Field(description="Names of entities the memory is about (each name creates an entity).")]
+About = Annotated[
+    list[str],
+    Field(
+        description="Names of entities the memory is about: each links to the entity of that name you can see, "
+        "or a new one when there is none."
+    ),
+]
 AboutIds = Annotated[list[str], Field(description="UUIDs of existing entities the memory is about.")]
 # A chat agent's memory is its member's alone unless the agent chooses the workspace: what a user says
 # to their assistant ("I prefer tea") is not the team's to read.

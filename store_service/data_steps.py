@@ -61,12 +61,32 @@ def _restore_predecessors(conn: psycopg.Connection) -> None:
     lifecycle_rules.restore_predecessors(conn, gone)
 
 
+def _entity_name_keys(conn: psycopg.Connection) -> None:
+    """Fills ``entity.name_key`` of every entity (migration 0022_entity_name_key), in id order."""
+    from store_service.records import entities  # it reads store_service.database, which imports this module
+
+    last = None
+    while True:
+        rows = conn.execute(
+            "SELECT id, name FROM entity WHERE (%s::uuid IS NULL OR id > %s) ORDER BY id LIMIT %s",
+            (last, last, BODY_KEY_BATCH),
+        ).fetchall()
+        if not rows:
+            return
+        conn.execute(
+            "UPDATE entity e SET name_key = u.k FROM unnest(%s::uuid[], %s::text[]) AS u(i, k) WHERE e.id = u.i",
+            ([r[0] for r in rows], [entities.name_key(r[1]) for r in rows]),
+        )
+        last = rows[-1][0]
+
+
 # The steps by the name a migration records, in the order they run.
 STEPS: dict[str, Callable[[psycopg.Connection], None]] = {
     "body_keys": _body_keys,
     # Migration 0012_lexical_blocks: the packed posting blocks, built from the memory rows.
     "lexical_index": lexical_index.reindex_all,
     "restore_predecessors": _restore_predecessors,
+    "entity_name_keys": _entity_name_keys,
 }
 
 

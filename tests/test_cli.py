@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,20 @@ def test_stored_text_cannot_write_lines_or_control_the_terminal(system, member):
     plain = cli(system, "remember", "plain kestrel words", "--json", token=tok).stdout
     plain_id = json.loads(plain)["memory"]["id"]
     assert "\n  plain kestrel words\n" in cli(system, "read", plain_id, token=tok).stdout + "\n"
+
+
+def test_remember_about_a_name_says_how_the_name_found_its_entity(system, member):
+    tok = member["token"]
+    name = f"Skerry {uuid.uuid4().hex[:6]}"
+    first = cli(system, "remember", "--about", name, "A skerry off the coast.", token=tok).stdout
+    (created,) = re.findall(rf"entity {name}: new ([0-9a-f-]{{36}})", first)
+    again = cli(system, "remember", "--about", name.upper(), "The skerry again.", token=tok).stdout
+    assert f"entity {name.upper()}: the one you can see, {created}" in again
+    as_json = json.loads(cli(system, "remember", "--about", name, "Once more.", "--json", token=tok).stdout)
+    assert as_json["memory"]["entity_resolutions"] == [
+        {"name": name, "entity_id": created, "outcome": "ENTITY_RESOLUTION_OUTCOME_LINKED", "other_entity_ids": []}
+    ]
+    assert "the one you can see" not in cli(system, "read", as_json["memory"]["id"], token=tok).stdout
 
 
 def test_lifecycle_commands(system, member):

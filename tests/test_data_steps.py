@@ -122,7 +122,7 @@ def test_a_store_killed_inside_a_data_step_leaves_it_due_and_the_next_start_runs
         proc.wait(30)
         with psycopg.connect(url, autocommit=True) as conn:  # the step's transaction rolled back
             due = {r[0] for r in conn.execute("SELECT step FROM data_step_due")}
-            assert due == {"body_keys", "lexical_index", "restore_predecessors"}
+            assert due == {"body_keys", "lexical_index", "restore_predecessors", "entity_name_keys"}
             assert conn.execute("SELECT count(*) FROM memory WHERE body_key IS NOT NULL").fetchone() == (0,)
         migrate(url, "workspace")  # no lock left behind by the killed process
         _all_keyed(url, live)
@@ -165,4 +165,18 @@ def test_upgrade_to_0021_ends_narrower_successors_claims_when_superseded_and_put
             assert rows[stranded] == (None, None, True, False)
             jobs = conn.execute("SELECT count(*) FROM embedding_job WHERE memory_id = %s", (stranded,)).fetchone()
             assert jobs == (1,)
+            assert conn.execute("SELECT step FROM data_step_due").fetchall() == []
+
+
+def test_upgrade_to_0022_keys_every_entity_name_as_resolution_compares_them(pg):
+    names = ["Jonas", "  JONAS\u00a0Berg ", "ﬁle Ｃo"]
+    with scratch_workspace_db(pg, "0021_successor_end") as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            ids = [uuid.uuid4() for _ in names]
+            for eid, name in zip(ids, names, strict=True):
+                conn.execute("INSERT INTO entity (id, name) VALUES (%s, %s)", (eid, name))
+        migrate(url, "workspace")
+        with psycopg.connect(url, autocommit=True) as conn:
+            keys = dict(conn.execute("SELECT id, name_key FROM entity").fetchall())
+            assert [keys[i] for i in ids] == ["jonas", "jonas berg", "file co"]
             assert conn.execute("SELECT step FROM data_step_due").fetchall() == []

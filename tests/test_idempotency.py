@@ -155,7 +155,7 @@ def test_equivalent_forms_of_one_request_are_the_same_request(stack, team):
         metadata=alice.md(),
     ).memory
     assert again.id == first.id
-    # Mentioning a name twice creates two entities, so it is a different request.
+    # Mentioning a name twice is a different request: mentions are fingerprinted as given.
     twice = [m.EntityMention(name="Quay"), m.EntityMention(name="Quay"), m.EntityMention(name="Crane")]
     refused(alice.remember, "The crane on the quay lifts forty tonnes.", request_id=r, entities=twice)
 

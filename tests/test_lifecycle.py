@@ -318,24 +318,83 @@ def test_forget_response_hides_unreadable_descendants(team):
 # Entities -------------------------------------------------------------------------------------
 
 
-def test_entities_are_mentions_never_merged(team):
-    alice, bob, stack = team["alice"], team["bob"], team["stack"]
+def about_ids(mem: m.Memory) -> list[str]:
+    return [link.target_entity_id for link in mem.links if link.type == m.LINK_TYPE_ABOUT]
+
+
+def outcomes(mem: m.Memory) -> list[tuple]:
+    return [(r.name, r.entity_id, r.outcome, list(r.other_entity_ids)) for r in mem.entity_resolutions]
+
+
+CREATED, LINKED, CHOSEN = (
+    m.ENTITY_RESOLUTION_OUTCOME_CREATED,
+    m.ENTITY_RESOLUTION_OUTCOME_LINKED,
+    m.ENTITY_RESOLUTION_OUTCOME_CHOSEN,
+)
+
+
+def test_a_name_links_to_the_one_entity_of_that_name_the_writer_can_see(team):
+    alice, stack = team["alice"], team["stack"]
     name = "Jordan " + word()
     first = alice.remember("Jordan likes hiking.", entities=[m.EntityMention(name=name)])
-    second = alice.remember("A different Jordan plays chess.", entities=[m.EntityMention(name=name)])
+    (e1,) = about_ids(first)
+    assert outcomes(first) == [(name, e1, CREATED, [])]
+    # The same name, however it is cased, spaced or composed, is the same entity; the read shows no report.
+    for variant in (name, f"  {name.upper()} ", name.replace(" ", "\u00a0 ")):
+        again = alice.remember("Jordan went hiking again.", entities=[m.EntityMention(name=variant)])
+        assert about_ids(again) == [e1] and outcomes(again) == [(variant.strip(), e1, LINKED, [])]
+        assert alice.read(again.id).entity_resolutions == []
     ents = stack.memory.FindEntities(g.FindEntitiesRequest(name=name.upper()), metadata=alice.md()).entities
-    assert len(ents) == 2 and {e.name for e in ents} == {name}
-    e1 = next(link.target_entity_id for link in alice.read(first.id).links if link.type == m.LINK_TYPE_ABOUT)
-    third = alice.remember("Jordan went hiking again.", entities=[m.EntityMention(entity_id=e1)])
+    assert [e.id for e in ents] == [e1]
     about = alice.recall("Jordan", entity_ids=[e1], mode=m.RECALL_MODE_LEXICAL)
-    assert {it.memory.id for it in about.items} == {first.id, third.id}
-    assert second.id not in [it.memory.id for it in about.items]
-    private_name = "Secret " + word()
-    alice.remember("private mention", audience=m.AUDIENCE_MEMBER, entities=[m.EntityMention(name=private_name)])
-    assert stack.memory.FindEntities(g.FindEntitiesRequest(name=private_name), metadata=bob.md()).entities == []
-    hidden_id = stack.memory.FindEntities(g.FindEntitiesRequest(name=private_name), metadata=alice.md()).entities[0].id
-    assert code_of(bob.remember, "x", entities=[m.EntityMention(entity_id=hidden_id)]) == NOT_FOUND
+    assert first.id in {it.memory.id for it in about.items}
+    # Named twice in one write, and by two entries of one batch new to both: one entity each time.
+    other = "Quay " + word()
+    twice = alice.remember("x", entities=[m.EntityMention(name=other), m.EntityMention(name=other.lower())])
+    assert len(about_ids(twice)) == 1
+    fresh = "Crane " + word()
+    batch = stack.memory.RememberBatch(
+        g.RememberBatchRequest(
+            requests=[
+                g.RememberRequest(
+                    purpose=m.PURPOSE_CONVERSATION,
+                    body=f"crane {i}",
+                    audience=m.AUDIENCE_WORKSPACE,
+                    entities=[m.EntityMention(name=fresh)],
+                )
+                for i in range(2)
+            ]
+        ),
+        metadata=alice.md(),
+    ).results
+    (a,), (b,) = (about_ids(alice.read(r.memory.id)) for r in batch)
+    assert a == b
+    assert [o[2] for r in batch for o in outcomes(r.memory)] == [CREATED, LINKED]
+
+
+def test_an_entity_only_others_can_see_is_never_found_and_several_visible_choose_the_most_mentioned(team):
+    alice, bob = team["alice"], team["bob"]
+    name = "Secret " + word()
+    private = alice.remember("private mention", audience=m.AUDIENCE_MEMBER, entities=[m.EntityMention(name=name)])
+    (hidden,) = about_ids(private)
+    # Bob cannot see Alice's entity: his write makes its own, and nothing tells him hers exists.
+    mine = bob.remember("Bob's note", entities=[m.EntityMention(name=name)])
+    (shared,) = about_ids(mine)
+    assert shared != hidden and outcomes(mine) == [(name, shared, CREATED, [])]
+    assert code_of(bob.remember, "x", entities=[m.EntityMention(entity_id=hidden)]) == NOT_FOUND
+    # Alice now sees both: hers (one readable mention) and Bob's workspace one; one more mention of
+    # Bob's makes it the one a name finds, the other reported.
+    bob.remember("Bob's second note", entities=[m.EntityMention(entity_id=shared)])
+    chosen = alice.remember("Alice's note", entities=[m.EntityMention(name=name)])
+    assert outcomes(chosen) == [(name, shared, CHOSEN, [hidden])]
+    # For Bob there is still only his.
+    assert outcomes(bob.remember("again", entities=[m.EntityMention(name=name)])) == [(name, shared, LINKED, [])]
+
+
+def test_entity_mentions_and_filters_refuse_bad_input(team):
+    bob, stack = team["bob"], team["stack"]
     assert code_of(bob.remember, "x", entities=[m.EntityMention(name="")]) == INVALID
+    assert code_of(bob.remember, "x", entities=[m.EntityMention(name="x" * 201)]) == INVALID
     assert code_of(bob.recall, "x", entity_ids=["bad"]) == INVALID
     assert code_of(bob.recall, "x", entity_ids=[str(uuid.uuid4()) for _ in range(101)]) == INVALID
     assert bob.recall("Jordan", entity_ids=[str(uuid.uuid4())], mode=m.RECALL_MODE_LEXICAL).items == []

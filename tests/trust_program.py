@@ -89,6 +89,8 @@ from store_service.history import turn_index
 from store_service.search import lexical_index
 
 PURPOSES = [m.PURPOSE_CONVERSATION, m.PURPOSE_TASKS, m.PURPOSE_REPORTING, m.PURPOSE_ADMINISTRATION]
+# Entity names a program uses, each shared by the memories written with it (docs/entities.md).
+ENTITY_NAMES = 3
 MODES = [m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID]
 OK = grpc.StatusCode.OK
 # Examples of the leak property, in two halves (the curation test runs a fifth as many);
@@ -145,6 +147,8 @@ class Mem:
     forgotten: bool = False
     key: str = ""  # the import key of an imported memory
     aged: bool = False  # updated_at set past the expiry gate's 30 days (a change or a keep resets it)
+    successor: str | None = None  # the memory that superseded it
+    entity_id: str = ""  # the entity its name resolved to (known for a remember or a derive)
 
 
 @dataclass
@@ -184,7 +188,7 @@ class Model:
 
     def supersede(self, old: Mem, new_id: str) -> None:
         """``old`` superseded by ``new_id``: every memory here has confidence 1, so it is flagged."""
-        old.superseded = True
+        old.superseded, old.successor = True, new_id
         old.aged = False  # superseding a memory updates it (the expiry gate shows it again)
         self.flags.append(Flag(old.id, new_id))
 
@@ -229,6 +233,39 @@ class Model:
             if not self.mems[cur].forgotten or cur == mem_id:
                 self.mems[cur].forgotten = True
                 todo += [i for i, mem in self.mems.items() if cur in mem.sources and not mem.forgotten]
+        # What a forgotten memory superseded takes its place (docs/time.md, "Validity"): superseded by
+        # the first live memory down the chain of successors, else current again; either updates it.
+        for mem in self.mems.values():
+            if mem.forgotten or mem.successor is None or not self.mems[mem.successor].forgotten:
+                continue
+            nxt = mem.successor
+            while nxt is not None and self.mems[nxt].forgotten:
+                nxt = self.mems[nxt].successor
+            mem.successor, mem.superseded, mem.aged = nxt, nxt is not None, False
+
+    def visible_entities(self, name: str, who: str) -> dict[str, int]:
+        """The entities of ``name`` resolved for remembered and derived memories that ``who`` can see,
+        each with its mentions ``who`` can read."""
+        out: dict[str, int] = {}
+        for i, mem in self.mems.items():
+            if mem.entity == name and mem.entity_id and self.readable(i, who):
+                out[mem.entity_id] = out.get(mem.entity_id, 0) + 1
+        return out
+
+    def check_resolution(self, resp_memory: m.Memory, name: str, seen: dict[str, int]) -> str:
+        """The one resolution of a write naming ``name``, against the entities the writer saw before
+        it (``visible_entities``): a new entity when none, else one of them, the rest reported, none
+        that the writer could not see. Returns the entity id."""
+        (res,) = resp_memory.entity_resolutions
+        if not seen:
+            assert res.outcome == m.ENTITY_RESOLUTION_OUTCOME_CREATED and not res.other_entity_ids, res
+            assert res.entity_id not in {mem.entity_id for mem in self.mems.values()}, res
+        else:
+            want = m.ENTITY_RESOLUTION_OUTCOME_LINKED if len(seen) == 1 else m.ENTITY_RESOLUTION_OUTCOME_CHOSEN
+            assert res.outcome == want and res.entity_id in seen, (res, seen)
+            assert set(res.other_entity_ids) == set(seen) - {res.entity_id}, (res, seen)
+            assert seen[res.entity_id] == max(seen.values()), (res, seen)
+        return res.entity_id
 
 
 def ts(when: datetime.datetime) -> timestamp_pb2.Timestamp:
@@ -544,7 +581,7 @@ def import_memory(stack, ws: str, model: Model, me: str, n: int, a: int, b: int,
         body=f"{word} imported {n}",
         purpose=purpose,
         audience=audience,
-        entities=[m.EntityMention(name=f"ent{n}")],
+        entities=[m.EntityMention(name=f"imported ent{n}")],
         derived_from_keys=derived,
         supersedes_key=target.key if target else "",
     )
@@ -564,7 +601,7 @@ def import_memory(stack, ws: str, model: Model, me: str, n: int, a: int, b: int,
     assert result.status == (m.IMPORT_STATUS_CREATED if ok else m.IMPORT_STATUS_FAILED), (result, derived, target)
     if ok:
         sources = [other.id] if derived else list(target.sources) if target else []
-        model.mems[result.id] = Mem(result.id, mine, purpose, me, f"ent{n}", sources, key=f"imp{n}")
+        model.mems[result.id] = Mem(result.id, mine, purpose, me, f"imported ent{n}", sources, key=f"imp{n}")
         model.texts[f"imported {n}"] = result.id
         if target is not None:
             aged = target.aged
@@ -606,9 +643,20 @@ def check_context(api, model: Model, me: str, md, purpose: int) -> None:
     newest = sorted(model.recallable(me, purpose), key=created.index, reverse=True)
     shown = {i for i in model.mems if not (model.gate and model.mems[i].aged)}  # the gate hides pins too
     pinned = [i for i in model.pins[me] if model.readable(i, me) and model.mems[i].purpose == purpose and i in shown]
-    # Each remember and derive mentions an entity of its own, once: the five most mentioned are
-    # those of the five newest eligible memories about one, and each is its own newest memory.
-    about = [i for i in newest if model.mems[i].entity][:5]
+    # The five entities most mentioned by the bundle's memories (ties: the latest mention, then the
+    # id), each by its newest memory. A remember or derive names a shared name, resolved to
+    # ``entity_id``; an import's entity is its own (one mention, so the id never breaks a tie).
+    counts: dict[str, int] = {}
+    latest: dict[str, str] = {}  # entity -> its newest memory here
+    for i in reversed(newest):  # oldest first, so the last seen is the newest
+        mem = model.mems[i]
+        if mem.entity:
+            eid = mem.entity_id or f"import {i}"
+            counts[eid] = counts.get(eid, 0) + 1
+            latest[eid] = i
+    ranked = sorted(counts, key=lambda e: (-counts[e], -created.index(latest[e]), e))[:5]
+    about = sorted((latest[e] for e in ranked), key=created.index, reverse=True)
+    mentions = {latest[e]: (model.mems[latest[e]].entity, counts[e]) for e in ranked}
     want = sorted(pinned, key=created.index, reverse=True)
     want += [i for i in about if i not in want]
     want += [i for i in newest[:10] if i not in want]
@@ -619,7 +667,7 @@ def check_context(api, model: Model, me: str, md, purpose: int) -> None:
     for it in resp.items:
         assert it.memory.purpose == purpose and f"[{it.memory.id}]" in resp.text
         assert [(e.name, e.mentions) for e in it.entities] == (
-            [(model.mems[it.memory.id].entity, 1)] if it.memory.id in about else []
+            [mentions[it.memory.id]] if it.memory.id in about else []
         )
         for link in it.memory.links:  # provenance shows only what the caller can read
             if link.type == m.LINK_TYPE_DERIVED_FROM:
@@ -892,27 +940,36 @@ def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p
     """One remember, derive, correct, supersede or forget by ``me`` (a remember when there is no memory
     yet), its status checked against the model and the model updated (README.md, "Who sees what")."""
     ids = list(model.mems)
+    # Names repeat (a few per program) so that writers meet each other's entities.
+    name = f"ent{n % ENTITY_NAMES}"
     if op == "remember" or not ids:
         purpose = PURPOSES[p]
         aud = aud or m.AUDIENCE_WORKSPACE
+        seen = model.visible_entities(name, me)
         code, resp = call(
             api.Remember,
             g.RememberRequest(
-                purpose=purpose, body=f"{word} note {n}", audience=aud, entities=[m.EntityMention(name=f"ent{n}")]
+                purpose=purpose, body=f"{word} note {n}", audience=aud, entities=[m.EntityMention(name=name)]
             ),
             md,
         )
         assert code == (OK if purpose in model.grants[me] else grpc.StatusCode.PERMISSION_DENIED)
         if code == OK:
             model.mems[resp.memory.id] = Mem(
-                resp.memory.id, me if aud == m.AUDIENCE_MEMBER else None, purpose, me, f"ent{n}"
+                resp.memory.id,
+                me if aud == m.AUDIENCE_MEMBER else None,
+                purpose,
+                me,
+                name,
+                entity_id=model.check_resolution(resp.memory, name, seen),
             )
             model.texts[f"note {n}"] = resp.memory.id
     elif op == "derive":
         sources = list(dict.fromkeys([ids[a % len(ids)], ids[b % len(ids)]]))
+        seen = model.visible_entities(name, me)
         code, resp = call(
             api.Derive,
-            g.DeriveRequest(source_ids=sources, body=f"{word} derived {n}", entities=[m.EntityMention(name=f"ent{n}")]),
+            g.DeriveRequest(source_ids=sources, body=f"{word} derived {n}", entities=[m.EntityMention(name=name)]),
             md,
         )
         if not all(model.readable(s, me) for s in sources):
@@ -928,7 +985,10 @@ def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p
         if code == OK:
             src = [model.mems[s] for s in sources]
             audience = next((s.audience for s in src if s.audience), None)
-            model.mems[resp.memory.id] = Mem(resp.memory.id, audience, src[0].purpose, me, f"ent{n}", sources)
+            entity_id = model.check_resolution(resp.memory, name, seen)
+            model.mems[resp.memory.id] = Mem(
+                resp.memory.id, audience, src[0].purpose, me, name, sources, entity_id=entity_id
+            )
             model.texts[f"derived {n}"] = resp.memory.id
     else:
         target = model.mems[ids[a % len(ids)]]
@@ -1192,8 +1252,12 @@ def leak_example(stack, property_workspace: str, program, grants, gate: bool) ->
         check_expiring(api, model, me, md)
         for name in {mem.entity for mem in model.mems.values() if mem.entity}:
             code, resp = call(api.FindEntities, g.FindEntitiesRequest(name=name), md)
-            visible = any(mem.entity == name and model.readable(i, me) for i, mem in model.mems.items())
-            assert code == OK and len(resp.entities) == (1 if visible else 0), name
+            assert code == OK, name
+            if name.startswith("imported "):  # an import's entity: one per name, its id not kept
+                visible = any(mem.entity == name and model.readable(i, me) for i, mem in model.mems.items())
+                assert len(resp.entities) == (1 if visible else 0), name
+            else:
+                assert {e.id for e in resp.entities} == set(model.visible_entities(name, me)), name
     store_channel.close()
 
     # Last, as it writes memories the model does not hold: Capture never takes a turn for a memory,

@@ -317,7 +317,8 @@ def _import_memories(
 def _write(conn, authors, todo, entity_keys, supersedes) -> None:
     """Inserts the resolved items through ``insert_many`` (one statement per table for the batch),
     then their revisions and supersede links."""
-    mention_ids = entities.create_named(conn, [it.mentions for it, _ in todo])
+    # An import brings its own entities (grouped by the file's entity keys): every name is a new one.
+    mention_ids = [ids for ids, _ in entities.create_named(conn, None, [it.mentions for it, _ in todo])]
     inserts = [
         Insert(it.new, _NO_REQUEST, list(dict.fromkeys(ids + [entity_keys[k] for k in it.entity_keys])), sources)
         for (it, sources), ids in zip(todo, mention_ids, strict=True)

@@ -1,7 +1,14 @@
-"""Entities as mentions: a UUID and a name, never merged, no attributes, no edges.
+"""Entities as mentions: a UUID and a name, no attributes, no edges (docs/entities.md).
 
 An entity is visible to a caller only through a memory the caller can read that is about it, so an
 entity id nobody readable mentions is indistinguishable from a missing one (NOT_FOUND).
+
+A name given at a write is resolved among the entities the writer can see, by its key
+(``name_key``): the one of that key, a new one when there is none, and when there are several the
+one with the most mentions the writer can read (then the oldest), the others reported. An entity
+only others can see is never found, so resolution reveals nothing: the writer then makes its own,
+which a person may merge later. Two writers naming a new entity at the same instant may each make
+one; nothing locks names, and the duplicate is listed for review like any other.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 from servicekit.checks import check_mentions as check_mentions
 from servicekit.errors import InvalidArgument, NotFound
 from servicekit.limits import MAX_NAME_CHARS
+from servicekit.text import normalise
 from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
 
@@ -22,13 +30,22 @@ VISIBLE = f"""EXISTS (SELECT 1 FROM memory_link l JOIN memory m ON m.id = l.memo
                  WHERE l.target_entity_id = e.id AND l.link_type = 'about' AND {READABLE})"""
 
 
-def resolve_mentions(conn: psycopg.Connection, caller: m.Caller, mentions) -> list[uuid.UUID]:
-    """Entity ids for mentions: existing ids the caller can see, new entities for names (never merged).
+def name_key(name: str) -> str:
+    """What two entity names are compared by: the keyword arm's Unicode normalisation
+    (``servicekit.text.normalise``), case folded, white space collapsed ("  JONAS\u00a0 Berg" and
+    "jonas berg" are one name)."""
+    return " ".join(normalise(name).casefold().split())
+
+
+def resolve_mentions(
+    conn: psycopg.Connection, caller: m.Caller, mentions
+) -> tuple[list[uuid.UUID], list[m.EntityResolution]]:
+    """Entity ids for mentions, and how each name was resolved (``create_named``).
 
     NOT_FOUND (and nothing written) when an id is not one the caller can see.
     """
     check_visible(mentions, visible_ids(conn, caller, mentioned_ids(mentions)))
-    return create_named(conn, [mentions])[0]
+    return create_named(conn, caller, [mentions])[0]
 
 
 def mentioned_ids(mentions) -> set[uuid.UUID]:
@@ -57,26 +74,61 @@ def check_visible(mentions, visible: set[uuid.UUID]) -> None:
         raise NotFound("entity not found", field="entities")
 
 
-def create_named(conn: psycopg.Connection, mention_lists) -> list[list[uuid.UUID]]:
-    """Entity ids of each list of checked, visible mentions, in order and without repeats: the ids
-    given, and a new entity for each name (all inserted in one statement)."""
-    out: list[list[uuid.UUID]] = []
-    new_ids: list[uuid.UUID] = []
-    new_names: list[str] = []
+def create_named(
+    conn: psycopg.Connection, caller: m.Caller | None, mention_lists
+) -> list[tuple[list[uuid.UUID], list[m.EntityResolution]]]:
+    """For each list of checked, visible mentions: its entity ids, in order and without repeats, and
+    how each name was resolved. An id given is used as it is; a name is resolved among the entities
+    ``caller`` can see (module docstring), and a name none of them has gets one new entity, shared
+    by every list of the call. With ``caller`` None (an import, which brings its own entities) every
+    name gets a new entity. One statement reads the visible entities, one inserts the new ones."""
+    keys = {name_key(x.name) for mentions in mention_lists for x in mentions if not x.entity_id}
+    seen: dict[str, list[uuid.UUID]] = {}  # key -> visible entities, best first
+    if keys and caller is not None:
+        for r in named(conn).execute(
+            f"""SELECT e.id, e.name_key FROM entity e
+                  JOIN memory_link l ON l.target_entity_id = e.id AND l.link_type = 'about'
+                  JOIN memory m ON m.id = l.memory_id
+                 WHERE e.name_key = ANY(%(keys)s) AND {READABLE}
+                 GROUP BY e.id ORDER BY count(*) DESC, e.created_at, e.id""",
+            {**caller_params(caller), "keys": sorted(keys)},
+        ):
+            seen.setdefault(r.name_key, []).append(r.id)
+    new: dict[str, tuple[uuid.UUID, str]] = {}  # key -> (id, name) of an entity this call creates
+    out: list[tuple[list[uuid.UUID], list[m.EntityResolution]]] = []
     for mentions in mention_lists:
         ids: list[uuid.UUID] = []
+        resolved: list[m.EntityResolution] = []
         for mention in mentions:
             if mention.entity_id:
                 eid = uuid.UUID(mention.entity_id)
             else:
-                eid = uuid.uuid4()
-                new_ids.append(eid)
-                new_names.append(mention.name.strip())
+                name = mention.name.strip()
+                key = name_key(name)
+                found = seen.get(key) if caller is not None else None
+                if found:
+                    eid, others = found[0], found[1:]
+                    outcome = m.ENTITY_RESOLUTION_OUTCOME_CHOSEN if others else m.ENTITY_RESOLUTION_OUTCOME_LINKED
+                elif caller is not None and key in new:
+                    eid, others, outcome = new[key][0], [], m.ENTITY_RESOLUTION_OUTCOME_LINKED
+                else:
+                    eid, others, outcome = uuid.uuid4(), [], m.ENTITY_RESOLUTION_OUTCOME_CREATED
+                    new[key if caller is not None else str(eid)] = (eid, name)
+                resolved.append(
+                    m.EntityResolution(
+                        name=name, entity_id=str(eid), outcome=outcome, other_entity_ids=[str(o) for o in others]
+                    )
+                )
             if eid not in ids:
                 ids.append(eid)
-        out.append(ids)
-    if new_ids:
-        conn.execute("INSERT INTO entity (id, name) SELECT * FROM unnest(%s::uuid[], %s::text[])", (new_ids, new_names))
+        out.append((ids, resolved))
+    if new:
+        rows = list(new.values())
+        conn.execute(
+            "INSERT INTO entity (id, name, name_key) SELECT i, n, k FROM unnest(%s::uuid[], %s::text[], %s::text[])"
+            " AS u(i, n, k)",
+            ([i for i, _ in rows], [n for _, n in rows], [name_key(n) for _, n in rows]),
+        )
     return out
 
 

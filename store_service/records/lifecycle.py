@@ -159,8 +159,8 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
             raise FailedPrecondition(
                 "the sources' audiences or purposes do not intersect: a derivation may not mix members or purposes"
             )
-        entity_ids = entities.resolve_mentions(conn, caller, req.entities)
-        return insert(
+        entity_ids, resolved = entities.resolve_mentions(conn, caller, req.entities)
+        memory = insert(
             conn,
             caller,
             NewMemory(kind, req.title, req.body, audience, purpose, confidence, "derived", valid_from=valid_from),
@@ -168,6 +168,8 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
             entity_ids,
             sources,
         )
+        memory.entity_resolutions.extend(resolved)
+        return memory
 
 
 def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:

@@ -454,8 +454,12 @@ def _insert_prepared(
     conn: psycopg.Connection, caller: m.Caller, entries: list[Prepared]
 ) -> list[m.Memory | ServiceError]:
     """Creates the named entities of entries already checked, then inserts the memories."""
-    entity_ids = entities.create_named(conn, [p.mentions for p in entries])
-    return insert_many(conn, caller, [Insert(p.new, p.key, ids) for p, ids in zip(entries, entity_ids, strict=True)])
+    found = entities.create_named(conn, caller, [p.mentions for p in entries])
+    out = insert_many(conn, caller, [Insert(p.new, p.key, ids) for p, (ids, _) in zip(entries, found, strict=True)])
+    for result, (_, resolved) in zip(out, found, strict=True):
+        if isinstance(result, m.Memory):
+            result.entity_resolutions.extend(resolved)
+    return out
 
 
 def prepare_remember(caller: m.Caller, req) -> Prepared:

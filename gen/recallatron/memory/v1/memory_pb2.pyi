@@ -73,6 +73,13 @@ class SupersededFilter(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SUPERSEDED_FILTER_SUPERSEDED: _ClassVar[SupersededFilter]
     SUPERSEDED_FILTER_ALL: _ClassVar[SupersededFilter]
 
+class EntityResolutionOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ENTITY_RESOLUTION_OUTCOME_UNSPECIFIED: _ClassVar[EntityResolutionOutcome]
+    ENTITY_RESOLUTION_OUTCOME_CREATED: _ClassVar[EntityResolutionOutcome]
+    ENTITY_RESOLUTION_OUTCOME_LINKED: _ClassVar[EntityResolutionOutcome]
+    ENTITY_RESOLUTION_OUTCOME_CHOSEN: _ClassVar[EntityResolutionOutcome]
+
 class ContextPart(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CONTEXT_PART_UNSPECIFIED: _ClassVar[ContextPart]
@@ -149,6 +156,10 @@ SUPERSEDED_FILTER_UNSPECIFIED: SupersededFilter
 SUPERSEDED_FILTER_CURRENT: SupersededFilter
 SUPERSEDED_FILTER_SUPERSEDED: SupersededFilter
 SUPERSEDED_FILTER_ALL: SupersededFilter
+ENTITY_RESOLUTION_OUTCOME_UNSPECIFIED: EntityResolutionOutcome
+ENTITY_RESOLUTION_OUTCOME_CREATED: EntityResolutionOutcome
+ENTITY_RESOLUTION_OUTCOME_LINKED: EntityResolutionOutcome
+ENTITY_RESOLUTION_OUTCOME_CHOSEN: EntityResolutionOutcome
 CONTEXT_PART_UNSPECIFIED: ContextPart
 CONTEXT_PART_PINNED: ContextPart
 CONTEXT_PART_SUMMARY: ContextPart
@@ -215,7 +226,7 @@ class Revision(_message.Message):
     def __init__(self, revision: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., replaced_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "revision", "kind", "title", "body", "audience", "audience_member_id", "purpose", "confidence", "origin", "superseded_by_id", "invalidation_reason", "created_by", "created_at", "updated_at", "occurred_at", "forgotten", "links", "history", "reason", "evidence", "valid_from", "valid_until", "invalidated")
+    __slots__ = ("id", "revision", "kind", "title", "body", "audience", "audience_member_id", "purpose", "confidence", "origin", "superseded_by_id", "invalidation_reason", "created_by", "created_at", "updated_at", "occurred_at", "forgotten", "links", "history", "reason", "evidence", "valid_from", "valid_until", "invalidated", "entity_resolutions")
     ID_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -240,6 +251,7 @@ class Memory(_message.Message):
     VALID_FROM_FIELD_NUMBER: _ClassVar[int]
     VALID_UNTIL_FIELD_NUMBER: _ClassVar[int]
     INVALIDATED_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_RESOLUTIONS_FIELD_NUMBER: _ClassVar[int]
     id: str
     revision: int
     kind: Kind
@@ -264,7 +276,20 @@ class Memory(_message.Message):
     valid_from: _timestamp_pb2.Timestamp
     valid_until: _timestamp_pb2.Timestamp
     invalidated: bool
-    def __init__(self, id: _Optional[str] = ..., revision: _Optional[int] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., audience_member_id: _Optional[str] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., confidence: _Optional[float] = ..., origin: _Optional[_Union[Origin, str]] = ..., superseded_by_id: _Optional[str] = ..., invalidation_reason: _Optional[str] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., forgotten: _Optional[bool] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., history: _Optional[_Iterable[_Union[Revision, _Mapping]]] = ..., reason: _Optional[str] = ..., evidence: _Optional[_Union[CaptureEvidence, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., invalidated: _Optional[bool] = ...) -> None: ...
+    entity_resolutions: _containers.RepeatedCompositeFieldContainer[EntityResolution]
+    def __init__(self, id: _Optional[str] = ..., revision: _Optional[int] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., audience_member_id: _Optional[str] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., confidence: _Optional[float] = ..., origin: _Optional[_Union[Origin, str]] = ..., superseded_by_id: _Optional[str] = ..., invalidation_reason: _Optional[str] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., forgotten: _Optional[bool] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., history: _Optional[_Iterable[_Union[Revision, _Mapping]]] = ..., reason: _Optional[str] = ..., evidence: _Optional[_Union[CaptureEvidence, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., invalidated: _Optional[bool] = ..., entity_resolutions: _Optional[_Iterable[_Union[EntityResolution, _Mapping]]] = ...) -> None: ...
+
+class EntityResolution(_message.Message):
+    __slots__ = ("name", "entity_id", "outcome", "other_entity_ids")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    OTHER_ENTITY_IDS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    entity_id: str
+    outcome: EntityResolutionOutcome
+    other_entity_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., entity_id: _Optional[str] = ..., outcome: _Optional[_Union[EntityResolutionOutcome, str]] = ..., other_entity_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CaptureEvidence(_message.Message):
     __slots__ = ("span", "turn")
