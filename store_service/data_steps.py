@@ -23,26 +23,31 @@ import psycopg
 from store_service.records import known
 from store_service.search import lexical_index
 
-# Live memories whose body key one statement fills.
-BODY_KEY_BATCH = 1_000
+# Rows whose computed column one statement fills.
+FILL_BATCH = 1_000
 
 
-def _body_keys(conn: psycopg.Connection) -> None:
-    """Fills ``memory.body_key`` of every live memory (migration 0009_pins_capture), in id order."""
+def _fill(conn: psycopg.Connection, table: str, source: str, column: str, kind: str, compute, where: str = "TRUE"):
+    """Sets ``column`` (of SQL type ``kind``) of every row of ``table`` that ``where`` holds to
+    ``compute`` of its ``source`` column, in id order, ``FILL_BATCH`` rows a statement."""
     last = None
     while True:
         rows = conn.execute(
-            "SELECT id, body FROM memory WHERE forgotten_at IS NULL AND (%s::uuid IS NULL OR id > %s) "
-            "ORDER BY id LIMIT %s",
-            (last, last, BODY_KEY_BATCH),
+            f"SELECT id, {source} FROM {table} WHERE {where} AND (%s::uuid IS NULL OR id > %s) ORDER BY id LIMIT %s",
+            (last, last, FILL_BATCH),
         ).fetchall()
         if not rows:
             return
         conn.execute(
-            "UPDATE memory m SET body_key = u.k FROM unnest(%s::uuid[], %s::bytea[]) AS u(i, k) WHERE m.id = u.i",
-            ([r[0] for r in rows], [known.body_key(r[1]) for r in rows]),
+            f"UPDATE {table} t SET {column} = u.k FROM unnest(%s::uuid[], %s::{kind}[]) AS u(i, k) WHERE t.id = u.i",
+            ([r[0] for r in rows], [compute(r[1]) for r in rows]),
         )
         last = rows[-1][0]
+
+
+def _body_keys(conn: psycopg.Connection) -> None:
+    """Fills ``memory.body_key`` of every live memory (migration 0009_pins_capture)."""
+    _fill(conn, "memory", "body", "body_key", "bytea", known.body_key, "forgotten_at IS NULL")
 
 
 def _restore_predecessors(conn: psycopg.Connection) -> None:
@@ -62,22 +67,10 @@ def _restore_predecessors(conn: psycopg.Connection) -> None:
 
 
 def _entity_name_keys(conn: psycopg.Connection) -> None:
-    """Fills ``entity.name_key`` of every entity (migration 0022_entity_name_key), in id order."""
+    """Fills ``entity.name_key`` of every entity (migration 0022_entity_name_key)."""
     from store_service.records import entities  # it reads store_service.database, which imports this module
 
-    last = None
-    while True:
-        rows = conn.execute(
-            "SELECT id, name FROM entity WHERE (%s::uuid IS NULL OR id > %s) ORDER BY id LIMIT %s",
-            (last, last, BODY_KEY_BATCH),
-        ).fetchall()
-        if not rows:
-            return
-        conn.execute(
-            "UPDATE entity e SET name_key = u.k FROM unnest(%s::uuid[], %s::text[]) AS u(i, k) WHERE e.id = u.i",
-            ([r[0] for r in rows], [entities.name_key(r[1]) for r in rows]),
-        )
-        last = rows[-1][0]
+    _fill(conn, "entity", "name", "name_key", "text", entities.name_key)
 
 
 # The steps by the name a migration records, in the order they run.
