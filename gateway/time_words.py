@@ -74,26 +74,32 @@ _FULL_YEAR = r"(?:[12]\d{3})"
 _DAY = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?"
 _NUMBER = r"(?:\d{1,3}|" + "|".join(NUMBER_WORDS) + r")"
 _UNIT = r"(?:day|week|month|year)s?"
+# Between the parts of a combined span ("2 weeks, 3 days", "2 weeks and 3 days"): each way of writing
+# it matches one way only (no two quantifiers share the same spaces), and at most four parts are
+# read, so a question of spans that never says "ago" is rejected in linear time.
+_SPAN_JOIN = r"(?:\s*,\s*(?:and\s+)?|\s+and\s+|\s+)"
 
 # A point in time: one phrase dateparser resolves (or one of ours), most specific forms first.
 _POINT = (
     r"(?:"
     rf"{_L}{_YEAR}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01]){_R}"  # 2023-05-08
     rf"|{_L}{_YEAR}-(?:0[1-9]|1[0-2]){_R}"  # 2023-05
-    rf"|(?:the\s+)?{_DAY}\s+(?:of\s+)?(?:{_MONTH}|{_MONTH_ABBR})(?:,?\s+{_FULL_YEAR}{_R})?"  # 5 May 2023
-    rf"|(?:{_MONTH}|{_MONTH_ABBR})\s+{_DAY}(?:,?\s+{_FULL_YEAR})?{_R}"  # May 5, May 5th, 2023
+    rf"|(?:the\s+)?{_DAY}\s+(?:of\s+)?(?:{_MONTH}|{_MONTH_ABBR})(?:,?\s+(?:{_FULL_YEAR}|'\d\d){_R})?"  # 5 May 2023
+    rf"|(?:{_MONTH}|{_MONTH_ABBR})\s+{_DAY}(?:,?\s+(?:{_FULL_YEAR}|'\d\d))?{_R}"  # May 5, May 5th, 2023
     rf"|(?:{_MONTH}|{_MONTH_ABBR}),?\s+(?:of\s+)?(?:{_FULL_YEAR}|'\d\d){_R}"  # March 2023, May of 2023, May '23
-    rf"|(?:{_MONTH}|{_MONTH_ABBR})\s+(?:of\s+)?(?:last|this)\s+year"  # March last year
+    rf"|{_MONTH}\s+of\s+(?:last|this)\s+year(?!')"  # June of last year (cued alone: "in March last year")
     r"|(?:the\s+)?day\s+before\s+yesterday"
     r"|yesterday|today|tonight|last\s+night"
     r"|this\s+(?:morning|afternoon|evening)"
     r"|(?:last|this|past|previous)\s+(?:week|month|year|weekend)"
-    rf"|{_L}{_NUMBER}\s+{_UNIT}(?:\s*,?\s+(?:and\s+)?{_NUMBER}\s+{_UNIT})*\s+ago"  # 2 weeks and 3 days ago
+    rf"|{_L}{_NUMBER}\s+{_UNIT}(?:{_SPAN_JOIN}{_NUMBER}\s+{_UNIT}){{0,3}}\s+ago"  # 2 weeks and 3 days ago
     rf"|(?:last|this|past|previous)\s+{_WEEKDAY}"
     r")"
 )
 # A point that is time only after a cue word: a bare month, weekday or year.
-_CUED_POINT = rf"(?:{_MONTH}|{_WEEKDAY}|{_L}{_YEAR}{_R})"
+# "March last year" only after a cue word too: "may last year after year" and "mar this year's harvest"
+# are verbs.
+_CUED_POINT = rf"(?:{_MONTH}\s+(?:last|this)\s+year(?!')|{_MONTH}|{_WEEKDAY}|{_L}{_YEAR}{_R})"
 _ANY_POINT = rf"(?:{_POINT}|{_CUED_POINT})"
 # The end of a range that runs to the reference time ("from March 2023 to now").
 _NOW = r"(?:now|date|the\s+present|present)"
@@ -202,7 +208,9 @@ def _period(phrase: str, ref: datetime.datetime) -> tuple[datetime.datetime, dat
     if parsed.date_obj is None:
         return None
     when = parsed.date_obj.replace(tzinfo=UTC) if parsed.date_obj.tzinfo is None else parsed.date_obj
-    return _whole(when.astimezone(UTC), parsed.period)
+    # A combined span ("2 years and 1 month ago") names a day, whatever its largest unit.
+    combined = len(re.findall(_UNIT, words)) > 1 and words.endswith(" ago")
+    return _whole(when.astimezone(UTC), "day" if combined else parsed.period)
 
 
 def _spelled_year(words: str, ref: datetime.datetime) -> str:

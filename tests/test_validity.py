@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import threading
+import time
 
 import grpc
 import pytest
@@ -14,6 +16,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.errors import error_info
+from store_service.search import lexical_index
 
 CONV = m.PURPOSE_CONVERSATION
 WS = m.AUDIENCE_WORKSPACE
@@ -171,15 +174,48 @@ def test_a_successor_some_readers_cannot_read_ends_the_claim_when_it_was_superse
     assert [(x.id, when(x.valid_until)) for x in then if x.id == old.id] == [(old.id, superseded_at)]
 
 
+def test_an_imported_narrower_successor_does_not_date_the_claim_it_ends(stack, team):
+    """An import supersedes a workspace memory by a member-only one: the older ends when it was last
+    changed (as exported), not when the successor was written (found by a break-it review)."""
+    ws, alice, bob = team
+    older = m.ImportedMemory(
+        import_key="kestrel-older",
+        author_member_id=alice.id,
+        body="Kestrel ferry leaves at noon",
+        purpose=CONV,
+        audience=WS,
+        created_at=ts(utc(2024, 1, 1)),
+        updated_at=ts(utc(2024, 5, 1)),
+    )
+    newer = m.ImportedMemory(
+        import_key="kestrel-newer",
+        author_member_id=alice.id,
+        body="Kestrel ferry leaves at one",
+        purpose=CONV,
+        audience=m.AUDIENCE_MEMBER,
+        created_at=ts(utc(2024, 4, 1)),
+        supersedes_key="kestrel-older",
+    )
+    resp = stack.admin.ImportMemories(
+        g.ImportMemoriesRequest(workspace_id=ws, memories=[older, newer]), metadata=stack.op()
+    )
+    assert [r.status for r in resp.memories] == [m.IMPORT_STATUS_CREATED] * 2
+    read = stack.memory.Read(g.ReadRequest(id=resp.memories[0].id), metadata=bob.md()).memory
+    assert when(read.valid_until) == utc(2024, 5, 1)
+
+
 def test_forgetting_a_successor_puts_back_what_it_superseded(stack, team):
     _, alice, bob = team
     first = remember(stack, alice, "Ostrava depot shift begins at six", valid_from=ts(utc(2022, 1, 1)))
     second = supersede(stack, alice, first, "Ostrava depot shift begins at seven", utc(2023, 1, 1))
     third = supersede(stack, alice, second, "Ostrava depot shift begins at eight", utc(2024, 1, 1))
-    # Forgetting the middle one: the first is superseded by the third, from the third's start.
+    # Forgetting the middle one: the first is superseded by the third, from the third's start, and
+    # is not otherwise changed (its change time would date the forget to a reader of it alone).
+    changed = stack.memory.Read(g.ReadRequest(id=first.id), metadata=bob.md()).memory.updated_at
     stack.memory.Forget(g.ForgetRequest(id=second.id, reason="wrong"), metadata=alice.md())
     read = stack.memory.Read(g.ReadRequest(id=first.id), metadata=bob.md()).memory
     assert (read.superseded_by_id, when(read.valid_until)) == (third.id, utc(2024, 1, 1))
+    assert read.updated_at == changed
     assert first.id not in recall_ids(stack, bob, "Ostrava depot")
     # Forgetting the last one too: the first holds again, current, and can be changed.
     stack.memory.Forget(g.ForgetRequest(id=third.id, reason="wrong"), metadata=alice.md())
@@ -201,6 +237,78 @@ def test_forgetting_a_successor_puts_back_what_it_superseded(stack, team):
     again = supersede(stack, alice, corrected, "Ostrava depot shift begins at nine", utc(2025, 1, 1))
     flags = stack.memory.ListConflictFlags(g.ListConflictFlagsRequest(), metadata=alice.md()).flags
     assert [(f.older.id, f.newer.id) for f in flags if f.older.id == first.id] == [(first.id, again.id)]
+
+
+def _held_at_the_statistics_lock(stack, ws: str, calls: dict) -> dict:
+    """Runs ``calls`` (name -> function) one after another while a session holds the keyword
+    statistics lock, each started once the one before waits (on that lock or a row), then lets them
+    go; returns name -> "OK" or the status code's name."""
+    out: dict[str, str] = {}
+
+    def run(name, fn):
+        try:
+            fn()
+            out[name] = "OK"
+        except grpc.RpcError as exc:
+            out[name] = exc.code().name
+
+    threads = []
+    with stack.db(ws) as hold:
+        hold.execute("SELECT pg_advisory_lock(%s)", (lexical_index._STATS_LOCK_KEY,))
+        for n, (name, fn) in enumerate(calls.items(), start=1):
+            threads.append(threading.Thread(target=run, args=(name, fn)))
+            threads[-1].start()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                waiting = hold.execute(
+                    """SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+                        AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"""
+                ).fetchone()[0]
+                if waiting >= n:
+                    break
+                time.sleep(0.05)
+            else:
+                raise AssertionError(f"{name} never waited")
+        hold.execute("SELECT pg_advisory_unlock(%s)", (lexical_index._STATS_LOCK_KEY,))
+    for t in threads:
+        t.join(60)
+    return out
+
+
+def test_forgetting_a_successor_races_neither_a_derive_nor_a_correct_of_the_next(stack, team):
+    """A Forget locks what it puts back before the keyword statistics lock: a Derive holding the
+    predecessor and waiting for that lock deadlocked with it (found by a break-it review), and a
+    Correct of the next successor's start, run meanwhile, left the spliced end at its old start."""
+    ws, alice, bob = team
+    a = remember(stack, alice, "Margay rota starts at six", valid_from=ts(utc(2021, 1, 1)))
+    b = supersede(stack, alice, a, "Margay rota starts at seven", utc(2022, 1, 1))
+    got = _held_at_the_statistics_lock(
+        stack,
+        ws,
+        {
+            "forget": lambda: stack.memory.Forget(g.ForgetRequest(id=b.id, reason="wrong"), metadata=alice.md()),
+            "derive": lambda: stack.memory.Derive(
+                g.DeriveRequest(source_ids=[a.id], body="Margay rota summary"), metadata=bob.md()
+            ),
+        },
+    )
+    assert got == {"forget": "OK", "derive": "OK"}
+    first = remember(stack, alice, "Caracal rota starts at six", valid_from=ts(utc(2021, 1, 1)))
+    middle = supersede(stack, alice, first, "Caracal rota starts at seven", utc(2022, 1, 1))
+    last = supersede(stack, alice, middle, "Caracal rota starts at eight", utc(2023, 1, 1))
+    got = _held_at_the_statistics_lock(
+        stack,
+        ws,
+        {
+            "forget": lambda: stack.memory.Forget(g.ForgetRequest(id=middle.id, reason="wrong"), metadata=alice.md()),
+            "correct": lambda: stack.memory.Correct(
+                g.CorrectRequest(id=last.id, expected_revision=1, valid_from=ts(utc(2024, 6, 1))), metadata=alice.md()
+            ),
+        },
+    )
+    assert got == {"forget": "OK", "correct": "OK"}
+    read = stack.memory.Read(g.ReadRequest(id=first.id), metadata=bob.md()).memory
+    assert (read.superseded_by_id, when(read.valid_until)) == (last.id, utc(2024, 6, 1))
 
 
 def test_a_claim_not_yet_started_cannot_be_invalidated(stack, team):

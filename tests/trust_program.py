@@ -234,14 +234,18 @@ class Model:
                 self.mems[cur].forgotten = True
                 todo += [i for i, mem in self.mems.items() if cur in mem.sources and not mem.forgotten]
         # What a forgotten memory superseded takes its place (docs/time.md, "Validity"): superseded by
-        # the first live memory down the chain of successors, else current again; either updates it.
+        # the first live memory down the chain of successors (unchanged otherwise), else current
+        # again, which updates it and drops its conflict flag.
         for mem in self.mems.values():
             if mem.forgotten or mem.successor is None or not self.mems[mem.successor].forgotten:
                 continue
             nxt = mem.successor
             while nxt is not None and self.mems[nxt].forgotten:
                 nxt = self.mems[nxt].successor
-            mem.successor, mem.superseded, mem.aged = nxt, nxt is not None, False
+            mem.successor, mem.superseded = nxt, nxt is not None
+            if nxt is None:
+                mem.aged = False
+                self.flags = [f for f in self.flags if f.older != mem.id]
 
     def visible_entities(self, name: str, who: str) -> dict[str, int]:
         """The entities of ``name`` resolved for remembered and derived memories that ``who`` can see,

@@ -41,6 +41,7 @@ from store_service.records import entities, idempotency, known, prompt_sessions,
 from store_service.records.lifecycle_rules import (
     drop_vectors,
     leave,
+    lock_predecessors,
     restore_predecessors,
     retire,
     sources_of,
@@ -468,6 +469,7 @@ def _forget_once(conn: psycopg.Connection, req: s.ForgetRequest, removal: bool) 
             )
         ]
         visible = readable_ids(conn, caller, closure)
+        lock_predecessors(conn, closure)
         lexical_index.remove_memories(conn, closure)
         # The request fingerprint and body key go with the text (store_service/records/idempotency.py,
         # known.py): the id stays used. So does capture evidence (capture.erase).

@@ -95,8 +95,11 @@ def retire(
     ``updated_at`` becomes ``now()`` (an import keeps the times it was given). Returns older id ->
     flag id for the flags written."""
     olds = [old for old, _ in pairs]
-    # An import keeps its times: the older left recall when its successor was written.
-    retired = "now()" if touch else "greatest(n.created_at, m.created_at)"
+    # An import keeps its times: the older left recall when its successor was written, or, when some of
+    # its readers may not read the successor, when it was last changed (a supersede changes it), so no
+    # time of the successor is taken from it.
+    imported = f"CASE WHEN {COVERS} THEN greatest(n.created_at, m.created_at) ELSE m.updated_at END"
+    retired = "now()" if touch else imported
     touched = ", updated_at = now()" if touch else ""
     conn.execute(
         f"""UPDATE memory m SET superseded_by_id = s.new, retired_at = {retired}, {_ends(retired)}{touched}
@@ -115,11 +118,30 @@ def leave(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
     drop_vectors(conn, ids)
 
 
+def lock_predecessors(conn: psycopg.Connection, forgotten: list[uuid.UUID]) -> None:
+    """Locks what ``restore_predecessors`` of ``forgotten`` will change and read, before a Forget
+    takes the keyword statistics lock: the live memories they superseded (``FOR NO KEY UPDATE``)
+    and their live successors (``FOR SHARE``, so a Correct of a successor's start either finishes
+    first or waits and then moves the spliced end too), in id order. Taken after, a Derive holding
+    a predecessor and waiting for the statistics lock deadlocked with the Forget."""
+    conn.execute(
+        """SELECT 1 FROM memory WHERE superseded_by_id = ANY(%(ids)s) AND forgotten_at IS NULL
+            ORDER BY id FOR NO KEY UPDATE""",
+        {"ids": list(forgotten)},
+    )
+    conn.execute(
+        """SELECT 1 FROM memory WHERE id IN (SELECT superseded_by_id FROM memory WHERE id = ANY(%(ids)s))
+              AND NOT id = ANY(%(ids)s) AND forgotten_at IS NULL ORDER BY id FOR SHARE""",
+        {"ids": list(forgotten)},
+    )
+
+
 def restore_predecessors(conn: psycopg.Connection, forgotten: list[uuid.UUID]) -> None:
     """The live memories superseded by one of ``forgotten`` (just forgotten, in this transaction)
     take its place, as if it had never been written: each is superseded by the first live memory
     down the forgotten one's chain of successors, its end set as ``retire`` sets it and its
-    retirement time kept; with none (the chain ends forgotten, or in an invalidated memory now
+    retirement and change times kept (a reader who cannot read the chain sees nothing move); with
+    none (the chain ends forgotten, or in an invalidated memory now
     forgotten), it is current again: no end, back in the live keyword partition, queued for its
     vectors. Nothing is flagged: no new claim was made."""
     rows = conn.execute(
@@ -147,7 +169,7 @@ def restore_predecessors(conn: psycopg.Connection, forgotten: list[uuid.UUID]) -
             spliced.append((old, live))
     if spliced:
         conn.execute(
-            f"""UPDATE memory m SET superseded_by_id = s.new, updated_at = now(), {_ends("m.retired_at")}
+            f"""UPDATE memory m SET superseded_by_id = s.new, {_ends("m.retired_at")}
                   FROM unnest(%s::uuid[], %s::uuid[]) AS s(old, new) JOIN memory n ON n.id = s.new
                  WHERE m.id = s.old""",
             [[old for old, _ in spliced], [new for _, new in spliced]],
