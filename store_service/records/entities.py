@@ -13,9 +13,11 @@ one; nothing locks names, and the duplicate is listed for review like any other.
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import psycopg
+from google.protobuf import json_format
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit.checks import check_mentions as check_mentions
@@ -147,6 +149,40 @@ def find(conn: psycopg.Connection, caller: m.Caller, name: str) -> list:
         )
         .fetchall()
     )
+
+
+def keep_resolutions(conn: psycopg.Connection, written: list[tuple[uuid.UUID, list[m.EntityResolution]]]) -> None:
+    """Stores how each memory of ``written`` (written under a request id) had its names resolved, so
+    a retry answers with it (``replay_resolutions``); one statement, nothing for none."""
+    rows = [(mid, json.dumps([json_format.MessageToDict(r) for r in res])) for mid, res in written if res]
+    if rows:
+        conn.execute(
+            """UPDATE memory m SET entity_resolutions = u.r
+                 FROM unnest(%s::uuid[], %s::jsonb[]) AS u(i, r) WHERE m.id = u.i""",
+            ([i for i, _ in rows], [r for _, r in rows]),
+        )
+
+
+def replay_resolutions(conn: psycopg.Connection, caller: m.Caller, memories: dict[uuid.UUID, m.Memory]) -> None:
+    """Fills the ``entity_resolutions`` of first results answered again (``keep_resolutions``), as the
+    caller may see them now: an other entity no longer visible is left out, as links are."""
+    if not memories:
+        return
+    stored = dict(
+        conn.execute(
+            "SELECT id, entity_resolutions FROM memory WHERE id = ANY(%s) AND entity_resolutions IS NOT NULL",
+            (list(memories),),
+        ).fetchall()
+    )
+    found = [json_format.ParseDict(r, m.EntityResolution()) for res in stored.values() for r in res]
+    visible = {str(i) for i in visible_ids(conn, caller, {uuid.UUID(o) for r in found for o in r.other_entity_ids})}
+    for mid, res in stored.items():
+        for r in res:
+            one = json_format.ParseDict(r, m.EntityResolution())
+            kept = [o for o in one.other_entity_ids if o in visible]
+            del one.other_entity_ids[:]
+            one.other_entity_ids.extend(kept)
+            memories[mid].entity_resolutions.append(one)
 
 
 def parse_filter(entity_ids) -> list[uuid.UUID]:

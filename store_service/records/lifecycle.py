@@ -170,6 +170,8 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
             sources,
         )
         memory.entity_resolutions.extend(resolved)
+        if key.request_id:
+            entities.keep_resolutions(conn, [(uuid.UUID(memory.id), resolved)])
         return memory
 
 
@@ -477,6 +479,7 @@ def _forget_once(conn: psycopg.Connection, req: s.ForgetRequest, removal: bool) 
         prompt_sessions.forget_memories(conn, closure)  # which sessions were shown it
         conn.execute(
             """UPDATE memory SET title = '', body = '', reason = NULL, request_fingerprint = NULL, body_key = NULL,
+                      entity_resolutions = NULL,
                       forgotten_at = now(),
                       updated_at = now(),
                       invalidation_reason = CASE WHEN id = %(target)s THEN %(reason)s

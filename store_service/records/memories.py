@@ -175,6 +175,7 @@ def by_request_ids(conn: psycopg.Connection, caller: m.Caller, keys: list[Reques
     shown = {r.id: to_memory(r) for r in rows if r.id in ok}
     attach_links(conn, caller, shown)
     redact_successors(conn, caller, list(shown.values()))
+    entities.replay_resolutions(conn, caller, shown)
     bound = {r.request_id: r for r in rows}
     out: list[m.Memory | ServiceError | None] = []
     for k in keys:
@@ -456,9 +457,13 @@ def _insert_prepared(
     """Creates the named entities of entries already checked, then inserts the memories."""
     found = entities.create_named(conn, caller, [p.mentions for p in entries])
     out = insert_many(conn, caller, [Insert(p.new, p.key, ids) for p, (ids, _) in zip(entries, found, strict=True)])
-    for result, (_, resolved) in zip(out, found, strict=True):
+    kept = []
+    for entry, result, (_, resolved) in zip(entries, out, found, strict=True):
         if isinstance(result, m.Memory):
             result.entity_resolutions.extend(resolved)
+            if entry.key.request_id:
+                kept.append((uuid.UUID(result.id), resolved))
+    entities.keep_resolutions(conn, kept)
     return out
 
 
