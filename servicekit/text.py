@@ -64,6 +64,12 @@ def normalise(text: str) -> str:
     return _INVISIBLE.sub("", text)
 
 
+def name_key(name: str) -> str:
+    """What two entity names are compared by (docs/entities.md): ``normalise``, case folded, white
+    space collapsed ("  JONAS\u00a0 Berg" and "jonas berg" are one name)."""
+    return " ".join(normalise(name).casefold().split())
+
+
 def is_blank(text: str) -> bool:
     """Whether ``text`` holds nothing but white space and invisible characters once normalised (a
     zero-width space alone is as empty as a space: it would be stored, found by nothing, and match

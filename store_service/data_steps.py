@@ -20,7 +20,8 @@ from collections.abc import Callable
 
 import psycopg
 
-from store_service.records import known
+from servicekit.text import name_key
+from store_service.records import known, lifecycle_rules
 from store_service.search import lexical_index
 
 # Rows whose computed column one statement fills.
@@ -53,9 +54,6 @@ def _body_keys(conn: psycopg.Connection) -> None:
 def _restore_predecessors(conn: psycopg.Connection) -> None:
     """Memories whose successor was forgotten before a forget restored them (migration
     0021_successor_end) take its place (``lifecycle_rules.restore_predecessors``)."""
-    # Imported here: lifecycle_rules reads store_service.database, which imports this module.
-    from store_service.records import lifecycle_rules
-
     gone = [
         r[0]
         for r in conn.execute(
@@ -68,9 +66,7 @@ def _restore_predecessors(conn: psycopg.Connection) -> None:
 
 def _entity_name_keys(conn: psycopg.Connection) -> None:
     """Fills ``entity.name_key`` of every entity (migration 0022_entity_name_key)."""
-    from store_service.records import entities  # it reads store_service.database, which imports this module
-
-    _fill(conn, "entity", "name", "name_key", "text", entities.name_key)
+    _fill(conn, "entity", "name", "name_key", "text", name_key)
 
 
 # The steps by the name a migration records, in the order they run.

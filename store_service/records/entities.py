@@ -23,20 +23,13 @@ from recallatron.memory.v1 import memory_pb2 as m
 from servicekit.checks import check_mentions as check_mentions
 from servicekit.errors import InvalidArgument, NotFound
 from servicekit.limits import MAX_NAME_CHARS
-from servicekit.text import normalise
+from servicekit.text import name_key
 from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
 
 # Entities (``e``) about which the caller can read at least one memory.
 VISIBLE = f"""EXISTS (SELECT 1 FROM memory_link l JOIN memory m ON m.id = l.memory_id
                  WHERE l.target_entity_id = e.id AND l.link_type = 'about' AND {READABLE})"""
-
-
-def name_key(name: str) -> str:
-    """What two entity names are compared by: the keyword arm's Unicode normalisation
-    (``servicekit.text.normalise``), case folded, white space collapsed ("  JONAS\u00a0 Berg" and
-    "jonas berg" are one name)."""
-    return " ".join(normalise(name).casefold().split())
 
 
 def resolve_mentions(

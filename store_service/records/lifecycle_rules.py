@@ -23,7 +23,6 @@ import uuid
 
 import psycopg
 
-from store_service.database import named
 from store_service.records import conflict_flags
 from store_service.search import lexical_index
 
@@ -45,12 +44,12 @@ def stem_fault(
 def sources_of(conn: psycopg.Connection, ids: list[uuid.UUID]) -> dict[uuid.UUID, list[uuid.UUID]]:
     """The ``derived_from`` sources of each of ``ids`` that has any: one statement."""
     out: dict[uuid.UUID, list[uuid.UUID]] = {}
-    for link in named(conn).execute(
+    for memory_id, target in conn.execute(
         """SELECT memory_id, target_memory_id FROM memory_link
             WHERE link_type = 'derived_from' AND memory_id = ANY(%s)""",
         (list(ids),),
     ):
-        out.setdefault(link.memory_id, []).append(link.target_memory_id)
+        out.setdefault(memory_id, []).append(target)
     return out
 
 

@@ -188,6 +188,15 @@ class Client:
         resp = self._answered("forget", self.stub.Forget, g.ForgetRequest(id=memory_id, reason="chaos"))
         if resp is not None:
             self.mine[memory_id].state = "forgotten"
+            # What it superseded takes its place (docs/time.md, "Validity"): superseded by the first
+            # live memory down the chain, else current again.
+            for known in self.mine.values():
+                if known.state != "superseded" or self.mine[known.successor].state != "forgotten":
+                    continue
+                nxt = known.successor
+                while nxt and self.mine[nxt].state == "forgotten":
+                    nxt = self.mine[nxt].successor
+                known.state, known.successor = ("superseded", nxt) if nxt else ("live", "")
             self._ack("forget", memory_id)
 
     def close(self) -> None:
