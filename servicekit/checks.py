@@ -155,7 +155,8 @@ def check_reason(reason: str) -> None:
 
 
 def check_mentions(mentions) -> None:
-    """INVALID_ARGUMENT for too many mentions, a malformed id, or an empty or over-long name."""
+    """INVALID_ARGUMENT for too many mentions, a malformed id, or an over-long name or one that is
+    blank once normalised (invisible characters alone would be one name key, "", for every writer)."""
     if len(mentions) > MAX_MENTIONS:
         raise InvalidArgument(f"at most {MAX_MENTIONS} entity mentions", field="entities")
     for mention in mentions:
@@ -164,7 +165,7 @@ def check_mentions(mentions) -> None:
                 uuid.UUID(mention.entity_id)
             except ValueError:
                 raise NotFound("entity not found", field="entities") from None
-        elif not mention.name.strip() or len(mention.name) > MAX_NAME_CHARS or "\x00" in mention.name:
+        elif is_blank(mention.name) or len(mention.name) > MAX_NAME_CHARS or "\x00" in mention.name:
             raise InvalidArgument(
                 f"an entity mention needs an entity_id or a name of 1..{MAX_NAME_CHARS} characters", field="entities"
             )

@@ -385,8 +385,16 @@ def test_an_entity_only_others_can_see_is_never_found_and_several_visible_choose
     # Alice now sees both: hers (one readable mention) and Bob's workspace one; one more mention of
     # Bob's makes it the one a name finds, the other reported.
     bob.remember("Bob's second note", entities=[m.EntityMention(entity_id=shared)])
-    chosen = alice.remember("Alice's note", entities=[m.EntityMention(name=name)])
+    rid = f"rid-{uuid.uuid4().hex}"
+    chosen = alice.remember("Alice's note", entities=[m.EntityMention(name=name)], request_id=rid)
     assert outcomes(chosen) == [(name, shared, CHOSEN, [hidden])]
+    # A retry answers the same resolution, as Alice may see it now: once her private memory is
+    # forgotten, her entity is no longer one she can see, and it is left out.
+    again = alice.remember("Alice's note", entities=[m.EntityMention(name=name)], request_id=rid)
+    assert again.id == chosen.id and outcomes(again) == outcomes(chosen)
+    forget(alice, private.id)
+    again = alice.remember("Alice's note", entities=[m.EntityMention(name=name)], request_id=rid)
+    assert outcomes(again) == [(name, shared, CHOSEN, [])]
     # For Bob there is still only his.
     assert outcomes(bob.remember("again", entities=[m.EntityMention(name=name)])) == [(name, shared, LINKED, [])]
 
@@ -395,6 +403,8 @@ def test_entity_mentions_and_filters_refuse_bad_input(team):
     bob, stack = team["bob"], team["stack"]
     assert code_of(bob.remember, "x", entities=[m.EntityMention(name="")]) == INVALID
     assert code_of(bob.remember, "x", entities=[m.EntityMention(name="x" * 201)]) == INVALID
+    # Invisible characters alone are as blank as spaces (their name key would be "" for every writer).
+    assert code_of(bob.remember, "x", entities=[m.EntityMention(name="\u200b\u2060")]) == INVALID
     assert code_of(bob.recall, "x", entity_ids=["bad"]) == INVALID
     assert code_of(bob.recall, "x", entity_ids=[str(uuid.uuid4()) for _ in range(101)]) == INVALID
     assert bob.recall("Jordan", entity_ids=[str(uuid.uuid4())], mode=m.RECALL_MODE_LEXICAL).items == []

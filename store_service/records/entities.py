@@ -89,7 +89,8 @@ def create_named(
             {**caller_params(caller), "keys": sorted(keys)},
         ):
             seen.setdefault(r.name_key, []).append(r.id)
-    new: dict[str, tuple[uuid.UUID, str]] = {}  # key -> (id, name) of an entity this call creates
+    new: list[tuple[uuid.UUID, str, str]] = []  # (id, name, key) of each entity this call creates
+    created: dict[str, uuid.UUID] = {}  # key -> the entity this call created for it (a writer's call)
     out: list[tuple[list[uuid.UUID], list[m.EntityResolution]]] = []
     for mentions in mention_lists:
         ids: list[uuid.UUID] = []
@@ -104,11 +105,13 @@ def create_named(
                 if found:
                     eid, others = found[0], found[1:]
                     outcome = m.ENTITY_RESOLUTION_OUTCOME_CHOSEN if others else m.ENTITY_RESOLUTION_OUTCOME_LINKED
-                elif caller is not None and key in new:
-                    eid, others, outcome = new[key][0], [], m.ENTITY_RESOLUTION_OUTCOME_LINKED
+                elif key in created:
+                    eid, others, outcome = created[key], [], m.ENTITY_RESOLUTION_OUTCOME_LINKED
                 else:
                     eid, others, outcome = uuid.uuid4(), [], m.ENTITY_RESOLUTION_OUTCOME_CREATED
-                    new[key if caller is not None else str(eid)] = (eid, name)
+                    new.append((eid, name, key))
+                    if caller is not None:
+                        created[key] = eid
                 resolved.append(
                     m.EntityResolution(
                         name=name, entity_id=str(eid), outcome=outcome, other_entity_ids=[str(o) for o in others]
@@ -118,11 +121,9 @@ def create_named(
                 ids.append(eid)
         out.append((ids, resolved))
     if new:
-        rows = list(new.values())
         conn.execute(
-            "INSERT INTO entity (id, name, name_key) SELECT i, n, k FROM unnest(%s::uuid[], %s::text[], %s::text[])"
-            " AS u(i, n, k)",
-            ([i for i, _ in rows], [n for _, n in rows], [name_key(n) for _, n in rows]),
+            "INSERT INTO entity (id, name, name_key) SELECT * FROM unnest(%s::uuid[], %s::text[], %s::text[])",
+            [list(col) for col in zip(*new, strict=True)],
         )
     return out
 
@@ -156,26 +157,21 @@ def keep_resolutions(conn: psycopg.Connection, written: list[tuple[uuid.UUID, li
         )
 
 
-def replay_resolutions(conn: psycopg.Connection, caller: m.Caller, memories: dict[uuid.UUID, m.Memory]) -> None:
-    """Fills the ``entity_resolutions`` of first results answered again (``keep_resolutions``), as the
-    caller may see them now: an other entity no longer visible is left out, as links are."""
-    if not memories:
-        return
-    stored = dict(
-        conn.execute(
-            "SELECT id, entity_resolutions FROM memory WHERE id = ANY(%s) AND entity_resolutions IS NOT NULL",
-            (list(memories),),
-        ).fetchall()
-    )
-    found = [json_format.ParseDict(r, m.EntityResolution()) for res in stored.values() for r in res]
-    visible = {str(i) for i in visible_ids(conn, caller, {uuid.UUID(o) for r in found for o in r.other_entity_ids})}
-    for mid, res in stored.items():
+def replay_resolutions(
+    conn: psycopg.Connection, caller: m.Caller, memories: dict[uuid.UUID, m.Memory], stored: dict[uuid.UUID, list]
+) -> None:
+    """Fills the ``entity_resolutions`` of first results answered again from what ``keep_resolutions``
+    stored (``stored``: memory id -> its column), as the caller may see them now: an other entity no
+    longer visible is left out, as links are."""
+    parsed = {mid: [json_format.ParseDict(r, m.EntityResolution()) for r in res] for mid, res in stored.items()}
+    others = {uuid.UUID(o) for res in parsed.values() for r in res for o in r.other_entity_ids}
+    visible = {str(i) for i in visible_ids(conn, caller, others)}
+    for mid, res in parsed.items():
         for r in res:
-            one = json_format.ParseDict(r, m.EntityResolution())
-            kept = [o for o in one.other_entity_ids if o in visible]
-            del one.other_entity_ids[:]
-            one.other_entity_ids.extend(kept)
-            memories[mid].entity_resolutions.append(one)
+            kept = [o for o in r.other_entity_ids if o in visible]
+            del r.other_entity_ids[:]
+            r.other_entity_ids.extend(kept)
+        memories[mid].entity_resolutions.extend(res)
 
 
 def parse_filter(entity_ids) -> list[uuid.UUID]:

@@ -42,6 +42,7 @@ from store_service.records.lifecycle_rules import (
     drop_vectors,
     leave,
     lock_predecessors,
+    queue_embedding,
     restore_predecessors,
     retire,
     sources_of,
@@ -209,12 +210,7 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
             _follow_start(conn, updated)
         drop_vectors(conn, [mid])
         lexical_index.reindex_text(conn, mid, new_title, new_body)
-        conn.execute(
-            """INSERT INTO embedding_job (memory_id, memory_revision) VALUES (%s, %s)
-                        ON CONFLICT (memory_id) DO UPDATE SET memory_revision = EXCLUDED.memory_revision,
-                            claimed_until = NULL, enqueued_at = now()""",
-            (mid, rev + 1),
-        )
+        queue_embedding(conn, [mid])
     return to_memory(updated)
 
 

@@ -14,7 +14,8 @@ Forget (``store_service.records.lifecycle``) and ImportMemories' derived and sup
   (``store_service.records.conflict_flags``). An invalidated one leaves the same way (``leave``).
 - A memory whose successor is forgotten takes its place (``restore_predecessors``): it is
   superseded by the forgotten one's live successor, if any, else current again.
-- A memory whose text changes or leaves recall drops its vectors and embedding job (``drop_vectors``).
+- A memory whose text changes or leaves recall drops its vectors and embedding job (``drop_vectors``);
+  one whose text changes or that comes back is queued for new ones (``queue_embedding``).
 """
 
 from __future__ import annotations
@@ -57,6 +58,18 @@ def drop_vectors(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
     """Deletes the vectors and embedding jobs of ``ids``."""
     conn.execute("DELETE FROM memory_embedding WHERE memory_id = ANY(%s)", (list(ids),))
     conn.execute("DELETE FROM embedding_job WHERE memory_id = ANY(%s)", (list(ids),))
+
+
+def queue_embedding(conn: psycopg.Connection, ids: list[uuid.UUID]) -> None:
+    """Queues ``ids`` for vectors of their current revision, a job already queued taken back to the
+    start (unclaimed, enqueued now)."""
+    conn.execute(
+        """INSERT INTO embedding_job (memory_id, memory_revision)
+           SELECT id, revision FROM memory WHERE id = ANY(%s)
+           ON CONFLICT (memory_id) DO UPDATE SET memory_revision = EXCLUDED.memory_revision,
+               claimed_until = NULL, enqueued_at = now()""",
+        (list(ids),),
+    )
 
 
 # SQL, true when successor ``n`` is readable by everyone who may read memory ``m``: the same purpose,
@@ -184,10 +197,4 @@ def restore_predecessors(conn: psycopg.Connection, forgotten: list[uuid.UUID]) -
         # may be superseded (and flagged) again (a memory is the older of one flag at most).
         conn.execute("DELETE FROM conflict_flag WHERE older_id = ANY(%s)", (restored,))
         lexical_index.mark_live(conn, restored)
-        conn.execute(
-            """INSERT INTO embedding_job (memory_id, memory_revision)
-               SELECT id, revision FROM memory WHERE id = ANY(%s)
-               ON CONFLICT (memory_id) DO UPDATE SET memory_revision = EXCLUDED.memory_revision,
-                   claimed_until = NULL, enqueued_at = now()""",
-            (restored,),
-        )
+        queue_embedding(conn, restored)

@@ -165,7 +165,7 @@ def by_request_ids(conn: psycopg.Connection, caller: m.Caller, keys: list[Reques
     rows = (
         named(conn)
         .execute(
-            f"""SELECT {COLUMNS}, m.request_id, m.request_operation, m.request_fingerprint
+            f"""SELECT {COLUMNS}, m.request_id, m.request_operation, m.request_fingerprint, m.entity_resolutions
                   FROM memory m WHERE m.created_by = %s AND m.request_id = ANY(%s)""",
             (uuid.UUID(caller.member_id), wanted),
         )
@@ -175,7 +175,8 @@ def by_request_ids(conn: psycopg.Connection, caller: m.Caller, keys: list[Reques
     shown = {r.id: to_memory(r) for r in rows if r.id in ok}
     attach_links(conn, caller, shown)
     redact_successors(conn, caller, list(shown.values()))
-    entities.replay_resolutions(conn, caller, shown)
+    resolved = {r.id: r.entity_resolutions for r in rows if r.id in shown and r.entity_resolutions}
+    entities.replay_resolutions(conn, caller, shown, resolved)
     bound = {r.request_id: r for r in rows}
     out: list[m.Memory | ServiceError | None] = []
     for k in keys:
