@@ -12,7 +12,7 @@ import itertools
 import re
 import unicodedata
 
-__all__ = ["CURRENCY", "FORMAT", "MARKS", "TO_SPACE", "is_blank", "normalise"]
+__all__ = ["CURRENCY", "FORMAT", "MARKS", "TO_SPACE", "accent_key", "is_blank", "name_key", "normalise"]
 
 
 def _scan_unicode() -> tuple[str, str, str]:
@@ -68,6 +68,13 @@ def name_key(name: str) -> str:
     """What two entity names are compared by (docs/entities.md): ``normalise``, case folded, white
     space collapsed ("  JONAS\u00a0 Berg" and "jonas berg" are one name)."""
     return " ".join(normalise(name).casefold().split())
+
+
+def accent_key(name: str) -> str:
+    """``name_key`` without accents: what an entity duplicate "but for accents" is found by ("Zoë
+    Hart" and "zoe hart" are one)."""
+    decomposed = unicodedata.normalize("NFKD", name_key(name))
+    return unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
 
 
 def is_blank(text: str) -> bool:

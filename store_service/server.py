@@ -20,7 +20,7 @@ from servicekit.server import Running, start_server
 from store_service.access import expiry
 from store_service.control import members
 from store_service.control.plane import ControlPlane, Workspace, inject_setting
-from store_service.curation import review
+from store_service.curation import entity_review, review
 from store_service.database import Databases
 from store_service.embedding.job import EMBED_TIMEOUT_SECONDS, EmbeddingWorker, requeue
 from store_service.history import turn_search, turns
@@ -186,7 +186,19 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def FindEntities(self, request, context):
         with self._conn(request.caller) as conn:
             found = entities.find(conn, request.caller, request.name)
-        return s.FindEntitiesResponse(entities=[s.Entity(id=str(e.id), name=e.name) for e in found])
+        return s.FindEntitiesResponse(entities=[entities.to_entity(view, s.Entity) for view in found])
+
+    def MergeEntity(self, request, context):
+        with self._conn(request.caller) as conn:
+            return s.MergeEntityResponse(merge=entity_review.merge(conn, request))
+
+    def UnmergeEntity(self, request, context):
+        with self._conn(request.caller) as conn:
+            return s.UnmergeEntityResponse(merge=entity_review.unmerge(conn, request))
+
+    def ListEntityDuplicates(self, request, context):
+        with self._conn(request.caller) as conn:
+            return entity_review.list_duplicates(conn, request)
 
     # History evidence (owner-only; never a memory).
     def AppendHistory(self, request, context):

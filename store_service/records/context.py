@@ -36,7 +36,7 @@ from servicekit.caller import check_purpose_granted
 from store_service.access import expiry
 from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
-from store_service.records import validity
+from store_service.records import entities, validity
 from store_service.records.memories import get_memories, readable_ids
 from store_service.records.windows import OPEN, Window
 
@@ -108,14 +108,18 @@ def _top_entities(
         .fetchall()
     )
     ok = readable_ids(conn, caller, list({r.id for r in rows}))
-    counts: Counter = Counter()
+    # A merged entity's mentions count as its group's, under the representative the caller sees.
+    shown = entities.representatives(conn, caller, {r.entity_id for r in rows if r.id in ok})
+    counted: dict[uuid.UUID, set] = {}  # representative -> the memories about its group
     last: dict[uuid.UUID, object] = {}
     names: dict[uuid.UUID, str] = {}
     for r in rows:
         if r.id in ok:
-            counts[r.entity_id] += 1
-            last[r.entity_id] = max(last.get(r.entity_id, r.created_at), r.created_at)
-            names[r.entity_id] = r.name
+            rep = shown[r.entity_id]
+            counted.setdefault(rep.id, set()).add(r.id)
+            last[rep.id] = max(last.get(rep.id, r.created_at), r.created_at)
+            names[rep.id] = rep.name
+    counts = Counter({e: len(ids) for e, ids in counted.items()})
     ranked = sorted(counts, key=str)  # stable sorts: the last key sorted is the first compared
     ranked.sort(key=lambda e: last[e], reverse=True)
     ranked.sort(key=lambda e: counts[e], reverse=True)
@@ -151,8 +155,8 @@ def bundle(
     choose(_newest(conn, caller, f"{live} AND m.kind = 'summary'", params, SUMMARIES), m.CONTEXT_PART_SUMMARY)
     for entity in _top_entities(conn, caller, params, expiry.shown_clause(expiry_days), window):
         about = f"""{live} AND EXISTS (SELECT 1 FROM memory_link l WHERE l.memory_id = m.id
-                      AND l.link_type = 'about' AND l.target_entity_id = %(entity)s)"""
-        rows = _newest(conn, caller, about, {**params, "entity": uuid.UUID(entity.entity_id)}, 1)
+                      AND l.link_type = 'about' AND l.target_entity_id IN ({entities.group_of("%(entity)s")}))"""
+        rows = _newest(conn, caller, about, {**params, "entity": [uuid.UUID(entity.entity_id)]}, 1)
         choose(rows, m.CONTEXT_PART_ENTITY)
         for r in rows:
             chosen[r.id].entities.append(entity)

@@ -86,7 +86,7 @@ def lexical(
             query,
             limit,
             request.include_superseded,
-            entities.parse_filter(request.entity_ids),
+            entities.group_members(conn, entities.parse_filter(request.entity_ids)),
             expiry_days=expiry_days,
             window=window,
         )
@@ -122,7 +122,7 @@ def dense(request: s.DenseCandidatesRequest) -> Callable[[psycopg.Connection], s
             request.input_version,
             request.floor,
             limit,
-            entities.parse_filter(request.entity_ids),
+            entities.group_members(conn, entities.parse_filter(request.entity_ids)),
             expiry_days=expiry_days,
             window=window,
         )

@@ -288,12 +288,76 @@ class ForgetResponse(_message.Message):
     def __init__(self, forgotten_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Entity(_message.Message):
-    __slots__ = ("id", "name")
+    __slots__ = ("id", "name", "aliases", "mentions", "merges")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    ALIASES_FIELD_NUMBER: _ClassVar[int]
+    MENTIONS_FIELD_NUMBER: _ClassVar[int]
+    MERGES_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+    aliases: _containers.RepeatedScalarFieldContainer[str]
+    mentions: int
+    merges: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMerge]
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., aliases: _Optional[_Iterable[str]] = ..., mentions: _Optional[int] = ..., merges: _Optional[_Iterable[_Union[_memory_pb2.EntityMerge, _Mapping]]] = ...) -> None: ...
+
+class MergeEntityRequest(_message.Message):
+    __slots__ = ("entity_id", "into_id", "reason")
+    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
+    INTO_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    entity_id: str
+    into_id: str
+    reason: str
+    def __init__(self, entity_id: _Optional[str] = ..., into_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class MergeEntityResponse(_message.Message):
+    __slots__ = ("merge",)
+    MERGE_FIELD_NUMBER: _ClassVar[int]
+    merge: _memory_pb2.EntityMerge
+    def __init__(self, merge: _Optional[_Union[_memory_pb2.EntityMerge, _Mapping]] = ...) -> None: ...
+
+class UnmergeEntityRequest(_message.Message):
+    __slots__ = ("entity_id",)
+    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
+    entity_id: str
+    def __init__(self, entity_id: _Optional[str] = ...) -> None: ...
+
+class UnmergeEntityResponse(_message.Message):
+    __slots__ = ("merge",)
+    MERGE_FIELD_NUMBER: _ClassVar[int]
+    merge: _memory_pb2.EntityMerge
+    def __init__(self, merge: _Optional[_Union[_memory_pb2.EntityMerge, _Mapping]] = ...) -> None: ...
+
+class EntityDuplicate(_message.Message):
+    __slots__ = ("entity_a", "entity_b", "reason", "score")
+    ENTITY_A_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_B_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    entity_a: Entity
+    entity_b: Entity
+    reason: _memory_pb2.EntityDuplicateReason
+    score: float
+    def __init__(self, entity_a: _Optional[_Union[Entity, _Mapping]] = ..., entity_b: _Optional[_Union[Entity, _Mapping]] = ..., reason: _Optional[_Union[_memory_pb2.EntityDuplicateReason, str]] = ..., score: _Optional[float] = ...) -> None: ...
+
+class ListEntityDuplicatesRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListEntityDuplicatesResponse(_message.Message):
+    __slots__ = ("proposals", "next_page_token", "total_size")
+    PROPOSALS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    proposals: _containers.RepeatedCompositeFieldContainer[EntityDuplicate]
+    next_page_token: str
+    total_size: int
+    def __init__(self, proposals: _Optional[_Iterable[_Union[EntityDuplicate, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ...) -> None: ...
 
 class FindEntitiesRequest(_message.Message):
     __slots__ = ("name",)

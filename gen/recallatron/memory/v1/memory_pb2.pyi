@@ -80,6 +80,13 @@ class EntityResolutionOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper)
     ENTITY_RESOLUTION_OUTCOME_LINKED: _ClassVar[EntityResolutionOutcome]
     ENTITY_RESOLUTION_OUTCOME_CHOSEN: _ClassVar[EntityResolutionOutcome]
 
+class EntityDuplicateReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ENTITY_DUPLICATE_REASON_UNSPECIFIED: _ClassVar[EntityDuplicateReason]
+    ENTITY_DUPLICATE_REASON_SAME_NAME: _ClassVar[EntityDuplicateReason]
+    ENTITY_DUPLICATE_REASON_ACCENTS: _ClassVar[EntityDuplicateReason]
+    ENTITY_DUPLICATE_REASON_INITIALS: _ClassVar[EntityDuplicateReason]
+
 class ContextPart(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CONTEXT_PART_UNSPECIFIED: _ClassVar[ContextPart]
@@ -160,6 +167,10 @@ ENTITY_RESOLUTION_OUTCOME_UNSPECIFIED: EntityResolutionOutcome
 ENTITY_RESOLUTION_OUTCOME_CREATED: EntityResolutionOutcome
 ENTITY_RESOLUTION_OUTCOME_LINKED: EntityResolutionOutcome
 ENTITY_RESOLUTION_OUTCOME_CHOSEN: EntityResolutionOutcome
+ENTITY_DUPLICATE_REASON_UNSPECIFIED: EntityDuplicateReason
+ENTITY_DUPLICATE_REASON_SAME_NAME: EntityDuplicateReason
+ENTITY_DUPLICATE_REASON_ACCENTS: EntityDuplicateReason
+ENTITY_DUPLICATE_REASON_INITIALS: EntityDuplicateReason
 CONTEXT_PART_UNSPECIFIED: ContextPart
 CONTEXT_PART_PINNED: ContextPart
 CONTEXT_PART_SUMMARY: ContextPart
@@ -290,6 +301,24 @@ class EntityResolution(_message.Message):
     outcome: EntityResolutionOutcome
     other_entity_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, name: _Optional[str] = ..., entity_id: _Optional[str] = ..., outcome: _Optional[_Union[EntityResolutionOutcome, str]] = ..., other_entity_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class EntityMerge(_message.Message):
+    __slots__ = ("entity_id", "into_id", "merged_by", "reason", "merged_at", "undone_by", "undone_at")
+    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
+    INTO_ID_FIELD_NUMBER: _ClassVar[int]
+    MERGED_BY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MERGED_AT_FIELD_NUMBER: _ClassVar[int]
+    UNDONE_BY_FIELD_NUMBER: _ClassVar[int]
+    UNDONE_AT_FIELD_NUMBER: _ClassVar[int]
+    entity_id: str
+    into_id: str
+    merged_by: str
+    reason: str
+    merged_at: _timestamp_pb2.Timestamp
+    undone_by: str
+    undone_at: _timestamp_pb2.Timestamp
+    def __init__(self, entity_id: _Optional[str] = ..., into_id: _Optional[str] = ..., merged_by: _Optional[str] = ..., reason: _Optional[str] = ..., merged_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undone_by: _Optional[str] = ..., undone_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CaptureEvidence(_message.Message):
     __slots__ = ("span", "turn")

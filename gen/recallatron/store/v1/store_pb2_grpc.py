@@ -120,6 +120,21 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.FindEntitiesRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.FindEntitiesResponse.FromString,
                 _registered_method=True)
+        self.MergeEntity = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/MergeEntity',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.MergeEntityRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.MergeEntityResponse.FromString,
+                _registered_method=True)
+        self.UnmergeEntity = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/UnmergeEntity',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.UnmergeEntityRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.UnmergeEntityResponse.FromString,
+                _registered_method=True)
+        self.ListEntityDuplicates = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/ListEntityDuplicates',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListEntityDuplicatesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListEntityDuplicatesResponse.FromString,
+                _registered_method=True)
         self.GetStatus = channel.unary_unary(
                 '/recallatron.store.v1.StoreService/GetStatus',
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.GetStatusRequest.SerializeToString,
@@ -358,6 +373,36 @@ class StoreServiceServicer:
 
     def FindEntities(self, request, context):
         """Looks entities up by name, among those the caller can read a memory about.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MergeEntity(self, request, context):
+        """Merges entity B into A (docs/entities.md, "Merges and aliases"): B's mentions count as A's and
+        its name becomes an alias of A until undone; links are not rewritten. NOT_FOUND unless the
+        caller can see both; PERMISSION_DENIED unless the caller may change every memory about B they
+        can read (a workspace memory: its creator or an admin; a member-only memory: its member);
+        FAILED_PRECONDITION when B is already merged, has entities merged into it, or A is merged;
+        INVALID_ARGUMENT for a malformed id, B = A, or a reason over 1,000 characters.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnmergeEntity(self, request, context):
+        """Undoes the standing merge of B: its mentions count as its own again. NOT_FOUND unless the caller
+        can see B; PERMISSION_DENIED unless the caller made the merge or may change every memory about
+        B they can read; FAILED_PRECONDITION when B is not merged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEntityDuplicates(self, request, context):
+        """Proposes pairs of entities the caller can see that may be one (the same name once normalised,
+        but for accents, or initials), best first, paginated (AIP-158). Nothing merges on a proposal.
+        INVALID_ARGUMENT for a negative page size or a page token not of this list.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -621,6 +666,21 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.FindEntities,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.FindEntitiesRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.FindEntitiesResponse.SerializeToString,
+            ),
+            'MergeEntity': grpc.unary_unary_rpc_method_handler(
+                    servicer.MergeEntity,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.MergeEntityRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.MergeEntityResponse.SerializeToString,
+            ),
+            'UnmergeEntity': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnmergeEntity,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.UnmergeEntityRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.UnmergeEntityResponse.SerializeToString,
+            ),
+            'ListEntityDuplicates': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEntityDuplicates,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListEntityDuplicatesRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.ListEntityDuplicatesResponse.SerializeToString,
             ),
             'GetStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStatus,
@@ -1188,6 +1248,87 @@ class StoreService:
             '/recallatron.store.v1.StoreService/FindEntities',
             recallatron_dot_store_dot_v1_dot_store__pb2.FindEntitiesRequest.SerializeToString,
             recallatron_dot_store_dot_v1_dot_store__pb2.FindEntitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MergeEntity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/MergeEntity',
+            recallatron_dot_store_dot_v1_dot_store__pb2.MergeEntityRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.MergeEntityResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnmergeEntity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/UnmergeEntity',
+            recallatron_dot_store_dot_v1_dot_store__pb2.UnmergeEntityRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.UnmergeEntityResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEntityDuplicates(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/ListEntityDuplicates',
+            recallatron_dot_store_dot_v1_dot_store__pb2.ListEntityDuplicatesRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.ListEntityDuplicatesResponse.FromString,
             options,
             channel_credentials,
             insecure,
