@@ -1,4 +1,4 @@
-"""The member's commands: remember, derive, correct, supersede, forget, entities, read and recall.
+"""The member's commands: remember, derive, correct, supersede, forget, read and recall.
 
 Each has a parser function (``*_parser(sub)``, which also names its handler) and a handler taking
 the gateway and the parsed arguments; ``command.gateway_command`` connects with the member token and
@@ -306,22 +306,6 @@ def forget(gw: client.Gateway, args: argparse.Namespace) -> int:
     return 0
 
 
-def entities_parser(sub: argparse._SubParsersAction) -> None:
-    """``recallatron entities``."""
-    en = sub.add_parser("entities", help="look entities up by name")
-    en.add_argument("name")
-    options.gateway_options(en)
-    en.set_defaults(handler=entities)
-
-
-@command.gateway_command
-def entities(gw: client.Gateway, args: argparse.Namespace) -> int:
-    """FindEntities: prints ``id  name`` per entity, or ``no entities``."""
-    resp = gw.memory.FindEntities(g.FindEntitiesRequest(name=args.name), metadata=gw.metadata)
-    command.emit(resp, args.json, "\n".join(f"{e.id}  {shown(e.name)}" for e in resp.entities) or "no entities")
-    return 0
-
-
 def read_parser(sub: argparse._SubParsersAction) -> None:
     """``recallatron read``."""
     rd = sub.add_parser("read", help="read one memory")
@@ -461,7 +445,6 @@ PARSERS = (
     supersede_parser,
     invalidate_parser,
     forget_parser,
-    entities_parser,
     read_parser,
     recall_parser,
     list_parser,

@@ -36,6 +36,8 @@ from servicekit.vocabulary import name_of
 
 # The fewest characters of each stored string shown before entries are left out instead.
 MIN_CHARS = 200
+# The most aliases an entity shows (FindEntities); the others are counted.
+MAX_ALIASES = 10
 # The lists of a response that entries are left out of, from their end.
 LISTS = {
     g.RecallResponse: ("items",),
@@ -129,6 +131,14 @@ def shape(resp: Message, chars: int | None, entries: int | None, body_offset: in
         cuts[path] = cut
     for path, holder, fields in _others(out):
         cuts[path] = _cut_strings(holder, fields, chars)
+    if isinstance(out, g.FindEntitiesResponse):
+        for i, ent in enumerate(out.entities):
+            # Merge records are for the people who review them (the CLI, the web screen); a model
+            # needs the names. Aliases are at most MAX_ALIASES, each at most 200 characters.
+            del ent.merges[:]
+            if len(ent.aliases) > MAX_ALIASES:
+                cuts[("entities", i)]["aliases"] = {"items_left_out": len(ent.aliases) - MAX_ALIASES}
+                del ent.aliases[MAX_ALIASES:]
     return Shaped(out, cuts, left_out)
 
 
@@ -332,17 +342,22 @@ def _page_end(left: int, shown: int, noun: str, next_page_token: str) -> list[st
 
 
 def entities(shaped: Shaped) -> str:
-    """A FindEntities answer: each entity's id and its name quoted; what was left out to fit."""
+    """A FindEntities answer: each entity's id, its name and aliases quoted, and its readable
+    mentions; what was left out to fit."""
     resp = shaped.resp
     lines = [
-        f"{len(resp.entities) + shaped.left_out.get('entities', 0)} entities of that name that you can read a "
-        "memory about, oldest first; pass an id as entity_ids to recallatron_recall or as about_id to "
-        "recallatron_list_memories."
+        f"{len(resp.entities) + shaped.left_out.get('entities', 0)} entities of that name or alias that you can "
+        "read a memory about, most mentioned first; pass an id as entity_ids to recallatron_recall or as about_id "
+        "to recallatron_list_memories."
     ]
-    lines += [
-        f"entity {e.id}: name {_string(e.name, shaped.cuts.get(('entities', i), {}).get('name'))}"
-        for i, e in enumerate(resp.entities)
-    ]
+    for i, e in enumerate(resp.entities):
+        cut = shaped.cuts.get(("entities", i), {})
+        line = f"entity {e.id}: name {_string(e.name, cut.get('name'))}"
+        if e.aliases:
+            line += ", also known as " + ", ".join(quote(a) for a in e.aliases)
+            if left := cut.get("aliases"):
+                line += f" and {left['items_left_out']} more"
+        lines.append(f"{line}; {e.mentions} memories about it you can read")
     if left := shaped.left_out.get("entities"):
         lines.append(f"# {left} more entities of that name left out to keep this result within its size bound")
     return "\n".join(lines)

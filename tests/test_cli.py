@@ -186,6 +186,33 @@ def test_remember_about_a_name_says_how_the_name_found_its_entity(system, member
     assert "the one you can see" not in cli(system, "read", as_json["memory"]["id"], token=tok).stdout
 
 
+def test_entities_merge_unmerge_and_duplicates(system, member):
+    tok = member["token"]
+    tag = uuid.uuid4().hex[:6]
+    full, short = f"Jonas Berg{tag}", f"J. Berg{tag}"
+    a = json.loads(cli(system, "remember", "--about", full, "Jonas plays cello.", "--json", token=tok).stdout)
+    cli(system, "remember", "--about", full, "Jonas moved to Oslo.", token=tok)
+    b = json.loads(cli(system, "remember", "--about", short, "J. Berg called.", "--json", token=tok).stdout)
+    a_id, b_id = (x["memory"]["entity_resolutions"][0]["entity_id"] for x in (a, b))
+    review = cli(system, "entities", "duplicates", token=tok).stdout
+    assert f"merge: recallatron entities merge {b_id} --into {a_id}" in review
+    assert f"0.60  initials\n  {a_id}  {full}\n      2 memories about it you can read\n" in review
+    merged = cli(system, "entities", "merge", b_id, "--into", a_id, "--reason", "same man", token=tok).stdout
+    assert merged == f"merged {b_id} into {a_id}\nundo: recallatron entities unmerge {b_id}\n"
+    shown = cli(system, "entities", short, token=tok).stdout
+    assert shown.startswith(f"{a_id}  {full}\n    also known as {short}\n    3 memories about it you can read\n")
+    assert f"    merged {b_id} by member {member['member_id']} at " in shown and shown.endswith(": same man\n")
+    assert f"merge {b_id}" not in cli(system, "entities", "duplicates", token=tok).stdout
+    again = cli(system, "entities", "merge", b_id, "--into", a_id, token=tok, check=False)
+    assert again.returncode == 1 and again.stderr.startswith("FAILED_PRECONDITION:")
+    assert cli(system, "entities", "unmerge", b_id, token=tok).stdout == f"unmerged {b_id} from {a_id}\n"
+    assert cli(system, "entities", "--name", short, token=tok).stdout.startswith(f"{b_id}  {short}\n    1 memory ")
+    assert cli(system, "entities", "--name", "duplicates", token=tok).stdout == "no entities\n"
+    for bad in (("merge", b_id), ("unmerge",), ("duplicates", "x"), ()):
+        out = cli(system, "entities", *bad, token=tok, check=False)
+        assert out.returncode == 2 and out.stderr.startswith("usage error:"), bad
+
+
 def test_lifecycle_commands(system, member):
     tok = member["token"]
     mem = json.loads(

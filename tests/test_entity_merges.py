@@ -78,8 +78,9 @@ def test_a_merge_counts_the_merged_entitys_mentions_as_the_others_until_undone(t
     a2, _ = about(alice, f"{w} Jonas Berg moved to Oslo", full)
     b1, b = about(alice, f"{w} Jonas likes rye bread", short)
     assert a != b
-    done = merge(alice, b, a, reason="the same person, spelled short")
-    assert (done.entity_id, done.into_id, done.merged_by, done.reason) == (b, a, alice.id, "the same person, spelled short")
+    why = "the same person, spelled short"
+    done = merge(alice, b, a, reason=why)
+    assert (done.entity_id, done.into_id, done.merged_by, done.reason) == (b, a, alice.id, why)
     assert done.merged_at.seconds > 0 and not done.undone_by and not done.HasField("undone_at")
     # Found by its name or its alias, as one entity: A's name, B's as an alias, every mention counted.
     for name in (full, short, short.upper()):
@@ -252,7 +253,7 @@ def test_merges_racing_writes_and_each_other_lose_nothing_and_never_chain(team):
         _, c = about(alice, f"{w} third", f"Ravi C {w}")
         barrier = threading.Barrier(2)
 
-        def race(args):
+        def race(args, barrier=barrier):
             barrier.wait()
             return code_of(merge, alice, *args)
 

@@ -185,6 +185,9 @@ class Model:
         self.captured: dict[str, list[str]] = {who: [] for who in grants}  # turns Capture put in history
         # Each body written ("<kind> <n>", n the op's index, so unique) -> the memory it belongs to.
         self.texts: dict[str, str] = {}
+        self.entities: dict[str, str] = {}  # entity id -> its own name, in the order created
+        self.merged: dict[str, str] = {}  # entity id -> the entity it is merged into (standing merges)
+        self.merged_by: dict[str, str] = {}  # entity id -> who merged it (standing merges)
 
     def supersede(self, old: Mem, new_id: str) -> None:
         """``old`` superseded by ``new_id``: every memory here has confidence 1, so it is flagged."""
@@ -247,23 +250,69 @@ class Model:
                 mem.aged = False
                 self.flags = [f for f in self.flags if f.older != mem.id]
 
+    def mentions(self, entity_id: str, who: str) -> int:
+        """Memories about the entity (by resolution) that ``who`` can read: 0 when it is not visible."""
+        return sum(1 for i, mem in self.mems.items() if mem.entity_id == entity_id and self.readable(i, who))
+
+    def root(self, entity_id: str) -> str:
+        return self.merged.get(entity_id, entity_id)
+
+    def view(self, root: str, who: str) -> tuple[str, list[str], int] | None:
+        """A group as ``who`` sees it (docs/entities.md): its representative (the root when visible,
+        else the visible member with the most readable mentions, then the oldest), its visible
+        members, and their readable mentions; None when no member is visible."""
+        members = [e for e in self.entities if self.root(e) == root and self.mentions(e, who)]
+        if not members:
+            return None
+        order = list(self.entities)
+        rep = root if root in members else min(members, key=lambda e: (-self.mentions(e, who), order.index(e), e))
+        return rep, members, sum(self.mentions(e, who) for e in members)
+
     def visible_entities(self, name: str, who: str) -> dict[str, int]:
-        """The entities of ``name`` resolved for remembered and derived memories that ``who`` can see,
-        each with its mentions ``who`` can read."""
+        """The groups with a member named ``name`` that ``who`` can see, each by its representative
+        with the group's mentions ``who`` can read."""
         out: dict[str, int] = {}
-        for i, mem in self.mems.items():
-            if mem.entity == name and mem.entity_id and self.readable(i, who):
-                out[mem.entity_id] = out.get(mem.entity_id, 0) + 1
+        for e, own in self.entities.items():
+            if own == name and self.mentions(e, who):
+                rep, _, total = self.view(self.root(e), who)
+                out[rep] = total
         return out
 
+    def may_change_all(self, entity_id: str, who: str) -> bool:
+        """Whether ``who`` may change every memory about the entity it can read (the merge rule)."""
+        return all(
+            self.may_change(mem, who)
+            for i, mem in self.mems.items()
+            if mem.entity_id == entity_id and self.readable(i, who)
+        )
+
+    def merge_code(self, merged: str, into: str, who: str) -> grpc.StatusCode:
+        if merged == into:
+            return grpc.StatusCode.INVALID_ARGUMENT
+        if not (self.mentions(merged, who) and self.mentions(into, who)):
+            return grpc.StatusCode.NOT_FOUND
+        if merged in self.merged or into in self.merged or merged in self.merged.values():
+            return grpc.StatusCode.FAILED_PRECONDITION
+        return OK if self.may_change_all(merged, who) else grpc.StatusCode.PERMISSION_DENIED
+
+    def unmerge_code(self, merged: str, who: str) -> grpc.StatusCode:
+        if not self.mentions(merged, who):
+            return grpc.StatusCode.NOT_FOUND
+        if merged not in self.merged:
+            return grpc.StatusCode.FAILED_PRECONDITION
+        if self.merged_by[merged] != who and not self.may_change_all(merged, who):
+            return grpc.StatusCode.PERMISSION_DENIED
+        return OK
+
     def check_resolution(self, resp_memory: m.Memory, name: str, seen: dict[str, int]) -> str:
-        """The one resolution of a write naming ``name``, against the entities the writer saw before
-        it (``visible_entities``): a new entity when none, else one of them, the rest reported, none
-        that the writer could not see. Returns the entity id."""
+        """The one resolution of a write naming ``name``, against the groups the writer saw before it
+        (``visible_entities``): a new entity when none, else the representative of one of them, the
+        rest reported, none that the writer could not see. Returns the entity id."""
         (res,) = resp_memory.entity_resolutions
         if not seen:
             assert res.outcome == m.ENTITY_RESOLUTION_OUTCOME_CREATED and not res.other_entity_ids, res
-            assert res.entity_id not in {mem.entity_id for mem in self.mems.values()}, res
+            assert res.entity_id not in self.entities, res
+            self.entities[res.entity_id] = name
         else:
             want = m.ENTITY_RESOLUTION_OUTCOME_LINKED if len(seen) == 1 else m.ENTITY_RESOLUTION_OUTCOME_CHOSEN
             assert res.outcome == want and res.entity_id in seen, (res, seen)
@@ -650,17 +699,22 @@ def check_context(api, model: Model, me: str, md, purpose: int) -> None:
     # The five entities most mentioned by the bundle's memories (ties: the latest mention, then the
     # id), each by its newest memory. A remember or derive names a shared name, resolved to
     # ``entity_id``; an import's entity is its own (one mention, so the id never breaks a tie).
+    # A merged entity counts as its group, under the representative the member sees, by its name.
     counts: dict[str, int] = {}
     latest: dict[str, str] = {}  # entity -> its newest memory here
+    names: dict[str, str] = {}
     for i in reversed(newest):  # oldest first, so the last seen is the newest
         mem = model.mems[i]
         if mem.entity:
-            eid = mem.entity_id or f"import {i}"
+            eid, names_as = f"import {i}", mem.entity
+            if mem.entity_id:
+                eid = model.view(model.root(mem.entity_id), me)[0]
+                names_as = model.entities[eid]
             counts[eid] = counts.get(eid, 0) + 1
-            latest[eid] = i
+            latest[eid], names[eid] = i, names_as
     ranked = sorted(counts, key=lambda e: (-counts[e], -created.index(latest[e]), e))[:5]
     about = sorted((latest[e] for e in ranked), key=created.index, reverse=True)
-    mentions = {latest[e]: (model.mems[latest[e]].entity, counts[e]) for e in ranked}
+    mentions = {latest[e]: (names[e], counts[e]) for e in ranked}
     want = sorted(pinned, key=created.index, reverse=True)
     want += [i for i in about if i not in want]
     want += [i for i in newest[:10] if i not in want]
@@ -940,6 +994,77 @@ def check_curation(api, model: Model, me: str, md, exact: bool = True) -> None:
         assert got == list(reversed(want)), (got, want)  # newest first
 
 
+def merge_op(api, model: Model, me: str, md, a: int, b: int, undo: bool) -> None:
+    """A MergeEntity of one known entity into another (the same one now and then: INVALID_ARGUMENT),
+    or an UnmergeEntity, by ``me``: the status is the model's (docs/entities.md, "Merges and
+    aliases"), and the model takes a merge that succeeds."""
+    known = list(model.entities)
+    if not known:
+        return
+    merged, into = known[a % len(known)], known[b % len(known)]
+    if undo:
+        want = model.unmerge_code(merged, me)
+        code, resp = call(api.UnmergeEntity, g.UnmergeEntityRequest(entity_id=merged), md)
+    else:
+        want = model.merge_code(merged, into, me)
+        code, resp = call(api.MergeEntity, g.MergeEntityRequest(entity_id=merged, into_id=into, reason="same"), md)
+    assert code == want, ("unmerge" if undo else "merge", code, want)
+    if code != OK:
+        return
+    assert resp.merge.entity_id == merged
+    if undo:
+        assert resp.merge.into_id == model.merged.pop(merged) and resp.merge.undone_by == me
+        del model.merged_by[merged]
+    else:
+        assert (resp.merge.into_id, resp.merge.merged_by) == (into, me)
+        model.merged[merged], model.merged_by[merged] = into, me
+
+
+def check_entity(model: Model, me: str, ent) -> None:
+    """An entity as ``me`` sees its group: the representative's name, the other visible members'
+    names as aliases, the readable mentions, and only the merge records whose two entities ``me``
+    can see."""
+    rep, members, total = model.view(model.root(ent.id), me)
+    assert (ent.id, ent.name, ent.mentions) == (rep, model.entities[rep], total), ent
+    assert list(ent.aliases) == sorted({model.entities[e] for e in members} - {model.entities[rep]}), ent
+    root = model.root(ent.id)
+    standing = {e for e in members if e != root and root in members}
+    assert {x.entity_id for x in ent.merges} == standing and all(x.into_id == root for x in ent.merges), ent
+
+
+def check_entity_filters(api, model: Model, me: str, md) -> None:
+    """A listing by entity reads the entity's whole group, and only memories ``me`` can read."""
+    for entity_id in model.entities:
+        listed, totals = list_pages(api, md, entity_id=entity_id, superseded=m.SUPERSEDED_FILTER_ALL)
+        root = model.root(entity_id)
+        want = {
+            i
+            for i, mem in model.mems.items()
+            if mem.entity_id and model.root(mem.entity_id) == root and model.readable(i, me)
+        }
+        assert {x.id for x in listed} == want and totals == {len(want)}, entity_id
+
+
+def check_entity_duplicates(api, model: Model, me: str, md) -> None:
+    """ListEntityDuplicates proposes exactly the pairs of groups ``me`` sees by their roots whose
+    visible members share a name, each entity shown as ``check_entity`` says (imports' names are
+    all different: never a pair)."""
+    views = [model.view(root, me) for root in {model.root(e) for e in model.entities}]
+    roots = [
+        (rep, {model.entities[e] for e in members})
+        for rep, members, _ in filter(None, views)
+        if rep not in model.merged
+    ]
+    want = {frozenset((x, y)) for n, (x, xs) in enumerate(roots) for y, ys in roots[n + 1 :] if xs & ys}
+    code, resp = call(api.ListEntityDuplicates, g.ListEntityDuplicatesRequest(page_size=200), md)
+    assert code == OK and resp.total_size == len(want)
+    assert {frozenset((p.entity_a.id, p.entity_b.id)) for p in resp.proposals} == want
+    for p in resp.proposals:
+        assert p.reason == m.ENTITY_DUPLICATE_REASON_SAME_NAME
+        check_entity(model, me, p.entity_a)
+        check_entity(model, me, p.entity_b)
+
+
 def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p: int, aud, word: str) -> None:
     """One remember, derive, correct, supersede or forget by ``me`` (a remember when there is no memory
     yet), its status checked against the model and the model updated (README.md, "Who sees what")."""
@@ -1112,6 +1237,9 @@ ops = st.lists(
                 "resolve",
                 "age",
                 "keep",
+                "merge",
+                "merge",
+                "unmerge",
             ]
         ),
         st.integers(0, 2),
@@ -1162,6 +1290,8 @@ def leak_example(stack, property_workspace: str, program, grants, gate: bool) ->
             age(stack, ws, model, a)
         elif op == "keep":
             keep(api, model, me, md, a)
+        elif op in ("merge", "unmerge"):
+            merge_op(api, model, me, md, a, b, undo=op == "unmerge")
         else:
             memory_op(api, model, me, md, n, op, a, b, p, aud, word)
 
@@ -1262,6 +1392,10 @@ def leak_example(stack, property_workspace: str, program, grants, gate: bool) ->
                 assert len(resp.entities) == (1 if visible else 0), name
             else:
                 assert {e.id for e in resp.entities} == set(model.visible_entities(name, me)), name
+                for ent in resp.entities:
+                    check_entity(model, me, ent)
+        check_entity_filters(api, model, me, md)
+        check_entity_duplicates(api, model, me, md)
     store_channel.close()
 
     # Last, as it writes memories the model does not hold: Capture never takes a turn for a memory,

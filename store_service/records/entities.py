@@ -1,4 +1,4 @@
-"""Entities as mentions: a UUID and a name, no attributes, no edges (docs/entities.md).
+"""Entities as mentions: a UUID and a name, grouped by reviewed merges (docs/entities.md).
 
 An entity is visible to a caller only through a memory the caller can read that is about it, so an
 entity id nobody readable mentions is indistinguishable from a missing one (NOT_FOUND).

@@ -1,0 +1,145 @@
+"""Entity commands (docs/entities.md): look up, merge, undo a merge, and review duplicates.
+
+- ``entities NAME``: the entities of that name or alias you can see (FindEntities), each with its
+  aliases, readable mentions and standing merges.
+- ``entities merge B_ID --into A_ID [--reason R]`` (MergeEntity), ``entities unmerge B_ID``
+  (UnmergeEntity).
+- ``entities duplicates``: pairs proposed for review, best first (ListEntityDuplicates), each with
+  the command that would merge it. Nothing merges by itself.
+
+An entity literally named "merge", "unmerge" or "duplicates" is looked up with ``--name``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+
+import client
+from cli import command, options
+from servicekit.render import for_terminal as shown
+
+ACTIONS = ("merge", "unmerge", "duplicates")
+REASONS = {
+    m.ENTITY_DUPLICATE_REASON_SAME_NAME: "same name",
+    m.ENTITY_DUPLICATE_REASON_ACCENTS: "same name but for accents",
+    m.ENTITY_DUPLICATE_REASON_INITIALS: "initials",
+}
+
+
+def entities_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron entities``."""
+    en = sub.add_parser(
+        "entities",
+        help="look entities up by name; merge, unmerge, and review duplicates",
+        description="entities NAME | entities merge B_ID --into A_ID [--reason R] | entities unmerge B_ID | "
+        "entities duplicates",
+    )
+    en.add_argument("words", nargs="*", metavar="NAME | merge B_ID | unmerge B_ID | duplicates")
+    en.add_argument("--name", help="look up this name (for an entity named like an action)")
+    en.add_argument("--into", metavar="A_ID", help="merge: the entity to merge into")
+    en.add_argument("--reason", default="", help="merge: why (recorded with the merge)")
+    en.add_argument("--page-size", type=options.int32, default=0, help="duplicates per page (default 50, at most 200)")
+    en.add_argument("--page-token", default="", help="duplicates: the token a previous page printed")
+    options.gateway_options(en)
+    en.set_defaults(handler=entities)
+
+
+def _usage(message: str) -> int:
+    print(f"usage error: {message}", file=sys.stderr)
+    return 2
+
+
+def entities(args: argparse.Namespace, settings) -> int:
+    """Dispatches on the first word (module docstring); usage errors exit 2 before any call."""
+    words = args.words
+    if args.name is not None:
+        if words:
+            return _usage("give either --name or a name, not both")
+        return find(args, settings)
+    if not words:
+        return _usage("give a name, or merge B_ID --into A_ID, unmerge B_ID, or duplicates")
+    action = words[0]
+    if action == "merge":
+        if len(words) != 2 or not args.into:
+            return _usage("entities merge B_ID --into A_ID [--reason R]")
+        return merge(args, settings)
+    if action == "unmerge":
+        if len(words) != 2:
+            return _usage("entities unmerge B_ID")
+        return unmerge(args, settings)
+    if action == "duplicates":
+        if len(words) != 1:
+            return _usage("entities duplicates takes no name")
+        return duplicates(args, settings)
+    args.name = " ".join(words)
+    return find(args, settings)
+
+
+def _entity_lines(e: g.Entity) -> list[str]:
+    """``ID  NAME`` (as FindEntities always printed it), then its aliases, mentions and merges."""
+    lines = [f"{e.id}  {shown(e.name)}"]
+    if e.aliases:
+        lines.append("    also known as " + ", ".join(shown(a) for a in e.aliases))
+    lines.append(f"    {e.mentions} memor{'y' if e.mentions == 1 else 'ies'} about it you can read")
+    for merge_ in e.merges:
+        when = merge_.merged_at.ToDatetime().strftime("%Y-%m-%d %H:%M UTC")
+        why = f": {shown(merge_.reason)}" if merge_.reason else ""
+        lines.append(f"    merged {merge_.entity_id} by member {merge_.merged_by} at {when}{why}")
+    return lines
+
+
+@command.gateway_command
+def find(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """FindEntities: each entity's lines, or ``no entities``."""
+    resp = gw.memory.FindEntities(g.FindEntitiesRequest(name=args.name), metadata=gw.metadata)
+    command.emit(resp, args.json, "\n".join(x for e in resp.entities for x in _entity_lines(e)) or "no entities")
+    return 0
+
+
+@command.gateway_command
+def merge(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """MergeEntity: ``merged B into A``."""
+    req = g.MergeEntityRequest(entity_id=args.words[1], into_id=args.into, reason=args.reason)
+    resp = gw.memory.MergeEntity(req, metadata=gw.metadata)
+    command.emit(
+        resp,
+        args.json,
+        f"merged {resp.merge.entity_id} into {resp.merge.into_id}\n"
+        f"undo: recallatron entities unmerge {resp.merge.entity_id}",
+    )
+    return 0
+
+
+@command.gateway_command
+def unmerge(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """UnmergeEntity: ``unmerged B from A``."""
+    resp = gw.memory.UnmergeEntity(g.UnmergeEntityRequest(entity_id=args.words[1]), metadata=gw.metadata)
+    command.emit(resp, args.json, f"unmerged {resp.merge.entity_id} from {resp.merge.into_id}")
+    return 0
+
+
+@command.gateway_command
+def duplicates(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """ListEntityDuplicates: per proposal its score and reason, both entities, and the merge command."""
+    req = g.ListEntityDuplicatesRequest(page_size=args.page_size, page_token=args.page_token)
+    resp = gw.memory.ListEntityDuplicates(req, metadata=gw.metadata)
+    lines = []
+    for p in resp.proposals:
+        lines.append(f"{p.score:.2f}  {REASONS.get(p.reason, 'proposed')}")
+        lines += ["  " + x for x in _entity_lines(p.entity_a)]
+        lines += ["  " + x for x in _entity_lines(p.entity_b)]
+        lines.append(f"  merge: recallatron entities merge {p.entity_b.id} --into {p.entity_a.id}")
+    if not resp.proposals:
+        lines.append("no entity duplicate proposals")
+    lines.append(f"{len(resp.proposals)} shown of {resp.total_size}")
+    if resp.next_page_token:
+        lines.append(f"next page: --page-token {resp.next_page_token}")
+    command.emit(resp, args.json, "\n".join(lines))
+    return 0
+
+
+PARSERS = (entities_parser,)
