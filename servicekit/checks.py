@@ -154,20 +154,21 @@ def check_reason(reason: str) -> None:
         raise InvalidArgument(f"reason must be at most {MAX_REASON_CHARS} characters, without NUL", field="reason")
 
 
-def check_mentions(mentions) -> None:
+def check_mentions(mentions, field: str = "entities") -> None:
     """INVALID_ARGUMENT for too many mentions, a malformed id, or an over-long name or one that is
-    blank once normalised (invisible characters alone would be one name key, "", for every writer)."""
+    blank once normalised (invisible characters alone would be one name key, "", for every writer);
+    ``field`` names where they were given."""
     if len(mentions) > MAX_MENTIONS:
-        raise InvalidArgument(f"at most {MAX_MENTIONS} entity mentions", field="entities")
+        raise InvalidArgument(f"at most {MAX_MENTIONS} entity mentions", field=field)
     for mention in mentions:
         if mention.entity_id:
             try:
                 uuid.UUID(mention.entity_id)
             except ValueError:
-                raise NotFound("entity not found", field="entities") from None
+                raise NotFound("entity not found", field=field) from None
         elif is_blank(mention.name) or len(mention.name) > MAX_NAME_CHARS or "\x00" in mention.name:
             raise InvalidArgument(
-                f"an entity mention needs an entity_id or a name of 1..{MAX_NAME_CHARS} characters", field="entities"
+                f"an entity mention needs an entity_id or a name of 1..{MAX_NAME_CHARS} characters", field=field
             )
 
 

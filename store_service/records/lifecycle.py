@@ -37,7 +37,7 @@ from store_service.access.provenance import ANCESTORS, DOWN
 from store_service.access.readability import IN_SCOPE, caller_params
 from store_service.database import named
 from store_service.intake import capture
-from store_service.records import entities, idempotency, known, prompt_sessions, validity
+from store_service.records import entities, idempotency, known, prompt_sessions, statements, validity
 from store_service.records.lifecycle_rules import (
     drop_vectors,
     leave,
@@ -56,6 +56,7 @@ from store_service.records.memories import (
     insert,
     readable_ids,
     redact_successors,
+    stated_rows,
     to_memory,
 )
 from store_service.search import lexical_index
@@ -126,6 +127,7 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
     confidence = check_confidence(req.confidence) if req.HasField("confidence") else 1.0
     check_request_id(req.request_id)
     entities.check_mentions(req.entities)
+    stated = statements.check(req)
     valid_from = validity.given_start(req)
     sources = list(dict.fromkeys(parse_uuid(i, "source_ids", missing_is_not_found=True) for i in req.source_ids))
     fields = {
@@ -136,6 +138,7 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
         "confidence": confidence,
         **idempotency.mention_fields(req.entities),
         **validity.start_field(valid_from),
+        **stated.fields(),
     }
     key = idempotency.key(req.request_id, idempotency.DERIVE, fields)
     with conn.transaction():
@@ -161,7 +164,8 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
             raise FailedPrecondition(
                 "the sources' audiences or purposes do not intersect: a derivation may not mix members or purposes"
             )
-        entity_ids, resolved = entities.resolve_mentions(conn, caller, req.entities)
+        mentions = list(req.entities) + stated.mentions()
+        entity_ids, resolved = entities.resolve_mentions(conn, caller, mentions)
         memory = insert(
             conn,
             caller,
@@ -169,11 +173,17 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
             key,
             entity_ids,
             sources,
+            stated_rows(stated, mentions, resolved),
         )
-        memory.entity_resolutions.extend(resolved)
-        if key.request_id:
-            entities.keep_resolutions(conn, [(uuid.UUID(memory.id), resolved)])
+        _report_resolutions(conn, memory, key, resolved)
         return memory
+
+
+def _report_resolutions(conn: psycopg.Connection, memory: m.Memory, key, resolved: list) -> None:
+    """Puts how a write's names were resolved in its answer, and keeps it for a retry."""
+    memory.entity_resolutions.extend(resolved)
+    if key.request_id:
+        entities.keep_resolutions(conn, [(uuid.UUID(memory.id), resolved)])
 
 
 def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
@@ -284,6 +294,8 @@ def supersede(
     check_text(req.title, req.body)
     confidence = check_confidence(req.confidence) if req.HasField("confidence") else 1.0
     check_request_id(req.request_id)
+    entities.check_mentions(req.entities)
+    stated = statements.check(req)
     valid_from = validity.given_start(req)
     target = parse_uuid(req.memory_id, "memory_id", missing_is_not_found=True)
     fields = {
@@ -295,6 +307,8 @@ def supersede(
         "audience": idempotency.audience_name(req.audience),
         "confidence": confidence,
         **validity.start_field(valid_from),
+        **(idempotency.mention_fields(req.entities) if req.entities else {}),
+        **stated.fields(),
     }
     key = idempotency.key(req.request_id, idempotency.SUPERSEDE, fields)
     with conn.transaction():
@@ -325,14 +339,18 @@ def supersede(
         kind = row.kind if req.kind == m.KIND_UNSPECIFIED else enum_value(KINDS, req.kind, "kind")
         sources = sources_of(conn, [row.id]).get(row.id, [])
         sources += [x for x in also_from if x not in sources]
+        mentions = list(req.entities) + stated.mentions()
+        entity_ids, resolved = entities.resolve_mentions(conn, caller, mentions)
         successor = insert(
             conn,
             caller,
             NewMemory(kind, req.title, req.body, audience, row.purpose, confidence, "told", valid_from=valid_from),
             key,
-            [],
+            entity_ids,
             sources,
+            stated_rows(stated, mentions, resolved),
         )
+        _report_resolutions(conn, successor, key, resolved)
         validity.check_successor_start(successor.valid_from.ToDatetime(datetime.UTC), row)
         retire(conn, [(row.id, uuid.UUID(successor.id))], flag_conflict=flag_conflict)
     return successor
@@ -472,6 +490,7 @@ def _forget_once(conn: psycopg.Connection, req: s.ForgetRequest, removal: bool) 
         # The request fingerprint and body key go with the text (store_service/records/idempotency.py,
         # known.py): the id stays used. So does capture evidence (capture.erase).
         capture.erase(conn, closure)
+        statements.erase(conn, closure)  # what they stated is their text too
         prompt_sessions.forget_memories(conn, closure)  # which sessions were shown it
         conn.execute(
             """UPDATE memory SET title = '', body = '', reason = NULL, request_fingerprint = NULL, body_key = NULL,

@@ -20,7 +20,7 @@ from servicekit.limits import MAX_REMEMBER_BATCH
 from store_service.access import membership
 from store_service.access.readability import CHAIN_READABLE, caller_params
 from store_service.database import named
-from store_service.records import entities, idempotency, known, validity
+from store_service.records import entities, idempotency, known, statements, validity
 from store_service.records.idempotency import RequestKey
 from store_service.search import lexical_index
 from store_service.vocabulary import (
@@ -141,6 +141,8 @@ class Insert:
     key: RequestKey
     entity_ids: list[uuid.UUID]
     sources: list[uuid.UUID] = field(default_factory=list)
+    # What it states (``statements.Stated.rows``): relations and attributes.
+    stated: tuple[list, list] = ([], [])
 
 
 def by_request_id(conn: psycopg.Connection, caller: m.Caller, key: RequestKey) -> m.Memory | None:
@@ -206,13 +208,14 @@ def insert(
     key: RequestKey,
     entity_ids: list[uuid.UUID],
     sources: list[uuid.UUID] = (),
+    stated: tuple[list, list] = ([], []),
 ) -> m.Memory:
     """Inserts a memory with its links and queues its embedding; must run inside a transaction.
 
     ``insert_many`` of one: with a request id a concurrent retry that already inserted wins and is
     answered as ``by_request_id`` answers it.
     """
-    result = insert_many(conn, caller, [Insert(new, key, entity_ids, list(sources))])[0]
+    result = insert_many(conn, caller, [Insert(new, key, entity_ids, list(sources), stated)])[0]
     if isinstance(result, ServiceError):
         raise result
     return result
@@ -292,6 +295,7 @@ def insert_many(conn: psycopg.Connection, caller: m.Caller, items: list[Insert])
                         SELECT * FROM unnest(%s::uuid[], %s::text[], %s::uuid[], %s::uuid[])""",
             [list(col) for col in zip(*links, strict=True)],
         )
+    statements.write(conn, [(mid, *it.stated) for mid, it in written])
     if written:
         conn.execute(
             "INSERT INTO embedding_job (memory_id, memory_revision) SELECT * FROM unnest(%s::uuid[], %s::bigint[])",
@@ -326,8 +330,9 @@ class Prepared:
     """A validated Remember, before the database: the memory, its entity mentions, its request key."""
 
     new: NewMemory
-    mentions: list
+    mentions: list  # the entities, then every entity the statements name (``statements.Stated.mentions``)
     key: RequestKey
+    stated: statements.Stated = statements.Stated()
 
 
 def remember(conn: psycopg.Connection, req: s.RememberRequest) -> m.Memory:
@@ -457,7 +462,14 @@ def _insert_prepared(
 ) -> list[m.Memory | ServiceError]:
     """Creates the named entities of entries already checked, then inserts the memories."""
     found = entities.create_named(conn, caller, [p.mentions for p in entries])
-    out = insert_many(conn, caller, [Insert(p.new, p.key, ids) for p, (ids, _) in zip(entries, found, strict=True)])
+    out = insert_many(
+        conn,
+        caller,
+        [
+            Insert(p.new, p.key, ids, stated=stated_rows(p.stated, p.mentions, resolved))
+            for p, (ids, resolved) in zip(entries, found, strict=True)
+        ],
+    )
     kept = []
     for entry, result, (_, resolved) in zip(entries, out, found, strict=True):
         if isinstance(result, m.Memory):
@@ -466,6 +478,13 @@ def _insert_prepared(
                 kept.append((uuid.UUID(result.id), resolved))
     entities.keep_resolutions(conn, kept)
     return out
+
+
+def stated_rows(stated: statements.Stated, mentions: list, resolved: list) -> tuple[list, list]:
+    """The rows of what a write states, its ``mentions`` (the entities, then the statements')
+    resolved as ``resolved`` reports."""
+    ids = statements.mention_ids(mentions, resolved)
+    return stated.rows(ids[len(ids) - len(stated.mentions()) :])
 
 
 def prepare_remember(caller: m.Caller, req) -> Prepared:
@@ -483,6 +502,7 @@ def prepare_remember(caller: m.Caller, req) -> Prepared:
         raise InvalidArgument("audience must be workspace or member", field="audience")
     check_request_id(req.request_id)
     entities.check_mentions(req.entities)
+    stated = statements.check(req)
     occurred = occurred_at(req)
     valid_from = validity.given_start(req)
     fields = {
@@ -495,17 +515,20 @@ def prepare_remember(caller: m.Caller, req) -> Prepared:
         "occurred_at": idempotency.instant(occurred),
         **idempotency.mention_fields(req.entities),
         **validity.start_field(valid_from),
+        **stated.fields(),
     }
     return Prepared(
         NewMemory(kind, req.title, req.body, audience, purpose, confidence, "told", occurred, valid_from),
-        list(req.entities),
+        list(req.entities) + stated.mentions(),
         idempotency.key(req.request_id, idempotency.REMEMBER, fields),
+        stated,
     )
 
 
 def attach_links(conn: psycopg.Connection, caller: m.Caller, memories: dict[uuid.UUID, m.Memory]) -> None:
     """Adds each memory's provenance (one query): derived_from links to sources the caller can read,
-    and about links to entities. A readable memory's sources are readable (the chain rule)."""
+    and about links to entities; and what it states (``statements.attach``). A readable memory's
+    sources are readable (the chain rule)."""
     if not memories:
         return
     rows = (
@@ -528,6 +551,7 @@ def attach_links(conn: psycopg.Connection, caller: m.Caller, memories: dict[uuid
             memories[r.memory_id].links.append(
                 m.Link(type=m.LINK_TYPE_ABOUT, target_entity_id=str(r.entity_id), target_entity_name=r.entity_name)
             )
+    statements.attach(conn, memories)
 
 
 def attach_evidence(conn: psycopg.Connection, memories: dict[uuid.UUID, m.Memory]) -> None:

@@ -24,7 +24,7 @@ DEPENDENCY_STATE_DOWN: DependencyState
 DEPENDENCY_STATE_NOT_CONFIGURED: DependencyState
 
 class RememberRequest(_message.Message):
-    __slots__ = ("purpose", "kind", "title", "body", "audience", "confidence", "occurred_at", "entities", "request_id", "valid_from")
+    __slots__ = ("purpose", "kind", "title", "body", "audience", "confidence", "occurred_at", "entities", "request_id", "valid_from", "relations", "attributes")
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,8 @@ class RememberRequest(_message.Message):
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     purpose: _memory_pb2.Purpose
     kind: _memory_pb2.Kind
     title: str
@@ -45,7 +47,9 @@ class RememberRequest(_message.Message):
     entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
     request_id: str
     valid_from: _timestamp_pb2.Timestamp
-    def __init__(self, purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    relations: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityRelation]
+    attributes: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityAttribute]
+    def __init__(self, purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., relations: _Optional[_Iterable[_Union[_memory_pb2.EntityRelation, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[_memory_pb2.EntityAttribute, _Mapping]]] = ...) -> None: ...
 
 class RememberResponse(_message.Message):
     __slots__ = ("memory",)
@@ -180,7 +184,7 @@ class TimeWindow(_message.Message):
     def __init__(self, words: _Optional[str] = ..., start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., applied: _Optional[bool] = ...) -> None: ...
 
 class DeriveRequest(_message.Message):
-    __slots__ = ("source_ids", "kind", "title", "body", "confidence", "entities", "request_id", "valid_from")
+    __slots__ = ("source_ids", "kind", "title", "body", "confidence", "entities", "request_id", "valid_from", "relations", "attributes")
     SOURCE_IDS_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
@@ -189,6 +193,8 @@ class DeriveRequest(_message.Message):
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     source_ids: _containers.RepeatedScalarFieldContainer[str]
     kind: _memory_pb2.Kind
     title: str
@@ -197,7 +203,9 @@ class DeriveRequest(_message.Message):
     entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
     request_id: str
     valid_from: _timestamp_pb2.Timestamp
-    def __init__(self, source_ids: _Optional[_Iterable[str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    relations: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityRelation]
+    attributes: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityAttribute]
+    def __init__(self, source_ids: _Optional[_Iterable[str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., relations: _Optional[_Iterable[_Union[_memory_pb2.EntityRelation, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[_memory_pb2.EntityAttribute, _Mapping]]] = ...) -> None: ...
 
 class DeriveResponse(_message.Message):
     __slots__ = ("memory",)
@@ -246,7 +254,7 @@ class CorrectResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class SupersedeRequest(_message.Message):
-    __slots__ = ("id", "expected_revision", "kind", "title", "body", "audience", "confidence", "request_id", "valid_from")
+    __slots__ = ("id", "expected_revision", "kind", "title", "body", "audience", "confidence", "request_id", "valid_from", "entities", "relations", "attributes")
     ID_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -256,6 +264,9 @@ class SupersedeRequest(_message.Message):
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     id: str
     expected_revision: int
     kind: _memory_pb2.Kind
@@ -265,7 +276,10 @@ class SupersedeRequest(_message.Message):
     confidence: float
     request_id: str
     valid_from: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
+    relations: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityRelation]
+    attributes: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityAttribute]
+    def __init__(self, id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., relations: _Optional[_Iterable[_Union[_memory_pb2.EntityRelation, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[_memory_pb2.EntityAttribute, _Mapping]]] = ...) -> None: ...
 
 class SupersedeResponse(_message.Message):
     __slots__ = ("memory",)

@@ -237,7 +237,7 @@ class Revision(_message.Message):
     def __init__(self, revision: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., replaced_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "revision", "kind", "title", "body", "audience", "audience_member_id", "purpose", "confidence", "origin", "superseded_by_id", "invalidation_reason", "created_by", "created_at", "updated_at", "occurred_at", "forgotten", "links", "history", "reason", "evidence", "valid_from", "valid_until", "invalidated", "entity_resolutions")
+    __slots__ = ("id", "revision", "kind", "title", "body", "audience", "audience_member_id", "purpose", "confidence", "origin", "superseded_by_id", "invalidation_reason", "created_by", "created_at", "updated_at", "occurred_at", "forgotten", "links", "history", "reason", "evidence", "valid_from", "valid_until", "invalidated", "entity_resolutions", "relations", "attributes")
     ID_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -263,6 +263,8 @@ class Memory(_message.Message):
     VALID_UNTIL_FIELD_NUMBER: _ClassVar[int]
     INVALIDATED_FIELD_NUMBER: _ClassVar[int]
     ENTITY_RESOLUTIONS_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     id: str
     revision: int
     kind: Kind
@@ -288,7 +290,9 @@ class Memory(_message.Message):
     valid_until: _timestamp_pb2.Timestamp
     invalidated: bool
     entity_resolutions: _containers.RepeatedCompositeFieldContainer[EntityResolution]
-    def __init__(self, id: _Optional[str] = ..., revision: _Optional[int] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., audience_member_id: _Optional[str] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., confidence: _Optional[float] = ..., origin: _Optional[_Union[Origin, str]] = ..., superseded_by_id: _Optional[str] = ..., invalidation_reason: _Optional[str] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., forgotten: _Optional[bool] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., history: _Optional[_Iterable[_Union[Revision, _Mapping]]] = ..., reason: _Optional[str] = ..., evidence: _Optional[_Union[CaptureEvidence, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., invalidated: _Optional[bool] = ..., entity_resolutions: _Optional[_Iterable[_Union[EntityResolution, _Mapping]]] = ...) -> None: ...
+    relations: _containers.RepeatedCompositeFieldContainer[StatedRelation]
+    attributes: _containers.RepeatedCompositeFieldContainer[StatedAttribute]
+    def __init__(self, id: _Optional[str] = ..., revision: _Optional[int] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., audience_member_id: _Optional[str] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., confidence: _Optional[float] = ..., origin: _Optional[_Union[Origin, str]] = ..., superseded_by_id: _Optional[str] = ..., invalidation_reason: _Optional[str] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., forgotten: _Optional[bool] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., history: _Optional[_Iterable[_Union[Revision, _Mapping]]] = ..., reason: _Optional[str] = ..., evidence: _Optional[_Union[CaptureEvidence, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., invalidated: _Optional[bool] = ..., entity_resolutions: _Optional[_Iterable[_Union[EntityResolution, _Mapping]]] = ..., relations: _Optional[_Iterable[_Union[StatedRelation, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[StatedAttribute, _Mapping]]] = ...) -> None: ...
 
 class EntityResolution(_message.Message):
     __slots__ = ("name", "entity_id", "outcome", "other_entity_ids")
@@ -319,6 +323,52 @@ class EntityMerge(_message.Message):
     undone_by: str
     undone_at: _timestamp_pb2.Timestamp
     def __init__(self, entity_id: _Optional[str] = ..., into_id: _Optional[str] = ..., merged_by: _Optional[str] = ..., reason: _Optional[str] = ..., merged_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undone_by: _Optional[str] = ..., undone_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class EntityRelation(_message.Message):
+    __slots__ = ("subject", "predicate", "object")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    PREDICATE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    subject: EntityMention
+    predicate: str
+    object: EntityMention
+    def __init__(self, subject: _Optional[_Union[EntityMention, _Mapping]] = ..., predicate: _Optional[str] = ..., object: _Optional[_Union[EntityMention, _Mapping]] = ...) -> None: ...
+
+class EntityAttribute(_message.Message):
+    __slots__ = ("subject", "key", "value")
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    subject: EntityMention
+    key: str
+    value: str
+    def __init__(self, subject: _Optional[_Union[EntityMention, _Mapping]] = ..., key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class StatedRelation(_message.Message):
+    __slots__ = ("subject_id", "subject_name", "predicate", "object_id", "object_name")
+    SUBJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_NAME_FIELD_NUMBER: _ClassVar[int]
+    PREDICATE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_NAME_FIELD_NUMBER: _ClassVar[int]
+    subject_id: str
+    subject_name: str
+    predicate: str
+    object_id: str
+    object_name: str
+    def __init__(self, subject_id: _Optional[str] = ..., subject_name: _Optional[str] = ..., predicate: _Optional[str] = ..., object_id: _Optional[str] = ..., object_name: _Optional[str] = ...) -> None: ...
+
+class StatedAttribute(_message.Message):
+    __slots__ = ("subject_id", "subject_name", "key", "value")
+    SUBJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_NAME_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    subject_id: str
+    subject_name: str
+    key: str
+    value: str
+    def __init__(self, subject_id: _Optional[str] = ..., subject_name: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class CaptureEvidence(_message.Message):
     __slots__ = ("span", "turn")
@@ -405,7 +455,7 @@ class ImportedRevision(_message.Message):
     def __init__(self, title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., replaced_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ImportedMemory(_message.Message):
-    __slots__ = ("import_key", "author_member_id", "kind", "title", "body", "audience", "purpose", "origin", "confidence", "reason", "created_at", "updated_at", "occurred_at", "entities", "entity_keys", "revisions", "derived_from_keys", "supersedes_key", "valid_from", "valid_until", "invalidation_reason")
+    __slots__ = ("import_key", "author_member_id", "kind", "title", "body", "audience", "purpose", "origin", "confidence", "reason", "created_at", "updated_at", "occurred_at", "entities", "entity_keys", "revisions", "derived_from_keys", "supersedes_key", "valid_from", "valid_until", "invalidation_reason", "relations", "attributes")
     IMPORT_KEY_FIELD_NUMBER: _ClassVar[int]
     AUTHOR_MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -427,6 +477,8 @@ class ImportedMemory(_message.Message):
     VALID_FROM_FIELD_NUMBER: _ClassVar[int]
     VALID_UNTIL_FIELD_NUMBER: _ClassVar[int]
     INVALIDATION_REASON_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     import_key: str
     author_member_id: str
     kind: Kind
@@ -448,7 +500,9 @@ class ImportedMemory(_message.Message):
     valid_from: _timestamp_pb2.Timestamp
     valid_until: _timestamp_pb2.Timestamp
     invalidation_reason: str
-    def __init__(self, import_key: _Optional[str] = ..., author_member_id: _Optional[str] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., origin: _Optional[_Union[Origin, str]] = ..., confidence: _Optional[float] = ..., reason: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[EntityMention, _Mapping]]] = ..., entity_keys: _Optional[_Iterable[str]] = ..., revisions: _Optional[_Iterable[_Union[ImportedRevision, _Mapping]]] = ..., derived_from_keys: _Optional[_Iterable[str]] = ..., supersedes_key: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., invalidation_reason: _Optional[str] = ...) -> None: ...
+    relations: _containers.RepeatedCompositeFieldContainer[EntityRelation]
+    attributes: _containers.RepeatedCompositeFieldContainer[EntityAttribute]
+    def __init__(self, import_key: _Optional[str] = ..., author_member_id: _Optional[str] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., origin: _Optional[_Union[Origin, str]] = ..., confidence: _Optional[float] = ..., reason: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[EntityMention, _Mapping]]] = ..., entity_keys: _Optional[_Iterable[str]] = ..., revisions: _Optional[_Iterable[_Union[ImportedRevision, _Mapping]]] = ..., derived_from_keys: _Optional[_Iterable[str]] = ..., supersedes_key: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., invalidation_reason: _Optional[str] = ..., relations: _Optional[_Iterable[_Union[EntityRelation, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[EntityAttribute, _Mapping]]] = ...) -> None: ...
 
 class ImportResult(_message.Message):
     __slots__ = ("import_key", "id", "status", "error")

@@ -574,7 +574,7 @@ class AuthenticateResponse(_message.Message):
     def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., settings: _Optional[_Union[WorkspaceSettings, _Mapping]] = ...) -> None: ...
 
 class RememberRequest(_message.Message):
-    __slots__ = ("caller", "purpose", "kind", "title", "body", "audience", "confidence", "occurred_at", "entities", "request_id", "valid_from")
+    __slots__ = ("caller", "purpose", "kind", "title", "body", "audience", "confidence", "occurred_at", "entities", "request_id", "valid_from", "relations", "attributes")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -586,6 +586,8 @@ class RememberRequest(_message.Message):
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     purpose: _memory_pb2.Purpose
     kind: _memory_pb2.Kind
@@ -597,7 +599,9 @@ class RememberRequest(_message.Message):
     entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
     request_id: str
     valid_from: _timestamp_pb2.Timestamp
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    relations: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityRelation]
+    attributes: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityAttribute]
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., relations: _Optional[_Iterable[_Union[_memory_pb2.EntityRelation, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[_memory_pb2.EntityAttribute, _Mapping]]] = ...) -> None: ...
 
 class RememberResponse(_message.Message):
     __slots__ = ("memory",)
@@ -614,7 +618,7 @@ class RememberBatchRequest(_message.Message):
     def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., requests: _Optional[_Iterable[_Union[RememberBatchEntry, _Mapping]]] = ...) -> None: ...
 
 class RememberBatchEntry(_message.Message):
-    __slots__ = ("purpose", "kind", "title", "body", "audience", "confidence", "occurred_at", "entities", "request_id", "valid_from")
+    __slots__ = ("purpose", "kind", "title", "body", "audience", "confidence", "occurred_at", "entities", "request_id", "valid_from", "relations", "attributes")
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
@@ -625,6 +629,8 @@ class RememberBatchEntry(_message.Message):
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     purpose: _memory_pb2.Purpose
     kind: _memory_pb2.Kind
     title: str
@@ -635,7 +641,9 @@ class RememberBatchEntry(_message.Message):
     entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
     request_id: str
     valid_from: _timestamp_pb2.Timestamp
-    def __init__(self, purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    relations: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityRelation]
+    attributes: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityAttribute]
+    def __init__(self, purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., relations: _Optional[_Iterable[_Union[_memory_pb2.EntityRelation, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[_memory_pb2.EntityAttribute, _Mapping]]] = ...) -> None: ...
 
 class RememberBatchResult(_message.Message):
     __slots__ = ("memory", "error")
@@ -772,7 +780,7 @@ class DenseCandidatesResponse(_message.Message):
     def __init__(self, candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., stamp_current: _Optional[bool] = ...) -> None: ...
 
 class DeriveRequest(_message.Message):
-    __slots__ = ("caller", "source_ids", "kind", "title", "body", "confidence", "entities", "request_id", "valid_from")
+    __slots__ = ("caller", "source_ids", "kind", "title", "body", "confidence", "entities", "request_id", "valid_from", "relations", "attributes")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     SOURCE_IDS_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -782,6 +790,8 @@ class DeriveRequest(_message.Message):
     ENTITIES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     source_ids: _containers.RepeatedScalarFieldContainer[str]
     kind: _memory_pb2.Kind
@@ -791,7 +801,9 @@ class DeriveRequest(_message.Message):
     entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
     request_id: str
     valid_from: _timestamp_pb2.Timestamp
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., source_ids: _Optional[_Iterable[str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    relations: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityRelation]
+    attributes: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityAttribute]
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., source_ids: _Optional[_Iterable[str]] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., relations: _Optional[_Iterable[_Union[_memory_pb2.EntityRelation, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[_memory_pb2.EntityAttribute, _Mapping]]] = ...) -> None: ...
 
 class DeriveResponse(_message.Message):
     __slots__ = ("memory",)
@@ -824,7 +836,7 @@ class CorrectResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class SupersedeRequest(_message.Message):
-    __slots__ = ("caller", "memory_id", "expected_revision", "kind", "title", "body", "audience", "confidence", "request_id", "valid_from")
+    __slots__ = ("caller", "memory_id", "expected_revision", "kind", "title", "body", "audience", "confidence", "request_id", "valid_from", "entities", "relations", "attributes")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
@@ -835,6 +847,9 @@ class SupersedeRequest(_message.Message):
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     memory_id: str
     expected_revision: int
@@ -845,7 +860,10 @@ class SupersedeRequest(_message.Message):
     confidence: float
     request_id: str
     valid_from: _timestamp_pb2.Timestamp
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    entities: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMention]
+    relations: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityRelation]
+    attributes: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityAttribute]
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., relations: _Optional[_Iterable[_Union[_memory_pb2.EntityRelation, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[_memory_pb2.EntityAttribute, _Mapping]]] = ...) -> None: ...
 
 class SupersedeResponse(_message.Message):
     __slots__ = ("memory",)
