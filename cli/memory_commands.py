@@ -22,6 +22,39 @@ from servicekit.render import quote
 from servicekit.vocabulary import name_of
 
 
+def statement_options(parser: argparse.ArgumentParser) -> None:
+    """``--relation`` and ``--attribute`` (docs/entities.md, "Relations and attributes")."""
+    parser.add_argument(
+        "--relation",
+        nargs=3,
+        action="append",
+        default=[],
+        metavar=("SUBJECT", "PREDICATE", "OBJECT"),
+        help='a relation the memory states, e.g. Maria works_at "Nutrifax Ltd"; names resolved as --about (repeatable)',
+    )
+    parser.add_argument(
+        "--attribute",
+        nargs=3,
+        action="append",
+        default=[],
+        metavar=("SUBJECT", "KEY", "VALUE"),
+        help='an attribute the memory states, e.g. Arowyn school "Crawford Bay School" (repeatable)',
+    )
+
+
+def _statements(args: argparse.Namespace) -> dict:
+    """The request fields of ``--relation`` and ``--attribute``."""
+    return {
+        "relations": [
+            m.EntityRelation(subject=m.EntityMention(name=s), predicate=p, object=m.EntityMention(name=o))
+            for s, p, o in args.relation
+        ],
+        "attributes": [
+            m.EntityAttribute(subject=m.EntityMention(name=s), key=k, value=v) for s, k, v in args.attribute
+        ],
+    }
+
+
 def _mentions(names: list[str], ids: list[str]) -> list[m.EntityMention]:
     return [m.EntityMention(name=n) for n in names] + [m.EntityMention(entity_id=i) for i in ids]
 
@@ -56,6 +89,10 @@ def describe(memory: m.Memory) -> str:
     for link in memory.links:
         target = link.target_memory_id or f"{shown(link.target_entity_name)} ({link.target_entity_id})"
         text += f"\n  {name_of(m.LinkType, link.type)} {target}"
+    for rel in memory.relations:
+        text += f"\n  states {shown(rel.subject_name)} {rel.predicate} {shown(rel.object_name)}"
+    for att in memory.attributes:
+        text += f"\n  states {shown(att.subject_name)} {att.key} = {shown(att.value)}"
     for rev in memory.history:
         text += f"\n  revision {rev.revision}: {shown(rev.title)} | {shown(rev.body)}"
     for res in memory.entity_resolutions:  # only in a write's answer (docs/entities.md)
@@ -132,6 +169,7 @@ def remember_parser(sub: argparse._SubParsersAction) -> None:
     )
     rm.add_argument("--about-id", action="append", default=[], help="existing entity id to mention (repeatable)")
     rm.add_argument("--occurred-at", type=options.instant, metavar="T", help="when what it tells happened")
+    statement_options(rm)
     options.valid_from_option(rm)
     rm.add_argument("body")
     options.gateway_options(rm)
@@ -153,6 +191,7 @@ def remember(gw: client.Gateway, args: argparse.Namespace) -> int:
             entities=_mentions(args.about, args.about_id),
             occurred_at=args.occurred_at,
             valid_from=args.valid_from,
+            **_statements(args),
         ),
         metadata=gw.metadata,
     )
@@ -173,6 +212,7 @@ def derive_parser(sub: argparse._SubParsersAction) -> None:
         default=[],
         help="entity name to mention: the entity of that name you can see, else a new one (repeatable)",
     )
+    statement_options(dv)
     options.valid_from_option(dv, default="the time of writing")
     dv.add_argument("body")
     options.gateway_options(dv)
@@ -191,6 +231,7 @@ def derive(gw: client.Gateway, args: argparse.Namespace) -> int:
             request_id=args.request_id,
             entities=_mentions(args.about, []),
             valid_from=args.valid_from,
+            **_statements(args),
         ),
         metadata=gw.metadata,
     )
@@ -239,6 +280,8 @@ def supersede_parser(sub: argparse._SubParsersAction) -> None:
     su.add_argument("--title", default="")
     su.add_argument("--audience", choices=choices.AUDIENCES, help="may narrow to member; default: keep")
     su.add_argument("--request-id", default="")
+    su.add_argument("--about", action="append", default=[], help="entity name the new memory is about (repeatable)")
+    statement_options(su)
     options.valid_from_option(
         su, "when the new claim became true (the old one holds until then)", default="the time of writing"
     )
@@ -260,6 +303,8 @@ def supersede(gw: client.Gateway, args: argparse.Namespace) -> int:
             audience=choices.AUDIENCES.get(args.audience, 0),
             request_id=args.request_id,
             valid_from=args.valid_from,
+            entities=_mentions(args.about, []),
+            **_statements(args),
         ),
         metadata=gw.metadata,
     )

@@ -179,6 +179,8 @@ def _stored(resp: Message) -> list[str]:
         out += [mem.title, mem.body, mem.invalidation_reason, mem.reason, mem.evidence.span, mem.evidence.turn]
         out += [link.target_entity_name for link in mem.links]
         out += [text for rev in mem.history for text in (rev.title, rev.body)]
+        out += [text for rel in mem.relations for text in (rel.subject_name, rel.object_name)]
+        out += [text for att in mem.attributes for text in (att.subject_name, att.value)]
     for _, holder, fields in _others(resp):
         out += [getattr(*_get(holder, dotted)) for dotted in fields]
     return out

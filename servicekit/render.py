@@ -196,6 +196,8 @@ def shorten(mem: m.Memory, chars: int | None, entries: int | None, body_offset: 
 
     cut_list(out.links, "links")
     cut_list(out.history, "history")
+    cut_list(out.relations, "relations")
+    cut_list(out.attributes, "attributes")
     for name in ("title", "invalidation_reason", "reason"):
         cut_text(out, name, name)
     cut_text(out, "body", "body", body_offset)
@@ -206,6 +208,12 @@ def shorten(mem: m.Memory, chars: int | None, entries: int | None, body_offset: 
     for i, rev in enumerate(out.history):
         cut_text(rev, "title", f"history[{i}].title")
         cut_text(rev, "body", f"history[{i}].body")
+    for i, rel in enumerate(out.relations):
+        cut_text(rel, "subject_name", f"relations[{i}].subject_name")
+        cut_text(rel, "object_name", f"relations[{i}].object_name")
+    for i, att in enumerate(out.attributes):
+        cut_text(att, "subject_name", f"attributes[{i}].subject_name")
+        cut_text(att, "value", f"attributes[{i}].value")
     return out, cuts
 
 
@@ -276,6 +284,7 @@ def _provenance(mem: m.Memory, cuts: Cuts, derived: str, captured: str, entity_i
             parts.append(f"about {name} ({link.target_entity_id})" if entity_ids else f"about {name}")
     if "links" in cuts:
         parts.append(f"{cuts['links']['items_left_out']} more links left out")
+    parts += statements(mem, cuts)
     if mem.superseded_by_id:
         parts.append(f"superseded by {mem.superseded_by_id}")
     if mem.invalidated:
@@ -283,10 +292,30 @@ def _provenance(mem: m.Memory, cuts: Cuts, derived: str, captured: str, entity_i
     if mem.evidence.span:
         parts.append(f"{captured}{_field(mem, cuts, 'evidence.span', mem.evidence.span)}")
     stored = [mem.title, mem.body, mem.evidence.span, *(link.target_entity_name for link in mem.links)]
+    stored += [text for rel in mem.relations for text in (rel.subject_name, rel.object_name)]
+    stored += [text for att in mem.attributes for text in (att.subject_name, att.value)]
     stored += [mem.invalidation_reason] if mem.invalidated else []
     stored += [text for rev in mem.history for text in (rev.title, rev.body)]
     if any(imitates(text) for text in stored if text):
         parts.append(CAUTION)
+    return parts
+
+
+def statements(mem: m.Memory, cuts: Cuts) -> list[str]:
+    """What a memory states, one part each: ``states "S" works_at "O"`` and ``states "S" grade =
+    "9"``; names and values quoted (they are stored text), the predicate and key as they are (the
+    store admits only snake_case)."""
+    parts = []
+    for i, rel in enumerate(mem.relations):
+        subject = _field(mem, cuts, f"relations[{i}].subject_name", rel.subject_name)
+        obj = _field(mem, cuts, f"relations[{i}].object_name", rel.object_name)
+        parts.append(f"states {subject} {rel.predicate} {obj}")
+    for i, att in enumerate(mem.attributes):
+        subject = _field(mem, cuts, f"attributes[{i}].subject_name", att.subject_name)
+        parts.append(f"states {subject} {att.key} = {_field(mem, cuts, f'attributes[{i}].value', att.value)}")
+    for name in ("relations", "attributes"):
+        if name in cuts:
+            parts.append(f"{cuts[name]['items_left_out']} more {name} left out")
     return parts
 
 

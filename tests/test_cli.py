@@ -213,6 +213,32 @@ def test_entities_merge_unmerge_and_duplicates(system, member):
         assert out.returncode == 2 and out.stderr.startswith("usage error:"), bad
 
 
+def test_remember_and_supersede_state_relations_and_attributes(system, member):
+    tok = member["token"]
+    tag = uuid.uuid4().hex[:6]
+    maria = f"Maria{tag}"
+    out = cli(
+        system,
+        "remember",
+        "--relation", maria, "works_at", "Nutrifax Ltd",
+        "--attribute", maria, "school", "Crawford Bay\nSchool",
+        "Maria works at Nutrifax.",
+        "--json",
+        token=tok,
+    )  # fmt: skip
+    mem = json.loads(out.stdout)["memory"]
+    shown = cli(system, "read", mem["id"], token=tok).stdout
+    assert f"\n  states {maria} works_at Nutrifax Ltd\n" in shown
+    assert f'\n  states {maria} school = "Crawford Bay\\nSchool"' in shown  # stored text with a line break: quoted
+    newer = cli(
+        system, "supersede", mem["id"], "--revision", "1", "--relation", maria, "works_at", "Acme", "Now at Acme.",
+        token=tok,
+    ).stdout  # fmt: skip
+    assert f"\n  states {maria} works_at Acme" in newer and f"\n  about {maria} (" in newer
+    bad = cli(system, "remember", "--relation", maria, "Works At", "Acme", "x", token=tok, check=False)
+    assert bad.returncode == 1 and bad.stderr.startswith("INVALID_ARGUMENT: relations[0].predicate must be")
+
+
 def test_lifecycle_commands(system, member):
     tok = member["token"]
     mem = json.loads(
