@@ -111,6 +111,55 @@ CAPTURE_GUIDANCE = (
 )
 
 
+class Relation(BaseModel):
+    """A relation the memory states (recallatron.memory.v1.EntityRelation), by entity names."""
+
+    subject: Annotated[str, Field(min_length=1, max_length=200, description="The subject entity's name.")]
+    predicate: Annotated[
+        str, Field(min_length=1, max_length=64, description="A lower-case snake_case verb phrase: works_at, sister_of.")
+    ]
+    object: Annotated[str, Field(min_length=1, max_length=200, description="The object entity's name.")]
+
+
+class Attribute(BaseModel):
+    """An attribute of an entity the memory states (recallatron.memory.v1.EntityAttribute)."""
+
+    subject: Annotated[str, Field(min_length=1, max_length=200, description="The entity's name.")]
+    key: Annotated[str, Field(min_length=1, max_length=64, description="A lower-case snake_case key: school, grade.")]
+    value: Annotated[str, Field(min_length=1, max_length=1000, description="The value, e.g. Crawford Bay School.")]
+
+
+Relations = Annotated[
+    list[Relation],
+    Field(
+        description="Relations the memory states between entities, e.g. {subject: Maria, predicate: works_at, "
+        "object: Nutrifax Ltd}; names resolve as about's do, and the memory is about them too. At most 20."
+    ),
+]
+Attributes = Annotated[
+    list[Attribute],
+    Field(
+        description="Attributes of entities the memory states, e.g. {subject: Arowyn, key: school, value: "
+        "Crawford Bay School}. At most 20."
+    ),
+]
+
+
+def _statements(relations: list[Relation], attributes: list[Attribute]) -> dict:
+    """The request fields of the tools' ``relations`` and ``attributes``."""
+    return {
+        "relations": [
+            m.EntityRelation(
+                subject=m.EntityMention(name=r.subject), predicate=r.predicate, object=m.EntityMention(name=r.object)
+            )
+            for r in relations
+        ],
+        "attributes": [
+            m.EntityAttribute(subject=m.EntityMention(name=a.subject), key=a.key, value=a.value) for a in attributes
+        ],
+    }
+
+
 class Proposal(BaseModel):
     """One memory proposed from a turn (recallatron.memory.v1.CaptureProposal)."""
 
@@ -283,6 +332,8 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         valid_from: ValidFrom = None,
         about: About = [],  # noqa: B006
         about_ids: AboutIds = [],  # noqa: B006
+        relations: Relations = [],  # noqa: B006
+        attributes: Attributes = [],  # noqa: B006
         request_id: RequestId = "",
     ) -> CallToolResult:
         return call(
@@ -294,6 +345,7 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                 occurred_at=_timestamp(occurred_at),
                 valid_from=_timestamp(valid_from, "valid_from"),
                 entities=_mentions(about, about_ids),
+                **_statements(relations, attributes),
                 **_content(kind, title, body, confidence, request_id),
             ),
         )
@@ -311,6 +363,8 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         confidence: Confidence = None,
         about: About = [],  # noqa: B006
         about_ids: AboutIds = [],  # noqa: B006
+        relations: Relations = [],  # noqa: B006
+        attributes: Attributes = [],  # noqa: B006
         request_id: RequestId = "",
         valid_from: ValidFrom = None,
     ) -> CallToolResult:
@@ -321,6 +375,7 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                 source_ids=source_ids,
                 valid_from=_timestamp(valid_from, "valid_from"),
                 entities=_mentions(about, about_ids),
+                **_statements(relations, attributes),
                 **_content(kind, title, body, confidence, request_id),
             ),
         )
@@ -374,6 +429,10 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
             str | None,
             Field(description="When the new claim became true (the old held until then): RFC 3339 or a date."),
         ] = None,
+        about: About = [],  # noqa: B006
+        about_ids: AboutIds = [],  # noqa: B006
+        relations: Relations = [],  # noqa: B006
+        attributes: Attributes = [],  # noqa: B006
     ) -> CallToolResult:
         return call(
             ctx,
@@ -383,6 +442,8 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
                 expected_revision=expected_revision,
                 audience=choices.AUDIENCES[audience] if audience else 0,
                 valid_from=_timestamp(valid_from, "valid_from"),
+                entities=_mentions(about, about_ids),
+                **_statements(relations, attributes),
                 **_content(kind, title, body, confidence, request_id),
             ),
         )

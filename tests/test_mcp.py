@@ -205,7 +205,14 @@ def test_each_tool_over_stdio(stack, members):
         out["supersede"] = await call_ok(
             client,
             "recallatron_supersede",
-            {"id": mid, "expected_revision": 2, "body": "The zephyrine ledger audit is cancelled.", "kind": "decision"},
+            {
+                "id": mid,
+                "expected_revision": 2,
+                "body": "The zephyrine ledger audit is cancelled.",
+                "kind": "decision",
+                "relations": [{"subject": "zephyrine ledger", "predicate": "audited_by", "object": "Kestrel & Co"}],
+                "attributes": [{"subject": "zephyrine ledger", "key": "audit_status", "value": "cancelled"}],
+            },
         )
         # Without a kind the successor keeps the old memory's kind (the schema's default was "note").
         successor_id = out["supersede"].structured_content["memory"]["id"]
@@ -244,6 +251,13 @@ def test_each_tool_over_stdio(stack, members):
     assert "earlier revision 1" in text_of(out["history"]) and "March 14." in text_of(out["history"])
     successor = out["supersede"].structured_content["memory"]
     assert successor["kind"] == "KIND_DECISION" and successor["body"] == "The zephyrine ledger audit is cancelled."
+    assert [(r["subject_name"], r["predicate"], r["object_name"]) for r in successor["relations"]] == [
+        ("zephyrine ledger", "audited_by", "Kestrel & Co")
+    ]
+    assert [(a["key"], a["value"]) for a in successor["attributes"]] == [("audit_status", "cancelled")]
+    said = text_of(out["supersede"])
+    assert 'states "zephyrine ledger" audited_by "Kestrel & Co"' in said
+    assert 'states "zephyrine ledger" audit_status = "cancelled"' in said
     assert out["supersede_again"].structured_content["memory"]["kind"] == "KIND_DECISION"
     assert out["forget"].structured_content["forgotten_ids"][:1] == [mid]
     assert derived["id"] in out["forget"].structured_content["forgotten_ids"]
@@ -263,6 +277,11 @@ def test_bad_input_is_a_tool_error_naming_the_status(stack, members):
         ("recallatron_remember", {"body": "   "}, "INVALID_ARGUMENT"),
         ("recallatron_remember", {"body": "ok", "confidence": 1.5}, "INVALID_ARGUMENT"),
         ("recallatron_remember", {"body": "ok", "occurred_at": "yesterday"}, "INVALID_ARGUMENT"),
+        (
+            "recallatron_remember",
+            {"body": "ok", "relations": [{"subject": "a", "predicate": "Audited By", "object": "b"}]},
+            "INVALID_ARGUMENT: relations[0].predicate must be a lower-case snake_case predicate",
+        ),
         ("recallatron_derive", {"source_ids": [missing], "body": "from nothing"}, "NOT_FOUND"),
         ("recallatron_derive", {"source_ids": [], "body": "from nothing"}, "INVALID_ARGUMENT"),
         ("recallatron_correct", {"id": mem.id, "expected_revision": 7, "body": "stale"}, "ABORTED"),
@@ -281,7 +300,7 @@ def test_bad_input_is_a_tool_error_naming_the_status(stack, members):
     results = run_stdio(stack, alice.token, session)
     for (name, _, status), result in zip(cases, results, strict=False):
         assert result.is_error, (name, text_of(result))
-        assert text_of(result).startswith(f"{status}: "), (name, text_of(result))
+        assert text_of(result).startswith(status if ":" in status else f"{status}: "), (name, text_of(result))
     assert results[-3].is_error and text_of(results[-3]).startswith("INVALID_ARGUMENT: top_k: Input should be a valid")
     assert results[-2].is_error and text_of(results[-2]) == "INVALID_ARGUMENT: body: Field required"
     assert results[-1].structured_content["memory"]["revision"] == "1"
