@@ -109,6 +109,10 @@ def memory_record(mem: m.Memory, superseded: bool, supersedes: str | None) -> di
         "valid_from": iso(mem.valid_from) if mem.HasField("valid_from") else None,
         "valid_until": iso(mem.valid_until) if mem.HasField("valid_until") else None,
         "invalidation_reason": mem.invalidation_reason if mem.invalidated else None,
+        "relations": [
+            {"subject": r.subject_id, "predicate": r.predicate, "object": r.object_id} for r in mem.relations
+        ],
+        "attributes": [{"subject": a.subject_id, "key": a.key, "value": a.value} for a in mem.attributes],
     }
 
 
@@ -251,6 +255,19 @@ def imported_memory(rec: dict, authors: dict[str, str]) -> m.ImportedMemory:
         ],
         derived_from_keys=[f"export:{x}" for x in rec["derived_from"]],
         supersedes_key=f"export:{rec['supersedes']}" if rec["supersedes"] else "",
+        # Optional: files exported before memories stated relations and attributes have none.
+        relations=[
+            m.ImportedRelation(
+                subject_key=f"export:entity:{r['subject']}",
+                predicate=r["predicate"],
+                object_key=f"export:entity:{r['object']}",
+            )
+            for r in rec.get("relations", [])
+        ],
+        attributes=[
+            m.ImportedAttribute(subject_key=f"export:entity:{a['subject']}", key=a["key"], value=a["value"])
+            for a in rec.get("attributes", [])
+        ],
     )
     if rec["occurred_at"] is not None:
         item.occurred_at.CopyFrom(timestamp(rec["occurred_at"]))
@@ -325,11 +342,19 @@ MEMORY_FIELDS = {
     "entities": list,
     "revisions": list,
 }
-# Fields added after version 1 was first written (validity, issue 23): optional, so older files read.
+# Fields added after version 1 was first written (validity; relations and attributes): optional, so
+# older files read.
 OPTIONAL_MEMORY_FIELDS = {
     "valid_from": (str, type(None)),
     "valid_until": (str, type(None)),
     "invalidation_reason": (str, type(None)),
+    "relations": list,
+    "attributes": list,
+}
+# The fields of each entry of ``relations`` and ``attributes``: entities by their ids in ``entities``.
+STATEMENT_FIELDS = {
+    "relations": {"subject": str, "predicate": str, "object": str},
+    "attributes": {"subject": str, "key": str, "value": str},
 }
 TURN_FIELDS = {
     "id": str,
@@ -370,6 +395,15 @@ def _check_memory(rec: dict, where: str) -> None:
         _fields(ent, f"{where}: entities[{i}]", {"id": str, "name": str})
         ent["id"] = _uuid(ent["id"], f"{where}: entities[{i}].id")
         _store_check(lambda ent=ent: check_mentions([m.EntityMention(name=ent["name"])]), f"{where}: entities[{i}]")
+    for name, fields in STATEMENT_FIELDS.items():
+        for i, entry in enumerate(rec.get(name, [])):
+            at = f"{where}: {name}[{i}]"
+            if not isinstance(entry, dict):
+                raise ExportFileError(f"{at} is not an object")
+            _fields(entry, at, fields)
+            for end in ("subject", "object"):
+                if end in entry:
+                    entry[end] = _uuid(entry[end], f"{at}.{end}")
     for i, rev in enumerate(rec["revisions"], start=1):
         at = f"{where}: revisions[{i - 1}]"
         if not isinstance(rev, dict):

@@ -11,6 +11,7 @@ an item before they touch the database; the store adds only what needs it (membe
 from __future__ import annotations
 
 import datetime
+import re
 import uuid
 from collections.abc import Container
 from dataclasses import dataclass
@@ -172,6 +173,59 @@ def check_mentions(mentions, field: str = "entities") -> None:
             )
 
 
+# A relation's predicate or an attribute's key: lower-case snake_case, a letter first.
+SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
+MAX_SNAKE_CHARS = 64
+MAX_STATEMENTS = 20  # relations, and attributes, per memory
+MAX_VALUE_CHARS = 1_000
+
+
+def check_snake(value: str, field: str, what: str) -> str:
+    """A predicate (``what``: "predicate") or attribute key ("key"); INVALID_ARGUMENT naming ``field``."""
+    if len(value) > MAX_SNAKE_CHARS or not SNAKE.fullmatch(value):
+        example = "works_at" if what == "predicate" else "school"
+        raise InvalidArgument(
+            f"{field} must be a lower-case snake_case {what} of 1..{MAX_SNAKE_CHARS} characters, a letter first "
+            f"(e.g. {example}), not {value[:80]!r}",
+            field=field,
+        )
+    return value
+
+
+def check_value(value: str, field: str) -> str:
+    """An attribute's value: 1..1,000 characters, not blank, without NUL."""
+    if is_blank(value) or len(value) > MAX_VALUE_CHARS or "\x00" in value:
+        raise InvalidArgument(f"{field} must be 1..{MAX_VALUE_CHARS} characters, not blank, without NUL", field=field)
+    return value
+
+
+def check_statement_counts(item) -> None:
+    """INVALID_ARGUMENT for more than ``MAX_STATEMENTS`` relations or attributes."""
+    for name in ("relations", "attributes"):
+        if len(getattr(item, name)) > MAX_STATEMENTS:
+            raise InvalidArgument(f"at most {MAX_STATEMENTS} {name}", field=name)
+
+
+def check_imported_statements(item: m.ImportedMemory, entity_keys: list[str]) -> None:
+    """An imported memory's relations and attributes: the checks of a write's, and every entity
+    named by one of its ``entity_keys``."""
+    check_statement_counts(item)
+    keys = set(entity_keys)
+
+    def named(key: str, field: str) -> None:
+        if key not in keys:
+            raise InvalidArgument(f"{field} must be one of the memory's entity_keys", field=field)
+
+    for n, r in enumerate(item.relations):
+        named(r.subject_key, f"relations[{n}].subject_key")
+        check_snake(r.predicate, f"relations[{n}].predicate", "predicate")
+        named(r.object_key, f"relations[{n}].object_key")
+    for n, a in enumerate(item.attributes):
+        named(a.subject_key, f"attributes[{n}].subject_key")
+        check_snake(a.key, f"attributes[{n}].key", "key")
+        check_value(a.value, f"attributes[{n}].value")
+
+
 def check_key(value: str, field_name: str) -> str:
     """An import key: 1..200 characters without NUL (INVALID_ARGUMENT naming the field otherwise)."""
     if not is_key(value):
@@ -242,6 +296,7 @@ def check_imported_memory(item: m.ImportedMemory, members: Container[uuid.UUID] 
     if len(item.entities) + len(item.entity_keys) > MAX_MENTIONS:
         raise InvalidArgument(f"at most {MAX_MENTIONS} entity mentions", field="entity_keys")
     entity_keys = [check_key(k, "entity_keys") for k in item.entity_keys]
+    check_imported_statements(item, entity_keys)
     now = datetime.datetime.now(datetime.UTC)
     created_at, updated_at = _past_time(item, "created_at", now), _past_time(item, "updated_at", now)
     occurred_at = _past_time(item, "occurred_at", now)

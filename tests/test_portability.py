@@ -82,7 +82,15 @@ def source(stack, tmp_path_factory):
     )
     mira = next(x.target_entity_id for x in alice.read(fact.id).links if x.type == m.LINK_TYPE_ABOUT)
     again = remember(
-        alice, "Mira lives in Porto.", entities=[m.EntityMention(entity_id=mira), m.EntityMention(name="Porto")]
+        alice,
+        "Mira lives in Porto.",
+        entities=[m.EntityMention(entity_id=mira), m.EntityMention(name="Porto")],
+        relations=[
+            m.EntityRelation(
+                subject=m.EntityMention(entity_id=mira), predicate="lives_in", object=m.EntityMention(name="Porto")
+            )
+        ],
+        attributes=[m.EntityAttribute(subject=m.EntityMention(entity_id=mira), key="pet", value="Captain")],
     )
     private = remember(alice, "my own reminder", audience=m.AUDIENCE_MEMBER, kind=m.KIND_DECISION)
     task = remember(alice, "renew the domain", purpose=m.PURPOSE_TASKS)
@@ -212,6 +220,8 @@ def canonical(records: list[dict], ids: dict[str, str], members: dict[str, str])
             r["audience_member_id"] = members.get(r["audience_member_id"], r["audience_member_id"])
             r["derived_from"] = sorted(mid(x) for x in r["derived_from"])
             r["entities"] = sorted((mid(e["id"]), e["name"]) for e in r["entities"])
+            r["relations"] = [(mid(x["subject"]), x["predicate"], mid(x["object"])) for x in r["relations"]]
+            r["attributes"] = [(mid(x["subject"]), x["key"], x["value"]) for x in r["attributes"]]
             mems[r["id"]] = r
         else:
             r["id"] = mid(r["id"])
@@ -369,6 +379,24 @@ def test_bad_files_are_refused_naming_file_line_and_problem(stack, source, empty
     robot = write(tmp_path / "robot.jsonl", [*lines[:-1], {**turn, "role": "robot"}])
     err = refused(stack, target, carol, robot, *history)
     assert err.startswith(f"{robot}:{len(lines)}: role must be one of") and "'robot'" in err
+
+    # What a memory states names entities of the record, with a predicate the store admits.
+    stating = json.loads(next(line for line in lines[1:] if '"lives_in"' in line))
+    n = next(i for i, line in enumerate(lines) if '"lives_in"' in line)
+    elsewhere = {**stating, "relations": [{**stating["relations"][0], "object": str(uuid.uuid4())}]}
+    stray = write(tmp_path / "stray.jsonl", [*lines[:n], elsewhere, *lines[n + 1 :]])
+    assert refused(stack, target, carol, stray, *history) == (
+        f"{stray}:{n + 1}: relations[0].object_key must be one of the memory's entity_keys"
+    )
+    shouting = {**stating, "relations": [{**stating["relations"][0], "predicate": "Lives In"}]}
+    loud = write(tmp_path / "loud.jsonl", [*lines[:n], shouting, *lines[n + 1 :]])
+    assert refused(stack, target, carol, loud, *history).startswith(
+        f"{loud}:{n + 1}: relations[0].predicate must be a lower-case snake_case predicate"
+    )
+    not_list = write(tmp_path / "notlist.jsonl", [*lines[:n], {**stating, "attributes": {"k": 1}}, *lines[n + 1 :]])
+    assert refused(stack, target, carol, not_list, *history) == (
+        f"{not_list}:{n + 1}: field 'attributes' has the wrong type (dict)"
+    )
 
     not_export = write(tmp_path / "other.jsonl", [{"id": "1", "title": "x", "body": "y"}])
     assert refused(stack, target, carol, not_export).startswith(f"{not_export}:1: not a Recallatron export")

@@ -71,6 +71,9 @@ class _Item:
     supersedes_key: str
     # An Invalidate's (end, reason) as exported; None when it was not invalidated.
     ended: tuple[datetime.datetime, str] | None = None
+    # What it states, entities by key: (subject key, predicate, object key) and (subject key, key, value).
+    relations: list[tuple[str, str, str]] = field(default_factory=list)
+    attributes: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -133,7 +136,16 @@ def _prepare(item: m.ImportedMemory, authors: dict[uuid.UUID, m.Caller]) -> _Ite
     )
     ended = (it.valid_until, it.invalidation_reason) if it.valid_until is not None else None
     return _Item(
-        it.key, new, list(item.entities), it.entity_keys, it.revisions, it.derived_keys, it.supersedes_key, ended
+        it.key,
+        new,
+        list(item.entities),
+        it.entity_keys,
+        it.revisions,
+        it.derived_keys,
+        it.supersedes_key,
+        ended,
+        [(r.subject_key, r.predicate, r.object_key) for r in item.relations],
+        [(a.subject_key, a.key, a.value) for a in item.attributes],
     )
 
 
@@ -320,7 +332,16 @@ def _write(conn, authors, todo, entity_keys, supersedes) -> None:
     # An import brings its own entities (grouped by the file's entity keys): every name is a new one.
     mention_ids = [ids for ids, _ in entities.create_named(conn, None, [it.mentions for it, _ in todo])]
     inserts = [
-        Insert(it.new, _NO_REQUEST, list(dict.fromkeys(ids + [entity_keys[k] for k in it.entity_keys])), sources)
+        Insert(
+            it.new,
+            _NO_REQUEST,
+            list(dict.fromkeys(ids + [entity_keys[k] for k in it.entity_keys])),
+            sources,
+            (
+                [(n, entity_keys[s], p, entity_keys[o]) for n, (s, p, o) in enumerate(it.relations)],
+                [(n, entity_keys[s], k, v) for n, (s, k, v) in enumerate(it.attributes)],
+            ),
+        )
         for (it, sources), ids in zip(todo, mention_ids, strict=True)
     ]
     if supersedes:

@@ -10,34 +10,15 @@ is about, so a caller who can read the memory can see them (store_service/record
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 
 import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
-from servicekit.checks import check_mentions
+from servicekit.checks import check_mentions, check_snake, check_statement_counts, check_value
 from servicekit.errors import InvalidArgument
-from servicekit.text import is_blank
 from store_service.database import named
-
-MAX_RELATIONS = 20
-MAX_ATTRIBUTES = 20
-MAX_VALUE_CHARS = 1_000
-# A predicate or key: lower-case snake_case, a letter first, 1..64 characters.
-SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
-SNAKE_CHARS = 64
-
-
-def _snake(value: str, field: str, what: str) -> str:
-    if len(value) > SNAKE_CHARS or not SNAKE.fullmatch(value):
-        raise InvalidArgument(
-            f"{field} must be a lower-case snake_case {what} of 1..{SNAKE_CHARS} characters, "
-            f"a letter first (e.g. {'works_at' if what == 'predicate' else 'school'}), not {value[:80]!r}",
-            field=field,
-        )
-    return value
 
 
 def _mention(mention, field: str) -> None:
@@ -84,26 +65,19 @@ class Stated:
 
 
 def check(req) -> Stated:
-    """The ``relations`` and ``attributes`` of a write request (or an imported memory), checked:
-    INVALID_ARGUMENT naming the part (``relations[2].predicate``) for too many, a predicate or key
-    that is not snake_case, a blank, over-long or NUL-holding value, or a mention with neither id
-    nor name, or a blank or over-long name; NOT_FOUND for a malformed entity id (as ``entities``)."""
-    if len(req.relations) > MAX_RELATIONS:
-        raise InvalidArgument(f"at most {MAX_RELATIONS} relations", field="relations")
-    if len(req.attributes) > MAX_ATTRIBUTES:
-        raise InvalidArgument(f"at most {MAX_ATTRIBUTES} attributes", field="attributes")
+    """The ``relations`` and ``attributes`` of a write request, checked: INVALID_ARGUMENT naming the
+    part (``relations[2].predicate``) for too many, a predicate or key that is not snake_case, a
+    blank, over-long or NUL-holding value, or a mention with neither id nor name, or a blank or
+    over-long name; NOT_FOUND for a malformed entity id (as ``entities``)."""
+    check_statement_counts(req)
     for n, r in enumerate(req.relations):
         _mention(r.subject, f"relations[{n}].subject")
-        _snake(r.predicate, f"relations[{n}].predicate", "predicate")
+        check_snake(r.predicate, f"relations[{n}].predicate", "predicate")
         _mention(r.object, f"relations[{n}].object")
     for n, a in enumerate(req.attributes):
         _mention(a.subject, f"attributes[{n}].subject")
-        _snake(a.key, f"attributes[{n}].key", "key")
-        if is_blank(a.value) or len(a.value) > MAX_VALUE_CHARS or "\x00" in a.value:
-            raise InvalidArgument(
-                f"attributes[{n}].value must be 1..{MAX_VALUE_CHARS} characters, not blank, without NUL",
-                field=f"attributes[{n}].value",
-            )
+        check_snake(a.key, f"attributes[{n}].key", "key")
+        check_value(a.value, f"attributes[{n}].value")
     return Stated(tuple(req.relations), tuple(req.attributes))
 
 

@@ -370,6 +370,26 @@ class StatedAttribute(_message.Message):
     value: str
     def __init__(self, subject_id: _Optional[str] = ..., subject_name: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
+class ImportedRelation(_message.Message):
+    __slots__ = ("subject_key", "predicate", "object_key")
+    SUBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+    PREDICATE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+    subject_key: str
+    predicate: str
+    object_key: str
+    def __init__(self, subject_key: _Optional[str] = ..., predicate: _Optional[str] = ..., object_key: _Optional[str] = ...) -> None: ...
+
+class ImportedAttribute(_message.Message):
+    __slots__ = ("subject_key", "key", "value")
+    SUBJECT_KEY_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    subject_key: str
+    key: str
+    value: str
+    def __init__(self, subject_key: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
 class CaptureEvidence(_message.Message):
     __slots__ = ("span", "turn")
     SPAN_FIELD_NUMBER: _ClassVar[int]
@@ -500,9 +520,9 @@ class ImportedMemory(_message.Message):
     valid_from: _timestamp_pb2.Timestamp
     valid_until: _timestamp_pb2.Timestamp
     invalidation_reason: str
-    relations: _containers.RepeatedCompositeFieldContainer[EntityRelation]
-    attributes: _containers.RepeatedCompositeFieldContainer[EntityAttribute]
-    def __init__(self, import_key: _Optional[str] = ..., author_member_id: _Optional[str] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., origin: _Optional[_Union[Origin, str]] = ..., confidence: _Optional[float] = ..., reason: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[EntityMention, _Mapping]]] = ..., entity_keys: _Optional[_Iterable[str]] = ..., revisions: _Optional[_Iterable[_Union[ImportedRevision, _Mapping]]] = ..., derived_from_keys: _Optional[_Iterable[str]] = ..., supersedes_key: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., invalidation_reason: _Optional[str] = ..., relations: _Optional[_Iterable[_Union[EntityRelation, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[EntityAttribute, _Mapping]]] = ...) -> None: ...
+    relations: _containers.RepeatedCompositeFieldContainer[ImportedRelation]
+    attributes: _containers.RepeatedCompositeFieldContainer[ImportedAttribute]
+    def __init__(self, import_key: _Optional[str] = ..., author_member_id: _Optional[str] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., origin: _Optional[_Union[Origin, str]] = ..., confidence: _Optional[float] = ..., reason: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[EntityMention, _Mapping]]] = ..., entity_keys: _Optional[_Iterable[str]] = ..., revisions: _Optional[_Iterable[_Union[ImportedRevision, _Mapping]]] = ..., derived_from_keys: _Optional[_Iterable[str]] = ..., supersedes_key: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., invalidation_reason: _Optional[str] = ..., relations: _Optional[_Iterable[_Union[ImportedRelation, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[ImportedAttribute, _Mapping]]] = ...) -> None: ...
 
 class ImportResult(_message.Message):
     __slots__ = ("import_key", "id", "status", "error")
