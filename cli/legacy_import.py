@@ -233,6 +233,7 @@ class Run:
             reason=it.reason,
             created_at=_ts(it.created_at),
             entity_keys=it.entity_keys,
+            relations=[m.ImportedRelation(subject_key=s, predicate=p, object_key=o) for s, p, o in it.relations],
             supersedes_key=it.supersedes_key,
         )
 
@@ -300,7 +301,7 @@ def text_summary(counts: dict, answered: dict | None, dry_run: bool) -> str:
             f" ({a['written']} written, {a['already_imported']} not written: their memories were already imported)"
         )
     lines.append(
-        f"entities: {counts['entities']}; mentions: {mentions}; "
+        f"entities: {counts['entities']}; mentions: {mentions}; relations: {counts['relations']}; "
         f"entity edges not imported: {counts['entity_edges_not_imported']}; "
         f"graph lines skipped: {reasons(counts['graph_lines_skipped'])}"
     )

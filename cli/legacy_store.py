@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cli.json_text import last_line_cut_short, lone_surrogate, may_hold_surrogate
-from servicekit.checks import check_not_ahead
+from servicekit.checks import MAX_SNAKE_CHARS, MAX_STATEMENTS, SNAKE, check_not_ahead
 from servicekit.errors import InvalidArgument
 from servicekit.limits import (
     MAX_BODY_BYTES,
@@ -164,6 +164,9 @@ class Item:
     reason: str = ""
     entity_keys: list[str] = field(default_factory=list)
     supersedes_key: str = ""
+    # Relations it states, from the graph's entity -> entity edges that name it: (subject key,
+    # predicate, object key).
+    relations: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -180,7 +183,14 @@ class Plan:
 def _new_counts(member_map: dict[str, str]) -> dict:
     """The report's counts before the first row: the keys and nesting of the old store's expected.json."""
     sections = {section: {"imported": 0, "skipped": {}} for section in ("history", "memories", "digests")}
-    tallies = ("supersede_links", "chain_faults_reported", "mentions", "entities", "entity_edges_not_imported")
+    tallies = (
+        "supersede_links",
+        "chain_faults_reported",
+        "mentions",
+        "entities",
+        "relations",
+        "entity_edges_not_imported",
+    )
     return {**sections, **dict.fromkeys(tallies, 0), "graph_lines_skipped": {}, "member_map": dict(member_map)}
 
 
@@ -614,11 +624,11 @@ def _graph(lines: list[bytes], items: dict[int, Item], all_ids: set[int], counts
             else:
                 entities[eid] = name.strip()
         elif obj.get("kind") == "edge":
-            edges.append((n, obj.get("source"), obj.get("target")))
+            edges.append((n, obj.get("source"), obj.get("target"), obj.get("type"), obj.get("memory")))
         else:
             skip("graph", "graph.jsonl", n, "unknown_kind", str(obj.get("kind"))[:40])
     seen = set()
-    for n, source, target in edges:
+    for n, source, target, edge_type, stated_by in edges:
         ends = []
         for end in (source, target):
             kind, _, ref = end.partition(":") if isinstance(end, str) else ("", "", "")
@@ -627,10 +637,9 @@ def _graph(lines: list[bytes], items: dict[int, Item], all_ids: set[int], counts
         if any(k == "entity" and r not in entities for k, r in ends):
             skip("graph", "graph.jsonl", n, "unknown_entity")
         elif skind == "entity" and tkind == "entity":
-            counts["entity_edges_not_imported"] += 1
+            _relation(n, sref, edge_type, tref, stated_by, items, all_ids, counts, skip)
         elif skind == "memory" and tkind == "entity":
-            # ASCII digits only: str.isdigit() also takes '²' (int() then fails) and Arabic-Indic digits.
-            mid = int(sref) if re.fullmatch(r"[0-9]{1,18}", sref) else None
+            mid = _item_id(sref)
             if mid not in all_ids:
                 skip("graph", "graph.jsonl", n, "unknown_memory", str(sref)[:40])
             elif mid in items:
@@ -648,6 +657,42 @@ def _graph(lines: list[bytes], items: dict[int, Item], all_ids: set[int], counts
             skip("graph", "graph.jsonl", n, "unsupported_edge", f"{skind or '?'} -> {tkind or '?'}")
     counts["entities"] = len(entities)
     return [(f"legacy:entity:{eid}", name) for eid, name in entities.items()]
+
+
+def _item_id(ref: str) -> int | None:
+    """A memory item's id from ``memory:<id>``'s ref: ASCII digits only (str.isdigit() also takes '²',
+    which int() then refuses, and Arabic-Indic digits)."""
+    return int(ref) if re.fullmatch(r"[0-9]{1,18}", ref) else None
+
+
+def _relation(n: int, subject: str, edge_type, obj: str, stated_by, items, all_ids, counts, skip) -> None:
+    """An ``entity -> entity`` edge: a relation stated by the memory item its ``memory`` names
+    (``memory:<item id>``), its predicate the edge's type in snake_case; without a ``memory`` the old
+    store gives no source, so it is counted as not imported (nothing states it)."""
+    if stated_by is None:
+        counts["entity_edges_not_imported"] += 1
+        return
+    kind, _, ref = stated_by.partition(":") if isinstance(stated_by, str) else ("", "", "")
+    mid = _item_id(ref) if kind == "memory" else None
+    if mid not in all_ids:
+        skip("graph", "graph.jsonl", n, "unknown_memory", str(stated_by)[:40])
+        return
+    if mid not in items:  # its memory was skipped: nothing states it
+        counts["entity_edges_not_imported"] += 1
+        return
+    predicate = re.sub(r"[^a-z0-9]+", "_", edge_type.casefold()).strip("_") if isinstance(edge_type, str) else ""
+    if not SNAKE.fullmatch(predicate) or len(predicate) > MAX_SNAKE_CHARS:
+        skip("graph", "graph.jsonl", n, "bad_predicate", str(edge_type)[:40])
+        return
+    item = items[mid]
+    keys = [f"legacy:entity:{subject}", f"legacy:entity:{obj}"]
+    new_keys = [k for k in dict.fromkeys(keys) if k not in item.entity_keys]
+    if len(item.relations) >= MAX_STATEMENTS or len(item.entity_keys) + len(new_keys) > MAX_MENTIONS:
+        skip("graph", "graph.jsonl", n, "too_many_relations")
+        return
+    item.entity_keys.extend(new_keys)
+    item.relations.append((keys[0], predicate, keys[1]))
+    counts["relations"] += 1
 
 
 def totals(counts: dict) -> Counter:

@@ -38,6 +38,7 @@ def counts_of(expected: dict) -> dict:
     and what the store answered (a run's own, beside the expected.json keys)."""
     out = {k: v for k, v in expected.items() if k not in ("member_map", "answered")}
     out.setdefault("chain_faults_reported", 0)  # the shared generator leaves it out for tiny stores
+    out.setdefault("relations", 0)  # its edges name no memory: none become relations
     return out
 
 
@@ -139,7 +140,7 @@ def test_counts_match_the_makers_and_the_report_lists_every_skip(stack, made, im
     rows = [json.loads(line) for line in report.read_text().splitlines()]
     summary = rows[-1]
     assert summary["kind"] == "summary" and not summary["dry_run"]
-    assert counts_of(summary["counts"]) == made.expected
+    assert counts_of(summary["counts"]) == counts_of(made.expected)
     assert summary["counts"]["member_map"] == members
     skips = [r for r in rows if r["kind"] == "skipped"]
     for section in ("history", "memories", "digests"):
@@ -169,7 +170,7 @@ def test_counts_match_the_makers_and_the_report_lists_every_skip(stack, made, im
     assert got["vectors"] == len(got["memories"]) - e["supersede_links"]
     # A re-run writes nothing and prints the same counts.
     status, out, _ = cli(stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "r2.jsonl", "--json"))
-    assert status == 0 and counts_of(json.loads(out)) == made.expected
+    assert status == 0 and counts_of(json.loads(out)) == counts_of(made.expected)
     assert stored(stack, ws) == got
     again = json.loads((tmp_path / "r2.jsonl").read_text().splitlines()[-1])["answered"]
     assert again["memories"] == {"IMPORT_STATUS_ALREADY_IMPORTED": e["memories"]["imported"]}
@@ -258,9 +259,13 @@ def test_dry_run_counts_and_writes_nothing(stack, made, tmp_path):
     status, out, err = cli(
         stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "d.jsonl", "--dry-run", "--json")
     )
-    assert status == 0 and counts_of(json.loads(out)) == made.expected, err
+    assert status == 0 and counts_of(json.loads(out)) == counts_of(made.expected), err
     rows = [json.loads(line) for line in (tmp_path / "d.jsonl").read_text().splitlines()]  # a dry run reports too
-    assert rows[-1]["dry_run"] and rows[-1]["answered"] is None and counts_of(rows[-1]["counts"]) == made.expected
+    assert (
+        rows[-1]["dry_run"]
+        and rows[-1]["answered"] is None
+        and counts_of(rows[-1]["counts"]) == counts_of(made.expected)
+    )
     assert sum(r["kind"] == "skipped" for r in rows) == sum(
         sum(made.expected[s]["skipped"].values()) for s in ("history", "memories", "digests")
     ) + sum(made.expected["graph_lines_skipped"].values())
@@ -308,7 +313,7 @@ def test_a_run_killed_half_way_and_run_again_ends_as_one_clean_run(stack, made, 
                 run.history()
             gw.close()
         status, out, _ = cli(stack, *import_args(ws, made.sqlite, made.graph, members, tmp_path / "k.jsonl", "--json"))
-        assert status == 0 and counts_of(json.loads(out)) == made.expected
+        assert status == 0 and counts_of(json.loads(out)) == counts_of(made.expected)
         results[ws] = by_role(stored(stack, ws), owner.id, second.id)
     assert results[clean] == results[broken]
 
@@ -341,7 +346,7 @@ def test_a_process_killed_mid_run_and_run_again_ends_as_one_clean_run(stack, big
             # The memories' calls come first, then 500 turns a call: it died with turns to send.
             assert 0 < turns < made.expected["history"]["imported"], turns
         status, out, err = cli(stack, *args)
-        assert status == 0 and counts_of(json.loads(out)) == made.expected, err
+        assert status == 0 and counts_of(json.loads(out)) == counts_of(made.expected), err
         results[ws] = by_role(stored(stack, ws), owner.id, second.id)
     assert results[clean] == results[killed]
 
@@ -366,7 +371,7 @@ def test_two_runs_at_once_end_as_one_clean_run(stack, bigger, tmp_path):
         ]
         for proc in procs:
             out, err = proc.communicate(timeout=600)
-            assert proc.returncode == 0 and counts_of(json.loads(out)) == made.expected, err
+            assert proc.returncode == 0 and counts_of(json.loads(out)) == counts_of(made.expected), err
         results[ws] = by_role(stored(stack, ws), owner.id, second.id)
     assert results[clean] == results[twice]
     # Between them the two runs created each item once: the other answered it already imported.
@@ -571,6 +576,13 @@ def odd_store(folder: Path) -> tuple[Path, Path]:
         {"kind": "edge", "source": "entity:ok", "target": "memory:2"},  # unsupported_edge
         {"kind": "edge", "source": None, "target": 3},  # unsupported_edge
         {"kind": "entity", "id": "half", "name": "\ud800"},  # json.dumps escapes the lone surrogate: bad_json
+        {"kind": "entity", "id": "co", "name": "Nutrifax"},
+        # entity -> entity: a relation stated by the memory item it names, its type in snake_case.
+        {"kind": "edge", "source": "entity:ok", "target": "entity:co", "type": "Works At", "memory": "memory:2"},
+        {"kind": "edge", "source": "entity:ok", "target": "entity:co", "type": "knows"},  # no source: not imported
+        {"kind": "edge", "source": "entity:ok", "target": "entity:co", "type": "knows", "memory": "memory:99"},
+        {"kind": "edge", "source": "entity:ok", "target": "entity:co", "type": "9 lives", "memory": "memory:2"},
+        {"kind": "edge", "source": "entity:ok", "target": "entity:co", "type": "knows", "memory": "memory:5"},
     ]
     graph.write_text("\n".join(json.dumps(x) for x in lines) + "\n\xff\xfe\n", encoding="utf-8")
     return path, graph
@@ -593,9 +605,17 @@ def test_odd_rows_are_kept_or_skipped_by_the_rules_and_the_store_refuses_none(st
         "skipped": {"bad_confidence": 1, "bad_encoding": 1, "bad_timestamp": 1, "empty": 1},
     }
     assert (counts["supersede_links"], counts["chain_faults_reported"]) == (1, 1)
-    assert (counts["entities"], counts["mentions"]) == (1, 1)
-    assert counts["graph_lines_skipped"] == {"bad_entity": 2, "bad_json": 2, "unknown_entity": 1, "unknown_memory": 1,
-                                             "unsupported_edge": 2}  # fmt: skip
+    assert (counts["entities"], counts["mentions"], counts["relations"]) == (2, 1, 1)
+    assert counts["entity_edges_not_imported"] == 2  # no source; its memory (item 5, empty) skipped
+    assert counts["graph_lines_skipped"] == {"bad_entity": 2, "bad_json": 2, "unknown_entity": 1, "unknown_memory": 2,
+                                             "unsupported_edge": 2, "bad_predicate": 1}  # fmt: skip
+    listed = stack.memory.ListMemories(
+        g.ListMemoriesRequest(page_size=200, superseded=m.SUPERSEDED_FILTER_ALL), metadata=owner.md()
+    ).memories
+    (stating,) = [x for x in listed if x.relations]
+    assert [(r.subject_name, r.predicate, r.object_name) for r in stating.relations] == [
+        ("Ünïcødé 名前", "works_at", "Nutrifax")
+    ]
     report = [json.loads(line) for line in (tmp_path / "odd.jsonl").read_text().splitlines()]
     assert not [r for r in report if r.get("reason") == "rejected"]  # nothing is left for the store to refuse
     with stack.db(ws) as conn:
