@@ -149,6 +149,7 @@ class Mem:
     aged: bool = False  # updated_at set past the expiry gate's 30 days (a change or a keep resets it)
     successor: str | None = None  # the memory that superseded it
     entity_id: str = ""  # the entity its name resolved to (known for a remember or a derive)
+    stated: str = ""  # the value of the attribute it states (every other remember states one)
 
 
 @dataclass
@@ -308,7 +309,13 @@ class Model:
         """The one resolution of a write naming ``name``, against the groups the writer saw before it
         (``visible_entities``): a new entity when none, else the representative of one of them, the
         rest reported, none that the writer could not see. Returns the entity id."""
-        (res,) = resp_memory.entity_resolutions
+        res, *again = resp_memory.entity_resolutions
+        for other in again:  # the same name stated again (a relation, an attribute): the same entity
+            assert other.entity_id == res.entity_id, (res, other)
+            if res.outcome == m.ENTITY_RESOLUTION_OUTCOME_CREATED:
+                assert other.outcome == m.ENTITY_RESOLUTION_OUTCOME_LINKED and not other.other_entity_ids, other
+            else:
+                assert (other.outcome, other.other_entity_ids) == (res.outcome, res.other_entity_ids), other
         if not seen:
             assert res.outcome == m.ENTITY_RESOLUTION_OUTCOME_CREATED and not res.other_entity_ids, res
             assert res.entity_id not in self.entities, res
@@ -477,7 +484,7 @@ def check_capture_span_alone(stack, api, model: Model, who: list[str], members, 
 
 # What a rendering may quote of a body: "<kind> <n>" (the digit look-ahead keeps "note 1" from
 # matching "note 12").
-WRITTEN = re.compile(r"\b(note|derived|corrected|successor|imported|turn) (\d+)(?!\d)")
+WRITTEN = re.compile(r"\b(note|derived|corrected|successor|imported|stated|turn) (\d+)(?!\d)")
 UNBOUNDED = Bound(tokens=10**9, chars=10**9)  # nothing cut: a cut could hide a leak
 
 
@@ -1075,10 +1082,27 @@ def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p
         purpose = PURPOSES[p]
         aud = aud or m.AUDIENCE_WORKSPACE
         seen = model.visible_entities(name, me)
+        # Every other remember states a relation and an attribute of its own entity (their text is
+        # the memory's: shown only to its readers, erased by a forget).
+        stated = f"{word} stated {n}" if n % 2 == 0 else ""
+        statements = {}
+        if stated:
+            statements = {
+                "relations": [
+                    m.EntityRelation(
+                        subject=m.EntityMention(name=name), predicate="same_as", object=m.EntityMention(name=name)
+                    )
+                ],
+                "attributes": [m.EntityAttribute(subject=m.EntityMention(name=name), key="told", value=stated)],
+            }
         code, resp = call(
             api.Remember,
             g.RememberRequest(
-                purpose=purpose, body=f"{word} note {n}", audience=aud, entities=[m.EntityMention(name=name)]
+                purpose=purpose,
+                body=f"{word} note {n}",
+                audience=aud,
+                entities=[m.EntityMention(name=name)],
+                **statements,
             ),
             md,
         )
@@ -1091,8 +1115,11 @@ def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p
                 me,
                 name,
                 entity_id=model.check_resolution(resp.memory, name, seen),
+                stated=stated,
             )
             model.texts[f"note {n}"] = resp.memory.id
+            if stated:
+                model.texts[f"stated {n}"] = resp.memory.id
     elif op == "derive":
         sources = list(dict.fromkeys([ids[a % len(ids)], ids[b % len(ids)]]))
         seen = model.visible_entities(name, me)
@@ -1304,6 +1331,10 @@ def leak_example(stack, property_workspace: str, program, grants, gate: bool) ->
         assert lexical_index.block_problems(conn) == []
         live = [mem for mem in model.mems.values() if not mem.forgotten]
         assert sum(count for count, _ in parts.values()) == len(live)
+        # What a memory stated is kept while it lives and erased with it.
+        for table in ("entity_attribute", "entity_relation"):
+            rows = {str(r[0]) for r in conn.execute(f"SELECT memory_id FROM {table}")}
+            assert rows == {mem.id for mem in live if mem.stated}, table
         assert sum(count for (_, _, sup), (count, _) in parts.items() if sup) == sum(mem.superseded for mem in live)
         # The history statistics are per owner and equal a recount of the live turns.
         df, sums = turn_index.maintained(conn)
@@ -1382,6 +1413,9 @@ def leak_example(stack, property_workspace: str, program, grants, gate: bool) ->
                 for link in resp.memory.links:
                     if link.type == m.LINK_TYPE_DERIVED_FROM:
                         assert model.readable(link.target_memory_id, me)
+                stated = model.mems[mem_id].stated
+                assert [a.value for a in resp.memory.attributes] == ([stated] if stated else [])
+                assert [r.predicate for r in resp.memory.relations] == (["same_as"] if stated else [])
         check_listing(api, model, me, md, everything)
         check_expiring(api, model, me, md)
         for name in {mem.entity for mem in model.mems.values() if mem.entity}:
