@@ -67,6 +67,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
     Invalidate = member_call("Invalidate", renames=BY_ID)
     Forget = member_call("Forget", renames=BY_ID)
     FindEntities = member_call("FindEntities")
+    GetEntity = member_call("GetEntity")
     # Entity review (store_service/curation/entity_review.py holds the rules).
     MergeEntity = member_call("MergeEntity")
     UnmergeEntity = member_call("UnmergeEntity")

@@ -28,6 +28,7 @@ from store_service.intake import capture, imports
 from store_service.records import (
     context,
     entities,
+    entity_pages,
     expiring,
     lifecycle,
     listing,
@@ -187,6 +188,10 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         with self._conn(request.caller) as conn:
             found = entities.find(conn, request.caller, request.name)
         return s.FindEntitiesResponse(entities=[entities.to_entity(view, s.Entity) for view in found])
+
+    def GetEntity(self, request, context):
+        with self._conn(request.caller) as conn:
+            return entity_pages.get_entity(conn, request)
 
     def MergeEntity(self, request, context):
         with self._conn(request.caller) as conn:

@@ -92,6 +92,11 @@ class MemoryServiceStub:
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesResponse.FromString,
                 _registered_method=True)
+        self.GetEntity = channel.unary_unary(
+                '/recallatron.gateway.v1.MemoryService/GetEntity',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetEntityRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetEntityResponse.FromString,
+                _registered_method=True)
         self.MergeEntity = channel.unary_unary(
                 '/recallatron.gateway.v1.MemoryService/MergeEntity',
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.MergeEntityRequest.SerializeToString,
@@ -277,6 +282,17 @@ class MemoryServiceServicer:
 
     def FindEntities(self, request, context):
         """Looks entities up by name; shows only entities the caller can read a memory about.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetEntity(self, request, context):
+        """An entity page (docs/entities.md, "Entity pages"): the entity with its aliases, the attributes
+        and relations current memories about it state, each with its memory, and the timeline of
+        memories about it, all only from memories the caller can read. NOT_FOUND for an entity (id or
+        name) the caller cannot see; INVALID_ARGUMENT for an empty or over-long entity, a bad instant,
+        page size or page token.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -555,6 +571,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.FindEntities,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesResponse.SerializeToString,
+            ),
+            'GetEntity': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetEntity,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetEntityRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetEntityResponse.SerializeToString,
             ),
             'MergeEntity': grpc.unary_unary_rpc_method_handler(
                     servicer.MergeEntity,
@@ -925,6 +946,33 @@ class MemoryService:
             '/recallatron.gateway.v1.MemoryService/FindEntities',
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesRequest.SerializeToString,
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.FindEntitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEntity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.MemoryService/GetEntity',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetEntityRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetEntityResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -985,6 +985,42 @@ class ListEntityDuplicatesResponse(_message.Message):
     total_size: int
     def __init__(self, proposals: _Optional[_Iterable[_Union[EntityDuplicate, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total_size: _Optional[int] = ...) -> None: ...
 
+class GetEntityRequest(_message.Message):
+    __slots__ = ("caller", "entity", "as_of", "known_at", "page_size", "page_token")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    caller: _memory_pb2.Caller
+    entity: str
+    as_of: _timestamp_pb2.Timestamp
+    known_at: _timestamp_pb2.Timestamp
+    page_size: int
+    page_token: str
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., entity: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class GetEntityResponse(_message.Message):
+    __slots__ = ("entity", "other_entity_ids", "attributes", "relations_out", "relations_in", "timeline", "next_page_token", "timeline_size")
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    OTHER_ENTITY_IDS_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_OUT_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_IN_FIELD_NUMBER: _ClassVar[int]
+    TIMELINE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TIMELINE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    entity: Entity
+    other_entity_ids: _containers.RepeatedScalarFieldContainer[str]
+    attributes: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityAttributeClaim]
+    relations_out: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityRelationClaim]
+    relations_in: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityRelationClaim]
+    timeline: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    next_page_token: str
+    timeline_size: int
+    def __init__(self, entity: _Optional[_Union[Entity, _Mapping]] = ..., other_entity_ids: _Optional[_Iterable[str]] = ..., attributes: _Optional[_Iterable[_Union[_memory_pb2.EntityAttributeClaim, _Mapping]]] = ..., relations_out: _Optional[_Iterable[_Union[_memory_pb2.EntityRelationClaim, _Mapping]]] = ..., relations_in: _Optional[_Iterable[_Union[_memory_pb2.EntityRelationClaim, _Mapping]]] = ..., timeline: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., timeline_size: _Optional[int] = ...) -> None: ...
+
 class FindEntitiesRequest(_message.Message):
     __slots__ = ("caller", "name")
     CALLER_FIELD_NUMBER: _ClassVar[int]

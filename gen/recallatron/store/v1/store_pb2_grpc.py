@@ -120,6 +120,11 @@ class StoreServiceStub:
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.FindEntitiesRequest.SerializeToString,
                 response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.FindEntitiesResponse.FromString,
                 _registered_method=True)
+        self.GetEntity = channel.unary_unary(
+                '/recallatron.store.v1.StoreService/GetEntity',
+                request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.GetEntityRequest.SerializeToString,
+                response_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.GetEntityResponse.FromString,
+                _registered_method=True)
         self.MergeEntity = channel.unary_unary(
                 '/recallatron.store.v1.StoreService/MergeEntity',
                 request_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.MergeEntityRequest.SerializeToString,
@@ -373,6 +378,17 @@ class StoreServiceServicer:
 
     def FindEntities(self, request, context):
         """Looks entities up by name, among those the caller can read a memory about.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetEntity(self, request, context):
+        """An entity page (docs/entities.md, "Entity pages"): the entity with its aliases, the attributes
+        and relations current memories about it state, each with its memory, and the timeline of
+        memories about it, all only from memories the caller can read. NOT_FOUND for an entity (id or
+        name) the caller cannot see; INVALID_ARGUMENT for an empty or over-long entity, a bad instant,
+        page size or page token.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -666,6 +682,11 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.FindEntities,
                     request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.FindEntitiesRequest.FromString,
                     response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.FindEntitiesResponse.SerializeToString,
+            ),
+            'GetEntity': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetEntity,
+                    request_deserializer=recallatron_dot_store_dot_v1_dot_store__pb2.GetEntityRequest.FromString,
+                    response_serializer=recallatron_dot_store_dot_v1_dot_store__pb2.GetEntityResponse.SerializeToString,
             ),
             'MergeEntity': grpc.unary_unary_rpc_method_handler(
                     servicer.MergeEntity,
@@ -1248,6 +1269,33 @@ class StoreService:
             '/recallatron.store.v1.StoreService/FindEntities',
             recallatron_dot_store_dot_v1_dot_store__pb2.FindEntitiesRequest.SerializeToString,
             recallatron_dot_store_dot_v1_dot_store__pb2.FindEntitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEntity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.store.v1.StoreService/GetEntity',
+            recallatron_dot_store_dot_v1_dot_store__pb2.GetEntityRequest.SerializeToString,
+            recallatron_dot_store_dot_v1_dot_store__pb2.GetEntityResponse.FromString,
             options,
             channel_credentials,
             insecure,

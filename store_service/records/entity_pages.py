@@ -1,0 +1,150 @@
+"""Entity pages (docs/entities.md, "Entity pages"): GetEntity.
+
+A page is built from the memories the caller can read and nothing else: the entity as the caller
+sees its group (store_service/records/entities.py), the attributes and relations stated of any
+member of the group by current memories (or by those valid at ``as_of``, known at ``known_at``:
+store_service/records/windows.py), each with the memory that states it, and the timeline of
+memories about the group, superseded ones included, the latest said first.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+from google.protobuf import timestamp_pb2
+from recallatron.memory.v1 import memory_pb2 as m
+from recallatron.store.v1 import store_pb2 as s
+
+from servicekit.errors import InvalidArgument, NotFound
+from servicekit.limits import MAX_NAME_CHARS
+from servicekit.text import name_key
+from store_service import page_tokens
+from store_service.access.readability import READABLE, caller_params
+from store_service.database import named
+from store_service.records import entities, memories, windows
+
+DEFAULT_PAGE_SIZE = 20
+MAX_PAGE_SIZE = 100
+
+
+def _group(conn: psycopg.Connection, caller: m.Caller, entity: str) -> tuple[entities.GroupView, list[str]]:
+    """The group the request names, as the caller sees it, and the other groups of that name."""
+    entity = entity.strip()
+    if not entity or len(entity) > MAX_NAME_CHARS or "\x00" in entity:
+        raise InvalidArgument(f"entity must be an id or a name of 1..{MAX_NAME_CHARS} characters", field="entity")
+    try:
+        eid = uuid.UUID(entity)
+    except ValueError:
+        groups = entities.named_groups(conn, caller, {name_key(entity)}).get(name_key(entity), [])
+        if not groups:
+            raise NotFound("no entity of that name that you can see", field="entity") from None
+        return groups[0], [str(g.representative.id) for g in groups[1:]]
+    if eid not in entities.visible_ids(conn, caller, {eid}):
+        raise NotFound("entity not found", field="entity")
+    row = conn.execute("SELECT coalesce(merged_into, id) FROM entity WHERE id = %s", (eid,)).fetchone()
+    view = entities.group_views(conn, caller, {row[0]}).get(row[0])
+    if view is None:  # merged or unmerged between the two statements: it is its own group now
+        view = entities.group_views(conn, caller, {eid})[eid]
+    return view, []
+
+
+def _claims(conn: psycopg.Connection, caller: m.Caller, members: list[uuid.UUID], window: windows.Window) -> tuple:
+    """Attributes, relations out and relations in stated of ``members`` by the memories the caller can
+    read that ``window`` holds (current ones when it reads no time)."""
+    held = window.clause() if window.in_time else " AND m.retired_at IS NULL"
+    params = {**caller_params(caller), **window.params(), "group": members}
+    attributes = [
+        m.EntityAttributeClaim(
+            key=r.key,
+            value=r.value,
+            memory_id=str(r.memory_id),
+            valid_from=_ts(r.valid_from),
+            created_by=str(r.created_by),
+        )
+        for r in named(conn).execute(
+            f"""SELECT a.key, a.value, a.memory_id, m.valid_from, m.created_by
+                  FROM entity_attribute a JOIN memory m ON m.id = a.memory_id
+                 WHERE a.subject_id = ANY(%(group)s) AND {READABLE}{held}
+                 ORDER BY a.key, m.valid_from DESC, m.created_at DESC, a.memory_id, a.ordinal""",
+            params,
+        )
+    ]
+    ends = []
+    for near, far in (("subject_id", "object_id"), ("object_id", "subject_id")):
+        ends.append(
+            [
+                m.EntityRelationClaim(
+                    predicate=r.predicate,
+                    entity_id=str(r.entity_id),
+                    entity_name=r.entity_name,
+                    memory_id=str(r.memory_id),
+                    valid_from=_ts(r.valid_from),
+                )
+                for r in named(conn).execute(
+                    f"""SELECT r.predicate, e.id AS entity_id, e.name AS entity_name, r.memory_id, m.valid_from
+                          FROM entity_relation r JOIN memory m ON m.id = r.memory_id JOIN entity e ON e.id = r.{far}
+                         WHERE r.{near} = ANY(%(group)s) AND {READABLE}{held}
+                         ORDER BY r.predicate, m.valid_from DESC, m.created_at DESC, r.memory_id, r.ordinal""",
+                    params,
+                )
+            ]
+        )
+    return attributes, ends[0], ends[1]
+
+
+def _ts(when) -> timestamp_pb2.Timestamp:
+    out = timestamp_pb2.Timestamp()
+    out.FromDatetime(when)
+    return out
+
+
+def get_entity(conn: psycopg.Connection, req: s.GetEntityRequest) -> s.GetEntityResponse:
+    """The caller's page of ``req.entity`` (the RPC's comment lists the refusals)."""
+    caller = req.caller
+    window = windows.Window(as_of=windows.instant(req, "as_of"), known_at=windows.instant(req, "known_at"))
+    size = page_tokens.page_size(req.page_size, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+    view, others = _group(conn, caller, req.entity)
+    fingerprint = page_tokens.fingerprint(
+        ["entity page", caller.member_id, sorted(caller_params(caller)["purposes"]), str(view.root), window.bound()]
+    )
+    after = page_tokens.decode_position(
+        req.page_token, fingerprint, "entity page", page_tokens.instant, page_tokens.identifier
+    )
+    members = entities.group_members(conn, [view.root])
+    attributes, out, into = _claims(conn, caller, members, window)
+    page = (
+        named(conn)
+        .execute(
+            f"""SELECT m.id, m.said_at FROM memory m
+             WHERE EXISTS (SELECT 1 FROM memory_link l WHERE l.memory_id = m.id AND l.link_type = 'about'
+                             AND l.target_entity_id = ANY(%(group)s))
+               AND {READABLE}
+               {"AND (m.said_at, m.id) < (%(at)s, %(after)s)" if after else ""}
+             ORDER BY m.said_at DESC, m.id DESC LIMIT %(limit)s""",
+            {
+                **caller_params(caller),
+                "group": members,
+                "at": after[0] if after else None,
+                "after": after[1] if after else None,
+                "limit": size + 1,
+            },
+        )
+        .fetchall()
+    )
+    token = (
+        page_tokens.encode(fingerprint, [page[size - 1].said_at.isoformat(), str(page[size - 1].id)])
+        if len(page) > size
+        else ""
+    )
+    timeline = memories.get_memories(conn, caller, [str(r.id) for r in page[:size]])
+    return s.GetEntityResponse(
+        entity=entities.to_entity(view, s.Entity),
+        other_entity_ids=others,
+        attributes=attributes,
+        relations_out=out,
+        relations_in=into,
+        timeline=timeline,
+        next_page_token=token,
+        timeline_size=view.mentions,
+    )
