@@ -6,6 +6,9 @@
   (UnmergeEntity).
 - ``entities duplicates``: pairs proposed for review, best first (ListEntityDuplicates), each with
   the command that would merge it. Nothing merges by itself.
+- ``entity NAME|ID [--as-of T] [--known-at T]``: the entity page (GetEntity): names and aliases, the
+  attributes and relations current memories state (or those valid at T), each with its memory, and
+  the timeline of memories about it, a page at a time.
 
 An entity literally named "merge", "unmerge" or "duplicates" is looked up with ``--name``.
 """
@@ -20,6 +23,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 import client
 from cli import command, options
+from cli.memory_commands import describe
 from servicekit.render import for_terminal as shown
 
 ACTIONS = ("merge", "unmerge", "duplicates")
@@ -142,4 +146,51 @@ def duplicates(gw: client.Gateway, args: argparse.Namespace) -> int:
     return 0
 
 
-PARSERS = (entities_parser,)
+def entity_parser(sub: argparse._SubParsersAction) -> None:
+    """``recallatron entity``."""
+    en = sub.add_parser("entity", help="an entity page: aliases, attributes, relations and timeline")
+    en.add_argument("entity", metavar="NAME|ID")
+    en.add_argument("--as-of", type=options.instant, metavar="T", help="attributes and relations that held at T")
+    en.add_argument("--known-at", type=options.instant, metavar="T", help="as they were known at T")
+    en.add_argument("--page-size", type=options.int32, default=0, help="timeline memories per page (default 20)")
+    en.add_argument("--page-token", default="", help="the token a previous page printed")
+    options.gateway_options(en)
+    en.set_defaults(handler=entity)
+
+
+def page_text(resp: g.GetEntityResponse) -> str:
+    """An entity page for people: the entity's lines, its attributes and relations each with the
+    memory that states it, then the timeline's memories and the next page's token."""
+    lines = _entity_lines(resp.entity)
+    if resp.other_entity_ids:
+        lines.append("    also of that name: " + ", ".join(resp.other_entity_ids))
+    lines.append("attributes:" if resp.attributes else "attributes: none")
+    lines += [f"  {a.key} = {shown(a.value)}  (memory {a.memory_id})" for a in resp.attributes]
+    relations = [(r, "") for r in resp.relations_out] + [(r, "<- ") for r in resp.relations_in]
+    lines.append("relations:" if relations else "relations: none")
+    lines += [
+        f"  {way}{r.predicate} {shown(r.entity_name)} ({r.entity_id})  (memory {r.memory_id})" for r, way in relations
+    ]
+    lines.append(f"timeline: {len(resp.timeline)} shown of {resp.timeline_size}, the latest said first")
+    lines += ["  " + line for mem in resp.timeline for line in describe(mem).splitlines()]
+    if resp.next_page_token:
+        lines.append(f"next page: --page-token {resp.next_page_token}")
+    return "\n".join(lines)
+
+
+@command.gateway_command
+def entity(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """GetEntity: the page (``page_text``), or its protobuf JSON."""
+    req = g.GetEntityRequest(
+        entity=args.entity,
+        as_of=args.as_of,
+        known_at=args.known_at,
+        page_size=args.page_size,
+        page_token=args.page_token,
+    )
+    resp = gw.memory.GetEntity(req, metadata=gw.metadata)
+    command.emit(resp, args.json, page_text(resp))
+    return 0
+
+
+PARSERS = (entities_parser, entity_parser)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import uuid
 
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
@@ -368,6 +369,23 @@ def read(gw: client.Gateway, args: argparse.Namespace) -> int:
     return 0
 
 
+def about_ids(gw: client.Gateway, about: list[str]) -> list[str]:
+    """The entity ids ``--about`` names: an id as it is, a name as every entity of that name (or
+    alias) the caller can see (FindEntities); SystemExit naming a name none has."""
+    out = []
+    for given in about:
+        try:
+            out.append(str(uuid.UUID(given)))
+            continue
+        except ValueError:
+            pass
+        found = gw.memory.FindEntities(g.FindEntitiesRequest(name=given), metadata=gw.metadata).entities
+        if not found:
+            raise SystemExit(f"NOT_FOUND: no entity named {shown(given)} that you can see (recallatron entities NAME)")
+        out += [e.id for e in found]
+    return out
+
+
 def recall_parser(sub: argparse._SubParsersAction) -> None:
     """``recallatron recall``."""
     rc = sub.add_parser("recall", help="recall memories for a question")
@@ -376,6 +394,13 @@ def recall_parser(sub: argparse._SubParsersAction) -> None:
     rc.add_argument("--top-k", type=options.int32, default=limits.DEFAULT_TOP_K)
     rc.add_argument("--no-rerank", action="store_true")
     rc.add_argument("--about-id", action="append", default=[], help="only memories about this entity id")
+    rc.add_argument(
+        "--about",
+        action="append",
+        default=[],
+        metavar="NAME|ID",
+        help="only memories about this entity or its aliases: an id, or a name (every entity of it you can see)",
+    )
     rc.add_argument("--history", action="store_true", help="include superseded memories (keyword arm only)")
     options.window_options(rc)
     rc.add_argument(
@@ -399,7 +424,7 @@ def recall(gw: client.Gateway, args: argparse.Namespace) -> int:
             mode=choices.MODES.get(args.mode, 0),
             top_k=args.top_k,
             skip_rerank=args.no_rerank,
-            entity_ids=args.about_id,
+            entity_ids=args.about_id + about_ids(gw, args.about),
             include_superseded=args.history,
             reference_time=args.reference_time,
             skip_time_words=args.no_time_words,

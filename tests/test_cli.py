@@ -239,6 +239,31 @@ def test_remember_and_supersede_state_relations_and_attributes(system, member):
     assert bad.returncode == 1 and bad.stderr.startswith("INVALID_ARGUMENT: relations[0].predicate must be")
 
 
+def test_entity_page_and_recall_about_a_name(system, member):
+    tok = member["token"]
+    tag = uuid.uuid4().hex[:6]
+    ola = f"Ola{tag}"
+    first = json.loads(
+        cli(
+            system, "remember", "--relation", ola, "works_at", "Kvarken", "--attribute", ola, "grade", "9",
+            f"{tag} Ola works at Kvarken.", "--json", token=tok,
+        ).stdout
+    )["memory"]  # fmt: skip
+    cli(system, "remember", "--about", f"Someone{tag}", f"{tag} unrelated note", token=tok)
+    out = cli(system, "entity", ola, token=tok).stdout
+    ola_id = first["relations"][0]["subject_id"]
+    assert out.startswith(f"{ola_id}  {ola}\n    1 memory about it you can read\nattributes:\n")
+    assert f"\n  grade = 9  (memory {first['id']})\n" in out
+    assert f"\nrelations:\n  works_at Kvarken ({first['relations'][0]['object_id']})  (memory {first['id']})\n" in out
+    assert f"\ntimeline: 1 shown of 1, the latest said first\n  {first['id']}  revision 1" in out
+    about = cli(system, "recall", tag, "--mode", "lexical", "--about", ola, "--json", token=tok).stdout
+    assert [it["memory"]["id"] for it in json.loads(about)["items"]] == [first["id"]]
+    none = cli(system, "recall", tag, "--about", f"Nobody{tag}", token=tok, check=False)
+    assert none.returncode == 1 and none.stderr.startswith(f"NOT_FOUND: no entity named Nobody{tag}")
+    missing = cli(system, "entity", f"Nobody{tag}", token=tok, check=False)
+    assert missing.returncode == 1 and missing.stderr.startswith("NOT_FOUND: no entity of that name")
+
+
 def test_lifecycle_commands(system, member):
     tok = member["token"]
     mem = json.loads(
