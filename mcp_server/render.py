@@ -46,12 +46,15 @@ LISTS = {
     g.ListMemoriesResponse: ("memories",),
     g.SearchHistoryResponse: ("entries",),
     g.FindEntitiesResponse: ("entities",),
+    g.GetEntityResponse: ("timeline", "attributes", "relations_out", "relations_in"),
     # The text is the gateway's bundle, already within its token budget; these bound the structured content.
     g.GetContextResponse: ("cut_items", "items"),
 }
 # Stored strings outside memories, by the message that holds them: dotted field paths.
 STRINGS = {
     g.Entity: ("name",),
+    m.EntityAttributeClaim: ("value",),
+    m.EntityRelationClaim: ("entity_name",),
     g.HistoryEntry: ("turn.text", "turn.chat_id", "turn.session_id", "turn.request_id"),
 }
 
@@ -131,15 +134,21 @@ def shape(resp: Message, chars: int | None, entries: int | None, body_offset: in
         cuts[path] = cut
     for path, holder, fields in _others(out):
         cuts[path] = _cut_strings(holder, fields, chars)
+    # Merge records are for the people who review them (the CLI, the web screen); a model needs the
+    # names. Aliases are at most MAX_ALIASES, each at most 200 characters.
     if isinstance(out, g.FindEntitiesResponse):
         for i, ent in enumerate(out.entities):
-            # Merge records are for the people who review them (the CLI, the web screen); a model
-            # needs the names. Aliases are at most MAX_ALIASES, each at most 200 characters.
-            del ent.merges[:]
-            if len(ent.aliases) > MAX_ALIASES:
-                cuts[("entities", i)]["aliases"] = {"items_left_out": len(ent.aliases) - MAX_ALIASES}
-                del ent.aliases[MAX_ALIASES:]
+            _trim_entity(ent, cuts.setdefault(("entities", i), {}))
+    if isinstance(out, g.GetEntityResponse):
+        _trim_entity(out.entity, cuts.setdefault(("entity",), {}))
     return Shaped(out, cuts, left_out)
+
+
+def _trim_entity(ent: g.Entity, cut: dict) -> None:
+    del ent.merges[:]
+    if len(ent.aliases) > MAX_ALIASES:
+        cut["aliases"] = {"items_left_out": len(ent.aliases) - MAX_ALIASES}
+        del ent.aliases[MAX_ALIASES:]
 
 
 def structured(shaped: Shaped) -> dict:
@@ -211,7 +220,11 @@ def result(resp: Message, bound: Bound, body_offset: int = 0) -> tuple[str, dict
     chars = _largest(low, longest, lambda c: attempt(c, None)[2])
     if chars is None:
         lists = [len(getattr(resp, name)) for name in LISTS.get(type(resp), ())]
-        lists += [n for _, mem in _memories(resp) for n in (len(mem.links), len(mem.history))]
+        lists += [
+            n
+            for _, mem in _memories(resp)
+            for n in (len(mem.links), len(mem.history), len(mem.relations), len(mem.attributes))
+        ]
         # With entries left out, the strings get what room is left; 0 entries is the least there is.
         entries = _largest(0, max(lists, default=0), lambda e: attempt(low, e)[2]) or 0
         chars = _largest(low, longest, lambda c: attempt(c, entries)[2]) or low
@@ -343,6 +356,16 @@ def _page_end(left: int, shown: int, noun: str, next_page_token: str) -> list[st
     return []
 
 
+def _entity_line(e: g.Entity, cut: dict) -> str:
+    """``entity ID: name "N", also known as "A", ...; N memories about it you can read``."""
+    line = f"entity {e.id}: name {_string(e.name, cut.get('name'))}"
+    if e.aliases:
+        line += ", also known as " + ", ".join(quote(a) for a in e.aliases)
+        if left := cut.get("aliases"):
+            line += f" and {left['items_left_out']} more"
+    return f"{line}; {e.mentions} memories about it you can read"
+
+
 def entities(shaped: Shaped) -> str:
     """A FindEntities answer: each entity's id, its name and aliases quoted, and its readable
     mentions; what was left out to fit."""
@@ -350,19 +373,39 @@ def entities(shaped: Shaped) -> str:
     lines = [
         f"{len(resp.entities) + shaped.left_out.get('entities', 0)} entities of that name or alias that you can "
         "read a memory about, most mentioned first; pass an id as entity_ids to recallatron_recall or as about_id "
-        "to recallatron_list_memories."
+        "to recallatron_list_memories, or to recallatron_get_entity for its page."
     ]
-    for i, e in enumerate(resp.entities):
-        cut = shaped.cuts.get(("entities", i), {})
-        line = f"entity {e.id}: name {_string(e.name, cut.get('name'))}"
-        if e.aliases:
-            line += ", also known as " + ", ".join(quote(a) for a in e.aliases)
-            if left := cut.get("aliases"):
-                line += f" and {left['items_left_out']} more"
-        lines.append(f"{line}; {e.mentions} memories about it you can read")
+    lines += [_entity_line(e, shaped.cuts.get(("entities", i), {})) for i, e in enumerate(resp.entities)]
     if left := shaped.left_out.get("entities"):
         lines.append(f"# {left} more entities of that name left out to keep this result within its size bound")
     return "\n".join(lines)
+
+
+def entity_page(shaped: Shaped) -> str:
+    """A GetEntity answer: the entity's line, each attribute and relation with the memory that
+    states it (stored strings quoted), then the timeline's memories; what was left out to fit."""
+    resp, cuts = shaped.resp, shaped.cuts
+    lines = [_entity_line(resp.entity, cuts.get(("entity",), {}))]
+    if resp.other_entity_ids:
+        lines.append("other entities of that name: " + ", ".join(resp.other_entity_ids))
+    lines.append(f"{len(resp.attributes)} attributes stated by memories you can read:")
+    for i, a in enumerate(resp.attributes):
+        value = _string(a.value, cuts.get(("attributes", i), {}).get("value"))
+        lines.append(f"  {a.key} = {value} (memory {a.memory_id}, valid from {when(a.valid_from)})")
+    lines.append(f"{len(resp.relations_out) + len(resp.relations_in)} relations stated by memories you can read:")
+    for name, way in (("relations_out", ""), ("relations_in", "<- ")):
+        for i, r in enumerate(getattr(resp, name)):
+            other = _string(r.entity_name, cuts.get((name, i), {}).get("entity_name"))
+            lines.append(f"  {way}{r.predicate} {other} ({r.entity_id}) (memory {r.memory_id})")
+    for name in ("attributes", "relations_out", "relations_in"):
+        if left := shaped.left_out.get(name):
+            lines.append(f"# {left} more {name} left out to keep this result within its size bound")
+    left = shaped.left_out.get("timeline", 0)
+    lines.append(
+        f"timeline: {len(resp.timeline) + left} of {resp.timeline_size} memories about it, the latest said first"
+    )
+    lines += [memory(mem, cuts.get(("timeline", i))) for i, mem in enumerate(resp.timeline)]
+    return "\n".join([*lines, *_page_end(left, len(resp.timeline), "memories", resp.next_page_token)])
 
 
 def context(shaped: Shaped) -> str:
@@ -378,5 +421,6 @@ TEXTS: dict[type, Callable[[Shaped], str]] = {
     g.ListMemoriesResponse: listed,
     g.SearchHistoryResponse: history,
     g.FindEntitiesResponse: entities,
+    g.GetEntityResponse: entity_page,
     g.GetContextResponse: context,
 }
