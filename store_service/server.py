@@ -28,6 +28,7 @@ from store_service.intake import capture, imports
 from store_service.records import (
     context,
     entities,
+    entity_groups,
     entity_pages,
     expiring,
     lifecycle,
@@ -187,7 +188,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def FindEntities(self, request, context):
         with self._conn(request.caller) as conn:
             found = entities.find(conn, request.caller, request.name)
-        return s.FindEntitiesResponse(entities=[entities.to_entity(view, s.Entity) for view in found])
+        return s.FindEntitiesResponse(entities=[entity_groups.to_entity(view, s.Entity) for view in found])
 
     def GetEntity(self, request, context):
         with self._conn(request.caller) as conn:
@@ -199,7 +200,8 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
 
     def UnmergeEntity(self, request, context):
         with self._conn(request.caller) as conn:
-            return s.UnmergeEntityResponse(merge=entity_review.unmerge(conn, request))
+            first, *rest = entity_review.unmerge(conn, request)
+        return s.UnmergeEntityResponse(merge=first, also_undone=rest)
 
     def ListEntityDuplicates(self, request, context):
         with self._conn(request.caller) as conn:

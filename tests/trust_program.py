@@ -187,8 +187,7 @@ class Model:
         # Each body written ("<kind> <n>", n the op's index, so unique) -> the memory it belongs to.
         self.texts: dict[str, str] = {}
         self.entities: dict[str, str] = {}  # entity id -> its own name, in the order created
-        self.merged: dict[str, str] = {}  # entity id -> the entity it is merged into (standing merges)
-        self.merged_by: dict[str, str] = {}  # entity id -> who merged it (standing merges)
+        self.merges: list[tuple[str, str, str]] = []  # standing merges: (entity, into, who merged)
 
     def supersede(self, old: Mem, new_id: str) -> None:
         """``old`` superseded by ``new_id``: every memory here has confidence 1, so it is flagged."""
@@ -255,18 +254,29 @@ class Model:
         """Memories about the entity (by resolution) that ``who`` can read: 0 when it is not visible."""
         return sum(1 for i, mem in self.mems.items() if mem.entity_id == entity_id and self.readable(i, who))
 
-    def root(self, entity_id: str) -> str:
-        return self.merged.get(entity_id, entity_id)
+    def group(self, entity_id: str, who: str) -> list[str]:
+        """The entity's group as ``who`` sees it (docs/entities.md): joined by the standing merges
+        whose two entities ``who`` can see; empty when ``who`` cannot see the entity."""
+        if not self.mentions(entity_id, who):
+            return []
+        out, todo = [entity_id], [entity_id]
+        while todo:
+            at = todo.pop()
+            for a, b, _ in self.merges:
+                for near, far in ((a, b), (b, a)):
+                    if near == at and far not in out and self.mentions(far, who):
+                        out.append(far)
+                        todo.append(far)
+        return out
 
-    def view(self, root: str, who: str) -> tuple[str, list[str], int] | None:
-        """A group as ``who`` sees it (docs/entities.md): its representative (the root when visible,
-        else the visible member with the most readable mentions, then the oldest), its visible
-        members, and their readable mentions; None when no member is visible."""
-        members = [e for e in self.entities if self.root(e) == root and self.mentions(e, who)]
-        if not members:
-            return None
+    def view(self, entity_id: str, who: str) -> tuple[str, list[str], int]:
+        """``who``'s view of the entity's group: its representative (of the members merged into no
+        member, the most mentioned, then the oldest), its members, and their readable mentions."""
+        members = self.group(entity_id, who)
+        merged = {a for a, b, _ in self.merges if a in members and b in members}
         order = list(self.entities)
-        rep = root if root in members else min(members, key=lambda e: (-self.mentions(e, who), order.index(e), e))
+        roots = [e for e in members if e not in merged] or members
+        rep = min(roots, key=lambda e: (-self.mentions(e, who), order.index(e), e))
         return rep, members, sum(self.mentions(e, who) for e in members)
 
     def visible_entities(self, name: str, who: str) -> dict[str, int]:
@@ -275,7 +285,7 @@ class Model:
         out: dict[str, int] = {}
         for e, own in self.entities.items():
             if own == name and self.mentions(e, who):
-                rep, _, total = self.view(self.root(e), who)
+                rep, _, total = self.view(e, who)
                 out[rep] = total
         return out
 
@@ -292,16 +302,22 @@ class Model:
             return grpc.StatusCode.INVALID_ARGUMENT
         if not (self.mentions(merged, who) and self.mentions(into, who)):
             return grpc.StatusCode.NOT_FOUND
-        if merged in self.merged or into in self.merged or merged in self.merged.values():
+        if into in self.group(merged, who):
             return grpc.StatusCode.FAILED_PRECONDITION
         return OK if self.may_change_all(merged, who) else grpc.StatusCode.PERMISSION_DENIED
+
+    def undone_by(self, merged: str, who: str) -> list[tuple[str, str, str]]:
+        """The standing merges of ``merged`` an UnmergeEntity by ``who`` undoes: those into an entity
+        ``who`` can see."""
+        return [x for x in self.merges if x[0] == merged and self.mentions(x[1], who)]
 
     def unmerge_code(self, merged: str, who: str) -> grpc.StatusCode:
         if not self.mentions(merged, who):
             return grpc.StatusCode.NOT_FOUND
-        if merged not in self.merged:
+        undone = self.undone_by(merged, who)
+        if not undone:
             return grpc.StatusCode.FAILED_PRECONDITION
-        if self.merged_by[merged] != who and not self.may_change_all(merged, who):
+        if any(by != who for _, _, by in undone) and not self.may_change_all(merged, who):
             return grpc.StatusCode.PERMISSION_DENIED
         return OK
 
@@ -715,7 +731,7 @@ def check_context(api, model: Model, me: str, md, purpose: int) -> None:
         if mem.entity:
             eid, names_as = f"import {i}", mem.entity
             if mem.entity_id:
-                eid = model.view(model.root(mem.entity_id), me)[0]
+                eid = model.view(mem.entity_id, me)[0]
                 names_as = model.entities[eid]
             counts[eid] = counts.get(eid, 0) + 1
             latest[eid], names[eid] = i, names_as
@@ -1020,49 +1036,46 @@ def merge_op(api, model: Model, me: str, md, a: int, b: int, undo: bool) -> None
         return
     assert resp.merge.entity_id == merged
     if undo:
-        assert resp.merge.into_id == model.merged.pop(merged) and resp.merge.undone_by == me
-        del model.merged_by[merged]
+        undone = model.undone_by(merged, me)
+        got = [(x.entity_id, x.into_id) for x in (resp.merge, *resp.also_undone)]
+        assert sorted(got) == sorted((a, b) for a, b, _ in undone) and resp.merge.undone_by == me
+        model.merges = [x for x in model.merges if x not in undone]
     else:
         assert (resp.merge.into_id, resp.merge.merged_by) == (into, me)
-        model.merged[merged], model.merged_by[merged] = into, me
+        model.merges.append((merged, into, me))
 
 
 def check_entity(model: Model, me: str, ent) -> None:
-    """An entity as ``me`` sees its group: the representative's name, the other visible members'
-    names as aliases, the readable mentions, and only the merge records whose two entities ``me``
-    can see."""
-    rep, members, total = model.view(model.root(ent.id), me)
+    """An entity as ``me`` sees its group: the representative's name, the other members' names as
+    aliases, the readable mentions, and only the merges whose two entities ``me`` can see."""
+    rep, members, total = model.view(ent.id, me)
     assert (ent.id, ent.name, ent.mentions) == (rep, model.entities[rep], total), ent
     assert list(ent.aliases) == sorted({model.entities[e] for e in members} - {model.entities[rep]}), ent
-    root = model.root(ent.id)
-    standing = {e for e in members if e != root and root in members}
-    assert {x.entity_id for x in ent.merges} == standing and all(x.into_id == root for x in ent.merges), ent
+    standing = {(a, b) for a, b, _ in model.merges if a in members and b in members}
+    assert {(x.entity_id, x.into_id) for x in ent.merges} == standing, ent
 
 
 def check_entity_filters(api, model: Model, me: str, md) -> None:
-    """A listing by entity reads the entity's whole group, and only memories ``me`` can read."""
+    """A listing by entity reads the entity's group as ``me`` sees it, and only memories ``me`` can
+    read; an entity ``me`` cannot see reads nothing, whatever it was merged with."""
     for entity_id in model.entities:
         listed, totals = list_pages(api, md, entity_id=entity_id, superseded=m.SUPERSEDED_FILTER_ALL)
-        root = model.root(entity_id)
-        want = {
-            i
-            for i, mem in model.mems.items()
-            if mem.entity_id and model.root(mem.entity_id) == root and model.readable(i, me)
-        }
+        group = model.group(entity_id, me)
+        want = {i for i, mem in model.mems.items() if mem.entity_id in group and model.readable(i, me)}
         assert {x.id for x in listed} == want and totals == {len(want)}, entity_id
 
 
 def check_entity_duplicates(api, model: Model, me: str, md) -> None:
-    """ListEntityDuplicates proposes exactly the pairs of groups ``me`` sees by their roots whose
-    visible members share a name, each entity shown as ``check_entity`` says (imports' names are
-    all different: never a pair)."""
-    views = [model.view(root, me) for root in {model.root(e) for e in model.entities}]
-    roots = [
-        (rep, {model.entities[e] for e in members})
-        for rep, members, _ in filter(None, views)
-        if rep not in model.merged
-    ]
-    want = {frozenset((x, y)) for n, (x, xs) in enumerate(roots) for y, ys in roots[n + 1 :] if xs & ys}
+    """ListEntityDuplicates proposes exactly the pairs of groups ``me`` sees whose members share a
+    name, each entity shown as ``check_entity`` says (imports' names are all different: never a
+    pair)."""
+    views = {}
+    for e in model.entities:
+        if model.mentions(e, me):
+            rep, members, _ = model.view(e, me)
+            views[rep] = {model.entities[x] for x in members}
+    reps = list(views)
+    want = {frozenset((x, y)) for n, x in enumerate(reps) for y in reps[n + 1 :] if views[x] & views[y]}
     code, resp = call(api.ListEntityDuplicates, g.ListEntityDuplicatesRequest(page_size=200), md)
     assert code == OK and resp.total_size == len(want)
     assert {frozenset((p.entity_a.id, p.entity_b.id)) for p in resp.proposals} == want

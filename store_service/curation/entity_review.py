@@ -1,19 +1,18 @@
 """Entity review: duplicate proposals, reviewed merges and their undo (docs/entities.md, "Merges and
 aliases").
 
-A merge of B into A makes B's mentions count as A's, and B's name an alias of A, until it is undone;
-the links are never rewritten, so an undo gives back exactly what was there
-(store_service/records/entities.py says how a caller sees a group). Merges are flat: A is never
-itself merged, and B has nothing merged into it, so every group is a root and the entities pointing
-at it.
+A merge of B into A makes B's mentions count as A's, and B's name an alias of A, for every reader who
+can see both, until it is undone; the links are never rewritten, so an undo gives back exactly what
+was there (store_service/records/entity_groups.py says how each reader sees a group). A merge is
+refused only for what the caller can see: an entity they cannot see (NOT_FOUND), two entities that
+are already one for them, or a merge they may not make; nothing they cannot see blocks it.
 
-Who may merge B (and undo the merge): a member who may change every memory about B they can read,
+Who may merge B (and undo B's merges): a member who may change every memory about B they can read,
 by the change rule of memories (a workspace memory: its creator or an admin; a member-only memory:
 its member), so an admin for an entity workspace memories mention, and a member for one seen only
-through their own memories; the member who merged may always undo. The rule reads only what the
-caller can read, so a refusal never tells of a memory they cannot. A memory about B that the
-caller cannot read counts as A's too, for whoever reads it: that reader still sees only the members
-of the group they can see themselves.
+through their own memories; the member who merged may always undo their merge. The rule reads only
+what the caller can read, so a refusal never tells of a memory they cannot. A memory about B that
+the caller cannot read counts as A's too, for whoever can read it and see both.
 
 Duplicate proposals pair the groups a caller sees whose names (representative or alias) are the
 same once normalised, the same but for accents, or one gives initials where the other spells them
@@ -36,7 +35,7 @@ from store_service import page_tokens
 from store_service.access import membership
 from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
-from store_service.records import entities
+from store_service.records import entities, entity_groups
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
@@ -52,21 +51,14 @@ def _ids(req) -> uuid.UUID:
     return parse_uuid(req.entity_id, "entity_id")
 
 
-def _lock(conn: psycopg.Connection, caller: m.Caller, ids: list[uuid.UUID], fields: list[str]) -> dict:
-    """Locks the entity rows of ``ids`` in id order (so two merges sharing an entity serialise and
-    cannot deadlock) and returns them by id; NOT_FOUND naming the field of the first one the caller
-    cannot see."""
-    rows = {
-        r.id: r
-        for r in named(conn).execute(
-            "SELECT id, merged_into FROM entity WHERE id = ANY(%s) ORDER BY id FOR UPDATE", (sorted(ids),)
-        )
-    }
-    visible = entities.visible_ids(conn, caller, set(rows))
+def _lock(conn: psycopg.Connection, caller: m.Caller, ids: list[uuid.UUID], fields: list[str]) -> None:
+    """Locks the entity rows of ``ids`` in id order (so merges sharing an entity serialise and cannot
+    deadlock); NOT_FOUND naming the field of the first one the caller cannot see."""
+    conn.execute("SELECT id FROM entity WHERE id = ANY(%s) ORDER BY id FOR UPDATE", (sorted(ids),))
+    seen = entities.visible_ids(conn, caller, set(ids))
     for eid, name in zip(ids, fields, strict=True):
-        if eid not in visible:
+        if eid not in seen:
             raise NotFound("entity not found", field=name)
-    return rows
 
 
 def _may_change_all(conn: psycopg.Connection, caller: m.Caller, entity_id: uuid.UUID) -> bool:
@@ -90,21 +82,17 @@ def merge(conn: psycopg.Connection, req: s.MergeEntityRequest) -> m.EntityMerge:
         raise InvalidArgument("an entity cannot be merged into itself", field="into_id")
     check_reason(req.reason)
     membership.hold_caller(conn, caller)
-    rows = _lock(conn, caller, [merged, into], ["entity_id", "into_id"])
-    if rows[merged].merged_into is not None:
-        raise FailedPrecondition("entity_id is already merged into an entity; undo that merge first")
-    if rows[into].merged_into is not None:
-        raise FailedPrecondition("into_id is itself merged into another entity; merge into that one instead")
-    if conn.execute("SELECT EXISTS (SELECT 1 FROM entity WHERE merged_into = %s)", (merged,)).fetchone()[0]:
+    _lock(conn, caller, [merged, into], ["entity_id", "into_id"])
+    view = entity_groups.views(conn, caller, {merged}).get(merged)
+    if view is not None and into in {x.id for x in view.members}:
         raise FailedPrecondition(
-            "other entities are merged into entity_id; undo those merges first, or merge into entity_id instead"
+            "entity_id and into_id are already one entity for you (merged, directly or through others)"
         )
     if not _may_change_all(conn, caller, merged):
         raise PermissionDenied(
             "you may merge an entity only when you may change every memory about it you can read: "
             "an admin for workspace memories by others, a member for their own"
         )
-    conn.execute("UPDATE entity SET merged_into = %s WHERE id = %s", (into, merged))
     row = (
         named(conn)
         .execute(
@@ -114,36 +102,41 @@ def merge(conn: psycopg.Connection, req: s.MergeEntityRequest) -> m.EntityMerge:
         )
         .fetchone()
     )
-    return entities.merge_record(row)
+    return entity_groups.merge_record(row)
 
 
-def unmerge(conn: psycopg.Connection, req: s.UnmergeEntityRequest) -> m.EntityMerge:
-    """Undoes the standing merge of ``req.entity_id`` (the RPC's comment lists the refusals)."""
+def unmerge(conn: psycopg.Connection, req: s.UnmergeEntityRequest) -> list[m.EntityMerge]:
+    """Undoes every standing merge of ``req.entity_id`` into an entity the caller can see, oldest
+    first (the RPC's comment lists the refusals)."""
     caller = req.caller
     merged = _ids(req)
     membership.hold_caller(conn, caller)
-    rows = _lock(conn, caller, [merged], ["entity_id"])
-    if rows[merged].merged_into is None:
-        raise FailedPrecondition("entity_id is not merged into another entity")
+    _lock(conn, caller, [merged], ["entity_id"])
     standing = (
         named(conn)
-        .execute("SELECT * FROM entity_merge WHERE entity_id = %s AND undone_at IS NULL", (merged,))
-        .fetchone()
+        .execute(
+            "SELECT * FROM entity_merge WHERE entity_id = %s AND undone_at IS NULL ORDER BY merged_at, id FOR UPDATE",
+            (merged,),
+        )
+        .fetchall()
     )
-    if str(standing.merged_by) != caller.member_id and not _may_change_all(conn, caller, merged):
+    seen = entities.visible_ids(conn, caller, {r.into_id for r in standing})
+    mine = [r for r in standing if r.into_id in seen]  # a merge into what the caller cannot see is not theirs
+    if not mine:
+        raise FailedPrecondition("entity_id is not merged into an entity you can see")
+    if any(str(r.merged_by) != caller.member_id for r in mine) and not _may_change_all(conn, caller, merged):
         raise PermissionDenied(
             "only the member who merged it, or one who may change every memory about it you can read, may undo a merge"
         )
-    conn.execute("UPDATE entity SET merged_into = NULL WHERE id = %s", (merged,))
-    row = (
+    rows = (
         named(conn)
         .execute(
-            "UPDATE entity_merge SET undone_by = %s, undone_at = now() WHERE id = %s RETURNING *",
-            (uuid.UUID(caller.member_id), standing.id),
+            "UPDATE entity_merge SET undone_by = %s, undone_at = now() WHERE id = ANY(%s) RETURNING *",
+            (uuid.UUID(caller.member_id), [r.id for r in mine]),
         )
-        .fetchone()
+        .fetchall()
     )
-    return entities.merge_record(row)
+    return [entity_groups.merge_record(r) for r in sorted(rows, key=lambda r: (r.merged_at, r.id))]
 
 
 @dataclass(frozen=True)
@@ -173,7 +166,7 @@ def _reason(a: _Signatures, b: _Signatures) -> int:
     """The best reason two groups' names give to propose them as one, or 0."""
     if a.keys & b.keys:
         return m.ENTITY_DUPLICATE_REASON_SAME_NAME
-    if a.accentless & b.accentless:
+    if (a.accentless & b.accentless) - {""}:
         return m.ENTITY_DUPLICATE_REASON_ACCENTS
     for letter, rest, initial in a.initials:
         for other_letter, other_rest, other_initial in b.initials:
@@ -184,28 +177,19 @@ def _reason(a: _Signatures, b: _Signatures) -> int:
 
 def proposals(
     conn: psycopg.Connection, caller: m.Caller
-) -> list[tuple[float, entities.GroupView, entities.GroupView, int]]:
+) -> list[tuple[float, entity_groups.GroupView, entity_groups.GroupView, int]]:
     """Every proposal of the caller's, best first: (score, a, b, reason), ``a`` the group with more
-    readable mentions (then the older representative). Groups whose representative is itself merged
-    (into an entity the caller cannot see) cannot be merged again and are left out."""
-    roots = {
-        r[0]
-        for r in conn.execute(
-            f"""SELECT DISTINCT coalesce(e.merged_into, e.id) FROM entity e
-                 WHERE EXISTS (SELECT 1 FROM memory_link l JOIN memory m ON m.id = l.memory_id
-                                WHERE l.target_entity_id = e.id AND l.link_type = 'about' AND {READABLE})""",
-            caller_params(caller),
-        )
-    }
-    views = [v for v in entities.group_views(conn, caller, roots).values() if v.representative.id == v.root]
-    signatures = {v.root: _signatures([x.name for x in v.members]) for v in views}
+    readable mentions (then the older representative)."""
+    seeds = {r[0] for r in conn.execute(f"SELECT e.id FROM entity e WHERE {entities.VISIBLE}", caller_params(caller))}
+    views = list({id(v): v for v in entity_groups.views(conn, caller, seeds).values()}.values())
+    signatures = {id(v): _signatures([x.name for x in v.members]) for v in views}
     # Candidate pairs share a signature; only they are compared (no all-pairs pass).
-    buckets: dict[tuple, list[entities.GroupView]] = {}
+    buckets: dict[tuple, list[entity_groups.GroupView]] = {}
     for v in views:
-        sig = signatures[v.root]
+        sig = signatures[id(v)]
         for part in (
             *(("k", k) for k in sig.keys),
-            *(("a", k) for k in sig.accentless),
+            *(("a", k) for k in sig.accentless if k),
             *(("i", letter, rest) for letter, rest, _ in sig.initials),
         ):
             buckets.setdefault(part, []).append(v)
@@ -213,15 +197,21 @@ def proposals(
     for bucket in buckets.values():
         for i, x in enumerate(bucket):
             for y in bucket[i + 1 :]:
-                a, b = sorted((x, y), key=entities.GroupView.sort_key)
-                pair = (a.root, b.root)
+                a, b = sorted((x, y), key=entity_groups.GroupView.sort_key)
+                pair = (a.representative.id, b.representative.id)
                 if pair in found:
                     continue
-                reason = _reason(signatures[a.root], signatures[b.root])
+                reason = _reason(signatures[id(a)], signatures[id(b)])
                 if reason:
                     found[pair] = (SCORES[reason], a, b, reason)
     return sorted(
-        found.values(), key=lambda p: (-p[0], -(p[1].mentions + p[2].mentions), str(p[1].root), str(p[2].root))
+        found.values(),
+        key=lambda p: (
+            -p[0],
+            -(p[1].mentions + p[2].mentions),
+            str(p[1].representative.id),
+            str(p[2].representative.id),
+        ),
     )
 
 
@@ -241,8 +231,8 @@ def list_duplicates(conn: psycopg.Connection, req: s.ListEntityDuplicatesRequest
     return s.ListEntityDuplicatesResponse(
         proposals=[
             s.EntityDuplicate(
-                entity_a=entities.to_entity(a, s.Entity),
-                entity_b=entities.to_entity(b, s.Entity),
+                entity_a=entity_groups.to_entity(a, s.Entity),
+                entity_b=entity_groups.to_entity(b, s.Entity),
                 reason=reason,
                 score=score,
             )

@@ -36,7 +36,7 @@ from servicekit.caller import check_purpose_granted
 from store_service.access import expiry
 from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
-from store_service.records import entities, validity
+from store_service.records import entity_groups, validity
 from store_service.records.memories import get_memories, readable_ids
 from store_service.records.windows import OPEN, Window
 
@@ -109,16 +109,24 @@ def _top_entities(
     )
     ok = readable_ids(conn, caller, list({r.id for r in rows}))
     # A merged entity's mentions count as its group's, under the representative the caller sees.
-    shown = entities.representatives(conn, caller, {r.entity_id for r in rows if r.id in ok})
+    shown = entity_groups.representatives(conn, caller, {r.entity_id for r in rows if r.id in ok})
     counted: dict[uuid.UUID, set] = {}  # representative -> the memories about its group
     last: dict[uuid.UUID, object] = {}
     names: dict[uuid.UUID, str] = {}
     for r in rows:
         if r.id in ok:
-            rep = shown[r.entity_id]
-            counted.setdefault(rep.id, set()).add(r.id)
-            last[rep.id] = max(last.get(rep.id, r.created_at), r.created_at)
-            names[rep.id] = rep.name
+            # An entity no longer visible (a forget committed since the rows were read) stands alone.
+            rep_id, rep_name = (
+                (shown[r.entity_id].id, shown[r.entity_id].name)
+                if r.entity_id in shown
+                else (
+                    r.entity_id,
+                    r.name,
+                )
+            )
+            counted.setdefault(rep_id, set()).add(r.id)
+            last[rep_id] = max(last.get(rep_id, r.created_at), r.created_at)
+            names[rep_id] = rep_name
     counts = Counter({e: len(ids) for e, ids in counted.items()})
     ranked = sorted(counts, key=str)  # stable sorts: the last key sorted is the first compared
     ranked.sort(key=lambda e: last[e], reverse=True)
@@ -154,8 +162,9 @@ def bundle(
     choose(_newest(conn, caller, pinned, params, None), m.CONTEXT_PART_PINNED)
     choose(_newest(conn, caller, f"{live} AND m.kind = 'summary'", params, SUMMARIES), m.CONTEXT_PART_SUMMARY)
     for entity in _top_entities(conn, caller, params, expiry.shown_clause(expiry_days), window):
+        group = entity_groups.component("%(entity)s::uuid[]")
         about = f"""{live} AND EXISTS (SELECT 1 FROM memory_link l WHERE l.memory_id = m.id
-                      AND l.link_type = 'about' AND l.target_entity_id IN ({entities.group_of("%(entity)s")}))"""
+                      AND l.link_type = 'about' AND l.target_entity_id IN ({group}))"""
         rows = _newest(conn, caller, about, {**params, "entity": [uuid.UUID(entity.entity_id)]}, 1)
         choose(rows, m.CONTEXT_PART_ENTITY)
         for r in rows:

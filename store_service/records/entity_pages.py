@@ -18,34 +18,31 @@ from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.errors import InvalidArgument, NotFound
 from servicekit.limits import MAX_NAME_CHARS
-from servicekit.text import name_key
+from servicekit.text import is_blank, name_key
 from store_service import page_tokens
 from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
-from store_service.records import entities, memories, windows
+from store_service.records import entity_groups, memories, windows
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
 
 
-def _group(conn: psycopg.Connection, caller: m.Caller, entity: str) -> tuple[entities.GroupView, list[str]]:
+def _group(conn: psycopg.Connection, caller: m.Caller, entity: str) -> tuple[entity_groups.GroupView, list[str]]:
     """The group the request names, as the caller sees it, and the other groups of that name."""
     entity = entity.strip()
-    if not entity or len(entity) > MAX_NAME_CHARS or "\x00" in entity:
+    if is_blank(entity) or len(entity) > MAX_NAME_CHARS or "\x00" in entity:
         raise InvalidArgument(f"entity must be an id or a name of 1..{MAX_NAME_CHARS} characters", field="entity")
     try:
         eid = uuid.UUID(entity)
     except ValueError:
-        groups = entities.named_groups(conn, caller, {name_key(entity)}).get(name_key(entity), [])
+        groups = entity_groups.named_groups(conn, caller, {name_key(entity)}).get(name_key(entity), [])
         if not groups:
             raise NotFound("no entity of that name that you can see", field="entity") from None
         return groups[0], [str(g.representative.id) for g in groups[1:]]
-    if eid not in entities.visible_ids(conn, caller, {eid}):
+    view = entity_groups.views(conn, caller, {eid}).get(eid)
+    if view is None:
         raise NotFound("entity not found", field="entity")
-    row = conn.execute("SELECT coalesce(merged_into, id) FROM entity WHERE id = %s", (eid,)).fetchone()
-    view = entities.group_views(conn, caller, {row[0]}).get(row[0])
-    if view is None:  # merged or unmerged between the two statements: it is its own group now
-        view = entities.group_views(conn, caller, {eid})[eid]
     return view, []
 
 
@@ -106,12 +103,18 @@ def get_entity(conn: psycopg.Connection, req: s.GetEntityRequest) -> s.GetEntity
     size = page_tokens.page_size(req.page_size, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
     view, others = _group(conn, caller, req.entity)
     fingerprint = page_tokens.fingerprint(
-        ["entity page", caller.member_id, sorted(caller_params(caller)["purposes"]), str(view.root), window.bound()]
+        [
+            "entity page",
+            caller.member_id,
+            sorted(caller_params(caller)["purposes"]),
+            str(view.representative.id),
+            window.bound(),
+        ]
     )
     after = page_tokens.decode_position(
         req.page_token, fingerprint, "entity page", page_tokens.instant, page_tokens.identifier
     )
-    members = entities.group_members(conn, [view.root])
+    members = [x.id for x in view.members]
     attributes, out, into = _claims(conn, caller, members, window)
     page = (
         named(conn)
@@ -139,7 +142,7 @@ def get_entity(conn: psycopg.Connection, req: s.GetEntityRequest) -> s.GetEntity
     )
     timeline = memories.get_memories(conn, caller, [str(r.id) for r in page[:size]])
     return s.GetEntityResponse(
-        entity=entities.to_entity(view, s.Entity),
+        entity=entity_groups.to_entity(view, s.Entity),
         other_entity_ids=others,
         attributes=attributes,
         relations_out=out,

@@ -32,7 +32,7 @@ from servicekit.errors import InvalidArgument
 from store_service import page_tokens
 from store_service.access.readability import READABLE, caller_params, chain_readable
 from store_service.database import named
-from store_service.records import entities, memories, validity, windows
+from store_service.records import entity_groups, memories, validity, windows
 from store_service.vocabulary import KINDS, enum_value, parse_uuid
 
 # Page sizes (AIP-158): 0 means the default; above the most is coerced to it. 200 memories of at most
@@ -119,7 +119,7 @@ def where(caller: m.Caller, req: s.ListMemoriesRequest) -> tuple[str, dict, list
         entity = parse_uuid(req.entity_id, "entity_id")
         clauses.append(
             "EXISTS (SELECT 1 FROM memory_link l WHERE l.memory_id = m.id AND l.link_type = 'about'"
-            f" AND l.target_entity_id IN ({entities.group_of('ARRAY[%(entity)s]::uuid[]')}))"
+            f" AND l.target_entity_id IN ({entity_groups.component('ARRAY[%(entity)s]::uuid[]')}))"
         )
     source = None
     if req.derived_from_id:

@@ -18,7 +18,7 @@ from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument
 from servicekit.limits import DIMENSIONS, MAX_CANDIDATE_LIMIT, MAX_QUERY_CHARS, MAX_TOP_K
 from store_service.access import expiry
-from store_service.records import entities, memories, validity, windows
+from store_service.records import entities, entity_groups, memories, validity, windows
 from store_service.search import candidates
 
 
@@ -86,7 +86,7 @@ def lexical(
             query,
             limit,
             request.include_superseded,
-            entities.group_members(conn, entities.parse_filter(request.entity_ids)),
+            entity_groups.members_of(conn, request.caller, entities.parse_filter(request.entity_ids)),
             expiry_days=expiry_days,
             window=window,
         )
@@ -122,7 +122,7 @@ def dense(request: s.DenseCandidatesRequest) -> Callable[[psycopg.Connection], s
             request.input_version,
             request.floor,
             limit,
-            entities.group_members(conn, entities.parse_filter(request.entity_ids)),
+            entity_groups.members_of(conn, request.caller, entities.parse_filter(request.entity_ids)),
             expiry_days=expiry_days,
             window=window,
         )

@@ -1,11 +1,9 @@
 -- depends: 0022_entity_name_key
 -- Reviewed merges (docs/entities.md, "Merges and aliases"): a person merges entity B into A, and B's
--- mentions count as A's while the merge stands. Links are never rewritten: a merge is a pointer from
--- B to A, so undoing it is exact. Merges are flat (A is never itself merged), so an entity's group is
--- its root and the entities pointing at it.
-ALTER TABLE entity ADD COLUMN merged_into uuid REFERENCES entity (id);
-CREATE INDEX entity_merged_into ON entity (merged_into) WHERE merged_into IS NOT NULL;
--- Who merged what into what, when and why, and who undid it when.
+-- mentions count as A's while the merge stands. Links are never rewritten: a merge is a row here, so
+-- undoing it is exact. A reader sees a merge only when they can see both of its entities, so a
+-- reader's entity is the connected group of the standing merges they can see (computed per read,
+-- store_service/records/entities.py).
 CREATE TABLE entity_merge (
     id uuid PRIMARY KEY,
     entity_id uuid NOT NULL REFERENCES entity (id),
@@ -17,5 +15,6 @@ CREATE TABLE entity_merge (
     undone_at timestamptz,
     CHECK (entity_id <> into_id)
 );
--- At most one standing merge per entity.
-CREATE UNIQUE INDEX entity_merge_standing ON entity_merge (entity_id) WHERE undone_at IS NULL;
+-- At most one standing merge of B into A; the standing merges from and to an entity.
+CREATE UNIQUE INDEX entity_merge_standing ON entity_merge (entity_id, into_id) WHERE undone_at IS NULL;
+CREATE INDEX entity_merge_into ON entity_merge (into_id) WHERE undone_at IS NULL;

@@ -338,10 +338,12 @@ class UnmergeEntityRequest(_message.Message):
     def __init__(self, entity_id: _Optional[str] = ...) -> None: ...
 
 class UnmergeEntityResponse(_message.Message):
-    __slots__ = ("merge",)
+    __slots__ = ("merge", "also_undone")
     MERGE_FIELD_NUMBER: _ClassVar[int]
+    ALSO_UNDONE_FIELD_NUMBER: _ClassVar[int]
     merge: _memory_pb2.EntityMerge
-    def __init__(self, merge: _Optional[_Union[_memory_pb2.EntityMerge, _Mapping]] = ...) -> None: ...
+    also_undone: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMerge]
+    def __init__(self, merge: _Optional[_Union[_memory_pb2.EntityMerge, _Mapping]] = ..., also_undone: _Optional[_Iterable[_Union[_memory_pb2.EntityMerge, _Mapping]]] = ...) -> None: ...
 
 class EntityDuplicate(_message.Message):
     __slots__ = ("entity_a", "entity_b", "reason", "score")

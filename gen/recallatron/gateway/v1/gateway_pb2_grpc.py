@@ -299,11 +299,11 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def MergeEntity(self, request, context):
-        """Merges entity B into A (docs/entities.md, "Merges and aliases"): B's mentions count as A's and
-        its name becomes an alias of A until undone; links are not rewritten. NOT_FOUND unless the
-        caller can see both; PERMISSION_DENIED unless the caller may change every memory about B they
-        can read (a workspace memory: its creator or an admin; a member-only memory: its member);
-        FAILED_PRECONDITION when B is already merged, has entities merged into it, or A is merged;
+        """Merges entity B into A (docs/entities.md, "Merges and aliases"): for every reader who can see
+        both, B's mentions count as A's and its name is an alias of A until undone; links are not
+        rewritten. NOT_FOUND unless the caller can see both; FAILED_PRECONDITION when they are already
+        one entity for the caller; PERMISSION_DENIED unless the caller may change every memory about B
+        they can read (a workspace memory: its creator or an admin; a member-only memory: its member);
         INVALID_ARGUMENT for a malformed id, B = A, or a reason over 1,000 characters.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -311,9 +311,10 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UnmergeEntity(self, request, context):
-        """Undoes the standing merge of B: its mentions count as its own again. NOT_FOUND unless the caller
-        can see B; PERMISSION_DENIED unless the caller made the merge or may change every memory about
-        B they can read; FAILED_PRECONDITION when B is not merged.
+        """Undoes every standing merge of B into an entity the caller can see: its mentions count as its
+        own again. NOT_FOUND unless the caller can see B; FAILED_PRECONDITION when B is merged into no
+        entity the caller can see; PERMISSION_DENIED unless the caller made those merges or may change
+        every memory about B they can read.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

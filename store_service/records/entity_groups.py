@@ -1,0 +1,213 @@
+"""Entity groups: what reviewed merges make of entities, as each reader sees them (docs/entities.md,
+"Merges and aliases").
+
+An entity is visible to a reader through a memory the reader can read that is about it
+(store_service/records/entities.py). A standing merge (``entity_merge``: B merged into A) joins B
+and A for a reader who can see both; a reader who cannot see one of them does not see the merge at
+all. A reader's **group** of an entity is its connected component over the standing merges the
+reader sees, and the reader sees it as one entity, its **representative**: of the members merged
+into no member (most groups have one such), the one with the most mentions the reader can read,
+then the oldest; its **aliases** are the other members' names, and its **merge records** the merges
+the reader sees. So every name, alias, count and record a reader is shown comes from memories the
+reader can read, before and after any merge or undo; and a merge of an entity a reader cannot see
+neither changes nor blocks anything of theirs.
+
+Groups are computed per read: one recursive statement walks the merges the reader sees from the
+seeds, then the members' readable mentions and the merges among them are read, and the components
+are formed here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+import psycopg
+from recallatron.memory.v1 import memory_pb2 as m
+
+from servicekit.text import name_key
+from store_service.access.readability import READABLE, caller_params
+from store_service.database import named
+
+
+def visible(alias: str) -> str:
+    """SQL: the reader (the readability parameters) can read a memory about entity ``alias``."""
+    return f"""EXISTS (SELECT 1 FROM memory_link l JOIN memory m ON m.id = l.memory_id
+                 WHERE l.target_entity_id = {alias}.id AND l.link_type = 'about' AND {READABLE})"""
+
+
+def component(seeds: str) -> str:
+    """A query of the entities the reader sees joined to ``seeds`` (an SQL uuid[] expression) by the
+    standing merges the reader sees, seeds included (those the reader cannot see left out), one
+    column ``id``; the readability parameters."""
+    return f"""WITH RECURSIVE c(id) AS (
+                 SELECT x.id FROM entity x WHERE x.id = ANY({seeds}) AND {visible("x")}
+                 UNION
+                 SELECT y.id FROM c
+                   JOIN entity_merge g ON g.undone_at IS NULL AND (g.entity_id = c.id OR g.into_id = c.id)
+                   JOIN entity y ON y.id = CASE WHEN g.entity_id = c.id THEN g.into_id ELSE g.entity_id END
+                  WHERE {visible("y")})
+               SELECT id FROM c"""
+
+
+def members_of(conn: psycopg.Connection, caller: m.Caller, ids: list[uuid.UUID]) -> list[uuid.UUID]:
+    """What a filter by ``ids`` reads: ``ids`` and every entity of their groups (``component``); one
+    query, none for none. An id the reader cannot see stays as it is and joins nothing (it has no
+    memory the reader can read)."""
+    if not ids:
+        return []
+    rows = conn.execute(component("%(ids)s::uuid[]"), {**caller_params(caller), "ids": list(ids)}).fetchall()
+    return list(dict.fromkeys([*ids, *(r[0] for r in rows)]))
+
+
+@dataclass
+class Member:
+    """One member of a group the reader sees: an entity and the reader's readable mentions of it."""
+
+    id: uuid.UUID
+    name: str
+    created_at: object
+    mentions: int
+
+
+@dataclass(eq=False)
+class GroupView:
+    """A group as one reader sees it: its members, the merges among them, and the memories about any
+    member the reader can read, each counted once."""
+
+    members: list[Member]
+    merges: list = field(default_factory=list)  # entity_merge rows among the members, oldest first
+    mentions: int = 0
+
+    @property
+    def representative(self) -> Member:
+        merged = {r.entity_id for r in self.merges}
+        roots = [x for x in self.members if x.id not in merged] or self.members
+        return min(roots, key=lambda x: (-x.mentions, x.created_at, x.id))
+
+    @property
+    def aliases(self) -> list[str]:
+        """The other members' names, one per name key, none of the representative's key."""
+        shown = {name_key(self.representative.name)}
+        out: dict[str, str] = {}
+        for member in sorted(self.members, key=lambda x: (x.created_at, x.id)):
+            key = name_key(member.name)
+            if key not in shown:
+                out.setdefault(key, member.name)
+        return sorted(out.values())
+
+    def sort_key(self) -> tuple:
+        rep = self.representative
+        return (-self.mentions, rep.created_at, rep.id)
+
+
+def views(conn: psycopg.Connection, caller: m.Caller, seeds: set[uuid.UUID]) -> dict[uuid.UUID, GroupView]:
+    """The reader's view of the group of each seed the reader can see (seeds of one group share one
+    view); four queries, none for no seeds."""
+    if not seeds:
+        return {}
+    params = caller_params(caller)
+    ids = [r[0] for r in conn.execute(component("%(ids)s::uuid[]"), {**params, "ids": list(seeds)})]
+    if not ids:
+        return {}
+    members = {
+        r.id: Member(r.id, r.name, r.created_at, r.n)
+        for r in named(conn).execute(
+            f"""SELECT e.id, e.name, e.created_at, count(*) AS n
+                  FROM entity e JOIN memory_link l ON l.target_entity_id = e.id AND l.link_type = 'about'
+                  JOIN memory m ON m.id = l.memory_id
+                 WHERE e.id = ANY(%(ids)s) AND {READABLE} GROUP BY e.id""",
+            {**params, "ids": ids},
+        )
+    }
+    merges = (
+        named(conn)
+        .execute(
+            """SELECT * FROM entity_merge
+            WHERE undone_at IS NULL AND entity_id = ANY(%(ids)s) AND into_id = ANY(%(ids)s)
+            ORDER BY merged_at, id""",
+            {"ids": list(members)},
+        )
+        .fetchall()
+    )
+    # Components over the merges among members (a statement in between may have changed a little:
+    # each view is still built only from what the reader can read).
+    parent = {i: i for i in members}
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for r in merges:
+        parent[find(r.entity_id)] = find(r.into_id)
+    groups: dict[uuid.UUID, GroupView] = {}
+    for i, member in members.items():
+        groups.setdefault(find(i), GroupView([])).members.append(member)
+    for r in merges:
+        groups[find(r.entity_id)].merges.append(r)
+    labels = {i: n for n, view in enumerate(groups.values()) for i in (x.id for x in view.members)}
+    ordered = list(groups.values())
+    for r in conn.execute(
+        f"""SELECT u.label, count(DISTINCT l.memory_id)
+              FROM unnest(%(ids)s::uuid[], %(labels)s::int[]) AS u(id, label)
+              JOIN memory_link l ON l.target_entity_id = u.id AND l.link_type = 'about'
+              JOIN memory m ON m.id = l.memory_id
+             WHERE {READABLE} GROUP BY u.label""",
+        {**params, "ids": list(labels), "labels": list(labels.values())},
+    ):
+        ordered[r[0]].mentions = r[1]
+    return {seed: groups[find(seed)] for seed in seeds if seed in members}
+
+
+def named_groups(conn: psycopg.Connection, caller: m.Caller, keys: set[str]) -> dict[str, list[GroupView]]:
+    """For each name key, the reader's views of the groups with a member of that key the reader can
+    see, most mentioned first (then the representative's age and id)."""
+    hits = (
+        named(conn)
+        .execute(
+            f"SELECT e.name_key, e.id FROM entity e WHERE e.name_key = ANY(%(keys)s) AND {visible('e')}",
+            {**caller_params(caller), "keys": sorted(keys)},
+        )
+        .fetchall()
+    )
+    seen = views(conn, caller, {r.id for r in hits})
+    out: dict[str, list[GroupView]] = {}
+    for r in hits:
+        view = seen.get(r.id)
+        if view is not None and all(view is not other for other in out.get(r.name_key, [])):
+            out.setdefault(r.name_key, []).append(view)
+    for groups in out.values():
+        groups.sort(key=GroupView.sort_key)
+    return out
+
+
+def representatives(conn: psycopg.Connection, caller: m.Caller, ids: set[uuid.UUID]) -> dict[uuid.UUID, Member]:
+    """For entities the reader can see, the representative of each one's group (an entity the
+    reader no longer sees is left out)."""
+    return {i: view.representative for i, view in views(conn, caller, ids).items()}
+
+
+def merge_record(row) -> m.EntityMerge:
+    """An ``entity_merge`` row (selected ``*``) as its message."""
+    out = m.EntityMerge(
+        entity_id=str(row.entity_id), into_id=str(row.into_id), merged_by=str(row.merged_by), reason=row.reason
+    )
+    out.merged_at.FromDatetime(row.merged_at)
+    if row.undone_at is not None:
+        out.undone_by = str(row.undone_by)
+        out.undone_at.FromDatetime(row.undone_at)
+    return out
+
+
+def to_entity(view: GroupView, message):
+    """A view as an ``Entity`` (``message``: the store's class)."""
+    rep = view.representative
+    return message(
+        id=str(rep.id),
+        name=rep.name,
+        aliases=view.aliases,
+        mentions=view.mentions,
+        merges=[merge_record(r) for r in view.merges],
+    )
