@@ -515,9 +515,10 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         )
 
     @tool(
-        "Find entities (the people, projects, places and things memories are about) by their exact name, "
+        "Find entities (the people, projects, places and things memories are about) by name or alias, "
         "case-insensitive, among those you can read a memory about. Use it to get an entity's id, then "
-        "recall with entity_ids or list with about_id for the memories about it alone.",
+        "recall with entity_ids or list with about_id for the memories about it alone, or "
+        "recallatron_get_entity for its page.",
         read_only_hint=True,
     )
     def recallatron_find_entities(
@@ -525,6 +526,32 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         ctx: Context,
     ) -> CallToolResult:
         return call(ctx, mem.FindEntities, lambda: g.FindEntitiesRequest(name=name))
+
+    @tool(
+        "Read an entity's page: its names and aliases, the attributes and relations memories you can read "
+        "state about it (each with the memory that states it: a claim someone made, not a fact), and the "
+        "memories about it, the latest said first, a page at a time. Use it when a question is about one "
+        "person, project or place; as_of reads what held on a past day.",
+        read_only_hint=True,
+    )
+    def recallatron_get_entity(
+        entity: Annotated[
+            str, Field(min_length=1, max_length=200, description="The entity's id, or its name or an alias.")
+        ],
+        ctx: Context,
+        as_of: Annotated[
+            str | None, Field(description="Attributes and relations that held at this time: RFC 3339 or a date.")
+        ] = None,
+        page_size: Annotated[int, Field(ge=0, le=100, description="Memories per page, 0..100; 0 means 20.")] = 0,
+        page_token: PageToken = "",
+    ) -> CallToolResult:
+        return call(
+            ctx,
+            mem.GetEntity,
+            lambda: g.GetEntityRequest(
+                entity=entity, as_of=_timestamp(as_of, "as_of"), page_size=page_size, page_token=page_token
+            ),
+        )
 
     @tool(
         "Search your own conversation history: the turns kept for you alone as evidence of what was said "

@@ -41,6 +41,7 @@ TOOLS = {
     "recallatron_invalidate",
     "recallatron_capture",
     "recallatron_find_entities",
+    "recallatron_get_entity",
     "recallatron_search_history",
     "recallatron_list_memories",
     "recallatron_get_context",
