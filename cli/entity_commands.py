@@ -19,19 +19,14 @@ import argparse
 import sys
 
 from recallatron.gateway.v1 import gateway_pb2 as g
-from recallatron.memory.v1 import memory_pb2 as m
 
 import client
 from cli import command, options
 from cli.memory_commands import describe
 from servicekit.render import for_terminal as shown
+from servicekit.vocabulary import ENTITY_DUPLICATE_REASONS
 
 ACTIONS = ("merge", "unmerge", "duplicates")
-REASONS = {
-    m.ENTITY_DUPLICATE_REASON_SAME_NAME: "same name",
-    m.ENTITY_DUPLICATE_REASON_ACCENTS: "same name but for accents",
-    m.ENTITY_DUPLICATE_REASON_INITIALS: "initials",
-}
 
 
 def entities_parser(sub: argparse._SubParsersAction) -> None:
@@ -133,7 +128,7 @@ def duplicates(gw: client.Gateway, args: argparse.Namespace) -> int:
     resp = gw.memory.ListEntityDuplicates(req, metadata=gw.metadata)
     lines = []
     for p in resp.proposals:
-        lines.append(f"{p.score:.2f}  {REASONS.get(p.reason, 'proposed')}")
+        lines.append(f"{p.score:.2f}  {ENTITY_DUPLICATE_REASONS.get(p.reason, 'proposed')}")
         lines += ["  " + x for x in _entity_lines(p.entity_a)]
         lines += ["  " + x for x in _entity_lines(p.entity_b)]
         lines.append(f"  merge: recallatron entities merge {p.entity_b.id} --into {p.entity_a.id}")

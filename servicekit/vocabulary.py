@@ -14,6 +14,7 @@ import functools
 
 from google.protobuf.descriptor import EnumDescriptor
 from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
+from recallatron.memory.v1 import memory_pb2
 
 _ZERO_SUFFIX = "UNSPECIFIED"
 
@@ -52,3 +53,11 @@ def name_of(enum: EnumTypeWrapper, value: int) -> str:
     """The short name of ``value`` for display: ``unspecified`` for zero, and ``unknown (N)`` for a
     number this build does not know (a newer server's value), never an exception."""
     return _short_names(enum.DESCRIPTOR).get(value, f"unknown ({value})")
+
+
+# How people read why two entities are proposed as one (docs/entities.md, "Duplicate proposals").
+ENTITY_DUPLICATE_REASONS = {
+    memory_pb2.ENTITY_DUPLICATE_REASON_SAME_NAME: "same name",
+    memory_pb2.ENTITY_DUPLICATE_REASON_ACCENTS: "same name but for accents",
+    memory_pb2.ENTITY_DUPLICATE_REASON_INITIALS: "initials",
+}

@@ -121,7 +121,7 @@ def test_sign_in_search_and_open_a_memory(stack, web_screen, page, team):
     expect(page).to_have_url(re.compile(f"/memories/{team['derived'].id}$"))
     expect(page.locator("#links a.source")).to_have_text(fact.id)
     page.locator("#links a.source").click()
-    page.locator("#links a.entity").click()  # browse, filtered by the entity
+    page.locator("#links a.about-list").click()  # browse, filtered by the entity
     expect(page.locator("article.memory")).to_have_count(1)
     expect(page.locator("#list-summary")).to_have_text("1 shown of 1")
 

@@ -34,7 +34,9 @@ def world(stack):
     own (a conflict flag: both confidences 0.9) and has an old one (imported, updated 400 days ago)."""
     ws = stack.workspace("web privacy")
     alice, bob = stack.member(ws), stack.member(ws)
-    shared = alice.remember("The team lunch is on Friday at noon in the canteen.", title="Lunch")
+    shared = alice.remember(
+        "The team lunch is on Friday at noon in the canteen.", title="Lunch", entities=[m.EntityMention(name="Canteen")]
+    )
     twin = alice.remember("The team lunch is on Fridays at noon in the canteen.", title="Lunch")  # a visible pair
     private = [
         bob.remember(f"{MARK}: the team lunch is on Friday at noon in the canteen.", audience=m.AUDIENCE_MEMBER),
@@ -52,6 +54,20 @@ def world(stack):
         metadata=bob.md(),
     ).memory
     private += [old, new]
+    # Bob states an attribute of the shared Canteen in a member-only memory, and merges his private
+    # nickname for it into it: the entity pages show him both, and alice neither.
+    states = bob.remember(
+        f"{MARK}: the canteen's back door code.",
+        audience=m.AUDIENCE_MEMBER,
+        entities=[m.EntityMention(name=f"{MARK} nick")],
+        attributes=[m.EntityAttribute(subject=m.EntityMention(name="Canteen"), key="door_code", value=f"{MARK} 4471")],
+    )
+    nick = next(r.entity_id for r in states.entity_resolutions if r.name == f"{MARK} nick")
+    canteen = next(r.entity_id for r in states.entity_resolutions if r.name == "Canteen")
+    stack.memory.MergeEntity(
+        g.MergeEntityRequest(entity_id=nick, into_id=canteen, reason=f"{MARK} is my name for it"), metadata=bob.md()
+    )
+    private.append(states)
     long_ago = ts(datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=400))
     imported = stack.admin.ImportMemories(
         g.ImportMemoriesRequest(
@@ -79,7 +95,16 @@ def world(stack):
         g.UpdateWorkspaceSettingsRequest(workspace_id=ws, expiry_days=30), metadata=stack.op()
     )
     stack.wait_backlog_empty()
-    return {"ws": ws, "alice": alice, "bob": bob, "shared": shared, "twin": twin, "private": private}
+    return {
+        "ws": ws,
+        "alice": alice,
+        "bob": bob,
+        "shared": shared,
+        "twin": twin,
+        "private": private,
+        "canteen": canteen,
+        "nick": nick,
+    }
 
 
 def visit_every_page(page, base: str, path: str) -> list[str]:
@@ -112,6 +137,10 @@ def screens(page, base: str, world) -> dict[str, list[str]]:
     out["duplicates"] = visit_every_page(page, base, "/duplicates?purpose=conversation&page_size=1")
     out["conflicts"] = visit_every_page(page, base, "/conflicts?include_resolved=1&page_size=1")
     out["expiring"] = visit_every_page(page, base, "/expiring?superseded=all&page_size=1")
+    page.goto(f"{base}/entities?name=Canteen")
+    out["entity lookup"] = [page.content()]
+    out["entity page"] = visit_every_page(page, base, f"/entities/{world['canteen']}?page_size=1")
+    out["entity review"] = visit_every_page(page, base, "/entities/review?page_size=1")
     return out
 
 
@@ -121,8 +150,18 @@ def test_another_members_memory_is_nowhere_on_the_screen(stack, web_screen, page
 
     sign_in(page, web_screen, bob.token)  # the owner sees them: the pages below can show them
     mine = screens(page, web_screen, world)
-    for name in ("search lexical", "browse", "shared memory", "duplicates", "conflicts", "expiring"):
+    for name in (
+        "search lexical",
+        "browse",
+        "shared memory",
+        "duplicates",
+        "conflicts",
+        "expiring",
+        "entity lookup",
+        "entity page",
+    ):
         assert any(MARK in html for html in mine[name]), name
+    assert any(world["nick"] in html for html in mine["entity page"])
     assert all(any(i in html for htmls in mine.values() for html in htmls) for i in ids)
     page.context.clear_cookies()
 
@@ -132,6 +171,7 @@ def test_another_members_memory_is_nowhere_on_the_screen(stack, web_screen, page
         for html in htmls:
             assert MARK not in html, name
             assert not [i for i in ids if i in html], name
+            assert world["nick"] not in html, name
     # The pages did show alice what she may read: her pair, her old memory, the shared memory.
     assert any(world["shared"].id in html and world["twin"].id in html for html in theirs["duplicates"])
     assert any("bike shed" in html for html in theirs["expiring"])

@@ -9,7 +9,7 @@ does). A missing, bad or revoked token shows the login page with the gateway's m
 another site, or without its session's form token, is refused with 403 (``servicekit.csrf``).
 
 Pages (docs/web.md): login, search (Recall), browse (ListMemories), a memory (Read), and the review
-pages in ``web.review``.
+pages in ``web.review``, and the entity pages in ``web.entities``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from servicekit import csrf
-from web import review
+from web import entities, review
 from web.calls import Gateway, LoggedOut, describe
 from web.inputs import FormError, choice, timestamp, whole
 from web.screen import AUDIENCES, HERE, KINDS, MODES, PURPOSES, SUPERSEDED, TOKEN_COOKIE, Screen, http_status, link
@@ -303,6 +303,7 @@ def build(gateway_addr: str, secret: str | None = None) -> Starlette:
         Route("/memories", browse),
         Route("/memories/{memory_id}", memory),
         *review.ROUTES,
+        *entities.ROUTES,
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(

@@ -81,6 +81,7 @@ def templates() -> Jinja2Templates:
     env.globals.update(kinds=KINDS, audiences=AUDIENCES, purposes=PURPOSES, modes=MODES, superseded_filters=SUPERSEDED)
     env.globals["DERIVED_FROM"] = m.LINK_TYPE_DERIVED_FROM
     env.globals["AUDIENCE_MEMBER"] = m.AUDIENCE_MEMBER
+    env.globals["reasons"] = vocabulary.ENTITY_DUPLICATE_REASONS
     return Jinja2Templates(env=env)
 
 
