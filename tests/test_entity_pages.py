@@ -162,3 +162,26 @@ def test_the_timeline_goes_a_page_at_a_time_and_bad_input_is_refused(team):
     assert code_of(page, bob, f"Pager {w}", page_token=token) == INVALID
     other = alice.remember(f"{w} x", entities=[name(f"Other {w}")])
     assert code_of(page, alice, other.entity_resolutions[0].entity_id, page_token=token) == INVALID
+
+
+def test_a_page_shows_the_newest_claims_and_counts_the_older_ones(team):
+    alice = team["alice"]
+    w = word()
+    kari = f"Kari {w}"
+    said = [
+        alice.remember(
+            f"{w} mood {i}", attributes=[m.EntityAttribute(subject=name(kari), key="mood", value=f"mood {i}")]
+        )
+        for i in range(7)
+    ]
+    works = [
+        alice.remember(
+            f"{w} works {i}",
+            relations=[m.EntityRelation(subject=name(kari), predicate="works_at", object=name(f"Acme {w}"))],
+        )
+        for i in range(2)
+    ]
+    got = page(alice, kari)
+    assert [a.memory_id for a in got.attributes] == [x.id for x in said[::-1][:5]]  # the newest five of the key
+    assert [(r.entity_name, r.memory_id) for r in got.relations_out] == [(f"Acme {w}", works[1].id)]
+    assert got.claims_left_out == 2 + 1 and got.timeline_size == 9

@@ -13,8 +13,8 @@ reader can read, before and after any merge or undo; and a merge of an entity a 
 neither changes nor blocks anything of theirs.
 
 Groups are computed per read: one recursive statement walks the merges the reader sees from the
-seeds, then the members' readable mentions and the merges among them are read, and the components
-are formed here.
+seeds, the merges among what it reached are read and the components formed here, then one pass over
+the readable mentions counts each member and each group.
 """
 
 from __future__ import annotations
@@ -103,36 +103,26 @@ class GroupView:
 
 def views(conn: psycopg.Connection, caller: m.Caller, seeds: set[uuid.UUID]) -> dict[uuid.UUID, GroupView]:
     """The reader's view of the group of each seed the reader can see (seeds of one group share one
-    view); four queries, none for no seeds."""
+    view); three queries, none for no seeds."""
     if not seeds:
         return {}
     params = caller_params(caller)
     ids = [r[0] for r in conn.execute(component("%(ids)s::uuid[]"), {**params, "ids": list(seeds)})]
     if not ids:
         return {}
-    members = {
-        r.id: Member(r.id, r.name, r.created_at, r.n)
-        for r in named(conn).execute(
-            f"""SELECT e.id, e.name, e.created_at, count(*) AS n
-                  FROM entity e JOIN memory_link l ON l.target_entity_id = e.id AND l.link_type = 'about'
-                  JOIN memory m ON m.id = l.memory_id
-                 WHERE e.id = ANY(%(ids)s) AND {READABLE} GROUP BY e.id""",
-            {**params, "ids": ids},
-        )
-    }
     merges = (
         named(conn)
         .execute(
             """SELECT * FROM entity_merge
-            WHERE undone_at IS NULL AND entity_id = ANY(%(ids)s) AND into_id = ANY(%(ids)s)
-            ORDER BY merged_at, id""",
-            {"ids": list(members)},
+                WHERE undone_at IS NULL AND entity_id = ANY(%(ids)s) AND into_id = ANY(%(ids)s)
+                ORDER BY merged_at, id""",
+            {"ids": ids},
         )
         .fetchall()
     )
-    # Components over the merges among members (a statement in between may have changed a little:
-    # each view is still built only from what the reader can read).
-    parent = {i: i for i in members}
+    # Components over the merges among them (a merge committed since the walk may join or part a
+    # little more or less: each view is still built only from what the reader can read).
+    parent = {i: i for i in ids}
 
     def find(i):
         while parent[i] != i:
@@ -142,23 +132,32 @@ def views(conn: psycopg.Connection, caller: m.Caller, seeds: set[uuid.UUID]) -> 
 
     for r in merges:
         parent[find(r.entity_id)] = find(r.into_id)
-    groups: dict[uuid.UUID, GroupView] = {}
-    for i, member in members.items():
-        groups.setdefault(find(i), GroupView([])).members.append(member)
-    for r in merges:
-        groups[find(r.entity_id)].merges.append(r)
-    labels = {i: n for n, view in enumerate(groups.values()) for i in (x.id for x in view.members)}
-    ordered = list(groups.values())
-    for r in conn.execute(
-        f"""SELECT u.label, count(DISTINCT l.memory_id)
-              FROM unnest(%(ids)s::uuid[], %(labels)s::int[]) AS u(id, label)
-              JOIN memory_link l ON l.target_entity_id = u.id AND l.link_type = 'about'
-              JOIN memory m ON m.id = l.memory_id
-             WHERE {READABLE} GROUP BY u.label""",
-        {**params, "ids": list(labels), "labels": list(labels.values())},
+    roots = list(dict.fromkeys(find(i) for i in ids))
+    label = {root: n for n, root in enumerate(roots)}
+    groups = [GroupView([]) for _ in roots]
+    # One pass over the readable mentions: each member's count, and each group's memories once.
+    for r in named(conn).execute(
+        f"""WITH pair AS MATERIALIZED (
+              SELECT u.id, u.label, l.memory_id
+                FROM unnest(%(ids)s::uuid[], %(labels)s::int[]) AS u(id, label)
+                JOIN memory_link l ON l.target_entity_id = u.id AND l.link_type = 'about'
+                JOIN memory m ON m.id = l.memory_id
+               WHERE {READABLE})
+            SELECT p.label, p.id, e.name, e.created_at, count(*) AS n FROM pair p JOIN entity e ON e.id = p.id
+             GROUP BY p.label, p.id, e.name, e.created_at
+            UNION ALL
+            SELECT label, NULL, NULL, NULL, count(DISTINCT memory_id) FROM pair GROUP BY label""",
+        {**params, "ids": ids, "labels": [label[find(i)] for i in ids]},
     ):
-        ordered[r[0]].mentions = r[1]
-    return {seed: groups[find(seed)] for seed in seeds if seed in members}
+        if r.id is None:
+            groups[r.label].mentions = r.n
+        else:
+            groups[r.label].members.append(Member(r.id, r.name, r.created_at, r.n))
+    placed = {x.id for view in groups for x in view.members}
+    for r in merges:
+        if r.entity_id in placed and r.into_id in placed:
+            groups[label[find(r.entity_id)]].merges.append(r)
+    return {seed: groups[label[find(seed)]] for seed in seeds if seed in placed}
 
 
 def named_groups(conn: psycopg.Connection, caller: m.Caller, keys: set[str]) -> dict[str, list[GroupView]]:

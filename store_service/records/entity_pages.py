@@ -46,31 +46,63 @@ def _group(conn: psycopg.Connection, caller: m.Caller, entity: str) -> tuple[ent
     return view, []
 
 
+# The newest attribute claims a page shows of one key.
+CLAIMS_PER_KEY = 5
+
+
 def _claims(conn: psycopg.Connection, caller: m.Caller, members: list[uuid.UUID], window: windows.Window) -> tuple:
-    """Attributes, relations out and relations in stated of ``members`` by the memories the caller can
-    read that ``window`` holds (current ones when it reads no time)."""
+    """Attributes, relations out, relations in, and the claims left out, stated of ``members`` by the
+    memories the caller can read that ``window`` holds (current ones when it reads no time): the
+    newest ``CLAIMS_PER_KEY`` of each key, the newest of each (predicate, entity)."""
     held = window.clause() if window.in_time else " AND m.retired_at IS NULL"
-    params = {**caller_params(caller), **window.params(), "group": members}
-    attributes = [
-        m.EntityAttributeClaim(
-            key=r.key,
-            value=r.value,
-            memory_id=str(r.memory_id),
-            valid_from=_ts(r.valid_from),
-            created_by=str(r.created_by),
-        )
-        for r in named(conn).execute(
-            f"""SELECT a.key, a.value, a.memory_id, m.valid_from, m.created_by
-                  FROM entity_attribute a JOIN memory m ON m.id = a.memory_id
-                 WHERE a.subject_id = ANY(%(group)s) AND {READABLE}{held}
-                 ORDER BY a.key, m.valid_from DESC, m.created_at DESC, a.memory_id, a.ordinal""",
+    params = {**caller_params(caller), **window.params(), "group": members, "per_key": CLAIMS_PER_KEY}
+    newest = "ORDER BY m.valid_from DESC, m.created_at DESC, {ref}.memory_id, {ref}.ordinal"
+    attributes, left = [], 0
+    rows = (
+        named(conn)
+        .execute(
+            f"""SELECT * FROM (
+                  SELECT a.key, a.value, a.memory_id, m.valid_from, m.created_by, count(*) OVER () AS claims,
+                         row_number() OVER (PARTITION BY a.key {newest.format(ref="a")}) AS nth
+                    FROM entity_attribute a JOIN memory m ON m.id = a.memory_id
+                   WHERE a.subject_id = ANY(%(group)s) AND {READABLE}{held}) x
+                 WHERE x.nth <= %(per_key)s ORDER BY x.key, x.nth""",
             params,
         )
-    ]
+        .fetchall()
+    )
+    left += rows[0].claims - len(rows) if rows else 0
+    for r in rows:
+        attributes.append(
+            m.EntityAttributeClaim(
+                key=r.key,
+                value=r.value,
+                memory_id=str(r.memory_id),
+                valid_from=_ts(r.valid_from),
+                created_by=str(r.created_by),
+            )
+        )
     ends = []
     for near, far in (("subject_id", "object_id"), ("object_id", "subject_id")):
-        ends.append(
-            [
+        claims = []
+        rows = (
+            named(conn)
+            .execute(
+                f"""SELECT x.predicate, x.entity_id, e.name AS entity_name, x.memory_id, x.valid_from, x.claims
+                      FROM (SELECT r.predicate, r.{far} AS entity_id, r.memory_id, m.valid_from,
+                                   count(*) OVER () AS claims,
+                                   row_number() OVER (PARTITION BY r.predicate, r.{far} {newest.format(ref="r")}) AS nth
+                              FROM entity_relation r JOIN memory m ON m.id = r.memory_id
+                             WHERE r.{near} = ANY(%(group)s) AND {READABLE}{held}) x
+                      JOIN entity e ON e.id = x.entity_id
+                     WHERE x.nth = 1 ORDER BY x.predicate, e.name, x.entity_id""",
+                params,
+            )
+            .fetchall()
+        )
+        left += rows[0].claims - len(rows) if rows else 0
+        for r in rows:
+            claims.append(
                 m.EntityRelationClaim(
                     predicate=r.predicate,
                     entity_id=str(r.entity_id),
@@ -78,16 +110,9 @@ def _claims(conn: psycopg.Connection, caller: m.Caller, members: list[uuid.UUID]
                     memory_id=str(r.memory_id),
                     valid_from=_ts(r.valid_from),
                 )
-                for r in named(conn).execute(
-                    f"""SELECT r.predicate, e.id AS entity_id, e.name AS entity_name, r.memory_id, m.valid_from
-                          FROM entity_relation r JOIN memory m ON m.id = r.memory_id JOIN entity e ON e.id = r.{far}
-                         WHERE r.{near} = ANY(%(group)s) AND {READABLE}{held}
-                         ORDER BY r.predicate, m.valid_from DESC, m.created_at DESC, r.memory_id, r.ordinal""",
-                    params,
-                )
-            ]
-        )
-    return attributes, ends[0], ends[1]
+            )
+        ends.append(claims)
+    return attributes, ends[0], ends[1], left
 
 
 def _ts(when) -> timestamp_pb2.Timestamp:
@@ -115,7 +140,7 @@ def get_entity(conn: psycopg.Connection, req: s.GetEntityRequest) -> s.GetEntity
         req.page_token, fingerprint, "entity page", page_tokens.instant, page_tokens.identifier
     )
     members = [x.id for x in view.members]
-    attributes, out, into = _claims(conn, caller, members, window)
+    attributes, out, into, left = _claims(conn, caller, members, window)
     page = (
         named(conn)
         .execute(
@@ -150,4 +175,5 @@ def get_entity(conn: psycopg.Connection, req: s.GetEntityRequest) -> s.GetEntity
         timeline=timeline,
         next_page_token=token,
         timeline_size=view.mentions,
+        claims_left_out=left,
     )
