@@ -196,6 +196,9 @@ def test_duplicate_proposals_are_listed_best_first_and_merge_nothing(team, stack
         ("Jonas Berg", alice, m.AUDIENCE_WORKSPACE),
         ("John Berg", alice, m.AUDIENCE_WORKSPACE),
         ("Kai", alice, m.AUDIENCE_WORKSPACE),
+        # Combining marks alone: nothing is left of either without accents, so no pair.
+        ("\u0301", alice, m.AUDIENCE_WORKSPACE),
+        ("\u0300", alice, m.AUDIENCE_WORKSPACE),
     ):
         ids[name] = about(who, f"a note about {name}", name, audience=audience)[1]
     about(alice, "Jonas Berg again", "Jonas Berg")  # more mentions: the natural one to merge into

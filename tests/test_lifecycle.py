@@ -409,6 +409,8 @@ def test_entity_mentions_and_filters_refuse_bad_input(team):
     assert code_of(bob.recall, "x", entity_ids=[str(uuid.uuid4()) for _ in range(101)]) == INVALID
     assert bob.recall("Jordan", entity_ids=[str(uuid.uuid4())], mode=m.RECALL_MODE_LEXICAL).items == []
     assert code_of(stack.memory.FindEntities, g.FindEntitiesRequest(name=" "), metadata=bob.md()) == INVALID
+    # A name of invisible characters alone is as blank to a lookup as to a write.
+    assert code_of(stack.memory.FindEntities, g.FindEntitiesRequest(name="\u200b"), metadata=bob.md()) == INVALID
 
 
 # Idempotency ----------------------------------------------------------------------------------
