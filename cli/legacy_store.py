@@ -680,8 +680,11 @@ def _relation(n: int, subject: str, edge_type, obj: str, stated_by, items, all_i
     if mid not in items:  # its memory was skipped: nothing states it
         counts["entity_edges_not_imported"] += 1
         return
-    predicate = re.sub(r"[^a-z0-9]+", "_", edge_type.casefold()).strip("_") if isinstance(edge_type, str) else ""
-    if not SNAKE.fullmatch(predicate) or len(predicate) > MAX_SNAKE_CHARS:
+    # Spaces, hyphens and case are a type's spelling ("Works At" is works_at); any letter but a..z
+    # ("Über") would be dropped, not spelled, so such a type gives no predicate.
+    words = edge_type.casefold() if isinstance(edge_type, str) else ""
+    predicate = re.sub(r"[^a-z0-9]+", "_", words).strip("_")
+    if re.search(r"[^\W\d_a-z]", words) or not SNAKE.fullmatch(predicate) or len(predicate) > MAX_SNAKE_CHARS:
         skip("graph", "graph.jsonl", n, "bad_predicate", str(edge_type)[:40])
         return
     item = items[mid]

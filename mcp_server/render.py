@@ -357,13 +357,17 @@ def _page_end(left: int, shown: int, noun: str, next_page_token: str) -> list[st
 
 
 def _entity_line(e: g.Entity, cut: dict) -> str:
-    """``entity ID: name "N", also known as "A", ...; N memories about it you can read``."""
+    """``entity ID: name "N", also known as "A", ...; N memories about it you can read``, and the
+    caution on a line of its own when a name imitates our lines."""
     line = f"entity {e.id}: name {_string(e.name, cut.get('name'))}"
     if e.aliases:
         line += ", also known as " + ", ".join(quote(a) for a in e.aliases)
         if left := cut.get("aliases"):
             line += f" and {left['items_left_out']} more"
-    return f"{line}; {e.mentions} memories about it you can read"
+    line += f"; {e.mentions} memories about it you can read"
+    if any(imitates(text) for text in (e.name, *e.aliases)):
+        line += f"\n  {CAUTION}"
+    return line
 
 
 def entities(shaped: Shaped) -> str:
@@ -397,6 +401,9 @@ def entity_page(shaped: Shaped) -> str:
         for i, r in enumerate(getattr(resp, name)):
             other = _string(r.entity_name, cuts.get((name, i), {}).get("entity_name"))
             lines.append(f"  {way}{r.predicate} {other} ({r.entity_id}) (memory {r.memory_id})")
+    stated = [a.value for a in resp.attributes] + [r.entity_name for r in (*resp.relations_out, *resp.relations_in)]
+    if any(imitates(text) for text in stated):
+        lines.append(f"  {CAUTION}")
     for name in ("attributes", "relations_out", "relations_in"):
         if left := shaped.left_out.get(name):
             lines.append(f"# {left} more {name} left out to keep this result within its size bound")

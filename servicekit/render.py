@@ -73,7 +73,10 @@ _OURS = re.compile(
     r"forgotten\s+on\s+\d{4}-|\[\s*cut\s*:|#\s*\d+\s+lexical_rank|"
     r"(?:private\s+to|by)\s+member\b|superseded\s+by\s+[0-9a-f]{8}|from\s+[0-9a-f]{8}-|captured\s+from|"
     r"written\s+\d{4}-\d\d-\d\d|#\s*\d+\s+more\s+did\s+not\s+fit|#\s*memories\s+recalled|#\s*cut\s+to\s+fit|"
-    r"(?:^|\s)(?:title|body)\s*(?:from\s+character\s+\d+\s*)?:\s*\""
+    r"(?:^|\s)(?:title|body)\s*(?:from\s+character\s+\d+\s*)?:\s*\"|"
+    # The entity page's and lookup's lines (mcp_server/render.py) and what a memory states.
+    r"\(\s*memory\s+[0-9a-f]{8}|entity\s+[0-9a-f]{8}[0-9a-f-]*\s*:\s*name|memories\s+about\s+it\s+you\s+can\s+read|"
+    r"<-\s*[a-z][a-z0-9_]*\s+\"|(?:^|;)\s*states\s+\"|valid\s+from\s+\d{4}-"
 )
 
 

@@ -261,7 +261,7 @@ def test_entity_page_and_recall_about_a_name(system, member):
     none = cli(system, "recall", tag, "--about", f"Nobody{tag}", token=tok, check=False)
     assert none.returncode == 1 and none.stderr.startswith(f"NOT_FOUND: no entity named Nobody{tag}")
     missing = cli(system, "entity", f"Nobody{tag}", token=tok, check=False)
-    assert missing.returncode == 1 and missing.stderr.startswith("NOT_FOUND: no entity of that name")
+    assert missing.returncode == 1 and missing.stderr.startswith("NOT_FOUND: no entity of that id or name")
 
 
 def test_lifecycle_commands(system, member):

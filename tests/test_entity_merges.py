@@ -3,6 +3,7 @@ aliases"), through the gateway: what a merge changes for each reader, who may me
 and merges racing writes and each other."""
 
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -34,6 +35,7 @@ def word() -> str:
 def team(stack):
     ws = stack.workspace("entity merges")
     return {
+        "ws": ws,
         "alice": stack.member(ws),
         "bob": stack.member(ws),
         "admin": stack.member(ws, role=m.ROLE_ADMIN),
@@ -91,14 +93,15 @@ def test_a_merge_counts_the_merged_entitys_mentions_as_the_others_until_undone(t
     every = {a1.id, a2.id, b1.id}
     assert listed_about(alice, a) == every and listed_about(alice, b) == every
     assert recalled_about(alice, w, a) == every and recalled_about(alice, w, b) == every
-    # A name that was B's now resolves to A.
+    # A name that was B's still names B, which counts as A's: the group has one more memory.
     again = alice.remember(f"{w} Jonas again", entities=[m.EntityMention(name=short)])
-    assert [(r.entity_id, r.outcome) for r in again.entity_resolutions] == [(a, LINKED)]
+    assert [(r.entity_id, r.outcome) for r in again.entity_resolutions] == [(b, LINKED)]
+    assert find(alice, full)[0].mentions == 4 and listed_about(alice, a) == every | {again.id}
     # Undo: B is itself again, with its own mentions; nothing was rewritten.
     undone = unmerge(alice, b)
     assert (undone.entity_id, undone.into_id, undone.undone_by) == (b, a, alice.id) and undone.HasField("undone_at")
-    assert [(e.id, list(e.aliases), e.mentions) for e in find(alice, short)] == [(b, [], 1)]
-    assert listed_about(alice, a) == {a1.id, a2.id, again.id} and listed_about(alice, b) == {b1.id}
+    assert [(e.id, list(e.aliases), e.mentions) for e in find(alice, short)] == [(b, [], 2)]
+    assert listed_about(alice, a) == {a1.id, a2.id} and listed_about(alice, b) == {b1.id, again.id}
     # And it may be merged again.
     assert merge(alice, b, a).into_id == a
 
@@ -352,3 +355,65 @@ def test_the_context_bundle_answers_while_merges_and_forgets_race_it(team, stack
         for job in jobs:
             job.result()
     assert codes and set(codes) == {grpc.StatusCode.OK}
+
+
+def test_a_write_by_name_links_the_entity_of_that_name_never_a_private_alias(team):
+    alice, bob = team["alice"], team["bob"]
+    w = word()
+    _, nova = about(bob, f"{w} Nova leads the team", f"Nova {w}")
+    _, nick = about(bob, f"{w} my note", f"Sparkles {w}", audience=m.AUDIENCE_MEMBER)
+    merge(bob, nova, nick, reason="Sparkles is my secret nickname for Nova")
+    mem = bob.remember(f"{w} Nova shipped", entities=[m.EntityMention(name=f"Nova {w}")])
+    assert [(r.entity_id, r.outcome) for r in mem.entity_resolutions] == [(nova, LINKED)]
+    read = alice.read(mem.id)
+    assert [link.target_entity_name for link in read.links] == [f"Nova {w}"]
+    (seen,) = find(alice, f"Nova {w}")
+    assert (seen.name, list(seen.aliases), list(seen.merges)) == (f"Nova {w}", [], [])
+    # Of two entities of one name, a workspace memory takes the one workspace memories mention,
+    # however many private mentions the other has; a member-only memory the most mentioned.
+    kim = f"Kim {w}"
+    _, private = about(bob, f"{w} kim 1", kim, audience=m.AUDIENCE_MEMBER)
+    for i in range(2):
+        bob.remember(f"{w} kim {i + 2}", audience=m.AUDIENCE_MEMBER, entities=[m.EntityMention(entity_id=private)])
+    _, shared = about(alice, f"{w} kim at work", kim)
+    wide = bob.remember(f"{w} kim for all", entities=[m.EntityMention(name=kim)])
+    assert [(r.entity_id, list(r.other_entity_ids)) for r in wide.entity_resolutions] == [(shared, [private])]
+    narrow = bob.remember(f"{w} kim for me", audience=m.AUDIENCE_MEMBER, entities=[m.EntityMention(name=kim)])
+    assert [(r.entity_id, list(r.other_entity_ids)) for r in narrow.entity_resolutions] == [(private, [shared])]
+
+
+def test_merges_take_turns_so_two_joining_the_same_groups_do_not_both_succeed(team, stack):
+    alice = team["alice"]
+    w = word()
+    (_, a), (_, b), (_, c), (_, d) = (about(alice, f"{w} {x}", f"{x} {w}") for x in ("Aa", "Bb", "Cc", "Dd"))
+    merge(alice, b, a)
+    merge(alice, d, c)
+    with stack.db(team["ws"]) as conn:
+        conn.execute("BEGIN")
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (0x656E7469,))  # the merge lock (entity_review)
+        with ThreadPoolExecutor(2) as pool:
+            jobs = [pool.submit(code_of, merge, alice, b, c), pool.submit(code_of, merge, alice, d, a)]
+            time.sleep(1.0)  # both wait on the lock
+            conn.execute("COMMIT")
+            codes = sorted(str(job.result()) for job in jobs)
+    assert codes == sorted(map(str, [grpc.StatusCode.OK, PRECONDITION])), codes
+
+
+def test_a_name_form_many_share_proposes_a_bounded_list(team, stack):
+    ws = stack.workspace("entity duplicates at scale")
+    alice = stack.member(ws)
+    letters = "aáàâäãåā"
+    names = sorted({"Tag " + "".join(letters[(i >> (3 * k)) % 8] for k in range(4)) for i in range(200)})[:60]
+    reqs = [
+        g.RememberRequest(
+            purpose=m.PURPOSE_CONVERSATION,
+            audience=m.AUDIENCE_WORKSPACE,
+            body=f"about {n}",
+            entities=[m.EntityMention(name=n)],
+        )
+        for n in names
+    ]
+    stack.memory.RememberBatch(g.RememberBatchRequest(requests=reqs), metadata=alice.md())
+    resp = stack.memory.ListEntityDuplicates(g.ListEntityDuplicatesRequest(page_size=10), metadata=alice.md())
+    assert resp.total_size == 50 * 49 // 2  # the 50 most mentioned of the one accent-free form
+    assert all(p.reason == ACCENTS for p in resp.proposals)

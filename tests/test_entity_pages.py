@@ -185,3 +185,23 @@ def test_a_page_shows_the_newest_claims_and_counts_the_older_ones(team):
     assert [a.memory_id for a in got.attributes] == [x.id for x in said[::-1][:5]]  # the newest five of the key
     assert [(r.entity_name, r.memory_id) for r in got.relations_out] == [(f"Acme {w}", works[1].id)]
     assert got.claims_left_out == 2 + 1 and got.timeline_size == 9
+
+
+def test_a_token_survives_a_merge_and_a_name_that_looks_like_an_id_is_found(team):
+    alice, stack = team["alice"], team["stack"]
+    w = word()
+    ids = [alice.remember(f"{w} ann {i}", entities=[name(f"Ann {w}")]).id for i in range(3)]
+    anne = alice.remember(f"{w} anne", entities=[name(f"Anne {w}")])
+    first = page(alice, f"Ann {w}", page_size=2)
+    ann_id = first.entity.id
+    stack.memory.MergeEntity(
+        g.MergeEntityRequest(entity_id=ann_id, into_id=anne.entity_resolutions[0].entity_id), metadata=alice.md()
+    )
+    rest = page(alice, f"Ann {w}", page_size=2, page_token=first.next_page_token)
+    # The walk goes on from where it was in the group's timeline (Anne's newer memory is behind it).
+    assert [x.id for x in first.timeline] == ids[::-1][:2] and [x.id for x in rest.timeline] == [ids[0]]
+    assert rest.entity.mentions == 4
+    # An entity may be named like an id: asked by that name, it is found by name.
+    odd = str(uuid.uuid4())
+    named_odd = alice.remember(f"{w} odd", entities=[name(odd)])
+    assert page(alice, odd).entity.id == named_odd.entity_resolutions[0].entity_id

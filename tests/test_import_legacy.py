@@ -582,6 +582,7 @@ def odd_store(folder: Path) -> tuple[Path, Path]:
         {"kind": "edge", "source": "entity:ok", "target": "entity:co", "type": "knows"},  # no source: not imported
         {"kind": "edge", "source": "entity:ok", "target": "entity:co", "type": "knows", "memory": "memory:99"},
         {"kind": "edge", "source": "entity:ok", "target": "entity:co", "type": "9 lives", "memory": "memory:2"},
+        {"kind": "edge", "source": "entity:ok", "target": "entity:co", "type": "Über", "memory": "memory:2"},
         {"kind": "edge", "source": "entity:ok", "target": "entity:co", "type": "knows", "memory": "memory:5"},
     ]
     graph.write_text("\n".join(json.dumps(x) for x in lines) + "\n\xff\xfe\n", encoding="utf-8")
@@ -608,7 +609,7 @@ def test_odd_rows_are_kept_or_skipped_by_the_rules_and_the_store_refuses_none(st
     assert (counts["entities"], counts["mentions"], counts["relations"]) == (2, 1, 1)
     assert counts["entity_edges_not_imported"] == 2  # no source; its memory (item 5, empty) skipped
     assert counts["graph_lines_skipped"] == {"bad_entity": 2, "bad_json": 2, "unknown_entity": 1, "unknown_memory": 2,
-                                             "unsupported_edge": 2, "bad_predicate": 1}  # fmt: skip
+                                             "unsupported_edge": 2, "bad_predicate": 2}  # fmt: skip
     listed = stack.memory.ListMemories(
         g.ListMemoriesRequest(page_size=200, superseded=m.SUPERSEDED_FILTER_ALL), metadata=owner.md()
     ).memories

@@ -306,8 +306,11 @@ def test_hostile_stored_text_stays_inside_its_quotes(stack):
     assert sum(line == f"  {CAUTION}" for line in lines) == 2
 
     lines = check_lines(text_of(found), set())
-    names = [quoted(line, line.index(": name ") + len(": name "))[0] for line in lines[1:]]
+    names = [
+        quoted(line, line.index(": name ") + len(": name "))[0] for line in lines[1:] if line.startswith("entity ")
+    ]
     assert names and set(names) == {entity}
+    assert lines[2:] == [f"  {CAUTION}"] * len(names)  # each imitating name is cautioned, on a line of its own
 
 
 def test_long_listings_stay_within_the_bound_and_say_what_was_cut(stack):
@@ -398,7 +401,8 @@ def test_find_entities_shows_aliases_quoted_and_at_most_ten(stack):
     text = text_of(result)
     assert "secret why" not in text + json.dumps(result.structured_content)
     lines = text.split("\n")
-    assert len(lines) == 2 and lines[1].startswith(f'entity {into}: name "Orla Finch", also known as ')
+    assert len(lines) == 3 and lines[1].startswith(f'entity {into}: name "Orla Finch", also known as ')
+    assert lines[2] == f"  {CAUTION}"  # the forged alias imitates our lines
     assert lines[1].endswith(" and 2 more; 13 memories about it you can read")
     assert json.dumps(forged) in lines[1] and FAKE in lines[1]  # inside its quotes, on no line of its own
 
@@ -440,7 +444,8 @@ def test_get_entity_shows_the_page_with_each_claim_quoted_and_its_memory(stack):
     assert f"  grade = {json.dumps(forged)} (memory {grade.id}, valid from " in text
     assert f'  works_at "Nutrifax" ({works.relations[0].object_id}) (memory {works.id})' in text
     assert not any(HEADER.match(line) and FAKE in line for line in text.split("\n"))
-    assert missing.is_error and text_of(missing).startswith("NOT_FOUND: no entity of that name")
+    assert f"  {CAUTION}" in text.split("\n")  # the value imitates our header: the reader is warned
+    assert missing.is_error and text_of(missing).startswith("NOT_FOUND: no entity of that id or name")
     assert bad.is_error and text_of(bad).startswith("INVALID_ARGUMENT: as_of")
 
     async def as_bob(client):

@@ -21,7 +21,10 @@ Then, as every member and for every purpose, it asks Recall in all three modes,
 the store's LexicalCandidates carrying memories (what recall reads its answer from),
 GetContext, Read on every id, ListMemories (every page, with and without superseded memories, per
 purpose, and the derivations of every source), ListExpiringMemories (likewise) and FindEntities on
-every entity name, and asserts:
+every entity name, and the entity paths (docs/entities.md): merges and their undo among the entities
+the program named (each call's status the model's), listings by every entity, the entity duplicate
+proposals and every entity's page (GetEntity, every timeline page), with relations and attributes
+stated by every other remember; and asserts:
 - nothing ineligible appears in any item, count, link or entity list (ListMemories' pages and
   total_size hold exactly the memories Read shows);
 - everything eligible and matching is found (the keyword arm returns exactly the eligible set);
@@ -279,15 +282,27 @@ class Model:
         rep = min(roots, key=lambda e: (-self.mentions(e, who), order.index(e), e))
         return rep, members, sum(self.mentions(e, who) for e in members)
 
-    def visible_entities(self, name: str, who: str) -> dict[str, int]:
-        """The groups with a member named ``name`` that ``who`` can see, each by its representative
-        with the group's mentions ``who`` can read."""
-        out: dict[str, int] = {}
+    def named_groups(self, name: str, who: str) -> list[tuple[str, str, int, int]]:
+        """The groups with a member named ``name`` that ``who`` can see: (representative, the member
+        of that name a write links to, readable mentions, those in workspace memories)."""
+        out = {}
+        order = list(self.entities)
         for e, own in self.entities.items():
             if own == name and self.mentions(e, who):
-                rep, _, total = self.view(e, who)
-                out[rep] = total
-        return out
+                rep, members, total = self.view(e, who)
+                named = [x for x in members if self.entities[x] == name]
+                pick = min(named, key=lambda x: (-self.mentions(x, who), order.index(x), x))
+                shared = sum(
+                    1
+                    for i, mem in self.mems.items()
+                    if mem.entity_id in members and mem.audience is None and self.readable(i, who)
+                )
+                out[rep] = (rep, pick, total, shared)
+        return list(out.values())
+
+    def visible_entities(self, name: str, who: str) -> set[str]:
+        """What FindEntities of ``name`` shows ``who``: the representatives of ``named_groups``."""
+        return {rep for rep, _, _, _ in self.named_groups(name, who)}
 
     def may_change_all(self, entity_id: str, who: str) -> bool:
         """Whether ``who`` may change every memory about the entity it can read (the merge rule)."""
@@ -321,10 +336,11 @@ class Model:
             return grpc.StatusCode.PERMISSION_DENIED
         return OK
 
-    def check_resolution(self, resp_memory: m.Memory, name: str, seen: dict[str, int]) -> str:
+    def check_resolution(self, resp_memory: m.Memory, name: str, groups: list, shared: bool) -> str:
         """The one resolution of a write naming ``name``, against the groups the writer saw before it
-        (``visible_entities``): a new entity when none, else the representative of one of them, the
-        rest reported, none that the writer could not see. Returns the entity id."""
+        (``named_groups``): a new entity when none, else the member of that name of the best group
+        (for a workspace memory, the most workspace mentions first), the others reported, none the
+        writer could not see. Returns the entity id."""
         res, *again = resp_memory.entity_resolutions
         for other in again:  # the same name stated again (a relation, an attribute): the same entity
             assert other.entity_id == res.entity_id, (res, other)
@@ -332,15 +348,16 @@ class Model:
                 assert other.outcome == m.ENTITY_RESOLUTION_OUTCOME_LINKED and not other.other_entity_ids, other
             else:
                 assert (other.outcome, other.other_entity_ids) == (res.outcome, res.other_entity_ids), other
-        if not seen:
+        if not groups:
             assert res.outcome == m.ENTITY_RESOLUTION_OUTCOME_CREATED and not res.other_entity_ids, res
             assert res.entity_id not in self.entities, res
             self.entities[res.entity_id] = name
         else:
-            want = m.ENTITY_RESOLUTION_OUTCOME_LINKED if len(seen) == 1 else m.ENTITY_RESOLUTION_OUTCOME_CHOSEN
-            assert res.outcome == want and res.entity_id in seen, (res, seen)
-            assert set(res.other_entity_ids) == set(seen) - {res.entity_id}, (res, seen)
-            assert seen[res.entity_id] == max(seen.values()), (res, seen)
+            rank = {pick: ((-sh,) if shared else ()) + (-total,) for _, pick, total, sh in groups}
+            want = m.ENTITY_RESOLUTION_OUTCOME_LINKED if len(rank) == 1 else m.ENTITY_RESOLUTION_OUTCOME_CHOSEN
+            assert res.outcome == want and res.entity_id in rank, (res, rank)
+            assert set(res.other_entity_ids) == set(rank) - {res.entity_id}, (res, rank)
+            assert rank[res.entity_id] == min(rank.values()), (res, rank)
         return res.entity_id
 
 
@@ -1055,6 +1072,34 @@ def check_entity(model: Model, me: str, ent) -> None:
     assert {(x.entity_id, x.into_id) for x in ent.merges} == standing, ent
 
 
+def check_entity_pages(api, model: Model, me: str, md) -> None:
+    """GetEntity of every entity: NOT_FOUND for one ``me`` cannot see, whatever it was merged with;
+    else the group as ``check_entity`` says, the attributes and relations of exactly the current
+    memories about it ``me`` can read that state them, and a timeline (every page) of exactly the
+    memories about it ``me`` can read."""
+    for entity_id in model.entities:
+        code, resp = call(api.GetEntity, g.GetEntityRequest(entity=entity_id, page_size=3), md)
+        group = model.group(entity_id, me)
+        if not group:
+            assert code == grpc.StatusCode.NOT_FOUND, entity_id
+            continue
+        assert code == OK, entity_id
+        check_entity(model, me, resp.entity)
+        about = {i for i, mem in model.mems.items() if mem.entity_id in group and model.readable(i, me)}
+        stating = {i for i in about if model.mems[i].stated and not model.mems[i].superseded}
+        assert {a.memory_id for a in resp.attributes} <= stating
+        assert len(resp.attributes) == min(len(stating), 5) and all(a.key == "told" for a in resp.attributes)
+        assert {r.memory_id for r in (*resp.relations_out, *resp.relations_in)} <= stating
+        assert resp.timeline_size == len(about)
+        seen, token = [x.id for x in resp.timeline], resp.next_page_token
+        while token:
+            code, more = call(api.GetEntity, g.GetEntityRequest(entity=entity_id, page_size=3, page_token=token), md)
+            assert code == OK
+            seen += [x.id for x in more.timeline]
+            token = more.next_page_token
+        assert len(seen) == len(set(seen)) and set(seen) == about, entity_id
+
+
 def check_entity_filters(api, model: Model, me: str, md) -> None:
     """A listing by entity reads the entity's group as ``me`` sees it, and only memories ``me`` can
     read; an entity ``me`` cannot see reads nothing, whatever it was merged with."""
@@ -1094,7 +1139,7 @@ def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p
     if op == "remember" or not ids:
         purpose = PURPOSES[p]
         aud = aud or m.AUDIENCE_WORKSPACE
-        seen = model.visible_entities(name, me)
+        seen = model.named_groups(name, me)
         # Every other remember states a relation and an attribute of its own entity (their text is
         # the memory's: shown only to its readers, erased by a forget).
         stated = f"{word} stated {n}" if n % 2 == 0 else ""
@@ -1127,7 +1172,7 @@ def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p
                 purpose,
                 me,
                 name,
-                entity_id=model.check_resolution(resp.memory, name, seen),
+                entity_id=model.check_resolution(resp.memory, name, seen, aud == m.AUDIENCE_WORKSPACE),
                 stated=stated,
             )
             model.texts[f"note {n}"] = resp.memory.id
@@ -1135,7 +1180,7 @@ def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p
                 model.texts[f"stated {n}"] = resp.memory.id
     elif op == "derive":
         sources = list(dict.fromkeys([ids[a % len(ids)], ids[b % len(ids)]]))
-        seen = model.visible_entities(name, me)
+        seen = model.named_groups(name, me)
         code, resp = call(
             api.Derive,
             g.DeriveRequest(source_ids=sources, body=f"{word} derived {n}", entities=[m.EntityMention(name=name)]),
@@ -1154,7 +1199,7 @@ def memory_op(api, model: Model, me: str, md, n: int, op: str, a: int, b: int, p
         if code == OK:
             src = [model.mems[s] for s in sources]
             audience = next((s.audience for s in src if s.audience), None)
-            entity_id = model.check_resolution(resp.memory, name, seen)
+            entity_id = model.check_resolution(resp.memory, name, seen, audience is None)
             model.mems[resp.memory.id] = Mem(
                 resp.memory.id, audience, src[0].purpose, me, name, sources, entity_id=entity_id
             )
@@ -1438,11 +1483,12 @@ def leak_example(stack, property_workspace: str, program, grants, gate: bool) ->
                 visible = any(mem.entity == name and model.readable(i, me) for i, mem in model.mems.items())
                 assert len(resp.entities) == (1 if visible else 0), name
             else:
-                assert {e.id for e in resp.entities} == set(model.visible_entities(name, me)), name
+                assert {e.id for e in resp.entities} == model.visible_entities(name, me), name
                 for ent in resp.entities:
                     check_entity(model, me, ent)
         check_entity_filters(api, model, me, md)
         check_entity_duplicates(api, model, me, md)
+        check_entity_pages(api, model, me, md)
     store_channel.close()
 
     # Last, as it writes memories the model does not hold: Capture never takes a turn for a memory,

@@ -37,6 +37,12 @@ from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
 from store_service.records import entities, entity_groups
 
+# The advisory lock key merges of a workspace take turns on (each workspace is its own database).
+MERGE_LOCK = 0x656E7469  # "enti"
+# Of the groups sharing one name form, the most mentioned this many are paired; at most this many
+# proposals are listed, best first.
+MOST_PER_FORM = 50
+MAX_PROPOSALS = 2_000
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
 # A proposal's score by its reason (the best reason of a pair counts).
@@ -51,10 +57,9 @@ def _ids(req) -> uuid.UUID:
     return parse_uuid(req.entity_id, "entity_id")
 
 
-def _lock(conn: psycopg.Connection, caller: m.Caller, ids: list[uuid.UUID], fields: list[str]) -> None:
-    """Locks the entity rows of ``ids`` in id order (so merges sharing an entity serialise and cannot
-    deadlock); NOT_FOUND naming the field of the first one the caller cannot see."""
-    conn.execute("SELECT id FROM entity WHERE id = ANY(%s) ORDER BY id FOR UPDATE", (sorted(ids),))
+def _seen(conn: psycopg.Connection, caller: m.Caller, ids: list[uuid.UUID], fields: list[str]) -> None:
+    """NOT_FOUND naming the field of the first of ``ids`` the caller cannot see. (No row lock: merges
+    take turns on ``MERGE_LOCK``, and a row lock would stand in the way of writes linking to them.)"""
     seen = entities.visible_ids(conn, caller, set(ids))
     for eid, name in zip(ids, fields, strict=True):
         if eid not in seen:
@@ -82,7 +87,10 @@ def merge(conn: psycopg.Connection, req: s.MergeEntityRequest) -> m.EntityMerge:
         raise InvalidArgument("an entity cannot be merged into itself", field="into_id")
     check_reason(req.reason)
     membership.hold_caller(conn, caller)
-    _lock(conn, caller, [merged, into], ["entity_id", "into_id"])
+    # Merges of one workspace take turns (they are rare): two that would join the same groups
+    # through different entities cannot both see them apart and both succeed.
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (MERGE_LOCK,))
+    _seen(conn, caller, [merged, into], ["entity_id", "into_id"])
     view = entity_groups.views(conn, caller, {merged}).get(merged)
     if view is not None and into in {x.id for x in view.members}:
         raise FailedPrecondition(
@@ -97,11 +105,13 @@ def merge(conn: psycopg.Connection, req: s.MergeEntityRequest) -> m.EntityMerge:
         named(conn)
         .execute(
             """INSERT INTO entity_merge (id, entity_id, into_id, merged_by, reason)
-               VALUES (%s, %s, %s, %s, %s) RETURNING *""",
+               VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING *""",
             (uuid.uuid4(), merged, into, uuid.UUID(caller.member_id), req.reason.strip()),
         )
         .fetchone()
     )
+    if row is None:  # the same merge stands (one of its entities left the caller's sight meanwhile)
+        raise FailedPrecondition("entity_id is already merged into into_id")
     return entity_groups.merge_record(row)
 
 
@@ -111,7 +121,8 @@ def unmerge(conn: psycopg.Connection, req: s.UnmergeEntityRequest) -> list[m.Ent
     caller = req.caller
     merged = _ids(req)
     membership.hold_caller(conn, caller)
-    _lock(conn, caller, [merged], ["entity_id"])
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (MERGE_LOCK,))
+    _seen(conn, caller, [merged], ["entity_id"])
     standing = (
         named(conn)
         .execute(
@@ -195,6 +206,9 @@ def proposals(
             buckets.setdefault(part, []).append(v)
     found: dict[tuple, tuple] = {}
     for bucket in buckets.values():
+        # A name form shared by many groups (a thousand accent variants of one name) proposes pairs of
+        # its most mentioned only: the list stays bounded, and so does the work of every page.
+        bucket = sorted(bucket, key=entity_groups.GroupView.sort_key)[:MOST_PER_FORM]
         for i, x in enumerate(bucket):
             for y in bucket[i + 1 :]:
                 a, b = sorted((x, y), key=entity_groups.GroupView.sort_key)
@@ -212,7 +226,7 @@ def proposals(
             str(p[1].representative.id),
             str(p[2].representative.id),
         ),
-    )
+    )[:MAX_PROPOSALS]
 
 
 def list_duplicates(conn: psycopg.Connection, req: s.ListEntityDuplicatesRequest) -> s.ListEntityDuplicatesResponse:

@@ -253,7 +253,7 @@ def _store(conn: psycopg.Connection, caller: m.Caller, entries: list[Prepared]) 
     """Creates the named entities and inserts the memories (origin told), without request ids."""
     if not entries:
         return []
-    ids = entities.create_named(conn, caller, [p.mentions for p in entries])
+    ids = entities.create_named(conn, caller, [p.mentions for p in entries], [p.new.audience is None for p in entries])
     out = insert_many(conn, caller, [Insert(p.new, NO_KEY, e) for p, (e, _) in zip(entries, ids, strict=True)])
     return [x for x in out if isinstance(x, m.Memory)]  # without request ids nothing can be lost
 

@@ -35,14 +35,15 @@ VISIBLE = entity_groups.visible("e")
 
 
 def resolve_mentions(
-    conn: psycopg.Connection, caller: m.Caller, mentions
+    conn: psycopg.Connection, caller: m.Caller, mentions, shared: bool
 ) -> tuple[list[uuid.UUID], list[m.EntityResolution]]:
-    """Entity ids for mentions, and how each name was resolved (``create_named``).
+    """Entity ids for the mentions of a memory (``shared``: of the workspace audience), and how each
+    name was resolved (``create_named``).
 
     NOT_FOUND (and nothing written) when an id is not one the caller can see.
     """
     check_visible(mentions, visible_ids(conn, caller, mentioned_ids(mentions)))
-    return create_named(conn, caller, [mentions])[0]
+    return create_named(conn, caller, [mentions], [shared])[0]
 
 
 def mentioned_ids(mentions) -> set[uuid.UUID]:
@@ -72,23 +73,28 @@ def check_visible(mentions, visible: set[uuid.UUID]) -> None:
 
 
 def create_named(
-    conn: psycopg.Connection, caller: m.Caller | None, mention_lists
+    conn: psycopg.Connection, caller: m.Caller | None, mention_lists, shared: list[bool] | None = None
 ) -> list[tuple[list[uuid.UUID], list[m.EntityResolution]]]:
-    """For each list of checked, visible mentions: its entity ids, in order and without repeats, and
-    how each name was resolved. An id given is used as it is; a name is resolved among the entities
-    ``caller`` can see (module docstring), and a name none of them has gets one new entity, shared
-    by every list of the call. A name found is the representative of its group (an alias names the
-    entity it was merged into, when the writer can see it). With ``caller`` None (an import, which
-    brings its own entities) every name gets a new entity."""
+    """For each list of checked, visible mentions (of a memory whose audience is the workspace when
+    ``shared[i]``): its entity ids, in order and without repeats, and how each name was resolved.
+    An id given is used as it is; a name is resolved among the entities ``caller`` can see (module
+    docstring), and a name none of them has gets one new entity, shared by every list of the call.
+    With ``caller`` None (an import, which brings its own entities) every name gets a new entity."""
+    shared = shared if shared is not None else [False] * len(mention_lists)
     keys = {name_key(x.name) for mentions in mention_lists for x in mentions if not x.entity_id}
-    seen: dict[str, list[uuid.UUID]] = {}  # key -> the representatives of the groups named so, best first
+    # key -> the groups of that name, each by its member of that name: best first for a member-only
+    # memory (readable mentions), and for a workspace one (readable workspace mentions first).
+    seen: dict[str, dict[bool, list[uuid.UUID]]] = {}
     if keys and caller is not None:
         for key, groups in entity_groups.named_groups(conn, caller, keys).items():
-            seen[key] = [view.representative.id for view in groups]
+            seen[key] = {
+                wide: [_of_name(view, key).id for view in sorted(groups, key=lambda v, w=wide: _rank(v, w))]
+                for wide in (False, True)
+            }
     new: list[tuple[uuid.UUID, str, str]] = []  # (id, name, key) of each entity this call creates
     created: dict[str, uuid.UUID] = {}  # key -> the entity this call created for it (a writer's call)
     out: list[tuple[list[uuid.UUID], list[m.EntityResolution]]] = []
-    for mentions in mention_lists:
+    for mentions, wide in zip(mention_lists, shared, strict=True):
         ids: list[uuid.UUID] = []
         resolved: list[m.EntityResolution] = []
         for mention in mentions:
@@ -97,7 +103,7 @@ def create_named(
             else:
                 name = mention.name.strip()
                 key = name_key(name)
-                found = seen.get(key) if caller is not None else None
+                found = seen[key][wide] if key in seen else None
                 if found:
                     eid, others = found[0], found[1:]
                     outcome = m.ENTITY_RESOLUTION_OUTCOME_CHOSEN if others else m.ENTITY_RESOLUTION_OUTCOME_LINKED
@@ -122,6 +128,20 @@ def create_named(
             [list(col) for col in zip(*new, strict=True)],
         )
     return out
+
+
+def _of_name(view: entity_groups.GroupView, key: str) -> entity_groups.Member:
+    """The group's member of that name a write links to: the name given is always the name of the
+    entity it names, so a write never shows another member's name (a private alias) to its readers."""
+    named = [x for x in view.members if name_key(x.name) == key]
+    return min(named, key=lambda x: (-x.mentions, x.created_at, x.id))
+
+
+def _rank(view: entity_groups.GroupView, shared: bool) -> tuple:
+    """A group's place among a name's groups for a write: the most readable mentions first (for a
+    workspace memory, the most in workspace memories first, so a private entity is not chosen over
+    one the workspace sees), then the oldest."""
+    return ((-view.shared,) if shared else ()) + view.sort_key()
 
 
 def find(conn: psycopg.Connection, caller: m.Caller, name: str) -> list[entity_groups.GroupView]:

@@ -68,6 +68,7 @@ class Member:
     name: str
     created_at: object
     mentions: int
+    shared: int = 0  # of them, in workspace memories
 
 
 @dataclass(eq=False)
@@ -78,6 +79,7 @@ class GroupView:
     members: list[Member]
     merges: list = field(default_factory=list)  # entity_merge rows among the members, oldest first
     mentions: int = 0
+    shared: int = 0  # of them, workspace memories
 
     @property
     def representative(self) -> Member:
@@ -138,21 +140,23 @@ def views(conn: psycopg.Connection, caller: m.Caller, seeds: set[uuid.UUID]) -> 
     # One pass over the readable mentions: each member's count, and each group's memories once.
     for r in named(conn).execute(
         f"""WITH pair AS MATERIALIZED (
-              SELECT u.id, u.label, l.memory_id
+              SELECT u.id, u.label, l.memory_id, m.audience_member_id IS NULL AS shared
                 FROM unnest(%(ids)s::uuid[], %(labels)s::int[]) AS u(id, label)
                 JOIN memory_link l ON l.target_entity_id = u.id AND l.link_type = 'about'
                 JOIN memory m ON m.id = l.memory_id
                WHERE {READABLE})
-            SELECT p.label, p.id, e.name, e.created_at, count(*) AS n FROM pair p JOIN entity e ON e.id = p.id
+            SELECT p.label, p.id, e.name, e.created_at, count(*) AS n, count(*) FILTER (WHERE p.shared) AS s
+              FROM pair p JOIN entity e ON e.id = p.id
              GROUP BY p.label, p.id, e.name, e.created_at
             UNION ALL
-            SELECT label, NULL, NULL, NULL, count(DISTINCT memory_id) FROM pair GROUP BY label""",
+            SELECT label, NULL, NULL, NULL, count(DISTINCT memory_id), count(DISTINCT memory_id) FILTER (WHERE shared)
+              FROM pair GROUP BY label""",
         {**params, "ids": ids, "labels": [label[find(i)] for i in ids]},
     ):
         if r.id is None:
-            groups[r.label].mentions = r.n
+            groups[r.label].mentions, groups[r.label].shared = r.n, r.s
         else:
-            groups[r.label].members.append(Member(r.id, r.name, r.created_at, r.n))
+            groups[r.label].members.append(Member(r.id, r.name, r.created_at, r.n, r.s))
     placed = {x.id for view in groups for x in view.members}
     for r in merges:
         if r.entity_id in placed and r.into_id in placed:

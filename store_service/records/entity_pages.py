@@ -36,14 +36,15 @@ def _group(conn: psycopg.Connection, caller: m.Caller, entity: str) -> tuple[ent
     try:
         eid = uuid.UUID(entity)
     except ValueError:
-        groups = entity_groups.named_groups(conn, caller, {name_key(entity)}).get(name_key(entity), [])
-        if not groups:
-            raise NotFound("no entity of that name that you can see", field="entity") from None
-        return groups[0], [str(g.representative.id) for g in groups[1:]]
-    view = entity_groups.views(conn, caller, {eid}).get(eid)
-    if view is None:
-        raise NotFound("entity not found", field="entity")
-    return view, []
+        eid = None
+    # An id first; a name that only looks like one (an entity may be named so) next.
+    view = entity_groups.views(conn, caller, {eid}).get(eid) if eid else None
+    if view is not None:
+        return view, []
+    groups = entity_groups.named_groups(conn, caller, {name_key(entity)}).get(name_key(entity), [])
+    if not groups:
+        raise NotFound("no entity of that id or name that you can see", field="entity")
+    return groups[0], [str(g.representative.id) for g in groups[1:]]
 
 
 # The newest attribute claims a page shows of one key.
@@ -132,7 +133,7 @@ def get_entity(conn: psycopg.Connection, req: s.GetEntityRequest) -> s.GetEntity
             "entity page",
             caller.member_id,
             sorted(caller_params(caller)["purposes"]),
-            str(view.representative.id),
+            req.entity.strip(),  # what was asked: a merge that changes the representative keeps it good
             window.bound(),
         ]
     )

@@ -165,7 +165,7 @@ def derive(conn: psycopg.Connection, req: s.DeriveRequest) -> m.Memory:
                 "the sources' audiences or purposes do not intersect: a derivation may not mix members or purposes"
             )
         mentions = list(req.entities) + stated.mentions()
-        entity_ids, resolved = entities.resolve_mentions(conn, caller, mentions)
+        entity_ids, resolved = entities.resolve_mentions(conn, caller, mentions, audience is None)
         memory = insert(
             conn,
             caller,
@@ -340,7 +340,7 @@ def supersede(
         sources = sources_of(conn, [row.id]).get(row.id, [])
         sources += [x for x in also_from if x not in sources]
         mentions = list(req.entities) + stated.mentions()
-        entity_ids, resolved = entities.resolve_mentions(conn, caller, mentions)
+        entity_ids, resolved = entities.resolve_mentions(conn, caller, mentions, audience is None)
         successor = insert(
             conn,
             caller,

@@ -461,7 +461,9 @@ def _insert_prepared(
     conn: psycopg.Connection, caller: m.Caller, entries: list[Prepared]
 ) -> list[m.Memory | ServiceError]:
     """Creates the named entities of entries already checked, then inserts the memories."""
-    found = entities.create_named(conn, caller, [p.mentions for p in entries])
+    found = entities.create_named(
+        conn, caller, [p.mentions for p in entries], [p.new.audience is None for p in entries]
+    )
     out = insert_many(
         conn,
         caller,
