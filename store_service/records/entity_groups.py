@@ -144,10 +144,9 @@ def views(conn: psycopg.Connection, caller: m.Caller, seeds: set[uuid.UUID]) -> 
                 FROM unnest(%(ids)s::uuid[], %(labels)s::int[]) AS u(id, label)
                 JOIN memory_link l ON l.target_entity_id = u.id AND l.link_type = 'about'
                 JOIN memory m ON m.id = l.memory_id
-               WHERE {READABLE})
-            SELECT p.label, p.id, e.name, e.created_at, count(*) AS n, count(*) FILTER (WHERE p.shared) AS s
-              FROM pair p JOIN entity e ON e.id = p.id
-             GROUP BY p.label, p.id, e.name, e.created_at
+               WHERE {READABLE}),
+            per AS (SELECT label, id, count(*) AS n, count(*) FILTER (WHERE shared) AS s FROM pair GROUP BY label, id)
+            SELECT per.label, per.id, e.name, e.created_at, per.n, per.s FROM per JOIN entity e ON e.id = per.id
             UNION ALL
             SELECT label, NULL, NULL, NULL, count(DISTINCT memory_id), count(DISTINCT memory_id) FILTER (WHERE shared)
               FROM pair GROUP BY label""",
