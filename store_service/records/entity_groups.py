@@ -140,11 +140,12 @@ def views(conn: psycopg.Connection, caller: m.Caller, seeds: set[uuid.UUID]) -> 
     # One pass over the readable mentions: each member's count, and each group's memories once.
     for r in named(conn).execute(
         f"""WITH pair AS MATERIALIZED (
-              SELECT u.id, u.label, l.memory_id, m.audience_member_id IS NULL AS shared
+              SELECT u.id, u.label, l.memory_id, m.shared
                 FROM unnest(%(ids)s::uuid[], %(labels)s::int[]) AS u(id, label)
                 JOIN memory_link l ON l.target_entity_id = u.id AND l.link_type = 'about'
-                JOIN memory m ON m.id = l.memory_id
-               WHERE {READABLE}),
+                CROSS JOIN LATERAL (  -- each link's memory by its key, whatever the statistics say
+                     SELECT m.audience_member_id IS NULL AS shared FROM memory m
+                      WHERE m.id = l.memory_id AND {READABLE} LIMIT 1) m),
             per AS (SELECT label, id, count(*) AS n, count(*) FILTER (WHERE shared) AS s FROM pair GROUP BY label, id)
             SELECT per.label, per.id, e.name, e.created_at, per.n, per.s FROM per JOIN entity e ON e.id = per.id
             UNION ALL
