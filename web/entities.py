@@ -14,19 +14,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from web.calls import LoggedOut, describe
+from web.calls import describe
 from web.inputs import FormError, timestamp, whole
-from web.screen import Screen, http_status, link
-
-
-def _require_token(request: Request) -> None:
-    if request.app.state.screen.token(request) is None:
-        raise LoggedOut()
+from web.screen import Screen, decide, http_status, link, require_token
 
 
 async def lookup(request: Request) -> Response:
     """GET /entities: the entities of a name or alias (FindEntities), each linking to its page."""
-    _require_token(request)
+    require_token(request)
     screen: Screen = request.app.state.screen
     looked_up = request.query_params.get("name", "").strip()
     context = {"looked_up": looked_up, "found": None}
@@ -78,30 +73,21 @@ def _params(values) -> dict:
 
 async def entity_page(request: Request) -> Response:
     """GET /entities/{entity}: the entity page (GetEntity), by id or by name."""
-    _require_token(request)
+    require_token(request)
     return await _page(request, request.path_params["entity"], _params(request.query_params), {})
-
-
-async def _decide(request: Request, method: str, req, notice_of) -> dict:
-    screen: Screen = request.app.state.screen
-    try:
-        resp = await screen.call(request, method, req)
-    except grpc.RpcError as exc:
-        return {"error": describe(exc), "status": http_status(exc)}
-    return {"notice": notice_of(resp)}
 
 
 async def merge(request: Request) -> Response:
     """POST /entities/merge: merge ``entity_id`` into ``into_id`` with a reason; then the page of
     ``back`` (the review, or an entity's page)."""
-    _require_token(request)
+    require_token(request)
     data = await request.form()
     req = g.MergeEntityRequest(
         entity_id=str(data.get("entity_id", "")),
         into_id=str(data.get("into_id", "")),
         reason=str(data.get("reason", "")),
     )
-    outcome = await _decide(
+    outcome = await decide(
         request,
         "MergeEntity",
         req,
@@ -114,10 +100,10 @@ async def merge(request: Request) -> Response:
 
 async def unmerge(request: Request) -> Response:
     """POST /entities/unmerge: undo the merges of ``entity_id``; then the page of ``back``."""
-    _require_token(request)
+    require_token(request)
     data = await request.form()
     req = g.UnmergeEntityRequest(entity_id=str(data.get("entity_id", "")))
-    outcome = await _decide(
+    outcome = await decide(
         request,
         "UnmergeEntity",
         req,
@@ -165,7 +151,7 @@ async def _review(request: Request, form: dict, outcome: dict) -> Response:
 
 async def review(request: Request) -> Response:
     """GET /entities/review: entity duplicate proposals, best first, each with its merge buttons."""
-    _require_token(request)
+    require_token(request)
     return await _review(request, _review_form(request.query_params), {})
 
 

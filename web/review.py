@@ -18,9 +18,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from servicekit import vocabulary
-from web.calls import LoggedOut, describe
+from web.calls import describe
 from web.inputs import FormError, choice, whole
-from web.screen import PURPOSES, SUPERSEDED, Screen, http_status, link
+from web.screen import PURPOSES, SUPERSEDED, Screen, decide, http_status, link, require_token
 
 DECISIONS = vocabulary.values(m.DuplicateDecision)
 RESOLUTIONS = vocabulary.values(m.ConflictResolution)
@@ -54,23 +54,6 @@ async def _listed(request: Request, template: str, method: str, req, form: dict,
     return await screen.render(request, template, status=status, **context, **outcome)
 
 
-def _require_token(request: Request) -> None:
-    """LoggedOut before anything else when the browser has no token."""
-    if request.app.state.screen.token(request) is None:
-        raise LoggedOut()
-
-
-async def _decide(request: Request, method: str, req, notice_of) -> dict:
-    """Makes decision call ``method(req)``; the outcome for the page: ``notice_of(response)``, or the
-    error and its HTTP status."""
-    screen: Screen = request.app.state.screen
-    try:
-        resp = await screen.call(request, method, req)
-    except grpc.RpcError as exc:
-        return {"error": describe(exc), "status": http_status(exc)}
-    return {"notice": notice_of(resp)}
-
-
 # --- duplicate proposals -------------------------------------------------------------------------
 
 
@@ -101,7 +84,7 @@ async def _duplicates_page(request: Request, form: dict, outcome: dict) -> Respo
 
 async def duplicates(request: Request) -> Response:
     """GET /duplicates: the proposals of one purpose, best first, with the three decisions each."""
-    _require_token(request)
+    require_token(request)
     return await _duplicates_page(request, _duplicates_form(request.query_params), {})
 
 
@@ -118,7 +101,7 @@ def _decision_notice(resp: g.DecideDuplicateProposalResponse) -> str:
 
 async def decide_duplicate(request: Request) -> Response:
     """POST /duplicates/decide: keep both, supersede one by the other, or forget one."""
-    _require_token(request)
+    require_token(request)
     data = await request.form()
     form = _duplicates_form(data)
     try:
@@ -135,7 +118,7 @@ async def decide_duplicate(request: Request) -> Response:
     except FormError as exc:
         outcome = {"error": str(exc), "status": 400}
     else:
-        outcome = await _decide(request, "DecideDuplicateProposal", req, _decision_notice)
+        outcome = await decide(request, "DecideDuplicateProposal", req, _decision_notice)
     return await _duplicates_page(request, form, outcome)
 
 
@@ -165,7 +148,7 @@ async def _conflicts_page(request: Request, form: dict, outcome: dict) -> Respon
 
 async def conflicts(request: Request) -> Response:
     """GET /conflicts: the conflict flags, newest first (open ones; resolved too on request)."""
-    _require_token(request)
+    require_token(request)
     return await _conflicts_page(request, _conflicts_form(request.query_params), {})
 
 
@@ -180,7 +163,7 @@ def _resolution_notice(resp: g.ResolveConflictFlagResponse) -> str:
 
 async def resolve_conflict(request: Request) -> Response:
     """POST /conflicts/resolve: acknowledge a flag, or undo it (supersede back)."""
-    _require_token(request)
+    require_token(request)
     data = await request.form()
     form = _conflicts_form(data)
     try:
@@ -192,7 +175,7 @@ async def resolve_conflict(request: Request) -> Response:
     except FormError as exc:
         outcome = {"error": str(exc), "status": 400}
     else:
-        outcome = await _decide(request, "ResolveConflictFlag", req, _resolution_notice)
+        outcome = await decide(request, "ResolveConflictFlag", req, _resolution_notice)
     return await _conflicts_page(request, form, outcome)
 
 
@@ -224,13 +207,13 @@ async def _expiring_page(request: Request, form: dict, outcome: dict) -> Respons
 
 async def expiring(request: Request) -> Response:
     """GET /expiring: the memories the expiry gate hides from recall, oldest first, to keep or forget."""
-    _require_token(request)
+    require_token(request)
     return await _expiring_page(request, _expiring_form(request.query_params), {})
 
 
 async def keep_memory(request: Request) -> Response:
     """POST /expiring/keep: KeepMemory under the revision shown (counts as an update)."""
-    _require_token(request)
+    require_token(request)
     data = await request.form()
     try:
         req = g.KeepMemoryRequest(
@@ -240,7 +223,7 @@ async def keep_memory(request: Request) -> Response:
     except FormError as exc:
         outcome = {"error": str(exc), "status": 400}
     else:
-        outcome = await _decide(
+        outcome = await decide(
             request,
             "KeepMemory",
             req,
@@ -251,10 +234,10 @@ async def keep_memory(request: Request) -> Response:
 
 async def forget_memory(request: Request) -> Response:
     """POST /expiring/forget: Forget (and everything derived from it), with the reason given."""
-    _require_token(request)
+    require_token(request)
     data = await request.form()
     req = g.ForgetRequest(id=str(data.get("id", "")), reason=str(data.get("reason", "")))
-    outcome = await _decide(
+    outcome = await decide(
         request,
         "Forget",
         req,

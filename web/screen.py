@@ -18,7 +18,7 @@ from starlette.templating import Jinja2Templates
 from servicekit import csrf, vocabulary
 from servicekit.csrf import TOKEN_COOKIE
 from web import diff
-from web.calls import Gateway
+from web.calls import Gateway, LoggedOut, describe
 
 HERE = Path(__file__).resolve().parent
 
@@ -125,3 +125,20 @@ def link(path: str, params: dict[str, str], **changes: str) -> str:
     """``path`` with query ``params`` and ``changes``, empty values left out."""
     merged = {k: v for k, v in {**params, **changes}.items() if v}
     return f"{path}?{urllib.parse.urlencode(merged)}" if merged else path
+
+
+def require_token(request: Request) -> None:
+    """LoggedOut before anything else when the browser has no token."""
+    if request.app.state.screen.token(request) is None:
+        raise LoggedOut()
+
+
+async def decide(request: Request, method: str, req, notice_of) -> dict:
+    """Makes decision call ``method(req)``; the outcome for the page: ``notice_of(response)``, or the
+    error and its HTTP status."""
+    screen: Screen = request.app.state.screen
+    try:
+        resp = await screen.call(request, method, req)
+    except grpc.RpcError as exc:
+        return {"error": describe(exc), "status": http_status(exc)}
+    return {"notice": notice_of(resp)}
