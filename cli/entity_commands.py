@@ -85,9 +85,8 @@ def _entity_lines(e: g.Entity) -> list[str]:
         lines.append("    also known as " + ", ".join(shown(a) for a in e.aliases))
     lines.append(f"    {e.mentions} memor{'y' if e.mentions == 1 else 'ies'} about it you can read")
     for merge_ in e.merges:
-        when = merge_.merged_at.ToDatetime().strftime("%Y-%m-%d %H:%M UTC")
         why = f": {shown(merge_.reason)}" if merge_.reason else ""
-        lines.append(f"    merged {merge_.entity_id} by member {merge_.merged_by} at {when}{why}")
+        lines.append(f"    merged {merge_.entity_id} by member {merge_.merged_by} at {_when(merge_.merged_at)}{why}")
     return lines
 
 
@@ -153,19 +152,36 @@ def entity_parser(sub: argparse._SubParsersAction) -> None:
     en.set_defaults(handler=entity)
 
 
-def page_text(resp: g.GetEntityResponse) -> str:
+def _when(ts) -> str:
+    return ts.ToDatetime().strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _source(claim) -> str:
+    """Where a claim comes from: its memory, its author, and since when it holds."""
+    return f"(memory {claim.memory_id}, by member {claim.created_by}, valid from {_when(claim.valid_from)})"
+
+
+def page_text(resp: g.GetEntityResponse, as_of=None) -> str:
     """An entity page for people: the entity's lines, its attributes and relations each with the
     memory that states it, then the timeline's memories and the next page's token."""
     lines = _entity_lines(resp.entity)
     if resp.other_entity_ids:
         lines.append("    also of that name: " + ", ".join(resp.other_entity_ids))
+    if as_of is not None:
+        lines.append(f"as of {_when(as_of)}: the attributes and relations of the memories valid then")
     lines.append("attributes:" if resp.attributes else "attributes: none")
-    lines += [f"  {a.key} = {shown(a.value)}  (memory {a.memory_id})" for a in resp.attributes]
+    lines += [f"  {a.key} = {shown(a.value)}  {_source(a)}" for a in resp.attributes]
     relations = [(r, "") for r in resp.relations_out] + [(r, "<- ") for r in resp.relations_in]
     lines.append("relations:" if relations else "relations: none")
-    lines += [
-        f"  {way}{r.predicate} {shown(r.entity_name)} ({r.entity_id})  (memory {r.memory_id})" for r, way in relations
-    ]
+    lines += [f"  {way}{r.predicate} {shown(r.entity_name)} ({r.entity_id})  {_source(r)}" for r, way in relations]
+    if resp.claims_left_out:
+        lines.append(f"  ({resp.claims_left_out} older claims left out; their memories are on the timeline)")
+    for x in resp.undone_merges:
+        why = f": {shown(x.reason)}" if x.reason else ""
+        lines.append(
+            f"    undone: {x.entity_id} merged into {x.into_id} by member {x.merged_by}, "
+            f"undone by member {x.undone_by} at {_when(x.undone_at)}{why}"
+        )
     lines.append(f"timeline: {len(resp.timeline)} shown of {resp.timeline_size}, the latest said first")
     lines += ["  " + line for mem in resp.timeline for line in describe(mem).splitlines()]
     if resp.next_page_token:
@@ -184,7 +200,7 @@ def entity(gw: client.Gateway, args: argparse.Namespace) -> int:
         page_token=args.page_token,
     )
     resp = gw.memory.GetEntity(req, metadata=gw.metadata)
-    command.emit(resp, args.json, page_text(resp))
+    command.emit(resp, args.json, page_text(resp, args.as_of))
     return 0
 
 

@@ -96,7 +96,11 @@ def describe(memory: m.Memory) -> str:
         text += f"\n  states {shown(att.subject_name)} {att.key} = {shown(att.value)}"
     for rev in memory.history:
         text += f"\n  revision {rev.revision}: {shown(rev.title)} | {shown(rev.body)}"
+    said = set()
     for res in memory.entity_resolutions:  # only in a write's answer (docs/entities.md)
+        if (res.name, res.entity_id) in said:  # a name given again (a relation, an attribute): said once
+            continue
+        said.add((res.name, res.entity_id))
         others = f" (also of that name: {', '.join(res.other_entity_ids)})" if res.other_entity_ids else ""
         text += f"\n  entity {shown(res.name)}: {_RESOLVED.get(res.outcome, 'resolved')} {res.entity_id}{others}"
     return text
@@ -106,7 +110,7 @@ def describe(memory: m.Memory) -> str:
 _RESOLVED = {
     m.ENTITY_RESOLUTION_OUTCOME_CREATED: "new",
     m.ENTITY_RESOLUTION_OUTCOME_LINKED: "the one you can see,",
-    m.ENTITY_RESOLUTION_OUTCOME_CHOSEN: "most mentioned of several,",
+    m.ENTITY_RESOLUTION_OUTCOME_CHOSEN: "chosen of several (docs/entities.md),",
 }
 
 
@@ -159,7 +163,12 @@ def remember_parser(sub: argparse._SubParsersAction) -> None:
     rm = sub.add_parser("remember", help="store a memory")
     rm.add_argument("--kind", default="note", choices=choices.KINDS)
     rm.add_argument("--title", default="")
-    rm.add_argument("--audience", default="workspace", choices=choices.AUDIENCES)
+    rm.add_argument(
+        "--audience",
+        default="workspace",
+        choices=choices.AUDIENCES,
+        help="workspace (the default: every member reads it) or member (you alone)",
+    )
     rm.add_argument("--confidence", type=float)
     rm.add_argument("--request-id", default="")
     rm.add_argument(

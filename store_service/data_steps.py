@@ -65,8 +65,9 @@ def _restore_predecessors(conn: psycopg.Connection) -> None:
 
 
 def _entity_name_keys(conn: psycopg.Connection) -> None:
-    """Fills ``entity.name_key`` of every entity (migration 0022_entity_name_key)."""
-    _fill(conn, "entity", "name", "name_key", "text", name_key)
+    """Fills ``entity.name_key`` of every entity without one (migration 0022_entity_name_key, and
+    0024 for entities imported before imports wrote it)."""
+    _fill(conn, "entity", "name", "name_key", "text", name_key, "name_key IS NULL")
 
 
 # The steps by the name a migration records, in the order they run.

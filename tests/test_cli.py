@@ -235,6 +235,7 @@ def test_remember_and_supersede_state_relations_and_attributes(system, member):
         token=tok,
     ).stdout  # fmt: skip
     assert f"\n  states {maria} works_at Acme" in newer and f"\n  about {maria} (" in newer
+    assert newer.count(f"\n  entity {maria}: ") == 1  # named twice in one write: said once
     bad = cli(system, "remember", "--relation", maria, "Works At", "Acme", "x", token=tok, check=False)
     assert bad.returncode == 1 and bad.stderr.startswith("INVALID_ARGUMENT: relations[0].predicate must be")
 
@@ -253,8 +254,12 @@ def test_entity_page_and_recall_about_a_name(system, member):
     out = cli(system, "entity", ola, token=tok).stdout
     ola_id = first["relations"][0]["subject_id"]
     assert out.startswith(f"{ola_id}  {ola}\n    1 memory about it you can read\nattributes:\n")
-    assert f"\n  grade = 9  (memory {first['id']})\n" in out
-    assert f"\nrelations:\n  works_at Kvarken ({first['relations'][0]['object_id']})  (memory {first['id']})\n" in out
+    source = f"(memory {first['id']}, by member {member['member_id']}, valid from "
+    assert f"\n  grade = 9  {source}" in out
+    assert f"\nrelations:\n  works_at Kvarken ({first['relations'][0]['object_id']})  {source}" in out
+    then = cli(system, "entity", ola, "--as-of", "2020-01-01", token=tok).stdout
+    assert "\nas of 2020-01-01 00:00 UTC: the attributes and relations of the memories valid then\n" in then
+    assert "\nattributes: none\nrelations: none\n" in then
     assert f"\ntimeline: 1 shown of 1, the latest said first\n  {first['id']}  revision 1" in out
     about = cli(system, "recall", tag, "--mode", "lexical", "--about", ola, "--json", token=tok).stdout
     assert [it["memory"]["id"] for it in json.loads(about)["items"]] == [first["id"]]

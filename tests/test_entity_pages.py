@@ -123,6 +123,12 @@ def test_a_page_is_built_only_from_what_the_reader_can_read_and_follows_merges(t
     merged = page(alice, nick_id)
     assert (merged.entity.id, list(merged.entity.aliases), merged.entity.mentions) == (tove_id, [f"Tova {w}"], 3)
     assert nick.id in [x.id for x in merged.timeline]
+    # Undone, the merge stays on the page's record: who merged, who undid, when.
+    stack.memory.UnmergeEntity(g.UnmergeEntityRequest(entity_id=nick_id), metadata=alice.md())
+    after = page(alice, tove_id)
+    assert [(x.entity_id, x.into_id, x.undone_by) for x in after.undone_merges] == [(nick_id, tove_id, alice.id)]
+    theirs = page(bob, tove).undone_merges  # bob sees both entities (workspace memories): the record too
+    assert [(x.entity_id, x.into_id) for x in theirs] == [(nick_id, tove_id)]
     # Two groups of one name: the most mentioned, the other listed.
     other = bob.remember(f"{w} bob's own", audience=m.AUDIENCE_MEMBER, entities=[name(f"Twin {w}")])
     alice.remember(f"{w} alice's", entities=[name(f"Twin {w}")])

@@ -201,3 +201,29 @@ def test_only_a_reader_of_the_memory_sees_what_it_states_and_a_forget_erases_it(
         for table in ("entity_relation", "entity_attribute"):
             left = conn.execute(f"SELECT count(*) FROM {table} WHERE memory_id = %s", (uuid.UUID(private.id),))
             assert left.fetchone()[0] == 0, table
+
+
+def test_an_imported_entity_is_found_by_its_name(team):
+    alice, stack = team["alice"], team["stack"]
+    w = word()
+    resp = stack.admin.ImportMemories(
+        g.ImportMemoriesRequest(
+            workspace_id=team["ws"],
+            entities=[m.ImportedEntity(import_key=f"e:{w}", name=f"Imported {w}")],
+            memories=[
+                m.ImportedMemory(
+                    import_key=f"m:{w}",
+                    author_member_id=alice.id,
+                    body=f"{w} imported",
+                    purpose=m.PURPOSE_CONVERSATION,
+                    audience=m.AUDIENCE_WORKSPACE,
+                    entity_keys=[f"e:{w}"],
+                )
+            ],
+        ),
+        metadata=stack.op(),
+    )
+    (found,) = stack.memory.FindEntities(g.FindEntitiesRequest(name=f"imported {w}"), metadata=alice.md()).entities
+    assert found.id == resp.entities[0].id
+    again = alice.remember(f"{w} again", entities=[name(f"Imported {w}")])
+    assert again.entity_resolutions[0].entity_id == found.id

@@ -1091,6 +1091,8 @@ def check_entity_pages(api, model: Model, me: str, md) -> None:
         assert len(resp.attributes) == min(len(stating), 5) and all(a.key == "told" for a in resp.attributes)
         assert {r.memory_id for r in (*resp.relations_out, *resp.relations_in)} <= stating
         assert resp.timeline_size == len(about)
+        for x in resp.undone_merges:  # an undone merge is shown only between entities ``me`` can see
+            assert model.mentions(x.entity_id, me) and model.mentions(x.into_id, me), x
         seen, token = [x.id for x in resp.timeline], resp.next_page_token
         while token:
             code, more = call(api.GetEntity, g.GetEntityRequest(entity=entity_id, page_size=3, page_token=token), md)

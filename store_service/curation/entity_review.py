@@ -198,11 +198,12 @@ def proposals(
     buckets: dict[tuple, list[entity_groups.GroupView]] = {}
     for v in views:
         sig = signatures[id(v)]
-        for part in (
+        parts = {
             *(("k", k) for k in sig.keys),
             *(("a", k) for k in sig.accentless if k),
             *(("i", letter, rest) for letter, rest, _ in sig.initials),
-        ):
+        }
+        for part in parts:  # a group in a bucket once, however many of its names share the form
             buckets.setdefault(part, []).append(v)
     found: dict[tuple, tuple] = {}
     for bucket in buckets.values():
@@ -211,6 +212,8 @@ def proposals(
         bucket = sorted(bucket, key=entity_groups.GroupView.sort_key)[:MOST_PER_FORM]
         for i, x in enumerate(bucket):
             for y in bucket[i + 1 :]:
+                if x is y:
+                    continue
                 a, b = sorted((x, y), key=entity_groups.GroupView.sort_key)
                 pair = (a.representative.id, b.representative.id)
                 if pair in found:

@@ -32,6 +32,7 @@ from servicekit import deadlines
 from servicekit.checks import check_imported_memory, check_key, is_key
 from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError
 from servicekit.limits import MAX_IMPORT_BATCH, MAX_NAME_CHARS
+from servicekit.text import name_key
 from store_service.database import named
 from store_service.records import entities, lifecycle_rules
 from store_service.records.idempotency import RequestKey
@@ -207,11 +208,12 @@ def _import_entities(conn: psycopg.Connection, msgs, items) -> tuple[list[Outcom
             out.append(Outcome(known[key]))
             continue
         known[key] = uuid.uuid4()
-        rows.append((known[key], name, key))
+        rows.append((known[key], name, key, name_key(name)))
         out.append(Outcome(known[key], created=True))
     if rows:
         conn.execute(
-            "INSERT INTO entity (id, name, import_key) SELECT * FROM unnest(%s::uuid[], %s::text[], %s::text[])",
+            """INSERT INTO entity (id, name, import_key, name_key)
+               SELECT * FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[])""",
             [list(col) for col in zip(*rows, strict=True)],
         )
     return out, known

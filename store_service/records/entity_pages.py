@@ -22,7 +22,7 @@ from servicekit.text import is_blank, name_key
 from store_service import page_tokens
 from store_service.access.readability import READABLE, caller_params
 from store_service.database import named
-from store_service.records import entity_groups, memories, windows
+from store_service.records import entities, entity_groups, memories, windows
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
@@ -98,12 +98,13 @@ def _claims(conn: psycopg.Connection, caller: m.Caller, members: list[uuid.UUID]
             named(conn)
             .execute(
                 f"""WITH r AS MATERIALIZED (SELECT * FROM entity_relation WHERE {near} = ANY(%(group)s))
-                    SELECT x.predicate, x.entity_id, e.name AS entity_name, x.memory_id, x.valid_from, x.claims
-                      FROM (SELECT r.predicate, r.{far} AS entity_id, r.memory_id, m.valid_from,
+                    SELECT x.predicate, x.entity_id, e.name AS entity_name, x.memory_id, x.valid_from,
+                           x.created_by, x.claims
+                      FROM (SELECT r.predicate, r.{far} AS entity_id, r.memory_id, m.valid_from, m.created_by,
                                    count(*) OVER () AS claims,
                                    row_number() OVER (PARTITION BY r.predicate, r.{far} {newest.format(ref="r")}) AS nth
                               FROM r CROSS JOIN LATERAL (
-                                   SELECT m.valid_from, m.created_at FROM memory m
+                                   SELECT m.valid_from, m.created_at, m.created_by FROM memory m
                                     WHERE m.id = r.memory_id AND {READABLE}{held} LIMIT 1) m) x
                       JOIN entity e ON e.id = x.entity_id
                      WHERE x.nth = 1 ORDER BY x.predicate, e.name, x.entity_id""",
@@ -120,10 +121,32 @@ def _claims(conn: psycopg.Connection, caller: m.Caller, members: list[uuid.UUID]
                     entity_name=r.entity_name,
                     memory_id=str(r.memory_id),
                     valid_from=_ts(r.valid_from),
+                    created_by=str(r.created_by),
                 )
             )
         ends.append(claims)
     return attributes, ends[0], ends[1], left
+
+
+# Undone merges a page shows, newest first.
+UNDONE_SHOWN = 20
+
+
+def _undone(conn: psycopg.Connection, caller: m.Caller, members: list[uuid.UUID]) -> list[m.EntityMerge]:
+    """The undone merges of the group's members whose two entities the caller can see."""
+    rows = (
+        named(conn)
+        .execute(
+            """SELECT * FROM entity_merge
+                WHERE undone_at IS NOT NULL AND (entity_id = ANY(%(ids)s) OR into_id = ANY(%(ids)s))
+                ORDER BY undone_at DESC, id LIMIT 200""",
+            {"ids": members},
+        )
+        .fetchall()
+    )
+    seen = entities.visible_ids(conn, caller, {x for r in rows for x in (r.entity_id, r.into_id)})
+    kept = [r for r in rows if r.entity_id in seen and r.into_id in seen][:UNDONE_SHOWN]
+    return [entity_groups.merge_record(r) for r in kept]
 
 
 def _ts(when) -> timestamp_pb2.Timestamp:
@@ -188,4 +211,5 @@ def get_entity(conn: psycopg.Connection, req: s.GetEntityRequest) -> s.GetEntity
         next_page_token=token,
         timeline_size=view.mentions,
         claims_left_out=left,
+        undone_merges=_undone(conn, caller, members),
     )

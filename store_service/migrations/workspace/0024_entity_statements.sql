@@ -21,3 +21,6 @@ CREATE TABLE entity_attribute (
     PRIMARY KEY (memory_id, ordinal)
 );
 CREATE INDEX entity_attribute_subject ON entity_attribute (subject_id);
+-- Entities an import wrote after 0022 without their name key (store_service/intake/imports.py now
+-- writes it): the data step fills the keys still missing.
+INSERT INTO data_step_due (step) VALUES ('entity_name_keys') ON CONFLICT DO NOTHING;

@@ -405,18 +405,20 @@ class EntityAttributeClaim(_message.Message):
     def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., memory_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_by: _Optional[str] = ...) -> None: ...
 
 class EntityRelationClaim(_message.Message):
-    __slots__ = ("predicate", "entity_id", "entity_name", "memory_id", "valid_from")
+    __slots__ = ("predicate", "entity_id", "entity_name", "memory_id", "valid_from", "created_by")
     PREDICATE_FIELD_NUMBER: _ClassVar[int]
     ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
     ENTITY_NAME_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_FIELD_NUMBER: _ClassVar[int]
     predicate: str
     entity_id: str
     entity_name: str
     memory_id: str
     valid_from: _timestamp_pb2.Timestamp
-    def __init__(self, predicate: _Optional[str] = ..., entity_id: _Optional[str] = ..., entity_name: _Optional[str] = ..., memory_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    created_by: str
+    def __init__(self, predicate: _Optional[str] = ..., entity_id: _Optional[str] = ..., entity_name: _Optional[str] = ..., memory_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_by: _Optional[str] = ...) -> None: ...
 
 class CaptureEvidence(_message.Message):
     __slots__ = ("span", "turn")

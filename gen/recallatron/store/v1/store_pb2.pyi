@@ -1004,7 +1004,7 @@ class GetEntityRequest(_message.Message):
     def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., entity: _Optional[str] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class GetEntityResponse(_message.Message):
-    __slots__ = ("entity", "other_entity_ids", "attributes", "relations_out", "relations_in", "timeline", "next_page_token", "timeline_size", "claims_left_out")
+    __slots__ = ("entity", "other_entity_ids", "attributes", "relations_out", "relations_in", "timeline", "next_page_token", "timeline_size", "claims_left_out", "undone_merges")
     ENTITY_FIELD_NUMBER: _ClassVar[int]
     OTHER_ENTITY_IDS_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
@@ -1014,6 +1014,7 @@ class GetEntityResponse(_message.Message):
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TIMELINE_SIZE_FIELD_NUMBER: _ClassVar[int]
     CLAIMS_LEFT_OUT_FIELD_NUMBER: _ClassVar[int]
+    UNDONE_MERGES_FIELD_NUMBER: _ClassVar[int]
     entity: Entity
     other_entity_ids: _containers.RepeatedScalarFieldContainer[str]
     attributes: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityAttributeClaim]
@@ -1023,7 +1024,8 @@ class GetEntityResponse(_message.Message):
     next_page_token: str
     timeline_size: int
     claims_left_out: int
-    def __init__(self, entity: _Optional[_Union[Entity, _Mapping]] = ..., other_entity_ids: _Optional[_Iterable[str]] = ..., attributes: _Optional[_Iterable[_Union[_memory_pb2.EntityAttributeClaim, _Mapping]]] = ..., relations_out: _Optional[_Iterable[_Union[_memory_pb2.EntityRelationClaim, _Mapping]]] = ..., relations_in: _Optional[_Iterable[_Union[_memory_pb2.EntityRelationClaim, _Mapping]]] = ..., timeline: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., timeline_size: _Optional[int] = ..., claims_left_out: _Optional[int] = ...) -> None: ...
+    undone_merges: _containers.RepeatedCompositeFieldContainer[_memory_pb2.EntityMerge]
+    def __init__(self, entity: _Optional[_Union[Entity, _Mapping]] = ..., other_entity_ids: _Optional[_Iterable[str]] = ..., attributes: _Optional[_Iterable[_Union[_memory_pb2.EntityAttributeClaim, _Mapping]]] = ..., relations_out: _Optional[_Iterable[_Union[_memory_pb2.EntityRelationClaim, _Mapping]]] = ..., relations_in: _Optional[_Iterable[_Union[_memory_pb2.EntityRelationClaim, _Mapping]]] = ..., timeline: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., timeline_size: _Optional[int] = ..., claims_left_out: _Optional[int] = ..., undone_merges: _Optional[_Iterable[_Union[_memory_pb2.EntityMerge, _Mapping]]] = ...) -> None: ...
 
 class FindEntitiesRequest(_message.Message):
     __slots__ = ("caller", "name")
