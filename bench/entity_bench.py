@@ -51,7 +51,9 @@ def _write(gw: client.Gateway, md, name: str, count: int, statements: bool) -> s
             extra = {}
             if statements and i % 10 == 0:
                 extra["attributes"] = [
-                    m.EntityAttribute(subject=m.EntityMention(name=name), key=f"key_{(i // 10) % 20}", value=f"value {i}")
+                    m.EntityAttribute(
+                        subject=m.EntityMention(name=name), key=f"key_{(i // 10) % 20}", value=f"value {i}"
+                    )
                 ]
             if statements and i % 7 == 0:
                 extra["relations"] = [

@@ -80,6 +80,7 @@ class GroupView:
     merges: list = field(default_factory=list)  # entity_merge rows among the members, oldest first
     mentions: int = 0
     shared: int = 0  # of them, workspace memories
+    page: list = field(default_factory=list)  # with ``views``' page: (memory id, said_at), latest first
 
     @property
     def representative(self) -> Member:
@@ -103,9 +104,21 @@ class GroupView:
         return (-self.mentions, rep.created_at, rep.id)
 
 
-def views(conn: psycopg.Connection, caller: m.Caller, seeds: set[uuid.UUID]) -> dict[uuid.UUID, GroupView]:
+@dataclass(frozen=True)
+class Page:
+    """A page of a group's memories, the latest said first: at most ``limit`` after ``after`` (the
+    last one's (said_at, id); None from the start)."""
+
+    limit: int
+    after: tuple | None = None
+
+
+def views(
+    conn: psycopg.Connection, caller: m.Caller, seeds: set[uuid.UUID], page: Page | None = None
+) -> dict[uuid.UUID, GroupView]:
     """The reader's view of the group of each seed the reader can see (seeds of one group share one
-    view); three queries, none for no seeds."""
+    view); three queries, none for no seeds. With ``page``, each view's ``page`` holds that page of its
+    group's memories, read in the same pass: (memory id, said_at) rows, the latest said first."""
     if not seeds:
         return {}
     params = caller_params(caller)
@@ -137,26 +150,48 @@ def views(conn: psycopg.Connection, caller: m.Caller, seeds: set[uuid.UUID]) -> 
     roots = list(dict.fromkeys(find(i) for i in ids))
     label = {root: n for n, root in enumerate(roots)}
     groups = [GroupView([]) for _ in roots]
-    # One pass over the readable mentions: each member's count, and each group's memories once.
+    # One pass over the readable mentions: each member's count, each group's memories once, and
+    # with ``page`` the latest said of them.
+    timeline = ""
+    if page is not None:
+        after = "WHERE (said_at, memory_id) < (%(at)s, %(after)s)" if page.after else ""
+        timeline = f"""
+            UNION ALL
+            SELECT 't', label, memory_id, NULL, said_at, NULL, NULL FROM (
+              SELECT label, memory_id, said_at,
+                     row_number() OVER (PARTITION BY label ORDER BY said_at DESC, memory_id DESC) AS nth
+                FROM (SELECT DISTINCT label, memory_id, said_at FROM pair {after}) x) y
+             WHERE nth <= %(limit)s"""
     for r in named(conn).execute(
         f"""WITH pair AS MATERIALIZED (
-              SELECT u.id, u.label, l.memory_id, m.shared
+              SELECT u.id, u.label, l.memory_id, m.shared, m.said_at
                 FROM unnest(%(ids)s::uuid[], %(labels)s::int[]) AS u(id, label)
                 JOIN memory_link l ON l.target_entity_id = u.id AND l.link_type = 'about'
                 CROSS JOIN LATERAL (  -- each link's memory by its key, whatever the statistics say
-                     SELECT m.audience_member_id IS NULL AS shared FROM memory m
+                     SELECT m.audience_member_id IS NULL AS shared, m.said_at FROM memory m
                       WHERE m.id = l.memory_id AND {READABLE} LIMIT 1) m),
             per AS (SELECT label, id, count(*) AS n, count(*) FILTER (WHERE shared) AS s FROM pair GROUP BY label, id)
-            SELECT per.label, per.id, e.name, e.created_at, per.n, per.s FROM per JOIN entity e ON e.id = per.id
+            SELECT 'm' AS kind, per.label, per.id, e.name, e.created_at, per.n, per.s
+              FROM per JOIN entity e ON e.id = per.id
             UNION ALL
-            SELECT label, NULL, NULL, NULL, count(DISTINCT memory_id), count(DISTINCT memory_id) FILTER (WHERE shared)
-              FROM pair GROUP BY label""",
-        {**params, "ids": ids, "labels": [label[find(i)] for i in ids]},
+            SELECT 'g', label, NULL, NULL, NULL, count(DISTINCT memory_id),
+                   count(DISTINCT memory_id) FILTER (WHERE shared)
+              FROM pair GROUP BY label{timeline}""",
+        {
+            **params,
+            "ids": ids,
+            "labels": [label[find(i)] for i in ids],
+            "limit": page.limit if page else None,
+            "at": page.after[0] if page and page.after else None,
+            "after": page.after[1] if page and page.after else None,
+        },
     ):
-        if r.id is None:
+        if r.kind == "g":
             groups[r.label].mentions, groups[r.label].shared = r.n, r.s
-        else:
+        elif r.kind == "m":
             groups[r.label].members.append(Member(r.id, r.name, r.created_at, r.n, r.s))
+        else:
+            groups[r.label].page.append((r.id, r.created_at))
     placed = {x.id for view in groups for x in view.members}
     for r in merges:
         if r.entity_id in placed and r.into_id in placed:
@@ -164,9 +199,11 @@ def views(conn: psycopg.Connection, caller: m.Caller, seeds: set[uuid.UUID]) -> 
     return {seed: groups[label[find(seed)]] for seed in seeds if seed in placed}
 
 
-def named_groups(conn: psycopg.Connection, caller: m.Caller, keys: set[str]) -> dict[str, list[GroupView]]:
+def named_groups(
+    conn: psycopg.Connection, caller: m.Caller, keys: set[str], page: Page | None = None
+) -> dict[str, list[GroupView]]:
     """For each name key, the reader's views of the groups with a member of that key the reader can
-    see, most mentioned first (then the representative's age and id)."""
+    see, most mentioned first (then the representative's age and id); ``page`` as ``views``'."""
     hits = (
         named(conn)
         .execute(
@@ -175,7 +212,7 @@ def named_groups(conn: psycopg.Connection, caller: m.Caller, keys: set[str]) -> 
         )
         .fetchall()
     )
-    seen = views(conn, caller, {r.id for r in hits})
+    seen = views(conn, caller, {r.id for r in hits}, page)
     out: dict[str, list[GroupView]] = {}
     for r in hits:
         view = seen.get(r.id)

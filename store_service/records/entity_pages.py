@@ -28,8 +28,11 @@ DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
 
 
-def _group(conn: psycopg.Connection, caller: m.Caller, entity: str) -> tuple[entity_groups.GroupView, list[str]]:
-    """The group the request names, as the caller sees it, and the other groups of that name."""
+def _group(
+    conn: psycopg.Connection, caller: m.Caller, entity: str, page: entity_groups.Page
+) -> tuple[entity_groups.GroupView, list[str]]:
+    """The group the request names, as the caller sees it with ``page`` of its timeline, and the
+    other groups of that name."""
     entity = entity.strip()
     if is_blank(entity) or len(entity) > MAX_NAME_CHARS or "\x00" in entity:
         raise InvalidArgument(f"entity must be an id or a name of 1..{MAX_NAME_CHARS} characters", field="entity")
@@ -38,10 +41,10 @@ def _group(conn: psycopg.Connection, caller: m.Caller, entity: str) -> tuple[ent
     except ValueError:
         eid = None
     # An id first; a name that only looks like one (an entity may be named so) next.
-    view = entity_groups.views(conn, caller, {eid}).get(eid) if eid else None
+    view = entity_groups.views(conn, caller, {eid}, page).get(eid) if eid else None
     if view is not None:
         return view, []
-    groups = entity_groups.named_groups(conn, caller, {name_key(entity)}).get(name_key(entity), [])
+    groups = entity_groups.named_groups(conn, caller, {name_key(entity)}, page).get(name_key(entity), [])
     if not groups:
         raise NotFound("no entity of that id or name that you can see", field="entity")
     return groups[0], [str(g.representative.id) for g in groups[1:]]
@@ -56,11 +59,11 @@ def _claims(conn: psycopg.Connection, caller: m.Caller, members: list[uuid.UUID]
     memories the caller can read that ``window`` holds (current ones when it reads no time): the
     newest ``CLAIMS_PER_KEY`` of each key, the newest of each (predicate, entity).
 
-    This and the timeline read the entity's rows first (MATERIALIZED, by their entity's index), then
-    each one's memory (LATERAL, by its key; LIMIT 1 keeps the planner from flattening it into a
-    join): a cost that grows with the entity's mentions whatever the
-    planner's statistics say (on an empty workspace's, it joined every memory with every row: 1.5 s
-    at 10,000 mentions)."""
+    These, and the group's pass (store_service/records/entity_groups.py), read the entity's rows first
+    (MATERIALIZED, by their entity's index), then each one's memory (LATERAL, by its key; LIMIT 1
+    keeps the planner from flattening it into a join): a cost that grows with the entity's mentions
+    whatever the planner's statistics say (on an empty workspace's, it joined every memory with every
+    row: 1.5 s at 10,000 mentions)."""
     held = window.clause() if window.in_time else " AND m.retired_at IS NULL"
     params = {**caller_params(caller), **window.params(), "group": members, "per_key": CLAIMS_PER_KEY}
     newest = "ORDER BY m.valid_from DESC, m.created_at DESC, {ref}.memory_id, {ref}.ordinal"
@@ -160,7 +163,6 @@ def get_entity(conn: psycopg.Connection, req: s.GetEntityRequest) -> s.GetEntity
     caller = req.caller
     window = windows.Window(as_of=windows.instant(req, "as_of"), known_at=windows.instant(req, "known_at"))
     size = page_tokens.page_size(req.page_size, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-    view, others = _group(conn, caller, req.entity)
     fingerprint = page_tokens.fingerprint(
         [
             "entity page",
@@ -173,34 +175,17 @@ def get_entity(conn: psycopg.Connection, req: s.GetEntityRequest) -> s.GetEntity
     after = page_tokens.decode_position(
         req.page_token, fingerprint, "entity page", page_tokens.instant, page_tokens.identifier
     )
+    # The timeline's page is read in the pass that counts the group's memories (one read of them).
+    view, others = _group(conn, caller, req.entity, entity_groups.Page(size + 1, after))
     members = [x.id for x in view.members]
     attributes, out, into, left = _claims(conn, caller, members, window)
-    page = (
-        named(conn)
-        .execute(
-            f"""WITH about AS MATERIALIZED (
-                  SELECT DISTINCT l.memory_id FROM memory_link l
-                   WHERE l.target_entity_id = ANY(%(group)s) AND l.link_type = 'about')
-                SELECT m.id, m.said_at FROM about a CROSS JOIN LATERAL (
-                       SELECT m.id, m.said_at FROM memory m WHERE m.id = a.memory_id AND {READABLE} LIMIT 1) m
-                 {"WHERE (m.said_at, m.id) < (%(at)s, %(after)s)" if after else ""}
-                 ORDER BY m.said_at DESC, m.id DESC LIMIT %(limit)s""",
-            {
-                **caller_params(caller),
-                "group": members,
-                "at": after[0] if after else None,
-                "after": after[1] if after else None,
-                "limit": size + 1,
-            },
-        )
-        .fetchall()
-    )
+    page = view.page
     token = (
-        page_tokens.encode(fingerprint, [page[size - 1].said_at.isoformat(), str(page[size - 1].id)])
+        page_tokens.encode(fingerprint, [page[size - 1][1].isoformat(), str(page[size - 1][0])])
         if len(page) > size
         else ""
     )
-    timeline = memories.get_memories(conn, caller, [str(r.id) for r in page[:size]])
+    timeline = memories.get_memories(conn, caller, [str(mid) for mid, _ in page[:size]])
     return s.GetEntityResponse(
         entity=entity_groups.to_entity(view, s.Entity),
         other_entity_ids=others,
