@@ -114,4 +114,5 @@ def gateway_command(
         finally:
             gw.close()
 
+    run.quiet_logs = True  # main() logs warnings only from the start (see cli.main)
     return run

@@ -204,4 +204,6 @@ def entity(gw: client.Gateway, args: argparse.Namespace) -> int:
     return 0
 
 
+entities.quiet_logs = True  # it dispatches to gateway commands only
+
 PARSERS = (entities_parser, entity_parser)

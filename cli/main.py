@@ -87,7 +87,14 @@ def main(argv: list[str] | None = None) -> int:
     from servicekit import settings as settings_mod
 
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    # A command that only calls the gateway logs warnings only, from its first line on (the
+    # services' own INFO lines are theirs; the command lowers the level again when it connects).
+    quiet = getattr(args.handler, "quiet_logs", False)
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
     try:
         return args.handler(args, settings_mod.load())
     except BrokenPipeError:
