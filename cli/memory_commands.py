@@ -149,9 +149,13 @@ def recall_text(resp: g.RecallResponse) -> str:
     if resp.HasField("time_window"):
         lines.append(time_window_text(resp.time_window))
     for it in resp.items:
+        # A score of an arm that did not rank the memory (or did not run) is "-", never a 0.000 that
+        # reads as a measured one.
+        cosine = f"{it.cosine:.3f}" if it.dense_rank else "-"
+        rerank = f"{it.rerank_score:.3f}" if resp.reranked else "-"
         lines.append(
             f"{it.rank:>3}. lexical_rank={it.lexical_rank or '-'} dense_rank={it.dense_rank or '-'} "
-            f"cosine={it.cosine:.3f} fused={it.fused_score:.5f} rerank={it.rerank_score:.3f}  "
+            f"cosine={cosine} fused={it.fused_score:.5f} rerank={rerank}  "
             f"{it.memory.id}{_said(it.memory)}{_ended(it.memory)}\n"
             f"     {shown(it.memory.title)}: {shown(it.memory.body[:160])}"
         )

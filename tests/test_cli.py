@@ -263,6 +263,9 @@ def test_entity_page_and_recall_about_a_name(system, member):
     assert f"\ntimeline: 1 shown of 1, the latest said first\n  {first['id']}  revision 1" in out
     about = cli(system, "recall", tag, "--mode", "lexical", "--about", ola, "--json", token=tok).stdout
     assert [it["memory"]["id"] for it in json.loads(about)["items"]] == [first["id"]]
+    # The arms that did not run give no score: "-", not a 0.000 that reads as measured.
+    text = cli(system, "recall", tag, "--mode", "lexical", "--about", ola, token=tok).stdout
+    assert " dense_rank=- cosine=- fused=" in text and " rerank=-  " in text
     none = cli(system, "recall", tag, "--about", f"Nobody{tag}", token=tok, check=False)
     assert none.returncode == 1 and none.stderr.startswith(f"NOT_FOUND: no entity named Nobody{tag}")
     missing = cli(system, "entity", f"Nobody{tag}", token=tok, check=False)

@@ -141,6 +141,10 @@ def test_superseded_memory_links_its_successor_and_history_search(stack, web_scr
     expect(items.nth(0).locator(".when")).to_contain_text(f"– {start}")
     expect(items.nth(1).locator(".when")).to_contain_text(f"{start} – now")
     expect(page.locator("dd.validity")).to_contain_text(f"until {start}")
+    # Its revision is its latest, not a current one: the memory is superseded.
+    expect(page.locator("#revisions tr.current td").first).to_have_text("1 (latest; the memory is superseded)")
+    page.goto(f"{web_screen}/memories/{team['successor'].id}")
+    expect(page.locator("#revisions tr.current td").first).to_have_text("1 (current)")
     page.goto(f"{web_screen}/search")
     page.get_by_label("Query").fill("ferry island noon")
     page.get_by_label("superseded too").check()
