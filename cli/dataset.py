@@ -224,11 +224,11 @@ def load_file(gw: client.Gateway, workspace_id: str, path: str, purpose: int) ->
 
 def fresh_member(gw: client.Gateway, workspace_name: str, display_name: str = "") -> tuple[str, str]:
     """Creates a workspace and adds a member to it (operator calls); returns (workspace id, member token)."""
-    ws = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=workspace_name), metadata=gw.metadata)
+    workspace_id, _ = gw.new_workspace(workspace_name)
     member = gw.admin.AddMember(
-        g.AddMemberRequest(workspace_id=ws.workspace_id, display_name=display_name), metadata=gw.metadata
+        g.AddMemberRequest(workspace_id=workspace_id, display_name=display_name), metadata=gw.metadata
     )
-    return ws.workspace_id, member.token
+    return workspace_id, member.token
 
 
 def load_corpus(

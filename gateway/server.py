@@ -130,6 +130,14 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
     ImportMemories = operator_call("ImportMemories")
     # The store checks the member and each turn, as AppendHistory.
     ImportHistory = operator_call("ImportHistory")
+    # Everyday operation (docs/operations.md); a workspace may be named by id or name in each.
+    ListWorkspaces = operator_call("ListWorkspaces")
+    GetWorkspace = operator_call("GetWorkspace")
+    RenameWorkspace = operator_call("RenameWorkspace")
+    DeleteWorkspace = operator_call("DeleteWorkspace")
+    ListMembers = operator_call("ListMembers")
+    IssueMemberToken = operator_call("IssueMemberToken")
+    RenameMember = operator_call("RenameMember")
 
     def GetStatus(self, request, context):
         self.operator.check(context)

@@ -27,6 +27,7 @@ from psycopg.rows import namedtuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 from yoyo import get_backend, read_migrations
 
+from servicekit.errors import NotFound
 from servicekit.metrics import POOLS
 from store_service import data_steps
 
@@ -254,6 +255,9 @@ class Databases:
         self._connection_class = _tracked(self.health)
         self.control = Pool(control_conninfo, health=self.health, min_size=1, max_size=pool_max, name="control")
         self._pools: OrderedDict[str, ConnectionPool] = OrderedDict()
+        # Workspace databases this process dropped: never pooled again (a call authenticated before
+        # the deletion would otherwise open a pool on a database that no longer exists).
+        self._dropped: set[str] = set()
         self._lock = threading.Lock()
         POOLS.watch(self)
 
@@ -317,9 +321,24 @@ class Databases:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_TEMPLATE_LOCK_KEY,))
         migrate(_url(self.control_conninfo, db_name), "workspace")
 
-    def workspace(self, db_name: str) -> ConnectionPool:
-        """The pool of one workspace database, opened on first use; least recently used pools close."""
+    def drop_workspace_db(self, db_name: str) -> None:
+        """Drops a workspace database (if it exists) after closing this process's pool of it: from now
+        on ``workspace(db_name)`` is NOT_FOUND here, and sessions still connected to it, of this
+        process or another, are ended (``WITH (FORCE)``), so calls in flight in it fail at once."""
         with self._lock:
+            self._dropped.add(db_name)
+            pool = self._pools.pop(db_name, None)
+        if pool is not None:
+            pool.close(timeout=0)
+        with psycopg.connect(self.control_conninfo, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db_name)))
+
+    def workspace(self, db_name: str) -> ConnectionPool:
+        """The pool of one workspace database, opened on first use; least recently used pools close.
+        NOT_FOUND for a database this process dropped."""
+        with self._lock:
+            if db_name in self._dropped:
+                raise NotFound("workspace not found (it was deleted)")
             pool = self._pools.get(db_name)
             if pool is not None:
                 self._pools.move_to_end(db_name)

@@ -18,7 +18,8 @@ from servicekit.errors import NotFound, Unavailable, status_proto_for
 from servicekit.limits import EMBED_BATCH_SIZE, SHUTDOWN_GRACE_SECONDS
 from servicekit.server import Running, start_server
 from store_service.access import expiry
-from store_service.control import members
+from store_service.control import deletion, members, names
+from store_service.control.directory import Directory
 from store_service.control.plane import ControlPlane, Workspace, inject_setting
 from store_service.curation import entity_review, review
 from store_service.database import Databases
@@ -63,6 +64,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def __init__(self, dbs: Databases, worker: EmbeddingWorker | None = None) -> None:
         self.dbs = dbs
         self.control = ControlPlane(dbs)
+        self.directory = Directory(dbs)
         self.worker = worker
         self._workspaces: dict[str, Workspace] = {}
         self._ws_lock = threading.Lock()
@@ -82,6 +84,37 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         return self.dbs.workspace(self._db_name(caller)).connection()
 
     # Control plane.
+    def ListWorkspaces(self, request, context):
+        found, token = self.directory.list_workspaces(request.page_size, request.page_token)
+        return s.ListWorkspacesResponse(workspaces=found, next_page_token=token)
+
+    def GetWorkspace(self, request, context):
+        return s.GetWorkspaceResponse(workspace=self.directory.get_workspace(request.workspace_id))
+
+    def RenameWorkspace(self, request, context):
+        return s.RenameWorkspaceResponse(workspace=self.directory.rename_workspace(request.workspace_id, request.name))
+
+    def DeleteWorkspace(self, request, context):
+        response = deletion.delete(self.dbs, request.workspace_id)
+        with self._ws_lock:
+            self._workspaces.pop(response.workspace_id, None)
+        return response
+
+    def ListMembers(self, request, context):
+        found, token = self.directory.list_members(request.workspace_id, request.page_size, request.page_token)
+        return s.ListMembersResponse(members=found, next_page_token=token)
+
+    def IssueMemberToken(self, request, context):
+        token, member, revoked = self.directory.issue_token(
+            request.workspace_id, request.member_id, list(request.purposes), request.revoke_others
+        )
+        return s.IssueMemberTokenResponse(token=token, member_id=str(member), revoked=revoked)
+
+    def RenameMember(self, request, context):
+        return s.RenameMemberResponse(
+            member=self.directory.rename_member(request.workspace_id, request.member_id, request.display_name)
+        )
+
     def CreateWorkspace(self, request, context):
         return s.CreateWorkspaceResponse(workspace_id=str(self.control.create_workspace(request.name)))
 
@@ -232,8 +265,9 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     # Imports (operator-side, through AdminService).
     def ImportMemories(self, request, context):
         imports.check_sizes(len(request.entities), len(request.memories))  # before taking a connection
-        authors = self.control.members(request.workspace_id, imports.author_ids(request.memories))
-        some = m.Caller(workspace_id=request.workspace_id)
+        ws = self.control.workspace(request.workspace_id)  # by id or name
+        authors = self.control.members(str(ws.id), imports.author_ids(request.memories))
+        some = m.Caller(workspace_id=str(ws.id))
         with self._conn(some) as conn:
             ents, mems = imports.import_items(conn, authors, request.entities, request.memories, request.validate_only)
         if not request.validate_only:
@@ -255,7 +289,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def ImportHistory(self, request, context):
         turns.check_batch_size(len(request.turns))  # before taking a connection
         member = parse_uuid(request.member_id, "member_id", missing_is_not_found=True)
-        caller = self.control.members(request.workspace_id, {member}).get(member)
+        caller = self.control.members(str(self.control.workspace(request.workspace_id).id), {member}).get(member)
         if caller is None:
             raise NotFound(f"member {request.member_id} is not a member of this workspace", field="member_id")
         resp = self.AppendHistory(s.AppendHistoryRequest(caller=caller, turns=request.turns), context)
@@ -337,8 +371,11 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             raise Unavailable("the embed service is unavailable, so the current input version is unknown") from exc
         queued = 0
         for ws in self.control.workspaces():
-            with self.dbs.workspace(ws.db_name).connection() as conn:
-                queued += requeue(conn, version, request.all)
+            try:
+                with self.dbs.workspace(ws.db_name).connection() as conn:
+                    queued += requeue(conn, version, request.all)
+            except NotFound:  # deleted since it was listed
+                continue
         self._wake(None)
         return s.RebuildEmbeddingsResponse(queued=queued, input_version=version)
 
@@ -349,6 +386,29 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         except psycopg.Error as exc:
             raise Unavailable("database unavailable") from exc
         return s.GetStatusResponse(database_ok=True, embedding_backlog=total, workspaces=count)
+
+
+def _naming(method):
+    """``method`` answering with the display names of the members its answer names
+    (store_service/control/names.py), looked up in the workspace of the call."""
+
+    def handler(self, request, context):
+        response = method(self, request, context)
+        if "caller" in request.DESCRIPTOR.fields_by_name:
+            workspace = request.caller.workspace_id
+        else:
+            workspace = getattr(request, "workspace_id", "")
+        if workspace:
+            names.fill(response, lambda ids: self.directory.names(workspace, ids))
+        return response
+
+    handler.__name__ = handler.__qualname__ = method.__name__
+    handler.__doc__ = method.__doc__
+    return handler
+
+
+for _name in s.DESCRIPTOR.services_by_name["StoreService"].methods_by_name:
+    setattr(StoreServicer, _name, _naming(getattr(StoreServicer, _name)))
 
 
 class StoreService:

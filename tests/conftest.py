@@ -3,6 +3,7 @@ services running in this process on free ports. Nothing here skips: a missing da
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -45,6 +46,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # (checked when the tests are collected); ``starts`` checks a test that starts one itself.
 MARKED_FIXTURES = {"shared_system": "system", "embed_process": "system", "browser": "browser"}
 RUNNING: list[pytest.Item] = []  # the test being run, for ``starts``
+
+
+# Numbers that make the names of the workspaces tests create unique (Stack.workspace).
+_WORKSPACE_NUMBERS = itertools.count(1)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -135,7 +140,11 @@ class Stack:
         return bearer(self.operator_token)
 
     def workspace(self, name: str = "test") -> str:
-        return self.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=name), metadata=self.op()).workspace_id
+        """A new workspace named ``name`` plus a number: names are unique, and the session's tests
+        share one control plane."""
+        return self.admin.CreateWorkspace(
+            g.CreateWorkspaceRequest(name=f"{name} #{next(_WORKSPACE_NUMBERS)}"), metadata=self.op()
+        ).workspace_id
 
     def member(self, workspace_id: str, role=m.ROLE_MEMBER, purposes=()) -> Member:
         resp = self.admin.AddMember(

@@ -7,12 +7,23 @@ import secrets
 import uuid
 from dataclasses import dataclass
 
+import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit import relevance_gate, vocabulary
-from servicekit.errors import InvalidArgument, NotFound, Unauthenticated
+from servicekit.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unauthenticated
 from store_service.database import Databases, named, new_db_name
-from store_service.vocabulary import MODE_OF, MODES, PURPOSE_OF, PURPOSES, ROLE_OF, ROLES, enum_value, parse_uuid
+from store_service.vocabulary import MODE_OF, MODES, PURPOSE_OF, PURPOSES, ROLE_OF, ROLES, enum_value
+
+
+class NameTaken(AlreadyExists):
+    """A workspace name another workspace has."""
+
+    reason = "NAME_TAKEN"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"a workspace named {name!r} exists already (names are unique, case-insensitively)")
+
 
 TOKEN_PREFIX = "rct_"
 MAX_TOKEN_CHARS = 512
@@ -70,6 +81,75 @@ class Removal:
     already_removed: bool
 
 
+def looks_like_uuid(text: str) -> bool:
+    """Whether ``text`` parses as a UUID (a name must not, or it could pass for an id)."""
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+def check_workspace_name(name: str) -> str:
+    """A workspace name as stored (trimmed); INVALID_ARGUMENT unless 1..200 characters, without NUL,
+    and not a UUID (a name stands wherever an id does, so it must not pass for another's id)."""
+    name = name.strip()
+    if not 1 <= len(name) <= 200 or "\x00" in name:
+        raise InvalidArgument("workspace name must be 1..200 characters", field="name")
+    if looks_like_uuid(name):
+        raise InvalidArgument("workspace name must not be a UUID (names stand where ids do)", field="name")
+    return name
+
+
+def workspace_ref(conn: psycopg.Connection, ref: str, *, lock: bool = False, deleting: bool = False) -> uuid.UUID:
+    """The id of the workspace ``ref`` names: its id, or else its name (case-insensitively: names are
+    unique so); NOT_FOUND when none does, or when it is being deleted (unless ``deleting``, the
+    deletion's own resumption). ``lock`` takes its row lock to the end of the transaction."""
+    ref = (ref or "").strip()
+    if not ref or len(ref) > 200 or "\x00" in ref:
+        raise NotFound("workspace not found")
+    by_id = looks_like_uuid(ref)
+    row = conn.execute(
+        "SELECT id, deleted_at FROM workspace WHERE "
+        + ("id = %s::uuid" if by_id else "lower(name) = lower(%s)")
+        + (" FOR UPDATE" if lock else ""),
+        (ref,),
+    ).fetchone()
+    if row is None or (row[1] is not None and not deleting):
+        raise NotFound("workspace not found" if by_id else f"no workspace named {ref!r}")
+    return row[0]
+
+
+def name_free(conn: psycopg.Connection, name: str, but: uuid.UUID | None = None) -> None:
+    """ALREADY_EXISTS when a workspace other than ``but`` has ``name`` (case-insensitively)."""
+    row = conn.execute("SELECT id FROM workspace WHERE lower(name) = lower(%s)", (name,)).fetchone()
+    if row is not None and row[0] != but:
+        raise NameTaken(name)
+
+
+def member_ref(conn: psycopg.Connection, ws: uuid.UUID, ref: str) -> uuid.UUID:
+    """The id of the member of workspace ``ws`` that ``ref`` names: its id, or else its display name
+    when exactly one member (removed ones too) has it. NOT_FOUND when none does (another workspace's
+    member included); FAILED_PRECONDITION listing the ids when several do."""
+    ref = (ref or "").strip()
+    if not ref or len(ref) > 200 or "\x00" in ref:
+        raise NotFound("member not found")
+    if looks_like_uuid(ref):
+        rows = conn.execute("SELECT id FROM member WHERE id = %s::uuid AND workspace_id = %s", (ref, ws)).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT id FROM member WHERE workspace_id = %s AND display_name = %s ORDER BY created_at, id", (ws, ref)
+        ).fetchall()
+    if not rows:
+        raise NotFound("member not found" if looks_like_uuid(ref) else f"no member named {ref!r} in this workspace")
+    if len(rows) > 1:
+        raise FailedPrecondition(
+            f"{len(rows)} members are named {ref!r}: give one of their ids ({', '.join(str(r[0]) for r in rows)})",
+            field="member_id",
+        )
+    return rows[0][0]
+
+
 def token_digest(token: str) -> bytes:
     """SHA-256 of a token: the only form in which a token is stored."""
     return hashlib.sha256(token.encode("utf-8")).digest()
@@ -82,29 +162,34 @@ class ControlPlane:
         self.dbs = dbs
 
     def create_workspace(self, name: str) -> uuid.UUID:
-        """Creates the workspace row and its database. INVALID_ARGUMENT for a bad name."""
-        name = name.strip()
-        if not 1 <= len(name) <= 200 or "\x00" in name:
-            raise InvalidArgument("workspace name must be 1..200 characters", field="name")
+        """Creates the workspace row and its database. INVALID_ARGUMENT for a bad name, ALREADY_EXISTS
+        for a name another workspace has (case-insensitively), checked before and enforced after the
+        database is made (a race that loses drops the database it made)."""
+        name = check_workspace_name(name)
+        with self.dbs.control.connection() as conn:
+            name_free(conn, name)
         ws_id = uuid.uuid4()
         db_name = new_db_name(ws_id)
         self.dbs.create_workspace_db(db_name)
-        with self.dbs.control.connection() as conn:
-            conn.execute("INSERT INTO workspace (id, name, db_name) VALUES (%s, %s, %s)", (ws_id, name, db_name))
+        try:
+            with self.dbs.control.connection() as conn:
+                conn.execute("INSERT INTO workspace (id, name, db_name) VALUES (%s, %s, %s)", (ws_id, name, db_name))
+        except psycopg.errors.UniqueViolation:
+            self.dbs.drop_workspace_db(db_name)
+            raise NameTaken(name) from None
         return ws_id
 
     def add_member(self, workspace_id: str, role: int, purposes: list[int], display_name: str) -> tuple[uuid.UUID, str]:
         """Adds a member and issues a token granted ``purposes`` (all four when empty)."""
-        ws = parse_uuid(workspace_id, "workspace_id", missing_is_not_found=True)
         role_name = "member" if role == m.ROLE_UNSPECIFIED else enum_value(ROLES, role, "role")
         granted = sorted({enum_value(PURPOSES, p, "purposes") for p in purposes}) or sorted(PURPOSES.values())
         if len(display_name) > 200 or "\x00" in display_name:
             raise InvalidArgument("display_name must be at most 200 characters", field="display_name")
         member_id, cred_id = uuid.uuid4(), uuid.uuid4()
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        display_name = display_name.strip()
         with self.dbs.control.connection() as conn, conn.transaction():
-            if conn.execute("SELECT 1 FROM workspace WHERE id = %s", (ws,)).fetchone() is None:
-                raise NotFound("workspace not found")
+            ws = workspace_ref(conn, workspace_id, lock=True)  # a deletion waits, or is seen
             conn.execute(
                 "INSERT INTO member (id, workspace_id, role, display_name) VALUES (%s, %s, %s, %s)",
                 (member_id, ws, role_name, display_name),
@@ -117,11 +202,8 @@ class ControlPlane:
 
     def revoke_member(self, workspace_id: str, member_id: str) -> int:
         """Revokes every live credential of a member; NOT_FOUND for an unknown member."""
-        ws = parse_uuid(workspace_id, "workspace_id", missing_is_not_found=True)
-        mem = parse_uuid(member_id, "member_id", missing_is_not_found=True)
         with self.dbs.control.connection() as conn, conn.transaction():
-            if conn.execute("SELECT 1 FROM member WHERE id = %s AND workspace_id = %s", (mem, ws)).fetchone() is None:
-                raise NotFound("member not found")
+            mem = member_ref(conn, workspace_ref(conn, workspace_id), member_id)
             cur = conn.execute(
                 "UPDATE credential SET revoked_at = now() WHERE member_id = %s AND revoked_at IS NULL", (mem,)
             )
@@ -133,9 +215,9 @@ class ControlPlane:
         ``already_removed``. NOT_FOUND for an unknown workspace or a member not in it (malformed ids
         too, as ``revoke_member``). Forgetting the member's memories and history is the caller's
         next step (store_service/control/members.py)."""
-        ws = parse_uuid(workspace_id, "workspace_id", missing_is_not_found=True)
-        mem = parse_uuid(member_id, "member_id", missing_is_not_found=True)
         with self.dbs.control.connection() as conn, conn.transaction():
+            ws = workspace_ref(conn, workspace_id)
+            mem = member_ref(conn, ws, member_id)
             row = (
                 named(conn)
                 .execute(
@@ -171,7 +253,8 @@ class ControlPlane:
                     """SELECT w.id, w.db_name, w.dense_floor, w.default_mode, w.context_bundle, w.expiry_days,
                             w.inject_gate, w.inject_min_cosine, mb.id AS member_id, mb.role, c.purposes
                      FROM credential c JOIN member mb ON mb.id = c.member_id JOIN workspace w ON w.id = mb.workspace_id
-                    WHERE c.token_sha256 = %s AND c.revoked_at IS NULL AND mb.removed_at IS NULL""",
+                    WHERE c.token_sha256 = %s AND c.revoked_at IS NULL AND mb.removed_at IS NULL
+                      AND w.deleted_at IS NULL""",
                     (token_digest(token),),
                 )
                 .fetchone()
@@ -199,11 +282,11 @@ class ControlPlane:
         relevance gate (None and unspecified keep them; ``expiry_days`` 0 turns the gate off, 1..3650
         on, as ``expiry.gate_setting`` checked it; ``inject`` is a preset's short name or a minimum
         cosine, as ``inject_setting`` checked it); NOT_FOUND or INVALID_ARGUMENT as fits."""
-        ws = parse_uuid(workspace_id, "workspace_id", missing_is_not_found=True)
         if dense_floor is not None and not 0.0 <= dense_floor <= 1.0:
             raise InvalidArgument("dense_floor must be between 0 and 1", field="dense_floor")
         mode = None if default_mode == m.RECALL_MODE_UNSPECIFIED else enum_value(MODES, default_mode, "default_mode")
         with self.dbs.control.connection() as conn:
+            ws = workspace_ref(conn, workspace_id)
             row = (
                 named(conn)
                 .execute(
@@ -234,9 +317,9 @@ class ControlPlane:
         return _workspace(row)
 
     def workspace(self, workspace_id: str) -> Workspace:
-        """Looks a workspace up by id; NOT_FOUND when unknown."""
-        ws = parse_uuid(workspace_id, "workspace_id", missing_is_not_found=True)
+        """Looks a workspace up by id or name; NOT_FOUND when unknown or being deleted."""
         with self.dbs.control.connection() as conn:
+            ws = workspace_ref(conn, workspace_id)
             row = named(conn).execute(f"SELECT {WORKSPACE_COLUMNS} FROM workspace WHERE id = %s", (ws,)).fetchone()
         if row is None:
             raise NotFound("workspace not found")
@@ -268,9 +351,13 @@ class ControlPlane:
         }
 
     def workspaces(self) -> list[Workspace]:
-        """Every workspace."""
+        """Every workspace not being deleted."""
         with self.dbs.control.connection() as conn:
-            rows = named(conn).execute(f"SELECT {WORKSPACE_COLUMNS} FROM workspace ORDER BY created_at").fetchall()
+            rows = (
+                named(conn)
+                .execute(f"SELECT {WORKSPACE_COLUMNS} FROM workspace WHERE deleted_at IS NULL ORDER BY created_at")
+                .fetchall()
+            )
         return [_workspace(r) for r in rows]
 
 

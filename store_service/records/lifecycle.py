@@ -202,17 +202,18 @@ def correct(conn: psycopg.Connection, req: s.CorrectRequest) -> m.Memory:
         check_text(new_title, new_body)
         new_conf = check_confidence(req.confidence) if req.HasField("confidence") else row.confidence
         conn.execute(
-            """INSERT INTO memory_revision (memory_id, revision, title, body, confidence, valid_from)
-               VALUES (%s, %s, %s, %s, %s, %s)""",
-            (mid, rev, row.title, row.body, row.confidence, row.valid_from),
+            """INSERT INTO memory_revision (memory_id, revision, title, body, confidence, valid_from, revised_by)
+               VALUES (%s, %s, %s, %s, %s, %s, %s)""",
+            (mid, rev, row.title, row.body, row.confidence, row.valid_from, row.revised_by),
         )
         updated = (
             named(conn)
             .execute(
                 f"""UPDATE memory m SET title = %s, body = %s, confidence = %s, revision = revision + 1,
-                          updated_at = now(), body_key = %s, valid_from_given = coalesce(%s, valid_from_given)
+                          updated_at = now(), body_key = %s, valid_from_given = coalesce(%s, valid_from_given),
+                          revised_by = %s
                  WHERE m.id = %s RETURNING {COLUMNS}""",
-                (new_title, new_body, new_conf, known.body_key(new_body), valid_from, mid),
+                (new_title, new_body, new_conf, known.body_key(new_body), valid_from, req.caller.member_id, mid),
             )
             .fetchone()
         )

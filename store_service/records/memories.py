@@ -43,7 +43,7 @@ MAX_IDS = 1_000
 ROW_ERRORS = (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded)
 COLUMNS = """m.id, m.revision, m.kind, m.title, m.body, m.audience_member_id, m.purpose, m.confidence,
               m.origin, m.superseded_by_id, m.invalidation_reason, m.created_by, m.created_at, m.updated_at,
-              m.occurred_at, m.forgotten_at, m.reason, m.valid_from, m.valid_until, m.invalidated"""
+              m.occurred_at, m.forgotten_at, m.reason, m.valid_from, m.valid_until, m.invalidated, m.revised_by"""
 
 
 def timestamp(value) -> timestamp_pb2.Timestamp | None:
@@ -53,6 +53,14 @@ def timestamp(value) -> timestamp_pb2.Timestamp | None:
     ts = timestamp_pb2.Timestamp()
     ts.FromDatetime(value)
     return ts
+
+
+def revised_by(revision: int, recorded: uuid.UUID | None, author: uuid.UUID) -> str:
+    """Who made a revision: as recorded, else the author for revision 1; "" for a later revision made
+    before who made it was recorded (migration 0025)."""
+    if recorded is not None:
+        return str(recorded)
+    return str(author) if revision == 1 else ""
 
 
 def to_memory(row) -> m.Memory:
@@ -72,6 +80,7 @@ def to_memory(row) -> m.Memory:
         superseded_by_id=str(sup) if sup else "",
         invalidation_reason=row.invalidation_reason or "",
         created_by=str(row.created_by),
+        revised_by=revised_by(row.revision, row.revised_by, row.created_by),
         created_at=timestamp(row.created_at),
         updated_at=timestamp(row.updated_at),
         forgotten=row.forgotten_at is not None,
@@ -599,8 +608,10 @@ def attach_history(conn: psycopg.Connection, memories: dict[uuid.UUID, m.Memory]
     if not memories:
         return
     for old in named(conn).execute(
-        "SELECT memory_id, revision, title, body, confidence, replaced_at, valid_from FROM memory_revision "
-        "WHERE memory_id = ANY(%s) ORDER BY memory_id, revision DESC",
+        """SELECT r.memory_id, r.revision, r.title, r.body, r.confidence, r.replaced_at, r.valid_from,
+                  r.revised_by, m.created_by
+             FROM memory_revision r JOIN memory m ON m.id = r.memory_id
+            WHERE r.memory_id = ANY(%s) ORDER BY r.memory_id, r.revision DESC""",
         (list(memories),),
     ):
         rev = m.Revision(
@@ -609,6 +620,7 @@ def attach_history(conn: psycopg.Connection, memories: dict[uuid.UUID, m.Memory]
             body=old.body,
             confidence=old.confidence,
             replaced_at=timestamp(old.replaced_at),
+            revised_by=revised_by(old.revision, old.revised_by, old.created_by),
         )
         if old.valid_from is not None:
             rev.valid_from.CopyFrom(timestamp(old.valid_from))

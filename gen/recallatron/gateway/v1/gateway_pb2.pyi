@@ -1034,3 +1034,119 @@ class GetStatusResponse(_message.Message):
     embedding_backlog: int
     dependencies: _containers.RepeatedCompositeFieldContainer[DependencyStatus]
     def __init__(self, embedding_backlog: _Optional[int] = ..., dependencies: _Optional[_Iterable[_Union[DependencyStatus, _Mapping]]] = ...) -> None: ...
+
+class ListWorkspacesRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListWorkspacesResponse(_message.Message):
+    __slots__ = ("workspaces", "next_page_token")
+    WORKSPACES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    workspaces: _containers.RepeatedCompositeFieldContainer[_memory_pb2.WorkspaceSummary]
+    next_page_token: str
+    def __init__(self, workspaces: _Optional[_Iterable[_Union[_memory_pb2.WorkspaceSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class GetWorkspaceRequest(_message.Message):
+    __slots__ = ("workspace_id",)
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    def __init__(self, workspace_id: _Optional[str] = ...) -> None: ...
+
+class GetWorkspaceResponse(_message.Message):
+    __slots__ = ("workspace",)
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    workspace: _memory_pb2.WorkspaceSummary
+    def __init__(self, workspace: _Optional[_Union[_memory_pb2.WorkspaceSummary, _Mapping]] = ...) -> None: ...
+
+class RenameWorkspaceRequest(_message.Message):
+    __slots__ = ("workspace_id", "name")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    name: str
+    def __init__(self, workspace_id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class RenameWorkspaceResponse(_message.Message):
+    __slots__ = ("workspace",)
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    workspace: _memory_pb2.WorkspaceSummary
+    def __init__(self, workspace: _Optional[_Union[_memory_pb2.WorkspaceSummary, _Mapping]] = ...) -> None: ...
+
+class DeleteWorkspaceRequest(_message.Message):
+    __slots__ = ("workspace_id",)
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    def __init__(self, workspace_id: _Optional[str] = ...) -> None: ...
+
+class DeleteWorkspaceResponse(_message.Message):
+    __slots__ = ("workspace_id", "name", "members_deleted", "resumed")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    name: str
+    members_deleted: int
+    resumed: bool
+    def __init__(self, workspace_id: _Optional[str] = ..., name: _Optional[str] = ..., members_deleted: _Optional[int] = ..., resumed: _Optional[bool] = ...) -> None: ...
+
+class ListMembersRequest(_message.Message):
+    __slots__ = ("workspace_id", "page_size", "page_token")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, workspace_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListMembersResponse(_message.Message):
+    __slots__ = ("members", "next_page_token")
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedCompositeFieldContainer[_memory_pb2.MemberSummary]
+    next_page_token: str
+    def __init__(self, members: _Optional[_Iterable[_Union[_memory_pb2.MemberSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class IssueMemberTokenRequest(_message.Message):
+    __slots__ = ("workspace_id", "member_id", "purposes", "revoke_others")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    PURPOSES_FIELD_NUMBER: _ClassVar[int]
+    REVOKE_OTHERS_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    member_id: str
+    purposes: _containers.RepeatedScalarFieldContainer[_memory_pb2.Purpose]
+    revoke_others: bool
+    def __init__(self, workspace_id: _Optional[str] = ..., member_id: _Optional[str] = ..., purposes: _Optional[_Iterable[_Union[_memory_pb2.Purpose, str]]] = ..., revoke_others: _Optional[bool] = ...) -> None: ...
+
+class IssueMemberTokenResponse(_message.Message):
+    __slots__ = ("token", "member_id", "revoked")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    member_id: str
+    revoked: int
+    def __init__(self, token: _Optional[str] = ..., member_id: _Optional[str] = ..., revoked: _Optional[int] = ...) -> None: ...
+
+class RenameMemberRequest(_message.Message):
+    __slots__ = ("workspace_id", "member_id", "display_name")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    member_id: str
+    display_name: str
+    def __init__(self, workspace_id: _Optional[str] = ..., member_id: _Optional[str] = ..., display_name: _Optional[str] = ...) -> None: ...
+
+class RenameMemberResponse(_message.Message):
+    __slots__ = ("member",)
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    member: _memory_pb2.MemberSummary
+    def __init__(self, member: _Optional[_Union[_memory_pb2.MemberSummary, _Mapping]] = ...) -> None: ...

@@ -1527,6 +1527,41 @@ class AdminServiceStub:
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportHistoryRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportHistoryResponse.FromString,
                 _registered_method=True)
+        self.ListWorkspaces = channel.unary_unary(
+                '/recallatron.gateway.v1.AdminService/ListWorkspaces',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListWorkspacesRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListWorkspacesResponse.FromString,
+                _registered_method=True)
+        self.GetWorkspace = channel.unary_unary(
+                '/recallatron.gateway.v1.AdminService/GetWorkspace',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetWorkspaceRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetWorkspaceResponse.FromString,
+                _registered_method=True)
+        self.RenameWorkspace = channel.unary_unary(
+                '/recallatron.gateway.v1.AdminService/RenameWorkspace',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RenameWorkspaceRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RenameWorkspaceResponse.FromString,
+                _registered_method=True)
+        self.DeleteWorkspace = channel.unary_unary(
+                '/recallatron.gateway.v1.AdminService/DeleteWorkspace',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DeleteWorkspaceRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DeleteWorkspaceResponse.FromString,
+                _registered_method=True)
+        self.ListMembers = channel.unary_unary(
+                '/recallatron.gateway.v1.AdminService/ListMembers',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMembersRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMembersResponse.FromString,
+                _registered_method=True)
+        self.IssueMemberToken = channel.unary_unary(
+                '/recallatron.gateway.v1.AdminService/IssueMemberToken',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.IssueMemberTokenRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.IssueMemberTokenResponse.FromString,
+                _registered_method=True)
+        self.RenameMember = channel.unary_unary(
+                '/recallatron.gateway.v1.AdminService/RenameMember',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RenameMemberRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RenameMemberResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -1615,6 +1650,60 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListWorkspaces(self, request, context):
+        """Lists the workspaces, oldest first (AIP-158 pagination), each with its member counts and settings.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWorkspace(self, request, context):
+        """One workspace, named by id or name; NOT_FOUND when none is.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenameWorkspace(self, request, context):
+        """Renames a workspace; ALREADY_EXISTS when another workspace has the name (case-insensitively).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteWorkspace(self, request, context):
+        """Deletes a workspace (docs/operations.md, "Deleting a workspace"): its tokens fail from the start
+        of the call, calls in flight in it fail (UNAVAILABLE or NOT_FOUND), its database is dropped, and
+        its rows in the control plane (workspace, members, tokens) are deleted. Running it again
+        finishes an interrupted deletion. NOT_FOUND for an unknown workspace.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMembers(self, request, context):
+        """Lists a workspace's members, removed ones too, oldest first (AIP-158 pagination): names, roles,
+        purposes, live token counts; never a token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def IssueMemberToken(self, request, context):
+        """Issues a new token to an existing member (shown once), optionally revoking its other tokens.
+        FAILED_PRECONDITION for a removed member.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenameMember(self, request, context):
+        """Changes a member's display name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1662,6 +1751,41 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ImportHistory,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportHistoryRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportHistoryResponse.SerializeToString,
+            ),
+            'ListWorkspaces': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkspaces,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListWorkspacesRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListWorkspacesResponse.SerializeToString,
+            ),
+            'GetWorkspace': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWorkspace,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetWorkspaceRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetWorkspaceResponse.SerializeToString,
+            ),
+            'RenameWorkspace': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenameWorkspace,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RenameWorkspaceRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RenameWorkspaceResponse.SerializeToString,
+            ),
+            'DeleteWorkspace': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteWorkspace,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DeleteWorkspaceRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DeleteWorkspaceResponse.SerializeToString,
+            ),
+            'ListMembers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMembers,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMembersRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMembersResponse.SerializeToString,
+            ),
+            'IssueMemberToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.IssueMemberToken,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.IssueMemberTokenRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.IssueMemberTokenResponse.SerializeToString,
+            ),
+            'RenameMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenameMember,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RenameMemberRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RenameMemberResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1909,6 +2033,195 @@ class AdminService:
             '/recallatron.gateway.v1.AdminService/ImportHistory',
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportHistoryRequest.SerializeToString,
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ImportHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkspaces(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.AdminService/ListWorkspaces',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListWorkspacesRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListWorkspacesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWorkspace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.AdminService/GetWorkspace',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetWorkspaceRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.GetWorkspaceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenameWorkspace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.AdminService/RenameWorkspace',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RenameWorkspaceRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RenameWorkspaceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteWorkspace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.AdminService/DeleteWorkspace',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DeleteWorkspaceRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DeleteWorkspaceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMembers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.AdminService/ListMembers',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMembersRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMembersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IssueMemberToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.AdminService/IssueMemberToken',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.IssueMemberTokenRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.IssueMemberTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenameMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.AdminService/RenameMember',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RenameMemberRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.RenameMemberResponse.FromString,
             options,
             channel_credentials,
             insecure,

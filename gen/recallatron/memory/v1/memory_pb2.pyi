@@ -221,23 +221,27 @@ class Link(_message.Message):
     def __init__(self, type: _Optional[_Union[LinkType, str]] = ..., target_memory_id: _Optional[str] = ..., target_entity_id: _Optional[str] = ..., target_entity_name: _Optional[str] = ...) -> None: ...
 
 class Revision(_message.Message):
-    __slots__ = ("revision", "title", "body", "confidence", "replaced_at", "valid_from")
+    __slots__ = ("revision", "title", "body", "confidence", "replaced_at", "valid_from", "revised_by", "revised_by_name")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     REPLACED_AT_FIELD_NUMBER: _ClassVar[int]
     VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    REVISED_BY_FIELD_NUMBER: _ClassVar[int]
+    REVISED_BY_NAME_FIELD_NUMBER: _ClassVar[int]
     revision: int
     title: str
     body: str
     confidence: float
     replaced_at: _timestamp_pb2.Timestamp
     valid_from: _timestamp_pb2.Timestamp
-    def __init__(self, revision: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., replaced_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    revised_by: str
+    revised_by_name: str
+    def __init__(self, revision: _Optional[int] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., confidence: _Optional[float] = ..., replaced_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revised_by: _Optional[str] = ..., revised_by_name: _Optional[str] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "revision", "kind", "title", "body", "audience", "audience_member_id", "purpose", "confidence", "origin", "superseded_by_id", "invalidation_reason", "created_by", "created_at", "updated_at", "occurred_at", "forgotten", "links", "history", "reason", "evidence", "valid_from", "valid_until", "invalidated", "entity_resolutions", "relations", "attributes")
+    __slots__ = ("id", "revision", "kind", "title", "body", "audience", "audience_member_id", "purpose", "confidence", "origin", "superseded_by_id", "invalidation_reason", "created_by", "created_at", "updated_at", "occurred_at", "forgotten", "links", "history", "reason", "evidence", "valid_from", "valid_until", "invalidated", "entity_resolutions", "relations", "attributes", "created_by_name", "revised_by", "revised_by_name")
     ID_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -265,6 +269,9 @@ class Memory(_message.Message):
     ENTITY_RESOLUTIONS_FIELD_NUMBER: _ClassVar[int]
     RELATIONS_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_NAME_FIELD_NUMBER: _ClassVar[int]
+    REVISED_BY_FIELD_NUMBER: _ClassVar[int]
+    REVISED_BY_NAME_FIELD_NUMBER: _ClassVar[int]
     id: str
     revision: int
     kind: Kind
@@ -292,7 +299,10 @@ class Memory(_message.Message):
     entity_resolutions: _containers.RepeatedCompositeFieldContainer[EntityResolution]
     relations: _containers.RepeatedCompositeFieldContainer[StatedRelation]
     attributes: _containers.RepeatedCompositeFieldContainer[StatedAttribute]
-    def __init__(self, id: _Optional[str] = ..., revision: _Optional[int] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., audience_member_id: _Optional[str] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., confidence: _Optional[float] = ..., origin: _Optional[_Union[Origin, str]] = ..., superseded_by_id: _Optional[str] = ..., invalidation_reason: _Optional[str] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., forgotten: _Optional[bool] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., history: _Optional[_Iterable[_Union[Revision, _Mapping]]] = ..., reason: _Optional[str] = ..., evidence: _Optional[_Union[CaptureEvidence, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., invalidated: _Optional[bool] = ..., entity_resolutions: _Optional[_Iterable[_Union[EntityResolution, _Mapping]]] = ..., relations: _Optional[_Iterable[_Union[StatedRelation, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[StatedAttribute, _Mapping]]] = ...) -> None: ...
+    created_by_name: str
+    revised_by: str
+    revised_by_name: str
+    def __init__(self, id: _Optional[str] = ..., revision: _Optional[int] = ..., kind: _Optional[_Union[Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[Audience, str]] = ..., audience_member_id: _Optional[str] = ..., purpose: _Optional[_Union[Purpose, str]] = ..., confidence: _Optional[float] = ..., origin: _Optional[_Union[Origin, str]] = ..., superseded_by_id: _Optional[str] = ..., invalidation_reason: _Optional[str] = ..., created_by: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., forgotten: _Optional[bool] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., history: _Optional[_Iterable[_Union[Revision, _Mapping]]] = ..., reason: _Optional[str] = ..., evidence: _Optional[_Union[CaptureEvidence, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., invalidated: _Optional[bool] = ..., entity_resolutions: _Optional[_Iterable[_Union[EntityResolution, _Mapping]]] = ..., relations: _Optional[_Iterable[_Union[StatedRelation, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[StatedAttribute, _Mapping]]] = ..., created_by_name: _Optional[str] = ..., revised_by: _Optional[str] = ..., revised_by_name: _Optional[str] = ...) -> None: ...
 
 class EntityResolution(_message.Message):
     __slots__ = ("name", "entity_id", "outcome", "other_entity_ids")
@@ -307,22 +317,26 @@ class EntityResolution(_message.Message):
     def __init__(self, name: _Optional[str] = ..., entity_id: _Optional[str] = ..., outcome: _Optional[_Union[EntityResolutionOutcome, str]] = ..., other_entity_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EntityMerge(_message.Message):
-    __slots__ = ("entity_id", "into_id", "merged_by", "reason", "merged_at", "undone_by", "undone_at")
+    __slots__ = ("entity_id", "into_id", "merged_by", "merged_by_name", "reason", "merged_at", "undone_by", "undone_at", "undone_by_name")
     ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
     INTO_ID_FIELD_NUMBER: _ClassVar[int]
     MERGED_BY_FIELD_NUMBER: _ClassVar[int]
+    MERGED_BY_NAME_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     MERGED_AT_FIELD_NUMBER: _ClassVar[int]
     UNDONE_BY_FIELD_NUMBER: _ClassVar[int]
     UNDONE_AT_FIELD_NUMBER: _ClassVar[int]
+    UNDONE_BY_NAME_FIELD_NUMBER: _ClassVar[int]
     entity_id: str
     into_id: str
     merged_by: str
+    merged_by_name: str
     reason: str
     merged_at: _timestamp_pb2.Timestamp
     undone_by: str
     undone_at: _timestamp_pb2.Timestamp
-    def __init__(self, entity_id: _Optional[str] = ..., into_id: _Optional[str] = ..., merged_by: _Optional[str] = ..., reason: _Optional[str] = ..., merged_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undone_by: _Optional[str] = ..., undone_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    undone_by_name: str
+    def __init__(self, entity_id: _Optional[str] = ..., into_id: _Optional[str] = ..., merged_by: _Optional[str] = ..., merged_by_name: _Optional[str] = ..., reason: _Optional[str] = ..., merged_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undone_by: _Optional[str] = ..., undone_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., undone_by_name: _Optional[str] = ...) -> None: ...
 
 class EntityRelation(_message.Message):
     __slots__ = ("subject", "predicate", "object")
@@ -391,34 +405,38 @@ class ImportedAttribute(_message.Message):
     def __init__(self, subject_key: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class EntityAttributeClaim(_message.Message):
-    __slots__ = ("key", "value", "memory_id", "valid_from", "created_by")
+    __slots__ = ("key", "value", "memory_id", "valid_from", "created_by", "created_by_name")
     KEY_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     VALID_FROM_FIELD_NUMBER: _ClassVar[int]
     CREATED_BY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_NAME_FIELD_NUMBER: _ClassVar[int]
     key: str
     value: str
     memory_id: str
     valid_from: _timestamp_pb2.Timestamp
     created_by: str
-    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., memory_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_by: _Optional[str] = ...) -> None: ...
+    created_by_name: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., memory_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_by: _Optional[str] = ..., created_by_name: _Optional[str] = ...) -> None: ...
 
 class EntityRelationClaim(_message.Message):
-    __slots__ = ("predicate", "entity_id", "entity_name", "memory_id", "valid_from", "created_by")
+    __slots__ = ("predicate", "entity_id", "entity_name", "memory_id", "valid_from", "created_by", "created_by_name")
     PREDICATE_FIELD_NUMBER: _ClassVar[int]
     ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
     ENTITY_NAME_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     VALID_FROM_FIELD_NUMBER: _ClassVar[int]
     CREATED_BY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_NAME_FIELD_NUMBER: _ClassVar[int]
     predicate: str
     entity_id: str
     entity_name: str
     memory_id: str
     valid_from: _timestamp_pb2.Timestamp
     created_by: str
-    def __init__(self, predicate: _Optional[str] = ..., entity_id: _Optional[str] = ..., entity_name: _Optional[str] = ..., memory_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_by: _Optional[str] = ...) -> None: ...
+    created_by_name: str
+    def __init__(self, predicate: _Optional[str] = ..., entity_id: _Optional[str] = ..., entity_name: _Optional[str] = ..., memory_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_by: _Optional[str] = ..., created_by_name: _Optional[str] = ...) -> None: ...
 
 class CaptureEvidence(_message.Message):
     __slots__ = ("span", "turn")
@@ -577,7 +595,7 @@ class DuplicateProposal(_message.Message):
     def __init__(self, memory_a: _Optional[_Union[Memory, _Mapping]] = ..., memory_b: _Optional[_Union[Memory, _Mapping]] = ..., cosine: _Optional[float] = ...) -> None: ...
 
 class ConflictFlag(_message.Message):
-    __slots__ = ("id", "older", "newer", "flagged_at", "state", "resolved_at", "resolved_by", "restored_memory_id")
+    __slots__ = ("id", "older", "newer", "flagged_at", "state", "resolved_at", "resolved_by", "resolved_by_name", "restored_memory_id")
     ID_FIELD_NUMBER: _ClassVar[int]
     OLDER_FIELD_NUMBER: _ClassVar[int]
     NEWER_FIELD_NUMBER: _ClassVar[int]
@@ -585,6 +603,7 @@ class ConflictFlag(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     RESOLVED_AT_FIELD_NUMBER: _ClassVar[int]
     RESOLVED_BY_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_BY_NAME_FIELD_NUMBER: _ClassVar[int]
     RESTORED_MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     older: Memory
@@ -593,5 +612,52 @@ class ConflictFlag(_message.Message):
     state: ConflictFlagState
     resolved_at: _timestamp_pb2.Timestamp
     resolved_by: str
+    resolved_by_name: str
     restored_memory_id: str
-    def __init__(self, id: _Optional[str] = ..., older: _Optional[_Union[Memory, _Mapping]] = ..., newer: _Optional[_Union[Memory, _Mapping]] = ..., flagged_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[_Union[ConflictFlagState, str]] = ..., resolved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resolved_by: _Optional[str] = ..., restored_memory_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., older: _Optional[_Union[Memory, _Mapping]] = ..., newer: _Optional[_Union[Memory, _Mapping]] = ..., flagged_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[_Union[ConflictFlagState, str]] = ..., resolved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resolved_by: _Optional[str] = ..., resolved_by_name: _Optional[str] = ..., restored_memory_id: _Optional[str] = ...) -> None: ...
+
+class WorkspaceSummary(_message.Message):
+    __slots__ = ("id", "name", "created_at", "member_count", "removed_member_count", "dense_floor", "default_mode", "context_bundle", "expiry_days", "inject_gate", "inject_min_cosine")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_MEMBER_COUNT_FIELD_NUMBER: _ClassVar[int]
+    DENSE_FLOOR_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_BUNDLE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DAYS_FIELD_NUMBER: _ClassVar[int]
+    INJECT_GATE_FIELD_NUMBER: _ClassVar[int]
+    INJECT_MIN_COSINE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    created_at: _timestamp_pb2.Timestamp
+    member_count: int
+    removed_member_count: int
+    dense_floor: float
+    default_mode: RecallMode
+    context_bundle: bool
+    expiry_days: int
+    inject_gate: InjectGate
+    inject_min_cosine: float
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., member_count: _Optional[int] = ..., removed_member_count: _Optional[int] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ..., inject_gate: _Optional[_Union[InjectGate, str]] = ..., inject_min_cosine: _Optional[float] = ...) -> None: ...
+
+class MemberSummary(_message.Message):
+    __slots__ = ("id", "display_name", "role", "purposes", "token_count", "removed", "created_at", "removed_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    PURPOSES_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    display_name: str
+    role: Role
+    purposes: _containers.RepeatedScalarFieldContainer[Purpose]
+    token_count: int
+    removed: bool
+    created_at: _timestamp_pb2.Timestamp
+    removed_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., display_name: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ..., purposes: _Optional[_Iterable[_Union[Purpose, str]]] = ..., token_count: _Optional[int] = ..., removed: _Optional[bool] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., removed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

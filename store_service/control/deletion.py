@@ -1,0 +1,52 @@
+"""Workspace deletion (AdminService.DeleteWorkspace; docs/operations.md, "Deleting a workspace").
+
+In this order, each step safe to run again, so a deletion that stops half way is finished by the
+next call:
+
+1. the control plane marks the workspace deleted (``deleted_at``), in a transaction that locks its
+   row: from its commit on, every token of the workspace fails (authentication reads only
+   workspaces not being deleted), no member can be added to it, and it is no longer listed or
+   found by id or name (except by this deletion's resumption);
+2. this process closes its pool of the workspace database and never opens one again, and the
+   database is dropped ``WITH (FORCE)``: sessions still in it, of any store process, are ended, so
+   a call that authenticated before step 1 fails then (UNAVAILABLE: its connection ended; or
+   NOT_FOUND: no pool to take one from), and nothing it was writing commits;
+3. the workspace's rows in the control plane go: credentials, members, the workspace row.
+
+Nothing of another workspace is touched: each workspace is its own database and the rows deleted
+are found by the workspace's id. Another store process keeps a pool object for the dropped database
+until its least-recently-used order closes it; that pool holds no connection (they were ended) and
+never opens one, since every call first authenticates, which fails.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from recallatron.store.v1 import store_pb2 as s
+
+from store_service.control.plane import workspace_ref
+from store_service.database import Databases, named
+
+log = logging.getLogger(__name__)
+
+
+def delete(dbs: Databases, ref: str) -> s.DeleteWorkspaceResponse:
+    """Deletes the workspace ``ref`` names (module docstring); NOT_FOUND for an unknown one."""
+    with dbs.control.connection() as conn, conn.transaction():
+        ws = workspace_ref(conn, ref, lock=True, deleting=True)
+        row = (
+            named(conn)
+            .execute("SELECT name, db_name, deleted_at AS before FROM workspace WHERE id = %s", (ws,))
+            .fetchone()
+        )
+        conn.execute("UPDATE workspace SET deleted_at = coalesce(deleted_at, now()) WHERE id = %s", (ws,))
+    log.info("deleting workspace %s (%s)%s", ws, row.name, ", resumed" if row.before else "")
+    dbs.drop_workspace_db(row.db_name)
+    with dbs.control.connection() as conn, conn.transaction():
+        conn.execute("DELETE FROM credential WHERE member_id IN (SELECT id FROM member WHERE workspace_id = %s)", (ws,))
+        members = conn.execute("DELETE FROM member WHERE workspace_id = %s", (ws,)).rowcount
+        conn.execute("DELETE FROM workspace WHERE id = %s", (ws,))
+    return s.DeleteWorkspaceResponse(
+        workspace_id=str(ws), name=row.name, members_deleted=members, resumed=row.before is not None
+    )
