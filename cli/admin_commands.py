@@ -15,7 +15,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 import client
-from cli import command, options
+from cli import command, operation_commands, options
 from cli.dataset import load_file, report_failures, wait_for_backlog
 from client import choices
 from servicekit import vocabulary
@@ -35,7 +35,7 @@ def workspace_parser(sub: argparse._SubParsersAction) -> None:
         "settings",
         help="change a workspace's dense floor, default mode, context bundle, expiry gate or relevance gate",
     )
-    wst.add_argument("--workspace", required=True)
+    wst.add_argument("--workspace", required=True, help="workspace id or name")
     wst.add_argument("--floor", type=float, help="dense-arm cosine floor, 0..1")
     wst.add_argument("--default-mode", choices=choices.MODES)
     wst.add_argument("--context-bundle", choices=SWITCH, help="turn GetContext (recallatron context) on or off")
@@ -55,6 +55,7 @@ def workspace_parser(sub: argparse._SubParsersAction) -> None:
     )
     options.gateway_options(wst, operator=True)
     wst.set_defaults(handler=workspace_settings)
+    operation_commands.workspace_actions(ws)
 
 
 def inject_gate(text: str) -> tuple[int, float | None]:
@@ -118,15 +119,15 @@ def member_parser(sub: argparse._SubParsersAction) -> None:
     """``recallatron member add``, ``member revoke`` and ``member remove``."""
     mb = sub.add_parser("member", help="members").add_subparsers(dest="action", required=True)
     ma = mb.add_parser("add", help="add a member and print its token")
-    ma.add_argument("--workspace", required=True)
+    ma.add_argument("--workspace", required=True, help="workspace id or name")
     ma.add_argument("--role", default="member", choices=choices.ROLES)
     ma.add_argument("--purposes", type=options.purposes, default=[], help="comma-separated; default all four")
     ma.add_argument("--name", default="", help="display name")
     options.gateway_options(ma, operator=True)
     ma.set_defaults(handler=member_add)
     mr = mb.add_parser("revoke", help="revoke every token of a member")
-    mr.add_argument("--workspace", required=True)
-    mr.add_argument("member_id")
+    mr.add_argument("--workspace", required=True, help="workspace id or name")
+    mr.add_argument("member_id", help="member id, or display name when exactly one member has it")
     options.gateway_options(mr, operator=True)
     mr.set_defaults(handler=member_revoke)
     mx = mb.add_parser(
@@ -134,10 +135,11 @@ def member_parser(sub: argparse._SubParsersAction) -> None:
         help="remove a member: revoke its tokens, forget its member-only memories and its history "
         "(its workspace memories stay)",
     )
-    mx.add_argument("--workspace", required=True)
-    mx.add_argument("member_id")
+    mx.add_argument("--workspace", required=True, help="workspace id or name")
+    mx.add_argument("member_id", help="member id, or display name when exactly one member has it")
     options.gateway_options(mx, operator=True)
     mx.set_defaults(handler=member_remove)
+    operation_commands.member_actions(mb)
 
 
 @command.gateway_command

@@ -24,7 +24,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 import client
 from cli import command, options
-from cli.dataset import corpora, fit_half, load_corpus, progress, read_jsonl
+from cli.dataset import corpora, fit_half, load_corpus, progress, read_jsonl, temporary_workspaces
 
 BLOCK_SHARE = 0.95
 TOP = 200
@@ -106,11 +106,17 @@ def calibrate_parser(sub: argparse._SubParsersAction) -> None:
     cf.add_argument("--dataset", required=True, help="corpora whose own queries are on-topic")
     cf.add_argument("--off-topic", required=True, help="a dataset whose queries are off-topic for --dataset")
     options.gateway_options(cf, operator=True)
+    cf.add_argument("--keep", action="store_true", help="keep the workspaces it makes (deleted at the end otherwise)")
     cf.set_defaults(handler=run_calibrate)
 
 
 @command.gateway_command
 def run_calibrate(gw: client.Gateway, args: argparse.Namespace) -> int:
+    with temporary_workspaces(gw, args.keep):
+        return _run_calibrate(gw, args)
+
+
+def _run_calibrate(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Prints the chosen floor (or that none exists), its held-out rates and the curve."""
     obs = measure(gw, Path(args.dataset), Path(args.off_topic))
     rows = curve(obs)

@@ -8,14 +8,17 @@ optional ISO-8601 ``occurred_at``) and ``queries.jsonl`` (rows with ``id``, ``qu
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import grpc
 from google.rpc import code_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
@@ -222,9 +225,37 @@ def load_file(gw: client.Gateway, workspace_id: str, path: str, purpose: int) ->
     return len(ids), errors
 
 
+# The workspaces ``fresh_member`` made inside ``temporary_workspaces`` blocks (innermost last).
+_made: list[list[str]] = []
+
+
+@contextlib.contextmanager
+def temporary_workspaces(gw: client.Gateway, keep: bool) -> Iterator[None]:
+    """Deletes the workspaces ``fresh_member`` makes inside the block when it ends (however it ends),
+    unless ``keep``: eval, calibrate and the demo leave nothing behind but what --keep keeps. Each
+    kept workspace is named on stderr."""
+    _made.append([])
+    try:
+        yield
+    finally:
+        made = _made.pop()
+        for workspace_id in made:
+            if keep:
+                print(f"kept workspace {workspace_id}", file=sys.stderr)
+                continue
+            try:
+                gw.admin.DeleteWorkspace(g.DeleteWorkspaceRequest(workspace_id=workspace_id), metadata=gw.metadata)
+            except grpc.RpcError as exc:
+                print(f"could not delete workspace {workspace_id}: {exc.code().name}: {exc.details()}", file=sys.stderr)
+
+
 def fresh_member(gw: client.Gateway, workspace_name: str, display_name: str = "") -> tuple[str, str]:
-    """Creates a workspace and adds a member to it (operator calls); returns (workspace id, member token)."""
+    """Creates a workspace (``workspace_name``, or ``... (2)`` when taken) and adds a member to it
+    (operator calls); returns (workspace id, member token). Inside ``temporary_workspaces``, the
+    workspace goes when the block ends."""
     workspace_id, _ = gw.new_workspace(workspace_name)
+    if _made:
+        _made[-1].append(workspace_id)
     member = gw.admin.AddMember(
         g.AddMemberRequest(workspace_id=workspace_id, display_name=display_name), metadata=gw.metadata
     )

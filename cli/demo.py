@@ -19,7 +19,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 import client
 from cli import command
-from cli.dataset import read_jsonl
+from cli.dataset import read_jsonl, temporary_workspaces
 from cli.evaluate import evaluate, print_report, variant
 from servicekit import settings as settings_mod
 
@@ -69,6 +69,7 @@ def main() -> int:
     """Runs the demo; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(ROOT / "demo"))
+    parser.add_argument("--keep", action="store_true", help="keep the demo's workspace (deleted at the end otherwise)")
     args = parser.parse_args()
     data = Path(args.data)
     if not data.exists():
@@ -83,14 +84,15 @@ def main() -> int:
             flush=True,
         )
         gw = client.Gateway(settings.gateway_addr, command.operator_token(args, settings.operator_token_path))
-        t0 = time.monotonic()
-        reports, results = evaluate(gw, data, {"hybrid": variant(m.RECALL_MODE_HYBRID, skip_rerank=False)}, 50)
-        print()
-        print_report(reports["hybrid"], "hybrid")
-        print(f"evaluation took {time.monotonic() - t0:.1f}s")
-        first = next(iter(results))
-        folder = data if (data / "memories.jsonl").exists() else data / first
-        show_examples(gw, folder, results[first])
+        with temporary_workspaces(gw, args.keep):
+            t0 = time.monotonic()
+            reports, results = evaluate(gw, data, {"hybrid": variant(m.RECALL_MODE_HYBRID, skip_rerank=False)}, 50)
+            print()
+            print_report(reports["hybrid"], "hybrid")
+            print(f"evaluation took {time.monotonic() - t0:.1f}s")
+            first = next(iter(results))
+            folder = data if (data / "memories.jsonl").exists() else data / first
+            show_examples(gw, folder, results[first])
         gw.close()
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -25,6 +25,7 @@ from cli.dataset import (
     progress,
     read_jsonl,
     report_failures,
+    temporary_workspaces,
 )
 from cli.inject_eval import run_eval_inject
 from cli.retrieval_metrics import KEYS, average, score_query
@@ -238,11 +239,17 @@ def eval_parser(sub: argparse._SubParsersAction) -> None:
         help="with --inject: the block's token budget (default 0: PromptContext's, 600)",
     )
     options.gateway_options(ev, operator=True)
+    ev.add_argument("--keep", action="store_true", help="keep the workspaces it makes (deleted at the end otherwise)")
     ev.set_defaults(handler=run_eval)
 
 
 @command.gateway_command
 def run_eval(gw: client.Gateway, args: argparse.Namespace) -> int:
+    with temporary_workspaces(gw, args.keep):
+        return _run_eval(gw, args)
+
+
+def _run_eval(gw: client.Gateway, args: argparse.Namespace) -> int:
     """``recallatron eval``: prints a table, or with --json one object with ``mode``, ``overall``,
     ``per_corpus``, ``per_category``, ``dense_unavailable_queries``, ``reranked_queries`` and ``refused``
     (status code name -> number of questions the gateway refused with it; the metrics are over the

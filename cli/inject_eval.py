@@ -40,7 +40,16 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 import client
 from cli import command, options
-from cli.dataset import Failure, corpora, fit_half, load_corpus, progress, read_jsonl, report_failures
+from cli.dataset import (
+    Failure,
+    corpora,
+    fit_half,
+    load_corpus,
+    progress,
+    read_jsonl,
+    report_failures,
+    temporary_workspaces,
+)
 
 # Off-topic prompts adding nothing on the fit half, at least: the rule of each preset.
 QUIET_SHARE = {"strict": 0.97, "default": 0.90, "loose": 0.80}
@@ -353,6 +362,7 @@ def calibrate_inject_parser(sub: argparse._SubParsersAction) -> None:
     )
     ci.add_argument("--out", help="also write the curve and the chosen gates to this JSON file")
     options.gateway_options(ci, operator=True)
+    ci.add_argument("--keep", action="store_true", help="keep the workspaces it makes (deleted at the end otherwise)")
     ci.set_defaults(handler=run_calibrate_inject)
 
 
@@ -368,6 +378,11 @@ def _row_text(r: dict) -> str:
 
 @command.gateway_command
 def run_calibrate_inject(gw: client.Gateway, args: argparse.Namespace) -> int:
+    with temporary_workspaces(gw, args.keep):
+        return _run_calibrate_inject(gw, args)
+
+
+def _run_calibrate_inject(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Prints the curve and each preset's gate with its held-out rates (or --json it); --out writes
     the same JSON to a file. Exit status 1 when any prompt was refused, else 0."""
     grid = parse_grid(args.grid)

@@ -54,18 +54,24 @@ def _pages(call, req, metadata):
         req.page_token = resp.next_page_token
 
 
-def collect(gw: client.Gateway, include_history: bool) -> tuple[list[dict], list[dict]]:
-    """The memory records (oldest first) and history-turn records of the caller.
+def readable_memories(gw: client.Gateway) -> dict[str, tuple[m.Memory, bool]]:
+    """Every memory the caller can read, by id, each with whether it is superseded.
 
     Current and superseded memories are listed apart, so a memory superseded by one the caller cannot
-    read is still known as superseded. SystemExit when the workspace changed under the export (a
-    link names a memory that is not in it): run it again."""
+    read is still known as superseded."""
     mems: dict[str, tuple[m.Memory, bool]] = {}
     for superseded, flt in ((False, m.SUPERSEDED_FILTER_CURRENT), (True, m.SUPERSEDED_FILTER_SUPERSEDED)):
         req = g.ListMemoriesRequest(superseded=flt, include_history=True, page_size=EXPORT_PAGE_SIZE)
         for page in _pages(gw.memory.ListMemories, req, gw.metadata):
             for mem in page.memories:
                 mems.setdefault(mem.id, (mem, superseded))
+    return mems
+
+
+def memory_records(mems: dict[str, tuple[m.Memory, bool]]) -> list[dict]:
+    """The export records of ``mems`` (``readable_memories``, or a union of them), oldest first.
+    SystemExit when the workspace changed under the export (a link names a memory that is not in
+    it): run it again."""
     supersedes = {mem.superseded_by_id: mem.id for mem, _ in mems.values() if mem.superseded_by_id}
     records = [portability.memory_record(mem, sup, supersedes.get(mem.id)) for mem, sup in mems.values()]
     for rec in records:
@@ -76,6 +82,12 @@ def collect(gw: client.Gateway, include_history: bool) -> tuple[list[dict], list
                 "during the export; run it again"
             )
     records.sort(key=lambda r: (r["created_at"], r["id"]))
+    return records
+
+
+def collect(gw: client.Gateway, include_history: bool) -> tuple[list[dict], list[dict]]:
+    """The memory records (oldest first) and history-turn records of the caller."""
+    records = memory_records(readable_memories(gw))
     turns = []
     if include_history:
         req = g.SearchHistoryRequest(page_size=HISTORY_PAGE_SIZE)

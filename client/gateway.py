@@ -19,6 +19,13 @@ class Gateway:
         self.admin = gateway_pb2_grpc.AdminServiceStub(self.channel)
         self.metadata = bearer(token) if token else ()
 
+    def with_token(self, token: str) -> Gateway:
+        """The same connection with another caller's credential (closing either closes both)."""
+        other = object.__new__(Gateway)
+        other.channel, other.memory, other.admin = self.channel, self.memory, self.admin
+        other.metadata = bearer(token)
+        return other
+
     def new_workspace(self, name: str) -> tuple[str, str]:
         """Creates a workspace named ``name``, or, when that name is taken (names are unique),
         ``name (2)``, ``name (3)`` ... the first one free; returns (its id, the name it got). For

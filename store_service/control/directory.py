@@ -14,10 +14,11 @@ import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit import relevance_gate, vocabulary
-from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound
+from servicekit.errors import FailedPrecondition, NotFound
 from store_service import page_tokens
 from store_service.control.plane import (
     TOKEN_PREFIX,
+    check_display_name,
     check_workspace_name,
     looks_like_uuid,
     member_ref,
@@ -30,14 +31,14 @@ from store_service.records.memories import timestamp
 from store_service.vocabulary import MODE_OF, PURPOSE_OF, PURPOSES, ROLE_OF, enum_value
 
 DEFAULT_PAGE, MOST_PAGE = 50, 200
-MAX_DISPLAY_NAME = 200
 
 _SUMMARY = """SELECT w.id, w.name, w.created_at, w.dense_floor, w.default_mode, w.context_bundle, w.expiry_days,
                      w.inject_gate, w.inject_min_cosine,
                      (SELECT count(*) FROM member mb WHERE mb.workspace_id = w.id AND mb.removed_at IS NULL)
                          AS members,
                      (SELECT count(*) FROM member mb WHERE mb.workspace_id = w.id AND mb.removed_at IS NOT NULL)
-                         AS removed
+                         AS removed,
+                     (SELECT r.old_name FROM workspace_renamed r WHERE r.workspace_id = w.id) AS renamed_from
                 FROM workspace w"""
 
 _MEMBER = """SELECT mb.id, mb.display_name, mb.role, mb.created_at, mb.removed_at,
@@ -61,6 +62,7 @@ def _summary(row) -> m.WorkspaceSummary:
         expiry_days=row.expiry_days or 0,
         inject_gate=vocabulary.values(m.InjectGate).get(preset, 0),
         inject_min_cosine=relevance_gate.PRESETS[preset] if preset else row.inject_min_cosine,
+        renamed_from=row.renamed_from or "",
     )
 
 
@@ -77,18 +79,6 @@ def _member(row) -> m.MemberSummary:
     if row.removed_at is not None:
         out.removed_at.CopyFrom(timestamp(row.removed_at))
     return out
-
-
-def check_display_name(name: str) -> str:
-    """A display name as stored (trimmed); INVALID_ARGUMENT for more than 200 characters, a NUL or
-    another control character (a name is shown in every rendering: it must stay one plain line)."""
-    name = name.strip()
-    if len(name) > MAX_DISPLAY_NAME or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
-        raise InvalidArgument(
-            f"display_name must be at most {MAX_DISPLAY_NAME} characters, on one line, without control characters",
-            field="display_name",
-        )
-    return name
 
 
 class Directory:

@@ -26,6 +26,7 @@ class NameTaken(AlreadyExists):
 
 
 TOKEN_PREFIX = "rct_"
+MAX_DISPLAY_NAME = 200
 MAX_TOKEN_CHARS = 512
 
 
@@ -98,6 +99,18 @@ def check_workspace_name(name: str) -> str:
         raise InvalidArgument("workspace name must be 1..200 characters", field="name")
     if looks_like_uuid(name):
         raise InvalidArgument("workspace name must not be a UUID (names stand where ids do)", field="name")
+    return name
+
+
+def check_display_name(name: str) -> str:
+    """A display name as stored (trimmed); INVALID_ARGUMENT for more than 200 characters, a NUL or
+    another control character (a name is shown in every rendering: it must stay one plain line)."""
+    name = name.strip()
+    if len(name) > MAX_DISPLAY_NAME or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise InvalidArgument(
+            f"display_name must be at most {MAX_DISPLAY_NAME} characters, on one line, without control characters",
+            field="display_name",
+        )
     return name
 
 
@@ -183,11 +196,9 @@ class ControlPlane:
         """Adds a member and issues a token granted ``purposes`` (all four when empty)."""
         role_name = "member" if role == m.ROLE_UNSPECIFIED else enum_value(ROLES, role, "role")
         granted = sorted({enum_value(PURPOSES, p, "purposes") for p in purposes}) or sorted(PURPOSES.values())
-        if len(display_name) > 200 or "\x00" in display_name:
-            raise InvalidArgument("display_name must be at most 200 characters", field="display_name")
         member_id, cred_id = uuid.uuid4(), uuid.uuid4()
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        display_name = display_name.strip()
+        display_name = check_display_name(display_name)
         with self.dbs.control.connection() as conn, conn.transaction():
             ws = workspace_ref(conn, workspace_id, lock=True)  # a deletion waits, or is seen
             conn.execute(

@@ -2,8 +2,8 @@
 -- Workspace names become unique, case-insensitively, so that a name can stand wherever a workspace id
 -- does (docs/operations.md). Workspaces that shared a name before keep theirs in creation order: the
 -- oldest keeps the name, each later one is renamed "<name> (2)", "<name> (3)" ... (the first such
--- name free), and every rename is recorded in workspace_renamed, which `recallatron workspace show`
--- reports and the store logs at start-up, so nothing is lost or renamed silently.
+-- name free), and every rename is recorded in workspace_renamed, which GetWorkspace (`recallatron
+-- workspace show`) reports as renamed_from, so nothing is lost or renamed silently.
 CREATE TABLE workspace_renamed (
     workspace_id uuid PRIMARY KEY REFERENCES workspace (id) ON DELETE CASCADE,
     old_name text NOT NULL,

@@ -1,0 +1,243 @@
+"""The operator's everyday commands (docs/operations.md): ``workspace list|show|rename|delete`` and
+``member list|token|rename``, each one AdminService call (``workspace delete --export`` first writes
+the workspace's memories to a file). A workspace is named by id or name wherever one is asked for;
+a member by id or display name (when exactly one member has it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from pathlib import Path
+
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+
+import client
+from cli import command, options, portability
+from cli.portability_commands import memory_records, readable_memories
+from servicekit.vocabulary import name_of
+
+WORKSPACE_HELP = "workspace id or name"
+MEMBER_HELP = "member id, or display name when exactly one member has it"
+
+
+def workspace_actions(ws: argparse._SubParsersAction) -> None:
+    """Adds list, show, rename and delete to ``recallatron workspace``."""
+    wl = ws.add_parser("list", help="list the workspaces with their member counts")
+    wl.add_argument("--page-size", type=options.int32, default=0, help="workspaces per page (default 50, at most 200)")
+    wl.add_argument("--page-token", default="", help="next_page_token of the previous page")
+    options.gateway_options(wl, operator=True)
+    wl.set_defaults(handler=workspace_list)
+    wsh = ws.add_parser("show", help="one workspace: its name, members and settings")
+    wsh.add_argument("workspace", help=WORKSPACE_HELP)
+    options.gateway_options(wsh, operator=True)
+    wsh.set_defaults(handler=workspace_show)
+    wr = ws.add_parser("rename", help="rename a workspace (names are unique)")
+    wr.add_argument("workspace", help=WORKSPACE_HELP)
+    wr.add_argument("name", help="the new name")
+    options.gateway_options(wr, operator=True)
+    wr.set_defaults(handler=workspace_rename)
+    wd = ws.add_parser("delete", help="delete a workspace: its database, members and tokens (refused without --yes)")
+    wd.add_argument("workspace", help=WORKSPACE_HELP)
+    wd.add_argument("--yes", action="store_true", help="really delete it (nothing can bring it back)")
+    wd.add_argument(
+        "--export",
+        metavar="FILE",
+        help="first write every memory of the workspace to FILE (the `recallatron export` format); "
+        "nothing is deleted unless the file is written whole",
+    )
+    options.gateway_options(wd, operator=True)
+    wd.set_defaults(handler=workspace_delete)
+
+
+def member_actions(mb: argparse._SubParsersAction) -> None:
+    """Adds list, token and rename to ``recallatron member``."""
+    ml = mb.add_parser("list", help="list a workspace's members: names, roles, purposes, tokens (never a token)")
+    ml.add_argument("--workspace", required=True, help=WORKSPACE_HELP)
+    ml.add_argument("--page-size", type=options.int32, default=0, help="members per page (default 50, at most 200)")
+    ml.add_argument("--page-token", default="", help="next_page_token of the previous page")
+    options.gateway_options(ml, operator=True)
+    ml.set_defaults(handler=member_list)
+    mt = mb.add_parser("token", help="issue a new token to an existing member (printed once)")
+    mt.add_argument("--workspace", required=True, help=WORKSPACE_HELP)
+    mt.add_argument("member", help=MEMBER_HELP)
+    mt.add_argument("--purposes", type=options.purposes, default=[], help="comma-separated; default all four")
+    mt.add_argument("--revoke-others", action="store_true", help="revoke every other token of the member")
+    options.gateway_options(mt, operator=True)
+    mt.set_defaults(handler=member_token)
+    mn = mb.add_parser("rename", help="change a member's display name")
+    mn.add_argument("--workspace", required=True, help=WORKSPACE_HELP)
+    mn.add_argument("member", help=MEMBER_HELP)
+    mn.add_argument("name", help="the new display name (empty to clear it)")
+    options.gateway_options(mn, operator=True)
+    mn.set_defaults(handler=member_rename)
+
+
+def _when(ts) -> str:
+    return ts.ToDatetime(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def workspace_line(w: m.WorkspaceSummary) -> str:
+    """One workspace as ``workspace list`` prints it."""
+    removed = f" ({w.removed_member_count} removed)" if w.removed_member_count else ""
+    return f"{w.id}  {w.name!r}  {w.member_count} member(s){removed}  created {_when(w.created_at)}"
+
+
+def _next(token: str) -> list[str]:
+    return [f"next page: --page-token {token}"] if token else []
+
+
+@command.gateway_command
+def workspace_list(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """ListWorkspaces: one line per workspace, then the next page's token when there is one."""
+    resp = gw.admin.ListWorkspaces(
+        g.ListWorkspacesRequest(page_size=args.page_size, page_token=args.page_token), metadata=gw.metadata
+    )
+    lines = [workspace_line(w) for w in resp.workspaces] or ["no workspaces"]
+    command.emit(resp, args.json, "\n".join([*lines, *_next(resp.next_page_token)]))
+    return 0
+
+
+@command.gateway_command
+def workspace_show(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """GetWorkspace: its id, name, members and settings."""
+    w = gw.admin.GetWorkspace(g.GetWorkspaceRequest(workspace_id=args.workspace), metadata=gw.metadata).workspace
+    gate = (
+        f"{name_of(m.InjectGate, w.inject_gate)}({w.inject_min_cosine:.2f})"
+        if w.inject_gate
+        else (f"{w.inject_min_cosine:.2f}")
+    )
+    text = "\n".join(
+        [
+            f"workspace {w.id}",
+            f"  name: {w.name!r}",
+            *([f"  renamed from {w.renamed_from!r} (its name was another workspace's too)"] if w.renamed_from else []),
+            f"  created: {_when(w.created_at)}",
+            f"  members: {w.member_count} ({w.removed_member_count} removed)",
+            f"  dense_floor={w.dense_floor:.2f} default_mode={name_of(m.RecallMode, w.default_mode)} "
+            f"inject_gate={gate} expiry={f'{w.expiry_days}d' if w.expiry_days else 'off'} "
+            f"context_bundle={'on' if w.context_bundle else 'off'}",
+        ]
+    )
+    command.emit(w, args.json, text)
+    return 0
+
+
+@command.gateway_command
+def workspace_rename(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """RenameWorkspace: prints the workspace as it is now."""
+    w = gw.admin.RenameWorkspace(
+        g.RenameWorkspaceRequest(workspace_id=args.workspace, name=args.name), metadata=gw.metadata
+    ).workspace
+    command.emit(w, args.json, f"renamed workspace {w.id} to {w.name!r}")
+    return 0
+
+
+@command.gateway_command
+def workspace_delete(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """DeleteWorkspace, refused without --yes; with --export FILE, only once FILE is written whole."""
+    w = gw.admin.GetWorkspace(g.GetWorkspaceRequest(workspace_id=args.workspace), metadata=gw.metadata).workspace
+    if not args.yes:
+        print(
+            f"not deleted: workspace {w.id} ({w.name!r}, {w.member_count} member(s)) and every memory in it would be "
+            "gone for good; run again with --yes (and --export FILE to keep its memories)",
+            file=sys.stderr,
+        )
+        return 1
+    if args.export:
+        count = export_workspace(gw, w.id, Path(args.export))
+        if count is None:
+            return 1
+        if not args.json:
+            print(f"exported {count} memories to {args.export}")
+    resp = gw.admin.DeleteWorkspace(g.DeleteWorkspaceRequest(workspace_id=w.id), metadata=gw.metadata)
+    resumed = " (finishing an earlier, interrupted deletion)" if resp.resumed else ""
+    command.emit(
+        resp,
+        args.json,
+        f"deleted workspace {resp.workspace_id} ({resp.name!r}){resumed}: its database, "
+        f"{resp.members_deleted} member(s) and their tokens",
+    )
+    return 0
+
+
+def export_workspace(gw: client.Gateway, workspace_id: str, out: Path) -> int | None:
+    """Writes every memory of the workspace to ``out`` in the export format and returns how many;
+    None (after a message) when the file cannot be written.
+
+    The operator reads no memory, so each member's readable memories are listed with a token issued
+    to it for this export (every purpose); the union is every memory someone can read. The workspace
+    is deleted right after, taking those tokens with it. History is owner-only, so it is not
+    exported: members export their own first (`recallatron export --include-history`)."""
+    started = datetime.datetime.now(datetime.UTC)
+    found: dict[str, tuple[m.Memory, bool]] = {}
+    req = g.ListMembersRequest(workspace_id=workspace_id, page_size=200)
+    while True:
+        page = gw.admin.ListMembers(req, metadata=gw.metadata)
+        for member in page.members:
+            if member.removed:
+                continue
+            token = gw.admin.IssueMemberToken(
+                g.IssueMemberTokenRequest(workspace_id=workspace_id, member_id=member.id), metadata=gw.metadata
+            ).token
+            for mem_id, value in readable_memories(gw.with_token(token)).items():
+                found.setdefault(mem_id, value)
+        if not page.next_page_token:
+            break
+        req.page_token = page.next_page_token
+    records = memory_records(found)
+    head = portability.header(started, len(records), 0, False)
+    try:
+        portability.write_export(out, head, records)
+    except OSError as exc:
+        print(f"{out}: cannot write it ({exc.strerror}); nothing was deleted", file=sys.stderr)
+        return None
+    return len(records)
+
+
+def member_line(mb: m.MemberSummary) -> str:
+    """One member as ``member list`` prints it."""
+    purposes = ",".join(name_of(m.Purpose, p) for p in mb.purposes) or "none"
+    state = f"  REMOVED {_when(mb.removed_at)}" if mb.removed else ""
+    return (
+        f"{mb.id}  {mb.display_name!r}  {name_of(m.Role, mb.role)}  purposes={purposes}  tokens={mb.token_count}{state}"
+    )
+
+
+@command.gateway_command
+def member_list(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """ListMembers: one line per member (never a token), then the next page's token."""
+    resp = gw.admin.ListMembers(
+        g.ListMembersRequest(workspace_id=args.workspace, page_size=args.page_size, page_token=args.page_token),
+        metadata=gw.metadata,
+    )
+    lines = [member_line(x) for x in resp.members] or ["no members"]
+    command.emit(resp, args.json, "\n".join([*lines, *_next(resp.next_page_token)]))
+    return 0
+
+
+@command.gateway_command
+def member_token(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """IssueMemberToken: prints the member id, the new token and how many others were revoked."""
+    resp = gw.admin.IssueMemberToken(
+        g.IssueMemberTokenRequest(
+            workspace_id=args.workspace, member_id=args.member, purposes=args.purposes, revoke_others=args.revoke_others
+        ),
+        metadata=gw.metadata,
+    )
+    revoked = f"\nrevoked {resp.revoked} other token(s)" if args.revoke_others else ""
+    command.emit(resp, args.json, f"member {resp.member_id}\ntoken {resp.token}{revoked}")
+    return 0
+
+
+@command.gateway_command
+def member_rename(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """RenameMember: prints the member as it is now."""
+    mb = gw.admin.RenameMember(
+        g.RenameMemberRequest(workspace_id=args.workspace, member_id=args.member, display_name=args.name),
+        metadata=gw.metadata,
+    ).member
+    command.emit(mb, args.json, f"member {mb.id} is now named {mb.display_name!r}")
+    return 0
