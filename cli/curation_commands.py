@@ -27,6 +27,7 @@ import client
 from cli import command, options
 from cli.memory_commands import describe
 from client import choices
+from servicekit.render import person
 from servicekit.vocabulary import name_of
 
 
@@ -143,7 +144,7 @@ def flag_text(flag: m.ConflictFlag) -> str:
     when = flag.flagged_at.ToJsonString()
     head = f"{flag.id}  {name_of(m.ConflictFlagState, flag.state)}  flagged {when}"
     if flag.resolved_by:
-        head += f"  resolved by {flag.resolved_by}"
+        head += f"  resolved by {person(flag.resolved_by, flag.resolved_by_name)}"
     if flag.restored_memory_id:
         head += f"  restored as {flag.restored_memory_id}"
     return "\n".join([head, "  older:", _short(flag.older), "  newer:", _short(flag.newer)])

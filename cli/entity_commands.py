@@ -24,6 +24,7 @@ import client
 from cli import command, options
 from cli.memory_commands import describe
 from servicekit.render import for_terminal as shown
+from servicekit.render import person
 from servicekit.vocabulary import ENTITY_DUPLICATE_REASONS
 
 ACTIONS = ("merge", "unmerge", "duplicates")
@@ -86,7 +87,8 @@ def _entity_lines(e: g.Entity) -> list[str]:
     lines.append(f"    {e.mentions} memor{'y' if e.mentions == 1 else 'ies'} about it you can read")
     for merge_ in e.merges:
         why = f": {shown(merge_.reason)}" if merge_.reason else ""
-        lines.append(f"    merged {merge_.entity_id} by member {merge_.merged_by} at {_when(merge_.merged_at)}{why}")
+        who = person(merge_.merged_by, merge_.merged_by_name)
+        lines.append(f"    merged {merge_.entity_id} by {who} at {_when(merge_.merged_at)}{why}")
     return lines
 
 
@@ -158,7 +160,8 @@ def _when(ts) -> str:
 
 def _source(claim) -> str:
     """Where a claim comes from: its memory, its author, and since when it holds."""
-    return f"(memory {claim.memory_id}, by member {claim.created_by}, valid from {_when(claim.valid_from)})"
+    who = person(claim.created_by, claim.created_by_name)
+    return f"(memory {claim.memory_id}, by {who}, valid from {_when(claim.valid_from)})"
 
 
 def page_text(resp: g.GetEntityResponse, as_of=None) -> str:
@@ -179,8 +182,8 @@ def page_text(resp: g.GetEntityResponse, as_of=None) -> str:
     for x in resp.undone_merges:
         why = f": {shown(x.reason)}" if x.reason else ""
         lines.append(
-            f"    undone: {x.entity_id} merged into {x.into_id} by member {x.merged_by}, "
-            f"undone by member {x.undone_by} at {_when(x.undone_at)}{why}"
+            f"    undone: {x.entity_id} merged into {x.into_id} by {person(x.merged_by, x.merged_by_name)}, "
+            f"undone by {person(x.undone_by, x.undone_by_name)} at {_when(x.undone_at)}{why}"
         )
     lines.append(f"timeline: {len(resp.timeline)} shown of {resp.timeline_size}, the latest said first")
     lines += ["  " + line for mem in resp.timeline for line in describe(mem).splitlines()]

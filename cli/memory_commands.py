@@ -19,7 +19,7 @@ from cli import command, options
 from client import choices
 from servicekit import limits
 from servicekit.render import for_terminal as shown
-from servicekit.render import quote
+from servicekit.render import person, quote
 from servicekit.vocabulary import name_of
 
 
@@ -71,6 +71,13 @@ def _said(memory: m.Memory) -> str:
     return "  happened " + memory.occurred_at.ToDatetime(tzinfo=datetime.UTC).isoformat(timespec="seconds")
 
 
+def _revised(memory: m.Memory) -> str:
+    """``  revision N by WHO`` when someone other than the author made the current revision."""
+    if memory.revision == 1 or not memory.revised_by or memory.revised_by == memory.created_by:
+        return ""
+    return f"  revision {memory.revision} by {person(memory.revised_by, memory.revised_by_name)}"
+
+
 def describe(memory: m.Memory) -> str:
     """A memory for people: id, revision, kind, audience, purpose, creation time, validity (and an
     invalidation's reason), then title, body, its successor, links and (when read with --history)
@@ -81,8 +88,8 @@ def describe(memory: m.Memory) -> str:
     ended = f"  invalidated: {quote(memory.invalidation_reason)}" if memory.invalidated else ""
     text = (
         f"{memory.id}  revision {memory.revision}  {name_of(m.Kind, memory.kind)}  "
-        f"{aud}  {name_of(m.Purpose, memory.purpose)}  created {_ts(memory)}{_said(memory)}  "
-        f"{validity_text(memory)}{ended}\n"
+        f"{aud}  {name_of(m.Purpose, memory.purpose)}  by {person(memory.created_by, memory.created_by_name)}  "
+        f"created {_ts(memory)}{_said(memory)}  {validity_text(memory)}{ended}{_revised(memory)}\n"
         f"  {shown(memory.title)}\n  {shown(memory.body)}"
     )
     if memory.superseded_by_id:
@@ -95,7 +102,8 @@ def describe(memory: m.Memory) -> str:
     for att in memory.attributes:
         text += f"\n  states {shown(att.subject_name)} {att.key} = {shown(att.value)}"
     for rev in memory.history:
-        text += f"\n  revision {rev.revision}: {shown(rev.title)} | {shown(rev.body)}"
+        made = f" by {person(rev.revised_by, rev.revised_by_name)}" if rev.revised_by else ""
+        text += f"\n  revision {rev.revision}{made}: {shown(rev.title)} | {shown(rev.body)}"
     said = set()
     for res in memory.entity_resolutions:  # only in a write's answer (docs/entities.md)
         if (res.name, res.entity_id) in said:  # a name given again (a relation, an attribute): said once

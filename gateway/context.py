@@ -1,7 +1,7 @@
 """The context bundle's text: the store's entries rendered for a prompt and cut to a token budget.
 
 The store chooses the entries under the readability rule (store_service/records/context.py); here they are
-rendered (``servicekit.render.memory``: provenance and dates before the text, stored text quoted)
+rendered (``servicekit.render.brief`` with whole memory ids: provenance and dates before the text, stored text quoted)
 under one heading per part and cut to the budget. Tokens are counted as the MCP tools' results are
 (``servicekit.render.tokens``: an estimate of what a model's tokenizer counts, in which a long
 unbroken word counts by its length), and the text is also held to ``CHARS_PER_TOKEN`` characters a
@@ -32,7 +32,7 @@ from servicekit.limits import (
     PROMPT_MAX_BUDGET,
     PROMPT_MIN_BUDGET,
 )
-from servicekit.render import CHARS_PER_TOKEN, Bound, brief, memory, quote, tokens
+from servicekit.render import CHARS_PER_TOKEN, Bound, brief, quote, tokens
 from servicekit.vocabulary import name_of
 
 # The period the entity part counts mentions in: the last 30 days, or the request's time window.
@@ -79,11 +79,8 @@ def check_on(settings) -> None:
 
 def _item_text(entry, period: str) -> str:
     """One entry: which entities it is the newest memory about, if any, then the memory."""
-    lines = [
-        f"(newest memory about {quote(e.name)} [{e.entity_id}], mentioned by {e.mentions} {period})"
-        for e in entry.entities
-    ]
-    return "\n".join([*lines, memory(entry.memory)])
+    lines = [f"(newest memory about {quote(e.name)}, mentioned by {e.mentions} {period})" for e in entry.entities]
+    return "\n".join([*lines, brief(entry.memory, whole_id=True)])
 
 
 def window_text(request) -> str:

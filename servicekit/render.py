@@ -71,12 +71,14 @@ _OURS = re.compile(
     r"\|\s*valid\s+(?:from\s+)?\d|invalidated\s*:\s*\"|"
     r"\[\s*[0-9a-f]{8}\s*\]|"
     r"forgotten\s+on\s+\d{4}-|\[\s*cut\s*:|#\s*\d+\s+lexical_rank|"
-    r"(?:private\s+to|by)\s+member\b|superseded\s+by\s+[0-9a-f]{8}|from\s+[0-9a-f]{8}-|captured\s+from|"
+    r"(?:private\s+to|by)\s+member\b|private\s+to\s+its\s+author|superseded\s+by\s+[0-9a-f]{8}|from\s+[0-9a-f]{8}-|captured\s+from|"
     r"written\s+\d{4}-\d\d-\d\d|#\s*\d+\s+more\s+did\s+not\s+fit|#\s*memories\s+recalled|#\s*cut\s+to\s+fit|"
     r"(?:^|\s)(?:title|body)\s*(?:from\s+character\s+\d+\s*)?:\s*\"|"
     # The entity page's and lookup's lines (mcp_server/render.py) and what a memory states.
     r"\(\s*memory\s+[0-9a-f]{8}|entity\s+[0-9a-f]{8}[0-9a-f-]*\s*:\s*name|memories\s+about\s+it\s+you\s+can\s+read|"
-    r"<-\s*[a-z][a-z0-9_]*\s+\"|(?:^|;)\s*states\s+\"|valid\s+from\s+\d{4}-"
+    r"<-\s*[a-z][a-z0-9_]*\s+\"|(?:^|;)\s*states\s+\"|valid\s+from\s+\d{4}-|"
+    # A member shown by name: by "Name" (member <id>) or by "Name" | ...
+    r"by\s+\"[^\"\n]{0,200}\"\s*(?:\(\s*member|\|)"
 )
 
 
@@ -232,6 +234,30 @@ def _field(mem: m.Memory, cuts: Cuts, path: str, value: str) -> str:
     return f"{quote(value)} {more}]"
 
 
+def member(member_id: str, name: str, short: bool = False) -> str:
+    """A member as our lines name it: ``"Name" (member <id>)``, or ``member <id>`` when it has no
+    display name; with ``short``, ``"Name"`` alone or ``member <short id>`` (the per-turn block and
+    the context bundle, paid for on every turn). The name is quoted: it is text an operator typed,
+    and must not pass for our structure."""
+    if not name:
+        return f"member {short_id(member_id) if short else member_id}"
+    return quote(name) if short else f"{quote(name)} (member {member_id})"
+
+
+def person(member_id: str, name: str) -> str:
+    """A member for a person's terminal (the command line): ``Name (id)``, the name as
+    ``for_terminal`` shows stored text, or ``member <id>`` when it has no display name."""
+    return f"{for_terminal(name)} ({member_id})" if name else f"member {member_id}"
+
+
+def _changed_by(mem: m.Memory, short: bool) -> str:
+    """`` by <member>`` after "changed" when someone other than the author made the current
+    revision, else ""."""
+    if mem.revision == 1 or not mem.revised_by or mem.revised_by == mem.created_by:
+        return ""
+    return f" by {member(mem.revised_by, mem.revised_by_name, short)}"
+
+
 def memory(mem: m.Memory, cuts: Cuts | None = None) -> str:
     """One memory: header line, provenance line (if any), earlier revisions (if read), title and body;
     ``cuts`` (from ``shorten``) say after each field what was left out of it."""
@@ -243,10 +269,10 @@ def memory(mem: m.Memory, cuts: Cuts | None = None) -> str:
     audience = "workspace" if mem.audience == m.AUDIENCE_WORKSPACE else f"private to member {mem.audience_member_id}"
     head = (
         f"[{mem.id}] revision {mem.revision} | {name_of(m.Kind, mem.kind)}, {name_of(m.Origin, mem.origin)} "
-        f"by member {mem.created_by} | created {when(mem.created_at)}"
+        f"by {member(mem.created_by, mem.created_by_name)} | created {when(mem.created_at)}"
     )
     if mem.updated_at != mem.created_at:
-        head += f", changed {when(mem.updated_at)}"
+        head += f", changed {when(mem.updated_at)}{_changed_by(mem, short=False)}"
     if mem.HasField("occurred_at"):
         head += f" | happened {when(mem.occurred_at)}"
     head += validity(mem, when)
@@ -258,7 +284,8 @@ def memory(mem: m.Memory, cuts: Cuts | None = None) -> str:
     for i, rev in enumerate(mem.history):
         title = f"title {_field(mem, cuts, f'history[{i}].title', rev.title)} " if rev.title else ""
         body = _field(mem, cuts, f"history[{i}].body", rev.body)
-        lines.append(f"  earlier revision {rev.revision} (replaced {when(rev.replaced_at)}): {title}body {body}")
+        made = f", made by {member(rev.revised_by, rev.revised_by_name)}" if rev.revised_by else ""
+        lines.append(f"  earlier revision {rev.revision} (replaced {when(rev.replaced_at)}{made}): {title}body {body}")
     if "history" in cuts:
         lines.append(f"  {cuts['history']['items_left_out']} earlier revisions more left out")
     return "\n".join(lines + _text(mem, cuts))
@@ -353,14 +380,16 @@ def day(ts: timestamp_pb2.Timestamp) -> str:
     return ts.ToDatetime(tzinfo=datetime.UTC).strftime("%Y-%m-%d")
 
 
-def brief(mem: m.Memory) -> str:
+def brief(mem: m.Memory, whole_id: bool = False) -> str:
     """One memory as the per-turn block shows it (gateway/context.py ``prompt_block``): ``memory``'s
     order and quoting in fewer tokens, since each memory there is paid for on every turn. The header
-    (``[id] kind by member M | happened YYYY-MM-DD HH:MM | written YYYY-MM-DD``, times UTC, the
-    memory's and members' ids shortened by ``short_id``) leaves
+    (``[id] kind by "Name" | happened YYYY-MM-DD HH:MM | written YYYY-MM-DD``, times UTC, a member
+    by display name, else ``member M``, ids shortened by ``short_id``; with ``whole_id``, the
+    memory's id whole, as the context bundle shows it for a later read) leaves
     out what the block's request fixes (the purpose) and what is the default: revision 1, origin
     told, confidence 1.00, the workspace audience; each appears when it is not (``revision N``,
-    ``kind, origin``, ``confidence C``, ``private to member M``), a change as ``, changed DAY``.
+    ``kind, origin``, ``confidence C``, ``private to its author`` or ``to member M``), a change as
+    ``, changed DAY`` (``by`` whom when not the author).
     Then the provenance line (``from`` the memories it was derived from, ``about`` its entities,
     ``superseded by``, ``captured from`` the turn's words, the caution), the title and the body,
     quoted as ``memory`` quotes them. Earlier revisions are not shown (recall does not return them);
@@ -370,18 +399,19 @@ def brief(mem: m.Memory) -> str:
     kind = name_of(m.Kind, mem.kind)
     if mem.origin != m.ORIGIN_TOLD:
         kind += f", {name_of(m.Origin, mem.origin)}"
-    head = f"[{short_id(mem.id)}]"
+    head = f"[{mem.id if whole_id else short_id(mem.id)}]"
     if mem.revision != 1:
         head += f" revision {mem.revision} |"
-    head += f" {kind} by member {short_id(mem.created_by)}"
+    head += f" {kind} by {member(mem.created_by, mem.created_by_name, short=True)}"
     if mem.HasField("occurred_at"):
         head += f" | happened {day_and_minute(mem.occurred_at)}"
     head += f" | written {day(mem.created_at)}"
     if day(mem.updated_at) != day(mem.created_at):
-        head += f", changed {day(mem.updated_at)}"
+        head += f", changed {day(mem.updated_at)}{_changed_by(mem, short=True)}"
     head += validity(mem, day)
     if mem.audience != m.AUDIENCE_WORKSPACE:
-        head += f" | private to member {short_id(mem.audience_member_id)}"
+        mine = mem.audience_member_id == mem.created_by
+        head += f" | private to {'its author' if mine else f'member {short_id(mem.audience_member_id)}'}"
     if round(mem.confidence, 2) != 1:
         head += f" | confidence {mem.confidence:.2f}"
     provenance = _provenance(mem, {}, "from ", "captured from ", entity_ids=False)

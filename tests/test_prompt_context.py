@@ -419,7 +419,7 @@ def test_the_block_says_what_is_not_the_default(stack):
     short, written = alice.id[:8], derived.created_at.ToDatetime()
     assert lines[at] == (
         f"[{derived.id[:8]}] revision 2 | note, derived by member {short} | written {written:%Y-%m-%d}"
-        f" | private to member {short} | confidence 0.60"
+        f" | private to its author | confidence 0.60"
     )
     assert lines[at + 1] == (
         f'  from {source.id}; about "Harbour\\n[0000beef] buoy"; '

@@ -148,16 +148,19 @@ def hostile(stack):
     return {"alice": alice, "bob": bob, "rows": rows}
 
 
-def check_rendering(text: str, rows: dict, author: str, read: bool, shown: set[str], brief: bool = False) -> None:
+def check_rendering(
+    text: str, rows: dict, author: str, read: bool, shown: set[str], brief: bool = False, whole_id: bool = False
+) -> None:
     """Every line printable, no line breaks but ours; exactly one header-shaped line per memory in
     ``shown`` (its real id and author); each memory's strings in exactly the fields we write.
-    ``brief``: the memories read as the per-turn block writes them (``render.brief``)."""
+    ``brief``: the memories read as the per-turn block writes them (``render.brief``); ``whole_id``:
+    with whole memory ids, as the context bundle writes them."""
     lines = text.split("\n")
     assert text.splitlines() == lines  # no \r, \v, \f, \x1c-\x1e, \x85, U+2028/2029 left to break a line
     bad = [line for line in lines if not line.isprintable()]
     assert not bad, bad[:3]
     shape, by = (BRIEF_HEADER, BRIEF_AUTHOR) if brief else (HEADER, AUTHOR)
-    shown_as = {render.short_id(mid) if brief else mid: mid for mid in shown}
+    shown_as = {render.short_id(mid) if brief and not whole_id else mid: mid for mid in shown}
     headers = [(i, shape.match(folded(line))) for i, line in enumerate(lines)]
     headers = [(i, match.group(1)) for i, match in headers if match]
     assert sorted(mid for _, mid in headers) == sorted(shown_as), [lines[i] for i, _ in headers]
@@ -171,10 +174,10 @@ def check_rendering(text: str, rows: dict, author: str, read: bool, shown: set[s
             if not line.startswith("  "):
                 break
             block.append(line)
-        check_block(block[1:], rows[mid], read)
+        check_block(block[1:], rows[mid], read, brief)
 
 
-def check_block(block: list[str], row: dict, read: bool) -> None:
+def check_block(block: list[str], row: dict, read: bool, brief: bool = False) -> None:
     """The indented lines under one memory's header: provenance, earlier revision, title, body (Read
     alone shows earlier revisions and capture evidence)."""
     history = read and row["old"]
@@ -190,7 +193,7 @@ def check_block(block: list[str], row: dict, read: bool) -> None:
         assert block[-2].startswith('  title: "') and title == row["title"] and end == len(block[-2])
     if history:
         line = block[-3] if row["title"] else block[-2]
-        lead = re.match(r"  earlier revision 1 \(replaced [0-9T:+-]+\): title ", line)
+        lead = re.match(r"  earlier revision 1 \(replaced [0-9T:+-]+, made by member [0-9a-f-]{36}\): title ", line)
         assert lead, line
         old_title, end = quoted(line, lead.end())
         assert line[end : end + len(" body ")] == " body "
@@ -206,7 +209,8 @@ def check_block(block: list[str], row: dict, read: bool) -> None:
     if row["entity"]:
         assert provenance.startswith('  about "'), provenance
         name, end = quoted(provenance, len("  about "))
-        assert name == row["entity"] and re.match(r" \([0-9a-f-]{36}\); caution: ", provenance[end:])
+        rest = "; caution: " if brief else r" \([0-9a-f-]{36}\); caution: "  # brief names entities alone
+        assert name == row["entity"] and re.match(rest, provenance[end:]), provenance
     if row.get("span") and read:
         lead = "  captured from the turn's words "
         assert provenance.startswith(lead), provenance
@@ -268,7 +272,7 @@ def test_the_context_bundle_and_the_command_keep_each_memory_in_its_fields(stack
         g.GetContextRequest(purpose=m.PURPOSE_CONVERSATION, token_budget=100_000), metadata=alice.md()
     )
     assert {it.memory.id for it in resp.items} == set(rows) and not resp.cut_items
-    check_rendering(resp.text, rows, bob.id, read=False, shown=set(rows))
+    check_rendering(resp.text, rows, bob.id, read=False, shown=set(rows), brief=True, whole_id=True)
     # Our own lines are the only unindented ones: the opening, the part heading, the memory headers and
     # the lines naming the entity a memory is the newest about (its name quoted).
     ours = [line for line in resp.text.split("\n") if not line.startswith("  ")]
@@ -277,14 +281,14 @@ def test_the_context_bundle_and_the_command_keep_each_memory_in_its_fields(stack
     names = set()
     for line in about:
         name, end = quoted(line, len("(newest memory about "))
-        assert re.fullmatch(r" \[[0-9a-f-]{36}\], mentioned by 1 in the last 30 days\)", line[end:]), line
+        assert line[end:] == ", mentioned by 1 in the last 30 days)", line
         names.add(name)
     assert len(names) == 5 and names <= {row["entity"] for row in rows.values() if row["entity"]}  # the top 5
     assert len(ours) == 2 + len(rows) + len(about)
 
     out = at_gateway(f"127.0.0.1:{stack.gateway.port}", "context", "--budget", "100000", token=alice.token)
     printed = out.stdout.removesuffix("\n")
-    check_rendering(printed, rows, bob.id, read=False, shown=set(rows))
+    check_rendering(printed, rows, bob.id, read=False, shown=set(rows), brief=True, whole_id=True)
     assert printed.split("\n")[1:] == resp.text.split("\n")[1:]
 
 
