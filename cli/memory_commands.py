@@ -102,7 +102,9 @@ def describe(memory: m.Memory) -> str:
     for att in memory.attributes:
         text += f"\n  states {shown(att.subject_name)} {att.key} = {shown(att.value)}"
     for rev in memory.history:
-        made = f" by {person(rev.revised_by, rev.revised_by_name)}" if rev.revised_by else ""
+        made = ""
+        if rev.revised_by and rev.revised_by != memory.created_by:
+            made = f" by {person(rev.revised_by, rev.revised_by_name)}"
         text += f"\n  revision {rev.revision}{made}: {shown(rev.title)} | {shown(rev.body)}"
     said = set()
     for res in memory.entity_resolutions:  # only in a write's answer (docs/entities.md)

@@ -284,7 +284,9 @@ def memory(mem: m.Memory, cuts: Cuts | None = None) -> str:
     for i, rev in enumerate(mem.history):
         title = f"title {_field(mem, cuts, f'history[{i}].title', rev.title)} " if rev.title else ""
         body = _field(mem, cuts, f"history[{i}].body", rev.body)
-        made = f", made by {member(rev.revised_by, rev.revised_by_name)}" if rev.revised_by else ""
+        made = ""
+        if rev.revised_by and rev.revised_by != mem.created_by:  # the author's own revisions go unsaid
+            made = f", made by {member(rev.revised_by, rev.revised_by_name)}"
         lines.append(f"  earlier revision {rev.revision} (replaced {when(rev.replaced_at)}{made}): {title}body {body}")
     if "history" in cuts:
         lines.append(f"  {cuts['history']['items_left_out']} earlier revisions more left out")

@@ -146,9 +146,10 @@ class Stack:
             g.CreateWorkspaceRequest(name=f"{name} #{next(_WORKSPACE_NUMBERS)}"), metadata=self.op()
         ).workspace_id
 
-    def member(self, workspace_id: str, role=m.ROLE_MEMBER, purposes=()) -> Member:
+    def member(self, workspace_id: str, role=m.ROLE_MEMBER, purposes=(), display_name: str = "") -> Member:
         resp = self.admin.AddMember(
-            g.AddMemberRequest(workspace_id=workspace_id, role=role, purposes=purposes), metadata=self.op()
+            g.AddMemberRequest(workspace_id=workspace_id, role=role, purposes=purposes, display_name=display_name),
+            metadata=self.op(),
         )
         return Member(resp.member_id, resp.token, self)
 

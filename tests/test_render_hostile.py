@@ -193,7 +193,7 @@ def check_block(block: list[str], row: dict, read: bool, brief: bool = False) ->
         assert block[-2].startswith('  title: "') and title == row["title"] and end == len(block[-2])
     if history:
         line = block[-3] if row["title"] else block[-2]
-        lead = re.match(r"  earlier revision 1 \(replaced [0-9T:+-]+, made by member [0-9a-f-]{36}\): title ", line)
+        lead = re.match(r"  earlier revision 1 \(replaced [0-9T:+-]+\): title ", line)
         assert lead, line
         old_title, end = quoted(line, lead.end())
         assert line[end : end + len(" body ")] == " body "

@@ -88,6 +88,7 @@ from recallatron.store.v1 import store_pb2, store_pb2_grpc
 from mcp_server import render as mcp_render
 from servicekit import clients, render, vocabulary
 from servicekit.render import Bound
+from store_service.control import names as member_names
 from store_service.history import turn_index
 from store_service.search import lexical_index
 
@@ -193,10 +194,12 @@ class Model:
         self.merges: list[tuple[str, str, str]] = []  # standing merges: (entity, into, who merged)
 
     def supersede(self, old: Mem, new_id: str) -> None:
-        """``old`` superseded by ``new_id``: every memory here has confidence 1, so it is flagged."""
+        """``old`` superseded by ``new_id``: every memory here has confidence 1, so it is flagged when
+        their authors differ (a disagreement; docs/curation.md, "Conflict flags")."""
         old.superseded, old.successor = True, new_id
         old.aged = False  # superseding a memory updates it (the expiry gate shows it again)
-        self.flags.append(Flag(old.id, new_id))
+        if self.mems[new_id].creator != old.creator:
+            self.flags.append(Flag(old.id, new_id))
 
     def own_readable(self, mem: Mem, who: str) -> bool:
         return not mem.forgotten and mem.audience in (None, who) and mem.purpose in self.grants[who]
@@ -527,6 +530,29 @@ def renderings(resp) -> list[str]:
     text, content = mcp_render.result(resp, UNBOUNDED)
     mems = [it.memory for it in resp.items] if hasattr(resp, "items") else [resp.memory]
     return [text, json.dumps(content), *(render.memory(mem) for mem in mems)]
+
+
+# A named member of another workspace, per stack: its name must never show in this one's answers.
+_OUTSIDERS: dict[int, str] = {}
+
+
+def outsider_name(stack) -> str:
+    if id(stack) not in _OUTSIDERS:
+        name = f"Outsider {uuid.uuid4().hex[:8]}"
+        stack.member(stack.workspace("outsider"), display_name=name).remember(f"Written by {name}.")
+        _OUTSIDERS[id(stack)] = name
+    return _OUTSIDERS[id(stack)]
+
+
+def check_names(resp, names: dict[str, str], hidden: str, shown: list[str]) -> None:
+    """Every display name beside a member id in ``resp`` (at any depth) is that member's, among the
+    example's members (``names``), and ``hidden``, another workspace's member's name, is nowhere in
+    ``resp`` or what a model is ``shown`` of it."""
+    found: list = []
+    member_names._collect(resp, found)
+    for msg, name_field, value in found:
+        assert getattr(msg, name_field) == names.get(value, ""), (name_field, value)
+    assert hidden not in str(resp) and not any(hidden in text for text in shown)
 
 
 def check_rendered(model: Model, me: str, shown: str) -> None:
@@ -1349,12 +1375,20 @@ def leak_example(stack, property_workspace: str, program, grants, gate: bool) ->
         g.UpdateWorkspaceSettingsRequest(workspace_id=ws, context_bundle=True, expiry_days=GATE_DAYS if gate else None),
         metadata=stack.op(),
     )
+    word = "pw" + uuid.uuid4().hex[:8]  # every body carries it: a one-term lexical query matches all
     members = [
-        stack.member(ws, role=m.ROLE_ADMIN if i == 2 else m.ROLE_MEMBER, purposes=sorted(grants[i])) for i in range(3)
+        stack.member(
+            ws,
+            role=m.ROLE_ADMIN if i == 2 else m.ROLE_MEMBER,
+            purposes=sorted(grants[i]),
+            display_name="" if i == 1 else f"Member {i} {word[2:]}",  # one without a name
+        )
+        for i in range(3)
     ]
     who = [mb.id for mb in members]
+    names = {who[0]: f"Member 0 {word[2:]}", who[2]: f"Member 2 {word[2:]}"}
+    hidden = outsider_name(stack)
     model = Model({who[i]: set(grants[i]) for i in range(3)}, {who[2]}, gate)
-    word = "pw" + uuid.uuid4().hex[:8]  # every body carries it: a one-term lexical query matches all
     api = stack.memory
 
     for n, (op, actor, a, b, p, aud) in enumerate(program):
@@ -1432,6 +1466,7 @@ def leak_example(stack, property_workspace: str, program, grants, gate: bool) ->
                 assert code == OK
                 for shown in renderings(resp):
                     check_rendered(model, me, shown)
+                check_names(resp, names, hidden, renderings(resp))
                 eligible = model.recallable(me, purpose)
                 got = [it.memory.id for it in resp.items]
                 # Nothing ineligible anywhere; ids outside this example never appear either.
@@ -1470,6 +1505,7 @@ def leak_example(stack, property_workspace: str, program, grants, gate: bool) ->
             if readable:
                 for shown in renderings(resp):
                     check_rendered(model, me, shown)
+                check_names(resp, names, hidden, renderings(resp))
                 for link in resp.memory.links:
                     if link.type == m.LINK_TYPE_DERIVED_FROM:
                         assert model.readable(link.target_memory_id, me)

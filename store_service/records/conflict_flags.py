@@ -1,8 +1,11 @@
 """Conflict flags, written where a supersession is made (docs/curation.md, "Conflict flags").
 
-The old store's rule, kept: when a memory held with confidence 0.8 or more is superseded by one held
-with 0.8 or more, two confident claims disagree. Both stay (the older points to the newer through
-``superseded_by_id``) and the pair is flagged for a person to acknowledge or undo
+A supersession is flagged when it is a disagreement, not a routine edit: when the newer memory was
+written by another member than the older one, and both are held with confidence 0.8 or more (the old
+store's threshold). A member replacing their own claim (an ordinary Supersede, or a duplicate
+decision between two memories of one author) is an edit and opens nothing; one member's confident
+claim replaced by another's is two people disagreeing. Both stay (the older points to the newer
+through ``superseded_by_id``) and the pair is flagged for a person to acknowledge or undo
 (store_service/curation/review.py lists and resolves flags). ``flag`` runs in the transaction that sets
 ``superseded_by_id``, on every path that sets it: Supersede and supersede by an existing memory
 (store_service/records/lifecycle.py, which DecideDuplicateProposal uses) and ImportMemories' supersede
@@ -22,9 +25,9 @@ CONFLICT_CONFIDENCE = 0.8
 
 
 def flag(conn: psycopg.Connection, pairs: list[tuple[uuid.UUID, uuid.UUID]]) -> dict[uuid.UUID, uuid.UUID]:
-    """Writes one open flag per (older, newer) pair whose memories both have confidence
-    ``CONFLICT_CONFIDENCE`` or more, as the rows stand in this transaction; returns older id -> flag
-    id for the flags written (one statement however many pairs)."""
+    """Writes one open flag per (older, newer) pair whose memories have different authors and both
+    confidence ``CONFLICT_CONFIDENCE`` or more, as the rows stand in this transaction; returns older
+    id -> flag id for the flags written (one statement however many pairs)."""
     if not pairs:
         return {}
     rows = conn.execute(
@@ -32,7 +35,7 @@ def flag(conn: psycopg.Connection, pairs: list[tuple[uuid.UUID, uuid.UUID]]) -> 
            SELECT gen_random_uuid(), o.id, n.id
              FROM unnest(%(olds)s::uuid[], %(news)s::uuid[]) AS p(old, new)
              JOIN memory o ON o.id = p.old JOIN memory n ON n.id = p.new
-            WHERE o.confidence >= %(floor)s AND n.confidence >= %(floor)s
+            WHERE o.confidence >= %(floor)s AND n.confidence >= %(floor)s AND o.created_by <> n.created_by
         RETURNING older_id, id""",
         {"olds": [o for o, _ in pairs], "news": [n for _, n in pairs], "floor": CONFLICT_CONFIDENCE},
     ).fetchall()

@@ -283,7 +283,7 @@ def supersede(
 ) -> m.Memory:
     """Replaces a memory by a new one with the same purpose; the audience may narrow from the
     workspace to the caller, never widen (INVALID_ARGUMENT). A superseded target is FAILED_PRECONDITION.
-    Both confident (store_service/records/conflict_flags.py): the pair is flagged in the same transaction,
+    Two authors, both confident (store_service/records/conflict_flags.py): the pair is flagged in the same transaction,
     unless ``flag_conflict`` is false (an undo of a flag, store_service/curation/review.py).
 
     ``also_from``: memories the new text comes from besides the target's sources (an undo: the older
