@@ -291,7 +291,7 @@ def supersede_parser(sub: argparse._SubParsersAction) -> None:
     su.add_argument("id")
     su.add_argument("--revision", type=int, required=True)
     su.add_argument("--kind", choices=choices.KINDS, help="default: keep the superseded memory's kind")
-    su.add_argument("--title", default="")
+    su.add_argument("--title", default="", help="default: keep the superseded memory's title")
     su.add_argument("--audience", choices=choices.AUDIENCES, help="may narrow to member; default: keep")
     su.add_argument("--request-id", default="")
     su.add_argument("--about", action="append", default=[], help="entity name the new memory is about (repeatable)")
@@ -312,7 +312,7 @@ def supersede(gw: client.Gateway, args: argparse.Namespace) -> int:
             id=args.id,
             expected_revision=args.revision,
             kind=choices.KINDS.get(args.kind, 0),  # unset: the store keeps the target's kind
-            title=args.title,
+            title=args.title,  # empty: the store keeps the target's title
             body=args.body,
             audience=choices.AUDIENCES.get(args.audience, 0),
             request_id=args.request_id,

@@ -1,6 +1,6 @@
 """Inputs found by the breaker review of session 2, each a clear usage error or a correct answer:
 out-of-range times and int32 overflows are usage errors (exit 2, no traceback); `supersede` without
-`--kind` keeps the superseded memory's kind; ForgetHistory counts the ids as sent."""
+`--kind` or `--title` keeps the superseded memory's kind and title; ForgetHistory counts the ids as sent."""
 
 import json
 import subprocess
@@ -30,18 +30,31 @@ def test_out_of_range_times_and_integers_are_usage_errors(stack):
         assert "between years 1 and 9999" in out.stderr or "out of range" in out.stderr, (args, out.stderr)
 
 
-def test_supersede_without_kind_keeps_the_kind(stack):
+def test_supersede_without_kind_or_title_keeps_them(stack):
     alice = stack.member(stack.workspace("cli supersede kind"))
     req = g.RememberRequest(
         purpose=m.PURPOSE_CONVERSATION,
         kind=m.KIND_FACT,
+        title="Boiler",
         body="The boiler is serviced in May.",
         audience=m.AUDIENCE_WORKSPACE,
     )
     fact = stack.memory.Remember(req, metadata=alice.md()).memory
     out = cli(stack, alice.token, "supersede", fact.id, "--revision", "1", "The boiler is serviced in June.", "--json")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["memory"]["kind"] == "KIND_FACT"
+    new = json.loads(out.stdout)["memory"]
+    assert (new["kind"], new["title"]) == ("KIND_FACT", "Boiler")
+    text = cli(stack, alice.token, "supersede", new["id"], "--revision", "1", "--title", "Heating", "In July.").stdout
+    assert text.splitlines()[1:3] == ["  Heating", "  In July."]
+    newest = text.split()[0]
+    # The way to drop a title the successor kept (README): correct it to "" (the body "" is kept).
+    cleared = json.loads(
+        cli(stack, alice.token, "correct", newest, "--revision", "1", "--title", "", "", "--json").stdout
+    )
+    assert (cleared["memory"]["title"], cleared["memory"]["body"]) == ("", "In July.")
+    stale = cli(stack, alice.token, "supersede", fact.id, "--revision", "1", "Again.")
+    assert stale.returncode == 1 and stale.stderr.startswith("FAILED_PRECONDITION: ")
+    assert cli(stack, alice.token, "supersede", newest, "No revision.").returncode == 2
 
 
 def test_forget_history_counts_the_ids_as_sent(stack):
