@@ -115,11 +115,20 @@ _RESOLVED = {
 
 
 def _ended(memory: m.Memory) -> str:
-    """For a recall item: its validity when it no longer holds (superseded or invalidated), else nothing."""
+    """For a recall item: a mark and its validity when it no longer holds, else nothing. A history
+    recall (--history) and a read in time mix such memories with current ones, so the mark comes
+    right after the id, in brackets, where a reader scanning the list sees it: ``[superseded by
+    ID]``, ``[invalidated]``, or ``[ended]`` for a claim superseded by a memory the reader may not
+    read (its successor is not theirs to see, docs/time.md)."""
     if not memory.HasField("valid_until"):
         return ""
-    how = "  invalidated" if memory.invalidated else "  superseded" if memory.superseded_by_id else ""
-    return f"  {validity_text(memory)}{how}"
+    if memory.invalidated:
+        how = "[invalidated]"
+    elif memory.superseded_by_id:
+        how = f"[superseded by {memory.superseded_by_id}]"
+    else:
+        how = "[ended]"
+    return f"  {how}  {validity_text(memory)}"
 
 
 def validity_text(memory: m.Memory) -> str:
@@ -156,7 +165,7 @@ def recall_text(resp: g.RecallResponse) -> str:
         lines.append(
             f"{it.rank:>3}. lexical_rank={it.lexical_rank or '-'} dense_rank={it.dense_rank or '-'} "
             f"cosine={cosine} fused={it.fused_score:.5f} rerank={rerank}  "
-            f"{it.memory.id}{_said(it.memory)}{_ended(it.memory)}\n"
+            f"{it.memory.id}{_ended(it.memory)}{_said(it.memory)}\n"
             f"     {shown(it.memory.title)}: {shown(it.memory.body[:160])}"
         )
     return "\n".join(lines)

@@ -91,3 +91,41 @@ def test_history_search_refuses_a_bound_given_under_both_names(stack):
         assert out.returncode == 2 and "Traceback" not in out.stderr, (args, out.stderr)
         assert "name one option: give it once" in out.stderr, (args, out.stderr)
     assert cli(stack, alice.token, "history", "search", "--after", "2026-03-01").returncode == 0
+
+
+def test_recall_history_marks_what_no_longer_holds(stack):
+    """``recall --history`` mixes superseded and invalidated memories with current ones: each that no
+    longer holds is marked right after its id, and a successor its reader may not see is not named."""
+    ws = stack.workspace("cli recall marks")
+    alice, bob = stack.member(ws), stack.member(ws)
+    old = alice.remember("The zqkettle is blue.", title="Kettle")
+    new = stack.memory.Supersede(
+        g.SupersedeRequest(id=old.id, expected_revision=1, body="The zqkettle is red."), metadata=alice.md()
+    ).memory
+    ended = alice.remember("The zqkettle sits on the hob.")
+    stack.memory.Invalidate(
+        g.InvalidateRequest(id=ended.id, expected_revision=1, reason="moved to the shelf"), metadata=alice.md()
+    )
+    # A workspace memory superseded by a member-only one: Bob reads the old claim, not its successor.
+    shared = alice.remember("The zqkettle descaler is under the sink.")
+    stack.memory.Supersede(
+        g.SupersedeRequest(
+            id=shared.id, expected_revision=1, body="The zqkettle descaler ran out.", audience=m.AUDIENCE_MEMBER
+        ),
+        metadata=alice.md(),
+    )
+
+    def lines(member, *args) -> dict[str, str]:
+        out = cli(stack, member.token, "recall", "zqkettle", "--top-k", "10", *args)
+        assert out.returncode == 0, out.stderr
+        return {line.split("rerank=-  ")[1].split()[0]: line for line in out.stdout.splitlines() if "rerank=" in line}
+
+    seen = lines(alice, "--history")
+    assert f"{old.id}  [superseded by {new.id}]  valid from " in seen[old.id]
+    assert f"{ended.id}  [invalidated]  valid from " in seen[ended.id]
+    assert seen[new.id].endswith(new.id)  # current: no mark, no end
+    assert "[" not in seen[new.id]
+    assert f"{shared.id}  [ended]  valid from " in lines(bob, "--history")[shared.id]
+    # Without --history only current memories come back, none marked.
+    current = lines(alice)
+    assert old.id not in current and ended.id not in current and all("[" not in x for x in current.values())
