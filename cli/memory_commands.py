@@ -191,7 +191,13 @@ def remember_parser(sub: argparse._SubParsersAction) -> None:
         help="entity name to mention: the entity of that name you can see, else a new one (repeatable)",
     )
     rm.add_argument("--about-id", action="append", default=[], help="existing entity id to mention (repeatable)")
-    rm.add_argument("--occurred-at", type=options.instant, metavar="T", help="when what it tells happened")
+    rm.add_argument(
+        "--occurred-at",
+        type=options.instant,
+        metavar="T",
+        help="when what it tells happened: an ISO 8601 date or date-time, UTC unless it names an offset "
+        "(--after/--before and time words judge by it; unset, by when it is written)",
+    )
     statement_options(rm)
     options.valid_from_option(rm)
     rm.add_argument("body")

@@ -129,3 +129,23 @@ def test_recall_history_marks_what_no_longer_holds(stack):
     # Without --history only current memories come back, none marked.
     current = lines(alice)
     assert old.id not in current and ended.id not in current and all("[" not in x for x in current.values())
+
+
+def test_remember_occurred_at(stack):
+    """``remember --occurred-at T``: the time read as every time flag reads one (UTC unless it names an
+    offset), stored and shown; a time it cannot read is a usage error naming the flag, nothing stored."""
+    alice = stack.member(stack.workspace("cli occurred at"))
+    out = cli(
+        stack, alice.token, "remember", "--occurred-at", "2024-02-10T09:30:00+02:00", "Kofi fixed the gate.", "--json"
+    )
+    assert out.returncode == 0, out.stderr
+    stored = json.loads(out.stdout)["memory"]
+    assert (stored["occurred_at"], stored["valid_from"]) == ("2024-02-10T07:30:00Z", "2024-02-10T07:30:00Z")
+    text = cli(stack, alice.token, "remember", "--occurred-at", "2024-02-11", "Kofi oiled the gate.").stdout
+    assert "  happened 2024-02-11T00:00:00+00:00  " in text.splitlines()[0]
+    for bad in ("yesterday", "2024-02-30", "2024-02-10T25:00", ""):
+        refused = cli(stack, alice.token, "remember", "--occurred-at", bad, "Kofi painted the gate.")
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, (bad, refused.stderr)
+        assert "argument --occurred-at: not an ISO 8601 time" in refused.stderr, (bad, refused.stderr)
+    listed = stack.memory.ListMemories(g.ListMemoriesRequest(), metadata=alice.md())
+    assert sorted(mem.body for mem in listed.memories) == ["Kofi fixed the gate.", "Kofi oiled the gate."]
