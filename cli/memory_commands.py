@@ -56,7 +56,8 @@ def _statements(args: argparse.Namespace) -> dict:
     }
 
 
-def _mentions(names: list[str], ids: list[str]) -> list[m.EntityMention]:
+def mentions(names: list[str], ids: list[str]) -> list[m.EntityMention]:
+    """The entities of ``--about NAME`` and ``--about-id ID`` as a request's mentions."""
     return [m.EntityMention(name=n) for n in names] + [m.EntityMention(entity_id=i) for i in ids]
 
 
@@ -73,8 +74,8 @@ def _said(memory: m.Memory) -> str:
 
 def describe(memory: m.Memory) -> str:
     """A memory for people: id, revision, kind, audience, purpose, creation time, validity (and an
-    invalidation's reason), then title, body, its successor, links and (when read with --history)
-    earlier revisions, one per line."""
+    invalidation's reason), then title, body, its successor, what it was captured from, links and
+    (when read with --history) earlier revisions, one per line."""
     aud = "workspace" if memory.audience == m.AUDIENCE_WORKSPACE else f"member {memory.audience_member_id}"
     # Validity and an invalidation go on the first line, with the other times, where no stored text
     # stands: a title or body line can only imitate them (the reason, stored text too, is quoted).
@@ -87,6 +88,8 @@ def describe(memory: m.Memory) -> str:
     )
     if memory.superseded_by_id:
         text += f"\n  superseded by {memory.superseded_by_id}"
+    if memory.evidence.span:  # a captured memory: the words of the turn that state it, stored text (quoted)
+        text += f"\n  captured from the turn's words {quote(memory.evidence.span)}"
     for link in memory.links:
         target = link.target_memory_id or f"{shown(link.target_entity_name)} ({link.target_entity_id})"
         text += f"\n  {name_of(m.LinkType, link.type)} {target}"
@@ -217,7 +220,7 @@ def remember(gw: client.Gateway, args: argparse.Namespace) -> int:
             audience=choices.AUDIENCES[args.audience],
             confidence=args.confidence,
             request_id=args.request_id,
-            entities=_mentions(args.about, args.about_id),
+            entities=mentions(args.about, args.about_id),
             occurred_at=args.occurred_at,
             valid_from=args.valid_from,
             **_statements(args),
@@ -258,7 +261,7 @@ def derive(gw: client.Gateway, args: argparse.Namespace) -> int:
             title=args.title,
             body=args.body,
             request_id=args.request_id,
-            entities=_mentions(args.about, []),
+            entities=mentions(args.about, []),
             valid_from=args.valid_from,
             **_statements(args),
         ),
@@ -332,7 +335,7 @@ def supersede(gw: client.Gateway, args: argparse.Namespace) -> int:
             audience=choices.AUDIENCES.get(args.audience, 0),
             request_id=args.request_id,
             valid_from=args.valid_from,
-            entities=_mentions(args.about, []),
+            entities=mentions(args.about, []),
             **_statements(args),
         ),
         metadata=gw.metadata,
