@@ -200,7 +200,7 @@ def run(settings: Settings) -> int:
         return 1
     settings.home.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    env["RECALLATRON_HOME"] = str(settings.home.resolve())
+    env["RECALLATRON_HOME"] = str(settings.home)  # absolute (servicekit.settings)
     pg = None
     if not settings.database_url:
         from servicekit.embedded_pg import EmbeddedPostgres
@@ -211,7 +211,7 @@ def run(settings: Settings) -> int:
     else:
         where = "DATABASE_URL"
     ensure_operator_token(settings.operator_token_path)
-    env["RECALLATRON_OPERATOR_TOKEN_FILE"] = str(settings.operator_token_path.resolve())
+    env["RECALLATRON_OPERATOR_TOKEN_FILE"] = str(settings.operator_token_path)
     sup = Supervisor(settings, env, stop, pg)
     status = 0
     try:

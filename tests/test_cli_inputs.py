@@ -149,3 +149,29 @@ def test_remember_occurred_at(stack):
         assert "argument --occurred-at: not an ISO 8601 time" in refused.stderr, (bad, refused.stderr)
     listed = stack.memory.ListMemories(g.ListMemoriesRequest(), metadata=alice.md())
     assert sorted(mem.body for mem in listed.memories) == ["Kofi fixed the gate.", "Kofi oiled the gate."]
+
+
+def test_a_relative_home_is_read_from_the_current_folder_and_named_whole(stack, tmp_path, monkeypatch):
+    """RECALLATRON_HOME (and RECALLATRON_OPERATOR_TOKEN_FILE) relative: taken from the current folder,
+    once; an operator command that finds no credential names the absolute file it looked for."""
+    gateway = f"127.0.0.1:{stack.gateway.port}"
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    (here / "data").mkdir(parents=True)
+    elsewhere.mkdir()
+    (here / "data" / "operator-token").write_text(stack.operator_token + "\n")
+    env = {"RECALLATRON_HOME": "data"}
+    monkeypatch.chdir(here)
+    made = recallatron("workspace", "create", "relative home", "--gateway", gateway, env=env)
+    assert made.returncode == 0 and made.stdout.strip(), made.stderr
+    monkeypatch.chdir(elsewhere)
+    missing = recallatron("workspace", "create", "relative home", "--gateway", gateway, env=env)
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip().startswith(
+        f"no operator credential at {elsewhere / 'data' / 'operator-token'} (No such file or directory): "
+    ), missing.stderr
+    assert "RECALLATRON_HOME" in missing.stderr and "--operator-token" in missing.stderr
+    token_file = {"RECALLATRON_OPERATOR_TOKEN_FILE": "../here/data/operator-token"}
+    found = recallatron("workspace", "create", "relative file", "--gateway", gateway, env=token_file)
+    assert found.returncode == 0, found.stderr
+    folder = recallatron("workspace", "create", "a folder", "--gateway", gateway, env={"RECALLATRON_HOME": ".."})
+    assert folder.returncode == 1 and f"no operator credential at {tmp_path / 'operator-token'} (" in folder.stderr
