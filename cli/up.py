@@ -183,6 +183,11 @@ class Supervisor:
                 proc.wait()
 
 
+def _host(host: str) -> str:
+    """A configured host as a socket takes it: IPv6 brackets stripped, none meaning the loopback."""
+    return host.strip("[]") or "127.0.0.1"
+
+
 def _listeners(settings: Settings) -> list[tuple[str, str, str, int]]:
     """Every port ``up`` starts something on: (what, the variable that sets it, host, port), the gRPC
     addresses and the screen's first, then each service's metrics port. A wildcard host is dialled
@@ -190,10 +195,11 @@ def _listeners(settings: Settings) -> list[tuple[str, str, str, int]]:
     out = []
     for name in CHILDREN:
         host, _, port = getattr(settings, f"{name}_addr").rpartition(":")
-        out.append((name, f"RECALLATRON_{name.upper()}_ADDR", host.strip("[]") or "127.0.0.1", int(port)))
-    metrics_host = settings.metrics_addr.strip("[]") or "127.0.0.1"
+        out.append((name, f"RECALLATRON_{name.upper()}_ADDR", _host(host), int(port)))
     for name in ORDER:
-        out.append((f"{name} metrics", metrics_variable(name), metrics_host, settings.metrics_port(name)))
+        out.append(
+            (f"{name} metrics", metrics_variable(name), _host(settings.metrics_addr), settings.metrics_port(name))
+        )
     return [(what, var, "127.0.0.1" if host in ("0.0.0.0", "::") else host, port) for what, var, host, port in out]
 
 
@@ -232,11 +238,11 @@ def choose_ports(settings: Settings) -> tuple[Settings, dict[str, str], list[str
     for name in ORDER:
         host, _, port = getattr(settings, f"{name}_addr").rpartition(":")
         if int(port) == 0:
-            addr = f"{host}:{_free_port(host.strip('[]') or '127.0.0.1')}"
+            addr = f"{host}:{_free_port(_host(host))}"
             update[f"{name}_addr"] = env[f"RECALLATRON_{name.upper()}_ADDR"] = addr
             said.append(f"{name} {addr} (RECALLATRON_{name.upper()}_ADDR)")
         if settings.metrics_port(name) == 0:
-            update[f"{name}_metrics_port"] = chosen = _free_port(settings.metrics_addr.strip("[]") or "127.0.0.1")
+            update[f"{name}_metrics_port"] = chosen = _free_port(_host(settings.metrics_addr))
             env[metrics_variable(name)] = str(chosen)
             said.append(f"{name} metrics {settings.metrics_addr}:{chosen} ({metrics_variable(name)})")
     return settings.model_copy(update=update), env, said
