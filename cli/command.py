@@ -29,14 +29,17 @@ def member_token(args) -> str:
 
 
 def operator_token(args, default_path: Path) -> str:
-    """The operator credential from --operator-token or the data folder."""
+    """The operator credential from --operator-token or the data folder (``default_path``, absolute:
+    the message names the very file read, whatever the current folder)."""
     if getattr(args, "operator_token", None):
         return args.operator_token
     try:
         return default_path.read_text().strip()
-    except OSError:
+    except OSError as exc:
         raise SystemExit(
-            f"no operator credential: pass --operator-token or run `recallatron up` (it writes {default_path})"
+            f"no operator credential at {default_path} ({exc.strerror}): pass --operator-token, or run "
+            "`recallatron up` with the same RECALLATRON_HOME (it writes the file there; "
+            "RECALLATRON_OPERATOR_TOKEN_FILE names another)"
         ) from None
 
 

@@ -49,7 +49,11 @@ def expiring_text(resp: g.ListExpiringMemoriesResponse) -> str:
     lines.append(f"{len(resp.memories)} shown of {resp.total_size} hidden")
     if resp.next_page_token:
         lines.append(f"next page: --page-token {resp.next_page_token}")
-    lines.append("keep one with `recallatron keep ID --revision N`, or forget it with `recallatron forget ID`")
+    # Each command as it runs, placeholders aside (tests/test_expiry.py runs them): forget needs a reason.
+    lines.append(
+        "keep one with `recallatron keep ID --revision N` (N: the revision shown), "
+        "or forget it with `recallatron forget ID --reason WHY`"
+    )
     return "\n".join(lines)
 
 

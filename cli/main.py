@@ -1,10 +1,10 @@
 """The ``recallatron`` command: run the system, administer it, and use it as a client.
 
 Each subcommand lives with its own parser function and handler (``serve``, ``up``,
-``admin_commands``, ``memory_commands``, ``curation_commands``, ``context_commands``, ``expiry_commands``,
-``history_commands``, ``hook_command``, ``portability_commands``, ``legacy_import``, ``mcp_command``,
-``web_command``, ``evaluate``, ``calibrate``, ``inject_eval``); this module only puts the parsers together
-in the order ``--help`` lists them and calls the chosen handler. Nothing imports it.
+``admin_commands``, ``memory_commands``, ``capture_command``, ``curation_commands``, ``context_commands``,
+``expiry_commands``, ``history_commands``, ``hook_command``, ``portability_commands``, ``legacy_import``,
+``mcp_command``, ``web_command``, ``evaluate``, ``calibrate``, ``inject_eval``); this module only puts the
+parsers together in the order ``--help`` lists them and calls the chosen handler. Nothing imports it.
 
 Exit status 0 on success, 1 when a call fails (the gRPC status code name and message go to
 stderr), 2 for bad command-line usage.
@@ -24,6 +24,7 @@ def parsers() -> tuple:
     ``main`` hands it to cli.hook_command before any of them (or the settings) is loaded."""
     from cli import (
         admin_commands,
+        capture_command,
         context_commands,
         curation_commands,
         entity_commands,
@@ -50,6 +51,7 @@ def parsers() -> tuple:
         admin_commands.status_parser,
         admin_commands.rebuild_parser,
         *memory_commands.PARSERS,
+        capture_command.capture_parser,
         *entity_commands.PARSERS,
         *curation_commands.PARSERS,
         *context_commands.PARSERS,

@@ -56,7 +56,8 @@ def _statements(args: argparse.Namespace) -> dict:
     }
 
 
-def _mentions(names: list[str], ids: list[str]) -> list[m.EntityMention]:
+def mentions(names: list[str], ids: list[str]) -> list[m.EntityMention]:
+    """The entities of ``--about NAME`` and ``--about-id ID`` as a request's mentions."""
     return [m.EntityMention(name=n) for n in names] + [m.EntityMention(entity_id=i) for i in ids]
 
 
@@ -80,8 +81,8 @@ def _revised(memory: m.Memory) -> str:
 
 def describe(memory: m.Memory) -> str:
     """A memory for people: id, revision, kind, audience, purpose, creation time, validity (and an
-    invalidation's reason), then title, body, its successor, links and (when read with --history)
-    earlier revisions, one per line."""
+    invalidation's reason), then title, body, its successor, what it was captured from, links and
+    (when read with --history) earlier revisions, one per line."""
     aud = "workspace" if memory.audience == m.AUDIENCE_WORKSPACE else f"member {memory.audience_member_id}"
     # Validity and an invalidation go on the first line, with the other times, where no stored text
     # stands: a title or body line can only imitate them (the reason, stored text too, is quoted).
@@ -94,6 +95,8 @@ def describe(memory: m.Memory) -> str:
     )
     if memory.superseded_by_id:
         text += f"\n  superseded by {memory.superseded_by_id}"
+    if memory.evidence.span:  # a captured memory: the words of the turn that state it, stored text (quoted)
+        text += f"\n  captured from the turn's words {quote(memory.evidence.span)}"
     for link in memory.links:
         target = link.target_memory_id or f"{shown(link.target_entity_name)} ({link.target_entity_id})"
         text += f"\n  {name_of(m.LinkType, link.type)} {target}"
@@ -125,11 +128,20 @@ _RESOLVED = {
 
 
 def _ended(memory: m.Memory) -> str:
-    """For a recall item: its validity when it no longer holds (superseded or invalidated), else nothing."""
+    """For a recall item: a mark and its validity when it no longer holds, else nothing. A history
+    recall (--history) and a read in time mix such memories with current ones, so the mark comes
+    right after the id, in brackets, where a reader scanning the list sees it: ``[superseded by
+    ID]``, ``[invalidated]``, or ``[ended]`` for a claim superseded by a memory the reader may not
+    read (its successor is not theirs to see, docs/time.md)."""
     if not memory.HasField("valid_until"):
         return ""
-    how = "  invalidated" if memory.invalidated else "  superseded" if memory.superseded_by_id else ""
-    return f"  {validity_text(memory)}{how}"
+    if memory.invalidated:
+        how = "[invalidated]"
+    elif memory.superseded_by_id:
+        how = f"[superseded by {memory.superseded_by_id}]"
+    else:
+        how = "[ended]"
+    return f"  {how}  {validity_text(memory)}"
 
 
 def validity_text(memory: m.Memory) -> str:
@@ -166,7 +178,7 @@ def recall_text(resp: g.RecallResponse) -> str:
         lines.append(
             f"{it.rank:>3}. lexical_rank={it.lexical_rank or '-'} dense_rank={it.dense_rank or '-'} "
             f"cosine={cosine} fused={it.fused_score:.5f} rerank={rerank}  "
-            f"{it.memory.id}{_said(it.memory)}{_ended(it.memory)}\n"
+            f"{it.memory.id}{_ended(it.memory)}{_said(it.memory)}\n"
             f"     {shown(it.memory.title)}: {shown(it.memory.body[:160])}"
         )
     return "\n".join(lines)
@@ -192,7 +204,13 @@ def remember_parser(sub: argparse._SubParsersAction) -> None:
         help="entity name to mention: the entity of that name you can see, else a new one (repeatable)",
     )
     rm.add_argument("--about-id", action="append", default=[], help="existing entity id to mention (repeatable)")
-    rm.add_argument("--occurred-at", type=options.instant, metavar="T", help="when what it tells happened")
+    rm.add_argument(
+        "--occurred-at",
+        type=options.instant,
+        metavar="T",
+        help="when what it tells happened: an ISO 8601 date or date-time, UTC unless it names an offset "
+        "(--after/--before and time words judge by it; unset, by when it is written)",
+    )
     statement_options(rm)
     options.valid_from_option(rm)
     rm.add_argument("body")
@@ -212,7 +230,7 @@ def remember(gw: client.Gateway, args: argparse.Namespace) -> int:
             audience=choices.AUDIENCES[args.audience],
             confidence=args.confidence,
             request_id=args.request_id,
-            entities=_mentions(args.about, args.about_id),
+            entities=mentions(args.about, args.about_id),
             occurred_at=args.occurred_at,
             valid_from=args.valid_from,
             **_statements(args),
@@ -253,7 +271,7 @@ def derive(gw: client.Gateway, args: argparse.Namespace) -> int:
             title=args.title,
             body=args.body,
             request_id=args.request_id,
-            entities=_mentions(args.about, []),
+            entities=mentions(args.about, []),
             valid_from=args.valid_from,
             **_statements(args),
         ),
@@ -301,7 +319,7 @@ def supersede_parser(sub: argparse._SubParsersAction) -> None:
     su.add_argument("id")
     su.add_argument("--revision", type=int, required=True)
     su.add_argument("--kind", choices=choices.KINDS, help="default: keep the superseded memory's kind")
-    su.add_argument("--title", default="")
+    su.add_argument("--title", default="", help="default: keep the superseded memory's title")
     su.add_argument("--audience", choices=choices.AUDIENCES, help="may narrow to member; default: keep")
     su.add_argument("--request-id", default="")
     su.add_argument("--about", action="append", default=[], help="entity name the new memory is about (repeatable)")
@@ -322,12 +340,12 @@ def supersede(gw: client.Gateway, args: argparse.Namespace) -> int:
             id=args.id,
             expected_revision=args.revision,
             kind=choices.KINDS.get(args.kind, 0),  # unset: the store keeps the target's kind
-            title=args.title,
+            title=args.title,  # empty: the store keeps the target's title
             body=args.body,
             audience=choices.AUDIENCES.get(args.audience, 0),
             request_id=args.request_id,
             valid_from=args.valid_from,
-            entities=_mentions(args.about, []),
+            entities=mentions(args.about, []),
             **_statements(args),
         ),
         metadata=gw.metadata,

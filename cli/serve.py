@@ -8,6 +8,7 @@ are cancelled), closes its channels and database pools, and the process exits 0.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 
 from servicekit import logs
@@ -70,13 +71,40 @@ def start(name: str, settings: Settings):
     raise SystemExit(f"unknown service {name!r}; choose one of {', '.join(SERVICES)}")
 
 
+def metrics_variable(name: str) -> str:
+    """The environment variable of service ``name``'s metrics port."""
+    return f"RECALLATRON_{name.upper()}_METRICS_PORT"
+
+
+def start_metrics(name: str, settings: Settings) -> int:
+    """Serves service ``name``'s /metrics; returns the port bound. SystemExit with one line naming the
+    service, the address and the variable to change when it cannot bind (a port in use: another
+    stack, say), never a traceback."""
+    addr, port = settings.metrics_addr, settings.metrics_port(name)
+    try:
+        return serve_metrics(addr, port)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise SystemExit(
+                f"{name}: metrics port {port} on {addr} is already in use; set {metrics_variable(name)} to "
+                "another port (0: any free one)"
+            ) from None
+        raise SystemExit(
+            f"{name}: cannot serve metrics on {addr}:{port} ({exc.strerror}); RECALLATRON_METRICS_ADDR and "
+            f"{metrics_variable(name)} set them"
+        ) from None
+
+
 def run(name: str, settings: Settings) -> int:
     """Serves until a signal arrives; returns the exit status. Logs are JSON lines on stderr."""
     logs.configure(settings.log_level)
     stop = stop_on_signals()  # servicekit.signals: the handler takes no lock
+    # Metrics first: a port in use then stops the process before the service holds its port, its
+    # database pools or a model, so there is nothing to stop and the message is the last line.
+    port = start_metrics(name, settings)
     service = start(name, settings)
-    port = serve_metrics(settings.metrics_addr, settings.metrics_port(name))
-    log.info("%s serving; metrics on http://%s:%d/metrics", name, settings.metrics_addr, port)
+    chosen = f" (the system's choice: {metrics_variable(name)} is 0)" if settings.metrics_port(name) == 0 else ""
+    log.info("%s serving; metrics on http://%s:%d/metrics%s", name, settings.metrics_addr, port, chosen)
     # Wait in 1 s steps, not forever: the kernel may deliver SIGTERM to another thread (gRPC's),
     # and CPython runs the Python handler only when the main thread next runs bytecode; a main
     # thread blocked in one endless wait never does, and the service never stops.

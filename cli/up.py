@@ -24,6 +24,7 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cli.serve import metrics_variable
 from servicekit import clients
 from servicekit.settings import Settings, host_port
 from servicekit.signals import die_with_parent, stop_on_signals
@@ -110,8 +111,8 @@ class Supervisor:
                 for name, proc in self.procs.items():
                     if proc.poll() is not None:
                         print(
-                            f"recallatron: {name} exited with status {proc.returncode} during start-up; "
-                            f"see {self.logs / (name + '.log')}",
+                            f"recallatron: {name} exited with status {proc.returncode} during start-up"
+                            f"{self.last_words(name)}; see {self.logs / (name + '.log')}",
                             file=sys.stderr,
                             flush=True,
                         )
@@ -123,6 +124,17 @@ class Supervisor:
         finally:
             for ch in channels.values():
                 ch.close()
+
+    def last_words(self, name: str) -> str:
+        """``: <the last line of NAME's log>``, or nothing: a child that refuses to start says why on
+        its last line (a port in use, a bad setting), which the user should not have to go and find."""
+        try:
+            with open(self.logs / f"{name}.log", "rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - 4096))
+                lines = log.read().decode("utf-8", "replace").strip().splitlines()
+        except OSError:
+            return ""
+        return f": {lines[-1].strip()}" if lines else ""
 
     def watch(self) -> None:
         """Restarts the embedded PostgreSQL and dead processes (with backoff) until asked to stop."""
@@ -171,19 +183,69 @@ class Supervisor:
                 proc.wait()
 
 
-def busy_ports(settings: Settings) -> list[str]:
-    """The configured gRPC addresses and the screen's that something already listens on (another
-    stack, say)."""
-    busy = []
+def _host(host: str) -> str:
+    """A configured host as a socket takes it: IPv6 brackets stripped, none meaning the loopback."""
+    return host.strip("[]") or "127.0.0.1"
+
+
+def _listeners(settings: Settings) -> list[tuple[str, str, str, int]]:
+    """Every port ``up`` starts something on: (what, the variable that sets it, host, port), the gRPC
+    addresses and the screen's first, then each service's metrics port. A wildcard host is dialled
+    on the loopback."""
+    out = []
     for name in CHILDREN:
         host, _, port = getattr(settings, f"{name}_addr").rpartition(":")
-        host = host.strip("[]") or "127.0.0.1"
+        out.append((name, f"RECALLATRON_{name.upper()}_ADDR", _host(host), int(port)))
+    for name in ORDER:
+        out.append(
+            (f"{name} metrics", metrics_variable(name), _host(settings.metrics_addr), settings.metrics_port(name))
+        )
+    return [(what, var, "127.0.0.1" if host in ("0.0.0.0", "::") else host, port) for what, var, host, port in out]
+
+
+def busy_ports(settings: Settings) -> list[str]:
+    """The configured ports something already listens on (another stack, say), each with the variable
+    that sets it; a port 0 is never busy (``choose_ports`` picks a free one)."""
+    busy = []
+    for what, variable, host, port in _listeners(settings):
+        if port == 0:
+            continue
         try:
-            with socket.create_connection((host, int(port)), timeout=0.5):
-                busy.append(f"{name} ({host}:{port})")
+            with socket.create_connection((host, port), timeout=0.5):
+                busy.append(f"{what} ({host}:{port}; {variable})")
         except OSError:
             continue
     return busy
+
+
+def _free_port(host: str) -> int:
+    """A port on ``host`` nothing listens on now (the kernel's pick)."""
+    family, kind, _, _, sockaddr = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
+    with socket.socket(family, kind) as sock:
+        sock.bind(sockaddr)
+        return sock.getsockname()[1]
+
+
+def choose_ports(settings: Settings) -> tuple[Settings, dict[str, str], list[str]]:
+    """Every gRPC or metrics port set to 0 made a free one here, before any child starts: ``up`` must
+    dial the services and say where they are, and a child that picked its own port would keep it to
+    itself (in its log) and take another at each restart, losing its Prometheus scrape. Returns the
+    settings with those ports, the variables that pass them to the children, and a line each for
+    the user. The port is free when chosen and bound a moment later by its child: the kernel hands
+    out ephemeral ports in turn, and should another process take it meanwhile, the child stops with
+    the message naming the port and the variable (``cli.serve.start_metrics``)."""
+    update, env, said = {}, {}, []
+    for name in ORDER:
+        host, _, port = getattr(settings, f"{name}_addr").rpartition(":")
+        if int(port) == 0:
+            addr = f"{host}:{_free_port(_host(host))}"
+            update[f"{name}_addr"] = env[f"RECALLATRON_{name.upper()}_ADDR"] = addr
+            said.append(f"{name} {addr} (RECALLATRON_{name.upper()}_ADDR)")
+        if settings.metrics_port(name) == 0:
+            update[f"{name}_metrics_port"] = chosen = _free_port(_host(settings.metrics_addr))
+            env[metrics_variable(name)] = str(chosen)
+            said.append(f"{name} metrics {settings.metrics_addr}:{chosen} ({metrics_variable(name)})")
+    return settings.model_copy(update=update), env, said
 
 
 def run(settings: Settings) -> int:
@@ -193,14 +255,17 @@ def run(settings: Settings) -> int:
     if busy:
         print(
             f"recallatron: already in use: {', '.join(busy)}. Is another `recallatron up` running? "
-            "Stop it, or set RECALLATRON_<SERVICE>_ADDR (RECALLATRON_WEB_ADDR for web) to other ports.",
+            "Stop it, or set the variables named to other ports (a service's or metrics port 0: one `up` chooses).",
             file=sys.stderr,
             flush=True,
         )
         return 1
+    settings, chosen, said = choose_ports(settings)
+    if said:
+        print(f"recallatron: ports chosen for those set to 0: {', '.join(said)}", flush=True)
     settings.home.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env["RECALLATRON_HOME"] = str(settings.home.resolve())
+    env = dict(os.environ) | chosen
+    env["RECALLATRON_HOME"] = str(settings.home)  # absolute (servicekit.settings)
     pg = None
     if not settings.database_url:
         from servicekit.embedded_pg import EmbeddedPostgres
@@ -211,17 +276,18 @@ def run(settings: Settings) -> int:
     else:
         where = "DATABASE_URL"
     ensure_operator_token(settings.operator_token_path)
-    env["RECALLATRON_OPERATOR_TOKEN_FILE"] = str(settings.operator_token_path.resolve())
+    env["RECALLATRON_OPERATOR_TOKEN_FILE"] = str(settings.operator_token_path)
     sup = Supervisor(settings, env, stop, pg)
     status = 0
     try:
         for name in CHILDREN:
             sup.spawn(name)
         if sup.wait_ready():
+            metrics = ", ".join(f"{name} {settings.metrics_port(name)}" for name in ORDER)
             print(
                 f"recallatron ready: gateway on {settings.gateway_addr}, web screen on "
-                f"http://{settings.web_addr}/, database: {where}, "
-                f"operator token in {settings.operator_token_path}",
+                f"http://{settings.web_addr}/, metrics on {settings.metrics_addr} ports {metrics}, "
+                f"database: {where}, operator token in {settings.operator_token_path}",
                 flush=True,
             )
             watcher = threading.Thread(target=sup.watch, daemon=True)

@@ -420,7 +420,9 @@ def register(server: MCPServer, gateway: client.Gateway, metadata_of: Callable[[
         expected_revision: Revision,
         body: Body,
         ctx: Context,
-        title: Title = "",
+        title: Annotated[
+            str, Field(description="Short title, at most 1,000 characters; empty keeps the old memory's title.")
+        ] = "",
         kind: Annotated[Kind | None, Field(description="Unset keeps the old memory's kind.")] = None,
         audience: Annotated[Audience | None, Field(description="Narrow to member; unset keeps the old.")] = None,
         confidence: Confidence = None,

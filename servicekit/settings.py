@@ -31,7 +31,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RECALLATRON_", extra="ignore")
 
-    home: Path = Field(Path(limits.HOME), description="data folder: embedded PostgreSQL, operator token, logs")
+    home: Path = Field(
+        Path(limits.HOME),
+        validate_default=True,  # the default is relative too: made absolute by _absolute
+        description="data folder: embedded PostgreSQL, operator token, logs",
+    )
     database_url: str | None = Field(
         None, validation_alias="DATABASE_URL", description="control-plane database URL; unset means the embedded server"
     )
@@ -92,6 +96,14 @@ class Settings(BaseSettings):
     def _web_addr(cls, value: str) -> str:
         host_port(value)
         return value
+
+    @field_validator("home", "operator_token_file")
+    @classmethod
+    def _absolute(cls, value: Path | None) -> Path | None:
+        """A relative folder or file is taken from the current folder once, here: every path built
+        from it and every message naming it is then absolute, so a message says exactly where it
+        looked, and the processes ``up`` starts (which it passes the paths on to) find the same files."""
+        return None if value is None else value.expanduser().resolve()
 
     @property
     def operator_token_path(self) -> Path:

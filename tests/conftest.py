@@ -443,8 +443,9 @@ def recallatron_up(home: Path, **env):
     """`recallatron up` as a user runs it (``client.system``), in data folder ``home`` with its own
     embedded PostgreSQL, every gRPC, metrics and web port a free one (the gateway named ``localhost``),
     ``env`` added to its environment. Yields once it printed ``ready``: ``{"proc", "env", "home",
-    "gateway" (address), "metrics" ({service: port}), "web" (the screen's HOST:PORT)}``; the
-    process's stdout (a pipe) is left for the caller. Stops it with SIGTERM unless it has exited."""
+    "gateway" (address), "metrics" ({service: port}), "web" (the screen's HOST:PORT), "output" (its
+    lines up to the ready line)}``; the rest of the process's stdout (a pipe) is left for the caller.
+    Stops it with SIGTERM unless it has exited."""
     starts("system")
     addrs = system.free_addrs() | {"gateway": f"localhost:{free_port()}"}
     metrics = {name: free_port() for name in SERVICES}
@@ -456,6 +457,7 @@ def recallatron_up(home: Path, **env):
             "gateway": up.gateway,
             "metrics": metrics,
             "web": up.web,
+            "output": up.output,
         }
 
 

@@ -1,14 +1,16 @@
 """Capture: memories a conversation turn states explicitly, end to end through the gateway against
 real PostgreSQL (tests/conftest.py). Each rule that skips a proposal is a no-op with its reason;
-malformed requests are INVALID_ARGUMENT; request_id makes a retry safe."""
+malformed requests are INVALID_ARGUMENT; request_id makes a retry safe; ``recallatron capture``."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import grpc
 import psycopg
 import pytest
+from cli_runner import at_gateway
 from conftest import code_of, scratch_workspace_db
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
@@ -324,3 +326,95 @@ def test_the_migration_erases_stored_turns_and_keeps_the_spans(pg):
                 for table in ("capture", "memory_evidence"):
                     held = conn.execute(f"SELECT count(*) FROM {table} t WHERE t::text LIKE %s", (f"%{word}%",))
                     assert held.fetchone()[0] == 0, (table, word)
+
+
+def test_the_capture_command(stack, world, tmp_path):
+    """``recallatron capture TURN --span ...`` (one proposal) and ``--proposals FILE`` (several): each
+    outcome printed as text or protobuf JSON, skips with their reasons (exit 0), a retry replayed;
+    usage errors exit 2, a bad file or a refused request exit 1, nothing written by either."""
+    alice, ws = world["alice"], world["ws"]
+
+    def cli(*args, token=alice.token):
+        return at_gateway(f"127.0.0.1:{stack.gateway.port}", "capture", *args, token=token, check=False)
+
+    one = cli(TURN, "--span", "my sister Ana moved to Porto last spring", "--kind", "fact", "--about", "Ana")
+    assert one.returncode == 0, one.stderr
+    lines = one.stdout.splitlines()
+    assert lines[0] == "proposal 0: stored" and lines[-1] == "1 stored, 0 skipped"
+    mem_id = lines[1].split()[0]
+    assert lines[1].startswith(f"{mem_id}  revision 1  fact  workspace  conversation  created ")
+    assert lines[3] == "  my sister Ana moved to Porto last spring"  # the body defaults to the span
+    assert '  captured from the turn\'s words "my sister Ana moved to Porto last spring"' in lines
+    stored = alice.read(mem_id)
+    assert (stored.kind, stored.origin, stored.evidence.span) == (m.KIND_FACT, m.ORIGIN_TOLD, lines[3].strip())
+    assert [link.target_entity_name for link in stored.links] == ["Ana"]
+    assert [e.turn.text for e in history(alice)] == [TURN]  # the whole turn: her own history
+
+    path = tmp_path / "proposals.jsonl"
+    rows = [
+        {"span": "she now works as a pilot", "body": "Ana works as a pilot.", "title": "Ana's job"},
+        {"span": "she now works as a pilot", "body": "Ana works as a pilot.", "audience": "AUDIENCE_MEMBER"},
+        {"span": "she flies to Lisbon", "body": "Ana flies to Lisbon."},
+        {"span": "my sister Ana", "body": "   "},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
+    many = cli(TURN, "--proposals", str(path), "--request-id", "turn-7", "--json")
+    assert many.returncode == 0, many.stderr
+    results = json.loads(many.stdout)["results"]
+    assert results[0]["memory"]["title"] == "Ana's job" and results[0]["memory"]["audience"] == "AUDIENCE_WORKSPACE"
+    assert [r["skipped"]["reason"] for r in results[1:]] == [
+        "CAPTURE_SKIP_REASON_ALREADY_KNOWN",
+        "CAPTURE_SKIP_REASON_SPAN_NOT_IN_TURN",
+        "CAPTURE_SKIP_REASON_EMPTY_BODY",
+    ]
+    again = cli(TURN, "--proposals", str(path), "--request-id", "turn-7")
+    assert again.returncode == 0, again.stderr
+    said = again.stdout.splitlines()
+    assert said[0] == "replayed: the first answer to this request id; nothing written"
+    assert said[-1] == "1 stored, 3 skipped"
+    known_id = results[0]["memory"]["id"]
+    assert "proposal 1: skipped, already_known: " in again.stdout and f"(memory {known_id})" in again.stdout
+    assert "proposal 2: skipped, span_not_in_turn: " in again.stdout
+    count = memory_count(stack, ws)
+    assert count == 2
+
+    # Usage errors (exit 2): no proposal, both ways at once, a proposal flag without --span, a bad kind.
+    for args, words in (
+        ((TURN,), "give --span"),
+        ((TURN, "--span", "Ana", "--proposals", str(path)), "--span: with --proposals"),
+        ((TURN, "--body", "Ana is a pilot.", "--proposals", str(path)), "--body: with --proposals"),
+        ((TURN, "--title", "Ana"), "give --span"),
+        ((TURN, "--span", "Ana", "--kind", "rumour"), "invalid choice: 'rumour'"),
+        ((TURN, "--span", "Ana", "--confidence", "high"), "invalid float value"),
+    ):
+        out = cli(*args)
+        assert out.returncode == 2 and words in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
+    # A file that is not proposals (exit 1, naming the file and line), before any call.
+    for text, words in (
+        ('{"span": "Ana"}\nnot json\n', ":2: not JSON"),
+        ('["Ana"]\n', ":1: not a JSON object"),
+        (
+            '{"span": "Ana", "spam": 1}\n',
+            ':1: not a CaptureProposal: Message type "recallatron.memory.v1.CaptureProposal" has no field named "spam"',
+        ),
+        ('{"span": "Ana", "kind": "fact"}\n', ":1: not a CaptureProposal: Failed to parse kind field"),
+        ("\n", ": no proposals"),
+    ):
+        path.write_text(text)
+        out = cli(TURN, "--proposals", str(path))
+        assert out.returncode == 1 and words in out.stderr and "Traceback" not in out.stderr, (text, out.stderr)
+    missing = cli(TURN, "--proposals", str(tmp_path / "none.jsonl"))
+    assert missing.returncode == 1 and "none.jsonl: no such file" in missing.stderr
+    # Refused by the server (exit 1, its status and message): the whole call, nothing stored.
+    for args, words in (
+        (("  ", "--span", "Ana"), "INVALID_ARGUMENT: turn must not be empty or blank"),
+        ((TURN, "--span", "Ana", "--confidence", "2"), "INVALID_ARGUMENT: proposals[0]: confidence"),
+        ((TURN, "--span", "Ana", "--about-id", str(uuid.uuid4())), "NOT_FOUND: "),
+        ((TURN, "--span", "Ana", "--request-id", "turn-7"), "ALREADY_EXISTS: "),
+    ):
+        out = cli(*args)
+        assert out.returncode == 1 and out.stderr.startswith(words), (args, out.stderr)
+    narrow = stack.member(ws, purposes=[m.PURPOSE_TASKS])
+    denied = cli(TURN, "--span", "Ana", token=narrow.token)
+    assert denied.returncode == 1 and denied.stderr.startswith("PERMISSION_DENIED: ")
+    assert memory_count(stack, ws) == count

@@ -40,8 +40,11 @@ def system(shared_system):
 
 @pytest.fixture(scope="module")
 def own_system(tmp_path_factory):
-    """A system of this module's own, for the tests that kill one of its services and then stop it."""
-    with recallatron_up(tmp_path_factory.mktemp("home")) as system:
+    """A system of this module's own, for the tests that kill one of its services and then stop it.
+    The rank service's gRPC and metrics ports are set to 0, for `up` to choose (and keep across the
+    restart test_dead_service_is_restarted forces)."""
+    zero = {"RECALLATRON_RANK_ADDR": "127.0.0.1:0", "RECALLATRON_RANK_METRICS_PORT": "0"}
+    with recallatron_up(tmp_path_factory.mktemp("home"), **zero) as system:
         yield system
 
 
@@ -359,6 +362,28 @@ def test_metrics_endpoints(system, member):
     assert member["token"] not in gw and member["member_id"] not in gw and "parrot" not in gw
     store = urllib.request.urlopen(f"http://127.0.0.1:{system['metrics']['store']}/metrics").read().decode()
     assert "recallatron_embedding_backlog" in store
+
+
+def test_up_chooses_and_prints_the_ports_set_to_0(own_system):
+    """Ports set to 0 are chosen by `up` before it starts the services: printed with the variable
+    that would fix each, on the ready line (every metrics port), and served there."""
+    chosen = next(line for line in own_system["output"] if "ports chosen" in line)
+    found = re.fullmatch(
+        r"recallatron: ports chosen for those set to 0: rank 127\.0\.0\.1:(\d+) \(RECALLATRON_RANK_ADDR\), "
+        r"rank metrics 127\.0\.0\.1:(\d+) \(RECALLATRON_RANK_METRICS_PORT\)",
+        chosen,
+    )
+    assert found, chosen
+    rank, metrics = map(int, found.groups())
+    others = own_system["metrics"]
+    ready = own_system["output"][-1]
+    assert (
+        f"metrics on 127.0.0.1 ports rank {metrics}, embed {others['embed']}, store {others['store']}, "
+        f"gateway {others['gateway']}, "
+    ) in ready, ready
+    page = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read().decode()
+    assert "grpc_server_started_total" in page
+    assert grpcurl({"gateway": f"127.0.0.1:{rank}"}, "grpc.health.v1.Health/Check").stdout.count("SERVING") == 1
 
 
 def test_dead_service_is_restarted(own_system):
@@ -701,7 +726,7 @@ def test_up_refuses_when_the_web_port_is_taken(tmp_path):
         out = subprocess.run(
             [sys.executable, "-m", "cli.main", "up"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
         )
-    assert out.returncode == 1 and f"already in use: web (127.0.0.1:{port})" in out.stderr
+    assert out.returncode == 1 and f"already in use: web (127.0.0.1:{port}; RECALLATRON_WEB_ADDR)" in out.stderr
     assert not (tmp_path / "run").exists()
 
 

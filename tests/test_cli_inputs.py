@@ -1,6 +1,6 @@
 """Inputs found by the breaker review of session 2, each a clear usage error or a correct answer:
 out-of-range times and int32 overflows are usage errors (exit 2, no traceback); `supersede` without
-`--kind` keeps the superseded memory's kind; ForgetHistory counts the ids as sent."""
+`--kind` or `--title` keeps the superseded memory's kind and title; ForgetHistory counts the ids as sent."""
 
 import json
 import subprocess
@@ -30,18 +30,31 @@ def test_out_of_range_times_and_integers_are_usage_errors(stack):
         assert "between years 1 and 9999" in out.stderr or "out of range" in out.stderr, (args, out.stderr)
 
 
-def test_supersede_without_kind_keeps_the_kind(stack):
+def test_supersede_without_kind_or_title_keeps_them(stack):
     alice = stack.member(stack.workspace("cli supersede kind"))
     req = g.RememberRequest(
         purpose=m.PURPOSE_CONVERSATION,
         kind=m.KIND_FACT,
+        title="Boiler",
         body="The boiler is serviced in May.",
         audience=m.AUDIENCE_WORKSPACE,
     )
     fact = stack.memory.Remember(req, metadata=alice.md()).memory
     out = cli(stack, alice.token, "supersede", fact.id, "--revision", "1", "The boiler is serviced in June.", "--json")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["memory"]["kind"] == "KIND_FACT"
+    new = json.loads(out.stdout)["memory"]
+    assert (new["kind"], new["title"]) == ("KIND_FACT", "Boiler")
+    text = cli(stack, alice.token, "supersede", new["id"], "--revision", "1", "--title", "Heating", "In July.").stdout
+    assert text.splitlines()[1:3] == ["  Heating", "  In July."]
+    newest = text.split()[0]
+    # The way to drop a title the successor kept (README): correct it to "" (the body "" is kept).
+    cleared = json.loads(
+        cli(stack, alice.token, "correct", newest, "--revision", "1", "--title", "", "", "--json").stdout
+    )
+    assert (cleared["memory"]["title"], cleared["memory"]["body"]) == ("", "In July.")
+    stale = cli(stack, alice.token, "supersede", fact.id, "--revision", "1", "Again.")
+    assert stale.returncode == 1 and stale.stderr.startswith("FAILED_PRECONDITION: ")
+    assert cli(stack, alice.token, "supersede", newest, "No revision.").returncode == 2
 
 
 def test_forget_history_counts_the_ids_as_sent(stack):
@@ -78,3 +91,87 @@ def test_history_search_refuses_a_bound_given_under_both_names(stack):
         assert out.returncode == 2 and "Traceback" not in out.stderr, (args, out.stderr)
         assert "name one option: give it once" in out.stderr, (args, out.stderr)
     assert cli(stack, alice.token, "history", "search", "--after", "2026-03-01").returncode == 0
+
+
+def test_recall_history_marks_what_no_longer_holds(stack):
+    """``recall --history`` mixes superseded and invalidated memories with current ones: each that no
+    longer holds is marked right after its id, and a successor its reader may not see is not named."""
+    ws = stack.workspace("cli recall marks")
+    alice, bob = stack.member(ws), stack.member(ws)
+    old = alice.remember("The zqkettle is blue.", title="Kettle")
+    new = stack.memory.Supersede(
+        g.SupersedeRequest(id=old.id, expected_revision=1, body="The zqkettle is red."), metadata=alice.md()
+    ).memory
+    ended = alice.remember("The zqkettle sits on the hob.")
+    stack.memory.Invalidate(
+        g.InvalidateRequest(id=ended.id, expected_revision=1, reason="moved to the shelf"), metadata=alice.md()
+    )
+    # A workspace memory superseded by a member-only one: Bob reads the old claim, not its successor.
+    shared = alice.remember("The zqkettle descaler is under the sink.")
+    stack.memory.Supersede(
+        g.SupersedeRequest(
+            id=shared.id, expected_revision=1, body="The zqkettle descaler ran out.", audience=m.AUDIENCE_MEMBER
+        ),
+        metadata=alice.md(),
+    )
+
+    def lines(member, *args) -> dict[str, str]:
+        out = cli(stack, member.token, "recall", "zqkettle", "--top-k", "10", *args)
+        assert out.returncode == 0, out.stderr
+        return {line.split("rerank=-  ")[1].split()[0]: line for line in out.stdout.splitlines() if "rerank=" in line}
+
+    seen = lines(alice, "--history")
+    assert f"{old.id}  [superseded by {new.id}]  valid from " in seen[old.id]
+    assert f"{ended.id}  [invalidated]  valid from " in seen[ended.id]
+    assert seen[new.id].endswith(new.id)  # current: no mark, no end
+    assert "[" not in seen[new.id]
+    assert f"{shared.id}  [ended]  valid from " in lines(bob, "--history")[shared.id]
+    # Without --history only current memories come back, none marked.
+    current = lines(alice)
+    assert old.id not in current and ended.id not in current and all("[" not in x for x in current.values())
+
+
+def test_remember_occurred_at(stack):
+    """``remember --occurred-at T``: the time read as every time flag reads one (UTC unless it names an
+    offset), stored and shown; a time it cannot read is a usage error naming the flag, nothing stored."""
+    alice = stack.member(stack.workspace("cli occurred at"))
+    out = cli(
+        stack, alice.token, "remember", "--occurred-at", "2024-02-10T09:30:00+02:00", "Kofi fixed the gate.", "--json"
+    )
+    assert out.returncode == 0, out.stderr
+    stored = json.loads(out.stdout)["memory"]
+    assert (stored["occurred_at"], stored["valid_from"]) == ("2024-02-10T07:30:00Z", "2024-02-10T07:30:00Z")
+    text = cli(stack, alice.token, "remember", "--occurred-at", "2024-02-11", "Kofi oiled the gate.").stdout
+    assert "  happened 2024-02-11T00:00:00+00:00  " in text.splitlines()[0]
+    for bad in ("yesterday", "2024-02-30", "2024-02-10T25:00", ""):
+        refused = cli(stack, alice.token, "remember", "--occurred-at", bad, "Kofi painted the gate.")
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, (bad, refused.stderr)
+        assert "argument --occurred-at: not an ISO 8601 time" in refused.stderr, (bad, refused.stderr)
+    listed = stack.memory.ListMemories(g.ListMemoriesRequest(), metadata=alice.md())
+    assert sorted(mem.body for mem in listed.memories) == ["Kofi fixed the gate.", "Kofi oiled the gate."]
+
+
+def test_a_relative_home_is_read_from_the_current_folder_and_named_whole(stack, tmp_path, monkeypatch):
+    """RECALLATRON_HOME (and RECALLATRON_OPERATOR_TOKEN_FILE) relative: taken from the current folder,
+    once; an operator command that finds no credential names the absolute file it looked for."""
+    gateway = f"127.0.0.1:{stack.gateway.port}"
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    (here / "data").mkdir(parents=True)
+    elsewhere.mkdir()
+    (here / "data" / "operator-token").write_text(stack.operator_token + "\n")
+    env = {"RECALLATRON_HOME": "data"}
+    monkeypatch.chdir(here)
+    made = recallatron("workspace", "create", "relative home", "--gateway", gateway, env=env)
+    assert made.returncode == 0 and made.stdout.strip(), made.stderr
+    monkeypatch.chdir(elsewhere)
+    missing = recallatron("workspace", "create", "relative home", "--gateway", gateway, env=env)
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip().startswith(
+        f"no operator credential at {elsewhere / 'data' / 'operator-token'} (No such file or directory): "
+    ), missing.stderr
+    assert "RECALLATRON_HOME" in missing.stderr and "--operator-token" in missing.stderr
+    token_file = {"RECALLATRON_OPERATOR_TOKEN_FILE": "../here/data/operator-token"}
+    found = recallatron("workspace", "create", "relative file", "--gateway", gateway, env=token_file)
+    assert found.returncode == 0, found.stderr
+    folder = recallatron("workspace", "create", "a folder", "--gateway", gateway, env={"RECALLATRON_HOME": ".."})
+    assert folder.returncode == 1 and f"no operator credential at {tmp_path / 'operator-token'} (" in folder.stderr

@@ -742,6 +742,20 @@ def test_forged_page_tokens_of_every_list_are_invalid_argument(stack):
             assert code == INVALID and "page_token" in text, (n, position, code, text)
 
 
+def test_an_undo_copies_the_older_title_even_an_empty_one(stack):
+    """A Supersede without a title keeps the target's; an undo is not that: it restores the older
+    memory's text whole, so an older without a title gives a restored memory without one."""
+    alice = stack.member(stack.workspace("undo empty title"))
+    old = alice.remember("the pond is drained in autumn", confidence=0.9)
+    new = stack.memory.Supersede(
+        g.SupersedeRequest(id=old.id, expected_revision=1, title="Pond", body="the pond is drained in spring"),
+        metadata=alice.md(),
+    ).memory
+    flag = next(f for f in flags(alice).flags if f.older.id == old.id)
+    restored = resolve(alice, flag.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1).restored
+    assert (new.title, restored.title, restored.body) == ("Pond", "", old.body)
+
+
 def test_an_undo_never_gives_the_older_text_more_readers_and_forget_reaches_it(stack):
     """The restored memory carries the older's text, so it is as private as the older and goes with
     it: member-only when the older is (the caller's own: nobody else reads a member-only memory),

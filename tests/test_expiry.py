@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
+import shlex
 import subprocess
 import uuid
 
@@ -531,3 +533,38 @@ def test_the_commands(stack):
     neg = cli(stack, alice.token, "expiring", "--page-size", "-1")
     assert neg.returncode == 1 and neg.stderr.startswith("INVALID_ARGUMENT: page_size")
     assert cli(stack, alice.token, "expiring", "--page-token", "nope").returncode == 1
+
+
+def test_the_commands_expiring_suggests_run_as_suggested(stack):
+    """``expiring`` ends with the commands that keep or forget a hidden memory: each, its placeholders
+    filled in, runs and does what it says (the forget it suggested once lacked its required --reason)."""
+    ws = stack.workspace("expiry suggestions")
+    alice = stack.member(ws)
+    op = ("--workspace", ws, "--operator-token", stack.operator_token)
+    keep_me, forget_me = (
+        alice.remember("The zqlantern oil is in the shed."),
+        alice.remember("The zqlantern wick is new."),
+    )
+    for note in (keep_me, forget_me):
+        age(stack, ws, note.id, 400)
+    assert cli(stack, "", "workspace", "settings", *op, "--expiry-days", "365").returncode == 0
+    listed = cli(stack, alice.token, "expiring").stdout
+    assert f"{keep_me.id}  revision 1 " in listed and "2 shown of 2 hidden" in listed
+    keep, forget = re.findall(r"`recallatron ([^`]+)`", listed.splitlines()[-1])
+    assert (keep, forget) == ("keep ID --revision N", "forget ID --reason WHY")
+
+    def run(template: str, memory_id: str) -> subprocess.CompletedProcess:
+        fill = {"ID": memory_id, "N": "1", "WHY": "the wick was replaced"}
+        return cli(stack, alice.token, *(fill.get(word, word) for word in shlex.split(template)))
+
+    kept = run(keep, keep_me.id)
+    assert kept.returncode == 0 and "  kept: last updated " in kept.stdout, kept.stderr
+    forgot = run(forget, forget_me.id)
+    assert forgot.returncode == 0 and forgot.stdout.strip() == f"forgot {forget_me.id}", forgot.stderr
+    assert "0 shown of 0 hidden" in cli(stack, alice.token, "expiring").stdout
+    hits = alice.recall("zqlantern", mode=m.RECALL_MODE_LEXICAL)
+    assert [it.memory.id for it in hits.items] == [keep_me.id]  # kept: back in recall; forgotten: gone
+    assert code_of(alice.read, forget_me.id) == grpc.StatusCode.NOT_FOUND
+    # As the old suggestion was: a usage error naming the missing option.
+    bare = cli(stack, alice.token, "forget", keep_me.id)
+    assert bare.returncode == 2 and "--reason" in bare.stderr

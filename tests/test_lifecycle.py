@@ -239,6 +239,31 @@ def test_supersede_may_narrow_never_widen(team):
     assert kept.audience == m.AUDIENCE_MEMBER
 
 
+def test_supersede_without_a_title_keeps_the_targets(team):
+    """A successor sent without a title (the CLI without --title, an agent's tool call) keeps the
+    superseded memory's title, as it keeps its kind; a title given replaces it."""
+    alice, stack = team["alice"], team["stack"]
+    old = alice.remember(f"{word()} the boiler is serviced in May", title="Boiler service")
+
+    def successor(target, revision, body, **kw):
+        req = g.SupersedeRequest(id=target, expected_revision=revision, body=body, **kw)
+        return stack.memory.Supersede(req, metadata=alice.md()).memory
+
+    kept = successor(old.id, 1, "the boiler is serviced in June")
+    assert (kept.title, kept.kind) == ("Boiler service", m.KIND_NOTE)
+    assert alice.read(kept.id).title == "Boiler service"
+    renamed = successor(kept.id, 1, "the boiler is serviced in July", title="Heating")
+    assert renamed.title == "Heating" and alice.read(kept.id).title == "Boiler service"
+    # An untitled memory stays untitled; a retry of the same request answers with the first successor.
+    untitled = alice.remember(f"{word()} the gutter needs clearing")
+    first = successor(untitled.id, 1, "the gutter was cleared", request_id="gutter-1")
+    assert first.title == "" and successor(untitled.id, 1, "the gutter was cleared", request_id="gutter-1") == first
+    # Bad input is judged as before: a title over the limit, a stale revision.
+    assert code_of(successor, renamed.id, 1, "x", title="t" * 1001) == INVALID
+    assert code_of(successor, renamed.id, 2, "x") == ABORTED
+    assert alice.read(renamed.id).superseded_by_id == ""
+
+
 def test_racing_supersedes_leave_one_successor(team):
     alice = team["alice"]
     old = alice.remember(f"{word()} contested plan")

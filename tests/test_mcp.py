@@ -252,6 +252,7 @@ def test_each_tool_over_stdio(stack, members):
     assert "earlier revision 1" in text_of(out["history"]) and "March 14." in text_of(out["history"])
     successor = out["supersede"].structured_content["memory"]
     assert successor["kind"] == "KIND_DECISION" and successor["body"] == "The zephyrine ledger audit is cancelled."
+    assert successor["title"] == "audit date"  # sent without one: the superseded memory's title is kept
     assert [(r["subject_name"], r["predicate"], r["object_name"]) for r in successor["relations"]] == [
         ("zephyrine ledger", "audited_by", "Kestrel & Co")
     ]

@@ -428,6 +428,7 @@ def resolve(conn: psycopg.Connection, req: s.ResolveConflictFlagRequest) -> s.Re
                 ),
                 flag_conflict=False,
                 also_from=(row.older_id,),
+                keep_title=False,
             )
         else:
             lifecycle.lock_readable(conn, caller, str(row.newer_id), for_change=True)

@@ -280,10 +280,16 @@ def supersede(
     *,
     flag_conflict: bool = True,
     also_from: tuple[uuid.UUID, ...] = (),
+    keep_title: bool = True,
 ) -> m.Memory:
     """Replaces a memory by a new one with the same purpose; the audience may narrow from the
     workspace to the caller, never widen (INVALID_ARGUMENT). A superseded target is FAILED_PRECONDITION.
-    Two authors, both confident (store_service/records/conflict_flags.py): the pair is flagged in the same transaction,
+    The kind and, with ``keep_title``, an empty title are the target's: a successor restates the
+    claim, and a client that sends only the new body (the CLI without --title, an agent's tool call)
+    should not lose the title every reader and listing shows. An undo copies the older memory's
+    text whole, an empty title included, so it passes ``keep_title=False``.
+    Two authors, both confident (store_service/records/conflict_flags.py): the pair is flagged in the same
+    transaction,
     unless ``flag_conflict`` is false (an undo of a flag, store_service/curation/review.py).
 
     ``also_from``: memories the new text comes from besides the target's sources (an undo: the older
@@ -338,6 +344,7 @@ def supersede(
         if stem_fault(row.purpose, row.audience_member_id, row.purpose, audience):
             raise InvalidArgument("the audience may narrow from the workspace to you, never widen", field="audience")
         kind = row.kind if req.kind == m.KIND_UNSPECIFIED else enum_value(KINDS, req.kind, "kind")
+        title = row.title if keep_title and not req.title else req.title
         sources = sources_of(conn, [row.id]).get(row.id, [])
         sources += [x for x in also_from if x not in sources]
         mentions = list(req.entities) + stated.mentions()
@@ -345,7 +352,7 @@ def supersede(
         successor = insert(
             conn,
             caller,
-            NewMemory(kind, req.title, req.body, audience, row.purpose, confidence, "told", valid_from=valid_from),
+            NewMemory(kind, title, req.body, audience, row.purpose, confidence, "told", valid_from=valid_from),
             key,
             entity_ids,
             sources,
