@@ -321,7 +321,7 @@ def test_decisions_supersede_and_forget_with_supersedes_rules(stack):
     done = decide(alice, a.id, b.id, SUPERSEDE, keep_id=b.id, expected_revision=2)
     assert done.superseded.id == a.id and done.superseded.superseded_by_id == b.id and done.kept.id == b.id
     assert done.kept.revision == 1 and not done.kept.superseded_by_id  # the kept memory is unchanged
-    assert done.conflict_flag_id  # 0.9 superseded by 0.95: flagged
+    assert done.conflict_flag_id == ""  # one author's two memories: an edit, not a conflict
     assert alice.read(a.id).superseded_by_id == b.id
     listed = stack.memory.ListMemories(g.ListMemoriesRequest(), metadata=alice.md()).memories
     assert a.id not in {x.id for x in listed}
@@ -342,6 +342,10 @@ def test_decisions_supersede_and_forget_with_supersedes_rules(stack):
     d = bob.remember("lunch at 12:00")
     by_admin = decide(admin, c.id, d.id, SUPERSEDE, keep_id=d.id, expected_revision=1)
     assert by_admin.superseded.superseded_by_id == d.id and by_admin.conflict_flag_id == ""
+    # Two authors' confident memories: a disagreement, flagged.
+    x, y = alice.remember("the wifi is guest-5", confidence=0.9), bob.remember("wifi: guest-5", confidence=0.9)
+    across = decide(admin, x.id, y.id, SUPERSEDE, keep_id=y.id, expected_revision=1)
+    assert across.superseded.superseded_by_id == y.id and across.conflict_flag_id
     # Forget one of the pair, derivations included.
     e = alice.remember("printer is on floor 2")
     f = alice.remember("the printer: floor 2")
@@ -394,14 +398,18 @@ def test_decide_bad_input_and_hidden_ids(stack):
 def test_conflict_flags_from_every_path_that_supersedes(stack):
     ws = stack.workspace("flags paths")
     alice, bob = stack.member(ws), stack.member(ws)
+    boss = stack.member(ws, role=m.ROLE_ADMIN)  # replaces alice's claims: another author
 
-    def supersede(old, confidence):
+    def supersede(old, confidence, by=boss):
         return stack.memory.Supersede(
             g.SupersedeRequest(
                 id=old.id, expected_revision=old.revision, body=f"new {old.body}", confidence=confidence
             ),
-            metadata=alice.md(),
+            metadata=by.md(),
         ).memory
+
+    own = alice.remember("flag: own edit", confidence=0.9)
+    supersede(own, 0.9, by=alice)  # her own claim replaced by her: an edit, not flagged
 
     hi = alice.remember("flag: high", confidence=0.9)
     hi_new = supersede(hi, 0.8)  # both 0.8 or more: flagged
@@ -417,7 +425,7 @@ def test_conflict_flags_from_every_path_that_supersedes(stack):
             memories=[
                 m.ImportedMemory(
                     import_key="flags:1",
-                    author_member_id=alice.id,
+                    author_member_id=bob.id,
                     body="imported old",
                     purpose=m.PURPOSE_CONVERSATION,
                     audience=m.AUDIENCE_WORKSPACE,
@@ -444,11 +452,11 @@ def test_conflict_flags_from_every_path_that_supersedes(stack):
         metadata=stack.op(),
     ).memories
     assert all(r.status == m.IMPORT_STATUS_CREATED for r in imported)
-    # Bob's member-only chain: flagged, and shown to bob alone.
+    # Bob's member-only chain: his own edit, not flagged.
     b_old = bob.remember("bob private old", audience=m.AUDIENCE_MEMBER)
-    b_new = stack.memory.Supersede(
+    stack.memory.Supersede(
         g.SupersedeRequest(id=b_old.id, expected_revision=1, body="bob private new"), metadata=bob.md()
-    ).memory
+    )
     listed = flags(alice)
     pairs = [(f.older.id, f.newer.id) for f in listed.flags]
     assert pairs == [(imported[0].id, imported[1].id), (edge.id, edge_new.id), (hi.id, hi_new.id)]  # newest first
@@ -456,7 +464,7 @@ def test_conflict_flags_from_every_path_that_supersedes(stack):
     assert all(f.state == m.CONFLICT_FLAG_STATE_OPEN and f.older.superseded_by_id == f.newer.id for f in listed.flags)
     assert not listed.flags[0].HasField("resolved_at") and listed.flags[0].resolved_by == ""
     mine = flags(bob)
-    assert [(f.older.id, f.newer.id) for f in mine.flags][0] == (b_old.id, b_new.id) and mine.total_size == 4
+    assert [(f.older.id, f.newer.id) for f in mine.flags] == pairs and mine.total_size == 3
     # Pages of one walk the same list; tokens are bound to member and include_resolved.
     walked, token = [], ""
     while True:
@@ -487,27 +495,28 @@ def test_conflict_flags_from_every_path_that_supersedes(stack):
 def test_resolve_acknowledge_and_undo(stack):
     ws = stack.workspace("flags resolve")
     alice, bob = stack.member(ws), stack.member(ws)
-    admin = stack.member(ws, role=m.ROLE_ADMIN)
+    boss, admin = stack.member(ws, role=m.ROLE_ADMIN), stack.member(ws, role=m.ROLE_ADMIN)
 
-    def flagged(body):
+    def flagged(body):  # alice's claim, replaced by the boss's: a disagreement
         old = alice.remember(body, title="old title", confidence=0.9)
         old = stack.memory.Correct(
             g.CorrectRequest(id=old.id, expected_revision=1, body=f"{body} (corrected)"), metadata=alice.md()
         ).memory
         new = stack.memory.Supersede(
             g.SupersedeRequest(id=old.id, expected_revision=2, body=f"not {body}", kind=m.KIND_FACT),
-            metadata=alice.md(),
+            metadata=boss.md(),
         ).memory
         flag = next(f for f in flags(alice).flags if f.older.id == old.id)
         return old, new, flag
 
     old, new, flag = flagged("the meeting is on Monday")
-    # Bob reads both but may not change the newer: PERMISSION_DENIED, both ways.
-    assert error_of(resolve, bob, flag.id, m.CONFLICT_RESOLUTION_ACKNOWLEDGE)[0] == DENIED
-    assert error_of(resolve, bob, flag.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1)[0] == DENIED
-    code, text = error_of(resolve, alice, flag.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=3)
+    # Bob and alice read both but may not change the newer (the boss's): PERMISSION_DENIED, both ways.
+    for member in (bob, alice):
+        assert error_of(resolve, member, flag.id, m.CONFLICT_RESOLUTION_ACKNOWLEDGE)[0] == DENIED
+        assert error_of(resolve, member, flag.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1)[0] == DENIED
+    code, text = error_of(resolve, boss, flag.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=3)
     assert code == ABORTED and "current 1" in text
-    undone = resolve(alice, flag.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1)
+    undone = resolve(boss, flag.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1)
     restored = undone.restored
     assert (restored.body, restored.title, restored.kind, restored.confidence) == (
         old.body,
@@ -516,7 +525,7 @@ def test_resolve_acknowledge_and_undo(stack):
         0.9,
     )
     assert undone.flag.state == m.CONFLICT_FLAG_STATE_UNDONE and undone.flag.restored_memory_id == restored.id
-    assert undone.flag.resolved_by == alice.id and undone.flag.HasField("resolved_at")
+    assert undone.flag.resolved_by == boss.id and undone.flag.HasField("resolved_at")
     assert undone.flag.newer.superseded_by_id == restored.id
     # Nothing lost: the older and the newer stay (superseded), the older's history too.
     assert alice.read(old.id, include_history=True).history[0].body == "the meeting is on Monday"
@@ -524,28 +533,28 @@ def test_resolve_acknowledge_and_undo(stack):
     # The undo wrote no new flag; open flags no longer list it, include_resolved does.
     assert flag.id not in {f.id for f in flags(alice).flags} and flags(alice).total_size == 0
     assert [f.id for f in flags(alice, include_resolved=True).flags] == [flag.id]
-    assert error_of(resolve, alice, flag.id, m.CONFLICT_RESOLUTION_ACKNOWLEDGE)[0] == PRECONDITION
-    # Acknowledge, by an admin (who may change the workspace memory).
+    assert error_of(resolve, boss, flag.id, m.CONFLICT_RESOLUTION_ACKNOWLEDGE)[0] == PRECONDITION
+    # Acknowledge, by another admin (who may change the workspace memory).
     _, _, second = flagged("the car is blue")
     done = resolve(admin, second.id, m.CONFLICT_RESOLUTION_ACKNOWLEDGE)
     assert done.flag.state == m.CONFLICT_FLAG_STATE_ACKNOWLEDGED and not done.HasField("restored")
     assert done.flag.resolved_by == admin.id
-    assert error_of(resolve, alice, second.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1)[0] == PRECONDITION
+    assert error_of(resolve, boss, second.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1)[0] == PRECONDITION
     # Undo of a flag whose newer was superseded meanwhile: FAILED_PRECONDITION (Supersede's rule).
     _, third_new, third = flagged("the cat is grey")
     stack.memory.Supersede(
-        g.SupersedeRequest(id=third_new.id, expected_revision=1, body="later", confidence=0.2), metadata=alice.md()
+        g.SupersedeRequest(id=third_new.id, expected_revision=1, body="later", confidence=0.2), metadata=boss.md()
     )
-    assert error_of(resolve, alice, third.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1)[0] == PRECONDITION
+    assert error_of(resolve, boss, third.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1)[0] == PRECONDITION
 
 
 def test_resolve_bad_input_and_hidden_flags(stack):
     ws = stack.workspace("flags input")
     alice, bob = stack.member(ws), stack.member(ws)
     old = bob.remember("bob's private claim", audience=m.AUDIENCE_MEMBER)
-    stack.memory.Supersede(
-        g.SupersedeRequest(id=old.id, expected_revision=1, body="bob's new claim"), metadata=bob.md()
-    )
+    public = alice.remember("alice's claim")
+    # Bob lets alice's claim replace his private one: two authors, flagged; alice cannot read his.
+    decide(bob, old.id, public.id, SUPERSEDE, keep_id=public.id, expected_revision=1)
     hidden = flags(bob).flags[0].id
     assert flags(alice).total_size == 0
     for resolution in (m.CONFLICT_RESOLUTION_ACKNOWLEDGE, m.CONFLICT_RESOLUTION_UNDO):
@@ -574,7 +583,7 @@ def cli(stack, token, *args, check=True) -> subprocess.CompletedProcess:
 def test_cli_duplicates_and_flags(stack):
     ws = stack.workspace("curation cli")
     alice, bob = stack.member(ws), stack.member(ws)
-    mem = [alice.remember(f"cli memory {i}", confidence=0.9) for i in range(6)]
+    mem = [(bob if i == 3 else alice).remember(f"cli memory {i}", confidence=0.9) for i in range(6)]
     stack.wait_backlog_empty()
     ids = [x.id for x in mem]
     set_vectors(stack, ws, {ids[0]: unit(1), ids[1]: unit(1), ids[2]: unit(0, 1), ids[3]: unit(0, 1)})
@@ -636,9 +645,10 @@ def test_cli_duplicates_and_flags(stack):
     assert listed.stdout.startswith(sup["conflict_flag_id"]) and "1 shown of 1" in listed.stdout
     as_json = json.loads(cli(stack, alice.token, "flags", "--json").stdout)
     assert as_json["flags"][0]["older"]["id"] == ids[2] and as_json["flags"][0]["newer"]["id"] == ids[3]
-    undo = json.loads(cli(stack, alice.token, "flags", "resolve", sup["conflict_flag_id"], "--undo", "--json").stdout)
+    # The newer is bob's: he resolves (alice may not change it).
+    undo = json.loads(cli(stack, bob.token, "flags", "resolve", sup["conflict_flag_id"], "--undo", "--json").stdout)
     assert undo["flag"]["state"] == "CONFLICT_FLAG_STATE_UNDONE" and undo["restored"]["body"] == mem[2].body
-    again = cli(stack, alice.token, "flags", "resolve", sup["conflict_flag_id"], "--acknowledge", check=False)
+    again = cli(stack, bob.token, "flags", "resolve", sup["conflict_flag_id"], "--acknowledge", check=False)
     assert again.returncode == 1 and again.stderr.startswith("FAILED_PRECONDITION: the conflict flag is already")
     missing = cli(stack, alice.token, "flags", "resolve", str(uuid.uuid4()), "--undo", check=False)
     assert missing.returncode == 1 and missing.stderr.strip() == "NOT_FOUND: conflict flag not found"
@@ -693,14 +703,14 @@ def test_forged_page_tokens_of_every_list_are_invalid_argument(stack):
     range, a malformed id. Found here as INTERNAL: a huge integer cosine (OverflowError), a boolean
     arrival order in a history search."""
     ws = stack.workspace("forged tokens")
-    alice = stack.member(ws)
+    alice, boss = stack.member(ws), stack.member(ws, role=m.ROLE_ADMIN)
     mem = [alice.remember(f"forged token memory {i}", confidence=0.9) for i in range(5)]
     stack.wait_backlog_empty()
     set_vectors(stack, ws, {x.id: unit(1) for x in mem[2:]})  # three proposals
     for x in mem[:2]:  # two flags
         stack.memory.Supersede(
             g.SupersedeRequest(id=x.id, expected_revision=1, body=f"not {x.body}", confidence=0.9),
-            metadata=alice.md(),
+            metadata=boss.md(),  # another author: flagged
         )
     stack.memory.AppendHistory(
         g.AppendHistoryRequest(
@@ -745,14 +755,15 @@ def test_forged_page_tokens_of_every_list_are_invalid_argument(stack):
 def test_an_undo_copies_the_older_title_even_an_empty_one(stack):
     """A Supersede without a title keeps the target's; an undo is not that: it restores the older
     memory's text whole, so an older without a title gives a restored memory without one."""
-    alice = stack.member(stack.workspace("undo empty title"))
+    ws = stack.workspace("undo empty title")
+    alice, boss = stack.member(ws), stack.member(ws, role=m.ROLE_ADMIN)
     old = alice.remember("the pond is drained in autumn", confidence=0.9)
     new = stack.memory.Supersede(
         g.SupersedeRequest(id=old.id, expected_revision=1, title="Pond", body="the pond is drained in spring"),
-        metadata=alice.md(),
+        metadata=boss.md(),
     ).memory
     flag = next(f for f in flags(alice).flags if f.older.id == old.id)
-    restored = resolve(alice, flag.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1).restored
+    restored = resolve(boss, flag.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1).restored
     assert (new.title, restored.title, restored.body) == ("Pond", "", old.body)
 
 
@@ -763,9 +774,10 @@ def test_an_undo_never_gives_the_older_text_more_readers_and_forget_reaches_it(s
     anything the older derives from, forgets it too. Found here: a member-only older restored as a
     workspace memory any member read, and a restored copy that outlived a forgotten source."""
     ws = stack.workspace("undo audience")
-    alice, bob = stack.member(ws), stack.member(ws)
+    # An admin, so she may change bob's memory that replaces hers (a flag needs two authors).
+    alice, bob = stack.member(ws, role=m.ROLE_ADMIN), stack.member(ws)
     private = alice.remember("alice private: the safe code is 1234", audience=m.AUDIENCE_MEMBER, confidence=0.9)
-    public = alice.remember("the safe code is 9999", confidence=0.9)
+    public = bob.remember("the safe code is 9999", confidence=0.9)
     flag_id = decide(alice, private.id, public.id, SUPERSEDE, keep_id=public.id, expected_revision=1).conflict_flag_id
     assert flag_id
     restored = resolve(alice, flag_id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1).restored
@@ -787,7 +799,7 @@ def test_an_undo_never_gives_the_older_text_more_readers_and_forget_reaches_it(s
         g.DeriveRequest(source_ids=[source.id], body="the vault is in Porto, says the source", confidence=0.9),
         metadata=alice.md(),
     ).memory
-    newer = alice.remember("the vault is in Lisbon", confidence=0.9)
+    newer = bob.remember("the vault is in Lisbon", confidence=0.9)
     flag_id = decide(alice, older.id, newer.id, SUPERSEDE, keep_id=newer.id, expected_revision=1).conflict_flag_id
     restored = resolve(alice, flag_id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1).restored
     assert restored.audience == m.AUDIENCE_WORKSPACE and alice.read(restored.id).body == older.body
@@ -803,11 +815,11 @@ def test_an_undo_waits_for_a_forget_of_the_older_in_progress(stack):
     forgotten) and restores nothing. Found here: the undo read the text without a lock and wrote a
     copy of a memory being forgotten."""
     ws = stack.workspace("undo race")
-    alice = stack.member(ws)
+    alice, boss = stack.member(ws), stack.member(ws, role=m.ROLE_ADMIN)
     older = alice.remember("the race text", confidence=0.9)
     stack.memory.Supersede(
         g.SupersedeRequest(id=older.id, expected_revision=1, body="not the race text", confidence=0.9),
-        metadata=alice.md(),
+        metadata=boss.md(),
     )
     flag = flags(alice).flags[0]
     out = {}
@@ -816,7 +828,7 @@ def test_an_undo_waits_for_a_forget_of_the_older_in_progress(stack):
         forgetting.execute("SELECT 1 FROM memory WHERE id = %s FOR NO KEY UPDATE", (older.id,))
         worker = threading.Thread(
             target=lambda: out.update(
-                result=error_of(resolve, alice, flag.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1)
+                result=error_of(resolve, boss, flag.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1)
             )
         )
         worker.start()
