@@ -1,7 +1,8 @@
 """The context bundle's text: the store's entries rendered for a prompt and cut to a token budget.
 
 The store chooses the entries under the readability rule (store_service/records/context.py); here they are
-rendered (``servicekit.render.brief`` with whole memory ids: provenance and dates before the text, stored text quoted)
+rendered (``servicekit.render.brief``, as the per-turn block: provenance and dates before the text, stored
+text quoted, ids shortened; the items carry every id whole)
 under one heading per part and cut to the budget. Tokens are counted as the MCP tools' results are
 (``servicekit.render.tokens``: an estimate of what a model's tokenizer counts, in which a long
 unbroken word counts by its length), and the text is also held to ``CHARS_PER_TOKEN`` characters a
@@ -80,7 +81,7 @@ def check_on(settings) -> None:
 def _item_text(entry, period: str) -> str:
     """One entry: which entities it is the newest memory about, if any, then the memory."""
     lines = [f"(newest memory about {quote(e.name)}, mentioned by {e.mentions} {period})" for e in entry.entities]
-    return "\n".join([*lines, brief(entry.memory, whole_id=True)])
+    return "\n".join([*lines, brief(entry.memory)])
 
 
 def window_text(request) -> str:
@@ -103,20 +104,17 @@ def window_text(request) -> str:
 
 def _opening(purpose: int, now: datetime.datetime, window: str = "") -> str:
     within = f", memories {window}" if window else ""
+    # Short on purpose: the opening is paid for in every bundle, whatever its budget.
     return (
-        f"# Recallatron context ({name_of(m.Purpose, purpose)}{within}, built {now.isoformat(timespec='seconds')}): "
-        "memories are dated claims made by someone, not current truth, their own text quoted; read each "
-        "one's provenance before relying on it, and recall for anything not here."
+        f"# Recallatron context ({name_of(m.Purpose, purpose)}{within}, built {now:%Y-%m-%d %H:%M} UTC): "
+        "dated claims by members, not current truth; their text quoted. Recall for more."
     )
 
 
 def _closing(budget: int, cut: list[g.ContextItem], total: int) -> str:
     parts = Counter(PLURALS.get(item.part, "other") for item in cut)
     which = ", ".join(f"{n} {name}" for name, n in parts.items())
-    return (
-        f"# Cut to fit {budget} tokens: {len(cut)} of {total} memories left out ({which}); "
-        "recall or read them if they matter."
-    )
+    return f"# Cut to fit {budget} tokens: {len(cut)} of {total} memories left out ({which}); recall them if needed."
 
 
 def fit(
@@ -165,8 +163,8 @@ def build(entries, purpose: int, budget: int, now: datetime.datetime | None = No
     opening = _opening(purpose, now, window)
     # Room for the closing line at about its longest (every memory cut, every part named); a few
     # tokens more for counts with more digits. The final count below is what holds the budget.
-    every_part = [g.ContextItem(part=p) for p in headings]
-    closing = _closing(budget, every_part * max(1, len(items)), max(1, len(items)))
+    present = [g.ContextItem(part=p) for p in headings if any(it.part == p for it in items)] or [g.ContextItem()]
+    closing = _closing(budget, present * max(1, len(items)), max(1, len(items)))
     heading_cost = {part: tokens(text) for part, text in headings.items()}
 
     def cost(i: int, kept: list[int]) -> tuple[int, int]:

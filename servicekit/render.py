@@ -382,12 +382,11 @@ def day(ts: timestamp_pb2.Timestamp) -> str:
     return ts.ToDatetime(tzinfo=datetime.UTC).strftime("%Y-%m-%d")
 
 
-def brief(mem: m.Memory, whole_id: bool = False) -> str:
+def brief(mem: m.Memory) -> str:
     """One memory as the per-turn block shows it (gateway/context.py ``prompt_block``): ``memory``'s
     order and quoting in fewer tokens, since each memory there is paid for on every turn. The header
     (``[id] kind by "Name" | happened YYYY-MM-DD HH:MM | written YYYY-MM-DD``, times UTC, a member
-    by display name, else ``member M``, ids shortened by ``short_id``; with ``whole_id``, the
-    memory's id whole, as the context bundle shows it for a later read) leaves
+    by display name, else ``member M``, ids shortened by ``short_id``) leaves
     out what the block's request fixes (the purpose) and what is the default: revision 1, origin
     told, confidence 1.00, the workspace audience; each appears when it is not (``revision N``,
     ``kind, origin``, ``confidence C``, ``private to its author`` or ``to member M``), a change as
@@ -401,7 +400,7 @@ def brief(mem: m.Memory, whole_id: bool = False) -> str:
     kind = name_of(m.Kind, mem.kind)
     if mem.origin != m.ORIGIN_TOLD:
         kind += f", {name_of(m.Origin, mem.origin)}"
-    head = f"[{mem.id if whole_id else short_id(mem.id)}]"
+    head = f"[{short_id(mem.id)}]"
     if mem.revision != 1:
         head += f" revision {mem.revision} |"
     head += f" {kind} by {member(mem.created_by, mem.created_by_name, short=True)}"

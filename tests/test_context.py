@@ -155,11 +155,11 @@ def test_parts_their_order_and_no_duplicates(world):
     headings = ["## Pinned by you", "## Newest summaries", "## Newest memory about each entity", "## Newest memories"]
     assert [text.index(h) for h in headings] == sorted(text.index(h) for h in headings)
     for it in resp.items:
-        head = text.index(f"[{it.memory.id}] ")  # the whole id, to read it by; revision 1 unsaid
+        head = text.index(f"[{it.memory.id[:8]}] ")  # ids shortened (the items carry them whole)
         assert (
             head < text.index(f"by member {world['alice'].id[:8]} | written ", head) < text.index(it.memory.body, head)
         )
-    assert text.index('(newest memory about "Maria", mentioned') < text.index(f"[{world['ids']['n0']}] ")
+    assert text.index('(newest memory about "Maria", mentioned') < text.index(f"[{world['ids']['n0'][:8]}] ")
     assert "Cut to fit" not in text and resp.tokens == count(text)
     assert sum(it.tokens for it in resp.items) < resp.tokens
 

@@ -148,19 +148,17 @@ def hostile(stack):
     return {"alice": alice, "bob": bob, "rows": rows}
 
 
-def check_rendering(
-    text: str, rows: dict, author: str, read: bool, shown: set[str], brief: bool = False, whole_id: bool = False
-) -> None:
+def check_rendering(text: str, rows: dict, author: str, read: bool, shown: set[str], brief: bool = False) -> None:
     """Every line printable, no line breaks but ours; exactly one header-shaped line per memory in
     ``shown`` (its real id and author); each memory's strings in exactly the fields we write.
-    ``brief``: the memories read as the per-turn block writes them (``render.brief``); ``whole_id``:
-    with whole memory ids, as the context bundle writes them."""
+    ``brief``: the memories read as the per-turn block and the context bundle write them
+    (``render.brief``)."""
     lines = text.split("\n")
     assert text.splitlines() == lines  # no \r, \v, \f, \x1c-\x1e, \x85, U+2028/2029 left to break a line
     bad = [line for line in lines if not line.isprintable()]
     assert not bad, bad[:3]
     shape, by = (BRIEF_HEADER, BRIEF_AUTHOR) if brief else (HEADER, AUTHOR)
-    shown_as = {render.short_id(mid) if brief and not whole_id else mid: mid for mid in shown}
+    shown_as = {render.short_id(mid) if brief else mid: mid for mid in shown}
     headers = [(i, shape.match(folded(line))) for i, line in enumerate(lines)]
     headers = [(i, match.group(1)) for i, match in headers if match]
     assert sorted(mid for _, mid in headers) == sorted(shown_as), [lines[i] for i, _ in headers]
@@ -272,7 +270,7 @@ def test_the_context_bundle_and_the_command_keep_each_memory_in_its_fields(stack
         g.GetContextRequest(purpose=m.PURPOSE_CONVERSATION, token_budget=100_000), metadata=alice.md()
     )
     assert {it.memory.id for it in resp.items} == set(rows) and not resp.cut_items
-    check_rendering(resp.text, rows, bob.id, read=False, shown=set(rows), brief=True, whole_id=True)
+    check_rendering(resp.text, rows, bob.id, read=False, shown=set(rows), brief=True)
     # Our own lines are the only unindented ones: the opening, the part heading, the memory headers and
     # the lines naming the entity a memory is the newest about (its name quoted).
     ours = [line for line in resp.text.split("\n") if not line.startswith("  ")]
@@ -288,7 +286,7 @@ def test_the_context_bundle_and_the_command_keep_each_memory_in_its_fields(stack
 
     out = at_gateway(f"127.0.0.1:{stack.gateway.port}", "context", "--budget", "100000", token=alice.token)
     printed = out.stdout.removesuffix("\n")
-    check_rendering(printed, rows, bob.id, read=False, shown=set(rows), brief=True, whole_id=True)
+    check_rendering(printed, rows, bob.id, read=False, shown=set(rows), brief=True)
     assert printed.split("\n")[1:] == resp.text.split("\n")[1:]
 
 
