@@ -40,7 +40,7 @@ RECIPE = "sentences-v1"
 ROOT = Path(__file__).resolve().parent.parent
 # The eval data (LoCoMo and SciFact in the format of demo/; public, not in this repository: README.md,
 # "Retrieval quality"): $BENCH_EVAL_DIR, else the shared folder beside the checkout. Every bench
-# script and tools/ takes it from here.
+# script and tools/ takes it from here; ``require_eval`` says where it comes from when it is missing.
 EVAL = Path(os.environ.get("BENCH_EVAL_DIR") or ROOT.parent / "shared" / "eval")
 LOCOMO_EVERY, SCIFACT_EVERY = 6, 3
 SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
@@ -70,12 +70,53 @@ class Question:
     source: str  # "locomo" or "scifact"
 
 
+def missing_eval(eval_dir: Path = EVAL) -> str | None:
+    """What of the eval data the bench reads is missing in ``eval_dir`` (None when nothing is): at
+    least one LoCoMo conversation, each with its memories and queries, and SciFact's."""
+    if not eval_dir.is_dir():
+        return "the folder does not exist"
+    locomo = eval_dir / "locomo"
+    conversations = sorted(p for p in locomo.iterdir() if p.is_dir()) if locomo.is_dir() else []
+    if not conversations:
+        return "no conversation folder in locomo/"
+    wanted = [c / name for c in conversations for name in ("memories.jsonl", "queries.jsonl")]
+    wanted += [eval_dir / "scifact" / name for name in ("memories.jsonl", "queries.jsonl")]
+    absent = [str(p.relative_to(eval_dir)) for p in wanted if not p.is_file()]
+    return f"no {', '.join(absent)}" if absent else None
+
+
+def require_eval(eval_dir: Path = EVAL) -> Path:
+    """``eval_dir`` when it holds the eval data; otherwise exits (status 1) saying what is missing,
+    where the data comes from and how to name its folder. The data sets are public but not carried
+    here (LoCoMo's licence is non-commercial, and the copy beside the checkout is not to be copied
+    in), so a clone without them is told what to fetch instead of shown a traceback."""
+    missing = missing_eval(eval_dir)
+    if missing is None:
+        return eval_dir
+    raise SystemExit(
+        f"bench: no eval data in {eval_dir}: {missing}.\n"
+        "The bench builds its workspaces and questions from two public data sets, in the format of demo/\n"
+        "(demo/README.md), that this repository does not carry:\n"
+        "  locomo/<conversation>/memories.jsonl, queries.jsonl  LoCoMo, github.com/snap-research/LoCoMo\n"
+        "      (data/locomo10.json; CC BY-NC 4.0): a folder per conversation, a memory per dialog turn\n"
+        "  scifact/memories.jsonl, queries.jsonl                SciFact, github.com/allenai/scifact (as in\n"
+        "      BEIR; claims CC BY 4.0, abstracts ODC-By 1.0): the abstracts, the claims as questions\n"
+        "The folder is $BENCH_EVAL_DIR, else ../shared/eval beside the checkout (where those working on\n"
+        "the project have them). Elsewhere, write them in that layout and name the folder:\n"
+        "  BENCH_EVAL_DIR=/path/to/eval make bench\n"
+        '(README.md, "Retrieval quality (measured)", describes the data.)'
+    )
+
+
 def _jsonl(path: Path) -> list[dict]:
     with path.open(encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
 def _conversations(eval_dir: Path) -> list[Path]:
+    """The LoCoMo conversation folders; every reader of the eval data starts here, so a bench entry
+    that comes to read it without the data stops with ``require_eval``'s message, not a traceback."""
+    require_eval(eval_dir)
     return sorted(p for p in (eval_dir / "locomo").iterdir() if (p / "memories.jsonl").is_file())
 
 

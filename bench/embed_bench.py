@@ -43,7 +43,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 
-from bench.corpus import EVAL
+from bench.corpus import EVAL, require_eval
 from embed_service.models import BiEncoder
 from embed_service.onnx_encoder import ONNX_THREADS, OnnxEncoder
 from servicekit.embedding_input import compose
@@ -242,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-pytorch", action="store_true", help="leave the PyTorch backend out")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
+    require_eval()
 
     started = time.perf_counter()
     onnx = BiEncoder(backend="onnx")

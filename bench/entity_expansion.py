@@ -17,14 +17,13 @@ re-ranker, top 10:
 Metrics as ``cli.retrieval_metrics`` defines them, per category and over all questions; a question
 that names no speaker is answered plainly in every variant.
 
-Usage: ``BENCH_EVAL_DIR=../shared/eval .venv/bin/python -m bench.entity_expansion [--json]``
+Usage: ``[BENCH_EVAL_DIR=DIR] .venv/bin/python -m bench.entity_expansion [--dataset LOCOMO_DIR] [--json]``
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -134,14 +133,14 @@ def run(gw: client.Gateway, dataset: Path) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--dataset", default=os.environ.get("BENCH_EVAL_DIR", "../shared/eval") + "/locomo")
+    p.add_argument("--dataset", type=Path, help="a LoCoMo folder (default: the bench's, bench.corpus.EVAL)")
     p.add_argument("--home", default=str(corpus.ROOT / ".bench" / "expansion"), help="data folder (emptied first)")
     p.add_argument("--port-base", type=int, default=50190)
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     from bench.stack import Stack
 
-    dataset = Path(args.dataset)
+    dataset = args.dataset or corpus.require_eval() / "locomo"
     if not dataset.is_dir():
         raise SystemExit(f"{dataset}: no LoCoMo folder (set BENCH_EVAL_DIR or --dataset)")
     home = Path(args.home)

@@ -41,7 +41,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 import client
-from bench.corpus import EVAL
+from bench.corpus import EVAL, require_eval
 from cli.dataset import occurred_at as _occurred
 from cli.dataset import read_jsonl
 
@@ -176,6 +176,7 @@ def main() -> int:
     args = p.parse_args()
     if args.single < 0 or args.batch < 0 or args.threads < 1 or not 1 <= args.batch_size <= 500:
         p.error("--single and --batch must be >= 0, --threads >= 1, --batch-size 1..500")
+    require_eval()
     if args.gateway:
         if not args.operator_token:
             p.error("--gateway needs --operator-token")

@@ -1,11 +1,11 @@
-"""Wall time of ``recallatron import-legacy`` on the shared generator's default store (issue 10,
-item 2: under 60 s here, embeddings excluded).
+"""Wall time of ``recallatron import-legacy`` on the default store of the old store's generator
+(issue 10, item 2: under 60 s here, embeddings excluded).
 
 Store: ``--store DIR`` holding legacy.sqlite, graph.jsonl and expected.json, or else one made now
-by the old store's generator ``make_legacy_store.py OUT`` with its defaults (seed 7, 4,000 turns,
-523 items: 3,878 turns, 580 digests and 511 items imported, 21 entities, 461 mentions). The
-generator is not part of this repository: ``$RECALLATRON_LEGACY_MAKER`` names it, else it is looked
-for in the shared legacy folder beside the checkout.
+by the old store's generator (tools/make_legacy_store.py, docs/legacy_format.md) with its defaults
+(seed 7, 4,000 turns, 523 items: 3,878 turns, 580 digests and 511 items imported, 21 entities, 461
+mentions), moved into the past as its ``--into-the-past`` does (its rows run past today, and the
+import skips times ahead of the clock).
 
 System: a private ``recallatron up`` (``bench.stack.Stack``) on ports ``--port-base``+1..4 with the
 embed service paused (SIGSTOP), so embedding takes no CPU while the jobs are still queued in each
@@ -23,6 +23,7 @@ Usage: ``.venv/bin/python -m bench.legacy_import_bench [--runs 5] [--store DIR] 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 import os
@@ -37,10 +38,8 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 
 import client
 from bench.corpus import ROOT
+from tools.make_legacy_store import counts_of, into_the_past, write_store
 
-SHARED_MAKER = Path(
-    os.environ.get("RECALLATRON_LEGACY_MAKER") or ROOT.parent / "shared" / "legacy" / "make_legacy_store.py"
-)
 CHATS = ("tg:100200300", "tg:100200301")
 
 
@@ -67,7 +66,7 @@ def run_import(gw: client.Gateway, gateway: str, token: str, store: Path, ws: st
 
 def measure(gw: client.Gateway, gateway: str, token: str, store: Path, runs: int) -> dict:
     expected = json.loads((store / "expected.json").read_text())
-    wanted = {k: v for k, v in expected.items() if k != "member_map"}
+    wanted = counts_of(expected)
     times, ws, members = [], "", []
     for n in range(runs):
         ws = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=f"legacy bench {n}"), metadata=gw.metadata)
@@ -76,8 +75,7 @@ def measure(gw: client.Gateway, gateway: str, token: str, store: Path, runs: int
             gw.admin.AddMember(g.AddMemberRequest(workspace_id=ws), metadata=gw.metadata).member_id for _ in CHATS
         ]
         seconds, counts = run_import(gw, gateway, token, store, ws, members)
-        counts.pop("member_map")
-        if counts != wanted:
+        if counts_of(counts) != wanted:
             raise SystemExit(f"run {n}: counts differ from expected.json: {counts}")
         times.append(seconds)
         print(f"legacy bench: run {n + 1}/{runs}: {seconds:.2f}s", file=sys.stderr)
@@ -95,7 +93,7 @@ def measure(gw: client.Gateway, gateway: str, token: str, store: Path, runs: int
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--store", type=Path, help="a generated store (default: the shared generator's default)")
+    p.add_argument("--store", type=Path, help="a generated store (default: the generator's default, made now)")
     p.add_argument("--port-base", type=int, default=50350, help="ports of the private system: base+1..4")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
@@ -104,12 +102,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="legacy-bench-") as home:
         store = args.store
         if store is None:
-            if not SHARED_MAKER.is_file():
-                raise SystemExit(
-                    f"no legacy store generator at {SHARED_MAKER}: pass --store DIR or set RECALLATRON_LEGACY_MAKER"
-                )
             store = Path(home) / "store"
-            subprocess.run([sys.executable, str(SHARED_MAKER), str(store)], check=True, capture_output=True)
+            write_store(store)
+            into_the_past(store / "legacy.sqlite", datetime.datetime.now(datetime.UTC))
         stack = Stack.start(Path(home) / "system", port_base=args.port_base)
         print(f"legacy bench: private system up in {stack.startup_seconds:.1f}s", file=sys.stderr)
         try:

@@ -48,7 +48,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
 
-from bench.corpus import EVAL
+from bench.corpus import EVAL, require_eval
 from client import bearer, system
 from embed_service.models import BiEncoder
 from embed_service.server import EmbedService
@@ -294,6 +294,8 @@ def main() -> int:
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args()
+    if args.data == LOCOMO:  # the default: the bench's eval data, which may be absent
+        require_eval()
 
     folders = sorted(p for p in args.data.iterdir() if (p / "memories.jsonl").is_file())[: args.conversations]
     rows, questions = [], []

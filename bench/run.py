@@ -277,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--label", default="", help="a note for the results heading")
     args = parser.parse_args(argv)
+    corpus.require_eval()  # before the model loads: a clone without the data is told where it comes from
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     questions = list(corpus.questions())
     if args.questions:

@@ -72,7 +72,7 @@ KIND_OF_TYPE = {
     "relationship": "fact",
 }
 SECTIONS = ("history", "memories", "digests")
-# How long reading the SQLite file may take in all (``--read-timeout``): the shared generator's
+# How long reading the SQLite file may take in all (``--read-timeout``): the old store generator's
 # default store (4,000 turns, 1 MB) reads in 0.07 s here, so the bound leaves room for stores
 # thousands of times its size while a file that would read without end stops with an error
 # (sqlite3's progress handler, called every PROGRESS_STEPS virtual machine instructions, ends the

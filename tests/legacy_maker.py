@@ -1,5 +1,7 @@
 """The project's own maker of old stores (legacy.sqlite + graph.jsonl), written from the format in
-README.md ("Importing the old store"), so that a clone alone runs the legacy import tests.
+docs/legacy_format.md, beside the old store's generator (tools/make_legacy_store.py, the import's
+oracle, whose tables it writes too): this one writes faults that one does not, and
+hands back the rows the tests look up.
 
 ``make_store(folder, seed, turns, items)`` writes a store with every fault the rules name (three
 timestamp forms, missing session ids, stray NULs, over-long turns, unknown roles, unreadable times,
@@ -7,7 +9,7 @@ an unmapped chat, truncated digests, unconfirmed, broken, empty, unknown-type an
 items of an unmapped chat, unknown confidences, supersede chains with a missing target, a cycle and
 a merge, entities that share a name in another case, entity-to-entity edges and bad graph lines) and
 returns a ``Made``: the counts a correct import yields, worked out as the rows are written (the keys
-and nesting of the shared generator's expected.json), and a few rows the tests look up.
+and nesting of the generator's expected.json), and a few rows the tests look up.
 """
 
 from __future__ import annotations
@@ -15,24 +17,16 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
-import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tools.make_legacy_store import SCHEMA
 
 OWNER_CHAT, SECOND_CHAT, STRAY_CHAT = "tg:1001", "tg:1002", "tg:9999"  # the stray chat is in no map
 TYPES = ["fact", "preference", "procedural", "decision", "deadline", "relationship"]
 NAMES = ["Ada Quist", "Bram Oyelaran", "Cleo Marsh", "Quarry Labs", "Fernhill Library"]
 WORDS = ["ledger", "kettle", "orchard", "lantern", "harbour", "meadow", "pylon", "quince", "saffron", "tundra"]
-SCHEMA = """
-CREATE TABLE conversation (id INTEGER PRIMARY KEY AUTOINCREMENT, chat_id TEXT NOT NULL, role TEXT NOT NULL,
-                           content TEXT NOT NULL, ts TEXT NOT NULL, session_id TEXT);
-CREATE TABLE digest (id INTEGER PRIMARY KEY AUTOINCREMENT, chat_id TEXT NOT NULL, session_id TEXT,
-                     created_at TEXT NOT NULL, body TEXT NOT NULL);
-CREATE TABLE memory_item (id INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT NOT NULL, content TEXT NOT NULL,
-                          confidence REAL, reason TEXT, source_turn_id INTEGER, status TEXT NOT NULL,
-                          created_at TEXT NOT NULL, superseded_by INTEGER, embedding BLOB);
-"""
 
 
 @dataclass
@@ -256,35 +250,3 @@ def make_store(folder: Path, seed: int = 1, turns: int = 120, items: int = 40) -
     lines.insert(len(lines) // 2, "")  # a blank line is no line
     graph.write_text("\n".join(lines) + "\n")
     return made
-
-
-TIME = re.compile(r"(\d{4}-\d{2}-\d{2})([ T]\d{2}:\d{2}:\d{2})?(.*)", re.DOTALL)
-TIME_COLUMNS = {"conversation": "ts", "digest": "created_at", "memory_item": "created_at"}
-
-
-def into_the_past(sqlite: Path, now: dt.datetime) -> int:
-    """Moves every readable time of an old store back by whole days, so that the newest lies two days
-    before ``now``, each kept in its written form (separator, ``Z`` or offset); returns the days.
-
-    The shared generator dates its rows from 2026-03-02 on, a row every few hours, so a large store
-    reaches past today, and the import refuses a time ahead of the clock; moved back, every gap
-    between two rows, so every session and count, is as generated."""
-    db = sqlite3.connect(sqlite)
-    found = []  # (table, column, id, naive time, separator and time text, rest)
-    for table, column in TIME_COLUMNS.items():
-        for rid, value in db.execute(f"SELECT id, {column} FROM {table}"):
-            parts = TIME.fullmatch(value) if isinstance(value, str) else None
-            try:
-                when = dt.datetime.fromisoformat(parts[1] + (parts[2] or "").replace(" ", "T")) if parts else None
-            except ValueError:  # an unreadable time stays as it is
-                when = None
-            if when is not None:
-                found.append((table, column, rid, when, parts[2], parts[3]))
-    days = max(0, (max(f[3] for f in found).date() - (now - dt.timedelta(days=2)).date()).days)
-    for table, column, rid, when, clock, rest in found:
-        moved = when - dt.timedelta(days=days)
-        text = moved.strftime("%Y-%m-%d") + (clock[0] + moved.strftime("%H:%M:%S") if clock else "") + rest
-        db.execute(f"UPDATE {table} SET {column} = ? WHERE id = ?", (text, rid))
-    db.commit()
-    db.close()
-    return days

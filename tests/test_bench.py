@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -221,3 +222,52 @@ def test_bench_run_refuses_no_passes(capsys):
             run.main(["--passes", value])
         assert stopped.value.code == 2
         assert message in capsys.readouterr().err
+
+
+# Every entry that reads the eval data by default: `make bench` runs the first.
+EVAL_READERS = [
+    "bench.run",
+    "bench.ingest_bench",
+    "bench.embed_bench",
+    "bench.recall_path_bench",
+    "bench.entity_expansion",
+    "tools.lexical_parity",
+    "tools.fusion_ablation",
+]
+
+
+def test_without_the_eval_data_the_bench_says_where_it_comes_from_and_exits_1(tmp_path):
+    """The eval data is not in the repository: with BENCH_EVAL_DIR naming an empty folder, one that
+    does not exist, or one without SciFact, ``python -m bench.run`` (``make bench``) and every other
+    entry that reads it by default stop before starting anything, exit 1, and say what is missing,
+    where the data comes from and how to name its folder: no traceback, nothing on stdout."""
+    (tmp_path / "empty").mkdir()
+    _write(tmp_path / "no-scifact" / "locomo" / "conv-1" / "memories.jsonl", [{"id": "D1:1", "body": "x"}])
+    cases = [
+        ("empty", "no conversation folder in locomo/", EVAL_READERS),
+        ("absent", "the folder does not exist", ["bench.run"]),
+        (
+            "no-scifact",
+            "no locomo/conv-1/queries.jsonl, scifact/memories.jsonl, scifact/queries.jsonl",
+            ["bench.run"],
+        ),
+    ]
+    for name, missing, entries in cases:
+        folder = tmp_path / name
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{ROOT / 'gen'}", "BENCH_EVAL_DIR": str(folder)}
+        for entry in entries:
+            done = subprocess.run(
+                [sys.executable, "-m", entry], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+            )
+            assert (done.returncode, done.stdout) == (1, ""), (entry, done.stderr)
+            assert "Traceback" not in done.stderr, (entry, done.stderr)
+            lines = done.stderr.splitlines()
+            assert lines[0] == f"bench: no eval data in {folder}: {missing}.", (entry, lines)
+            for said in (
+                "locomo/<conversation>/memories.jsonl, queries.jsonl  LoCoMo, github.com/snap-research/LoCoMo",
+                "scifact/memories.jsonl, queries.jsonl                SciFact, github.com/allenai/scifact (as in",
+                "The folder is $BENCH_EVAL_DIR, else ../shared/eval beside the checkout (where those working on",
+                "  BENCH_EVAL_DIR=/path/to/eval make bench",
+            ):
+                assert any(said in line for line in lines), (entry, said, lines)
+    assert not (tmp_path / "absent").exists()

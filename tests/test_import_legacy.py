@@ -1,7 +1,8 @@
 """``recallatron import-legacy`` end to end, against the in-process stack (real PostgreSQL, real
-MiniLM): counts against the project's own maker (tests/legacy_maker.py) and against the shared
-generator's expected.json, the report, dry runs, re-runs and a run killed half way, who sees what
-afterwards, supersede chains, forget reaching derivations, and bad input."""
+MiniLM): counts against the project's own maker (tests/legacy_maker.py) and against the expected.json
+of the old store's generator (tools/make_legacy_store.py), the report, dry runs, re-runs and a run
+killed half way, who sees what afterwards, supersede chains, forget reaching derivations, and bad
+input."""
 
 from __future__ import annotations
 
@@ -20,26 +21,17 @@ from pathlib import Path
 import grpc
 import pytest
 from cli_runner import recallatron
-from legacy_maker import NAMES, OWNER_CHAT, SCHEMA, SECOND_CHAT, UNIQUE_WORD, into_the_past, make_store
+from legacy_maker import NAMES, OWNER_CHAT, SECOND_CHAT, UNIQUE_WORD, make_store
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
 import client
 from cli import legacy_import
 from cli.legacy_store import read_store
+from tools.make_legacy_store import SCHEMA, SUMMARY_KEYS, counts_of
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_MAKER = ROOT / "tests" / "data" / "legacy" / "make_legacy_store.py"  # the shared generator, carried
-SHARED_CHATS = ("tg:100200300", "tg:100200301")  # the shared generator's mapped chats
-
-
-def counts_of(expected: dict) -> dict:
-    """The counts an import prints, without the member map (its values differ: labels, member ids)
-    and what the store answered (a run's own, beside the expected.json keys)."""
-    out = {k: v for k, v in expected.items() if k not in ("member_map", "answered")}
-    out.setdefault("chain_faults_reported", 0)  # the shared generator leaves it out for tiny stores
-    out.setdefault("relations", 0)  # its edges name no memory: none become relations
-    return out
+GENERATOR_CHATS = ("tg:100200300", "tg:100200301")  # the mapped chats of tools/make_legacy_store.py
 
 
 def operator_argv(stack, *args: str) -> list[str]:
@@ -425,21 +417,25 @@ def test_a_run_stopped_by_a_failed_call_still_writes_its_report(stack, made, tmp
     ) + sum(made.expected["graph_lines_skipped"].values())
 
 
-def test_shared_generator_counts_match_expected_json_exactly(stack, tmp_path):
-    """The shared oracle (tests/data/legacy, a copy of the shared generator): several seeds and sizes,
-    counts equal.
-    Its rows are dated from 2026-03-02 on, the larger stores past today: they are moved into the past
-    first (``into_the_past``: whole days, every gap kept), as the import refuses times ahead of the
-    clock (a test of its own, below)."""
-    assert SHARED_MAKER.is_file(), f"{SHARED_MAKER} is missing (tests/data/README.md says where it comes from)"
+def test_the_generators_stores_import_with_the_counts_it_wrote(stack, tmp_path):
+    """The old store's generator (tools/make_legacy_store.py, the import's oracle), run as
+    docs/legacy_format.md tells: several seeds and sizes, each store imported by ``recallatron
+    import-legacy`` with exactly the counts of its expected.json and of the line it prints, and what
+    was written is what they say. ``--into-the-past`` moves the rows before today (they are dated
+    from 2026-03-02 on, the larger stores past today, and the import refuses times ahead of the clock:
+    a test of its own, below). The default store's counts are those docs/portability.md and
+    bench/RESULTS.md quote."""
     for seed, size in [(7, []), (3, ["--turns", "600", "--items", "90"]), (12, ["--turns", "2500", "--items", "300"])]:
-        out_dir = tmp_path / f"shared-{seed}"
-        subprocess.run([sys.executable, str(SHARED_MAKER), str(out_dir), "--seed", str(seed), *size], check=True,
-                       capture_output=True)  # fmt: skip
-        into_the_past(out_dir / "legacy.sqlite", datetime.datetime.now(datetime.UTC))
+        out_dir = tmp_path / f"generated-{seed}"
+        generate = [sys.executable, "-m", "tools.make_legacy_store", str(out_dir), "--seed", str(seed), *size]
+        made = subprocess.run(
+            [*generate, "--into-the-past"], cwd=ROOT, env=ENV, check=True, capture_output=True, text=True
+        )
         expected = json.loads((out_dir / "expected.json").read_text())
-        ws = stack.workspace(f"shared {seed}")
-        _, _, members = members_for(stack, ws, SHARED_CHATS)
+        said = json.loads(made.stdout)
+        assert said == {k: expected[k] for k in SUMMARY_KEYS}
+        ws = stack.workspace(f"generated {seed}")
+        _, _, members = members_for(stack, ws, GENERATOR_CHATS)
         assert set(expected["member_map"]) == set(members)
         argv = import_args(
             ws, out_dir / "legacy.sqlite", out_dir / "graph.jsonl", members, tmp_path / f"s{seed}.jsonl", "--json"
@@ -450,6 +446,12 @@ def test_shared_generator_counts_match_expected_json_exactly(stack, tmp_path):
         got = stored(stack, ws)
         assert len(got["turns"]) == expected["history"]["imported"]
         assert len(got["memories"]) == expected["memories"]["imported"] + expected["digests"]["imported"]
+        assert len(got["entities"]) == expected["entities"] and len(got["mentions"]) == expected["mentions"]
+        assert sum(1 for r in got["memories"] if r[7]) == expected["supersede_links"]
+        if not size:
+            assert (expected["history"]["imported"], expected["digests"]["imported"]) == (3878, 580)
+            assert (expected["memories"]["imported"], expected["entities"], expected["mentions"]) == (511, 21, 461)
+            assert (expected["supersede_links"], expected["chain_faults_reported"]) == (62, 2)
 
 
 def test_bad_input_is_a_clear_error_and_nothing_is_written(stack, made, tmp_path):

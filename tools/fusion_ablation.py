@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.corpus import EVAL
+from bench.corpus import EVAL, require_eval
 from cli.retrieval_metrics import ndcg_at
 from store_service.search import analysis, bm25, candidates
 
@@ -151,7 +151,7 @@ def corpus_scores(folder: Path, key: str, encoder: list) -> tuple[dict[str, floa
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=EVAL, help="eval data folder (default: bench.corpus.EVAL)")
-    data = ap.parse_args().data
+    data = require_eval(ap.parse_args().data)
     encoder: list = []
     pooled: dict[str, float] = {}
     count = 0

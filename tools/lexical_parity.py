@@ -29,7 +29,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from bench.corpus import EVAL
+from bench.corpus import EVAL, require_eval
 from store_service.search import analysis
 
 K1, B, COMMON_SHARE, COMMON_MIN_TERMS, TOP = 1.2, 0.75, 0.15, 3, 50
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "recallatron-pg-lexemes.json")
     p.add_argument("--no-keep-rarest", action="store_true", help="the old 15%% rule (may drop every term)")
     args = p.parse_args(argv)
-    data = corpora(args.data)
+    data = corpora(require_eval(args.data))
     texts = [
         t
         for parts in data.values()
