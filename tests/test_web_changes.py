@@ -112,9 +112,15 @@ def test_supersede_through_the_review_page(stack, web_screen, page, team):
     form.get_by_role("button", name="Review the new memory").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Supersede this memory?")
     expect(page.locator("#after .meta")).to_contain_text("decision · confidence 0.7 · member-only: just you")
+    sent = page.locator("#confirm input[type=hidden]").evaluate_all(
+        "els => Object.fromEntries(els.map(e => [e.name, e.value]))"
+    )
     page.get_by_role("button", name="Supersede it").click()
     expect(page).to_have_url(re.compile(r"/memories/[0-9a-f-]{36}\?done=superseded$"))
     new_id = re.search(r"/memories/([0-9a-f-]{36})", page.url).group(1)
+    # Confirm sent twice (a second click) supersedes once: its request id answers with the same successor.
+    again = page.context.request.post(f"{web_screen}/memories/{old.id}/supersede", form=sent, max_redirects=0)
+    assert again.status == 303 and again.headers["location"] == f"/memories/{new_id}?done=superseded"
     expect(page.locator("#notice")).to_have_text(re.compile(r"^Superseded: this is the new memory"))
     new = alice.read(new_id)
     assert (new.kind, new.title, new.body, new.confidence) == (
