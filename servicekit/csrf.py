@@ -50,8 +50,10 @@ FIELD = "csrftoken"
 SESSION_COOKIE = "recallatron_session"
 TOKEN_COOKIE = "recallatron_token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
-# A form of the screen is a few kilobytes (a memory's body is at most 64 KiB of UTF-8, and no form
-# sends one); a bigger body is refused rather than buffered.
+# A form of the screen is at most a memory's title and body (a memory page's correct and supersede
+# forms): 1,000 characters and 64 KiB of UTF-8, each byte at most 3 once form-encoded (%XX), so under
+# 210 KiB. A bigger body is refused rather than buffered (the web screen's Starlette app refuses it
+# first, 413, when its Content-Length says so).
 MAX_FORM_BYTES = 256 * 1024
 # How much of a refused request's Origin or Sec-Fetch-Site the refusal page repeats.
 SHOWN_HEADER_CHARS = 200

@@ -169,6 +169,11 @@ def test_conflict_flags_acknowledged_and_undone(stack, web_screen, page):
     page.get_by_role("link", name="Conflicts").click()
     expect(page.locator("section.flag")).to_have_count(2)
     expect(page.locator("#conflicts-summary")).to_have_text("2 shown of 2 flag(s)")
+    # Acknowledge is the primary action, first and filled with the accent; Undo an outlined second.
+    buttons = page.locator("section.flag").first.locator(".decisions button")
+    expect(buttons).to_have_text(["Acknowledge (the newer stands)", "Undo (bring the older text back)"])
+    fills = buttons.evaluate_all("els => els.map(e => getComputedStyle(e).backgroundColor)")
+    assert fills == ["rgb(45, 91, 211)", "rgb(255, 255, 255)"]
     screenshot(page, "conflicts")
 
     old, new = flagged["ack"]

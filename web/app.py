@@ -8,8 +8,8 @@ status code name and message (a stale revision names the current one, as the gat
 does). A missing, bad or revoked token shows the login page with the gateway's message. A POST from
 another site, or without its session's form token, is refused with 403 (``servicekit.csrf``).
 
-Pages (docs/web.md): login, search (Recall), browse (ListMemories), a memory (Read), and the review
-pages in ``web.review``, and the entity pages in ``web.entities``.
+Pages (docs/web.md): login, search (Recall), browse (ListMemories), a memory and its changes in
+``web.memory_page``, the review pages in ``web.review``, and the entity pages in ``web.entities``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import secrets
 
 import grpc
 from recallatron.gateway.v1 import gateway_pb2 as g
-from recallatron.memory.v1 import memory_pb2 as m
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -29,7 +28,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from servicekit import csrf
-from web import entities, review
+from web import entities, memory_page, review
 from web.calls import Gateway, LoggedOut, describe
 from web.inputs import FormError, choice, timestamp, whole
 from web.screen import AUDIENCES, HERE, KINDS, MODES, PURPOSES, SUPERSEDED, TOKEN_COOKIE, Screen, http_status, link
@@ -190,46 +189,6 @@ async def browse(request: Request) -> Response:
     return await screen.render(request, "browse.html", **context)
 
 
-# Derivations shown on a memory's page; the rest are one click away in browse.
-DERIVATIONS_SHOWN = 50
-
-
-async def memory(request: Request) -> Response:
-    """GET /memories/{id}: Read with history, and the readable memories derived from it."""
-    screen: Screen = request.app.state.screen
-    memory_id = request.path_params["memory_id"]
-    context = {"memory": None, "derivations": None, "memory_id": memory_id, "timeline": []}
-    try:
-        context["memory"] = (
-            await screen.call(request, "Read", g.ReadRequest(id=memory_id, include_history=True))
-        ).memory
-        context["derivations"] = await screen.call(
-            request,
-            "ListMemories",
-            g.ListMemoriesRequest(
-                derived_from_id=memory_id, superseded=m.SUPERSEDED_FILTER_ALL, page_size=DERIVATIONS_SHOWN
-            ),
-        )
-        context["timeline"] = await _timeline(screen, request, context["memory"])
-    except grpc.RpcError as exc:
-        return await screen.render(request, "memory.html", status=http_status(exc), error=describe(exc), **context)
-    return await screen.render(request, "memory.html", **context)
-
-
-# Successors a memory page follows for its timeline (a Read each).
-TIMELINE_SHOWN = 20
-
-
-async def _timeline(screen: Screen, request: Request, first: m.Memory) -> list[m.Memory]:
-    """The memory and the successors it leads to (each Read in turn, at most ``TIMELINE_SHOWN``), in
-    order: when each claim held, and how the last one ended (docs/time.md). A successor the caller
-    cannot read ends the line (Read redacts its id, so it is never followed)."""
-    line = [first]
-    while line[-1].superseded_by_id and len(line) < TIMELINE_SHOWN:
-        line.append((await screen.call(request, "Read", g.ReadRequest(id=line[-1].superseded_by_id))).memory)
-    return line
-
-
 async def healthz(request: Request) -> Response:
     """GET /healthz: the screen answers (it calls nothing; `recallatron up` waits for it)."""
     return PlainTextResponse("ok")
@@ -301,7 +260,7 @@ def build(gateway_addr: str, secret: str | None = None) -> Starlette:
         Route("/logout", logout, methods=["POST"]),
         Route("/search", search),
         Route("/memories", browse),
-        Route("/memories/{memory_id}", memory),
+        *memory_page.ROUTES,
         *review.ROUTES,
         *entities.ROUTES,
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

@@ -1,4 +1,4 @@
-"""What a form sends, turned into request fields: enum short names, dates and whole numbers.
+"""What a form sends, turned into request fields: enum short names, dates, whole and decimal numbers.
 
 Only the shape of a value is judged here (is it one of the names, a date, a number); what the value
 may be (a granted purpose, a page size's range, a well-formed entity id, a time range's order) is
@@ -52,6 +52,17 @@ def timestamp(field: str, text: str | None) -> timestamp_pb2.Timestamp | None:
     except (OverflowError, ValueError):  # an offset that moves the instant outside years 1..9999 in UTC
         raise FormError(f"{field}: {text!r} is outside years 1..9999 in UTC") from None
     return ts
+
+
+def number(field: str, text: str | None) -> float | None:
+    """A decimal number (None when empty); the gateway judges its range."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise FormError(f"{field}: not a number: {text!r}") from None
 
 
 def whole(field: str, text: str | None, default: int = 0) -> int:
