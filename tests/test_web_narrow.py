@@ -26,7 +26,7 @@ def world(stack):
     entities, a relation and an attribute, corrected once and derived from; a near-duplicate pair; a
     conflict flag; a likely duplicate entity (initials) and a merge to undo."""
     ws = stack.workspace("web narrow")
-    alice = stack.member(ws)
+    alice = stack.member(ws, role=m.ROLE_ADMIN, display_name="Alice Lindqvist-Nordenskiöld")  # may replace others'
     tag = uuid.uuid4().hex[:6]
     maria, nutrifax = f"Maria Lind{tag}", f"Nutrifax{tag}"
     url = "https://example.org/" + "very-long-path-segment-" * 8
@@ -49,7 +49,10 @@ def world(stack):
     ltd = alice.remember(f"{nutrifax} Ltd sent an invoice.", entities=[m.EntityMention(name=f"{nutrifax} Ltd")])
     alice.remember("The weekly staff meeting moved to Thursday at ten in room four.", title="Staff meeting")
     alice.remember("The weekly staff meeting was moved to Thursday at ten in room four.", title="Staff meeting")
-    older = alice.remember("The library opens at eight.", title="Library hours", confidence=0.9)
+    # Another member's claim that alice replaces: a disagreement, flagged (her own edits are not).
+    older = stack.member(ws, display_name="A colleague with quite a long display name for a phone").remember(
+        "The library opens at eight.", title="Library hours", confidence=0.9
+    )
     stack.memory.Supersede(
         g.SupersedeRequest(id=older.id, expected_revision=1, body="The library opens at nine.", confidence=0.95),
         metadata=alice.md(),

@@ -48,11 +48,21 @@ def world(stack):
             metadata=bob.md(),
         ).memory
     )
+    # A conflict flag only bob can see: his private claim replaced, by his own decision, with alice's
+    # workspace memory (two authors disagree); alice cannot read the older, so not the flag.
     old = bob.remember(f"{MARK}: my locker is number 12.", audience=m.AUDIENCE_MEMBER, confidence=0.9)
-    new = stack.memory.Supersede(
-        g.SupersedeRequest(id=old.id, expected_revision=1, body=f"{MARK}: my locker is number 21.", confidence=0.9),
+    lockers = alice.remember("Lockers are reassigned every term.", confidence=0.9)
+    stack.memory.DecideDuplicateProposal(
+        g.DecideDuplicateProposalRequest(
+            memory_a_id=old.id,
+            memory_b_id=lockers.id,
+            decision=m.DUPLICATE_DECISION_SUPERSEDE,
+            keep_id=lockers.id,
+            expected_revision=1,
+        ),
         metadata=bob.md(),
-    ).memory
+    )
+    new = bob.remember(f"{MARK}: my locker is number 21.", audience=m.AUDIENCE_MEMBER, confidence=0.9)
     private += [old, new]
     # Bob states an attribute of the shared Canteen in a member-only memory, and merges his private
     # nickname for it into it: the entity pages show him both, and alice neither.

@@ -153,21 +153,31 @@ def test_gateway_errors_on_a_decision_read_as_messages(stack, web_screen, page, 
 
 def test_conflict_flags_acknowledged_and_undone(stack, web_screen, page):
     ws = stack.workspace("web conflicts")
-    alice = stack.member(ws)
+    # Alice's claims replaced by an admin's: two authors disagreeing (an edit of one's own is no flag).
+    writer = stack.member(ws, display_name="Wren Writer")
+    alice = stack.member(ws, role=m.ROLE_ADMIN, display_name="Alice Admin")
     flagged = {}
     for name, title, before, after in (
         ("ack", "Library hours", "The library opens at eight.", "The library opens at nine."),
         ("undo", "Boiler service", "The boiler was serviced in March.", "The boiler was serviced in April."),
     ):
-        old = alice.remember(before, title=title, confidence=0.9)
+        old = writer.remember(before, title=title, confidence=0.9)
         new = stack.memory.Supersede(
             g.SupersedeRequest(id=old.id, expected_revision=1, title=title, body=after, confidence=0.95),
             metadata=alice.md(),
         ).memory
         flagged[name] = (old, new)
+    own = writer.remember("The bins go out on Monday.", confidence=0.9)
+    stack.memory.Supersede(
+        g.SupersedeRequest(id=own.id, expected_revision=1, body="The bins go out on Tuesday.", confidence=0.9),
+        metadata=writer.md(),
+    )
     sign_in(page, web_screen, alice.token)
     page.get_by_role("link", name="Conflicts").click()
     expect(page.locator("section.flag")).to_have_count(2)
+    # Each side names its author (name and id).
+    authors = page.locator("section.flag").first.locator(".author")
+    expect(authors).to_have_text([f"Wren Writer ({writer.id})", f"Alice Admin ({alice.id})"])
     expect(page.locator("#conflicts-summary")).to_have_text("2 shown of 2 flag(s)")
     # Acknowledge is the primary action, first and filled with the accent; Undo an outlined second.
     buttons = page.locator("section.flag").first.locator(".decisions button")
@@ -195,6 +205,7 @@ def test_conflict_flags_acknowledged_and_undone(stack, web_screen, page):
     page.get_by_label("resolved ones too").check()
     page.get_by_role("button", name="Show").click()
     expect(page.locator("section.flag .state")).to_have_text(["undone", "acknowledged"])
+    expect(page.locator("section.flag").first).to_contain_text(f"by Alice Admin ({alice.id})")
     expect(page.locator("a.restored")).to_have_text(restored_id)
     screenshot(page, "conflicts-resolved")
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import grpc
 import jinja2
+import markupsafe
 from recallatron.memory.v1 import memory_pb2 as m
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -63,6 +64,14 @@ def instant(ts) -> str:
     return ts.ToDatetime(tzinfo=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def person(member_id: str, name: str) -> markupsafe.Markup:
+    """A member on a page: its display name and its id, or the id alone when it has no name; both
+    escaped (a name is text an operator typed)."""
+    if not name:
+        return markupsafe.Markup("<code>{}</code>").format(member_id)
+    return markupsafe.Markup('<span class="person">{}</span> (<code>{}</code>)').format(name, member_id)
+
+
 def templates() -> Jinja2Templates:
     """The page templates (web/templates), autoescaped: memory text is shown as text, never as HTML."""
     env = jinja2.Environment(
@@ -76,6 +85,7 @@ def templates() -> Jinja2Templates:
     env.filters["mode"] = lambda v: vocabulary.name_of(m.RecallMode, v)
     env.filters["flag_state"] = lambda v: vocabulary.name_of(m.ConflictFlagState, v)
     env.globals["sides"] = diff.sides
+    env.globals["person"] = person
     env.globals["WORDS_COMPARED"] = diff.WORDS_COMPARED
     env.globals["FLAG_OPEN"] = m.CONFLICT_FLAG_STATE_OPEN
     env.globals.update(kinds=KINDS, audiences=AUDIENCES, purposes=PURPOSES, modes=MODES, superseded_filters=SUPERSEDED)
