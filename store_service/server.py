@@ -160,7 +160,8 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
 
     def Read(self, request, context):
         with self._conn(request.caller) as conn:
-            return s.ReadResponse(memory=memories.read(conn, request))
+            memory = memories.read(conn, request)
+        return s.ReadResponse(memory=memory, may_change=lifecycle.may_change_memory(request.caller, memory))
 
     def GetMemories(self, request, context):
         with self._conn(request.caller) as conn:

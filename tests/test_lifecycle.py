@@ -670,3 +670,24 @@ def test_forget_retries_a_deadlock_with_the_embedding_workers_lock_order(stack):
             ([uuid.UUID(source.id), uuid.UUID(derived.id)],),
         ).fetchone()[0]
     assert rows == 2
+
+
+def test_forget_checks_the_revision_read_when_given(stack):
+    """Forget's ``expected_revision`` (issue 25, the web screen's forget form): 0 checks nothing, a
+    stale one is ABORTED naming the current revision and forgets nothing, a negative one is
+    INVALID_ARGUMENT."""
+    alice = stack.member(stack.workspace("forget revision"))
+    mem = alice.remember("The fridge is cleaned on Fridays.")
+    stack.memory.Correct(
+        g.CorrectRequest(id=mem.id, expected_revision=1, body="Cleaned on Thursdays."), metadata=alice.md()
+    )
+    with pytest.raises(grpc.RpcError) as err:
+        stack.memory.Forget(g.ForgetRequest(id=mem.id, reason="old", expected_revision=1), metadata=alice.md())
+    assert err.value.code() == grpc.StatusCode.ABORTED and "current 2" in err.value.details()
+    assert alice.read(mem.id).body == "Cleaned on Thursdays."
+    bad = g.ForgetRequest(id=mem.id, expected_revision=-1)
+    assert code_of(stack.memory.Forget, bad, metadata=alice.md()) == grpc.StatusCode.INVALID_ARGUMENT
+    done = stack.memory.Forget(g.ForgetRequest(id=mem.id, reason="done", expected_revision=2), metadata=alice.md())
+    assert list(done.forgotten_ids) == [mem.id]
+    other = alice.remember("Unchecked forget.")
+    assert list(stack.memory.Forget(g.ForgetRequest(id=other.id), metadata=alice.md()).forgotten_ids) == [other.id]

@@ -1,7 +1,7 @@
 """A memory's page, and the three changes made from it: correct, supersede and forget.
 
 The page is Read (with history), the readable memories derived from it and the timeline of the
-successors it leads to. A person the gateway lets change the memory (``change_refusal``) also finds
+successors it leads to. A person the gateway lets change the memory (Read's ``may_change``) also finds
 three forms on it. Each change takes two POSTs: the form's shows a review page (the text now and after,
 its differences marked, or what a forget takes with it) with a Confirm button, whose POST makes the
 call. Both carry the revision the person read, so a change made meanwhile is refused with "changed
@@ -49,27 +49,12 @@ DONE = {
 }
 
 
-async def change_refusal(screen: Screen, request: Request, memory_id: str) -> grpc.RpcError | None:
-    """None when the gateway lets the signed-in person change the memory, else its refusal.
-
-    No call says who the caller is or answers this question (gateway.proto), and the screen judges
-    nothing itself, so it asks the change rule through a change that cannot happen: KeepMemory under
-    revision 0. The store judges every change in one order (``lock_readable`` then the revision,
-    store_service/records/lifecycle.py): NOT_FOUND unless readable, PERMISSION_DENIED unless the
-    caller's to change, and then INVALID_ARGUMENT naming expected_revision, which 0 never is, so
-    nothing is written. Correct, Supersede and Forget judge the same rule (``may_change``)."""
-    try:
-        await screen.call(request, "KeepMemory", g.KeepMemoryRequest(id=memory_id, expected_revision=0))
-    except grpc.RpcError as exc:
-        info = error_info(exc)
-        if (
-            exc.code() == grpc.StatusCode.INVALID_ARGUMENT
-            and info
-            and info.metadata.get("field") == "expected_revision"
-        ):
-            return None
-        return exc
-    return None  # revision 0 accepted: the memory was the caller's to change after all
+# Why the forms are not offered, and what a change posted anyway is told (the gateway would refuse it
+# alike, PERMISSION_DENIED).
+NOT_YOURS = (
+    "PERMISSION_DENIED: you may read this memory but not change it: a workspace memory is changed by its "
+    "creator or an admin, a member-only memory by its member"
+)
 
 
 async def _derivations(screen: Screen, request: Request, memory_id: str) -> g.ListMemoriesResponse:
@@ -123,11 +108,12 @@ async def _page(
     screen: Screen = request.app.state.screen
     context = {"memory": None, "derivations": None, "memory_id": memory_id, "timeline": [], "refusal": None}
     try:
-        mem = (await screen.call(request, "Read", g.ReadRequest(id=memory_id, include_history=True))).memory
+        read = await screen.call(request, "Read", g.ReadRequest(id=memory_id, include_history=True))
+        mem = read.memory
         context["memory"] = mem
         context["derivations"] = await _derivations(screen, request, memory_id)
         context["timeline"] = await _timeline(screen, request, mem)
-        context["refusal"] = await change_refusal(screen, request, memory_id)
+        context["refusal"] = None if read.may_change else NOT_YOURS
     except grpc.RpcError as exc:
         # A change refused as NOT_FOUND finds the page NOT_FOUND too: said once.
         error = "; ".join(dict.fromkeys(x for x in (error, describe(exc)) if x))
@@ -230,13 +216,9 @@ def _review_forget(mem: m.Memory, values: dict[str, str]) -> dict:
 REVIEWS = {"correct": _review_correct, "supersede": _review_supersede, "forget": _review_forget}
 
 
-class Stale(Exception):
-    """A memory to forget changed since the person read it; the message says so."""
-
-
 async def _call(request: Request, change: str, memory_id: str, expected: int, data: FormData) -> str:
     """Makes the confirmed change; the URL of its result. grpc.RpcError when refused, FormError for a
-    value of the wrong shape, or the stale message when a memory to forget changed since it was read."""
+    value of the wrong shape (each change carries the revision read: ABORTED when it is stale)."""
     screen: Screen = request.app.state.screen
     values = _values(data, change)
     if change == "correct":
@@ -255,11 +237,9 @@ async def _call(request: Request, change: str, memory_id: str, expected: int, da
         )
         successor = (await screen.call(request, "Supersede", req)).memory
         return f"/memories/{successor.id}?done=superseded"
-    # Forget takes no revision (gateway.proto): compare the one read with the memory's now.
-    now = (await screen.call(request, "Read", g.ReadRequest(id=memory_id))).memory
-    if now.revision != expected:
-        raise Stale(stale(expected, now.revision))
-    resp = await screen.call(request, "Forget", g.ForgetRequest(id=memory_id, reason=values.get("reason", "")))
+    resp = await screen.call(
+        request, "Forget", g.ForgetRequest(id=memory_id, reason=values.get("reason", ""), expected_revision=expected)
+    )
     return f"/memories/{memory_id}/forgotten?count={len(resp.forgotten_ids)}"
 
 
@@ -279,10 +259,10 @@ async def change(request: Request, name: str) -> Response:
         expected = whole("expected_revision", str(data.get("expected_revision", "")))
         if data.get("confirmed"):
             return RedirectResponse(await _call(request, name, memory_id, expected, data), status_code=303)
-        mem = (await screen.call(request, "Read", g.ReadRequest(id=memory_id))).memory
-        refusal = await change_refusal(screen, request, memory_id)
-        if refusal is not None:
-            return await refused(http_status(refusal), describe(refusal))
+        read = await screen.call(request, "Read", g.ReadRequest(id=memory_id))
+        mem = read.memory
+        if not read.may_change:
+            return await refused(403, NOT_YOURS)
         if mem.revision != expected:
             return await refused(409, stale(expected, mem.revision))
         review = REVIEWS[name](mem, values)
@@ -291,8 +271,6 @@ async def change(request: Request, name: str) -> Response:
         return await refused(400, str(exc))
     except ServiceError as exc:  # a check of servicekit.checks: what the gateway would answer
         return await refused(400, f"{exc.code.name}: {exc.message}")
-    except Stale as exc:
-        return await refused(409, str(exc))
     except grpc.RpcError as exc:
         return await refused(http_status(exc), _refused(exc, expected))
     return await screen.render(

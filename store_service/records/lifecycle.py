@@ -87,10 +87,20 @@ def lock_readable(conn: psycopg.Connection, caller: m.Caller, memory_id: str, *,
 
 def may_change(caller: m.Caller, row) -> bool:
     """The change rule, over a named row selected with ``COLUMNS``."""
+    return _may_change(caller, row.audience_member_id, row.created_by)
+
+
+def may_change_memory(caller: m.Caller, memory: m.Memory) -> bool:
+    """The change rule over a Memory message (what Read answers in ``may_change``)."""
+    audience = uuid.UUID(memory.audience_member_id) if memory.audience_member_id else None
+    return _may_change(caller, audience, uuid.UUID(memory.created_by))
+
+
+def _may_change(caller: m.Caller, audience: uuid.UUID | None, author: uuid.UUID) -> bool:
     me = uuid.UUID(caller.member_id)
-    if row.audience_member_id is not None:
-        return row.audience_member_id == me
-    return row.created_by == me or caller.role == m.ROLE_ADMIN
+    if audience is not None:
+        return audience == me
+    return author == me or caller.role == m.ROLE_ADMIN
 
 
 def _check_revision(row, expected: int, *, superseded_ok: bool = False) -> None:
@@ -466,6 +476,8 @@ def _forget_once(conn: psycopg.Connection, req: s.ForgetRequest, removal: bool) 
     """One transaction of ``forget``."""
     caller = req.caller
     check_reason(req.reason)
+    if req.expected_revision < 0:
+        raise InvalidArgument("expected_revision must be positive (or 0: not checked)", field="expected_revision")
     reason = req.reason.strip() or "forgotten on request"
     with conn.transaction():
         if not removal:
@@ -483,7 +495,12 @@ def _forget_once(conn: psycopg.Connection, req: s.ForgetRequest, removal: bool) 
         )
         if tomb is not None and tomb.forgotten_at is not None and tomb.in_scope and may_change(caller, tomb):
             return [str(mid)]
-        lock_readable(conn, caller, req.memory_id, for_change=True)
+        row = lock_readable(conn, caller, req.memory_id, for_change=True)
+        if req.expected_revision and row.revision != req.expected_revision:  # 0: the caller did not say
+            raise Aborted(
+                f"revision conflict: expected {req.expected_revision}, current {row.revision}",
+                current_revision=row.revision,
+            )
         closure = [
             r.id
             for r in named(conn).execute(

@@ -86,10 +86,12 @@ class ReadRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., include_history: _Optional[bool] = ...) -> None: ...
 
 class ReadResponse(_message.Message):
-    __slots__ = ("memory",)
+    __slots__ = ("memory", "may_change")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
+    MAY_CHANGE_FIELD_NUMBER: _ClassVar[int]
     memory: _memory_pb2.Memory
-    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+    may_change: bool
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., may_change: _Optional[bool] = ...) -> None: ...
 
 class RecallRequest(_message.Message):
     __slots__ = ("query", "purpose", "mode", "top_k", "skip_rerank", "include_superseded", "entity_ids", "occurred_after", "occurred_before", "reference_time", "skip_time_words", "as_of", "known_at")
@@ -288,12 +290,14 @@ class SupersedeResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class ForgetRequest(_message.Message):
-    __slots__ = ("id", "reason")
+    __slots__ = ("id", "reason", "expected_revision")
     ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
     id: str
     reason: str
-    def __init__(self, id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    expected_revision: int
+    def __init__(self, id: _Optional[str] = ..., reason: _Optional[str] = ..., expected_revision: _Optional[int] = ...) -> None: ...
 
 class ForgetResponse(_message.Message):
     __slots__ = ("forgotten_ids",)

@@ -670,10 +670,12 @@ class ReadRequest(_message.Message):
     def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ..., include_history: _Optional[bool] = ...) -> None: ...
 
 class ReadResponse(_message.Message):
-    __slots__ = ("memory",)
+    __slots__ = ("memory", "may_change")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
+    MAY_CHANGE_FIELD_NUMBER: _ClassVar[int]
     memory: _memory_pb2.Memory
-    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+    may_change: bool
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., may_change: _Optional[bool] = ...) -> None: ...
 
 class GetMemoriesRequest(_message.Message):
     __slots__ = ("caller", "memory_ids", "known_at")
@@ -892,14 +894,16 @@ class InvalidateResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class ForgetRequest(_message.Message):
-    __slots__ = ("caller", "memory_id", "reason")
+    __slots__ = ("caller", "memory_id", "reason", "expected_revision")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     memory_id: str
     reason: str
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    expected_revision: int
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., memory_id: _Optional[str] = ..., reason: _Optional[str] = ..., expected_revision: _Optional[int] = ...) -> None: ...
 
 class ForgetResponse(_message.Message):
     __slots__ = ("forgotten_ids",)
