@@ -381,6 +381,9 @@ def forget_parser(sub: argparse._SubParsersAction) -> None:
     fg = sub.add_parser("forget", help="forget a memory and everything derived from it")
     fg.add_argument("id")
     fg.add_argument("--reason", required=True)
+    fg.add_argument(
+        "--revision", type=options.int64, default=0, help="the revision you read: refused (ABORTED) if it changed since"
+    )
     options.gateway_options(fg)
     fg.set_defaults(handler=forget)
 
@@ -388,7 +391,9 @@ def forget_parser(sub: argparse._SubParsersAction) -> None:
 @command.gateway_command
 def forget(gw: client.Gateway, args: argparse.Namespace) -> int:
     """Forget: prints the ids forgotten (the memory and everything derived from it)."""
-    resp = gw.memory.Forget(g.ForgetRequest(id=args.id, reason=args.reason), metadata=gw.metadata)
+    resp = gw.memory.Forget(
+        g.ForgetRequest(id=args.id, reason=args.reason, expected_revision=args.revision), metadata=gw.metadata
+    )
     command.emit(resp, args.json, "forgot " + ", ".join(resp.forgotten_ids))
     return 0
 

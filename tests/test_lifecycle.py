@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import numpy as np
 import pytest
+from cli_runner import at_gateway
 from conftest import code_of
 from db_waits import wait_for_a_lock_wait
 from recallatron.gateway.v1 import gateway_pb2 as g
@@ -691,3 +692,10 @@ def test_forget_checks_the_revision_read_when_given(stack):
     assert list(done.forgotten_ids) == [mem.id]
     other = alice.remember("Unchecked forget.")
     assert list(stack.memory.Forget(g.ForgetRequest(id=other.id), metadata=alice.md()).forgotten_ids) == [other.id]
+    # The command line's --revision.
+    third = alice.remember("Checked from the command line.")
+    gw = f"127.0.0.1:{stack.gateway.port}"
+    stale = at_gateway(gw, "forget", third.id, "--reason", "x", "--revision", "2", token=alice.token, check=False)
+    assert stale.returncode == 1 and stale.stderr.startswith("ABORTED: revision conflict: expected 2, current 1")
+    done = at_gateway(gw, "forget", third.id, "--reason", "x", "--revision", "1", token=alice.token)
+    assert done.stdout.strip() == f"forgot {third.id}"
