@@ -450,8 +450,19 @@ def tiny_data(tmp_path_factory):
     return root
 
 
+def _workspace_names(system) -> list[str]:
+    listed = json.loads(cli(system, "workspace", "list", "--page-size", "200", "--json").stdout)
+    return [w["name"] for w in listed["workspaces"]]
+
+
 def test_eval_on_a_tiny_dataset(system, tiny_data):
+    before = _workspace_names(system)
     out = json.loads(cli(system, "eval", "--dataset", str(tiny_data / "on"), "--json").stdout)
+    assert _workspace_names(system) == before  # its two corpus workspaces deleted at the end
+    kept = cli(system, "eval", "--dataset", str(tiny_data / "on" / "c1"), "--keep", "--json")
+    made = [name for name in _workspace_names(system) if name not in before]
+    assert len(made) == 1 and made[0].startswith("eval c1") and "kept workspace " in kept.stderr
+    cli(system, "workspace", "delete", made[0], "--yes")
     assert set(out["per_corpus"]) == {"c1", "c2"} and out["overall"]["queries"] == 4
     assert out["overall"]["recall@5"] == 1.0 and out["overall"]["mrr"] == 1.0 and out["overall"]["ndcg@10"] == 1.0
     assert set(out["overall"]) == {"recall@5", "recall@10", "recall@50", "ndcg@10", "mrr", "queries"}
