@@ -342,7 +342,7 @@ def test_the_capture_command(stack, world, tmp_path):
     lines = one.stdout.splitlines()
     assert lines[0] == "proposal 0: stored" and lines[-1] == "1 stored, 0 skipped"
     mem_id = lines[1].split()[0]
-    assert lines[1].startswith(f"{mem_id}  revision 1  fact  workspace  conversation  created ")
+    assert lines[1].startswith(f"{mem_id}  revision 1  fact  workspace  conversation  by member {alice.id}  created ")
     assert lines[3] == "  my sister Ana moved to Porto last spring"  # the body defaults to the span
     assert '  captured from the turn\'s words "my sister Ana moved to Porto last spring"' in lines
     stored = alice.read(mem_id)

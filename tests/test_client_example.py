@@ -27,7 +27,7 @@ PARROT = "Maria's parrot is called Captain Hook."
 KEY = "The boat house key hangs by the kitchen door."
 QUESTION = "What is the name of Maria's parrot?"
 EARLIER = "bot> I told you earlier in this conversation."
-BUILT = re.compile(r"built \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00")  # the bundle's heading says when it was built
+BUILT = re.compile(r"built \d{4}-\d\d-\d\d \d\d:\d\d UTC")  # the bundle's heading says when it was built
 
 
 def chat(stack, token: str, *lines: str, args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:

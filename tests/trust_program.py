@@ -789,7 +789,7 @@ def check_context(api, model: Model, me: str, md, purpose: int) -> None:
     parts = [m.CONTEXT_PART_PINNED] * len(pinned) + [m.CONTEXT_PART_ENTITY] * len(set(about) - set(pinned))
     assert [it.part for it in resp.items] == parts + [m.CONTEXT_PART_RECENT] * (len(want) - len(parts))
     for it in resp.items:
-        assert it.memory.purpose == purpose and f"[{it.memory.id}]" in resp.text
+        assert it.memory.purpose == purpose and f"[{render.short_id(it.memory.id)}]" in resp.text
         assert [(e.name, e.mentions) for e in it.entities] == (
             [mentions[it.memory.id]] if it.memory.id in about else []
         )
