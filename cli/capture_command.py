@@ -4,9 +4,10 @@ The turn is given as it was said; each proposed memory names the span of the tur
 One proposal comes from the flags (``--span``, with ``--body`` defaulting to the span), several from
 ``--proposals FILE``: JSON Lines, each line one ``recallatron.memory.v1.CaptureProposal`` in protobuf
 JSON (``span``, ``body``, ``title``, ``kind``, ``audience``, ``confidence``, ``entities``), the
-command's ``--audience`` for a line that names none. The store judges each proposal (stored, or
-skipped with its reason: a skip is an answer, not an error, so the exit status is 0); a malformed
-request fails whole, its status code and message on stderr (exit status 1).
+command's ``--audience`` for a line that names none and the span for a line without a body. The store
+judges each proposal (stored, or skipped with its reason: a skip is an answer, not an error, so the
+exit status is 0); a malformed request fails whole, its status code and message on stderr (exit
+status 1).
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ def _from_file(path: Path, audience: int) -> list[m.CaptureProposal]:
             raise SystemExit(f"{path}:{n}: not a CaptureProposal: {' '.join(str(exc).split())}") from None
         if proposal.audience == m.AUDIENCE_UNSPECIFIED:
             proposal.audience = audience
+        if "body" not in row:  # as --body: the span itself, unless the line gives another body
+            proposal.body = proposal.span
         out.append(proposal)
     if not out:
         raise SystemExit(f"{path}: no proposals")

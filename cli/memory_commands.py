@@ -105,9 +105,7 @@ def describe(memory: m.Memory) -> str:
     for att in memory.attributes:
         text += f"\n  states {shown(att.subject_name)} {att.key} = {shown(att.value)}"
     for rev in memory.history:
-        made = ""
-        if rev.revised_by and rev.revised_by != memory.created_by:
-            made = f" by {person(rev.revised_by, rev.revised_by_name)}"
+        made = f" by {person(rev.revised_by, rev.revised_by_name)}" if rev.revised_by else ""
         text += f"\n  revision {rev.revision}{made}: {shown(rev.title)} | {shown(rev.body)}"
     said = set()
     for res in memory.entity_resolutions:  # only in a write's answer (docs/entities.md)
@@ -162,6 +160,11 @@ def _utc(ts) -> str:
     return ts.ToDatetime(tzinfo=datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def _titled(title: str) -> str:
+    """``Title: `` before a body, or nothing for an untitled memory."""
+    return f"{shown(title)}: " if title else ""
+
+
 def recall_text(resp: g.RecallResponse) -> str:
     """A Recall answer for people: one summary line, then each item with its ranks and scores."""
     lines = [
@@ -178,8 +181,9 @@ def recall_text(resp: g.RecallResponse) -> str:
         lines.append(
             f"{it.rank:>3}. lexical_rank={it.lexical_rank or '-'} dense_rank={it.dense_rank or '-'} "
             f"cosine={cosine} fused={it.fused_score:.5f} rerank={rerank}  "
-            f"{it.memory.id}{_ended(it.memory)}{_said(it.memory)}\n"
-            f"     {shown(it.memory.title)}: {shown(it.memory.body[:160])}"
+            f"{it.memory.id}{_ended(it.memory)}{_said(it.memory)}  "
+            f"by {person(it.memory.created_by, it.memory.created_by_name)}\n"
+            f"     {_titled(it.memory.title)}{shown(it.memory.body[:160])}"
         )
     return "\n".join(lines)
 
@@ -320,6 +324,7 @@ def supersede_parser(sub: argparse._SubParsersAction) -> None:
     su.add_argument("--revision", type=int, required=True)
     su.add_argument("--kind", choices=choices.KINDS, help="default: keep the superseded memory's kind")
     su.add_argument("--title", default="", help="default: keep the superseded memory's title")
+    su.add_argument("--confidence", type=float, help="the new claim's confidence, 0..1 (default 1)")
     su.add_argument("--audience", choices=choices.AUDIENCES, help="may narrow to member; default: keep")
     su.add_argument("--request-id", default="")
     su.add_argument("--about", action="append", default=[], help="entity name the new memory is about (repeatable)")
@@ -346,11 +351,13 @@ def supersede(gw: client.Gateway, args: argparse.Namespace) -> int:
             request_id=args.request_id,
             valid_from=args.valid_from,
             entities=mentions(args.about, []),
+            confidence=args.confidence,
             **_statements(args),
         ),
         metadata=gw.metadata,
     )
-    command.emit(resp, args.json, describe(resp.memory))
+    flagged = f"\nconflict flagged for review: {resp.conflict_flag_id}" if resp.conflict_flag_id else ""
+    command.emit(resp, args.json, describe(resp.memory) + flagged)
     return 0
 
 

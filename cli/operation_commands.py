@@ -146,13 +146,21 @@ def workspace_delete(gw: client.Gateway, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    if args.export:
-        count = export_workspace(gw, w.id, Path(args.export))
-        if count is None:
-            return 1
-        if not args.json:
-            print(f"exported {count} memories to {args.export}")
-    resp = gw.admin.DeleteWorkspace(g.DeleteWorkspaceRequest(workspace_id=w.id), metadata=gw.metadata)
+    issued: list[tuple[str, str]] = []  # (member id, token) the export issued, revoked unless deleted
+    try:
+        if args.export:
+            count = export_workspace(gw, w.id, Path(args.export), issued)
+            if count is None:
+                return 1
+            if not args.json:
+                print(f"exported {count} memories to {args.export}")
+        resp = gw.admin.DeleteWorkspace(g.DeleteWorkspaceRequest(workspace_id=w.id), metadata=gw.metadata)
+        issued.clear()  # gone with the workspace
+    finally:
+        for member_id, token in issued:  # the export stopped short: its tokens must not outlive it
+            gw.admin.RevokeMember(
+                g.RevokeMemberRequest(workspace_id=w.id, member_id=member_id, token=token), metadata=gw.metadata
+            )
     resumed = " (finishing an earlier, interrupted deletion)" if resp.resumed else ""
     command.emit(
         resp,
@@ -163,14 +171,15 @@ def workspace_delete(gw: client.Gateway, args: argparse.Namespace) -> int:
     return 0
 
 
-def export_workspace(gw: client.Gateway, workspace_id: str, out: Path) -> int | None:
+def export_workspace(gw: client.Gateway, workspace_id: str, out: Path, issued: list[tuple[str, str]]) -> int | None:
     """Writes every memory of the workspace to ``out`` in the export format and returns how many;
     None (after a message) when the file cannot be written.
 
     The operator reads no memory, so each member's readable memories are listed with a token issued
-    to it for this export (every purpose); the union is every memory someone can read. The workspace
-    is deleted right after, taking those tokens with it. History is owner-only, so it is not
-    exported: members export their own first (`recallatron export --include-history`)."""
+    to it for this export (every purpose), each appended to ``issued``; the union is every memory
+    someone can read. The workspace is deleted right after, taking those tokens with it; should it
+    not be, the caller revokes them. History is owner-only, so it is not exported: members export
+    their own first (`recallatron export --include-history`)."""
     started = datetime.datetime.now(datetime.UTC)
     found: dict[str, tuple[m.Memory, bool]] = {}
     req = g.ListMembersRequest(workspace_id=workspace_id, page_size=200)
@@ -182,6 +191,7 @@ def export_workspace(gw: client.Gateway, workspace_id: str, out: Path) -> int | 
             token = gw.admin.IssueMemberToken(
                 g.IssueMemberTokenRequest(workspace_id=workspace_id, member_id=member.id), metadata=gw.metadata
             ).token
+            issued.append((member.id, token))
             for mem_id, value in readable_memories(gw.with_token(token)).items():
                 found.setdefault(mem_id, value)
         if not page.next_page_token:

@@ -66,7 +66,7 @@ def for_terminal(text: str) -> str:
 # fullwidth brackets, digits and letters count as the characters they imitate; narrow enough that
 # prose ("in revision 2, ...", "[2024]") is not taken for them.
 _OURS = re.compile(
-    r"\[\s*[0-9a-f]{8}-[0-9a-f-]*\s*\]|revision\s*\d+\s*\||earlier\s+revision\s*\d+\s*\(replaced|"
+    r"\[\s*[0-9a-f]{8}-[0-9a-f-]*\s*\]|revision\s*\d+\s*\||revision\s*\d+\s+by\s+(?:member\b|\")|earlier\s+revision\s*\d+\s*\(replaced|"
     r"\|\s*revision|by\s+member\s+[0-9a-f]{8}|\|\s*(?:created|changed|happened|written|confidence)\s+\d|"
     r"\|\s*valid\s+(?:from\s+)?\d|invalidated\s*:\s*\"|"
     r"\[\s*[0-9a-f]{8}\s*\]|"
@@ -250,9 +250,10 @@ def person(member_id: str, name: str) -> str:
     return f"{for_terminal(name)} ({member_id})" if name else f"member {member_id}"
 
 
-def _changed_by(mem: m.Memory, short: bool) -> str:
-    """`` by <member>`` after "changed" when someone other than the author made the current
-    revision, else ""."""
+def _revision_by(mem: m.Memory, short: bool) -> str:
+    """`` by <member>`` after "revision N" when someone other than the author made the current
+    revision, else "". (Not after "changed": that time also moves when the memory is superseded or
+    kept, which nobody revised.)"""
     if mem.revision == 1 or not mem.revised_by or mem.revised_by == mem.created_by:
         return ""
     return f" by {member(mem.revised_by, mem.revised_by_name, short)}"
@@ -268,11 +269,12 @@ def memory(mem: m.Memory, cuts: Cuts | None = None) -> str:
         return f"[{mem.id}] forgotten on {when(mem.updated_at)}: {why}"
     audience = "workspace" if mem.audience == m.AUDIENCE_WORKSPACE else f"private to member {mem.audience_member_id}"
     head = (
-        f"[{mem.id}] revision {mem.revision} | {name_of(m.Kind, mem.kind)}, {name_of(m.Origin, mem.origin)} "
+        f"[{mem.id}] revision {mem.revision}{_revision_by(mem, short=False)} | {name_of(m.Kind, mem.kind)}, "
+        f"{name_of(m.Origin, mem.origin)} "
         f"by {member(mem.created_by, mem.created_by_name)} | created {when(mem.created_at)}"
     )
     if mem.updated_at != mem.created_at:
-        head += f", changed {when(mem.updated_at)}{_changed_by(mem, short=False)}"
+        head += f", changed {when(mem.updated_at)}"
     if mem.HasField("occurred_at"):
         head += f" | happened {when(mem.occurred_at)}"
     head += validity(mem, when)
@@ -390,7 +392,7 @@ def brief(mem: m.Memory) -> str:
     out what the block's request fixes (the purpose) and what is the default: revision 1, origin
     told, confidence 1.00, the workspace audience; each appears when it is not (``revision N``,
     ``kind, origin``, ``confidence C``, ``private to its author`` or ``to member M``), a change as
-    ``, changed DAY`` (``by`` whom when not the author).
+    ``, changed DAY``; ``revision N by "Name"`` when someone other than the author made it.
     Then the provenance line (``from`` the memories it was derived from, ``about`` its entities,
     ``superseded by``, ``captured from`` the turn's words, the caution), the title and the body,
     quoted as ``memory`` quotes them. Earlier revisions are not shown (recall does not return them);
@@ -402,13 +404,13 @@ def brief(mem: m.Memory) -> str:
         kind += f", {name_of(m.Origin, mem.origin)}"
     head = f"[{short_id(mem.id)}]"
     if mem.revision != 1:
-        head += f" revision {mem.revision} |"
+        head += f" revision {mem.revision}{_revision_by(mem, short=True)} |"
     head += f" {kind} by {member(mem.created_by, mem.created_by_name, short=True)}"
     if mem.HasField("occurred_at"):
         head += f" | happened {day_and_minute(mem.occurred_at)}"
     head += f" | written {day(mem.created_at)}"
     if day(mem.updated_at) != day(mem.created_at):
-        head += f", changed {day(mem.updated_at)}{_changed_by(mem, short=True)}"
+        head += f", changed {day(mem.updated_at)}"
     head += validity(mem, day)
     if mem.audience != m.AUDIENCE_WORKSPACE:
         mine = mem.audience_member_id == mem.created_by

@@ -27,6 +27,7 @@ from store_service.embedding.job import EMBED_TIMEOUT_SECONDS, EmbeddingWorker, 
 from store_service.history import turn_search, turns
 from store_service.intake import capture, imports
 from store_service.records import (
+    conflict_flags,
     context,
     entities,
     entity_groups,
@@ -125,7 +126,8 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         return s.AddMemberResponse(member_id=str(member_id), token=token)
 
     def RevokeMember(self, request, context):
-        return s.RevokeMemberResponse(revoked=self.control.revoke_member(request.workspace_id, request.member_id))
+        revoked = self.control.revoke_member(request.workspace_id, request.member_id, request.token)
+        return s.RevokeMemberResponse(revoked=revoked)
 
     def RemoveMember(self, request, context):
         response = members.remove(self.control, self.dbs, request.workspace_id, request.member_id)
@@ -206,8 +208,9 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def Supersede(self, request, context):
         with self._conn(request.caller) as conn:
             memory = lifecycle.supersede(conn, request)
+            flag = conflict_flags.of_pair(conn, request.memory_id, memory.id)
         self._wake(request.caller)
-        return s.SupersedeResponse(memory=memory)
+        return s.SupersedeResponse(memory=memory, conflict_flag_id=flag)
 
     def Invalidate(self, request, context):
         with self._conn(request.caller) as conn:

@@ -356,6 +356,7 @@ def test_the_capture_command(stack, world, tmp_path):
         {"span": "she now works as a pilot", "body": "Ana works as a pilot.", "audience": "AUDIENCE_MEMBER"},
         {"span": "she flies to Lisbon", "body": "Ana flies to Lisbon."},
         {"span": "my sister Ana", "body": "   "},
+        {"span": "words never said"},  # no body: the span, as --body's default (so not "empty body")
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
     many = cli(TURN, "--proposals", str(path), "--request-id", "turn-7", "--json")
@@ -366,12 +367,13 @@ def test_the_capture_command(stack, world, tmp_path):
         "CAPTURE_SKIP_REASON_ALREADY_KNOWN",
         "CAPTURE_SKIP_REASON_SPAN_NOT_IN_TURN",
         "CAPTURE_SKIP_REASON_EMPTY_BODY",
+        "CAPTURE_SKIP_REASON_SPAN_NOT_IN_TURN",
     ]
     again = cli(TURN, "--proposals", str(path), "--request-id", "turn-7")
     assert again.returncode == 0, again.stderr
     said = again.stdout.splitlines()
     assert said[0] == "replayed: the first answer to this request id; nothing written"
-    assert said[-1] == "1 stored, 3 skipped"
+    assert said[-1] == "1 stored, 4 skipped"
     known_id = results[0]["memory"]["id"]
     assert "proposal 1: skipped, already_known: " in again.stdout and f"(memory {known_id})" in again.stdout
     assert "proposal 2: skipped, span_not_in_turn: " in again.stdout

@@ -287,7 +287,7 @@ def test_lifecycle_commands(system, member):
     stale = cli(system, "correct", mem["id"], "--revision", "1", "again", token=tok, check=False)
     assert stale.returncode == 1 and stale.stderr.startswith("ABORTED:") and "current 2" in stale.stderr
     history = cli(system, "read", mem["id"], "--history", token=tok).stdout
-    assert "revision 1:" in history and "sunflower" in history and "about Captain" in history
+    assert "revision 1 by member " in history and "sunflower" in history and "about Captain" in history
     derived = json.loads(
         cli(system, "derive", "--source", mem["id"], "Diet summary: millet.", "--json", token=tok).stdout
     )["memory"]

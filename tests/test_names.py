@@ -5,6 +5,8 @@ model reads and the context bundle say names; the bundle's budget goes to memori
 
 from __future__ import annotations
 
+import json
+
 from cli_runner import at_gateway
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
@@ -121,9 +123,9 @@ def test_renderings_say_names_and_quote_them(stack):
     full = render.memory(read)
     head = full.split("\n")[0]
     assert f'by "Ann \\"the boss\\" | created 2020-01-01" (member {ann.id}) | created ' in head
-    assert f', changed {render.when(read.updated_at)} by "Bo" (member {bo.id})' in head
+    assert head.startswith(f'[{note.id}] revision 2 by "Bo" (member {bo.id}) | note, told by ')
     short = render.brief(read).split("\n")[0]
-    assert ' by "Ann \\"the boss\\" | created 2020-01-01" | written ' in short
+    assert ' revision 2 by "Bo" | note by "Ann \\"the boss\\" | created 2020-01-01" | written ' in short
     text, _ = mcp_render.result(g.ReadResponse(memory=read), Bound(tokens=10**6, chars=10**6))
     assert f"(member {ann.id})" in text
     # The command line: name and id, the name as stored text is shown.
@@ -166,3 +168,46 @@ def test_names_are_found_in_every_message_that_pairs_them():
     member_names.fill(resp, lambda ids: {"a": "Ann", "f": "Fay"})
     assert (resp.entity.merges[0].merged_by_name, resp.timeline[0].history[0].revised_by_name) == ("Ann", "Fay")
     assert resp.attributes[0].created_by_name == ""
+
+
+def test_the_command_line_names_authors_and_says_when_a_supersede_is_flagged(stack, tmp_path):
+    ws = stack.workspace("names cli")
+    ann, bo = named(stack, ws, "Ann"), named(stack, ws, "Bo", role=m.ROLE_ADMIN)
+    gw = f"127.0.0.1:{stack.gateway.port}"
+    note = ann.remember("The kiln is fired on Saturdays.", confidence=0.9)
+    untitled = at_gateway(gw, "recall", "kiln fired", "--mode", "lexical", token=bo.token).stdout.splitlines()
+    assert (
+        untitled[1].endswith(f"{note.id}  by Ann ({ann.id})") and untitled[2] == "     The kiln is fired on Saturdays."
+    )
+    # Bo replaces Ann's claim: flagged, and said; his own low-confidence edit of it is not.
+    out = at_gateway(gw, "supersede", note.id, "--revision", "1", "The kiln is fired on Sundays.", token=bo.token)
+    flag = stack.memory.ListConflictFlags(g.ListConflictFlagsRequest(), metadata=bo.md()).flags[0]
+    assert out.stdout.splitlines()[-1] == f"conflict flagged for review: {flag.id}"
+    successor = flag.newer.id
+    again = at_gateway(
+        gw,
+        "supersede",
+        successor,
+        "--revision",
+        "1",
+        "--confidence",
+        "0.5",
+        "Fired on Mondays.",
+        "--json",
+        token=bo.token,
+    )
+    answer = json.loads(again.stdout)
+    assert answer["conflict_flag_id"] == "" and answer["memory"]["confidence"] == 0.5
+    bad = at_gateway(
+        gw,
+        "supersede",
+        answer["memory"]["id"],
+        "--revision",
+        "1",
+        "--confidence",
+        "2",
+        "x",
+        token=bo.token,
+        check=False,
+    )
+    assert bad.returncode == 1 and bad.stderr.startswith("INVALID_ARGUMENT: ")

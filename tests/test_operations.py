@@ -145,6 +145,16 @@ def test_members_listed_given_tokens_and_renamed(stack):
     assert code_of(admin.IssueMemberToken, removed, metadata=op) == PRECONDITION
     bad_ws = g.IssueMemberTokenRequest(workspace_id=unique("nowhere"), member_id=ann.member_id)
     assert code_of(admin.IssueMemberToken, bad_ws, metadata=op) == NOT_FOUND
+    # Revoke one token by its value: only that one; a token that is not the member's is NOT_FOUND.
+    one = admin.IssueMemberToken(g.IssueMemberTokenRequest(workspace_id=ws, member_id="ann"), metadata=op)
+    req = g.RevokeMemberRequest(workspace_id=ws, member_id=ann.member_id, token=one.token)
+    assert admin.RevokeMember(req, metadata=op).revoked == 1
+    assert admin.RevokeMember(req, metadata=op).revoked == 0  # again: nothing more
+    assert code_of(stack.memory.ListMemories, old, metadata=bearer(one.token)) == UNAUTH
+    stack.memory.ListMemories(old, metadata=bearer(again.token))  # the other stays
+    for token in (bo.token, "rct_nonsense", "x" * 600):
+        req = g.RevokeMemberRequest(workspace_id=ws, member_id=ann.member_id, token=token)
+        assert code_of(admin.RevokeMember, req, metadata=op) == NOT_FOUND
     # Rename; a name is one plain line.
     renamed = admin.RenameMember(
         g.RenameMemberRequest(workspace_id=ws, member_id=ann.member_id, display_name="  Ann Lee "), metadata=op
@@ -283,11 +293,13 @@ def test_the_commands(stack, tmp_path):
     assert [r.get("body") for r in records[1:]] == ["Cleo's private plan."]
     assert records[1]["author"] == cleo_id and records[1]["audience"] == "member"
     assert _control_rows(stack, ws) == (0, 0, 0)
+    stays = stack.workspace("stays")
+    stayer = stack.member(stays)
     unwritable = at_gateway(
         gw,
         "workspace",
         "delete",
-        stack.workspace("stays"),
+        stays,
         "--yes",
         "--export",
         str(tmp_path / "no" / "such" / "dir.jsonl"),
@@ -295,6 +307,10 @@ def test_the_commands(stack, tmp_path):
         check=False,
     )
     assert unwritable.returncode == 1 and "nothing was deleted" in unwritable.stderr
+    # The tokens the export issued itself are revoked: the member has its one token, which works.
+    members = stack.admin.ListMembers(g.ListMembersRequest(workspace_id=stays), metadata=stack.op()).members
+    assert [x.token_count for x in members] == [1]
+    stayer.remember("Still here after the refused deletion.")
 
 
 def test_the_migration_renames_duplicates_and_records_them(pg):

@@ -142,8 +142,9 @@ def name_free(conn: psycopg.Connection, name: str, but: uuid.UUID | None = None)
 
 def member_ref(conn: psycopg.Connection, ws: uuid.UUID, ref: str) -> uuid.UUID:
     """The id of the member of workspace ``ws`` that ``ref`` names: its id, or else its display name
-    when exactly one member (removed ones too) has it. NOT_FOUND when none does (another workspace's
-    member included); FAILED_PRECONDITION listing the ids when several do."""
+    (case-insensitively, as workspace names) when exactly one member (removed ones too) has it.
+    NOT_FOUND when none does (another workspace's member included); FAILED_PRECONDITION listing the
+    ids when several do."""
     ref = (ref or "").strip()
     if not ref or len(ref) > 200 or "\x00" in ref:
         raise NotFound("member not found")
@@ -151,7 +152,8 @@ def member_ref(conn: psycopg.Connection, ws: uuid.UUID, ref: str) -> uuid.UUID:
         rows = conn.execute("SELECT id FROM member WHERE id = %s::uuid AND workspace_id = %s", (ref, ws)).fetchall()
     else:
         rows = conn.execute(
-            "SELECT id FROM member WHERE workspace_id = %s AND display_name = %s ORDER BY created_at, id", (ws, ref)
+            "SELECT id FROM member WHERE workspace_id = %s AND lower(display_name) = lower(%s) ORDER BY created_at, id",
+            (ws, ref),
         ).fetchall()
     if not rows:
         raise NotFound("member not found" if looks_like_uuid(ref) else f"no member named {ref!r} in this workspace")
@@ -211,14 +213,26 @@ class ControlPlane:
             )
         return member_id, token
 
-    def revoke_member(self, workspace_id: str, member_id: str) -> int:
-        """Revokes every live credential of a member; NOT_FOUND for an unknown member."""
+    def revoke_member(self, workspace_id: str, member_id: str, token: str = "") -> int:
+        """Revokes every live credential of a member, or only ``token`` when given; NOT_FOUND for an
+        unknown member, or a token that is not the member's."""
         with self.dbs.control.connection() as conn, conn.transaction():
             mem = member_ref(conn, workspace_ref(conn, workspace_id), member_id)
-            cur = conn.execute(
-                "UPDATE credential SET revoked_at = now() WHERE member_id = %s AND revoked_at IS NULL", (mem,)
-            )
-            return cur.rowcount
+            if not token:
+                cur = conn.execute(
+                    "UPDATE credential SET revoked_at = now() WHERE member_id = %s AND revoked_at IS NULL", (mem,)
+                )
+                return cur.rowcount
+            if len(token) > MAX_TOKEN_CHARS:
+                raise NotFound("no such token of this member")
+            row = conn.execute(
+                """UPDATE credential SET revoked_at = coalesce(revoked_at, now())
+                    WHERE member_id = %s AND token_sha256 = %s RETURNING revoked_at = now()""",
+                (mem, token_digest(token)),
+            ).fetchone()
+            if row is None:
+                raise NotFound("no such token of this member")
+            return 1 if row[0] else 0
 
     def remove_member(self, workspace_id: str, member_id: str) -> Removal:
         """Marks a member removed and revokes every live credential of it, in one transaction, so its

@@ -24,6 +24,14 @@ import psycopg
 CONFLICT_CONFIDENCE = 0.8
 
 
+def of_pair(conn: psycopg.Connection, older: str, newer: str) -> str:
+    """The id of the flag of an (older, newer) supersession, "" when it opened none."""
+    row = conn.execute(
+        "SELECT id FROM conflict_flag WHERE older_id = %s::uuid AND newer_id = %s::uuid", (older, newer)
+    ).fetchone()
+    return str(row[0]) if row else ""
+
+
 def flag(conn: psycopg.Connection, pairs: list[tuple[uuid.UUID, uuid.UUID]]) -> dict[uuid.UUID, uuid.UUID]:
     """Writes one open flag per (older, newer) pair whose memories have different authors and both
     confidence ``CONFLICT_CONFIDENCE`` or more, as the rows stand in this transaction; returns older

@@ -284,10 +284,12 @@ class SupersedeRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., kind: _Optional[_Union[_memory_pb2.Kind, str]] = ..., title: _Optional[str] = ..., body: _Optional[str] = ..., audience: _Optional[_Union[_memory_pb2.Audience, str]] = ..., confidence: _Optional[float] = ..., request_id: _Optional[str] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., entities: _Optional[_Iterable[_Union[_memory_pb2.EntityMention, _Mapping]]] = ..., relations: _Optional[_Iterable[_Union[_memory_pb2.EntityRelation, _Mapping]]] = ..., attributes: _Optional[_Iterable[_Union[_memory_pb2.EntityAttribute, _Mapping]]] = ...) -> None: ...
 
 class SupersedeResponse(_message.Message):
-    __slots__ = ("memory",)
+    __slots__ = ("memory", "conflict_flag_id")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
+    CONFLICT_FLAG_ID_FIELD_NUMBER: _ClassVar[int]
     memory: _memory_pb2.Memory
-    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+    conflict_flag_id: str
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., conflict_flag_id: _Optional[str] = ...) -> None: ...
 
 class ForgetRequest(_message.Message):
     __slots__ = ("id", "reason", "expected_revision")
@@ -932,12 +934,14 @@ class AddMemberResponse(_message.Message):
     def __init__(self, member_id: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
 
 class RevokeMemberRequest(_message.Message):
-    __slots__ = ("workspace_id", "member_id")
+    __slots__ = ("workspace_id", "member_id", "token")
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
     workspace_id: str
     member_id: str
-    def __init__(self, workspace_id: _Optional[str] = ..., member_id: _Optional[str] = ...) -> None: ...
+    token: str
+    def __init__(self, workspace_id: _Optional[str] = ..., member_id: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
 
 class RevokeMemberResponse(_message.Message):
     __slots__ = ("revoked",)
