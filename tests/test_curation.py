@@ -512,7 +512,8 @@ def test_resolve_acknowledge_and_undo(stack):
     old, new, flag = flagged("the meeting is on Monday")
     # Bob and alice read both but may not change the newer (the boss's): PERMISSION_DENIED, both ways.
     for member in (bob, alice):
-        assert error_of(resolve, member, flag.id, m.CONFLICT_RESOLUTION_ACKNOWLEDGE)[0] == DENIED
+        code, text = error_of(resolve, member, flag.id, m.CONFLICT_RESOLUTION_ACKNOWLEDGE)
+        assert code == DENIED and text.startswith("you may not resolve this flag: ")
         assert error_of(resolve, member, flag.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=1)[0] == DENIED
     code, text = error_of(resolve, boss, flag.id, m.CONFLICT_RESOLUTION_UNDO, expected_revision=3)
     assert code == ABORTED and "current 1" in text

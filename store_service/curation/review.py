@@ -48,7 +48,7 @@ from recallatron.store.v1 import store_pb2 as s
 
 from servicekit import vocabulary
 from servicekit.caller import check_purpose_granted
-from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound
+from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from store_service import page_tokens
 from store_service.access.readability import READABLE, caller_params, chain_readable
 from store_service.database import named
@@ -406,6 +406,14 @@ def resolve(conn: psycopg.Connection, req: s.ResolveConflictFlagRequest) -> s.Re
             raise NotFound("conflict flag not found")
         if row.state != "open":
             raise FailedPrecondition(f"the conflict flag is already resolved ({row.state})")
+        newer = (
+            named(conn).execute(f"SELECT {memories.COLUMNS} FROM memory m WHERE m.id = %s", (row.newer_id,)).fetchone()
+        )
+        if not lifecycle.may_change(caller, newer):  # said of the flag; the change itself judges it again
+            raise PermissionDenied(
+                "you may not resolve this flag: resolving it changes its newer memory, which its author or an "
+                "admin changes (a member-only one, its member)"
+            )
         if undo:
             older = (
                 named(conn)
