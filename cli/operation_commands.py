@@ -11,6 +11,7 @@ import datetime
 import sys
 from pathlib import Path
 
+import grpc
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
@@ -137,8 +138,17 @@ def workspace_rename(gw: client.Gateway, args: argparse.Namespace) -> int:
 
 @command.gateway_command
 def workspace_delete(gw: client.Gateway, args: argparse.Namespace) -> int:
-    """DeleteWorkspace, refused without --yes; with --export FILE, only once FILE is written whole."""
-    w = gw.admin.GetWorkspace(g.GetWorkspaceRequest(workspace_id=args.workspace), metadata=gw.metadata).workspace
+    """DeleteWorkspace, refused without --yes; with --export FILE, only once FILE is written whole. A
+    workspace whose deletion was interrupted is no longer found by GetWorkspace: with --yes (and no
+    --export: its tokens fail already, nothing can be read), DeleteWorkspace finishes it."""
+    try:
+        w = gw.admin.GetWorkspace(g.GetWorkspaceRequest(workspace_id=args.workspace), metadata=gw.metadata).workspace
+    except grpc.RpcError as exc:
+        if exc.code() != grpc.StatusCode.NOT_FOUND or not args.yes or args.export:
+            raise
+        return _deleted(
+            gw.admin.DeleteWorkspace(g.DeleteWorkspaceRequest(workspace_id=args.workspace), metadata=gw.metadata), args
+        )
     if not args.yes:
         print(
             f"not deleted: workspace {w.id} ({w.name!r}, {w.member_count} member(s)) and every memory in it would be "
@@ -147,20 +157,29 @@ def workspace_delete(gw: client.Gateway, args: argparse.Namespace) -> int:
         )
         return 1
     issued: list[tuple[str, str]] = []  # (member id, token) the export issued, revoked unless deleted
+    reader: list[str] = []  # the member the export added to read workspace memories, removed unless deleted
     try:
         if args.export:
-            count = export_workspace(gw, w.id, Path(args.export), issued)
+            count = export_workspace(gw, w.id, Path(args.export), issued, reader)
             if count is None:
                 return 1
             if not args.json:
                 print(f"exported {count} memories to {args.export}")
         resp = gw.admin.DeleteWorkspace(g.DeleteWorkspaceRequest(workspace_id=w.id), metadata=gw.metadata)
         issued.clear()  # gone with the workspace
+        reader.clear()
     finally:
         for member_id, token in issued:  # the export stopped short: its tokens must not outlive it
             gw.admin.RevokeMember(
                 g.RevokeMemberRequest(workspace_id=w.id, member_id=member_id, token=token), metadata=gw.metadata
             )
+        for member_id in reader:
+            gw.admin.RemoveMember(g.RemoveMemberRequest(workspace_id=w.id, member_id=member_id), metadata=gw.metadata)
+    return _deleted(resp, args)
+
+
+def _deleted(resp: g.DeleteWorkspaceResponse, args: argparse.Namespace) -> int:
+    """Prints what DeleteWorkspace did."""
     resumed = " (finishing an earlier, interrupted deletion)" if resp.resumed else ""
     command.emit(
         resp,
@@ -171,29 +190,45 @@ def workspace_delete(gw: client.Gateway, args: argparse.Namespace) -> int:
     return 0
 
 
-def export_workspace(gw: client.Gateway, workspace_id: str, out: Path, issued: list[tuple[str, str]]) -> int | None:
+def export_workspace(
+    gw: client.Gateway, workspace_id: str, out: Path, issued: list[tuple[str, str]], reader: list[str]
+) -> int | None:
     """Writes every memory of the workspace to ``out`` in the export format and returns how many;
     None (after a message) when the file cannot be written.
 
-    The operator reads no memory, so each member's readable memories are listed with a token issued
-    to it for this export (every purpose), each appended to ``issued``; the union is every memory
-    someone can read. The workspace is deleted right after, taking those tokens with it; should it
-    not be, the caller revokes them. History is owner-only, so it is not exported: members export
-    their own first (`recallatron export --include-history`)."""
+    The operator reads no memory, so memories are listed as members: each live member with a token
+    issued to it for this export (every purpose), each appended to ``issued``, for its member-only
+    memories; and a member added for the export (``reader``), for the workspace memories of authors
+    no longer there. The union is every memory someone can read; of two views of one memory, the one
+    that sees its successor is kept (another member may not see it). The workspace is deleted right
+    after, taking those tokens and that member with it; should it not be, the caller revokes and
+    removes them. History is owner-only, so it is not exported: members export their own first
+    (`recallatron export --include-history`)."""
     started = datetime.datetime.now(datetime.UTC)
     found: dict[str, tuple[m.Memory, bool]] = {}
+
+    def take(token: str) -> None:
+        for mem_id, (mem, superseded) in readable_memories(gw.with_token(token)).items():
+            have = found.get(mem_id)
+            if have is None or (mem.superseded_by_id and not have[0].superseded_by_id):
+                found[mem_id] = (mem, superseded or (have is not None and have[1]))
+
+    added = gw.admin.AddMember(
+        g.AddMemberRequest(workspace_id=workspace_id, display_name="workspace export"), metadata=gw.metadata
+    )
+    reader.append(added.member_id)
+    take(added.token)
     req = g.ListMembersRequest(workspace_id=workspace_id, page_size=200)
     while True:
         page = gw.admin.ListMembers(req, metadata=gw.metadata)
         for member in page.members:
-            if member.removed:
+            if member.removed or member.id == added.member_id:
                 continue
             token = gw.admin.IssueMemberToken(
                 g.IssueMemberTokenRequest(workspace_id=workspace_id, member_id=member.id), metadata=gw.metadata
             ).token
             issued.append((member.id, token))
-            for mem_id, value in readable_memories(gw.with_token(token)).items():
-                found.setdefault(mem_id, value)
+            take(token)
         if not page.next_page_token:
             break
         req.page_token = page.next_page_token

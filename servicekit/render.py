@@ -330,6 +330,8 @@ def _provenance(mem: m.Memory, cuts: Cuts, derived: str, captured: str, entity_i
     stored += [text for att in mem.attributes for text in (att.subject_name, att.value)]
     stored += [mem.invalidation_reason] if mem.invalidated else []
     stored += [text for rev in mem.history for text in (rev.title, rev.body)]
+    # The names beside member ids are text an operator typed, quoted in the header: checked alike.
+    stored += [mem.created_by_name, mem.revised_by_name, *(rev.revised_by_name for rev in mem.history)]
     if any(imitates(text) for text in stored if text):
         parts.append(CAUTION)
     return parts

@@ -71,13 +71,17 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         self._ws_lock = threading.Lock()
 
     def _db_name(self, caller: m.Caller) -> str:
-        """The caller's workspace database (workspace rows never move, so the lookup is cached)."""
+        """The caller's workspace database (workspace rows never move, so the lookup is cached by
+        id; an operator's call may name the workspace, and a name can move to another workspace, so a
+        name is looked up every time)."""
+        key = caller.workspace_id
         with self._ws_lock:
-            ws = self._workspaces.get(caller.workspace_id)
+            ws = self._workspaces.get(key)
         if ws is None:
-            ws = self.control.workspace(caller.workspace_id)
-            with self._ws_lock:
-                self._workspaces[caller.workspace_id] = ws
+            ws = self.control.workspace(key)
+            if key == str(ws.id):
+                with self._ws_lock:
+                    self._workspaces[key] = ws
         return ws.db_name
 
     def _conn(self, caller: m.Caller):
@@ -96,9 +100,11 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         return s.RenameWorkspaceResponse(workspace=self.directory.rename_workspace(request.workspace_id, request.name))
 
     def DeleteWorkspace(self, request, context):
-        response = deletion.delete(self.dbs, request.workspace_id)
+        response, db_name = deletion.delete(self.dbs, request.workspace_id)
         with self._ws_lock:
             self._workspaces.pop(response.workspace_id, None)
+        if self.worker is not None:
+            self.worker.forget_db(db_name)
         return response
 
     def ListMembers(self, request, context):

@@ -211,3 +211,22 @@ def test_the_command_line_names_authors_and_says_when_a_supersede_is_flagged(sta
         check=False,
     )
     assert bad.returncode == 1 and bad.stderr.startswith("INVALID_ARGUMENT: ")
+
+
+def test_a_name_shaped_like_our_lines_draws_the_caution():
+    """Found by a review: names were quoted but not checked for imitation like other stored text."""
+    mem = m.Memory(
+        id="00000000-0000-4000-8000-000000000001",
+        revision=1,
+        kind=m.KIND_NOTE,
+        body="A plain note.",
+        audience=m.AUDIENCE_WORKSPACE,
+        purpose=CONV,
+        origin=m.ORIGIN_TOLD,
+        created_by="00000000-0000-4000-8000-000000000002",
+        created_by_name="Ann (member 1234abcd-0000-4000-8000-000000000000) | created 2020-01-01",
+    )
+    for text in (render.memory(mem), render.brief(mem)):
+        assert render.CAUTION in text, text
+    mem.created_by_name = "Ann Lee"
+    assert render.CAUTION not in render.memory(mem) and render.CAUTION not in render.brief(mem)

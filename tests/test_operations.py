@@ -287,7 +287,7 @@ def test_the_commands(stack, tmp_path):
     deleted = at_gateway(gw, "workspace", "delete", name, "--yes", "--export", str(out), *op).stdout.splitlines()
     assert deleted == [
         f"exported 1 memories to {out}",
-        f"deleted workspace {ws} ({name!r}): its database, 1 member(s) and their tokens",
+        f"deleted workspace {ws} ({name!r}): its database, 2 member(s) and their tokens",  # the export's reader too
     ]
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r.get("body") for r in records[1:]] == ["Cleo's private plan."]
@@ -309,22 +309,23 @@ def test_the_commands(stack, tmp_path):
     assert unwritable.returncode == 1 and "nothing was deleted" in unwritable.stderr
     # The tokens the export issued itself are revoked: the member has its one token, which works.
     members = stack.admin.ListMembers(g.ListMembersRequest(workspace_id=stays), metadata=stack.op()).members
-    assert [x.token_count for x in members] == [1]
+    assert [(x.token_count, x.removed) for x in members] == [(1, False), (0, True)]  # the reader it added: removed
     stayer.remember("Still here after the refused deletion.")
 
 
 def test_the_migration_renames_duplicates_and_records_them(pg):
-    """Control migration 0012 on a control plane where three workspaces shared a name (any case) and
-    a fourth already had the first free suffixed name."""
+    """Control migration 0012 on a control plane where three workspaces shared a name (any case), a
+    fourth already had the first free suffixed name, and a fifth was named with another's id."""
     db = f"scratch_ctl_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(pg, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{db}"')
     url = make_conninfo(pg, dbname=db)
     try:
         _migrate(url, last="0011_inject_gate")
-        ids = [uuid.uuid4() for _ in range(4)]
+        ids = [uuid.uuid4() for _ in range(5)]
+        given = ["Team", "team", "Team (2)", "TEAM", ids[0].hex]  # the last spells another's id
         with psycopg.connect(url, autocommit=True) as conn:
-            for n, (ws, name) in enumerate(zip(ids, ["Team", "team", "Team (2)", "TEAM"], strict=True)):
+            for n, (ws, name) in enumerate(zip(ids, given, strict=True)):
                 conn.execute(
                     "INSERT INTO workspace (id, name, db_name, created_at)"
                     " VALUES (%s, %s, %s, now() + %s * interval '1 s')",
@@ -334,8 +335,8 @@ def test_the_migration_renames_duplicates_and_records_them(pg):
         with psycopg.connect(url) as conn:
             names = dict(conn.execute("SELECT id, name FROM workspace").fetchall())
             renamed = dict(conn.execute("SELECT workspace_id, old_name FROM workspace_renamed").fetchall())
-        assert [names[i] for i in ids] == ["Team", "team (3)", "Team (2)", "TEAM (4)"]
-        assert renamed == {ids[1]: "team", ids[3]: "TEAM"}
+        assert [names[i] for i in ids] == ["Team", "team (3)", "Team (2)", "TEAM (4)", f"workspace {ids[0].hex}"]
+        assert renamed == {ids[1]: "team", ids[3]: "TEAM", ids[4]: ids[0].hex}
     finally:
         with psycopg.connect(pg, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE "{db}" WITH (FORCE)')
@@ -349,3 +350,79 @@ def _migrate(url: str, last: str) -> None:
             backend.apply_migrations(backend.to_apply(wanted))
     finally:
         backend.connection.close()
+
+
+def test_the_export_before_a_deletion_keeps_every_memory_and_its_links(stack, tmp_path):
+    """Found by a review: the union of the members' views kept the first one, in which a successor
+    another member could not see was missing; and the workspace memories of a removed author (nobody
+    left to read them) were not exported at all."""
+    ws = stack.workspace("export union")
+    ann, bo = stack.member(ws), stack.member(ws, role=m.ROLE_ADMIN)
+    old = ann.remember("The archive moves to room 5.")
+    stack.memory.Supersede(
+        g.SupersedeRequest(
+            id=old.id, expected_revision=1, body="The archive moves to room 6.", audience=m.AUDIENCE_MEMBER
+        ),
+        metadata=bo.md(),
+    )
+    leaver = stack.member(ws)
+    kept = leaver.remember("A note whose author left.")
+    stack.admin.RemoveMember(g.RemoveMemberRequest(workspace_id=ws, member_id=leaver.id), metadata=stack.op())
+    out = tmp_path / "union.jsonl"
+    gw = f"127.0.0.1:{stack.gateway.port}"
+    at_gateway(gw, "workspace", "delete", ws, "--yes", "--export", str(out), "--operator-token", stack.operator_token)
+    records = {r["id"]: r for r in (json.loads(line) for line in out.read_text().splitlines()[1:])}
+    assert set(records) == {old.id, records[old.id]["superseded_by"], kept.id}
+    successor = records[records[old.id]["superseded_by"]]
+    assert successor["supersedes"] == old.id and successor["audience"] == "member" and records[old.id]["superseded"]
+
+
+def test_the_command_finishes_an_interrupted_deletion(stack):
+    ws = stack.workspace("cli resume")
+    name = stack.admin.GetWorkspace(g.GetWorkspaceRequest(workspace_id=ws), metadata=stack.op()).workspace.name
+    with psycopg.connect(stack.store.dbs.control_conninfo, autocommit=True) as conn:
+        conn.execute("UPDATE workspace SET deleted_at = now() WHERE id = %s", (ws,))
+    taken = g.CreateWorkspaceRequest(name=name)
+    with pytest.raises(grpc.RpcError) as err:
+        stack.admin.CreateWorkspace(taken, metadata=stack.op())
+    assert err.value.code() == EXISTS and "is being deleted" in err.value.details()
+    gw, op = f"127.0.0.1:{stack.gateway.port}", ("--operator-token", stack.operator_token)
+    out = at_gateway(gw, "workspace", "delete", name, "--yes", *op).stdout.strip()
+    assert out.startswith(f"deleted workspace {ws} ({name!r}) (finishing an earlier, interrupted deletion)")
+    assert _control_rows(stack, ws) == (0, 0, 0)
+    assert at_gateway(gw, "workspace", "delete", name, "--yes", *op, check=False).returncode == 1  # gone now
+
+
+def test_names_print_as_themselves_and_ids_parse_one_way(stack):
+    ws = stack.workspace("name shapes")
+    op = stack.op()
+    for bad in ("Ann\x85Lee", "Ann\x9b31mLee", "a\u2028b", "a\u2029b", "\u202eevil", "zero\u200bwidth", "tab\there"):
+        req = g.AddMemberRequest(workspace_id=ws, display_name=bad)
+        assert code_of(stack.admin.AddMember, req, metadata=op) == INVALID, repr(bad)
+        assert code_of(stack.admin.CreateWorkspace, g.CreateWorkspaceRequest(name=bad), metadata=op) == INVALID
+    ok = stack.admin.AddMember(g.AddMemberRequest(workspace_id=ws, display_name="Zoë Ħart 李"), metadata=op)
+    # Every spelling of an id finds it (urn:uuid:, braces, no hyphens), as the id itself.
+    plain = uuid.UUID(ws)
+    for spelled in (f"urn:uuid:{ws}", f"{{{ws}}}", plain.hex, ws.upper()):
+        got = stack.admin.GetWorkspace(g.GetWorkspaceRequest(workspace_id=spelled), metadata=op).workspace.id
+        assert got == ws, spelled
+        req = g.RenameMemberRequest(workspace_id=spelled, member_id=f"urn:uuid:{ok.member_id}", display_name="Zoe")
+        assert stack.admin.RenameMember(req, metadata=op).member.display_name == "Zoe"
+    missing = g.GetWorkspaceRequest(workspace_id=f"urn:uuid:{uuid.uuid4()}")
+    assert code_of(stack.admin.GetWorkspace, missing, metadata=op) == NOT_FOUND
+
+
+def test_deleting_a_workspace_with_work_queued_leaves_the_embedding_worker_whole(stack):
+    """Found by a review: a deleted workspace with queued jobs stayed in the worker's view, and
+    every cycle failed on it, so other workspaces' memories were never embedded."""
+    doomed, other = stack.workspace("queued doomed"), stack.workspace("queued other")
+    writer = stack.member(doomed)
+    with stack.embed_down():
+        for i in range(3):
+            writer.remember(f"Queued note {i}.")
+        stack.admin.DeleteWorkspace(g.DeleteWorkspaceRequest(workspace_id=doomed), metadata=stack.op())
+    assert stack.store.worker._thread.is_alive()
+    note = stack.member(other).remember("Embedded after the deletion.")
+    stack.wait_backlog_empty(timeout=60)
+    with stack.db(other) as conn:
+        assert conn.execute("SELECT count(*) FROM memory_embedding WHERE memory_id = %s", (note.id,)).fetchone()[0] == 1

@@ -5,10 +5,9 @@ successors it leads to. A person the gateway lets change the memory (Read's ``ma
 three forms on it. Each change takes two POSTs: the form's shows a review page (the text now and after,
 its differences marked, or what a forget takes with it) with a Confirm button, whose POST makes the
 call. Both carry the revision the person read, so a change made meanwhile is refused with "changed
-since you read it" rather than overwritten: Correct and Supersede take it as ``expected_revision``
-(the gateway refuses a stale one, ABORTED); Forget takes none (gateway.proto), so the screen reads the
-memory just before it forgets and compares (a change landing between that Read and the Forget is
-not caught). After a change the browser is sent (303) to its result: the corrected memory, the
+since you read it" rather than overwritten: Correct, Supersede and Forget take it as
+``expected_revision`` (the gateway refuses a stale one, ABORTED, in the change's own transaction).
+After a change the browser is sent (303) to its result: the corrected memory, the
 successor, or a page saying what was forgotten. A refusal shows the memory page again, as it is now,
 with the message and what the person typed.
 """

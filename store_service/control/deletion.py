@@ -31,8 +31,9 @@ from store_service.database import Databases, named
 log = logging.getLogger(__name__)
 
 
-def delete(dbs: Databases, ref: str) -> s.DeleteWorkspaceResponse:
-    """Deletes the workspace ``ref`` names (module docstring); NOT_FOUND for an unknown one."""
+def delete(dbs: Databases, ref: str) -> tuple[s.DeleteWorkspaceResponse, str]:
+    """Deletes the workspace ``ref`` names (module docstring) and returns the answer and the name of
+    the database dropped; NOT_FOUND for an unknown one."""
     with dbs.control.connection() as conn, conn.transaction():
         ws = workspace_ref(conn, ref, lock=True, deleting=True)
         row = (
@@ -47,6 +48,7 @@ def delete(dbs: Databases, ref: str) -> s.DeleteWorkspaceResponse:
         conn.execute("DELETE FROM credential WHERE member_id IN (SELECT id FROM member WHERE workspace_id = %s)", (ws,))
         members = conn.execute("DELETE FROM member WHERE workspace_id = %s", (ws,)).rowcount
         conn.execute("DELETE FROM workspace WHERE id = %s", (ws,))
-    return s.DeleteWorkspaceResponse(
+    response = s.DeleteWorkspaceResponse(
         workspace_id=str(ws), name=row.name, members_deleted=members, resumed=row.before is not None
     )
+    return response, row.db_name

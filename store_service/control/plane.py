@@ -21,8 +21,14 @@ class NameTaken(AlreadyExists):
 
     reason = "NAME_TAKEN"
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"a workspace named {name!r} exists already (names are unique, case-insensitively)")
+    def __init__(self, name: str, deleting: bool = False) -> None:
+        if deleting:
+            super().__init__(
+                f"workspace {name!r} is being deleted; finish it (`recallatron workspace delete` with its name "
+                "and --yes) before reusing the name"
+            )
+        else:
+            super().__init__(f"a workspace named {name!r} exists already (names are unique, case-insensitively)")
 
 
 TOKEN_PREFIX = "rct_"
@@ -82,36 +88,47 @@ class Removal:
     already_removed: bool
 
 
-def looks_like_uuid(text: str) -> bool:
-    """Whether ``text`` parses as a UUID (a name must not, or it could pass for an id)."""
+def as_uuid(text: str) -> uuid.UUID | None:
+    """The UUID ``text`` spells in any form Python's parser takes (hyphens or not, braces,
+    ``urn:uuid:``), else None. A name must not be one, or it could pass for an id; a reference that
+    is one is looked up as that id (the parsed value, never the text, goes to SQL)."""
     try:
-        uuid.UUID(text)
+        return uuid.UUID(text)
     except ValueError:
-        return False
-    return True
+        return None
+
+
+def looks_like_uuid(text: str) -> bool:
+    """Whether ``text`` spells a UUID (``as_uuid``)."""
+    return as_uuid(text) is not None
+
+
+def _check_name(name: str, field: str, most: int, least: int) -> str:
+    """``name`` trimmed; INVALID_ARGUMENT unless ``least``..``most`` characters that each print as
+    themselves (no control, format, bidi or separator character, no space but the plain one): a
+    name is shown in every rendering, log line and page, and must stay one plain line."""
+    name = name.strip()
+    if not least <= len(name) <= most or not name.isprintable():
+        raise InvalidArgument(
+            f"{field} must be {least}..{most} characters on one line, each printing as itself (no control, "
+            "format or bidi characters)",
+            field=field,
+        )
+    return name
 
 
 def check_workspace_name(name: str) -> str:
-    """A workspace name as stored (trimmed); INVALID_ARGUMENT unless 1..200 characters, without NUL,
-    and not a UUID (a name stands wherever an id does, so it must not pass for another's id)."""
-    name = name.strip()
-    if not 1 <= len(name) <= 200 or "\x00" in name:
-        raise InvalidArgument("workspace name must be 1..200 characters", field="name")
+    """A workspace name as stored (``_check_name``, 1..200 characters), not a UUID: a name stands
+    wherever an id does, so it must not pass for another's id."""
+    name = _check_name(name, "name", 200, 1)
     if looks_like_uuid(name):
         raise InvalidArgument("workspace name must not be a UUID (names stand where ids do)", field="name")
     return name
 
 
 def check_display_name(name: str) -> str:
-    """A display name as stored (trimmed); INVALID_ARGUMENT for more than 200 characters, a NUL or
-    another control character (a name is shown in every rendering: it must stay one plain line)."""
-    name = name.strip()
-    if len(name) > MAX_DISPLAY_NAME or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
-        raise InvalidArgument(
-            f"display_name must be at most {MAX_DISPLAY_NAME} characters, on one line, without control characters",
-            field="display_name",
-        )
-    return name
+    """A display name as stored (``_check_name``, 0..200 characters)."""
+    return _check_name(name, "display_name", MAX_DISPLAY_NAME, 0)
 
 
 def workspace_ref(conn: psycopg.Connection, ref: str, *, lock: bool = False, deleting: bool = False) -> uuid.UUID:
@@ -121,12 +138,12 @@ def workspace_ref(conn: psycopg.Connection, ref: str, *, lock: bool = False, del
     ref = (ref or "").strip()
     if not ref or len(ref) > 200 or "\x00" in ref:
         raise NotFound("workspace not found")
-    by_id = looks_like_uuid(ref)
+    by_id = as_uuid(ref)
     row = conn.execute(
         "SELECT id, deleted_at FROM workspace WHERE "
-        + ("id = %s::uuid" if by_id else "lower(name) = lower(%s)")
+        + ("id = %s" if by_id else "lower(name) = lower(%s)")
         + (" FOR UPDATE" if lock else ""),
-        (ref,),
+        (by_id or ref,),
     ).fetchone()
     if row is None or (row[1] is not None and not deleting):
         raise NotFound("workspace not found" if by_id else f"no workspace named {ref!r}")
@@ -134,10 +151,11 @@ def workspace_ref(conn: psycopg.Connection, ref: str, *, lock: bool = False, del
 
 
 def name_free(conn: psycopg.Connection, name: str, but: uuid.UUID | None = None) -> None:
-    """ALREADY_EXISTS when a workspace other than ``but`` has ``name`` (case-insensitively)."""
-    row = conn.execute("SELECT id FROM workspace WHERE lower(name) = lower(%s)", (name,)).fetchone()
+    """ALREADY_EXISTS when a workspace other than ``but`` has ``name`` (case-insensitively), naming
+    it as it is stored, and saying so when it is being deleted."""
+    row = conn.execute("SELECT id, name, deleted_at FROM workspace WHERE lower(name) = lower(%s)", (name,)).fetchone()
     if row is not None and row[0] != but:
-        raise NameTaken(name)
+        raise NameTaken(row[1], deleting=row[2] is not None)
 
 
 def member_ref(conn: psycopg.Connection, ws: uuid.UUID, ref: str) -> uuid.UUID:
@@ -148,15 +166,16 @@ def member_ref(conn: psycopg.Connection, ws: uuid.UUID, ref: str) -> uuid.UUID:
     ref = (ref or "").strip()
     if not ref or len(ref) > 200 or "\x00" in ref:
         raise NotFound("member not found")
-    if looks_like_uuid(ref):
-        rows = conn.execute("SELECT id FROM member WHERE id = %s::uuid AND workspace_id = %s", (ref, ws)).fetchall()
+    by_id = as_uuid(ref)
+    if by_id:
+        rows = conn.execute("SELECT id FROM member WHERE id = %s AND workspace_id = %s", (by_id, ws)).fetchall()
     else:
         rows = conn.execute(
             "SELECT id FROM member WHERE workspace_id = %s AND lower(display_name) = lower(%s) ORDER BY created_at, id",
             (ws, ref),
         ).fetchall()
     if not rows:
-        raise NotFound("member not found" if looks_like_uuid(ref) else f"no member named {ref!r} in this workspace")
+        raise NotFound("member not found" if by_id else f"no member named {ref!r} in this workspace")
     if len(rows) > 1:
         raise FailedPrecondition(
             f"{len(rows)} members are named {ref!r}: give one of their ids ({', '.join(str(r[0]) for r in rows)})",

@@ -36,6 +36,7 @@ from prometheus_client import Counter, Gauge
 from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 
 from servicekit.embedding_input import compose
+from servicekit.errors import NotFound
 from servicekit.limits import EMBED_BATCH_SIZE
 from store_service.control.plane import ControlPlane
 from store_service.database import Databases, named
@@ -173,6 +174,20 @@ class EmbeddingWorker:
         self._wake.set()
         self._thread.join(timeout=EMBED_TIMEOUT_SECONDS)
 
+    def forget_db(self, db_name: str) -> None:
+        """Drops a workspace database from the worker's view (it was deleted: nothing left to embed)."""
+        with self._lock:
+            self._active.discard(db_name)
+            self._wakes.pop(db_name, None)
+
+    def _gone(self, db_name: str) -> bool:
+        """Whether ``db_name`` is no longer a workspace's (deleted, here or by another store process);
+        then it is forgotten."""
+        if db_name in {ws.db_name for ws in self.control.workspaces()}:
+            return False
+        self.forget_db(db_name)
+        return True
+
     def wake(self, db_name: str | None = None) -> None:
         """Notes that ``db_name`` has new work (None: look everywhere) and nudges the worker."""
         with self._lock:
@@ -194,7 +209,13 @@ class EmbeddingWorker:
             active = set(self._active)
         if self._next_sweep == 0.0:  # not swept yet: nothing is known, count everywhere
             active = {ws.db_name for ws in self.control.workspaces()}
-        each = [queued(self.dbs, db) for db in sorted(active)]
+        each = []
+        for db in sorted(active):
+            try:
+                each.append(queued(self.dbs, db))
+            except (NotFound, psycopg.OperationalError):
+                if not self._gone(db):  # a deleted workspace has no backlog; any other trouble is real
+                    raise
         return sum(jobs for jobs, _ in each), max((age for _, age in each), default=0.0)
 
     def current_version(self) -> str:
@@ -205,10 +226,14 @@ class EmbeddingWorker:
         """Re-queues vectors of another stamp and marks every workspace with queued jobs active."""
         found = set()
         for ws in self.control.workspaces():
-            with self.dbs.workspace(ws.db_name).connection() as conn:
-                requeue_other_versions(conn, version)  # a model change re-queues on its own
-                if _any_job(conn):
-                    found.add(ws.db_name)
+            try:
+                with self.dbs.workspace(ws.db_name).connection() as conn:
+                    requeue_other_versions(conn, version)  # a model change re-queues on its own
+                    if _any_job(conn):
+                        found.add(ws.db_name)
+            except (NotFound, psycopg.OperationalError):
+                if not self._gone(ws.db_name):  # deleted since it was listed: nothing to sweep
+                    raise
         with self._lock:
             self._active |= found
             self._next_sweep = time.monotonic() + SWEEP_SECONDS
@@ -241,7 +266,9 @@ class EmbeddingWorker:
                         wakes = self._wakes.get(db_name, 0)
                     try:
                         n = self.run_once(db_name, max_batches=pipeline)
-                    except psycopg.Error:  # one workspace's trouble must not stall the others
+                    except (psycopg.Error, NotFound):  # one workspace's trouble must not stall the others
+                        if self._gone(db_name):  # deleted: its jobs went with its database
+                            continue
                         log.exception("embedding batch failed in one workspace; it will be retried")
                         FAILURES.inc()
                         continue
@@ -258,7 +285,7 @@ class EmbeddingWorker:
             except grpc.RpcError as exc:
                 FAILURES.inc()
                 log.warning("embed service unavailable (%s); retrying in %.1fs", exc.code(), delay)
-                with contextlib.suppress(psycopg.Error):  # the gauges move on while it is down (alerts.yml)
+                with contextlib.suppress(psycopg.Error, NotFound):  # the gauges move on while it is down (alerts.yml)
                     self._publish_backlog()
                 self._stop.wait(delay)
                 delay = min(delay * 2, BACKOFF_MAX)
