@@ -272,7 +272,9 @@ def recall(shaped: Shaped) -> str:
     for i, item in enumerate(resp.items):
         lines.append(
             f"#{item.rank} lexical_rank {item.lexical_rank or '-'} dense_rank {item.dense_rank or '-'} "
-            f"cosine {item.cosine:.3f} rerank {item.rerank_score:.3f}"
+            # A score of an arm that did not rank the memory (or did not run) is "-", as the CLI says.
+            f"cosine {f'{item.cosine:.3f}' if item.dense_rank else '-'} "
+            f"rerank {f'{item.rerank_score:.3f}' if resp.reranked else '-'}"
         )
         lines.append(memory(item.memory, shaped.cuts.get(("items", i, "memory"))))
     if left := shaped.left_out.get("items"):

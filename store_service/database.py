@@ -329,7 +329,7 @@ class Databases:
             self._dropped.add(db_name)
             pool = self._pools.pop(db_name, None)
         if pool is not None:
-            pool.close(timeout=0)
+            pool.close(timeout=2)  # its worker threads stop within it; 0 would leave them, warning
         with psycopg.connect(self.control_conninfo, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db_name)))
 

@@ -453,3 +453,25 @@ def test_get_entity_shows_the_page_with_each_claim_quoted_and_its_memory(stack):
 
     theirs = run_stdio(stack, bob.token, as_bob).structured_content
     assert theirs["attributes"] == [] and theirs["timeline_size"] == 1 and forged not in json.dumps(theirs)
+
+
+def test_a_score_an_arm_did_not_give_reads_as_a_dash():
+    """Found by a new user: the recall tool printed ``rerank 0.000`` with ``reranked false``, and a
+    cosine of 0.000 for a memory the meaning arm did not rank, as if measured."""
+    from mcp_server import render as mcp_render
+    from servicekit.render import Bound
+
+    mem = m.Memory(id="00000000-0000-4000-8000-000000000001", kind=m.KIND_NOTE, body="x", created_by="a")
+    resp = g.RecallResponse(
+        reranked=False,
+        items=[
+            g.RecallItem(rank=1, lexical_rank=1, memory=mem),
+            g.RecallItem(rank=2, dense_rank=1, cosine=0.61, memory=mem),
+        ],
+    )
+    text, _ = mcp_render.result(resp, Bound(tokens=10_000, chars=40_000))
+    lines = [line for line in text.splitlines() if line.startswith("#")]
+    assert lines[-2:] == [
+        "#1 lexical_rank 1 dense_rank - cosine - rerank -",
+        "#2 lexical_rank - dense_rank 1 cosine 0.610 rerank -",
+    ]
