@@ -544,15 +544,17 @@ def outsider_name(stack) -> str:
     return _OUTSIDERS[id(stack)]
 
 
-def check_names(resp, names: dict[str, str], hidden: str, shown: list[str]) -> None:
+def check_names(resp, names: dict[str, str], hidden: list[str], shown: list[str]) -> None:
     """Every display name beside a member id in ``resp`` (at any depth) is that member's, among the
-    example's members (``names``), and ``hidden``, another workspace's member's name, is nowhere in
-    ``resp`` or what a model is ``shown`` of it."""
+    example's members (``names``), and each of ``hidden`` (another workspace's member's name, the
+    name of a member removed before writing anything) is nowhere in ``resp`` or what a model is
+    ``shown`` of it."""
     found: list = []
     member_names._collect(resp, found)
     for msg, name_field, value in found:
         assert getattr(msg, name_field) == names.get(value, ""), (name_field, value)
-    assert hidden not in str(resp) and not any(hidden in text for text in shown)
+    for name in hidden:
+        assert name not in str(resp) and not any(name in text for text in shown), name
 
 
 def check_rendered(model: Model, me: str, shown: str) -> None:
@@ -1387,7 +1389,9 @@ def leak_example(stack, property_workspace: str, program, grants, gate: bool) ->
     ]
     who = [mb.id for mb in members]
     names = {who[0]: f"Member 0 {word[2:]}", who[2]: f"Member 2 {word[2:]}"}
-    hidden = outsider_name(stack)
+    gone = stack.member(ws, display_name=f"Removed {word[2:]}")
+    stack.admin.RemoveMember(g.RemoveMemberRequest(workspace_id=ws, member_id=gone.id), metadata=stack.op())
+    hidden = [outsider_name(stack), f"Removed {word[2:]}"]
     model = Model({who[i]: set(grants[i]) for i in range(3)}, {who[2]}, gate)
     api = stack.memory
 
