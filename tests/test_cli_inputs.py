@@ -123,7 +123,7 @@ def test_recall_history_marks_what_no_longer_holds(stack):
     seen = lines(alice, "--history")
     assert f"{old.id}  [superseded by {new.id}]  valid from " in seen[old.id]
     assert f"{ended.id}  [invalidated]  valid from " in seen[ended.id]
-    assert seen[new.id].endswith(new.id)  # current: no mark, no end
+    assert seen[new.id].endswith(f"{new.id}  by member {alice.id}")  # current: no mark, no end
     assert "[" not in seen[new.id]
     assert f"{shared.id}  [ended]  valid from " in lines(bob, "--history")[shared.id]
     # Without --history only current memories come back, none marked.
