@@ -39,9 +39,10 @@ from pathlib import Path
 RECIPE = "sentences-v1"
 ROOT = Path(__file__).resolve().parent.parent
 # The eval data (LoCoMo and SciFact in the format of demo/; public, not in this repository: README.md,
-# "Retrieval quality"): $BENCH_EVAL_DIR, else the shared folder beside the checkout. Every bench
-# script and tools/ takes it from here; ``require_eval`` says where it comes from when it is missing.
-EVAL = Path(os.environ.get("BENCH_EVAL_DIR") or ROOT.parent / "shared" / "eval")
+# "Retrieval quality"): $BENCH_EVAL_DIR, else .bench/eval in this checkout (git-ignored: a copy or a
+# link put there). Every bench script and tools/ takes it from here; ``require_eval`` says where it
+# comes from and how to name it when it is missing.
+EVAL = Path(os.environ.get("BENCH_EVAL_DIR") or ROOT / ".bench" / "eval")
 LOCOMO_EVERY, SCIFACT_EVERY = 6, 3
 SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 SPEAKER = re.compile(r"^([A-Z][\w .'-]{0,40}): ")
@@ -88,8 +89,8 @@ def missing_eval(eval_dir: Path = EVAL) -> str | None:
 def require_eval(eval_dir: Path = EVAL) -> Path:
     """``eval_dir`` when it holds the eval data; otherwise exits (status 1) saying what is missing,
     where the data comes from and how to name its folder. The data sets are public but not carried
-    here (LoCoMo's licence is non-commercial, and the copy beside the checkout is not to be copied
-    in), so a clone without them is told what to fetch instead of shown a traceback."""
+    here (LoCoMo's licence is non-commercial), so a clone without them is told what to fetch instead
+    of shown a traceback."""
     missing = missing_eval(eval_dir)
     if missing is None:
         return eval_dir
@@ -101,9 +102,10 @@ def require_eval(eval_dir: Path = EVAL) -> Path:
         "      (data/locomo10.json; CC BY-NC 4.0): a folder per conversation, a memory per dialog turn\n"
         "  scifact/memories.jsonl, queries.jsonl                SciFact, github.com/allenai/scifact (as in\n"
         "      BEIR; claims CC BY 4.0, abstracts ODC-By 1.0): the abstracts, the claims as questions\n"
-        "The folder is $BENCH_EVAL_DIR, else ../shared/eval beside the checkout (where those working on\n"
-        "the project have them). Elsewhere, write them in that layout and name the folder:\n"
+        "The folder is $BENCH_EVAL_DIR, else .bench/eval in this checkout (git-ignored). Write them in\n"
+        "that layout, then name the folder or link it there:\n"
         "  BENCH_EVAL_DIR=/path/to/eval make bench\n"
+        "  ln -s /path/to/eval .bench/eval\n"
         '(README.md, "Retrieval quality (measured)", describes the data.)'
     )
 

@@ -266,8 +266,9 @@ def test_without_the_eval_data_the_bench_says_where_it_comes_from_and_exits_1(tm
             for said in (
                 "locomo/<conversation>/memories.jsonl, queries.jsonl  LoCoMo, github.com/snap-research/LoCoMo",
                 "scifact/memories.jsonl, queries.jsonl                SciFact, github.com/allenai/scifact (as in",
-                "The folder is $BENCH_EVAL_DIR, else ../shared/eval beside the checkout (where those working on",
+                "The folder is $BENCH_EVAL_DIR, else .bench/eval in this checkout (git-ignored). Write them in",
                 "  BENCH_EVAL_DIR=/path/to/eval make bench",
+                "  ln -s /path/to/eval .bench/eval",
             ):
                 assert any(said in line for line in lines), (entry, said, lines)
     assert not (tmp_path / "absent").exists()

@@ -8,7 +8,7 @@ expected.json saying what a correct import yields.
 OUT_DIR gets legacy.sqlite, graph.jsonl and expected.json. docs/legacy_format.md gives the format
 and the rules that expected.json assumes. Same seed, same files.
 
-Written by the project's owner beside the project (``shared/legacy/make_legacy_store.py``) as the
+Written by the project's owner, first outside the repository, as the
 oracle of ``recallatron import-legacy``: its counts are worked out here, apart from the importer,
 so a wrong rule in either shows as a difference. Moved into the repository (so a clone alone has
 it) and styled to the project's lint rules; the rows it writes and its expected.json are those of
