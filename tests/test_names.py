@@ -6,6 +6,7 @@ model reads and the context bundle say names; the bundle's budget goes to memori
 from __future__ import annotations
 
 import json
+import time
 
 from cli_runner import at_gateway
 from recallatron.gateway.v1 import gateway_pb2 as g
@@ -14,6 +15,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 from mcp_server import render as mcp_render
 from servicekit import render
 from servicekit.render import Bound
+from store_service.control import directory
 from store_service.control import names as member_names
 from store_service.control.directory import Directory
 
@@ -109,6 +111,23 @@ def test_a_removed_members_name_stays_and_another_workspaces_never_shows(stack):
     assert names(ws, {"not-an-id"}) == {}
     recalled = reader.recall("note", mode=m.RECALL_MODE_LEXICAL)
     assert "Outsider Zed" not in str(recalled) and [it.memory.created_by_name for it in recalled.items] == ["Dee"]
+
+
+def test_a_store_process_keeps_names_for_seconds_and_its_own_renames_at_once(stack, monkeypatch):
+    """Every answer with memories is named, so a store process keeps names for NAME_TTL: another
+    process's rename shows when they run out (docs/operations.md, "Names"), its own at once; an id
+    of another workspace stays nameless while kept."""
+    ws, other = stack.workspace("names kept"), stack.workspace("names kept other")
+    fay, outsider = named(stack, ws, "Fay"), named(stack, other, "Gus")
+    monkeypatch.setattr(directory, "NAME_TTL", 0.5)
+    mine, theirs = Directory(stack.store.dbs), Directory(stack.store.dbs)
+    assert mine.names(ws, {fay.id, outsider.id}) == theirs.names(ws, {fay.id, outsider.id}) == {fay.id: "Fay"}
+    mine.rename_member(ws, fay.id, "Fay Ng")
+    assert mine.names(ws, {fay.id}) == {fay.id: "Fay Ng"}
+    assert theirs.names(ws, {fay.id, outsider.id}) == {fay.id: "Fay"}  # kept, and the outsider still nameless
+    time.sleep(0.6)
+    assert theirs.names(ws, {fay.id, outsider.id}) == {fay.id: "Fay Ng"}
+    assert theirs.names(other, {fay.id, outsider.id}) == {outsider.id: "Gus"}
 
 
 def test_renderings_say_names_and_quote_them(stack):

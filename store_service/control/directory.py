@@ -8,32 +8,37 @@ are ``plane.py``.
 from __future__ import annotations
 
 import secrets
+import threading
+import time
 import uuid
 
 import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
-from servicekit import relevance_gate, vocabulary
+from servicekit import vocabulary
 from servicekit.errors import FailedPrecondition, NotFound
 from store_service import page_tokens
 from store_service.control.plane import (
     TOKEN_PREFIX,
+    WORKSPACE_COLUMNS,
     check_display_name,
     check_workspace_name,
     looks_like_uuid,
     member_ref,
     name_free,
     token_digest,
+    workspace_of,
     workspace_ref,
 )
 from store_service.database import Databases, named
 from store_service.records.memories import timestamp
-from store_service.vocabulary import MODE_OF, PURPOSE_OF, PURPOSES, ROLE_OF, enum_value
+from store_service.vocabulary import PURPOSE_OF, PURPOSES, ROLE_OF, enum_value
 
 DEFAULT_PAGE, MOST_PAGE = 50, 200
+# How long a member's display name is kept by a store process, and how many are kept at most.
+NAME_TTL, MOST_NAMES_KEPT = 5.0, 100_000
 
-_SUMMARY = """SELECT w.id, w.name, w.created_at, w.dense_floor, w.default_mode, w.context_bundle, w.expiry_days,
-                     w.inject_gate, w.inject_min_cosine,
+_SUMMARY = f"""SELECT {WORKSPACE_COLUMNS}, w.name, w.created_at,
                      (SELECT count(*) FROM member mb WHERE mb.workspace_id = w.id AND mb.removed_at IS NULL)
                          AS members,
                      (SELECT count(*) FROM member mb WHERE mb.workspace_id = w.id AND mb.removed_at IS NOT NULL)
@@ -49,19 +54,19 @@ _MEMBER = """SELECT mb.id, mb.display_name, mb.role, mb.created_at, mb.removed_a
 
 
 def _summary(row) -> m.WorkspaceSummary:
-    preset = "" if row.inject_min_cosine is not None else row.inject_gate or relevance_gate.DEFAULT
+    ws = workspace_of(row)
     return m.WorkspaceSummary(
-        id=str(row.id),
+        id=str(ws.id),
         name=row.name,
         created_at=timestamp(row.created_at),
         member_count=row.members,
         removed_member_count=row.removed,
-        dense_floor=row.dense_floor,
-        default_mode=MODE_OF[row.default_mode],
-        context_bundle=row.context_bundle,
-        expiry_days=row.expiry_days or 0,
-        inject_gate=vocabulary.values(m.InjectGate).get(preset, 0),
-        inject_min_cosine=relevance_gate.PRESETS[preset] if preset else row.inject_min_cosine,
+        dense_floor=ws.dense_floor,
+        default_mode=ws.default_mode,
+        context_bundle=ws.context_bundle,
+        expiry_days=ws.expiry_days,
+        inject_gate=vocabulary.values(m.InjectGate).get(ws.inject_gate, 0),
+        inject_min_cosine=ws.inject_min_cosine,
         renamed_from=row.renamed_from or "",
     )
 
@@ -86,6 +91,9 @@ class Directory:
 
     def __init__(self, dbs: Databases) -> None:
         self.dbs = dbs
+        # (workspace, member) -> (monotonic time it is kept until, display name or "" for none)
+        self._names: dict[tuple[uuid.UUID, uuid.UUID], tuple[float, str]] = {}
+        self._lock = threading.Lock()
 
     def list_workspaces(self, page_size: int, page_token: str) -> tuple[list[m.WorkspaceSummary], str]:
         """Workspaces not being deleted, oldest first, one page (keyset on created_at, id)."""
@@ -189,25 +197,58 @@ class Directory:
             ws = workspace_ref(conn, ref)
             mem = member_ref(conn, ws, member)
             conn.execute("UPDATE member SET display_name = %s WHERE id = %s", (display_name, mem))
-            return _member(named(conn).execute(_MEMBER + " WHERE mb.id = %s", (mem,)).fetchone())
+            out = _member(named(conn).execute(_MEMBER + " WHERE mb.id = %s", (mem,)).fetchone())
+        self._forget_name(ws, mem)
+        return out
 
     def names(self, workspace_id: str, ids: set[str]) -> dict[str, str]:
         """Display names of the members of ``ids`` that belong to the workspace (an id of another
-        workspace, or none, gets no name: names never cross workspaces). One query."""
-        wanted = []
+        workspace, or none, gets no name: names never cross workspaces). At most one query: every
+        answer that carries memories is named, so names are kept for ``NAME_TTL`` seconds per
+        (workspace, member); a rename through this process shows at once, through another store
+        process within ``NAME_TTL`` (docs/operations.md, "Names")."""
+        wanted = set()
         for value in ids:
             try:
-                wanted.append(uuid.UUID(value))
+                wanted.add(uuid.UUID(value))
             except ValueError:
                 continue
         if not wanted:
             return {}
+        now = time.monotonic()
+        if looks_like_uuid(workspace_id):
+            ws = uuid.UUID(workspace_id)
+        else:  # an operator's call may name its workspace
+            with self.dbs.control.connection() as conn:
+                try:
+                    ws = workspace_ref(conn, workspace_id)
+                except NotFound:
+                    return {}
+        out: dict[str, str] = {}
+        missing = []
+        with self._lock:
+            for mem in wanted:
+                kept = self._names.get((ws, mem))
+                if kept is not None and kept[0] > now:
+                    if kept[1]:
+                        out[str(mem)] = kept[1]
+                else:
+                    missing.append(mem)
+        if not missing:
+            return out
         with self.dbs.control.connection() as conn:
-            try:  # an operator's call may name its workspace
-                ws = uuid.UUID(workspace_id) if looks_like_uuid(workspace_id) else workspace_ref(conn, workspace_id)
-            except NotFound:
-                return {}
             rows = conn.execute(
-                "SELECT id, display_name FROM member WHERE workspace_id = %s AND id = ANY(%s)", (ws, wanted)
+                "SELECT id, display_name FROM member WHERE workspace_id = %s AND id = ANY(%s)", (ws, missing)
             ).fetchall()
-        return {str(r[0]): r[1] for r in rows}
+        found = {r[0]: r[1] for r in rows}
+        with self._lock:
+            if len(self._names) > MOST_NAMES_KEPT:
+                self._names.clear()
+            for mem in missing:  # an id that is no member of the workspace is kept as nameless too
+                self._names[(ws, mem)] = (now + NAME_TTL, found.get(mem, ""))
+        out.update((str(mem), name) for mem, name in found.items())
+        return out
+
+    def _forget_name(self, ws: uuid.UUID, mem: uuid.UUID) -> None:
+        with self._lock:
+            self._names.pop((ws, mem), None)

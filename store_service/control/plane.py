@@ -54,13 +54,13 @@ class Workspace:
     inject_min_cosine: float = relevance_gate.PRESETS[relevance_gate.DEFAULT]
 
 
-# The columns of a workspace row, as ``_workspace`` reads them.
+# The columns of a workspace row, as ``workspace_of`` reads them.
 WORKSPACE_COLUMNS = (
     "id, db_name, dense_floor, default_mode, context_bundle, expiry_days, inject_gate, inject_min_cosine"
 )
 
 
-def _workspace(row) -> Workspace:
+def workspace_of(row) -> Workspace:
     """A Workspace of a named row selected with ``WORKSPACE_COLUMNS``."""
     # Both NULL is the default preset; a preset is kept by name, so a refitted one applies at once.
     preset = "" if row.inject_min_cosine is not None else row.inject_gate or relevance_gate.DEFAULT
@@ -311,7 +311,7 @@ class ControlPlane:
             role=ROLE_OF[row.role],
             granted_purposes=[PURPOSE_OF[p] for p in row.purposes],
         )
-        return caller, _workspace(row)
+        return caller, workspace_of(row)
 
     def update_settings(
         self,
@@ -358,7 +358,7 @@ class ControlPlane:
             )
         if row is None:
             raise NotFound("workspace not found")
-        return _workspace(row)
+        return workspace_of(row)
 
     def workspace(self, workspace_id: str) -> Workspace:
         """Looks a workspace up by id or name; NOT_FOUND when unknown or being deleted."""
@@ -367,7 +367,7 @@ class ControlPlane:
             row = named(conn).execute(f"SELECT {WORKSPACE_COLUMNS} FROM workspace WHERE id = %s", (ws,)).fetchone()
         if row is None:
             raise NotFound("workspace not found")
-        return _workspace(row)
+        return workspace_of(row)
 
     def members(self, workspace_id: str, member_ids: set[uuid.UUID]) -> dict[uuid.UUID, m.Caller]:
         """Of ``member_ids``, the members of the workspace, each as a Caller (its role, every
@@ -402,7 +402,7 @@ class ControlPlane:
                 .execute(f"SELECT {WORKSPACE_COLUMNS} FROM workspace WHERE deleted_at IS NULL ORDER BY created_at")
                 .fetchall()
             )
-        return [_workspace(r) for r in rows]
+        return [workspace_of(r) for r in rows]
 
 
 def inject_setting(req) -> tuple[str | None, float | None] | None:
