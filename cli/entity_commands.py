@@ -24,7 +24,7 @@ import client
 from cli import command, options
 from cli.memory_commands import describe
 from servicekit.render import for_terminal as shown
-from servicekit.render import person
+from servicekit.render import minute_utc, person
 from servicekit.vocabulary import ENTITY_DUPLICATE_REASONS
 
 ACTIONS = ("merge", "unmerge", "duplicates")
@@ -88,7 +88,7 @@ def _entity_lines(e: g.Entity) -> list[str]:
     for merge_ in e.merges:
         why = f": {shown(merge_.reason)}" if merge_.reason else ""
         who = person(merge_.merged_by, merge_.merged_by_name)
-        lines.append(f"    merged {merge_.entity_id} by {who} at {_when(merge_.merged_at)}{why}")
+        lines.append(f"    merged {merge_.entity_id} by {who} at {minute_utc(merge_.merged_at)}{why}")
     return lines
 
 
@@ -154,14 +154,10 @@ def entity_parser(sub: argparse._SubParsersAction) -> None:
     en.set_defaults(handler=entity)
 
 
-def _when(ts) -> str:
-    return ts.ToDatetime().strftime("%Y-%m-%d %H:%M UTC")
-
-
 def _source(claim) -> str:
     """Where a claim comes from: its memory, its author, and since when it holds."""
     who = person(claim.created_by, claim.created_by_name)
-    return f"(memory {claim.memory_id}, by {who}, valid from {_when(claim.valid_from)})"
+    return f"(memory {claim.memory_id}, by {who}, valid from {minute_utc(claim.valid_from)})"
 
 
 def page_text(resp: g.GetEntityResponse, as_of=None) -> str:
@@ -171,7 +167,7 @@ def page_text(resp: g.GetEntityResponse, as_of=None) -> str:
     if resp.other_entity_ids:
         lines.append("    also of that name: " + ", ".join(resp.other_entity_ids))
     if as_of is not None:
-        lines.append(f"as of {_when(as_of)}: the attributes and relations of the memories valid then")
+        lines.append(f"as of {minute_utc(as_of)}: the attributes and relations of the memories valid then")
     lines.append("attributes:" if resp.attributes else "attributes: none")
     lines += [f"  {a.key} = {shown(a.value)}  {_source(a)}" for a in resp.attributes]
     relations = [(r, "") for r in resp.relations_out] + [(r, "<- ") for r in resp.relations_in]
@@ -183,7 +179,7 @@ def page_text(resp: g.GetEntityResponse, as_of=None) -> str:
         why = f": {shown(x.reason)}" if x.reason else ""
         lines.append(
             f"    undone: {x.entity_id} merged into {x.into_id} by {person(x.merged_by, x.merged_by_name)}, "
-            f"undone by {person(x.undone_by, x.undone_by_name)} at {_when(x.undone_at)}{why}"
+            f"undone by {person(x.undone_by, x.undone_by_name)} at {minute_utc(x.undone_at)}{why}"
         )
     lines.append(f"timeline: {len(resp.timeline)} shown of {resp.timeline_size}, the latest said first")
     lines += ["  " + line for mem in resp.timeline for line in describe(mem).splitlines()]

@@ -18,6 +18,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 import client
 from cli import command, options, portability
 from cli.portability_commands import memory_records, readable_memories
+from servicekit.render import minute_utc
 from servicekit.vocabulary import name_of
 
 WORKSPACE_HELP = "workspace id or name"
@@ -76,14 +77,10 @@ def member_actions(mb: argparse._SubParsersAction) -> None:
     mn.set_defaults(handler=member_rename)
 
 
-def _when(ts) -> str:
-    return ts.ToDatetime(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
 def workspace_line(w: m.WorkspaceSummary) -> str:
     """One workspace as ``workspace list`` prints it."""
     removed = f" ({w.removed_member_count} removed)" if w.removed_member_count else ""
-    return f"{w.id}  {w.name!r}  {w.member_count} member(s){removed}  created {_when(w.created_at)}"
+    return f"{w.id}  {w.name!r}  {w.member_count} member(s){removed}  created {minute_utc(w.created_at)}"
 
 
 def _next(token: str) -> list[str]:
@@ -115,7 +112,7 @@ def workspace_show(gw: client.Gateway, args: argparse.Namespace) -> int:
             f"workspace {w.id}",
             f"  name: {w.name!r}",
             *([f"  renamed from {w.renamed_from!r} (its name was another workspace's too)"] if w.renamed_from else []),
-            f"  created: {_when(w.created_at)}",
+            f"  created: {minute_utc(w.created_at)}",
             f"  members: {w.member_count} ({w.removed_member_count} removed)",
             f"  dense_floor={w.dense_floor:.2f} default_mode={name_of(m.RecallMode, w.default_mode)} "
             f"inject_gate={gate} expiry={f'{w.expiry_days}d' if w.expiry_days else 'off'} "
@@ -245,7 +242,7 @@ def export_workspace(
 def member_line(mb: m.MemberSummary) -> str:
     """One member as ``member list`` prints it."""
     purposes = ",".join(name_of(m.Purpose, p) for p in mb.purposes) or "none"
-    state = f"  REMOVED {_when(mb.removed_at)}" if mb.removed else ""
+    state = f"  REMOVED {minute_utc(mb.removed_at)}" if mb.removed else ""
     return (
         f"{mb.id}  {mb.display_name!r}  {name_of(m.Role, mb.role)}  purposes={purposes}  tokens={mb.token_count}{state}"
     )

@@ -381,6 +381,11 @@ def day_and_minute(ts: timestamp_pb2.Timestamp) -> str:
     return ts.ToDatetime(tzinfo=datetime.UTC).strftime("%Y-%m-%d %H:%M")
 
 
+def minute_utc(ts: timestamp_pb2.Timestamp) -> str:
+    """A timestamp as UTC to the minute, saying so, e.g. ``2023-05-08 13:56 UTC``."""
+    return day_and_minute(ts) + " UTC"
+
+
 def day(ts: timestamp_pb2.Timestamp) -> str:
     """A timestamp's UTC day, e.g. ``2026-12-02``."""
     return ts.ToDatetime(tzinfo=datetime.UTC).strftime("%Y-%m-%d")
