@@ -12,7 +12,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 from recallatron.store.v1 import store_pb2_grpc
 
-from servicekit import clients, vocabulary
+from servicekit import clients
 from servicekit.breaker import CircuitBreaker
 from servicekit.errors import NotFound, Unavailable, status_proto_for
 from servicekit.limits import EMBED_BATCH_SIZE, SHUTDOWN_GRACE_SECONDS
@@ -20,7 +20,7 @@ from servicekit.server import Running, start_server
 from store_service.access import expiry
 from store_service.control import deletion, members, names
 from store_service.control.directory import Directory
-from store_service.control.plane import ControlPlane, Workspace, inject_setting
+from store_service.control.plane import ControlPlane, Workspace, inject_setting, settings_fields
 from store_service.curation import entity_review, review
 from store_service.database import Databases
 from store_service.embedding.job import EMBED_TIMEOUT_SECONDS, EmbeddingWorker, requeue
@@ -49,14 +49,7 @@ log = logging.getLogger(__name__)
 
 def _settings(ws: Workspace) -> s.WorkspaceSettings:
     """A workspace's settings as the store's messages carry them."""
-    return s.WorkspaceSettings(
-        dense_floor=ws.dense_floor,
-        default_mode=ws.default_mode,
-        context_bundle=ws.context_bundle,
-        expiry_days=ws.expiry_days,
-        inject_gate=vocabulary.values(m.InjectGate).get(ws.inject_gate, 0),
-        inject_min_cosine=ws.inject_min_cosine,
-    )
+    return s.WorkspaceSettings(**settings_fields(ws))
 
 
 class StoreServicer(store_pb2_grpc.StoreServiceServicer):

@@ -15,7 +15,6 @@ import uuid
 import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
-from servicekit import vocabulary
 from servicekit.errors import FailedPrecondition, NotFound
 from store_service import page_tokens
 from store_service.control.plane import (
@@ -26,6 +25,7 @@ from store_service.control.plane import (
     looks_like_uuid,
     member_ref,
     name_free,
+    settings_fields,
     token_digest,
     workspace_of,
     workspace_ref,
@@ -54,20 +54,14 @@ _MEMBER = """SELECT mb.id, mb.display_name, mb.role, mb.created_at, mb.removed_a
 
 
 def _summary(row) -> m.WorkspaceSummary:
-    ws = workspace_of(row)
     return m.WorkspaceSummary(
-        id=str(ws.id),
+        id=str(row.id),
         name=row.name,
         created_at=timestamp(row.created_at),
         member_count=row.members,
         removed_member_count=row.removed,
-        dense_floor=ws.dense_floor,
-        default_mode=ws.default_mode,
-        context_bundle=ws.context_bundle,
-        expiry_days=ws.expiry_days,
-        inject_gate=vocabulary.values(m.InjectGate).get(ws.inject_gate, 0),
-        inject_min_cosine=ws.inject_min_cosine,
         renamed_from=row.renamed_from or "",
+        **settings_fields(workspace_of(row)),
     )
 
 

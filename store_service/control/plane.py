@@ -76,6 +76,19 @@ def workspace_of(row) -> Workspace:
     )
 
 
+def settings_fields(ws: Workspace) -> dict:
+    """A workspace's retrieval settings as the fields of the messages that carry them
+    (``WorkspaceSettings``, ``WorkspaceSummary``)."""
+    return {
+        "dense_floor": ws.dense_floor,
+        "default_mode": ws.default_mode,
+        "context_bundle": ws.context_bundle,
+        "expiry_days": ws.expiry_days,
+        "inject_gate": vocabulary.values(m.InjectGate).get(ws.inject_gate, 0),
+        "inject_min_cosine": ws.inject_min_cosine,
+    }
+
+
 @dataclass(frozen=True)
 class Removal:
     """What ``ControlPlane.remove_member`` did: the member as a Caller (its role, every purpose: the
