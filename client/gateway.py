@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import grpc
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
@@ -21,8 +23,7 @@ class Gateway:
 
     def with_token(self, token: str) -> Gateway:
         """The same connection with another caller's credential (closing either closes both)."""
-        other = object.__new__(Gateway)
-        other.channel, other.memory, other.admin = self.channel, self.memory, self.admin
+        other = copy.copy(self)
         other.metadata = bearer(token)
         return other
 
