@@ -29,6 +29,12 @@ def workspace_parser(sub: argparse._SubParsersAction) -> None:
     ws = sub.add_parser("workspace", help="workspaces").add_subparsers(dest="action", required=True)
     wc = ws.add_parser("create", help="create a workspace")
     wc.add_argument("name")
+    wc.add_argument(
+        "--server",
+        default="",
+        help="the database server to put it on, by its configured name (default: the one with the fewest "
+        "workspaces of those serving; `recallatron status` lists them)",
+    )
     options.gateway_options(wc, operator=True)
     wc.set_defaults(handler=workspace_create)
     wst = ws.add_parser(
@@ -81,7 +87,7 @@ def inject_text(preset: int, min_cosine: float) -> str:
 @command.gateway_command
 def workspace_create(gw: client.Gateway, args: argparse.Namespace) -> int:
     """CreateWorkspace: prints the new workspace id."""
-    resp = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=args.name), metadata=gw.metadata)
+    resp = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=args.name, server=args.server), metadata=gw.metadata)
     command.emit(resp, args.json, resp.workspace_id)
     return 0
 
@@ -183,7 +189,7 @@ def member_remove(gw: client.Gateway, args: argparse.Namespace) -> int:
 
 def status_parser(sub: argparse._SubParsersAction) -> None:
     """``recallatron status``."""
-    st = sub.add_parser("status", help="embedding backlog and dependency state")
+    st = sub.add_parser("status", help="embedding backlog, dependency state and database servers")
     options.gateway_options(st, operator=True)
     st.set_defaults(handler=status)
 
@@ -194,7 +200,12 @@ def status(gw: client.Gateway, args: argparse.Namespace) -> int:
     not configured (the re-ranker without a cross-encoder: not an outage)."""
     resp = gw.admin.GetStatus(g.GetStatusRequest(), metadata=gw.metadata)
     deps = "\n".join(f"  {d.name}: {_dependency_state(d)}" for d in resp.dependencies)
-    command.emit(resp, args.json, f"embedding backlog: {resp.embedding_backlog}\n{deps}")
+    servers = "".join(
+        f"\n  database server {d.name}: {'up' if d.serving else 'DOWN'}, {d.workspaces} workspace(s)"
+        f"{' (control plane)' if d.control_plane else ''}"
+        for d in resp.database_servers
+    )
+    command.emit(resp, args.json, f"embedding backlog: {resp.embedding_backlog}\n{deps}{servers}")
     return 0
 
 

@@ -80,7 +80,10 @@ def member_actions(mb: argparse._SubParsersAction) -> None:
 def workspace_line(w: m.WorkspaceSummary) -> str:
     """One workspace as ``workspace list`` prints it."""
     removed = f" ({w.removed_member_count} removed)" if w.removed_member_count else ""
-    return f"{w.id}  {w.name!r}  {w.member_count} member(s){removed}  created {minute_utc(w.created_at)}"
+    return (
+        f"{w.id}  {w.name!r}  {w.member_count} member(s){removed}  created {minute_utc(w.created_at)}"
+        f"  server {w.server}"
+    )
 
 
 def _next(token: str) -> list[str]:
@@ -113,6 +116,7 @@ def workspace_show(gw: client.Gateway, args: argparse.Namespace) -> int:
             f"  name: {w.name!r}",
             *([f"  renamed from {w.renamed_from!r} (its name was another workspace's too)"] if w.renamed_from else []),
             f"  created: {minute_utc(w.created_at)}",
+            f"  server: {w.server}",
             f"  members: {w.member_count} ({w.removed_member_count} removed)",
             f"  dense_floor={w.dense_floor:.2f} default_mode={name_of(m.RecallMode, w.default_mode)} "
             f"inject_gate={gate} expiry={f'{w.expiry_days}d' if w.expiry_days else 'off'} "

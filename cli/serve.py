@@ -32,12 +32,18 @@ def start(name: str, settings: Settings):
                 "`recallatron up` sets it to the embedded server"
             )
         try:
+            servers = settings.all_database_servers()
+        except ValueError as exc:
+            raise SystemExit(f"store cannot start: {exc}") from None
+        try:
             return StoreService(
                 settings.database_url,
                 settings.store_addr,
                 settings.embed_addr,
                 batch_size=settings.embed_batch_size,
                 pool_max=settings.db_pool_max,
+                servers=servers,
+                control_server=settings.control_server,
             )
         except StartupError as exc:
             raise SystemExit(f"store cannot start: {exc}") from None

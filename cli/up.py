@@ -13,6 +13,7 @@ store's pools reconnect on their own), and stops everything cleanly on SIGTERM o
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import socket
@@ -42,6 +43,9 @@ BACKOFF_START, BACKOFF_MAX = 1.0, 30.0
 # A process that ran this long before it died restarts after BACKOFF_START again: only a process
 # that keeps dying right after its start waits longer and longer.
 STABLE_SECONDS = 10.0
+# Each embedded server is a postmaster with its own shared memory: a handful is what one machine
+# is for (trying several servers out, and the tests).
+MOST_EMBEDDED_SERVERS = 8
 
 
 def ensure_operator_token(path: Path) -> None:
@@ -58,9 +62,13 @@ class Supervisor:
     """Runs and restarts the service processes."""
 
     def __init__(
-        self, settings: Settings, env: dict[str, str], stopping: threading.Event, pg: EmbeddedPostgres | None = None
+        self,
+        settings: Settings,
+        env: dict[str, str],
+        stopping: threading.Event,
+        pgs: list[EmbeddedPostgres] | None = None,
     ) -> None:
-        self.settings, self.env, self.stopping, self.pg = settings, env, stopping, pg
+        self.settings, self.env, self.stopping, self.pgs = settings, env, stopping, pgs or []
         self.logs = settings.home / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.run_dir = settings.home / "run"
@@ -139,8 +147,9 @@ class Supervisor:
     def watch(self) -> None:
         """Restarts the embedded PostgreSQL and dead processes (with backoff) until asked to stop."""
         while not self.stopping.wait(1.0):
-            if self.pg is not None and not self.pg.running():
-                self.restart_postgres()
+            for pg in self.pgs:
+                if not pg.running():
+                    self.restart_postgres(pg)
             for name, proc in list(self.procs.items()):
                 if proc.poll() is None:
                     continue
@@ -153,15 +162,15 @@ class Supervisor:
                 self.backoff[name] = min(delay * 2, BACKOFF_MAX)
                 self.spawn(name)
 
-    def restart_postgres(self) -> None:
-        """Starts the embedded server again (the services keep running and reconnect); a failure is
+    def restart_postgres(self, pg: EmbeddedPostgres) -> None:
+        """Starts an embedded server again (the services keep running and reconnect); a failure is
         printed and retried on the next round."""
-        print("recallatron: PostgreSQL exited; restarting it (crash recovery)", flush=True)
+        print(f"recallatron: PostgreSQL in {pg.data_dir} exited; restarting it (crash recovery)", flush=True)
         t0 = time.monotonic()
         try:
-            self.pg.restart()
+            pg.restart()
         except Exception as exc:  # noqa: BLE001 - reported, and tried again a second later
-            print(f"recallatron: PostgreSQL did not restart: {exc}; see {self.pg.data_dir / 'log'}", flush=True)
+            print(f"recallatron: PostgreSQL did not restart: {exc}; see {pg.data_dir / 'log'}", flush=True)
             return
         print(f"recallatron: PostgreSQL back after {time.monotonic() - t0:.1f}s", flush=True)
 
@@ -248,8 +257,22 @@ def choose_ports(settings: Settings) -> tuple[Settings, dict[str, str], list[str
     return settings.model_copy(update=update), env, said
 
 
-def run(settings: Settings) -> int:
+def embedded_folder(home: Path, k: int) -> Path:
+    """The data folder of embedded server ``pg<k>``: ``pg`` for the first (as with one server), then
+    ``pg2``, ``pg3`` ..."""
+    return home / ("pg" if k == 1 else f"pg{k}")
+
+
+def run(settings: Settings, embedded_servers: int = 1) -> int:
     """Brings the system up and blocks until SIGTERM or Ctrl-C; returns the exit status."""
+    if embedded_servers > 1 and settings.database_url:
+        print(
+            "recallatron: --embedded-servers starts embedded PostgreSQL servers, but DATABASE_URL is set; "
+            "unset it, or name your own servers in RECALLATRON_DATABASE_SERVERS (docs/scaling.md)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 2
     stop = stop_on_signals()  # servicekit.signals: the handler takes no lock
     busy = busy_ports(settings)
     if busy:
@@ -266,18 +289,29 @@ def run(settings: Settings) -> int:
     settings.home.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ) | chosen
     env["RECALLATRON_HOME"] = str(settings.home)  # absolute (servicekit.settings)
-    pg = None
+    pgs = []
     if not settings.database_url:
         from servicekit.embedded_pg import EmbeddedPostgres
 
-        pg = EmbeddedPostgres(settings.home / "pg")
-        env["DATABASE_URL"] = pg.control_url
+        # Named pg1..pgN, pg1 holding the control plane (docs/scaling.md). Servers an earlier run
+        # started are started again, so the workspaces placed on them stay reachable.
+        while embedded_folder(settings.home, embedded_servers + 1).is_dir():
+            embedded_servers += 1
+        pgs = [EmbeddedPostgres(embedded_folder(settings.home, k)) for k in range(1, embedded_servers + 1)]
+        env["DATABASE_URL"] = pgs[0].control_url
+        env["RECALLATRON_CONTROL_SERVER"] = "pg1"
+        env["RECALLATRON_DATABASE_SERVERS"] = json.dumps(
+            {f"pg{k}": pgs[k - 1].control_url for k in range(2, len(pgs) + 1)}
+        )
+        env.pop("RECALLATRON_DATABASE_SERVERS_FILE", None)
         where = f"embedded PostgreSQL in {settings.home / 'pg'}"
+        if len(pgs) > 1:
+            where = f"{len(pgs)} embedded PostgreSQL servers pg1..pg{len(pgs)} in {settings.home}"
     else:
         where = "DATABASE_URL"
     ensure_operator_token(settings.operator_token_path)
     env["RECALLATRON_OPERATOR_TOKEN_FILE"] = str(settings.operator_token_path)
-    sup = Supervisor(settings, env, stop, pg)
+    sup = Supervisor(settings, env, stop, pgs)
     status = 0
     try:
         for name in CHILDREN:
@@ -302,7 +336,7 @@ def run(settings: Settings) -> int:
             status = 1
     finally:
         sup.stop()
-        if pg is not None:
+        for pg in pgs:
             pg.stop()
         print("recallatron stopped", flush=True)
     return status
@@ -313,4 +347,18 @@ def up_parser(sub: argparse._SubParsersAction) -> None:
     up = sub.add_parser(
         "up", help="start the embedded database, all four services and the web screen; Ctrl-C stops them"
     )
-    up.set_defaults(handler=lambda args, settings: run(settings))
+    up.add_argument(
+        "--embedded-servers",
+        type=_server_count,
+        default=1,
+        metavar="N",
+        help="start N embedded PostgreSQL servers, pg1..pgN (pg1 holds the control plane), and spread workspaces "
+        "over them (docs/scaling.md); default 1",
+    )
+    up.set_defaults(handler=lambda args, settings: run(settings, args.embedded_servers))
+
+
+def _server_count(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= MOST_EMBEDDED_SERVERS:
+        raise argparse.ArgumentTypeError(f"expected a whole number 1..{MOST_EMBEDDED_SERVERS}, got {text!r}")
+    return int(text)

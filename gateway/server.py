@@ -142,10 +142,14 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
     def GetStatus(self, request, context):
         self.operator.check(context)
         try:
-            backlog = self.store.GetStatus(s.GetStatusRequest(), timeout=10).embedding_backlog
+            store = self.store.GetStatus(s.GetStatusRequest(), timeout=10)
         except grpc.RpcError:
-            backlog = -1
-        return g.GetStatusResponse(embedding_backlog=backlog, dependencies=self.dependencies.snapshot())
+            store = s.GetStatusResponse(embedding_backlog=-1)
+        return g.GetStatusResponse(
+            embedding_backlog=store.embedding_backlog,
+            dependencies=self.dependencies.snapshot(),
+            database_servers=store.database_servers,
+        )
 
 
 class DependencyWatch:

@@ -6,6 +6,8 @@ README.md ("Configuration"). Invalid values stop start-up with a message naming 
 
 from __future__ import annotations
 
+import json
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -14,6 +16,16 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from servicekit import limits
+
+SERVER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+
+
+def check_server_name(name: str) -> str:
+    """A database server's name: lowercase letters, digits, ``-`` and ``_``, starting with a
+    letter, at most 63 characters; ValueError otherwise."""
+    if not SERVER_NAME.fullmatch(name):
+        raise ValueError(f"database server name {name!r}: use a-z, 0-9, - and _, starting with a letter (1..63)")
+    return name
 
 
 def host_port(text: str) -> tuple[str, int]:
@@ -38,6 +50,16 @@ class Settings(BaseSettings):
     )
     database_url: str | None = Field(
         None, validation_alias="DATABASE_URL", description="control-plane database URL; unset means the embedded server"
+    )
+    control_server: str = Field(
+        "main", description="the name of DATABASE_URL's server among the database servers (docs/scaling.md)"
+    )
+    database_servers: dict[str, str] = Field(
+        default_factory=dict,
+        description="other PostgreSQL servers for workspace databases, a JSON object of name to connection string",
+    )
+    database_servers_file: Path | None = Field(
+        None, description="a JSON file of the same form, read at start (its servers join RECALLATRON_DATABASE_SERVERS)"
     )
 
     gateway_addr: str = limits.GATEWAY_ADDR
@@ -97,13 +119,48 @@ class Settings(BaseSettings):
         host_port(value)
         return value
 
-    @field_validator("home", "operator_token_file")
+    @field_validator("control_server")
+    @classmethod
+    def _server_name(cls, value: str) -> str:
+        return check_server_name(value)
+
+    @field_validator("database_servers")
+    @classmethod
+    def _server_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, conninfo in value.items():
+            check_server_name(name)
+            if not conninfo.strip():
+                raise ValueError(f"server {name!r} has an empty connection string")
+        return value
+
+    @field_validator("home", "operator_token_file", "database_servers_file")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         """A relative folder or file is taken from the current folder once, here: every path built
         from it and every message naming it is then absolute, so a message says exactly where it
         looked, and the processes ``up`` starts (which it passes the paths on to) find the same files."""
         return None if value is None else value.expanduser().resolve()
+
+    def all_database_servers(self) -> dict[str, str]:
+        """The other database servers: ``database_servers`` and those of ``database_servers_file``;
+        ValueError naming the file or the server when it cannot be read or a name is given twice."""
+        servers = dict(self.database_servers)
+        if self.database_servers_file is not None:
+            try:
+                loaded = json.loads(self.database_servers_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"RECALLATRON_DATABASE_SERVERS_FILE {self.database_servers_file}: {exc}") from None
+            if not isinstance(loaded, dict) or not all(isinstance(v, str) for v in loaded.values()):
+                raise ValueError(
+                    f"RECALLATRON_DATABASE_SERVERS_FILE {self.database_servers_file}: "
+                    "expected a JSON object of server name to connection string"
+                )
+            for name, conninfo in loaded.items():
+                if name in servers:
+                    raise ValueError(f"database server {name!r} is named twice (variable and file)")
+                self._server_names({name: conninfo})
+                servers[name] = conninfo
+        return servers
 
     @property
     def operator_token_path(self) -> Path:

@@ -27,7 +27,7 @@ from psycopg.rows import namedtuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 from yoyo import get_backend, read_migrations
 
-from servicekit.errors import NotFound
+from servicekit.errors import NotFound, Unavailable
 from servicekit.metrics import POOLS
 from store_service import data_steps
 
@@ -242,34 +242,88 @@ class Pool(ConnectionPool):
 
 
 class Databases:
-    """The control-plane pool and a bounded LRU of workspace pools."""
+    """The control-plane pool and a bounded LRU of workspace pools, over one or several PostgreSQL
+    servers (docs/scaling.md, "Several database servers").
 
-    def __init__(self, control_conninfo: str, pool_max: int = 4, max_workspace_pools: int = 16) -> None:
+    ``servers`` names the other servers, each a libpq conninfo of any database on it; the control
+    plane's own server is ``control_server``. A workspace row names its server (``""`` for the
+    control plane's). Pools are keyed by (server, database) and each server has its own health, so
+    a server that is down fails only its own workspaces' calls, fast (UNAVAILABLE)."""
+
+    def __init__(
+        self,
+        control_conninfo: str,
+        pool_max: int = 4,
+        max_workspace_pools: int = 16,
+        *,
+        servers: dict[str, str] | None = None,
+        control_server: str = "main",
+    ) -> None:
         """Connections stay within ``pool_max * (max_workspace_pools + 1)`` (80 by default, under
         PostgreSQL's default 100): workspace pools open connections on demand, close idle ones
         after a minute, and the least recently used pool closes beyond ``max_workspace_pools``."""
+        others = dict(servers or {})
+        if control_server in others:
+            raise StartupError(
+                f"database server {control_server!r} is the control plane's own (DATABASE_URL): "
+                "name it only there, or set RECALLATRON_CONTROL_SERVER to another name"
+            )
         self.control_conninfo = control_conninfo
+        self.control_server = control_server
+        self.servers: dict[str, str] = {control_server: control_conninfo, **others}
         self.pool_max = pool_max
         self.max_workspace_pools = max_workspace_pools
-        self.health = ServerHealth()
+        self.healths = {name: ServerHealth() for name in self.servers}
+        self.health = self.healths[control_server]
         self._connection_class = _tracked(self.health)
         self.control = Pool(control_conninfo, health=self.health, min_size=1, max_size=pool_max, name="control")
-        self._pools: OrderedDict[str, ConnectionPool] = OrderedDict()
+        self._pools: OrderedDict[tuple[str, str], ConnectionPool] = OrderedDict()
         # Workspace databases this process dropped: never pooled again (a call authenticated before
         # the deletion would otherwise open a pool on a database that no longer exists).
-        self._dropped: set[str] = set()
+        self._dropped: set[tuple[str, str]] = set()
+        # Servers whose template and workspaces are migrated; one that was down at start is
+        # prepared by the probe once it answers, and serves no workspace before.
+        self._prepared: set[str] = set()
+        self._prepare_lock = threading.Lock()
         self._lock = threading.Lock()
         POOLS.watch(self)
 
+    def server_name(self, server: str) -> str:
+        """The configured name of a workspace row's ``server`` (``""``: the control plane's)."""
+        return server or self.control_server
+
     def open(self) -> None:
-        """Checks the server, migrates the control plane and the template, opens the control pool."""
+        """Checks the control plane's server, migrates the control plane, and prepares every server
+        (its template and its workspaces migrated); a server other than the control plane's that
+        cannot be prepared now is logged and prepared by ``probe`` when it answers."""
         check_server(self.control_conninfo)
         migrate(self.control_conninfo, "control")
-        self._ensure_template()
-        with psycopg.connect(self.control_conninfo, autocommit=True) as conn:
-            for ws in named(conn).execute("SELECT db_name FROM workspace ORDER BY created_at"):
-                migrate(_url(self.control_conninfo, ws.db_name), "workspace")  # existing workspaces catch up
+        for name in self.servers:
+            try:
+                self._prepare(name)
+            except (StartupError, psycopg.Error) as exc:
+                if name == self.control_server:
+                    raise
+                log.warning("database server %r not prepared (%s); its workspaces wait for it", name, exc)
         self.control.open(wait=True, timeout=30)
+
+    def _prepare(self, name: str) -> None:
+        """Checks server ``name``, migrates its template and the workspace databases placed on it."""
+        with self._prepare_lock:
+            if name in self._prepared:
+                return
+            conninfo = self.servers[name]
+            if name != self.control_server:
+                check_server(conninfo)
+            self._ensure_template(conninfo)
+            with psycopg.connect(self.control_conninfo, autocommit=True) as conn:
+                placed = named(conn).execute(
+                    "SELECT db_name FROM workspace WHERE coalesce(server, %s) = %s ORDER BY created_at",
+                    (self.control_server, name),
+                )
+                for ws in placed.fetchall():
+                    migrate(_url(conninfo, ws.db_name), "workspace")  # existing workspaces catch up
+            self._prepared.add(name)
 
     def pools(self) -> dict[str, list[ConnectionPool]]:
         """The pools by kind, ``{"control": [...], "workspace": [...]}`` (for metrics): a snapshot
@@ -281,12 +335,36 @@ class Databases:
                 continue
 
     def probe(self) -> None:
-        """Opens a fresh connection to the control database and runs ``SELECT 1`` (the outcome goes
-        to ``health``); raises psycopg.OperationalError when the server does not accept it."""
+        """Opens a fresh connection to each server and runs ``SELECT 1`` (each outcome goes to that
+        server's health), preparing a server that answers for the first time; raises
+        psycopg.OperationalError when the control plane's server does not accept it."""
+        for name, conninfo in self.servers.items():
+            if name == self.control_server:
+                continue
+            try:
+                with _tracked(self.healths[name]).connect(
+                    conninfo, connect_timeout=CONNECT_TIMEOUT_SECONDS, autocommit=True
+                ) as conn:
+                    conn.execute("SELECT 1")
+                if name not in self._prepared:
+                    self._prepare(name)
+                    log.info("database server %r prepared", name)
+            except (StartupError, psycopg.Error) as exc:
+                log.debug("database server %r: %s", name, exc)
         with self._connection_class.connect(
             self.control_conninfo, connect_timeout=CONNECT_TIMEOUT_SECONDS, autocommit=True
         ) as conn:
             conn.execute("SELECT 1")
+
+    def serving(self, server: str) -> bool:
+        """Whether a workspace row's ``server`` is configured, prepared and not refusing connections."""
+        name = self.server_name(server)
+        return name in self._prepared and not self.healths[name].down
+
+    def server_status(self) -> list[tuple[str, bool]]:
+        """Each configured server's name and whether it serves (prepared and not refusing
+        connections), the control plane's first."""
+        return [(name, self.serving(name)) for name in self.servers]
 
     def close(self) -> None:
         """Closes every pool."""
@@ -296,20 +374,30 @@ class Databases:
             self._pools.clear()
         self.control.close()
 
-    def _ensure_template(self) -> None:
-        with psycopg.connect(self.control_conninfo, autocommit=True) as conn:
+    def _conninfo(self, server: str) -> str:
+        name = self.server_name(server)
+        if name not in self.servers:
+            log.warning("a workspace is placed on database server %r, which is not configured", name)
+            raise Unavailable("the workspace's database server is unavailable; retry later")
+        return self.servers[name]
+
+    def _ensure_template(self, conninfo: str) -> None:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (_TEMPLATE_LOCK_KEY,))
             try:
                 exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (TEMPLATE_DB,)).fetchone()
                 if not exists:
                     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE_DB)))
-                migrate(_url(self.control_conninfo, TEMPLATE_DB), "workspace")
+                migrate(_url(conninfo, TEMPLATE_DB), "workspace")
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_TEMPLATE_LOCK_KEY,))
 
-    def create_workspace_db(self, db_name: str) -> None:
-        """Creates a workspace database as a copy of the migrated template, then migrates it."""
-        with psycopg.connect(self.control_conninfo, autocommit=True) as conn:
+    def create_workspace_db(self, db_name: str, server: str = "") -> None:
+        """Creates a workspace database on ``server`` as a copy of its migrated template, then
+        migrates it."""
+        conninfo = self._conninfo(server)
+        self._prepare(self.server_name(server))
+        with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (_TEMPLATE_LOCK_KEY,))
             try:
                 conn.execute(
@@ -319,33 +407,42 @@ class Databases:
                 )
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_TEMPLATE_LOCK_KEY,))
-        migrate(_url(self.control_conninfo, db_name), "workspace")
+        migrate(_url(conninfo, db_name), "workspace")
 
-    def drop_workspace_db(self, db_name: str) -> None:
+    def drop_workspace_db(self, db_name: str, server: str = "") -> None:
         """Drops a workspace database (if it exists) after closing this process's pool of it: from now
-        on ``workspace(db_name)`` is NOT_FOUND here, and sessions still connected to it, of this
-        process or another, are ended (``WITH (FORCE)``), so calls in flight in it fail at once."""
+        on ``workspace(db_name, server)`` is NOT_FOUND here, and sessions still connected to it, of
+        this process or another, are ended (``WITH (FORCE)``), so calls in flight in it fail at once."""
+        key = (self.server_name(server), db_name)
+        conninfo = self._conninfo(server)
         with self._lock:
-            self._dropped.add(db_name)
-            pool = self._pools.pop(db_name, None)
+            self._dropped.add(key)
+            pool = self._pools.pop(key, None)
         if pool is not None:
             pool.close(timeout=2)  # its worker threads stop within it; 0 would leave them, warning
-        with psycopg.connect(self.control_conninfo, autocommit=True) as conn:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db_name)))
 
-    def workspace(self, db_name: str) -> ConnectionPool:
-        """The pool of one workspace database, opened on first use; least recently used pools close.
-        NOT_FOUND for a database this process dropped."""
+    def workspace(self, db_name: str, server: str = "") -> ConnectionPool:
+        """The pool of one workspace database on ``server`` (``""``: the control plane's), opened on
+        first use; least recently used pools close. NOT_FOUND for a database this process dropped;
+        UNAVAILABLE while its server is not configured or not yet prepared."""
+        name = self.server_name(server)
+        conninfo = self._conninfo(server)
+        if name not in self._prepared:
+            log.warning("database server %r is not prepared yet (down since the store started)", name)
+            raise Unavailable("the workspace's database server is unavailable; retry later")
+        key = (name, db_name)
         with self._lock:
-            if db_name in self._dropped:
+            if key in self._dropped:
                 raise NotFound("workspace not found (it was deleted)")
-            pool = self._pools.get(db_name)
+            pool = self._pools.get(key)
             if pool is not None:
-                self._pools.move_to_end(db_name)
+                self._pools.move_to_end(key)
                 return pool
             pool = Pool(
-                _url(self.control_conninfo, db_name),
-                health=self.health,
+                _url(conninfo, db_name),
+                health=self.healths[name],
                 min_size=0,
                 max_size=self.pool_max,
                 max_idle=60.0,
@@ -353,7 +450,7 @@ class Databases:
                 name=db_name,
             )
             pool.open(wait=True, timeout=30)
-            self._pools[db_name] = pool
+            self._pools[key] = pool
             while len(self._pools) > self.max_workspace_pools:
                 _, old = self._pools.popitem(last=False)
                 old.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 
 import grpc
 import psycopg
@@ -63,8 +64,8 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         self._workspaces: dict[str, Workspace] = {}
         self._ws_lock = threading.Lock()
 
-    def _db_name(self, caller: m.Caller) -> str:
-        """The caller's workspace database (workspace rows never move, so the lookup is cached by
+    def _workspace(self, caller: m.Caller) -> Workspace:
+        """The caller's workspace row (workspace rows never move, so the lookup is cached by
         id; an operator's call may name the workspace, and a name can move to another workspace, so a
         name is looked up every time)."""
         key = caller.workspace_id
@@ -75,11 +76,12 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             if key == str(ws.id):
                 with self._ws_lock:
                     self._workspaces[key] = ws
-        return ws.db_name
+        return ws
 
     def _conn(self, caller: m.Caller):
         """A pooled connection to the caller's workspace database."""
-        return self.dbs.workspace(self._db_name(caller)).connection()
+        ws = self._workspace(caller)
+        return self.dbs.workspace(ws.db_name, ws.server).connection()
 
     # Control plane.
     def ListWorkspaces(self, request, context):
@@ -116,7 +118,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         )
 
     def CreateWorkspace(self, request, context):
-        return s.CreateWorkspaceResponse(workspace_id=str(self.control.create_workspace(request.name)))
+        return s.CreateWorkspaceResponse(workspace_id=str(self.control.create_workspace(request.name, request.server)))
 
     def AddMember(self, request, context):
         member_id, token = self.control.add_member(
@@ -352,7 +354,11 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def _wake(self, caller: m.Caller | None) -> None:
         """Tells the embedding worker that the caller's workspace (None: any) has new jobs."""
         if self.worker:
-            self.worker.wake(self._db_name(caller) if caller is not None else None)
+            if caller is None:
+                self.worker.wake(None)
+            else:
+                ws = self._workspace(caller)
+                self.worker.wake(ws.db_name, ws.server)
 
     def UpdateWorkspaceSettings(self, request, context):
         ws = self.control.update_settings(
@@ -375,7 +381,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         queued = 0
         for ws in self.control.workspaces():
             try:
-                with self.dbs.workspace(ws.db_name).connection() as conn:
+                with self.dbs.workspace(ws.db_name, ws.server).connection() as conn:
                     queued += requeue(conn, version, request.all)
             except NotFound:  # deleted since it was listed
                 continue
@@ -385,10 +391,19 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
     def GetStatus(self, request, context):
         try:
             total = self.worker.backlog() if self.worker else 0
-            count = len(self.control.workspaces())
+            placed = self.control.workspaces()
         except psycopg.Error as exc:
             raise Unavailable("database unavailable") from exc
-        return s.GetStatusResponse(database_ok=True, embedding_backlog=total, workspaces=count)
+        counts = Counter(self.dbs.server_name(ws.server) for ws in placed)
+        servers = [
+            m.DatabaseServerStatus(
+                name=name, serving=serving, workspaces=counts[name], control_plane=name == self.dbs.control_server
+            )
+            for name, serving in self.dbs.server_status()
+        ]
+        return s.GetStatusResponse(
+            database_ok=True, embedding_backlog=total, workspaces=len(placed), database_servers=servers
+        )
 
 
 def _naming(method):
@@ -418,9 +433,17 @@ class StoreService:
     """A running store: database pools, the gRPC server, the embedding worker and a health watcher."""
 
     def __init__(
-        self, database_url: str, bind: str, embed_addr: str, *, batch_size: int = EMBED_BATCH_SIZE, pool_max: int = 4
+        self,
+        database_url: str,
+        bind: str,
+        embed_addr: str,
+        *,
+        batch_size: int = EMBED_BATCH_SIZE,
+        pool_max: int = 4,
+        servers: dict[str, str] | None = None,
+        control_server: str = "main",
     ) -> None:
-        self.dbs = Databases(database_url, pool_max=pool_max)
+        self.dbs = Databases(database_url, pool_max=pool_max, servers=servers, control_server=control_server)
         self.dbs.open()
         # The embedding job's calls skip a frozen or failing embed service (servicekit.breaker).
         self.embed_breaker = CircuitBreaker("embed", EMBED_TIMEOUT_SECONDS)

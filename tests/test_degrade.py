@@ -5,6 +5,7 @@ stays closed, and status says "not configured"; one configured and then gone is 
 
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -123,7 +124,11 @@ def status_cli(stack, *args) -> subprocess.CompletedProcess:
 def test_status_command_says_not_configured(stack):
     text = status_cli(stack, "--operator-token", stack.operator_token)
     assert text.returncode == 0, text.stderr
-    assert text.stdout.splitlines()[1:] == ["  store: up", "  embed: up", "  rank: up", "  reranker: not configured"]
+    lines = text.stdout.splitlines()
+    assert lines[1:5] == ["  store: up", "  embed: up", "  rank: up", "  reranker: not configured"]
+    assert len(lines) == 6 and re.fullmatch(
+        r"  database server main: up, \d+ workspace\(s\) \(control plane\)", lines[5]
+    )
     out = status_cli(stack, "--operator-token", stack.operator_token, "--json")
     assert out.returncode == 0, out.stderr
     deps = {d["name"]: d for d in json.loads(out.stdout)["dependencies"]}

@@ -11,18 +11,25 @@ from store_service.embedding import job
 from store_service.embedding.job import EmbeddingWorker
 
 
+class _EveryServerServes:
+    """Stands in for the databases (none here): every server answers."""
+
+    def serving(self, server: str) -> bool:
+        return True
+
+
 def _worker(monkeypatch, during_check) -> EmbeddingWorker:
     """A worker whose one workspace ``ws`` runs an empty batch and whose "any job left?" check runs
     ``during_check(worker)`` before answering no; it stops after that cycle."""
-    worker = EmbeddingWorker(dbs=None, control=None, embed=None, batch_size=8)
-    worker._active = {"ws"}
+    worker = EmbeddingWorker(dbs=_EveryServerServes(), control=None, embed=None, batch_size=8)
+    worker._active, worker._servers = {"ws"}, {"ws": ""}
     worker._next_sweep = float("inf")
     worker._version = "v1"
     monkeypatch.setattr(worker, "current_version", lambda: "v1")
     monkeypatch.setattr(worker, "run_once", lambda db_name, max_batches: 0)
     monkeypatch.setattr(worker, "queue", lambda: (0, 0.0))
 
-    def has_jobs(dbs, db_name):
+    def has_jobs(dbs, db_name, server=""):
         during_check(worker)
         worker._stop.set()
         return False

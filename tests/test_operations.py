@@ -202,7 +202,7 @@ def test_deleting_a_workspace_leaves_nothing_and_touches_nothing_else(stack):
     a, b = stack.member(doomed), stack.member(kept)
     a.remember("A note in the doomed workspace.")
     kept_note = b.remember("A note that must survive.")
-    assert db_name in stack.store.dbs._pools  # the store opened a pool to write
+    assert ("main", db_name) in stack.store.dbs._pools  # the store opened a pool to write
     # Calls in flight in both workspaces while it is deleted.
     stop, outcomes = threading.Event(), {"doomed": [], "kept": []}
 
@@ -231,7 +231,7 @@ def test_deleting_a_workspace_leaves_nothing_and_touches_nothing_else(stack):
     # Nothing left: database, rows, pool; the other workspace whole.
     assert not _database_exists(stack, db_name)
     assert _control_rows(stack, doomed) == (0, 0, 0)
-    assert db_name not in stack.store.dbs._pools
+    assert ("main", db_name) not in stack.store.dbs._pools
     assert code_of(admin.GetWorkspace, g.GetWorkspaceRequest(workspace_id=doomed), metadata=op) == NOT_FOUND
     assert code_of(admin.DeleteWorkspace, g.DeleteWorkspaceRequest(workspace_id=doomed), metadata=op) == NOT_FOUND
     assert b.read(kept_note.id).body == "A note that must survive."

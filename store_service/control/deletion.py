@@ -38,12 +38,12 @@ def delete(dbs: Databases, ref: str) -> tuple[s.DeleteWorkspaceResponse, str]:
         ws = workspace_ref(conn, ref, lock=True, deleting=True)
         row = (
             named(conn)
-            .execute("SELECT name, db_name, deleted_at AS before FROM workspace WHERE id = %s", (ws,))
+            .execute("SELECT name, db_name, server, deleted_at AS before FROM workspace WHERE id = %s", (ws,))
             .fetchone()
         )
         conn.execute("UPDATE workspace SET deleted_at = coalesce(deleted_at, now()) WHERE id = %s", (ws,))
     log.info("deleting workspace %s (%s)%s", ws, row.name, ", resumed" if row.before else "")
-    dbs.drop_workspace_db(row.db_name)
+    dbs.drop_workspace_db(row.db_name, row.server or "")
     with dbs.control.connection() as conn, conn.transaction():
         conn.execute("DELETE FROM credential WHERE member_id IN (SELECT id FROM member WHERE workspace_id = %s)", (ws,))
         members = conn.execute("DELETE FROM member WHERE workspace_id = %s", (ws,)).rowcount

@@ -53,7 +53,8 @@ _MEMBER = """SELECT mb.id, mb.display_name, mb.role, mb.created_at, mb.removed_a
                FROM member mb"""
 
 
-def _summary(row) -> m.WorkspaceSummary:
+def _summary(row, control_server: str) -> m.WorkspaceSummary:
+    ws = workspace_of(row)
     return m.WorkspaceSummary(
         id=str(row.id),
         name=row.name,
@@ -61,7 +62,8 @@ def _summary(row) -> m.WorkspaceSummary:
         member_count=row.members,
         removed_member_count=row.removed,
         renamed_from=row.renamed_from or "",
-        **settings_fields(workspace_of(row)),
+        server=ws.server or control_server,
+        **settings_fields(ws),
     )
 
 
@@ -111,13 +113,15 @@ class Directory:
         more = len(rows) > size
         rows = rows[:size]
         token = page_tokens.encode(fp, [rows[-1].created_at.isoformat(), str(rows[-1].id)]) if more else ""
-        return [_summary(r) for r in rows], token
+        return [_summary(r, self.dbs.control_server) for r in rows], token
 
     def get_workspace(self, ref: str) -> m.WorkspaceSummary:
         """One workspace by id or name; NOT_FOUND otherwise."""
         with self.dbs.control.connection() as conn:
             ws = workspace_ref(conn, ref)
-            return _summary(named(conn).execute(_SUMMARY + " WHERE w.id = %s", (ws,)).fetchone())
+            return _summary(
+                named(conn).execute(_SUMMARY + " WHERE w.id = %s", (ws,)).fetchone(), self.dbs.control_server
+            )
 
     def rename_workspace(self, ref: str, name: str) -> m.WorkspaceSummary:
         """Renames a workspace; INVALID_ARGUMENT for a bad name, ALREADY_EXISTS for a taken one."""
@@ -131,7 +135,12 @@ class Directory:
             except psycopg.errors.UniqueViolation:  # taken by a rename or create racing this one
                 name_free(conn, name, but=ws)
                 raise
-            return _summary(named(conn).execute(_SUMMARY + " WHERE w.id = %s", (ws,)).fetchone())
+            return _summary(
+                named(conn).execute(_SUMMARY + " WHERE w.id = %s", (ws,)).fetchone(), self.dbs.control_server
+            )
+
+    def _one(self, conn, ws: uuid.UUID) -> m.WorkspaceSummary:
+        return _summary(named(conn).execute(_SUMMARY + " WHERE w.id = %s", (ws,)).fetchone(), self.dbs.control_server)
 
     def list_members(self, ref: str, page_size: int, page_token: str) -> tuple[list[m.MemberSummary], str]:
         """A workspace's members, removed ones too, oldest first, one page."""

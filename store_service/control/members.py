@@ -87,7 +87,8 @@ def remove(control: ControlPlane, dbs: Databases, workspace_id: str, member_id: 
     workspace or a member not in it (malformed ids too)."""
     removal = control.remove_member(workspace_id, member_id)
     member = uuid.UUID(removal.caller.member_id)
-    with _turn(removal.db_name), dbs.workspace(removal.db_name).connection() as conn, _sole_removal(conn, member):
+    pool = dbs.workspace(removal.db_name, removal.server)
+    with _turn(removal.db_name), pool.connection() as conn, _sole_removal(conn, member):
         membership.mark_removed(conn, member)
         forgotten = lifecycle.forget_member(conn, removal.caller)
         turns_forgotten = turns.forget_all(conn, member)

@@ -52,11 +52,13 @@ class Workspace:
     # ("" when the workspace set a number), and the minimum cosine in force.
     inject_gate: str = relevance_gate.DEFAULT
     inject_min_cosine: float = relevance_gate.PRESETS[relevance_gate.DEFAULT]
+    # The database server its database is on, by its configured name ("": the control plane's).
+    server: str = ""
 
 
 # The columns of a workspace row, as ``workspace_of`` reads them.
 WORKSPACE_COLUMNS = (
-    "id, db_name, dense_floor, default_mode, context_bundle, expiry_days, inject_gate, inject_min_cosine"
+    "id, db_name, dense_floor, default_mode, context_bundle, expiry_days, inject_gate, inject_min_cosine, server"
 )
 
 
@@ -73,6 +75,7 @@ def workspace_of(row) -> Workspace:
         row.expiry_days or 0,
         preset,
         relevance_gate.PRESETS[preset] if preset else row.inject_min_cosine,
+        row.server or "",
     )
 
 
@@ -97,6 +100,7 @@ class Removal:
 
     caller: m.Caller
     db_name: str
+    server: str
     revoked: int
     already_removed: bool
 
@@ -208,23 +212,49 @@ class ControlPlane:
     def __init__(self, dbs: Databases) -> None:
         self.dbs = dbs
 
-    def create_workspace(self, name: str) -> uuid.UUID:
-        """Creates the workspace row and its database. INVALID_ARGUMENT for a bad name, ALREADY_EXISTS
-        for a name another workspace has (case-insensitively), checked before and enforced after the
-        database is made (a race that loses drops the database it made)."""
+    def create_workspace(self, name: str, server: str = "") -> uuid.UUID:
+        """Creates the workspace row and its database, on ``server`` or else where ``place`` puts it.
+        INVALID_ARGUMENT for a bad name or an unknown server, ALREADY_EXISTS for a name another
+        workspace has (case-insensitively), checked before and enforced after the database is made
+        (a race that loses drops the database it made)."""
         name = check_workspace_name(name)
         with self.dbs.control.connection() as conn:
             name_free(conn, name)
+            chosen = self._check_server(server) if server else self.place(conn)
         ws_id = uuid.uuid4()
         db_name = new_db_name(ws_id)
-        self.dbs.create_workspace_db(db_name)
+        stored = None if chosen == self.dbs.control_server else chosen
+        self.dbs.create_workspace_db(db_name, stored or "")
         try:
             with self.dbs.control.connection() as conn:
-                conn.execute("INSERT INTO workspace (id, name, db_name) VALUES (%s, %s, %s)", (ws_id, name, db_name))
+                conn.execute(
+                    "INSERT INTO workspace (id, name, db_name, server) VALUES (%s, %s, %s, %s)",
+                    (ws_id, name, db_name, stored),
+                )
         except psycopg.errors.UniqueViolation:
-            self.dbs.drop_workspace_db(db_name)
+            self.dbs.drop_workspace_db(db_name, stored or "")
             raise NameTaken(name) from None
         return ws_id
+
+    def _check_server(self, server: str) -> str:
+        if server not in self.dbs.servers:
+            raise InvalidArgument(
+                f"no database server named {server!r}; configured: {', '.join(self.dbs.servers)}", field="server"
+            )
+        return server
+
+    def place(self, conn: psycopg.Connection) -> str:
+        """Where a new workspace goes when none is asked for (docs/scaling.md): of the servers that
+        serve now, the one with the fewest workspaces, the first configured on a tie (the control
+        plane's server first); the control plane's server when none other serves."""
+        counts = dict(
+            conn.execute(
+                "SELECT coalesce(server, %s), count(*) FROM workspace WHERE deleted_at IS NULL GROUP BY 1",
+                (self.dbs.control_server,),
+            ).fetchall()
+        )
+        serving = [name for name, ok in self.dbs.server_status() if ok] or [self.dbs.control_server]
+        return min(serving, key=lambda name: (counts.get(name, 0), list(self.dbs.servers).index(name)))
 
     def add_member(self, workspace_id: str, role: int, purposes: list[int], display_name: str) -> tuple[uuid.UUID, str]:
         """Adds a member and issues a token granted ``purposes`` (all four when empty)."""
@@ -278,7 +308,7 @@ class ControlPlane:
             row = (
                 named(conn)
                 .execute(
-                    """SELECT mb.role, mb.removed_at, w.db_name
+                    """SELECT mb.role, mb.removed_at, w.db_name, w.server
                          FROM member mb JOIN workspace w ON w.id = mb.workspace_id
                         WHERE mb.id = %s AND mb.workspace_id = %s FOR UPDATE OF mb""",
                     (mem, ws),
@@ -297,7 +327,7 @@ class ControlPlane:
             role=ROLE_OF[row.role],
             granted_purposes=sorted(PURPOSE_OF.values()),
         )
-        return Removal(caller, row.db_name, revoked, row.removed_at is not None)
+        return Removal(caller, row.db_name, row.server or "", revoked, row.removed_at is not None)
 
     def authenticate(self, token: str) -> tuple[m.Caller, Workspace]:
         """Resolves a bearer token; UNAUTHENTICATED for an unknown, revoked or malformed one."""
@@ -308,7 +338,7 @@ class ControlPlane:
                 named(conn)
                 .execute(
                     """SELECT w.id, w.db_name, w.dense_floor, w.default_mode, w.context_bundle, w.expiry_days,
-                            w.inject_gate, w.inject_min_cosine, mb.id AS member_id, mb.role, c.purposes
+                            w.inject_gate, w.inject_min_cosine, w.server, mb.id AS member_id, mb.role, c.purposes
                      FROM credential c JOIN member mb ON mb.id = c.member_id JOIN workspace w ON w.id = mb.workspace_id
                     WHERE c.token_sha256 = %s AND c.revoked_at IS NULL AND mb.removed_at IS NULL
                       AND w.deleted_at IS NULL""",

@@ -55,6 +55,8 @@ REUSED = Counter(
 FAILURES = Counter("recallatron_embedding_batch_failures", "Embedding batches that failed and were retried.")
 BACKOFF_START, BACKOFF_MAX, IDLE_POLL = 0.5, 5.0, 0.5
 SWEEP_SECONDS = 60.0
+# A sweep that had to skip a database server that was down runs again this soon.
+RESWEEP_SECONDS = 5.0
 BACKLOG_SECONDS = 1.0  # the backlog gauge is recounted at most this often
 LEASE_SECONDS = 120  # a claimed batch not finished by then is claimed again (at once when its claimant is gone)
 EMBED_TIMEOUT_SECONDS = 60.0
@@ -97,9 +99,9 @@ def requeue_other_versions(conn, input_version: str) -> int:
     return cur.rowcount
 
 
-def queued(dbs: Databases, db_name: str) -> tuple[int, float]:
+def queued(dbs: Databases, db_name: str, server: str = "") -> tuple[int, float]:
     """Jobs waiting in one workspace database, and the seconds the oldest has waited (0.0 when none)."""
-    with dbs.workspace(db_name).connection() as conn:
+    with dbs.workspace(db_name, server).connection() as conn:
         row = (
             named(conn)
             .execute(
@@ -116,9 +118,9 @@ def _any_job(conn: psycopg.Connection) -> bool:
     return named(conn).execute("SELECT EXISTS (SELECT 1 FROM embedding_job) AS found").fetchone().found
 
 
-def has_jobs(dbs: Databases, db_name: str) -> bool:
+def has_jobs(dbs: Databases, db_name: str, server: str = "") -> bool:
     """Whether one workspace database has any job queued (without counting them)."""
-    with dbs.workspace(db_name).connection() as conn:
+    with dbs.workspace(db_name, server).connection() as conn:
         return _any_job(conn)
 
 
@@ -159,6 +161,8 @@ class EmbeddingWorker:
         # since it started looking (a write committing between its "no jobs left" check and the drop
         # would otherwise wait for the next sweep, up to SWEEP_SECONDS, and GetStatus would say 0).
         self._wakes: dict[str, int] = {}
+        # The database server of each db name seen (the workspace rows say; "": the control plane's).
+        self._servers: dict[str, str] = {}
         self._version = ""
         self._next_sweep = 0.0
         self._next_gauge = 0.0
@@ -179,6 +183,7 @@ class EmbeddingWorker:
         with self._lock:
             self._active.discard(db_name)
             self._wakes.pop(db_name, None)
+            self._servers.pop(db_name, None)
 
     def _gone(self, db_name: str) -> bool:
         """Whether ``db_name`` is no longer a workspace's (deleted, here or by another store process);
@@ -188,12 +193,30 @@ class EmbeddingWorker:
         self.forget_db(db_name)
         return True
 
-    def wake(self, db_name: str | None = None) -> None:
-        """Notes that ``db_name`` has new work (None: look everywhere) and nudges the worker."""
+    def _placed(self) -> list:
+        """Every workspace row, noting the server of each database."""
+        found = self.control.workspaces()
+        with self._lock:
+            self._servers.update((ws.db_name, ws.server) for ws in found)
+        return found
+
+    def _server(self, db_name: str) -> str:
+        with self._lock:
+            known = self._servers.get(db_name)
+        if known is None:
+            self._placed()
+            with self._lock:
+                known = self._servers.get(db_name, "")
+        return known
+
+    def wake(self, db_name: str | None = None, server: str = "") -> None:
+        """Notes that ``db_name`` on ``server`` has new work (None: look everywhere) and nudges the
+        worker."""
         with self._lock:
             if db_name is None:
                 self._next_sweep = 0.0
             else:
+                self._servers[db_name] = server
                 self._active.add(db_name)
                 self._wakes[db_name] = self._wakes.get(db_name, 0) + 1
         self._wake.set()
@@ -208,11 +231,13 @@ class EmbeddingWorker:
         with self._lock:
             active = set(self._active)
         if self._next_sweep == 0.0:  # not swept yet: nothing is known, count everywhere
-            active = {ws.db_name for ws in self.control.workspaces()}
+            active = {ws.db_name for ws in self._placed()}
         each = []
         for db in sorted(active):
+            if not self.dbs.serving(self._server(db)):  # counted again once its server answers
+                continue
             try:
-                each.append(queued(self.dbs, db))
+                each.append(queued(self.dbs, db, self._server(db)))
             except (NotFound, psycopg.OperationalError):
                 if not self._gone(db):  # a deleted workspace has no backlog; any other trouble is real
                     raise
@@ -224,10 +249,13 @@ class EmbeddingWorker:
 
     def _sweep(self, version: str) -> None:
         """Re-queues vectors of another stamp and marks every workspace with queued jobs active."""
-        found = set()
-        for ws in self.control.workspaces():
+        found, skipped = set(), False
+        for ws in self._placed():
+            if not self.dbs.serving(ws.server):  # swept again soon, for when its server answers
+                skipped = True
+                continue
             try:
-                with self.dbs.workspace(ws.db_name).connection() as conn:
+                with self.dbs.workspace(ws.db_name, ws.server).connection() as conn:
                     requeue_other_versions(conn, version)  # a model change re-queues on its own
                     if _any_job(conn):
                         found.add(ws.db_name)
@@ -236,7 +264,7 @@ class EmbeddingWorker:
                     raise
         with self._lock:
             self._active |= found
-            self._next_sweep = time.monotonic() + SWEEP_SECONDS
+            self._next_sweep = time.monotonic() + (RESWEEP_SECONDS if skipped else SWEEP_SECONDS)
             self._version = version
 
     def _publish_backlog(self, force: bool = False) -> None:
@@ -262,6 +290,8 @@ class EmbeddingWorker:
                 # A long pipeline only while one workspace has work: with several, one batch each in turn.
                 pipeline = PIPELINE_BATCHES if len(active) == 1 else 1
                 for db_name in active:
+                    if not self.dbs.serving(self._server(db_name)):  # its jobs wait for their server
+                        continue
                     with self._lock:
                         wakes = self._wakes.get(db_name, 0)
                     try:
@@ -273,7 +303,7 @@ class EmbeddingWorker:
                         FAILURES.inc()
                         continue
                     done += n
-                    if n < self.batch_size and not has_jobs(self.dbs, db_name):
+                    if n < self.batch_size and not has_jobs(self.dbs, db_name, self._server(db_name)):
                         with self._lock:
                             if self._wakes.get(db_name, 0) == wakes:  # else a write came meanwhile
                                 self._active.discard(db_name)
@@ -310,7 +340,7 @@ class EmbeddingWorker:
         Raises grpc.RpcError when the embed service fails; the unwritten batches' leases are then
         given back at once and they are retried.
         """
-        pool = self.dbs.workspace(db_name)
+        pool = self.dbs.workspace(db_name, self._server(db_name))
         version = self._version or self.current_version()
         cur = self._claim(pool, version)
         if cur is None:

@@ -902,10 +902,12 @@ class ResolveConflictFlagResponse(_message.Message):
     def __init__(self, flag: _Optional[_Union[_memory_pb2.ConflictFlag, _Mapping]] = ..., restored: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class CreateWorkspaceRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "server")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    server: str
+    def __init__(self, name: _Optional[str] = ..., server: _Optional[str] = ...) -> None: ...
 
 class CreateWorkspaceResponse(_message.Message):
     __slots__ = ("workspace_id",)
@@ -1036,12 +1038,14 @@ class DependencyStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., serving: _Optional[bool] = ..., detail: _Optional[str] = ..., state: _Optional[_Union[DependencyState, str]] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("embedding_backlog", "dependencies")
+    __slots__ = ("embedding_backlog", "dependencies", "database_servers")
     EMBEDDING_BACKLOG_FIELD_NUMBER: _ClassVar[int]
     DEPENDENCIES_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_SERVERS_FIELD_NUMBER: _ClassVar[int]
     embedding_backlog: int
     dependencies: _containers.RepeatedCompositeFieldContainer[DependencyStatus]
-    def __init__(self, embedding_backlog: _Optional[int] = ..., dependencies: _Optional[_Iterable[_Union[DependencyStatus, _Mapping]]] = ...) -> None: ...
+    database_servers: _containers.RepeatedCompositeFieldContainer[_memory_pb2.DatabaseServerStatus]
+    def __init__(self, embedding_backlog: _Optional[int] = ..., dependencies: _Optional[_Iterable[_Union[DependencyStatus, _Mapping]]] = ..., database_servers: _Optional[_Iterable[_Union[_memory_pb2.DatabaseServerStatus, _Mapping]]] = ...) -> None: ...
 
 class ListWorkspacesRequest(_message.Message):
     __slots__ = ("page_size", "page_token")

@@ -494,10 +494,12 @@ class WorkspaceSettings(_message.Message):
     def __init__(self, dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[_memory_pb2.RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ..., inject_gate: _Optional[_Union[_memory_pb2.InjectGate, str]] = ..., inject_min_cosine: _Optional[float] = ...) -> None: ...
 
 class CreateWorkspaceRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "server")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    server: str
+    def __init__(self, name: _Optional[str] = ..., server: _Optional[str] = ...) -> None: ...
 
 class CreateWorkspaceResponse(_message.Message):
     __slots__ = ("workspace_id",)
@@ -1054,14 +1056,16 @@ class GetStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("database_ok", "embedding_backlog", "workspaces")
+    __slots__ = ("database_ok", "embedding_backlog", "workspaces", "database_servers")
     DATABASE_OK_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_BACKLOG_FIELD_NUMBER: _ClassVar[int]
     WORKSPACES_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_SERVERS_FIELD_NUMBER: _ClassVar[int]
     database_ok: bool
     embedding_backlog: int
     workspaces: int
-    def __init__(self, database_ok: _Optional[bool] = ..., embedding_backlog: _Optional[int] = ..., workspaces: _Optional[int] = ...) -> None: ...
+    database_servers: _containers.RepeatedCompositeFieldContainer[_memory_pb2.DatabaseServerStatus]
+    def __init__(self, database_ok: _Optional[bool] = ..., embedding_backlog: _Optional[int] = ..., workspaces: _Optional[int] = ..., database_servers: _Optional[_Iterable[_Union[_memory_pb2.DatabaseServerStatus, _Mapping]]] = ...) -> None: ...
 
 class SessionMemory(_message.Message):
     __slots__ = ("memory_id", "revision")
