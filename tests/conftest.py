@@ -167,8 +167,10 @@ class Stack:
 
     def db(self, workspace_id: str) -> psycopg.Connection:
         """A direct connection to a workspace database, to check what is really stored."""
-        db_name = ControlPlane(self.store.dbs).workspace(workspace_id).db_name
-        conn = psycopg.connect(make_conninfo(self.store.dbs.control_conninfo, dbname=db_name), autocommit=True)
+        ws, dbs = ControlPlane(self.store.dbs).workspace(workspace_id), self.store.dbs
+        conn = psycopg.connect(
+            make_conninfo(dbs.servers[dbs.server_name(ws.server)], dbname=ws.db_name), autocommit=True
+        )
         register_vector(conn)
         return conn
 
@@ -208,8 +210,8 @@ class Stack:
             settings = [
                 r[0]
                 for r in conn.execute(
-                    "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema()"
-                    " AND table_name = 'workspace' AND column_name NOT IN ('id', 'name', 'db_name', 'created_at')"
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND"
+                    " table_name = 'workspace' AND column_name NOT IN ('id', 'name', 'db_name', 'server', 'created_at')"
                 )
             ]
             conn.execute(
@@ -283,12 +285,20 @@ class Member:
 @pytest.fixture(scope="session")
 def stack(pg, encoder, tmp_path_factory):
     """All four services wired together on free loopback ports."""
-    token_path = Path(tmp_path_factory.mktemp("op")) / "operator-token"
+    with services(pg, encoder, Path(tmp_path_factory.mktemp("op"))) as s:
+        yield s
+
+
+@contextmanager
+def services(pg: str, encoder, folder: Path, **store_options):
+    """The four services in-process on free loopback ports over control-plane database ``pg``,
+    ``store_options`` given to the store (its database servers, say); yields a Stack."""
+    token_path = folder / "operator-token"
     token_path.write_text("rco_test_operator\n")
     embed = EmbedService("127.0.0.1:0", "", encoder=encoder)
     embed_bind = f"127.0.0.1:{embed.port}"
     rank = start_rank("127.0.0.1:0")
-    store = StoreService(pg, "127.0.0.1:0", embed_bind)
+    store = StoreService(pg, "127.0.0.1:0", embed_bind, **store_options)
     gateway = GatewayService(
         "127.0.0.1:0",
         f"127.0.0.1:{store.port}",
@@ -302,12 +312,14 @@ def stack(pg, encoder, tmp_path_factory):
     while not clients.is_serving(channel) and time.monotonic() < deadline:
         time.sleep(0.2)
     s = Stack(store, embed, rank, gateway, channel, "rco_test_operator", encoder, embed_bind)
-    yield s
-    channel.close()
-    gateway.stop()
-    store.stop()
-    rank.stop()
-    s.embed.stop()
+    try:
+        yield s
+    finally:
+        channel.close()
+        gateway.stop()
+        store.stop()
+        rank.stop()
+        s.embed.stop()
 
 
 def _workspace_tables(conn: psycopg.Connection) -> dict[str, set[str]]:

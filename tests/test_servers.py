@@ -1,0 +1,222 @@
+"""Workspaces over several PostgreSQL servers (issue 26, item 1; docs/scaling.md, "Several database
+servers"), against two real embedded servers on one machine: placement by the documented rule or
+by name, every call of a workspace going to its own server, a server that is down failing only its
+own workspaces' calls (UNAVAILABLE, naming nothing internal) and coming back, status per server,
+and a server that is down when the store starts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import grpc
+import psycopg
+import pytest
+from conftest import code_of, services
+from hypothesis import given
+from hypothesis import strategies as st
+from recallatron.gateway.v1 import gateway_pb2 as g
+from recallatron.memory.v1 import memory_pb2 as m
+from trust_program import EXAMPLES, grant_sets, leak_example, ops, outsider_name, property_test
+
+from servicekit.embedded_pg import EmbeddedPostgres
+from servicekit.errors import status_proto_for
+from store_service.database import TEMPLATE_DB, Databases
+
+LEX = m.RECALL_MODE_LEXICAL
+# What a call whose database server is down is told (the store's words, or the gateway's for recall):
+# no server, database, host or socket.
+GENERIC = {"the database is unavailable; retry later", "a dependency is unavailable; retry later"}
+
+
+def wait_for(check, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def kill(pg: EmbeddedPostgres) -> None:
+    """Stops a server the hard way (as a crash or a lost machine would)."""
+    os.kill(pg.pid(), signal.SIGKILL)
+    wait_for(lambda: not pg.running(), 60, "the postmaster gone")
+
+
+def stop(pg: EmbeddedPostgres) -> None:
+    """Stops a server a failed test may have left killed."""
+    if pg.running():
+        pg.stop()
+
+
+def databases_on(pg: EmbeddedPostgres) -> set[str]:
+    """The workspace databases on a server (its template left out)."""
+    with psycopg.connect(pg.control_url, autocommit=True) as conn:
+        names = {r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'recallatron_ws_%'")}
+    return names - {TEMPLATE_DB}
+
+
+def servers_of(stack) -> dict[str, tuple[bool, int, bool]]:
+    status = stack.admin.GetStatus(g.GetStatusRequest(), metadata=stack.op())
+    return {s.name: (s.serving, s.workspaces, s.control_plane) for s in status.database_servers}
+
+
+def summary(stack, ws: str) -> m.WorkspaceSummary:
+    return stack.admin.GetWorkspace(g.GetWorkspaceRequest(workspace_id=ws), metadata=stack.op()).workspace
+
+
+@contextmanager
+def two_servers_up(folder: Path, encoder):
+    """Servers pg1 (the control plane's) and pg2, and the four services over them."""
+    first, second = EmbeddedPostgres(folder / "pg1"), EmbeddedPostgres(folder / "pg2")
+    try:
+        with services(
+            first.control_url, encoder, folder, servers={"pg2": second.control_url}, control_server="pg1"
+        ) as stack:
+            yield stack, first, second
+    finally:
+        for pg in (second, first):
+            stop(pg)
+
+
+@pytest.fixture(scope="module")
+def two_servers(tmp_path_factory, encoder):
+    with two_servers_up(tmp_path_factory.mktemp("servers"), encoder) as up:
+        yield up
+
+
+@pytest.fixture(scope="module")
+def two_servers_for_properties(tmp_path_factory, encoder):
+    """Two servers of the property test's own: property tests run first, and the placement test
+    counts workspaces from none."""
+    with two_servers_up(tmp_path_factory.mktemp("property-servers"), encoder) as up:
+        yield up
+
+
+@pytest.mark.cluster
+def test_workspaces_are_placed_on_both_servers_and_a_down_one_fails_only_its_own(two_servers):
+    stack, first, second = two_servers
+    assert servers_of(stack) == {"pg1": (True, 0, True), "pg2": (True, 0, False)}
+    # The rule: the serving server with the fewest workspaces, the first configured on a tie.
+    a = stack.workspace("on pg1")
+    b = stack.workspace("on pg2")
+    c = stack.admin.CreateWorkspace(
+        g.CreateWorkspaceRequest(name="asked for pg2", server="pg2"), metadata=stack.op()
+    ).workspace_id
+    d = stack.workspace("on pg1 again")  # pg1 has 1, pg2 has 2
+    assert [summary(stack, w).server for w in (a, b, c, d)] == ["pg1", "pg2", "pg2", "pg1"]
+    assert servers_of(stack) == {"pg1": (True, 2, True), "pg2": (True, 2, False)}
+    db = {w: f"recallatron_ws_{w.replace('-', '')}" for w in (a, b, c, d)}
+    assert databases_on(first) == {db[a], db[d]} and databases_on(second) == {db[b], db[c]}
+    listed = stack.admin.ListWorkspaces(g.ListWorkspacesRequest(), metadata=stack.op()).workspaces
+    assert {w.id: w.server for w in listed} == {a: "pg1", b: "pg2", c: "pg2", d: "pg1"}
+
+    # Bad input: a server not configured, or spelled otherwise, is refused naming those there are.
+    for name in ("pg3", "PG2", " pg2", "pg1; DROP DATABASE x"):
+        with pytest.raises(grpc.RpcError) as err:
+            stack.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=f"bad {name}", server=name), metadata=stack.op())
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "configured: pg1, pg2" in err.value.details()
+    assert servers_of(stack)["pg2"][1] == 2  # nothing was made
+
+    # Each workspace's calls go to its own server: writes, recall (both arms once embedded), reads.
+    on_a, on_b = stack.member(a), stack.member(b)
+    note_a = on_a.remember("The ferry to the island leaves at seven.")
+    note_b = on_b.remember("The lighthouse keeper changes shifts at noon.")
+    stack.wait_backlog_empty()
+    for member, note, words in ((on_a, note_a, "ferry island"), (on_b, note_b, "lighthouse keeper")):
+        hits = member.recall(words).items
+        assert [h.memory.id for h in hits] == [note.id] and hits[0].cosine > 0.3
+    assert [h.memory.id for h in on_a.recall("lighthouse keeper", mode=LEX).items] == []  # no leak across
+
+    # pg2 stops: its workspaces' calls fail UNAVAILABLE, fast and naming nothing internal; pg1's answer.
+    kill(second)
+    start = time.monotonic()
+    for call in (
+        lambda: on_b.recall("lighthouse", mode=LEX),
+        lambda: on_b.read(note_b.id),
+        lambda: on_b.remember("Written while its server is down."),
+    ):
+        with pytest.raises(grpc.RpcError) as err:
+            call()
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE, err.value
+        assert err.value.details() in GENERIC, err.value.details()
+    assert time.monotonic() - start < 15
+    assert [h.memory.id for h in on_a.recall("ferry island").items] == [note_a.id]
+    kept = on_a.remember("Written on pg1 while pg2 is down.")
+    assert on_a.read(kept.id).body == "Written on pg1 while pg2 is down."
+    wait_for(lambda: not servers_of(stack)["pg2"][0], 30, "pg2 reported down")
+    assert servers_of(stack)["pg1"] == (True, 2, True)
+    e = stack.workspace("placed while pg2 is down")  # only serving servers take new workspaces
+    assert summary(stack, e).server == "pg1"
+    assert (
+        code_of(
+            stack.admin.CreateWorkspace,
+            g.CreateWorkspaceRequest(name="asked for down pg2", server="pg2"),
+            metadata=stack.op(),
+        )
+        == grpc.StatusCode.UNAVAILABLE
+    )
+    stack.wait_backlog_empty()  # the embedding worker goes on with pg1's jobs
+
+    # pg2 comes back: its workspaces answer again with everything acknowledged before.
+    second.restart()
+    wait_for(lambda: code_of(on_b.read, note_b.id) == grpc.StatusCode.OK, 60, "pg2's workspace back")
+    assert on_b.read(note_b.id).body == "The lighthouse keeper changes shifts at noon."
+    assert [h.memory.id for h in on_b.recall("lighthouse keeper", mode=LEX).items] == [note_b.id]
+    wait_for(lambda: servers_of(stack)["pg2"][0], 30, "pg2 reported serving")
+
+
+@pytest.mark.cluster
+@property_test(max(EXAMPLES // 15, 6))
+@given(program=ops, grants=grant_sets, gate=st.booleans())
+def test_nothing_leaks_across_servers(two_servers_for_properties, program, grants, gate):
+    """The leak property's examples (tests/trust_program.py) in a workspace on pg2, whose outsider
+    (another workspace's member, whose name must never show) is on pg1: every read path, checked
+    as each member, over two servers."""
+    stack = two_servers_for_properties[0]
+    if not hasattr(stack, "property_workspace"):
+        stack.property_workspace = stack.admin.CreateWorkspace(
+            g.CreateWorkspaceRequest(name="property on pg2", server="pg2"), metadata=stack.op()
+        ).workspace_id
+        outsider_name(stack)
+        assert summary(stack, stack.property_workspace).server == "pg2"
+    leak_example(stack, stack.property_workspace, program, grants, gate)
+
+
+@pytest.mark.cluster
+def test_a_server_down_at_start_is_prepared_when_it_answers(tmp_path):
+    first, second = EmbeddedPostgres(tmp_path / "pg1"), EmbeddedPostgres(tmp_path / "pg2")
+    kill(second)
+    dbs = Databases(first.control_url, servers={"pg2": second.control_url}, control_server="pg1")
+    try:
+        dbs.open()  # the control plane's server is enough to start
+        assert dbs.server_status() == [("pg1", True), ("pg2", False)]
+        with pytest.raises(Exception) as err:
+            dbs.workspace("recallatron_ws_down", "pg2")
+        assert status_proto_for(err.value).code == grpc.StatusCode.UNAVAILABLE.value[0]
+        assert "pg2" not in status_proto_for(err.value).message
+        dbs.probe()  # pg2 still down: the probe of the control plane's server passes
+        assert dbs.server_status()[1] == ("pg2", False)
+        second.restart()
+        dbs.probe()
+        assert dbs.server_status() == [("pg1", True), ("pg2", True)]
+        dbs.create_workspace_db("recallatron_ws_later", "pg2")
+        with dbs.workspace("recallatron_ws_later", "pg2").connection() as conn:
+            assert conn.execute("SELECT count(*) FROM memory").fetchone()[0] == 0
+        assert "recallatron_ws_later" in databases_on(second) and "recallatron_ws_later" not in databases_on(first)
+        dbs.drop_workspace_db("recallatron_ws_later", "pg2")
+        assert "recallatron_ws_later" not in databases_on(second)
+    finally:
+        dbs.close()
+        for pg in (second, first):
+            stop(pg)
+
+
+def test_a_configuration_that_names_the_control_plane_twice_is_refused():
+    with pytest.raises(Exception, match="control plane's own"):
+        Databases("dbname=x", servers={"main": "dbname=y"})
