@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +86,7 @@ class System:
         environ: Mapping[str, str] = os.environ,
         timeout: float = 600.0,
         preexec_fn: Callable[[], None] | None = None,
+        args: Sequence[str] = (),
     ) -> System:
         """Starts ``python -m cli.main up`` with ``RECALLATRON_HOME=home`` (created) and returns once it
         printed its ready line.
@@ -93,8 +94,8 @@ class System:
         Its environment is ``environ`` without DATABASE_URL (so ``up`` runs its own embedded PostgreSQL
         in ``home``) and then ``env``; each service listens on ``addrs`` (default: free loopback ports)
         with its metrics on ``metrics`` (default 0, a free port), the screen on ``web`` (default: a free
-        port). RuntimeError with ``up``'s last lines when it exits, or is not ready within ``timeout``
-        seconds (checked at each line it prints)."""
+        port); ``args`` go after ``up`` (``--embedded-servers 2``, say). RuntimeError with ``up``'s last
+        lines when it exits, or is not ready within ``timeout`` seconds (checked at each line it prints)."""
         home = home.resolve()
         home.mkdir(parents=True, exist_ok=True)
         addrs = dict(addrs or free_addrs())
@@ -108,7 +109,7 @@ class System:
         full.update(env or {})
         started = time.monotonic()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "up"],
+            [sys.executable, "-m", "cli.main", "up", *args],
             cwd=ROOT,
             env=full,
             stdout=subprocess.PIPE,

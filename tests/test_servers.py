@@ -7,7 +7,10 @@ and a server that is down when the store starts."""
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +18,7 @@ from pathlib import Path
 import grpc
 import psycopg
 import pytest
+from cli_runner import recallatron
 from conftest import code_of, services
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,6 +26,8 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from trust_program import EXAMPLES, grant_sets, leak_example, ops, outsider_name, property_test
 
+from client import system
+from client.system import ROOT
 from servicekit.embedded_pg import EmbeddedPostgres
 from servicekit.errors import status_proto_for
 from store_service.database import TEMPLATE_DB, Databases
@@ -220,3 +226,40 @@ def test_a_server_down_at_start_is_prepared_when_it_answers(tmp_path):
 def test_a_configuration_that_names_the_control_plane_twice_is_refused():
     with pytest.raises(Exception, match="control plane's own"):
         Databases("dbname=x", servers={"main": "dbname=y"})
+
+
+@pytest.mark.system
+def test_up_starts_several_embedded_servers_and_spreads_workspaces(tmp_path):
+    """`recallatron up --embedded-servers 2`: pg1 (the control plane's, in <home>/pg) and pg2 (in
+    <home>/pg2), new workspaces spread by the rule, the CLI shows each one's server and each server;
+    bad counts and a count beside DATABASE_URL are refused before anything starts."""
+    home = tmp_path / "home"
+    with system.up(home, {}, args=["--embedded-servers", "2"], timeout=240) as up:
+        assert "2 embedded PostgreSQL servers pg1..pg2" in up.output[-1]
+        env = {"RECALLATRON_HOME": str(home), "RECALLATRON_GATEWAY_ADDR": up.gateway}
+        made = [recallatron("workspace", "create", f"spread {k}", env=env) for k in range(3)]
+        assert [r.returncode for r in made] == [0, 0, 0], [r.stderr for r in made]
+        shown = [recallatron("workspace", "show", r.stdout.strip(), env=env).stdout for r in made]
+        assert [re.search(r"server: (\S+)", s).group(1) for s in shown] == ["pg1", "pg2", "pg1"]
+        status = recallatron("status", env=env)
+        assert "  database server pg1: up, 2 workspace(s) (control plane)" in status.stdout.splitlines()
+        assert "  database server pg2: up, 1 workspace(s)" in status.stdout.splitlines()
+        assert (home / "pg" / "postmaster.pid").exists() and (home / "pg2" / "postmaster.pid").exists()
+        refused = recallatron("workspace", "create", "nowhere", "--server", "pg3", env=env)
+        assert refused.returncode != 0 and "configured: pg1, pg2" in refused.stderr
+    for bad in ("0", "9", "two", "-1"):
+        out = subprocess.run(
+            [sys.executable, "-m", "cli.main", "up", "--embedded-servers", bad],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+        assert out.returncode == 2 and "--embedded-servers: expected a whole number 1..8" in out.stderr, out.stderr
+    beside = subprocess.run(
+        [sys.executable, "-m", "cli.main", "up", "--embedded-servers", "2"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, DATABASE_URL="host=/nonexistent", RECALLATRON_HOME=str(tmp_path / "other")),
+    )
+    assert beside.returncode == 2 and "DATABASE_URL is set" in beside.stderr, beside.stderr
