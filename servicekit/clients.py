@@ -1,4 +1,5 @@
-"""gRPC channels to the internal services, one per address, with keepalive and retries off.
+"""gRPC channels to the internal services, one per address, with keepalive and retries off, each
+spreading its calls over every address its name resolves to (round_robin; docs/scaling.md).
 
 Each service opens one channel per peer at start-up and keeps it for its lifetime (gRPC reuses one
 HTTP/2 connection for every call on it). Keepalive pings an idle connection every 30 seconds, so a
@@ -36,6 +37,11 @@ _OPTIONS = [
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
+    # Calls spread over every address the name resolves to (a Kubernetes headless Service gives one
+    # per pod), not all to the first one connected; a peer closing its connection (its maximum
+    # connection age, servicekit.server) makes the channel resolve the name again, at most this often.
+    ("grpc.lb_policy_name", "round_robin"),
+    ("grpc.dns_min_time_between_resolutions_ms", 5_000),
 ]
 # What a server must allow for those pings (the defaults answer a ping more often than every five
 # minutes on an idle connection with GOAWAY "too_many_pings").

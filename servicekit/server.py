@@ -22,11 +22,11 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from servicekit import clients
+from servicekit import clients, settings
 from servicekit.deadlines import DeadlineInterceptor
 from servicekit.errors import InvalidArgument, status_for
 from servicekit.interceptor import UnaryInterceptor
-from servicekit.limits import INTERNAL_MESSAGE_BYTES, SHUTDOWN_GRACE_SECONDS
+from servicekit.limits import INTERNAL_MESSAGE_BYTES, MAX_CONNECTION_AGE_GRACE_SECONDS, SHUTDOWN_GRACE_SECONDS
 from servicekit.logs import RequestContextInterceptor
 from servicekit.metrics import MetricsInterceptor
 
@@ -101,14 +101,18 @@ def start_server(
     serving: bool = True,
     registry: CollectorRegistry = REGISTRY,
     max_receive: int = INTERNAL_MESSAGE_BYTES,
+    max_connection_age: float | None = None,
 ) -> Running:
     """Starts a server.
 
     ``bind`` is ``host:port`` (port 0 picks a free one). ``registrations`` is a list of
     ``(add_servicer_to_server, servicer, full_service_name)``. The gRPC server metrics go to
     ``registry`` (the process-wide one, which ``/metrics`` serves, unless given). Raises RuntimeError
-    when the address cannot be bound.
+    when the address cannot be bound. ``max_connection_age`` (seconds) defaults to
+    ``RECALLATRON_GRPC_MAX_CONNECTION_AGE_SECONDS``.
     """
+    if max_connection_age is None:
+        max_connection_age = settings.load().grpc_max_connection_age_seconds
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers),
         interceptors=[
@@ -117,7 +121,14 @@ def start_server(
             ErrorInterceptor(),
             DeadlineInterceptor(),
         ],
-        options=[("grpc.max_receive_message_length", max_receive), *clients.KEEPALIVE_SERVER_OPTIONS],
+        options=[
+            ("grpc.max_receive_message_length", max_receive),
+            *clients.KEEPALIVE_SERVER_OPTIONS,
+            # Each client connection is closed (GOAWAY) after this age, so clients resolve the name
+            # again and spread over replicas added since; calls in flight finish first.
+            ("grpc.max_connection_age_ms", int(max_connection_age * 1000)),
+            ("grpc.max_connection_age_grace_ms", int(MAX_CONNECTION_AGE_GRACE_SECONDS * 1000)),
+        ],
     )
     names = []
     for add, servicer, name in registrations:

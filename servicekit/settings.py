@@ -105,6 +105,13 @@ class Settings(BaseSettings):
     embed_batch_size: int = Field(
         limits.EMBED_BATCH_SIZE, ge=1, le=limits.MAX_EMBED_BATCH, description="memories per embedding-job batch"
     )
+    grpc_max_connection_age_seconds: float = Field(
+        300.0,
+        ge=1.0,
+        le=86_400.0,
+        description="each gRPC server closes a client connection after this long (calls in flight finish), so "
+        "clients resolve names again and reach new replicas (docs/scaling.md)",
+    )
     db_pool_max: int = Field(4, ge=1, le=50, description="connections per database pool (16 workspace pools + control)")
     mcp_max_tokens: int = Field(
         8_000, ge=1_000, le=200_000, description="most tokens (servicekit.render.tokens) of each part of an MCP result"

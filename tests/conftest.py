@@ -394,11 +394,14 @@ class ServiceProcess:
     log: Path
 
     @classmethod
-    def start(cls, name: str, folder: Path, env: dict[str, str] | None = None, timeout: float = 180) -> ServiceProcess:
-        """Starts service ``name`` on a free port with ``env`` over a clean RECALLATRON_* environment,
-        and waits until it answers SERVING (fails, showing its log, when it exits or times out)."""
+    def start(
+        cls, name: str, folder: Path, env: dict[str, str] | None = None, timeout: float = 180, addr: str = ""
+    ) -> ServiceProcess:
+        """Starts service ``name`` on ``addr`` (default: a free loopback port) with ``env`` over a clean
+        RECALLATRON_* environment, and waits until it answers SERVING (fails, showing its log, when it
+        exits or times out)."""
         starts("system")
-        addr, metrics_port = f"127.0.0.1:{free_port()}", free_port()
+        addr, metrics_port = addr or f"127.0.0.1:{free_port()}", free_port()
         full = {k: v for k, v in os.environ.items() if not k.startswith("RECALLATRON_") and k != "DATABASE_URL"}
         full |= {
             "PYTHONUNBUFFERED": "1",
