@@ -9,9 +9,9 @@ BUF := .tools/node_modules/.bin/buf
 # format-N follows EXPORT_FORMAT in servicekit/embedding_input.py (default_path there).
 ONNX_MODEL := .venv/share/recallatron/all-MiniLM-L6-v2/format-2/model.onnx
 
-.PHONY: setup prometheus chromium proto proto-check proto-lint lint demo test check screenshots clean bench chaos
+.PHONY: setup prometheus chromium kubectl proto proto-check proto-lint lint demo test check screenshots clean bench chaos
 
-setup: .venv/.installed $(ONNX_MODEL) prometheus chromium
+setup: .venv/.installed $(ONNX_MODEL) prometheus chromium kubectl
 
 # promtool (the alert-rule checks in `make test`) and prometheus come from Debian's `prometheus`
 # package, installed when promtool is missing: as root directly, otherwise through sudo.
@@ -28,6 +28,13 @@ chromium:
 	@command -v chromium >/dev/null || { \
 	  command -v apt-get >/dev/null || { echo "chromium missing and no apt-get: install Chromium (chromium on PATH)" >&2; exit 1; }; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
+
+# The Kubernetes overlays (deploy/k8s/overlays) are rendered by `kubectl kustomize` in the tests
+# (tests/test_deploy.py); Debian's kubectl (package kubernetes-client) is installed when missing.
+kubectl:
+	@command -v kubectl >/dev/null || { \
+	  command -v apt-get >/dev/null || { echo "kubectl missing and no apt-get: install kubectl (kubectl on PATH)" >&2; exit 1; }; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubernetes-client; }
 
 .venv/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || python3 -m venv .venv

@@ -2,11 +2,13 @@
 
 - compose.yaml against the Compose specification's JSON schema, as vendored inside the pinned
   check-jsonschema (``--builtin-schema vendor.compose-spec``; no network);
-- every Kubernetes manifest in deploy/k8s against the API schemas of the pinned Kubernetes versions
-  (kubernetes-validate, strict: unknown fields are errors; a kind it has no schema for is an error
-  here, where its CLI only warns), plus what the manifests must carry: resource requests and
-  limits, a HorizontalPodAutoscaler and a PodDisruptionBudget for each stateless service, and the
-  Prometheus scrape annotations naming the metrics port;
+- every Kubernetes manifest as each overlay of deploy/k8s renders it (`kubectl kustomize`, Debian's
+  kubectl) against the API schemas of the pinned Kubernetes versions (kubernetes-validate, strict:
+  unknown fields are errors; a kind it has no schema for is an error here, where its CLI only
+  warns), plus what the manifests must carry: resource requests and limits, a
+  HorizontalPodAutoscaler and a PodDisruptionBudget for each stateless service, the Prometheus
+  scrape annotations naming the metrics port, headless Services for the internal services, and the
+  several-servers overlay's database servers file;
 - the four services started as compose would start them: each with exactly the environment
   compose.yaml gives it (on top of the image's RECALLATRON_* defaults from the Dockerfile), the
   Dockerfile's entrypoint, compose's start order and health checks (the probe script itself), host
@@ -51,20 +53,31 @@ CHECK_JSONSCHEMA = str(Path(sys.executable).parent / "check-jsonschema")
 K8S_VERSIONS = ("1.27.0", "1.37.0")
 STATELESS = ("gateway", "rank", "embed")
 SERVICES = ("store", "embed", "rank", "gateway")
+# HTTP front ends in the manifests besides the four gRPC services.
+FRONT_ENDS = ("web", "mcp")
+OVERLAYS = ("single-server", "several-servers")
 
 
 def compose() -> dict:
     return yaml.safe_load((DEPLOY / "compose.yaml").read_text())
 
 
-def manifests() -> list[tuple[str, dict]]:
-    """(file name, document) for every non-empty document in deploy/k8s/*.yaml."""
-    return [
-        (p.name, doc)
-        for p in sorted((DEPLOY / "k8s").glob("*.yaml"))
-        for doc in yaml.safe_load_all(p.read_text())
-        if doc
-    ]
+def rendered(overlay: str) -> list[dict]:
+    """The documents ``kubectl kustomize`` renders for one overlay of deploy/k8s."""
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(DEPLOY / "k8s" / "overlays" / overlay)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+
+
+def manifests(overlay: str = "single-server") -> list[tuple[str, dict]]:
+    """(overlay, document) for every document an overlay renders."""
+    return [(overlay, doc) for doc in rendered(overlay)]
 
 
 def check_compose(path: Path) -> subprocess.CompletedProcess:
@@ -122,9 +135,11 @@ def test_compose_schema_refuses_a_wrong_type(tmp_path):
 # ---- Kubernetes manifests --------------------------------------------------------------------
 
 
-def test_every_manifest_validates_against_the_pinned_kubernetes_versions():
-    docs = manifests()
-    assert len(docs) >= 14  # 4 Deployments, 4 Services, 3 HPAs, 3 PDBs, and the network policies
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_manifest_validates_against_the_pinned_kubernetes_versions(overlay):
+    docs = manifests(overlay)
+    assert len(docs) == 24  # 6 Deployments, 6 Services, 3 HPAs, 5 PDBs, 4 network policies
+    assert {doc["metadata"]["namespace"] for _, doc in docs} == {"recallatron"}
     failures = {f"{name} {doc['kind']}/{doc['metadata']['name']}": k8s_errors(doc) for name, doc in docs}
     assert {k: v for k, v in failures.items() if v} == {}
 
@@ -141,18 +156,22 @@ def test_validation_refuses_an_unknown_field_and_an_unknown_kind():
     assert any("autoscaling/v9" in e for e in k8s_errors(wrong_group)), k8s_errors(wrong_group)
 
 
-def _by_kind(kind: str) -> dict[str, dict]:
-    return {doc["metadata"]["name"]: doc for _, doc in manifests() if doc["kind"] == kind}
+def _by_kind(kind: str, overlay: str = "single-server") -> dict[str, dict]:
+    return {doc["metadata"]["name"]: doc for _, doc in manifests(overlay) if doc["kind"] == kind}
 
 
 def test_containers_have_requests_limits_and_scrape_annotations():
     deployments = _by_kind("Deployment")
-    assert set(deployments) == {f"recallatron-{s}" for s in SERVICES}
+    assert set(deployments) == {f"recallatron-{s}" for s in (*SERVICES, *FRONT_ENDS)}
     for name, dep in deployments.items():
         pod = dep["spec"]["template"]
         for c in pod["spec"]["containers"]:
             for part in ("requests", "limits"):
                 assert set(c["resources"][part]) == {"cpu", "memory"}, (name, part)
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                assert probe in c, (name, probe)
+        if name.removeprefix("recallatron-") in FRONT_ENDS:
+            continue
         notes = pod["metadata"]["annotations"]
         metrics_port = next(
             p["containerPort"] for c in pod["spec"]["containers"] for p in c["ports"] if p["name"] == "metrics"
@@ -170,7 +189,10 @@ def test_containers_have_requests_limits_and_scrape_annotations():
 def test_stateless_services_autoscale_and_keep_a_pod_through_disruptions():
     deployments, hpas = _by_kind("Deployment"), _by_kind("HorizontalPodAutoscaler")
     pdbs = _by_kind("PodDisruptionBudget")
-    assert set(hpas) == set(pdbs) == {f"recallatron-{s}" for s in STATELESS}
+    assert set(hpas) == {f"recallatron-{s}" for s in STATELESS}
+    assert set(pdbs) == {f"recallatron-{s}" for s in (*STATELESS, *FRONT_ENDS)}
+    for name in (f"recallatron-{s}" for s in FRONT_ENDS):
+        assert pdbs[name]["spec"]["minAvailable"] < deployments[name]["spec"]["replicas"], name
     for name, hpa in hpas.items():
         dep = deployments[name]
         assert hpa["apiVersion"] == "autoscaling/v2"
@@ -180,6 +202,34 @@ def test_stateless_services_autoscale_and_keep_a_pod_through_disruptions():
         pdb = pdbs[name]["spec"]
         assert pdb["selector"]["matchLabels"] == dep["spec"]["template"]["metadata"]["labels"]
         assert pdb["minAvailable"] < hpa["spec"]["minReplicas"], f"{name}: a budget no drain can satisfy"
+
+
+def test_internal_services_are_headless_so_clients_reach_every_pod():
+    """store, embed and rank resolve to every pod (clusterIP None), which their clients' round_robin
+    spreads calls over (docs/scaling.md); the gateway, web screen and MCP server keep a cluster IP."""
+    services = _by_kind("Service")
+    assert {name for name, svc in services.items() if svc["spec"].get("clusterIP") == "None"} == {
+        "recallatron-store",
+        "recallatron-embed",
+        "recallatron-rank",
+    }
+    assert set(services) == {f"recallatron-{s}" for s in (*SERVICES, *FRONT_ENDS)}
+
+
+def test_the_several_servers_overlay_gives_the_store_its_servers_file_and_changes_nothing_else():
+    single, several = ({(doc["kind"], doc["metadata"]["name"]): doc for _, doc in manifests(o)} for o in OVERLAYS)
+    assert set(single) == set(several)
+    changed = {key for key in single if single[key] != several[key]}
+    assert changed == {("Deployment", "recallatron-store")}
+    pod = several[("Deployment", "recallatron-store")]["spec"]["template"]["spec"]
+    (store,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in store["env"]}
+    path = env["RECALLATRON_DATABASE_SERVERS_FILE"]
+    mounts = {m["name"]: m["mountPath"] for m in store["volumeMounts"]}
+    assert path.startswith(mounts["database-servers"] + "/") and env["RECALLATRON_CONTROL_SERVER"] == "main"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["database-servers"]["secret"] == {"secretName": "recallatron-database-servers"}
+    assert "DATABASE_URL" in env  # the control plane's server is still DATABASE_URL, from its Secret
 
 
 # ---- the four services, started as compose starts them ----------------------------------------
