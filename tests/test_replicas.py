@@ -11,17 +11,22 @@ import threading
 import time
 import urllib.request
 
+import psycopg
 import pytest
 from conftest import ServiceProcess
 from dnslib import QTYPE, RR, A
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
+from psycopg.conninfo import make_conninfo
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
+from recallatron.store.v1 import store_pb2 as s
+from recallatron.store.v1 import store_pb2_grpc as s_grpc
 
 from client.system import free_port
 from gateway.recall import RecallConfig
 from gateway.server import GatewayService
 from servicekit import clients
+from servicekit.embedded_pg import EmbeddedPostgres
 
 HOSTS = ("127.0.0.1", "127.0.0.2")
 
@@ -130,3 +135,83 @@ def test_calls_reach_every_replica_behind_one_name(stack, tmp_path):
         for proc in procs:
             assert proc.stop() == 0, proc.log.read_text()[-3000:]
         dns.stop()
+
+
+def metric(metrics_port: int, sample: str) -> float:
+    """One sample of a process's /metrics, named with its labels as exposed (0 when absent)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+    for line in text.splitlines():
+        if line.startswith(sample + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+BACKLOG_MEMORIES = 2_000
+DOCUMENTS_EMBEDDED = 'recallatron_embed_batch_size_sum{operation="documents"}'
+
+
+@pytest.mark.system
+@pytest.mark.cluster
+def test_two_store_processes_share_the_backlog_and_embed_each_memory_once(embed_process, tmp_path):
+    """A backlog of 2,000 memories, written while no embed service answered, drained by two store
+    processes over the same databases at once (the embed service is frozen while they start, so
+    neither has a head start): together they write exactly one vector per memory, each of them a
+    share, and the embed service is asked for each text once."""
+    pg = EmbeddedPostgres(tmp_path / "pg")
+    env = {"DATABASE_URL": pg.control_url}
+    stores = []
+    try:
+        writer = ServiceProcess.start(
+            "store", _folder(tmp_path, "writer"), {**env, "RECALLATRON_EMBED_ADDR": "127.0.0.1:9"}
+        )
+        store = s_grpc.StoreServiceStub(clients.channel(writer.addr))
+        ws = store.CreateWorkspace(s.CreateWorkspaceRequest(name="backlog"), timeout=30).workspace_id
+        token = store.AddMember(s.AddMemberRequest(workspace_id=ws), timeout=30).token
+        caller = store.Authenticate(s.AuthenticateRequest(token=token), timeout=30).caller
+        for start in range(0, BACKLOG_MEMORIES, 500):
+            entries = [
+                s.RememberBatchEntry(
+                    purpose=m.PURPOSE_CONVERSATION,
+                    audience=m.AUDIENCE_WORKSPACE,
+                    body=f"Backlog note {k}: item {k * 7919 % 1009}.",
+                )
+                for k in range(start, start + 500)
+            ]
+            done = store.RememberBatch(s.RememberBatchRequest(caller=caller, requests=entries), timeout=60)
+            assert [r.error.code for r in done.results] == [0] * len(entries), done.results[0]
+        assert writer.stop() == 0
+        texts_before = metric(embed_process.metrics_port, DOCUMENTS_EMBEDDED)
+        embed_process.freeze()
+        stores = [
+            ServiceProcess.start(
+                "store", _folder(tmp_path, f"store-{k}"), {**env, "RECALLATRON_EMBED_ADDR": embed_process.addr}
+            )
+            for k in (1, 2)
+        ]
+        embed_process.resume()
+        started_at = time.monotonic()
+        db = f"recallatron_ws_{ws.replace('-', '')}"
+        with psycopg.connect(make_conninfo(pg.control_url, dbname=db), autocommit=True) as conn:
+            deadline = time.monotonic() + 600
+            while conn.execute("SELECT count(*) FROM embedding_job").fetchone()[0] > 0:
+                assert time.monotonic() < deadline, "the backlog did not drain"
+                time.sleep(0.2)
+            drained = time.monotonic() - started_at
+            vectors = conn.execute("SELECT count(*), count(DISTINCT memory_id) FROM memory_embedding").fetchone()
+        written = [metric(p.metrics_port, "recallatron_embedding_vectors_written_total") for p in stores]
+        texts = metric(embed_process.metrics_port, DOCUMENTS_EMBEDDED) - texts_before
+        assert vectors == (BACKLOG_MEMORIES, BACKLOG_MEMORIES)
+        assert sum(written) == BACKLOG_MEMORIES and min(written) >= BACKLOG_MEMORIES / 10, written
+        assert texts == BACKLOG_MEMORIES, texts
+        print(f"two stores drained {BACKLOG_MEMORIES} memories in {drained:.1f} s; vectors written {written}")
+    finally:
+        embed_process.resume()
+        for proc in stores:
+            assert proc.stop() == 0, proc.log.read_text()[-3000:]
+        pg.stop()
+
+
+def _folder(tmp_path, name: str):
+    folder = tmp_path / name
+    folder.mkdir()
+    return folder
