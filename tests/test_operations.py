@@ -266,7 +266,14 @@ def test_the_commands(stack, tmp_path):
         ),
         metadata=bearer(cleo_token),
     )
-    listed = at_gateway(gw, "workspace", "list", "--page-size", "200", *op).stdout
+    listed, token = "", None  # every page: the session's workspaces may be more than one page
+    while token != "":
+        page = at_gateway(
+            gw, "workspace", "list", "--page-size", "200", *(("--page-token", token) if token else ()), *op
+        )
+        lines = page.stdout.splitlines()
+        token = lines[-1].removeprefix("next page: --page-token ") if lines[-1].startswith("next page:") else ""
+        listed += page.stdout
     assert f"{ws}  {name!r}  1 member(s)" in listed
     shown = at_gateway(gw, "workspace", "show", name, *op).stdout.splitlines()
     assert shown[:2] == [f"workspace {ws}", f"  name: {name!r}"] and "  members: 1 (0 removed)" in shown
