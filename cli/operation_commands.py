@@ -52,6 +52,14 @@ def workspace_actions(ws: argparse._SubParsersAction) -> None:
     )
     options.gateway_options(wd, operator=True)
     wd.set_defaults(handler=workspace_delete)
+    wm = ws.add_parser(
+        "move",
+        help="move a workspace's database to another database server (writes wait a moment; docs/scaling.md)",
+    )
+    wm.add_argument("workspace", help=WORKSPACE_HELP)
+    wm.add_argument("--to", required=True, metavar="SERVER", help="the configured name of the server to move it to")
+    options.gateway_options(wm, operator=True)
+    wm.set_defaults(handler=workspace_move)
 
 
 def member_actions(mb: argparse._SubParsersAction) -> None:
@@ -98,6 +106,28 @@ def workspace_list(gw: client.Gateway, args: argparse.Namespace) -> int:
     )
     lines = [workspace_line(w) for w in resp.workspaces] or ["no workspaces"]
     command.emit(resp, args.json, "\n".join([*lines, *_next(resp.next_page_token)]))
+    return 0
+
+
+# A move copies the whole database (minutes for a large workspace): the call may take that long.
+MOVE_TIMEOUT_SECONDS = 3600.0
+
+
+@command.gateway_command
+def workspace_move(gw: client.Gateway, args: argparse.Namespace) -> int:
+    """MoveWorkspace: says where it went, the rows copied and how long writes were refused."""
+    resp = gw.admin.MoveWorkspace(
+        g.MoveWorkspaceRequest(workspace_id=args.workspace, server=args.to),
+        metadata=gw.metadata,
+        timeout=MOVE_TIMEOUT_SECONDS,
+    )
+    again = " (finishing an earlier move)" if resp.resumed else ""
+    command.emit(
+        resp,
+        args.json,
+        f"moved {resp.workspace_id} from {resp.from_server} to {resp.to_server}{again}: {resp.rows_copied} rows, "
+        f"writes refused for {resp.write_pause_ms} ms",
+    )
     return 0
 
 

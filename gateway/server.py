@@ -135,6 +135,7 @@ class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):
     GetWorkspace = operator_call("GetWorkspace")
     RenameWorkspace = operator_call("RenameWorkspace")
     DeleteWorkspace = operator_call("DeleteWorkspace")
+    MoveWorkspace = operator_call("MoveWorkspace")
     ListMembers = operator_call("ListMembers")
     IssueMemberToken = operator_call("IssueMemberToken")
     RenameMember = operator_call("RenameMember")

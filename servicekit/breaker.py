@@ -33,6 +33,8 @@ from collections.abc import Callable
 import grpc
 from prometheus_client import Gauge
 
+from servicekit.errors import WORKSPACE_REASONS
+
 log = logging.getLogger(__name__)
 
 BREAKER_OPEN = Gauge("recallatron_breaker_open", "1 while the circuit breaker to a dependency is open.", ["dependency"])
@@ -171,10 +173,12 @@ class CircuitBreaker:
             return False
 
 
-def failed(code: grpc.StatusCode | None, timeout: float, deadline: float) -> bool | None:
+def failed(code: grpc.StatusCode | None, timeout: float, deadline: float, reason: str = "") -> bool | None:
     """The breaker's verdict on a finished call (see the module docstring): True a failure, False a
-    success, None no verdict. ``timeout`` is what the call was given, ``deadline`` its breaker's."""
-    if code == grpc.StatusCode.CANCELLED:
+    success, None no verdict. ``timeout`` is what the call was given, ``deadline`` its breaker's,
+    ``reason`` its ErrorInfo reason: an UNAVAILABLE that only one workspace's database causes
+    (servicekit.errors.WORKSPACE_REASONS) came from a dependency that answered."""
+    if code == grpc.StatusCode.CANCELLED or reason in WORKSPACE_REASONS:
         return None
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return True if timeout >= min(deadline, COUNTED_TIMEOUT_SECONDS) else None

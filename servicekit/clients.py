@@ -22,6 +22,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from servicekit import deadlines
 from servicekit.breaker import CircuitBreaker, Refused, failed
+from servicekit.errors import error_info
 from servicekit.limits import INTERNAL_DEADLINE_SECONDS, INTERNAL_MESSAGE_BYTES
 from servicekit.logs import RequestIdClientInterceptor
 
@@ -100,8 +101,18 @@ class InternalCalls(grpc.UnaryUnaryClientInterceptor):
         except BaseException:  # e.g. a closed channel: no outcome, but the ticket (a trial's slot) is given back
             breaker.record(ticket, None)
             raise
-        call.add_done_callback(lambda done: breaker.record(ticket, failed(done.code(), timeout, breaker.deadline)))
+        call.add_done_callback(
+            lambda done: breaker.record(ticket, failed(done.code(), timeout, breaker.deadline, _reason(done)))
+        )
         return call
+
+
+def _reason(call: grpc.Call) -> str:
+    """The ErrorInfo reason of a call that ended UNAVAILABLE ("" otherwise, or without one)."""
+    if call.code() != grpc.StatusCode.UNAVAILABLE:
+        return ""
+    info = error_info(call)
+    return info.reason if info is not None else ""
 
 
 def channel(

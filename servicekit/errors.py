@@ -23,10 +23,12 @@ log = logging.getLogger(__name__)
 
 
 class ServiceError(Exception):
-    """Base of every error a caller can cause; ``code`` is the gRPC status it maps to."""
+    """Base of every error a caller can cause; ``code`` is the gRPC status it maps to, and
+    ``retry_after`` (seconds), when set, a RetryInfo detail saying when to try again."""
 
     code = grpc.StatusCode.INTERNAL
     reason = "INTERNAL"
+    retry_after: float | None = None
 
     def __init__(self, message: str, **metadata: object) -> None:
         super().__init__(message)
@@ -83,6 +85,29 @@ class Unavailable(ServiceError):
     code, reason = grpc.StatusCode.UNAVAILABLE, "UNAVAILABLE"
 
 
+# One workspace's database cannot be used now, while the service that says so works: it is being
+# copied to another server (store_service/control/moves.py), or its server is down. Such refusals
+# pass through the gateway as they are, and no circuit breaker counts them against the service.
+MOVING = "WORKSPACE_MOVING"
+WORKSPACE_UNAVAILABLE = "WORKSPACE_UNAVAILABLE"
+WORKSPACE_REASONS = frozenset({MOVING, WORKSPACE_UNAVAILABLE})
+
+
+MOVING_MESSAGE = "the workspace is being moved to another database server; retry in a few seconds"
+
+
+class WorkspaceMoving(Unavailable):
+    """The workspace's database is read-only while it is copied to another server."""
+
+    reason, retry_after = MOVING, 2.0
+
+
+class WorkspaceUnavailable(Unavailable):
+    """The workspace's database server does not answer (other workspaces are not affected)."""
+
+    reason, retry_after = WORKSPACE_UNAVAILABLE, 1.0
+
+
 class DeadlineExceeded(ServiceError):
     """The caller's deadline passed before the work could commit; nothing was written."""
 
@@ -108,13 +133,35 @@ DOWN_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EX
 
 
 def status_proto(
-    code: grpc.StatusCode, message: str, reason: str, metadata: dict[str, str] | None = None
+    code: grpc.StatusCode,
+    message: str,
+    reason: str,
+    metadata: dict[str, str] | None = None,
+    retry_after: float | None = None,
 ) -> status_pb2.Status:
-    """A ``google.rpc.Status`` with an ErrorInfo detail (also the per-entry error of a batch)."""
-    info = error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN, metadata=metadata or {})
-    detail = any_pb2.Any()
-    detail.Pack(info)
-    return status_pb2.Status(code=getattr(code_pb2, code.name), message=message, details=[detail])
+    """A ``google.rpc.Status`` with an ErrorInfo detail (also the per-entry error of a batch), and a
+    RetryInfo detail when ``retry_after`` (seconds) says when to try again."""
+    details = [error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN, metadata=metadata or {})]
+    if retry_after is not None:
+        retry = error_details_pb2.RetryInfo()
+        retry.retry_delay.FromMilliseconds(int(retry_after * 1000))
+        details.append(retry)
+    packed = []
+    for detail in details:
+        packed.append(any_pb2.Any())
+        packed[-1].Pack(detail)
+    return status_pb2.Status(code=getattr(code_pb2, code.name), message=message, details=packed)
+
+
+def retry_info(err: grpc.RpcError) -> error_details_pb2.RetryInfo | None:
+    """Reads the RetryInfo detail of a failed call, if it has one."""
+    status = rpc_status.from_call(err)
+    for detail in status.details if status else ():
+        if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            info = error_details_pb2.RetryInfo()
+            detail.Unpack(info)
+            return info
+    return None
 
 
 def to_status(code: grpc.StatusCode, message: str, reason: str, metadata: dict[str, str] | None = None):
@@ -141,7 +188,7 @@ def status_for(exc: BaseException) -> grpc.Status:
 def status_proto_for(exc: BaseException) -> status_pb2.Status:
     """The ``google.rpc.Status`` of ``status_for``: the one mapping, also used per entry of a batch."""
     if isinstance(exc, ServiceError):
-        return status_proto(exc.code, exc.message, exc.reason, exc.metadata)
+        return status_proto(exc.code, exc.message, exc.reason, exc.metadata, exc.retry_after)
     if isinstance(exc, grpc.RpcError) and isinstance(exc, grpc.Call):
         code = exc.code()
         if code in CALLER_CODES:
@@ -153,12 +200,19 @@ def status_proto_for(exc: BaseException) -> status_pb2.Status:
                 dict(info.metadata) if info else None,
             )
         if code in DOWN_CODES:
+            info = error_info(exc)
+            if code == grpc.StatusCode.UNAVAILABLE and info is not None and info.reason in WORKSPACE_REASONS:
+                retry = retry_info(exc)
+                after = retry.retry_delay.ToMilliseconds() / 1000 if retry is not None else None
+                return status_proto(code, exc.details(), info.reason, dict(info.metadata), after)
             return status_proto(grpc.StatusCode.UNAVAILABLE, "a dependency is unavailable; retry later", "UNAVAILABLE")
     if isinstance(exc, (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)):
         return status_proto(grpc.StatusCode.ABORTED, "concurrent change; retry the call", "CONCURRENT_CHANGE")
     if isinstance(exc, psycopg.DataError):  # a value PostgreSQL cannot store (validation missed it)
         log.warning("data error from input: %s", exc)
         return status_proto(grpc.StatusCode.INVALID_ARGUMENT, "a value in the request is not valid", "INVALID_ARGUMENT")
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):  # only a move makes a workspace read-only
+        return status_proto_for(WorkspaceMoving(MOVING_MESSAGE))
     if isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout)):
         log.warning("database unavailable: %s", exc)
         return status_proto(grpc.StatusCode.UNAVAILABLE, "the database is unavailable; retry later", "UNAVAILABLE")

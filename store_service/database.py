@@ -27,7 +27,7 @@ from psycopg.rows import namedtuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 from yoyo import get_backend, read_migrations
 
-from servicekit.errors import NotFound, Unavailable
+from servicekit.errors import NotFound, WorkspaceUnavailable
 from servicekit.metrics import POOLS
 from store_service import data_steps
 
@@ -378,7 +378,7 @@ class Databases:
         name = self.server_name(server)
         if name not in self.servers:
             log.warning("a workspace is placed on database server %r, which is not configured", name)
-            raise Unavailable("the workspace's database server is unavailable; retry later")
+            raise WorkspaceUnavailable("the workspace's database is unavailable; retry later")
         return self.servers[name]
 
     def _ensure_template(self, conninfo: str) -> None:
@@ -431,7 +431,7 @@ class Databases:
         conninfo = self._conninfo(server)
         if name not in self._prepared:
             log.warning("database server %r is not prepared yet (down since the store started)", name)
-            raise Unavailable("the workspace's database server is unavailable; retry later")
+            raise WorkspaceUnavailable("the workspace's database is unavailable; retry later")
         key = (name, db_name)
         with self._lock:
             if key in self._dropped:

@@ -8,6 +8,7 @@ from collections import Counter
 
 import grpc
 import psycopg
+from psycopg_pool import PoolTimeout
 from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
@@ -15,11 +16,18 @@ from recallatron.store.v1 import store_pb2_grpc
 
 from servicekit import clients
 from servicekit.breaker import CircuitBreaker
-from servicekit.errors import NotFound, Unavailable, status_proto_for
+from servicekit.errors import (
+    MOVING_MESSAGE,
+    NotFound,
+    Unavailable,
+    WorkspaceMoving,
+    WorkspaceUnavailable,
+    status_proto_for,
+)
 from servicekit.limits import EMBED_BATCH_SIZE, SHUTDOWN_GRACE_SECONDS
 from servicekit.server import Running, start_server
 from store_service.access import expiry
-from store_service.control import deletion, members, names
+from store_service.control import deletion, members, moves, names
 from store_service.control.directory import Directory
 from store_service.control.plane import ControlPlane, Workspace, inject_setting, settings_fields
 from store_service.curation import entity_review, review
@@ -65,9 +73,10 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         self._ws_lock = threading.Lock()
 
     def _workspace(self, caller: m.Caller) -> Workspace:
-        """The caller's workspace row (workspace rows never move, so the lookup is cached by
-        id; an operator's call may name the workspace, and a name can move to another workspace, so a
-        name is looked up every time)."""
+        """The caller's workspace row, cached by id (an operator's call may name the workspace, and a
+        name can move to another workspace, so a name is looked up every time). A workspace moved to
+        another server by another store process is found again when a call fails in its old
+        database (``_rerouting``)."""
         key = caller.workspace_id
         with self._ws_lock:
             ws = self._workspaces.get(key)
@@ -101,6 +110,18 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         if self.worker is not None:
             self.worker.forget_db(db_name)
         return response
+
+    def MoveWorkspace(self, request, context):
+        response = moves.move(self.dbs, request.workspace_id, request.server, self.forget_workspace)
+        if self.worker is not None:
+            ws = self.control.workspace(response.workspace_id)
+            self.worker.wake(ws.db_name, ws.server)  # its jobs moved with it
+        return response
+
+    def forget_workspace(self, workspace_id: str) -> None:
+        """Drops the cached row of a workspace, so the next call reads where it is now."""
+        with self._ws_lock:
+            self._workspaces.pop(workspace_id, None)
 
     def ListMembers(self, request, context):
         found, token = self.directory.list_members(request.workspace_id, request.page_size, request.page_token)
@@ -425,8 +446,35 @@ def _naming(method):
     return handler
 
 
+def _rerouting(method):
+    """``method`` forgetting the cached row of the call's workspace when it fails in the database
+    (the workspace may have been moved, store_service/control/moves.py: the next call, a retry,
+    reads where it is now), and saying what failed: the workspace's database, read-only while it is
+    moved (WorkspaceMoving) or on a server that does not answer while the control plane's does
+    (WorkspaceUnavailable), so the gateway's circuit breaker does not count one workspace's trouble
+    against the whole store."""
+
+    def handler(self, request, context):
+        try:
+            return method(self, request, context)
+        except (psycopg.Error, PoolTimeout, NotFound) as exc:
+            if "caller" not in request.DESCRIPTOR.fields_by_name:
+                raise
+            self.forget_workspace(request.caller.workspace_id)
+            if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+                raise WorkspaceMoving(MOVING_MESSAGE) from exc
+            if isinstance(exc, (psycopg.OperationalError, PoolTimeout)) and not self.dbs.health.down:
+                log.warning("workspace database unavailable: %s", exc)
+                raise WorkspaceUnavailable("the workspace's database is unavailable; retry later") from exc
+            raise
+
+    handler.__name__ = handler.__qualname__ = method.__name__
+    handler.__doc__ = method.__doc__
+    return handler
+
+
 for _name in s.DESCRIPTOR.services_by_name["StoreService"].methods_by_name:
-    setattr(StoreServicer, _name, _naming(getattr(StoreServicer, _name)))
+    setattr(StoreServicer, _name, _naming(_rerouting(getattr(StoreServicer, _name))))
 
 
 class StoreService:

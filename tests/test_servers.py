@@ -33,9 +33,8 @@ from servicekit.errors import status_proto_for
 from store_service.database import TEMPLATE_DB, Databases
 
 LEX = m.RECALL_MODE_LEXICAL
-# What a call whose database server is down is told (the store's words, or the gateway's for recall):
-# no server, database, host or socket.
-GENERIC = {"the database is unavailable; retry later", "a dependency is unavailable; retry later"}
+# What a call whose database server is down is told: no server, database, host or socket.
+GENERIC = {"the workspace's database is unavailable; retry later"}
 
 
 def wait_for(check, timeout: float, what: str) -> None:

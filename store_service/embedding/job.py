@@ -299,6 +299,7 @@ class EmbeddingWorker:
                     except (psycopg.Error, NotFound):  # one workspace's trouble must not stall the others
                         if self._gone(db_name):  # deleted: its jobs went with its database
                             continue
+                        self._placed()  # moved to another server, perhaps: look where it is now
                         log.exception("embedding batch failed in one workspace; it will be retried")
                         FAILURES.inc()
                         continue

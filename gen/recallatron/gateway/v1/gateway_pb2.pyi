@@ -1107,6 +1107,30 @@ class DeleteWorkspaceResponse(_message.Message):
     resumed: bool
     def __init__(self, workspace_id: _Optional[str] = ..., name: _Optional[str] = ..., members_deleted: _Optional[int] = ..., resumed: _Optional[bool] = ...) -> None: ...
 
+class MoveWorkspaceRequest(_message.Message):
+    __slots__ = ("workspace_id", "server")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    server: str
+    def __init__(self, workspace_id: _Optional[str] = ..., server: _Optional[str] = ...) -> None: ...
+
+class MoveWorkspaceResponse(_message.Message):
+    __slots__ = ("workspace_id", "from_server", "to_server", "write_pause_ms", "rows_copied", "resumed")
+    WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_SERVER_FIELD_NUMBER: _ClassVar[int]
+    TO_SERVER_FIELD_NUMBER: _ClassVar[int]
+    WRITE_PAUSE_MS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_COPIED_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_FIELD_NUMBER: _ClassVar[int]
+    workspace_id: str
+    from_server: str
+    to_server: str
+    write_pause_ms: int
+    rows_copied: int
+    resumed: bool
+    def __init__(self, workspace_id: _Optional[str] = ..., from_server: _Optional[str] = ..., to_server: _Optional[str] = ..., write_pause_ms: _Optional[int] = ..., rows_copied: _Optional[int] = ..., resumed: _Optional[bool] = ...) -> None: ...
+
 class ListMembersRequest(_message.Message):
     __slots__ = ("workspace_id", "page_size", "page_token")
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]

@@ -1547,6 +1547,11 @@ class AdminServiceStub:
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DeleteWorkspaceRequest.SerializeToString,
                 response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DeleteWorkspaceResponse.FromString,
                 _registered_method=True)
+        self.MoveWorkspace = channel.unary_unary(
+                '/recallatron.gateway.v1.AdminService/MoveWorkspace',
+                request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.MoveWorkspaceRequest.SerializeToString,
+                response_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.MoveWorkspaceResponse.FromString,
+                _registered_method=True)
         self.ListMembers = channel.unary_unary(
                 '/recallatron.gateway.v1.AdminService/ListMembers',
                 request_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.ListMembersRequest.SerializeToString,
@@ -1681,6 +1686,19 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MoveWorkspace(self, request, context):
+        """Moves a workspace's database to another configured database server (docs/scaling.md, "Moving a
+        workspace"): its database is made read-only (writes fail UNAVAILABLE with a retry hint, reads go
+        on), copied with pg_dump and pg_restore, checked table by table, and the workspace row switched;
+        the old database is dropped only after the switch. A move that fails leaves the workspace where
+        it was, writable; running it again resumes. INVALID_ARGUMENT for an unknown server,
+        FAILED_PRECONDITION when already there or another move of it runs, UNAVAILABLE when a server
+        does not answer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListMembers(self, request, context):
         """Lists a workspace's members, removed ones too, oldest first (AIP-158 pagination): names, roles,
         purposes, live token counts; never a token.
@@ -1771,6 +1789,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.DeleteWorkspace,
                     request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DeleteWorkspaceRequest.FromString,
                     response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DeleteWorkspaceResponse.SerializeToString,
+            ),
+            'MoveWorkspace': grpc.unary_unary_rpc_method_handler(
+                    servicer.MoveWorkspace,
+                    request_deserializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.MoveWorkspaceRequest.FromString,
+                    response_serializer=recallatron_dot_gateway_dot_v1_dot_gateway__pb2.MoveWorkspaceResponse.SerializeToString,
             ),
             'ListMembers': grpc.unary_unary_rpc_method_handler(
                     servicer.ListMembers,
@@ -2141,6 +2164,33 @@ class AdminService:
             '/recallatron.gateway.v1.AdminService/DeleteWorkspace',
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DeleteWorkspaceRequest.SerializeToString,
             recallatron_dot_gateway_dot_v1_dot_gateway__pb2.DeleteWorkspaceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MoveWorkspace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/recallatron.gateway.v1.AdminService/MoveWorkspace',
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.MoveWorkspaceRequest.SerializeToString,
+            recallatron_dot_gateway_dot_v1_dot_gateway__pb2.MoveWorkspaceResponse.FromString,
             options,
             channel_credentials,
             insecure,

