@@ -29,12 +29,12 @@ class Stack(System):
     paused: bool = False
 
     @classmethod
-    def start(cls, home: Path, port_base: int = 50150) -> Stack:
-        """Starts ``recallatron up`` with ``RECALLATRON_HOME=home`` and waits for "ready"."""
+    def start(cls, home: Path, port_base: int = 50150, args: tuple[str, ...] = ()) -> Stack:
+        """Starts ``recallatron up ARGS`` with ``RECALLATRON_HOME=home`` and waits for "ready"."""
         addrs = {name: f"127.0.0.1:{port_base + n}" for n, name in enumerate(SERVICES, start=1)}
         web = f"127.0.0.1:{port_base + len(SERVICES) + 1}"  # the screen `up` starts too
         try:
-            stack = super().start(home, addrs=addrs, web=web, timeout=READY_TIMEOUT)
+            stack = super().start(home, addrs=addrs, web=web, timeout=READY_TIMEOUT, args=args)
         except RuntimeError as exc:
             raise SystemExit(str(exc)) from None
         stack.drain()

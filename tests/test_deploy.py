@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -258,10 +259,14 @@ def image_env(tmp: Path) -> dict[str, str]:
     return env
 
 
-def entrypoint() -> list[str]:
-    """The Dockerfile's ENTRYPOINT, with the installed ``recallatron`` script run from this checkout."""
-    (args,) = dockerfile_instructions("ENTRYPOINT")
-    exe, *rest = json.loads(args)
+def entrypoint(service: dict | None = None) -> list[str]:
+    """The service's entrypoint (its own, else the Dockerfile's ENTRYPOINT), with the installed
+    ``recallatron`` script run from this checkout."""
+    if service is not None and "entrypoint" in service:
+        exe, *rest = service["entrypoint"]
+    else:
+        (args,) = dockerfile_instructions("ENTRYPOINT")
+        exe, *rest = json.loads(args)
     assert exe == "recallatron"
     return [sys.executable, "-m", "cli.main", *rest]
 
@@ -296,6 +301,13 @@ class Mapping:
         if sep and port.isdigit() and (host in self.hosts or host == "0.0.0.0"):
             return f"{'127.0.0.1' if host in self.hosts else host}:{self.port(port)}"
         return value
+
+    def args(self, service: dict) -> list[str]:
+        """The service's command, a listen address in it (``0.0.0.0:PORT``) mapped."""
+        return [
+            f"0.0.0.0:{self.port(arg.rpartition(':')[2])}" if re.fullmatch(r"0\.0\.0\.0:\d+", arg) else arg
+            for arg in service["command"]
+        ]
 
     def env(self, service: dict) -> dict[str, str]:
         return {k: self.value(service, k, str(v)) for k, v in service.get("environment", {}).items()}
@@ -380,7 +392,7 @@ def compose_stack(tmp_path_factory):
             logs[name] = tmp / f"{name}.log"
             with logs[name].open("wb") as log:
                 procs[name] = subprocess.Popen(
-                    entrypoint() + service["command"],
+                    entrypoint(service) + mapping.args(service),
                     cwd=ROOT,
                     env=env,
                     stdout=log,
@@ -415,8 +427,8 @@ def compose_stack(tmp_path_factory):
 def test_mapping_covers_every_variable_compose_sets(compose_stack):
     """Nothing was left pointing at a container path, a compose host name or a compose port."""
     doc, mapping = compose_stack["doc"], compose_stack["mapping"]
-    assert set(mapping.ports) == {50051, 50052, 50053, 50054, 9451, 9452, 9453, 9454}
-    for name in SERVICES:
+    assert set(mapping.ports) == {50051, 50052, 50053, 50054, 9451, 9452, 9453, 9454, 8080, 8765}
+    for name in (*SERVICES, *FRONT_ENDS):
         for key, value in mapping.env(doc["services"][name]).items():
             assert not re.search(r"\b(store|embed|rank|gateway|postgres):\d", value), (name, key, value)
             assert "/run/secrets" not in value, (name, key)
@@ -471,6 +483,27 @@ def test_the_compose_services_become_healthy_and_answer_a_recall(compose_stack):
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
     finally:
         channel.close()
+
+
+@pytest.mark.system
+@pytest.mark.cluster
+def test_the_web_screen_and_the_mcp_server_answer_as_compose_starts_them(compose_stack):
+    """The front ends compose adds: the screen's sign-in page over the compose gateway, and the MCP
+    endpoint refusing a request without a member token (401), as it must."""
+    mapping = compose_stack["mapping"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{mapping.port(8080)}/healthz", timeout=10) as resp:
+        assert resp.status == 200
+    with urllib.request.urlopen(f"http://127.0.0.1:{mapping.port(8080)}/", timeout=10) as resp:
+        assert resp.status == 200 and "token" in resp.read().decode().lower()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{mapping.port(8765)}/mcp",
+        data=b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}',
+        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+        method="POST",
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 401
 
 
 @pytest.mark.system
