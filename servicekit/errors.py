@@ -153,31 +153,30 @@ def status_proto(
     return status_pb2.Status(code=getattr(code_pb2, code.name), message=message, details=packed)
 
 
-def retry_info(err: grpc.RpcError) -> error_details_pb2.RetryInfo | None:
-    """Reads the RetryInfo detail of a failed call, if it has one."""
-    status = rpc_status.from_call(err)
-    for detail in status.details if status else ():
-        if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
-            info = error_details_pb2.RetryInfo()
-            detail.Unpack(info)
-            return info
-    return None
-
-
 def to_status(code: grpc.StatusCode, message: str, reason: str, metadata: dict[str, str] | None = None):
     """Builds a ``grpc.Status`` with an ErrorInfo detail, for ``context.abort_with_status``."""
     return rpc_status.to_status(status_proto(code, message, reason, metadata))
 
 
-def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
-    """Reads the ErrorInfo detail of a failed call, if it has one."""
+def _detail(err: grpc.RpcError, kind):
+    """The first detail of message type ``kind`` of a failed call, if it has one."""
     status = rpc_status.from_call(err)
     for detail in status.details if status else ():
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            return info
+        if detail.Is(kind.DESCRIPTOR):
+            found = kind()
+            detail.Unpack(found)
+            return found
     return None
+
+
+def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
+    """Reads the ErrorInfo detail of a failed call, if it has one."""
+    return _detail(err, error_details_pb2.ErrorInfo)
+
+
+def retry_info(err: grpc.RpcError) -> error_details_pb2.RetryInfo | None:
+    """Reads the RetryInfo detail of a failed call, if it has one."""
+    return _detail(err, error_details_pb2.RetryInfo)
 
 
 def status_for(exc: BaseException) -> grpc.Status:
