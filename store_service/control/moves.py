@@ -8,9 +8,10 @@ acknowledged write is lost and a move that stops anywhere leaves the workspace u
 1. The row records ``moving_to`` (a second mover of the same workspace is refused by an advisory
    lock in the control plane).
 2. The source database turns read-only (``default_transaction_read_only`` for new sessions, and
-   every session in it ended, so pooled connections of every store process reconnect read-only):
-   from here a write fails at once, UNAVAILABLE with a retry hint (``servicekit.errors``); a write in
-   flight is ended before it commits, so it was never acknowledged. Reads go on from the source.
+   every older session ended once idle, so pooled connections of every store process reconnect
+   read-only): from here a write fails at once, UNAVAILABLE with a retry hint
+   (``servicekit.errors``); a write in flight either commits before the copy starts or is ended
+   before it commits (never acknowledged). Reads go on from the source.
 3. The target database is made empty (what an interrupted move left is dropped first) and filled
    with ``pg_dump --format=custom | pg_restore``; then every table's row count is compared with the
    source's.
@@ -51,6 +52,9 @@ _MOVE_CLASS = 0x6D76
 # How long pg_dump and pg_restore may take together before the move gives up (a large workspace
 # takes minutes; docs/scaling.md has the measured figures).
 COPY_TIMEOUT_SECONDS = 3600.0
+# How long a move lets the calls in flight in the source database finish, before it turns read-only
+# and before it is dropped, ending the sessions still busy after it.
+SESSION_PATIENCE_SECONDS = 5.0
 
 
 def pg_bin() -> Path:
@@ -90,15 +94,29 @@ def _counts(conninfo: str, db_name: str) -> dict[str, int]:
 
 
 def _read_only(conninfo: str, db_name: str, on: bool) -> None:
-    """Turns a database read-only for new sessions (or back), and ends every other session in it so
-    that no connection keeps the old setting; a transaction in flight is rolled back, unacknowledged."""
+    """Turns a database read-only for new sessions (or back), then ends every session opened before
+    (``_end_sessions``), so that no connection keeps the old setting."""
     with psycopg.connect(conninfo, autocommit=True) as conn:
         setting = sql.SQL("SET default_transaction_read_only = on" if on else "RESET default_transaction_read_only")
         conn.execute(sql.SQL("ALTER DATABASE {} ").format(sql.Identifier(db_name)) + setting)
+        _end_sessions(conn, db_name)
+
+
+def _end_sessions(conn: psycopg.Connection, db_name: str) -> None:
+    """Ends the sessions in ``db_name`` that are older than now: each as soon as it is idle (no call
+    of a store is using it, so none fails), and those still busy after ``SESSION_PATIENCE_SECONDS``
+    by force (their transactions roll back, unacknowledged). Returns once none is left. A write that
+    commits while this waits committed before anything that follows, so it is kept."""
+    since = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+    deadline = time.monotonic() + SESSION_PATIENCE_SECONDS
+    others = "datname = %s AND pid <> pg_backend_pid() AND backend_start < %s"
+    while conn.execute(f"SELECT count(*) FROM pg_stat_activity WHERE {others}", (db_name, since)).fetchone()[0]:
+        force = time.monotonic() >= deadline
         conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-            (db_name,),
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {others} AND (%s OR state = 'idle')",
+            (db_name, since, force),
         )
+        time.sleep(0.01)
 
 
 def _drop(conninfo: str, db_name: str) -> None:
@@ -201,6 +219,8 @@ def _move(dbs: Databases, ws: uuid.UUID, server: str, forget: Callable[[str], No
         forget(str(ws))
         log.info("workspace %s moved from %s to %s: writes paused %d ms", ws, here, server, pause_ms)
     old = row.moved_from or here
+    with psycopg.connect(dbs.servers[old], autocommit=True) as conn:
+        _end_sessions(conn, db_name)  # reads still running there finish first
     dbs.drop_workspace_db(db_name, old)
     with dbs.control.connection() as conn:
         conn.execute("UPDATE workspace SET moved_from = NULL WHERE id = %s", (ws,))
