@@ -54,6 +54,10 @@ RECONNECT_SECONDS = 4.0
 CONNECT_TIMEOUT_SECONDS = 5
 
 
+# SQLSTATE invalid_catalog_name: a connection to a database that does not exist (dropped or moved).
+MISSING_DATABASE = "3D000"
+
+
 class StartupError(RuntimeError):
     """The database server lacks something the store needs; the message says what."""
 
@@ -156,7 +160,7 @@ def check_server(conninfo: str) -> None:
                     f"pgvector {ext.default_version} is too old: iterative index scans need 0.8 or newer"
                 )
     except psycopg.OperationalError as exc:
-        raise StartupError(f"cannot connect to the control-plane database: {exc}") from exc
+        raise StartupError(f"cannot connect to the database server: {exc}") from exc
 
 
 class ServerHealth:
@@ -180,22 +184,47 @@ class ServerHealth:
         self._refused.set()
 
 
-def _tracked(health: ServerHealth) -> type[psycopg.Connection]:
+def _missing_database(exc: psycopg.OperationalError, dbname: str | None) -> bool:
+    """Whether a failed connection attempt was the server answering that the database does not
+    exist. libpq gives a failed connection no SQLSTATE, so the server's message is read (English,
+    as the embedded server and PostgreSQL's default lc_messages give it)."""
+    return exc.sqlstate == MISSING_DATABASE or (bool(dbname) and f'database "{dbname}" does not exist' in str(exc))
+
+
+def _tracked(health: ServerHealth, missing: threading.Event | None = None) -> type[psycopg.Connection]:
     """A connection class whose ``connect`` reports each attempt's outcome to ``health`` (the pools
-    open every connection through it)."""
+    open every connection through it), and sets ``missing`` while the database does not exist (the
+    server answered that: it is not down)."""
 
     class TrackedConnection(psycopg.Connection):
         @classmethod
         def connect(cls, *args, **kwargs):
             try:
                 conn = super().connect(*args, **kwargs)
-            except psycopg.OperationalError:
-                health.refused()
+            except psycopg.OperationalError as exc:
+                if _missing_database(
+                    exc, kwargs.get("dbname") or conninfo_to_dict(args[0] if args else "").get("dbname")
+                ):
+                    if missing is not None:
+                        missing.set()
+                else:
+                    health.refused()
                 raise
             health.answered()
+            if missing is not None:
+                missing.clear()
             return conn
 
     return TrackedConnection
+
+
+class MissingDatabase(psycopg.OperationalError):
+    """A pool's database does not exist: it was dropped, or the workspace moved to another server.
+    Raised before anything ran in it, so the call may be made again where the workspace is now."""
+
+
+class DroppedDatabase(NotFound):
+    """A workspace database this process dropped (deleted, or moved away from this server)."""
 
 
 class Pool(ConnectionPool):
@@ -210,14 +239,15 @@ class Pool(ConnectionPool):
 
     def __init__(self, conninfo: str, *, health: ServerHealth, **kwargs) -> None:
         self.health = health
+        self.missing = threading.Event()
         super().__init__(
             conninfo,
-            connection_class=_tracked(health),
+            connection_class=_tracked(health, self.missing),
             kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS},
             check=ConnectionPool.check_connection,
             timeout=POOL_WAIT_SECONDS,
             reconnect_timeout=RECONNECT_SECONDS,
-            reconnect_failed=lambda pool: health.refused(),
+            reconnect_failed=lambda pool: None if self.missing.is_set() else health.refused(),
             open=False,
             **kwargs,
         )
@@ -228,6 +258,8 @@ class Pool(ConnectionPool):
         budget = self.timeout if timeout is None else timeout
         start = time.monotonic()
         while True:
+            if self.missing.is_set():
+                raise MissingDatabase(f"the database of pool {self.name!r} does not exist")
             down = self.health.down
             left = (min(budget, DOWN_WAIT_SECONDS) if down else budget) - (time.monotonic() - start)
             if left <= 0:
@@ -423,6 +455,12 @@ class Databases:
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db_name)))
 
+    def recreated(self, db_name: str, server: str = "") -> None:
+        """Notes that a database this process dropped exists again on ``server`` (a workspace moved
+        back to a server it had left), so it may be pooled again."""
+        with self._lock:
+            self._dropped.discard((self.server_name(server), db_name))
+
     def workspace(self, db_name: str, server: str = "") -> ConnectionPool:
         """The pool of one workspace database on ``server`` (``""``: the control plane's), opened on
         first use; least recently used pools close. NOT_FOUND for a database this process dropped;
@@ -435,7 +473,7 @@ class Databases:
         key = (name, db_name)
         with self._lock:
             if key in self._dropped:
-                raise NotFound("workspace not found (it was deleted)")
+                raise DroppedDatabase("workspace not found (it was deleted)")
             pool = self._pools.get(key)
             if pool is not None:
                 self._pools.move_to_end(key)

@@ -31,7 +31,7 @@ from store_service.control import deletion, members, moves, names
 from store_service.control.directory import Directory
 from store_service.control.plane import ControlPlane, Workspace, inject_setting, settings_fields
 from store_service.curation import entity_review, review
-from store_service.database import Databases
+from store_service.database import Databases, DroppedDatabase, MissingDatabase
 from store_service.embedding.job import EMBED_TIMEOUT_SECONDS, EmbeddingWorker, requeue
 from store_service.history import turn_search, turns
 from store_service.intake import capture, imports
@@ -448,8 +448,9 @@ def _naming(method):
 
 def _rerouting(method):
     """``method`` forgetting the cached row of the call's workspace when it fails in the database
-    (the workspace may have been moved, store_service/control/moves.py: the next call, a retry,
-    reads where it is now), and saying what failed: the workspace's database, read-only while it is
+    (the workspace may have been moved, store_service/control/moves.py), made once more when its
+    database is not there (before anything ran in it) so the call finds where it is now, and saying
+    what failed: the workspace's database, read-only while it is
     moved (WorkspaceMoving) or on a server that does not answer while the control plane's does
     (WorkspaceUnavailable), so the gateway's circuit breaker does not count one workspace's trouble
     against the whole store."""
@@ -461,6 +462,8 @@ def _rerouting(method):
             if "caller" not in request.DESCRIPTOR.fields_by_name:
                 raise
             self.forget_workspace(request.caller.workspace_id)
+            if isinstance(exc, (MissingDatabase, DroppedDatabase)):  # nothing ran: where is it now?
+                return method(self, request, context)
             if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
                 raise WorkspaceMoving(MOVING_MESSAGE) from exc
             if isinstance(exc, (psycopg.OperationalError, PoolTimeout)) and not self.dbs.health.down:

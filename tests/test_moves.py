@@ -13,14 +13,23 @@ import time
 from collections import Counter
 
 import grpc
+import psycopg
 import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
+from recallatron.store.v1 import store_pb2 as s
+from recallatron.store.v1 import store_pb2_grpc
 from test_servers import databases_on, kill, summary, two_servers_up, wait_for
 
-from servicekit.errors import MOVING, error_info, retry_info
+from servicekit import clients
+from servicekit.errors import MOVING, FailedPrecondition, error_info, retry_info
+from store_service.control import moves
 from store_service.control.moves import pg_bin
+from store_service.database import Databases
 from store_service.search import lexical_index
+from store_service.server import StoreService
 
 CONV = m.PURPOSE_CONVERSATION
 LEX = m.RECALL_MODE_LEXICAL
@@ -225,3 +234,181 @@ def test_bad_moves_are_refused_plainly(servers):
     assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert summary(stack, ws).server == "pg1"
     assert os.environ.get("RECALLATRON_PG_BIN") is None
+
+
+@pytest.mark.cluster
+def test_a_workspace_moved_there_and_back_stays_usable(servers):
+    """From the break-it review: moving back to a server it left made the moving store refuse the
+    workspace for good (the database it had dropped there was 'deleted')."""
+    stack = servers[0]
+    ws, members = seeded(stack, "there and back", 5)
+    note = members[0].remember("Before any move.")
+    assert move(stack, ws, "pg2").to_server == "pg2"
+    assert move(stack, ws, "pg1").to_server == "pg1"
+    later = members[1].remember("After moving back.")
+    assert (
+        members[2].read(note.id).body == "Before any move." and members[2].read(later.id).body == "After moving back."
+    )
+    stack.wait_backlog_empty()
+
+
+def _slow_dump(folder, started) -> None:
+    """A pg_bin folder whose pg_dump says it started (a file) and waits 5 s before dumping."""
+    real = pg_bin()
+    folder.mkdir()
+    (folder / "pg_restore").symlink_to(real / "pg_restore")
+    script = folder / "pg_dump"
+    script.write_text(f'#!/bin/sh\ntouch "{started}"\nsleep 5\nexec "{real / "pg_dump"}" "$@"\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+
+
+def _restore_after_dump(folder, started) -> None:
+    """A pg_bin folder whose pg_restore reads the whole dump, says so (a file), and waits 5 s."""
+    real = pg_bin()
+    folder.mkdir()
+    (folder / "pg_dump").symlink_to(real / "pg_dump")
+    script = folder / "pg_restore"
+    script.write_text(
+        f'#!/bin/sh\nT=$(mktemp)\ncat > "$T"\ntouch "{started}"\nsleep 5\nexec "{real / "pg_restore"}" "$@" < "$T"\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+
+
+@pytest.mark.cluster
+def test_a_deletion_waits_for_no_move_and_leaves_no_copy_anywhere(servers, tmp_path, monkeypatch):
+    """From the break-it review: a deletion during a move's copy left a full copy on the target, and
+    a deletion after a move that had not dropped its old copy left that one."""
+    stack, first, second = servers
+    ws, members = seeded(stack, "deleted while moving", 5)
+    db = f"recallatron_ws_{ws.replace('-', '')}"
+    started = tmp_path / "started"
+    _restore_after_dump(tmp_path / "bin", started)
+    monkeypatch.setenv("RECALLATRON_PG_BIN", str(tmp_path / "bin"))
+    moved = {}
+    mover = threading.Thread(target=lambda: moved.setdefault("response", move(stack, ws, "pg2")))
+    mover.start()
+    wait_for(started.exists, 60, "the copy to start")
+    delete = g.DeleteWorkspaceRequest(workspace_id=ws)
+    with pytest.raises(grpc.RpcError) as refused:
+        stack.admin.DeleteWorkspace(delete, metadata=stack.op())
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "a move or deletion of this workspace is running" in refused.value.details()
+    mover.join(timeout=120)
+    assert moved["response"].to_server == "pg2"
+    stack.admin.DeleteWorkspace(delete, metadata=stack.op())
+    assert db not in databases_on(first) and db not in databases_on(second)
+    # An old copy a move did not drop (moved_from) goes with the workspace too.
+    ws, _ = seeded(stack, "deleted with an old copy", 3)
+    db = f"recallatron_ws_{ws.replace('-', '')}"
+    monkeypatch.delenv("RECALLATRON_PG_BIN")
+    move(stack, ws, "pg2")
+    with psycopg.connect(first.control_url, autocommit=True) as conn:  # as a move whose drop failed leaves it
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
+        conn.execute("UPDATE workspace SET moved_from = 'pg1' WHERE id = %s", (ws,))
+    stack.admin.DeleteWorkspace(g.DeleteWorkspaceRequest(workspace_id=ws), metadata=stack.op())
+    assert db not in databases_on(first) and db not in databases_on(second)
+
+
+@pytest.mark.cluster
+def test_a_move_whose_source_dies_says_so_and_finishes_when_run_again(servers, tmp_path, monkeypatch):
+    """From the break-it review: the source's server dying during the copy left the workspace
+    read-only with nothing recorded; now the move stays recorded and running it again finishes."""
+    stack, first, second = servers
+    ws, members = seeded(stack, "source dies", 5, server="pg2")
+    started = tmp_path / "started"
+    _slow_dump(tmp_path / "bin", started)
+    monkeypatch.setenv("RECALLATRON_PG_BIN", str(tmp_path / "bin"))
+    outcome = {}
+
+    def run() -> None:
+        try:
+            move(stack, ws, "pg1")
+        except grpc.RpcError as exc:
+            outcome["error"] = exc
+
+    mover = threading.Thread(target=run)
+    mover.start()
+    wait_for(started.exists, 60, "the copy to start")
+    kill(second)
+    mover.join(timeout=120)
+    err = outcome["error"]
+    assert err.code() == grpc.StatusCode.UNAVAILABLE and "read-only until the move to pg1 is run again" in err.details()
+    assert summary(stack, ws).server == "pg2"
+    second.restart()
+    wait_for(lambda: dict(stack.store.dbs.server_status())["pg2"], 30, "pg2 serving again")
+    monkeypatch.delenv("RECALLATRON_PG_BIN")
+    with pytest.raises(grpc.RpcError) as elsewhere:  # only the recorded move may run
+        move(stack, ws, "pg2")
+    assert elsewhere.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert move(stack, ws, "pg1").resumed
+    kept = members[0].remember("Written once the move finished.")
+    assert summary(stack, ws).server == "pg1" and members[1].read(kept.id).body == "Written once the move finished."
+
+
+@pytest.mark.cluster
+def test_a_target_that_already_holds_the_database_is_refused_untouched(servers):
+    """From the break-it review: two configured names for one PostgreSQL server made a move drop the
+    live source as the 'leftover' on the target. Only a recorded move may replace a copy there."""
+    stack, first, second = servers
+    ws, members = seeded(stack, "two names one server", 3)
+    db = f"recallatron_ws_{ws.replace('-', '')}"
+    same = make_conninfo(first.control_url, dbname="postgres")
+    dbs = Databases(first.control_url, servers={"pg2": second.control_url, "alias": same}, control_server="pg1")
+    dbs.open()
+    try:
+        with pytest.raises(FailedPrecondition, match="holds a database of this workspace's name already"):
+            moves.move(dbs, ws, "alias", lambda _: None)
+    finally:
+        dbs.close()
+    assert db in databases_on(first) and summary(stack, ws).server == "pg1"
+    assert len(stack.memory.ListMemories(g.ListMemoriesRequest(), metadata=members[0].md()).memories) == 3
+    assert members[1].remember("Still writable.").body == "Still writable."
+
+
+@pytest.mark.cluster
+def test_finishing_a_switched_move_answers_where_it_is(servers):
+    """From the break-it review: with the old copy left (moved_from), a move to the old server
+    dropped it and answered as if the workspace had gone there."""
+    stack, first, second = servers
+    ws, members = seeded(stack, "switched, old copy left", 3)
+    db = f"recallatron_ws_{ws.replace('-', '')}"
+    move(stack, ws, "pg2")
+    with psycopg.connect(first.control_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
+        conn.execute("UPDATE workspace SET moved_from = 'pg1' WHERE id = %s", (ws,))
+    with pytest.raises(grpc.RpcError) as refused:
+        move(stack, ws, "pg1")
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "with that server" in refused.value.details()
+    resp = move(stack, ws, "pg2")
+    assert (resp.from_server, resp.to_server, resp.resumed, resp.rows_copied) == ("pg1", "pg2", True, 0)
+    assert db not in databases_on(first) and summary(stack, ws).server == "pg2"
+
+
+@pytest.mark.cluster
+def test_another_store_process_follows_a_move_at_its_next_call(servers):
+    """From the break-it review: a second store process kept the moved workspace's old place, its
+    next call failed with a plain UNAVAILABLE that the gateway's breaker counted, and it marked the
+    healthy control-plane server down. Its next call now finds the workspace where it is."""
+    stack, first, second = servers
+    other = StoreService(
+        first.control_url, "127.0.0.1:0", stack.embed_bind, servers={"pg2": second.control_url}, control_server="pg1"
+    )
+    channel = clients.channel(f"127.0.0.1:{other.port}")
+    try:
+        store = store_pb2_grpc.StoreServiceStub(channel)
+        ws, members = seeded(stack, "seen by two stores", 3)
+        caller = store.Authenticate(s.AuthenticateRequest(token=members[0].token), timeout=30).caller
+
+        def remember(body: str) -> str:
+            request = s.RememberRequest(caller=caller, purpose=CONV, audience=m.AUDIENCE_WORKSPACE, body=body)
+            return store.Remember(request, timeout=30).memory.id
+
+        before = remember("Through the other store, before.")
+        move(stack, ws, "pg2")
+        after = remember("Through the other store, after.")  # no error: it looked again
+        assert members[1].read(before).body == "Through the other store, before."
+        assert members[1].read(after).body == "Through the other store, after."
+        assert other.dbs.server_status() == [("pg1", True), ("pg2", True)]
+    finally:
+        channel.close()
+        other.stop()

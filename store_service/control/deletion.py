@@ -25,7 +25,7 @@ import logging
 
 from recallatron.store.v1 import store_pb2 as s
 
-from store_service.control.plane import workspace_ref
+from store_service.control.plane import whole_workspace, workspace_ref
 from store_service.database import Databases, named
 
 log = logging.getLogger(__name__)
@@ -33,17 +33,34 @@ log = logging.getLogger(__name__)
 
 def delete(dbs: Databases, ref: str) -> tuple[s.DeleteWorkspaceResponse, str]:
     """Deletes the workspace ``ref`` names (module docstring) and returns the answer and the name of
-    the database dropped; NOT_FOUND for an unknown one."""
+    the database dropped; NOT_FOUND for an unknown one, FAILED_PRECONDITION while a move of it runs
+    (store_service/control/moves.py)."""
+    with dbs.control.connection() as lock:
+        ws = workspace_ref(lock, ref, deleting=True)
+        with whole_workspace(lock, ws, "delete it"):
+            return _delete(dbs, str(ws))
+
+
+def _delete(dbs: Databases, ref: str) -> tuple[s.DeleteWorkspaceResponse, str]:
     with dbs.control.connection() as conn, conn.transaction():
         ws = workspace_ref(conn, ref, lock=True, deleting=True)
         row = (
             named(conn)
-            .execute("SELECT name, db_name, server, deleted_at AS before FROM workspace WHERE id = %s", (ws,))
+            .execute(
+                """SELECT name, db_name, server, moving_to, moved_from, deleted_at AS before
+                     FROM workspace WHERE id = %s""",
+                (ws,),
+            )
             .fetchone()
         )
         conn.execute("UPDATE workspace SET deleted_at = coalesce(deleted_at, now()) WHERE id = %s", (ws,))
     log.info("deleting workspace %s (%s)%s", ws, row.name, ", resumed" if row.before else "")
     dbs.drop_workspace_db(row.db_name, row.server or "")
+    # A move that stopped half way may have left a copy on the server it was copying to, or the old
+    # copy on the server it left: they go too.
+    for other in {row.moving_to, row.moved_from} - {None, dbs.server_name(row.server or "")}:
+        if other in dbs.servers:
+            dbs.drop_workspace_db(row.db_name, other)
     with dbs.control.connection() as conn, conn.transaction():
         conn.execute("DELETE FROM credential WHERE member_id IN (SELECT id FROM member WHERE workspace_id = %s)", (ws,))
         members = conn.execute("DELETE FROM member WHERE workspace_id = %s", (ws,)).rowcount

@@ -41,14 +41,12 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from recallatron.store.v1 import store_pb2 as s
 
-from servicekit.errors import FailedPrecondition, InvalidArgument, WorkspaceUnavailable
-from store_service.control.plane import workspace_ref
+from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound, WorkspaceUnavailable
+from store_service.control.plane import whole_workspace, workspace_ref
 from store_service.database import Databases, named
 
 log = logging.getLogger(__name__)
 
-# pg_advisory_lock(class, key) class of a workspace's move in the control plane ("mv").
-_MOVE_CLASS = 0x6D76
 # How long pg_dump and pg_restore may take together before the move gives up (a large workspace
 # takes minutes; docs/scaling.md has the measured figures).
 COPY_TIMEOUT_SECONDS = 3600.0
@@ -162,26 +160,33 @@ def move(dbs: Databases, ref: str, server: str, forget: Callable[[str], None]) -
         )
     with dbs.control.connection() as lock:
         ws = workspace_ref(lock, ref)
-        if not lock.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (_MOVE_CLASS, str(ws))).fetchone()[0]:
-            raise FailedPrecondition("another move of this workspace is running")
-        try:
+        with whole_workspace(lock, ws, "move it"):
             return _move(dbs, ws, server, forget)
-        finally:
-            lock.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (_MOVE_CLASS, str(ws)))
 
 
 def _move(dbs: Databases, ws: uuid.UUID, server: str, forget: Callable[[str], None]) -> s.MoveWorkspaceResponse:
     with dbs.control.connection() as conn, conn.transaction():
         row = (
             named(conn)
-            .execute("SELECT db_name, server, moving_to, moved_from FROM workspace WHERE id = %s FOR UPDATE", (ws,))
+            .execute(
+                """SELECT db_name, server, moving_to, moved_from FROM workspace
+                    WHERE id = %s AND deleted_at IS NULL FOR UPDATE""",
+                (ws,),
+            )
             .fetchone()
         )
+        if row is None:
+            raise NotFound("workspace not found")
         here = dbs.server_name(row.server or "")
-        resumed = row.moving_to is not None or row.moved_from is not None
+        resuming = row.moving_to == server
+        if row.moved_from is not None and here != server:
+            raise FailedPrecondition(
+                f"an earlier move switched this workspace to {here} but left its old copy: "
+                "run it again with that server"
+            )
         if row.moved_from is None and here == server:
             raise FailedPrecondition(f"the workspace is on {server} already")
-        if row.moving_to is not None and row.moving_to != server:
+        if row.moving_to is not None and not resuming:
             raise FailedPrecondition(
                 f"a move of this workspace to {row.moving_to} did not finish: run it again with that server"
             )
@@ -189,10 +194,22 @@ def _move(dbs: Databases, ws: uuid.UUID, server: str, forget: Callable[[str], No
             conn.execute("UPDATE workspace SET moving_to = %s WHERE id = %s", (server, ws))
     db_name, pause_ms, rows = row.db_name, 0, 0
     if row.moved_from is None:
-        if not dbs.serving(server):
-            _abandon(dbs, ws, here, server, db_name)
-            raise WorkspaceUnavailable(f"database server {server} is not serving; the workspace stays on {here}")
         source, target = dbs.servers[here], dbs.servers[server]
+        try:
+            if not dbs.serving(server):
+                raise RuntimeError(f"database server {server} is not serving")
+            if not resuming and _exists(target, db_name):
+                raise FailedPrecondition(
+                    f"database server {server} holds a database of this workspace's name already (is it "
+                    f"another name of {here}?); nothing was moved"
+                )
+        except (FailedPrecondition, RuntimeError, psycopg.Error) as exc:
+            _abandon(dbs, ws, here, server, db_name, drop_target=False)
+            if isinstance(exc, FailedPrecondition):
+                raise
+            raise WorkspaceUnavailable(
+                f"database server {server} is not serving; the workspace stays on {here}"
+            ) from exc
         started = time.monotonic()
         try:
             _read_only(source, db_name, True)
@@ -203,6 +220,7 @@ def _move(dbs: Databases, ws: uuid.UUID, server: str, forget: Callable[[str], No
             if after != before:
                 differ = sorted(t for t in before.keys() | after.keys() if before.get(t) != after.get(t))
                 raise RuntimeError(f"the copy differs from the source in {', '.join(differ)}")
+            dbs.recreated(db_name, server)  # a workspace moved back to a server it left
             with dbs.control.connection() as conn:
                 conn.execute(
                     "UPDATE workspace SET server = %s, moving_to = NULL, moved_from = %s WHERE id = %s",
@@ -219,30 +237,51 @@ def _move(dbs: Databases, ws: uuid.UUID, server: str, forget: Callable[[str], No
         forget(str(ws))
         log.info("workspace %s moved from %s to %s: writes paused %d ms", ws, here, server, pause_ms)
     old = row.moved_from or here
-    with psycopg.connect(dbs.servers[old], autocommit=True) as conn:
-        _end_sessions(conn, db_name)  # reads still running there finish first
-    dbs.drop_workspace_db(db_name, old)
-    with dbs.control.connection() as conn:
-        conn.execute("UPDATE workspace SET moved_from = NULL WHERE id = %s", (ws,))
+    try:
+        with psycopg.connect(dbs.servers[old], autocommit=True) as conn:
+            _end_sessions(conn, db_name)  # reads still running there finish first
+        dbs.drop_workspace_db(db_name, old)
+        with dbs.control.connection() as conn:
+            conn.execute("UPDATE workspace SET moved_from = NULL WHERE id = %s", (ws,))
+    except psycopg.Error as exc:
+        log.warning("the old copy of workspace %s on %s was not dropped: %s", ws, old, exc)
+        raise WorkspaceUnavailable(
+            f"the workspace is on {server} now, but its old copy on {old} was not dropped; run the move again"
+        ) from exc
     return s.MoveWorkspaceResponse(
         workspace_id=str(ws),
         from_server=old,
         to_server=server,
         write_pause_ms=pause_ms,
         rows_copied=rows,
-        resumed=resumed,
+        resumed=row.moving_to is not None or row.moved_from is not None,
     )
 
 
-def _abandon(dbs: Databases, ws: uuid.UUID, here: str, server: str, db_name: str) -> None:
-    """Leaves the workspace where it was: writable again, the partial copy dropped when its server
-    answers (else the next move drops it first), no move recorded."""
+def _exists(conninfo: str, db_name: str) -> bool:
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db_name,)).fetchone() is not None
+
+
+def _abandon(dbs: Databases, ws: uuid.UUID, here: str, server: str, db_name: str, drop_target: bool = True) -> None:
+    """Leaves the workspace where it was: writable again, the partial copy dropped and no move
+    recorded; when the target does not answer, ``moving_to`` stays (writes do not read it) so that
+    the next move there, or a deletion, drops the partial copy. When the source cannot be made
+    writable again (its server is down), the move stays recorded, so the workspace reads as moving,
+    and running the move again finishes or retries it."""
     try:
         _read_only(dbs.servers[here], db_name, False)
-    finally:
+    except psycopg.Error as exc:
+        log.warning("workspace %s stays read-only on %s until the move is run again: %s", ws, here, exc)
+        raise WorkspaceUnavailable(
+            f"the move to {server} did not finish and the workspace's server {here} did not answer: it stays "
+            f"on {here}, read-only until the move to {server} is run again"
+        ) from exc
+    if drop_target:
         try:
             _drop(dbs.servers[server], db_name)
-        except psycopg.Error as exc:
-            log.warning("the partial copy on %s stays until the next move: %s", server, exc)
-        with dbs.control.connection() as conn:
-            conn.execute("UPDATE workspace SET moving_to = NULL WHERE id = %s", (ws,))
+        except psycopg.Error as exc:  # moving_to stays: the next move there, or a deletion, drops it
+            log.warning("the partial copy on %s stays until the next move there: %s", server, exc)
+            return
+    with dbs.control.connection() as conn:
+        conn.execute("UPDATE workspace SET moving_to = NULL WHERE id = %s", (ws,))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import secrets
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import psycopg
@@ -199,6 +201,23 @@ def member_ref(conn: psycopg.Connection, ws: uuid.UUID, ref: str) -> uuid.UUID:
             field="member_id",
         )
     return rows[0][0]
+
+
+# pg_advisory_lock(class, key) class of an operator's change of a whole workspace: a move or a
+# deletion (one at a time per workspace; the key is hashtext of its id).
+_WHOLE_CLASS = 0x6D76
+
+
+@contextmanager
+def whole_workspace(conn: psycopg.Connection, ws: uuid.UUID, doing: str) -> Iterator[None]:
+    """Holds the workspace's move-or-deletion lock on ``conn`` (a session lock) for the block;
+    FAILED_PRECONDITION naming ``doing`` while another holds it."""
+    if not conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (_WHOLE_CLASS, str(ws))).fetchone()[0]:
+        raise FailedPrecondition(f"a move or deletion of this workspace is running; {doing} once it ends")
+    try:
+        yield
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (_WHOLE_CLASS, str(ws)))
 
 
 def token_digest(token: str) -> bytes:
