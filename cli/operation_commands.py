@@ -131,6 +131,16 @@ def workspace_move(gw: client.Gateway, args: argparse.Namespace) -> int:
     return 0
 
 
+def _unfinished_move(w: m.WorkspaceSummary) -> list[str]:
+    """What ``workspace show`` says of a move that did not finish, with the command that finishes it."""
+    again = f"run `recallatron workspace move {w.id} --to"
+    if w.moving_to:
+        return [f"  a move to {w.moving_to} did not finish: {again} {w.moving_to}`"]
+    if w.moved_from:
+        return [f"  an old copy is left on {w.moved_from}: {again} {w.server}`"]
+    return []
+
+
 @command.gateway_command
 def workspace_show(gw: client.Gateway, args: argparse.Namespace) -> int:
     """GetWorkspace: its id, name, members and settings."""
@@ -147,6 +157,7 @@ def workspace_show(gw: client.Gateway, args: argparse.Namespace) -> int:
             *([f"  renamed from {w.renamed_from!r} (its name was another workspace's too)"] if w.renamed_from else []),
             f"  created: {minute_utc(w.created_at)}",
             f"  server: {w.server}",
+            *_unfinished_move(w),
             f"  members: {w.member_count} ({w.removed_member_count} removed)",
             f"  dense_floor={w.dense_floor:.2f} default_mode={name_of(m.RecallMode, w.default_mode)} "
             f"inject_gate={gate} expiry={f'{w.expiry_days}d' if w.expiry_days else 'off'} "

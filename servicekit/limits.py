@@ -44,9 +44,10 @@ INTERNAL_DEADLINE_SECONDS = 30.0
 # Kubernetes' default terminationGracePeriodSeconds of 30.
 SHUTDOWN_GRACE_SECONDS = 10.0
 # How long a connection closed for its age (RECALLATRON_GRPC_MAX_CONNECTION_AGE_SECONDS) lets the
-# calls still on it finish: longer than any call the services make or accept in practice (an import
-# of many memories, say), so an age never cuts a call short.
-MAX_CONNECTION_AGE_GRACE_SECONDS = 600.0
+# calls still on it finish: longer than any call the services make or accept, the longest being a
+# workspace move (store_service/control/moves.py, COPY_TIMEOUT_SECONDS: an hour), so an age never
+# cuts a call short.
+MAX_CONNECTION_AGE_GRACE_SECONDS = 3_900.0
 
 # Passed rows the cross-encoder scores (RECALLATRON_RERANK_TOP_N).
 RERANK_TOP_N = 50

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from servicekit import limits
 
@@ -184,6 +184,8 @@ def load() -> Settings:
     """Parses the environment once. Raises SystemExit with a readable message on invalid values."""
     try:
         return Settings()
+    except SettingsError as exc:  # a value pydantic-settings could not even parse (JSON of a mapping)
+        raise SystemExit(f"invalid configuration: {exc}") from None
     except ValidationError as exc:
         lines = [f"  RECALLATRON_{'.'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()]
         raise SystemExit("invalid configuration:\n" + "\n".join(lines)) from None

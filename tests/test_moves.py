@@ -333,7 +333,7 @@ def test_a_move_whose_source_dies_says_so_and_finishes_when_run_again(servers, t
     mover.join(timeout=120)
     err = outcome["error"]
     assert err.code() == grpc.StatusCode.UNAVAILABLE and "read-only until the move to pg1 is run again" in err.details()
-    assert summary(stack, ws).server == "pg2"
+    assert (summary(stack, ws).server, summary(stack, ws).moving_to) == ("pg2", "pg1")  # shown, to run again
     second.restart()
     wait_for(lambda: dict(stack.store.dbs.server_status())["pg2"], 30, "pg2 serving again")
     monkeypatch.delenv("RECALLATRON_PG_BIN")
@@ -341,6 +341,7 @@ def test_a_move_whose_source_dies_says_so_and_finishes_when_run_again(servers, t
         move(stack, ws, "pg2")
     assert elsewhere.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert move(stack, ws, "pg1").resumed
+    assert summary(stack, ws).moving_to == "" and summary(stack, ws).moved_from == ""
     kept = members[0].remember("Written once the move finished.")
     assert summary(stack, ws).server == "pg1" and members[1].read(kept.id).body == "Written once the move finished."
 
@@ -376,6 +377,7 @@ def test_finishing_a_switched_move_answers_where_it_is(servers):
     with psycopg.connect(first.control_url, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
         conn.execute("UPDATE workspace SET moved_from = 'pg1' WHERE id = %s", (ws,))
+    assert summary(stack, ws).moved_from == "pg1"
     with pytest.raises(grpc.RpcError) as refused:
         move(stack, ws, "pg1")
     assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "with that server" in refused.value.details()

@@ -22,14 +22,17 @@ from cli_runner import recallatron
 from conftest import code_of, services
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from trust_program import EXAMPLES, grant_sets, leak_example, ops, outsider_name, property_test
 
 from client import system
 from client.system import ROOT
+from servicekit import settings
 from servicekit.embedded_pg import EmbeddedPostgres
 from servicekit.errors import status_proto_for
+from servicekit.settings import Settings
 from store_service.database import TEMPLATE_DB, Databases
 
 LEX = m.RECALL_MODE_LEXICAL
@@ -262,3 +265,33 @@ def test_up_starts_several_embedded_servers_and_spreads_workspaces(tmp_path):
         env=dict(os.environ, DATABASE_URL="host=/nonexistent", RECALLATRON_HOME=str(tmp_path / "other")),
     )
     assert beside.returncode == 2 and "DATABASE_URL is set" in beside.stderr, beside.stderr
+
+
+def test_database_servers_are_configured_by_variable_and_file_and_bad_ones_are_named(tmp_path, monkeypatch):
+    for name in [k for k in os.environ if k.startswith("RECALLATRON_")]:
+        monkeypatch.delenv(name)
+    good = tmp_path / "servers.json"
+    good.write_text('{"pg3": "host=db3 user=r"}')
+    monkeypatch.setenv("RECALLATRON_DATABASE_SERVERS", '{"pg2": "host=db2 user=r"}')
+    monkeypatch.setenv("RECALLATRON_DATABASE_SERVERS_FILE", str(good))
+    assert Settings().all_database_servers() == {"pg2": "host=db2 user=r", "pg3": "host=db3 user=r"}
+    for text, says in (
+        ("[1, 2]", "expected a JSON object"),
+        ("{not json", "RECALLATRON_DATABASE_SERVERS_FILE"),
+        ('{"pg2": "host=x"}', "named twice"),
+        ('{"Bad Name": "host=x"}', "database server name"),
+    ):
+        good.write_text(text)
+        with pytest.raises(ValueError, match=says):
+            Settings().all_database_servers()
+    monkeypatch.setenv("RECALLATRON_DATABASE_SERVERS", "{not json")
+    settings.load.cache_clear()
+    try:
+        with pytest.raises(SystemExit, match="invalid configuration"):
+            settings.load()
+    finally:
+        settings.load.cache_clear()
+    for bad in ('{"": "host=x"}', '{"pg2": "  "}', '{"PG2": "host=x"}'):
+        monkeypatch.setenv("RECALLATRON_DATABASE_SERVERS", bad)
+        with pytest.raises(ValidationError):
+            Settings()

@@ -38,7 +38,7 @@ DEFAULT_PAGE, MOST_PAGE = 50, 200
 # How long a member's display name is kept by a store process, and how many are kept at most.
 NAME_TTL, MOST_NAMES_KEPT = 5.0, 100_000
 
-_SUMMARY = f"""SELECT {WORKSPACE_COLUMNS}, w.name, w.created_at,
+_SUMMARY = f"""SELECT {WORKSPACE_COLUMNS}, w.name, w.created_at, w.moving_to, w.moved_from,
                      (SELECT count(*) FROM member mb WHERE mb.workspace_id = w.id AND mb.removed_at IS NULL)
                          AS members,
                      (SELECT count(*) FROM member mb WHERE mb.workspace_id = w.id AND mb.removed_at IS NOT NULL)
@@ -63,6 +63,8 @@ def _summary(row, control_server: str) -> m.WorkspaceSummary:
         removed_member_count=row.removed,
         renamed_from=row.renamed_from or "",
         server=ws.server or control_server,
+        moving_to=row.moving_to or "",
+        moved_from=row.moved_from or "",
         **settings_fields(ws),
     )
 
