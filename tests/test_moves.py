@@ -152,14 +152,18 @@ def test_a_move_under_writes_loses_nothing_and_drops_the_old_database(servers):
     assert hits and all(h.memory.id in stored for h in hits)
 
 
-def _slow_restore(folder, started) -> None:
-    """A pg_bin folder whose pg_restore says it started (a file) and waits 5 s before the real one
-    runs: the window in which the test kills the target server."""
+def _wrapped_pg_bin(folder, started, program: str, read_input_first: bool = False) -> None:
+    """A pg_bin folder whose ``program`` (pg_dump or pg_restore) says it started (a file) and waits
+    5 s before the real one runs, having read all its input first when ``read_input_first``: the
+    window in which a test kills a server or races a deletion. The other program is the real one."""
     real = pg_bin()
     folder.mkdir()
-    (folder / "pg_dump").symlink_to(real / "pg_dump")
-    script = folder / "pg_restore"
-    script.write_text(f'#!/bin/sh\ntouch "{started}"\nsleep 5\nexec "{real / "pg_restore"}" "$@"\n')
+    other = "pg_restore" if program == "pg_dump" else "pg_dump"
+    (folder / other).symlink_to(real / other)
+    take = 'T=$(mktemp)\ncat > "$T"\n' if read_input_first else ""
+    given = ' < "$T"' if read_input_first else ""
+    script = folder / program
+    script.write_text(f'#!/bin/sh\n{take}touch "{started}"\nsleep 5\nexec "{real / program}" "$@"{given}\n')
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
 
 
@@ -169,7 +173,7 @@ def test_a_move_whose_target_dies_leaves_the_workspace_usable_where_it_was(serve
     ws, members = seeded(stack, "target dies", 50)
     db = f"recallatron_ws_{ws.replace('-', '')}"
     started = tmp_path / "restore-started"
-    _slow_restore(tmp_path / "bin", started)
+    _wrapped_pg_bin(tmp_path / "bin", started, "pg_restore")
     monkeypatch.setenv("RECALLATRON_PG_BIN", str(tmp_path / "bin"))
     outcome = {}
 
@@ -252,28 +256,6 @@ def test_a_workspace_moved_there_and_back_stays_usable(servers):
     stack.wait_backlog_empty()
 
 
-def _slow_dump(folder, started) -> None:
-    """A pg_bin folder whose pg_dump says it started (a file) and waits 5 s before dumping."""
-    real = pg_bin()
-    folder.mkdir()
-    (folder / "pg_restore").symlink_to(real / "pg_restore")
-    script = folder / "pg_dump"
-    script.write_text(f'#!/bin/sh\ntouch "{started}"\nsleep 5\nexec "{real / "pg_dump"}" "$@"\n')
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-
-
-def _restore_after_dump(folder, started) -> None:
-    """A pg_bin folder whose pg_restore reads the whole dump, says so (a file), and waits 5 s."""
-    real = pg_bin()
-    folder.mkdir()
-    (folder / "pg_dump").symlink_to(real / "pg_dump")
-    script = folder / "pg_restore"
-    script.write_text(
-        f'#!/bin/sh\nT=$(mktemp)\ncat > "$T"\ntouch "{started}"\nsleep 5\nexec "{real / "pg_restore"}" "$@" < "$T"\n'
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-
-
 @pytest.mark.cluster
 def test_a_deletion_waits_for_no_move_and_leaves_no_copy_anywhere(servers, tmp_path, monkeypatch):
     """From the break-it review: a deletion during a move's copy left a full copy on the target, and
@@ -282,7 +264,7 @@ def test_a_deletion_waits_for_no_move_and_leaves_no_copy_anywhere(servers, tmp_p
     ws, members = seeded(stack, "deleted while moving", 5)
     db = f"recallatron_ws_{ws.replace('-', '')}"
     started = tmp_path / "started"
-    _restore_after_dump(tmp_path / "bin", started)
+    _wrapped_pg_bin(tmp_path / "bin", started, "pg_restore", read_input_first=True)
     monkeypatch.setenv("RECALLATRON_PG_BIN", str(tmp_path / "bin"))
     moved = {}
     mover = threading.Thread(target=lambda: moved.setdefault("response", move(stack, ws, "pg2")))
@@ -316,7 +298,7 @@ def test_a_move_whose_source_dies_says_so_and_finishes_when_run_again(servers, t
     stack, first, second = servers
     ws, members = seeded(stack, "source dies", 5, server="pg2")
     started = tmp_path / "started"
-    _slow_dump(tmp_path / "bin", started)
+    _wrapped_pg_bin(tmp_path / "bin", started, "pg_dump")
     monkeypatch.setenv("RECALLATRON_PG_BIN", str(tmp_path / "bin"))
     outcome = {}
 
