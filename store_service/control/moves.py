@@ -196,20 +196,22 @@ def _move(dbs: Databases, ws: uuid.UUID, server: str, forget: Callable[[str], No
     if row.moved_from is None:
         source, target = dbs.servers[here], dbs.servers[server]
         try:
-            if not dbs.serving(server):
-                raise RuntimeError(f"database server {server} is not serving")
+            for name in (server, here):
+                if not dbs.serving(name):
+                    raise RuntimeError(f"database server {name} is not serving")
             if not resuming and _exists(target, db_name):
                 raise FailedPrecondition(
                     f"database server {server} holds a database of this workspace's name already (is it "
                     f"another name of {here}?); nothing was moved"
                 )
         except (FailedPrecondition, RuntimeError, psycopg.Error) as exc:
-            _abandon(dbs, ws, here, server, db_name, drop_target=False)
+            if not resuming:  # nothing was changed yet; an earlier, recorded move stays recorded
+                with dbs.control.connection() as conn:
+                    conn.execute("UPDATE workspace SET moving_to = NULL WHERE id = %s", (ws,))
             if isinstance(exc, FailedPrecondition):
                 raise
-            raise WorkspaceUnavailable(
-                f"database server {server} is not serving; the workspace stays on {here}"
-            ) from exc
+            reason = str(exc) if isinstance(exc, RuntimeError) else f"database server {server} did not answer"
+            raise WorkspaceUnavailable(f"{reason}; the workspace stays on {here}") from exc
         started = time.monotonic()
         try:
             _read_only(source, db_name, True)
@@ -263,7 +265,7 @@ def _exists(conninfo: str, db_name: str) -> bool:
         return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db_name,)).fetchone() is not None
 
 
-def _abandon(dbs: Databases, ws: uuid.UUID, here: str, server: str, db_name: str, drop_target: bool = True) -> None:
+def _abandon(dbs: Databases, ws: uuid.UUID, here: str, server: str, db_name: str) -> None:
     """Leaves the workspace where it was: writable again, the partial copy dropped and no move
     recorded; when the target does not answer, ``moving_to`` stays (writes do not read it) so that
     the next move there, or a deletion, drops the partial copy. When the source cannot be made
@@ -277,11 +279,10 @@ def _abandon(dbs: Databases, ws: uuid.UUID, here: str, server: str, db_name: str
             f"the move to {server} did not finish and the workspace's server {here} did not answer: it stays "
             f"on {here}, read-only until the move to {server} is run again"
         ) from exc
-    if drop_target:
-        try:
-            _drop(dbs.servers[server], db_name)
-        except psycopg.Error as exc:  # moving_to stays: the next move there, or a deletion, drops it
-            log.warning("the partial copy on %s stays until the next move there: %s", server, exc)
-            return
+    try:
+        _drop(dbs.servers[server], db_name)
+    except psycopg.Error as exc:  # moving_to stays: the next move there, or a deletion, drops it
+        log.warning("the partial copy on %s stays until the next move there: %s", server, exc)
+        return
     with dbs.control.connection() as conn:
         conn.execute("UPDATE workspace SET moving_to = NULL WHERE id = %s", (ws,))
