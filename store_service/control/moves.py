@@ -12,7 +12,7 @@ acknowledged write is lost and a move that stops anywhere leaves the workspace u
    read-only): from here a write fails at once, UNAVAILABLE with a retry hint
    (``servicekit.errors``); a write in flight either commits before the copy starts or is ended
    before it commits (never acknowledged). Reads go on from the source.
-3. The target database is made empty (what an interrupted move left is dropped first) and filled
+3. The target database is made empty (what an interrupted, recorded move left is dropped first) and filled
    with ``pg_dump --format=custom | pg_restore``; then every table's row count is compared with the
    source's, and the copy is analysed (planner statistics are not in a dump: without them its
    first recalls were ten times slower).
