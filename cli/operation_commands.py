@@ -54,7 +54,8 @@ def workspace_actions(ws: argparse._SubParsersAction) -> None:
     wd.set_defaults(handler=workspace_delete)
     wm = ws.add_parser(
         "move",
-        help="move a workspace's database to another database server (writes wait a moment; docs/scaling.md)",
+        help="move a workspace's database to another database server (writes are refused, with a retry hint, "
+        "while it is copied; docs/scaling.md)",
     )
     wm.add_argument("workspace", help=WORKSPACE_HELP)
     wm.add_argument("--to", required=True, metavar="SERVER", help="the configured name of the server to move it to")
