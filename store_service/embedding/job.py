@@ -39,7 +39,7 @@ from servicekit.embedding_input import compose
 from servicekit.errors import NotFound
 from servicekit.limits import EMBED_BATCH_SIZE
 from store_service.control.plane import ControlPlane
-from store_service.database import Databases, named
+from store_service.database import Databases, DroppedDatabase, MissingDatabase, named
 
 log = logging.getLogger(__name__)
 BACKLOG = Gauge("recallatron_embedding_backlog", "Embedding jobs waiting, over all workspaces.")
@@ -55,6 +55,9 @@ REUSED = Counter(
 FAILURES = Counter("recallatron_embedding_batch_failures", "Embedding batches that failed and were retried.")
 BACKOFF_START, BACKOFF_MAX, IDLE_POLL = 0.5, 5.0, 0.5
 SWEEP_SECONDS = 60.0
+# What a workspace's move (store_service/control/moves.py) makes its database answer for a while:
+# read-only, then gone from the old server. Not a failure of the job; the copy keeps the jobs.
+MOVED = (psycopg.errors.ReadOnlySqlTransaction, MissingDatabase, DroppedDatabase)
 # A sweep that had to skip a database server that was down runs again this soon.
 RESWEEP_SECONDS = 5.0
 BACKLOG_SECONDS = 1.0  # the backlog gauge is recounted at most this often
@@ -296,10 +299,13 @@ class EmbeddingWorker:
                         wakes = self._wakes.get(db_name, 0)
                     try:
                         n = self.run_once(db_name, max_batches=pipeline)
-                    except (psycopg.Error, NotFound):  # one workspace's trouble must not stall the others
+                    except (psycopg.Error, NotFound) as exc:  # one workspace's trouble must not stall the others
                         if self._gone(db_name):  # deleted: its jobs went with its database
                             continue
                         self._placed()  # moved to another server, perhaps: look where it is now
+                        if isinstance(exc, MOVED):  # a move's routine: its jobs go with the copy
+                            log.info("embedding in a workspace being moved waits for the move: %s", exc)
+                            continue
                         log.exception("embedding batch failed in one workspace; it will be retried")
                         FAILURES.inc()
                         continue
@@ -378,8 +384,9 @@ class EmbeddingWorker:
                 if b is not None and not b.written:
                     try:
                         self._release(pool, b)
-                    except psycopg.Error:
-                        log.exception("could not give back an embedding lease (it runs out by itself)")
+                    except psycopg.Error as exc:
+                        if not isinstance(exc, MOVED):
+                            log.exception("could not give back an embedding lease (it runs out by itself)")
             raise
 
     def _claim(self, pool, version: str) -> _Batch | None:
