@@ -9,7 +9,6 @@ forgotten through the gateway; the measurement and the ingest probe run, and the
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
@@ -24,52 +23,13 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_data import tiny_eval, write_jsonl
+
 import client
 from bench import corpus, measure, run, workspace
 from bench.stack import Stack
 from servicekit import clients
 from store_service.database import new_db_name
-
-DEMO = ROOT / "demo"
-
-
-def _lines(path: Path) -> list[dict]:
-    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-
-
-def _write(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-
-
-def tiny_eval(dest: Path) -> Path:
-    """The demo conversation in the bench's layout: sessions 1-2 and 3-4 as two dialogs of 30 turns
-    (with the questions wholly about each), and as the document corpus each whole session one
-    document (``S1``..``S4``, turns joined), every demo question a claim citing the sessions of its
-    answers."""
-    turns, questions = _lines(DEMO / "memories.jsonl"), _lines(DEMO / "queries.jsonl")
-    assert (len(turns), len(questions)) == (60, 31)
-    for conv, sessions in (("demo-a", ("D1", "D2")), ("demo-b", ("D3", "D4"))):
-        mems = [r for r in turns if r["id"].split(":")[0] in sessions]
-        ids = {r["id"] for r in mems}
-        _write(dest / "locomo" / conv / "memories.jsonl", mems)
-        _write(dest / "locomo" / conv / "queries.jsonl", [q for q in questions if set(q["relevant_ids"]) <= ids])
-    docs = [
-        {
-            "id": f"S{n}",
-            "title": f"Session {n}",
-            "body": " ".join(r["body"] for r in turns if r["id"].startswith(f"D{n}:")),
-            "occurred_at": None,
-        }
-        for n in range(1, 5)
-    ]
-    claims = [
-        {"id": q["id"], "question": q["question"], "relevant_ids": sorted({"S" + r[1] for r in q["relevant_ids"]})}
-        for q in questions
-    ]
-    _write(dest / "scifact" / "memories.jsonl", docs)
-    _write(dest / "scifact" / "queries.jsonl", claims)
-    return dest
 
 
 def free_port_base() -> int:
@@ -242,7 +202,7 @@ def test_without_the_eval_data_the_bench_says_where_it_comes_from_and_exits_1(tm
     entry that reads it by default stop before starting anything, exit 1, and say what is missing,
     where the data comes from and how to name its folder: no traceback, nothing on stdout."""
     (tmp_path / "empty").mkdir()
-    _write(tmp_path / "no-scifact" / "locomo" / "conv-1" / "memories.jsonl", [{"id": "D1:1", "body": "x"}])
+    write_jsonl(tmp_path / "no-scifact" / "locomo" / "conv-1" / "memories.jsonl", [{"id": "D1:1", "body": "x"}])
     cases = [
         ("empty", "no conversation folder in locomo/", EVAL_READERS),
         ("absent", "the folder does not exist", ["bench.run"]),

@@ -659,19 +659,24 @@ def test_cli_duplicates_and_flags(stack):
     assert "1 shown of 1" in cli(stack, alice.token, "flags", "--all").stdout
 
 
-def test_bench_building_blocks_on_a_tiny_workspace(stack):
-    """bench/duplicates_bench.py's measurement over 40 bench-corpus rows written by the bench's own
-    writer (its 10,000-memory run is the lead's, on a quiet machine): the counts are the real answer's."""
+def test_bench_building_blocks_on_a_tiny_workspace(stack, tmp_path):
+    """bench/duplicates_bench.py's measurement over 40 bench-corpus rows (of the miniature eval set,
+    so the public eval data is not needed) written by the bench's own writer (its 10,000-memory run
+    is the lead's, on a quiet machine): the counts are the real answer's."""
     sys.path.insert(0, str(ROOT))
+    from bench_data import tiny_eval
+
     import client
     from bench import corpus, duplicates_bench, workspace
+
+    eval_dir = tiny_eval(tmp_path / "eval")
 
     ws = stack.workspace("dup bench")
     member = stack.member(ws)
     gw = client.Gateway(f"127.0.0.1:{stack.gateway.port}", stack.operator_token)
     writer = workspace.Writer(gw, member.token)
     try:
-        ids = writer.write(0, corpus.rows(40))
+        ids = writer.write(0, corpus.rows(40, eval_dir))
     finally:
         writer.close()
     stack.wait_backlog_empty()
