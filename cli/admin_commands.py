@@ -86,9 +86,12 @@ def inject_text(preset: int, min_cosine: float) -> str:
 
 @command.gateway_command
 def workspace_create(gw: client.Gateway, args: argparse.Namespace) -> int:
-    """CreateWorkspace: prints the new workspace id."""
+    """CreateWorkspace: prints the new workspace id (alone on stdout, for scripts), and on stderr the
+    database server it was placed on."""
     resp = gw.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=args.name, server=args.server), metadata=gw.metadata)
     command.emit(resp, args.json, resp.workspace_id)
+    if not args.json:
+        print(f"workspace {args.name!r} created on database server {resp.server}", file=sys.stderr)
     return 0
 
 

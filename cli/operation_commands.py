@@ -123,18 +123,22 @@ def workspace_move(gw: client.Gateway, args: argparse.Namespace) -> int:
         timeout=MOVE_TIMEOUT_SECONDS,
     )
     again = " (finishing an earlier move)" if resp.resumed else ""
+    named = resp.workspace_id if args.workspace == resp.workspace_id else f"{args.workspace} ({resp.workspace_id})"
     command.emit(
         resp,
         args.json,
-        f"moved {resp.workspace_id} from {resp.from_server} to {resp.to_server}{again}: {resp.rows_copied} rows, "
+        f"moved {named} from {resp.from_server} to {resp.to_server}{again}: {resp.rows_copied} rows, "
         f"writes refused for {resp.write_pause_ms} ms",
     )
     return 0
 
 
 def _unfinished_move(w: m.WorkspaceSummary) -> list[str]:
-    """What ``workspace show`` says of a move that did not finish, with the command that finishes it."""
+    """What ``workspace show`` says of a move running now, or of one that did not finish, with the
+    command that finishes it."""
     again = f"run `recallatron workspace move {w.id} --to"
+    if w.moving_to and w.move_running:
+        return [f"  moving to {w.moving_to} now: writes are refused (retryable) until its copy is switched"]
     if w.moving_to:
         return [f"  a move to {w.moving_to} did not finish: {again} {w.moving_to}`"]
     if w.moved_from:

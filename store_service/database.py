@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import select
 import threading
 import time
 import uuid
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg import sql
+from psycopg import pq, sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import namedtuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -52,6 +53,11 @@ WAIT_SLICE_SECONDS = 0.25
 RECONNECT_SECONDS = 4.0
 # libpq connect_timeout: a server host that does not answer at all fails a connection attempt.
 CONNECT_TIMEOUT_SECONDS = 5
+# How long a pooled connection's check before use, and the health probe's query, wait for the
+# server's answer. A server that accepts and never answers (a stopped process, a stalled disk) is
+# taken for down after it, instead of holding every call of its workspaces until it wakes: libpq
+# has no query timeout, and the server's own statement_timeout cannot fire in a server that waits.
+ANSWER_TIMEOUT_SECONDS = 3.0
 
 
 # SQLSTATE invalid_catalog_name: a connection to a database that does not exist (dropped or moved).
@@ -130,6 +136,47 @@ def _configure(conn: psycopg.Connection) -> None:
     register_vector(conn)
 
 
+class NotAnswering(psycopg.OperationalError):
+    """The server accepted a connection but did not answer a query in time: taken for down."""
+
+
+def check_answering(conn: psycopg.Connection, seconds: float = ANSWER_TIMEOUT_SECONDS) -> None:
+    """Runs an empty query on the idle ``conn`` and waits at most ``seconds`` for the server's
+    answer (what ``ConnectionPool.check_connection`` does, with a bound); closes the connection and
+    raises psycopg.OperationalError when the answer does not come or is an error."""
+    if conn.closed or conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+        raise psycopg.OperationalError("the connection is closed or not idle")
+    pgconn, deadline = conn.pgconn, time.monotonic() + seconds
+    with conn.lock:
+        try:
+            pgconn.send_query(b"")
+            while pgconn.flush():
+                select.select([], [pgconn.socket], [], max(0.0, deadline - time.monotonic()))
+                if time.monotonic() >= deadline:
+                    raise TimeoutError
+            pgconn.consume_input()
+            while pgconn.is_busy():
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([pgconn.socket], [], [], left)[0]:
+                    raise TimeoutError
+                pgconn.consume_input()
+            while (result := pgconn.get_result()) is not None:
+                if result.status not in (pq.ExecStatus.EMPTY_QUERY, pq.ExecStatus.COMMAND_OK):
+                    raise psycopg.OperationalError(pq.error_message(result) or "the check query failed")
+        except TimeoutError:
+            conn.close()
+            raise NotAnswering(f"the database server did not answer within {seconds:g} s") from None
+        except psycopg.pq.PQerror as exc:  # the connection broke during the check
+            conn.close()
+            raise psycopg.OperationalError(str(exc)) from None
+
+
+def connect(conninfo: str, **kwargs) -> psycopg.Connection:
+    """A direct connection (not pooled) in autocommit, failing after ``CONNECT_TIMEOUT_SECONDS`` when
+    the server does not answer: every administrative statement of the store opens one."""
+    return psycopg.connect(conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS, **kwargs)
+
+
 def check_server(conninfo: str) -> None:
     """Checks the rights and extensions the store needs; raises StartupError naming what is missing."""
     try:
@@ -169,7 +216,8 @@ class ServerHealth:
     the same server. A refusal for another reason than a server away (a database that does not
     exist, say: libpq gives no SQLSTATE to tell them apart) is corrected by the next probe."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "") -> None:
+        self.name = name
         self._refused = threading.Event()
 
     @property
@@ -178,10 +226,14 @@ class ServerHealth:
         return self._refused.is_set()
 
     def answered(self) -> None:
-        self._refused.clear()
+        if self._refused.is_set():
+            self._refused.clear()
+            log.warning("database server %r answers again", self.name)
 
     def refused(self) -> None:
-        self._refused.set()
+        if not self._refused.is_set():
+            self._refused.set()
+            log.warning("database server %r is down: it refused or did not answer a connection", self.name)
 
 
 def _missing_database(exc: psycopg.OperationalError, dbname: str | None) -> bool:
@@ -244,13 +296,22 @@ class Pool(ConnectionPool):
             conninfo,
             connection_class=_tracked(health, self.missing),
             kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS},
-            check=ConnectionPool.check_connection,
+            check=self._check,
             timeout=POOL_WAIT_SECONDS,
             reconnect_timeout=RECONNECT_SECONDS,
             reconnect_failed=lambda pool: None if self.missing.is_set() else health.refused(),
             open=False,
             **kwargs,
         )
+
+    def _check(self, conn: psycopg.Connection) -> None:
+        """A connection is checked before use; one whose server does not answer in time marks the
+        server down (its other calls then fail fast) and is discarded."""
+        try:
+            check_answering(conn)
+        except NotAnswering:
+            self.health.refused()
+            raise
 
     def getconn(self, timeout: float | None = None) -> psycopg.Connection:
         """A connection within ``timeout`` seconds (default ``POOL_WAIT_SECONDS``), at most
@@ -305,9 +366,8 @@ class Databases:
         self.servers: dict[str, str] = {control_server: control_conninfo, **others}
         self.pool_max = pool_max
         self.max_workspace_pools = max_workspace_pools
-        self.healths = {name: ServerHealth() for name in self.servers}
+        self.healths = {name: ServerHealth(name) for name in self.servers}
         self.health = self.healths[control_server]
-        self._connection_class = _tracked(self.health)
         self.control = Pool(control_conninfo, health=self.health, min_size=1, max_size=pool_max, name="control")
         self._pools: OrderedDict[tuple[str, str], ConnectionPool] = OrderedDict()
         # Workspace databases this process dropped: never pooled again (a call authenticated before
@@ -348,7 +408,7 @@ class Databases:
             if name != self.control_server:
                 check_server(conninfo)
             self._ensure_template(conninfo)
-            with psycopg.connect(self.control_conninfo, autocommit=True) as conn:
+            with connect(self.control_conninfo) as conn:
                 placed = named(conn).execute(
                     "SELECT db_name FROM workspace WHERE coalesce(server, %s) = %s ORDER BY created_at",
                     (self.control_server, name),
@@ -374,19 +434,24 @@ class Databases:
             if name == self.control_server:
                 continue
             try:
-                with _tracked(self.healths[name]).connect(
-                    conninfo, connect_timeout=CONNECT_TIMEOUT_SECONDS, autocommit=True
-                ) as conn:
-                    conn.execute("SELECT 1")
+                self._answers(conninfo, self.healths[name])
                 if name not in self._prepared:
                     self._prepare(name)
                     log.info("database server %r prepared", name)
             except (StartupError, psycopg.Error) as exc:
                 log.debug("database server %r: %s", name, exc)
-        with self._connection_class.connect(
-            self.control_conninfo, connect_timeout=CONNECT_TIMEOUT_SECONDS, autocommit=True
-        ) as conn:
-            conn.execute("SELECT 1")
+        self._answers(self.control_conninfo, self.health)
+
+    @staticmethod
+    def _answers(conninfo: str, health: ServerHealth) -> None:
+        """A fresh connection that the server answers within the bounds, each outcome told to
+        ``health``; psycopg.OperationalError when it does not."""
+        with _tracked(health).connect(conninfo, connect_timeout=CONNECT_TIMEOUT_SECONDS, autocommit=True) as conn:
+            try:
+                check_answering(conn)
+            except NotAnswering:
+                health.refused()
+                raise
 
     def serving(self, server: str) -> bool:
         """Whether a workspace row's ``server`` is configured, prepared and not refusing connections."""
@@ -414,7 +479,7 @@ class Databases:
         return self.servers[name]
 
     def _ensure_template(self, conninfo: str) -> None:
-        with psycopg.connect(conninfo, autocommit=True) as conn:
+        with connect(conninfo) as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (_TEMPLATE_LOCK_KEY,))
             try:
                 exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (TEMPLATE_DB,)).fetchone()
@@ -429,7 +494,7 @@ class Databases:
         migrates it."""
         conninfo = self._conninfo(server)
         self._prepare(self.server_name(server))
-        with psycopg.connect(conninfo, autocommit=True) as conn:
+        with connect(conninfo) as conn:
             conn.execute("SELECT pg_advisory_lock(%s)", (_TEMPLATE_LOCK_KEY,))
             try:
                 conn.execute(
@@ -452,7 +517,7 @@ class Databases:
             pool = self._pools.pop(key, None)
         if pool is not None:
             pool.close(timeout=2)  # its worker threads stop within it; 0 would leave them, warning
-        with psycopg.connect(conninfo, autocommit=True) as conn:
+        with connect(conninfo) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db_name)))
 
     def recreated(self, db_name: str, server: str = "") -> None:

@@ -139,7 +139,9 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         )
 
     def CreateWorkspace(self, request, context):
-        return s.CreateWorkspaceResponse(workspace_id=str(self.control.create_workspace(request.name, request.server)))
+        ws = str(self.control.create_workspace(request.name, request.server, wanted=context.is_active))
+        server = self.dbs.server_name(self.control.workspace(ws).server)
+        return s.CreateWorkspaceResponse(workspace_id=ws, server=server)
 
     def AddMember(self, request, context):
         member_id, token = self.control.add_member(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 import threading
 import time
@@ -16,6 +17,7 @@ from collections import Counter
 import grpc
 import psycopg
 import pytest
+from cli_runner import at_gateway
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from recallatron.gateway.v1 import gateway_pb2 as g
@@ -24,6 +26,7 @@ from recallatron.store.v1 import store_pb2 as s
 from recallatron.store.v1 import store_pb2_grpc
 from test_servers import databases_on, kill, summary, two_servers_up, wait_for
 
+from cli.operation_commands import _unfinished_move
 from servicekit import clients
 from servicekit.errors import MOVING, FailedPrecondition, error_info, retry_info
 from store_service.control import moves
@@ -234,7 +237,10 @@ def test_bad_moves_are_refused_plainly(servers):
         return grpc.StatusCode.OK, ""
 
     assert code(ws, "pg9")[0] == grpc.StatusCode.INVALID_ARGUMENT and "configured: pg1, pg2" in code(ws, "pg9")[1]
-    assert code(ws, "")[0] == grpc.StatusCode.INVALID_ARGUMENT
+    assert code(ws, "") == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "name the server to move it to; configured: pg1, pg2",
+    )
     assert code(ws, "pg1") == (grpc.StatusCode.FAILED_PRECONDITION, "the workspace is on pg1 already")
     assert code("no such workspace", "pg2")[0] == grpc.StatusCode.NOT_FOUND
     assert code("00000000-0000-4000-8000-000000000000", "pg2")[0] == grpc.StatusCode.NOT_FOUND
@@ -254,7 +260,13 @@ def test_a_workspace_moved_there_and_back_stays_usable(servers):
     ws, members = seeded(stack, "there and back", 5)
     note = members[0].remember("Before any move.")
     assert move(stack, ws, "pg2").to_server == "pg2"
-    assert move(stack, ws, "pg1").to_server == "pg1"
+    back = at_gateway(  # by the CLI and the workspace's name, which its line repeats beside the id
+        f"127.0.0.1:{stack.gateway.port}",
+        *("workspace", "move", "there and back", "--to", "pg1", "--operator-token", stack.operator_token),
+    ).stdout
+    assert re.fullmatch(
+        rf"moved there and back \({ws}\) from pg2 to pg1: \d+ rows, writes refused for \d+ ms\n", back
+    ), back
     later = members[1].remember("After moving back.")
     assert (
         members[2].read(note.id).body == "Before any move." and members[2].read(later.id).body == "After moving back."
@@ -317,11 +329,20 @@ def test_a_move_whose_source_dies_says_so_and_finishes_when_run_again(servers, t
     mover = threading.Thread(target=run)
     mover.start()
     wait_for(started.exists, 60, "the copy to start")
+    running = summary(stack, ws)  # a move under way is told from one that stopped
+    assert (running.moving_to, running.move_running) == ("pg1", True)
+    assert _unfinished_move(running) == [
+        "  moving to pg1 now: writes are refused (retryable) until its copy is switched"
+    ]
     kill(second)
     mover.join(timeout=120)
     err = outcome["error"]
     assert err.code() == grpc.StatusCode.UNAVAILABLE and "read-only until the move to pg1 is run again" in err.details()
-    assert (summary(stack, ws).server, summary(stack, ws).moving_to) == ("pg2", "pg1")  # shown, to run again
+    stopped = summary(stack, ws)
+    assert (stopped.server, stopped.moving_to, stopped.move_running) == ("pg2", "pg1", False)  # shown, to run again
+    assert _unfinished_move(stopped) == [
+        f"  a move to pg1 did not finish: run `recallatron workspace move {ws} --to pg1`"
+    ]
     second.restart()
     wait_for(lambda: dict(stack.store.dbs.server_status())["pg2"], 30, "pg2 serving again")
     monkeypatch.delenv("RECALLATRON_PG_BIN")

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
+import psutil
 import psycopg
 import pytest
 from cli_runner import recallatron
@@ -31,8 +32,9 @@ from client import system
 from client.system import ROOT
 from servicekit import settings
 from servicekit.embedded_pg import EmbeddedPostgres
-from servicekit.errors import status_proto_for
+from servicekit.errors import WorkspaceUnavailable, status_proto_for
 from servicekit.settings import Settings
+from store_service.control.plane import ControlPlane
 from store_service.database import TEMPLATE_DB, Databases
 
 LEX = m.RECALL_MODE_LEXICAL
@@ -243,6 +245,10 @@ def test_up_starts_several_embedded_servers_and_spreads_workspaces(tmp_path):
         assert [r.returncode for r in made] == [0, 0, 0], [r.stderr for r in made]
         shown = [recallatron("workspace", "show", r.stdout.strip(), env=env).stdout for r in made]
         assert [re.search(r"server: (\S+)", s).group(1) for s in shown] == ["pg1", "pg2", "pg1"]
+        assert [r.stderr.strip() for r in made] == [
+            f"workspace 'spread {k}' created on database server {server}"
+            for k, server in enumerate(("pg1", "pg2", "pg1"))
+        ]
         status = recallatron("status", env=env)
         assert "  database server pg1: up, 2 workspace(s) (control plane)" in status.stdout.splitlines()
         assert "  database server pg2: up, 1 workspace(s)" in status.stdout.splitlines()
@@ -295,3 +301,57 @@ def test_database_servers_are_configured_by_variable_and_file_and_bad_ones_are_n
         monkeypatch.setenv("RECALLATRON_DATABASE_SERVERS", bad)
         with pytest.raises(ValidationError):
             Settings()
+
+
+@contextmanager
+def frozen(pg: EmbeddedPostgres):
+    """The server's postmaster and backends stopped (SIGSTOP), as a hung host: connections and
+    queries are accepted by the kernel and never answered. Thawed at the end, whatever happened."""
+    pids = [pg.pid(), *(p.pid for p in psutil.Process(pg.pid()).children(recursive=True))]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+
+@pytest.mark.cluster
+def test_a_hung_server_fails_its_own_calls_and_takes_no_workspace(tmp_path, encoder):
+    """A server that stops answering (not refusing: hung) is reported down, its workspaces' calls
+    fail UNAVAILABLE within their deadline instead of waiting for it, a workspace asked for on it
+    is refused and never appears later, and the other server's workspaces answer throughout."""
+    with two_servers_up(tmp_path, encoder) as (stack, first, second):
+        a, b = stack.workspace("on pg1"), stack.workspace("on pg2")
+        on_a, on_b = stack.member(a), stack.member(b)
+        assert summary(stack, b).server == "pg2"
+        note_b = on_b.remember("The lighthouse keeper changes shifts at noon.")
+        note_a = on_a.remember("The ferry to the island leaves at seven.")
+        stack.wait_backlog_empty()
+        with frozen(second):
+            start = time.monotonic()
+            read = g.ReadRequest(id=note_b.id)
+            write = g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, kind=m.KIND_NOTE, body="Written while it hangs.")
+            for call, req in ((stack.memory.Read, read), (stack.memory.Remember, write)):
+                assert code_of(call, req, metadata=on_b.md(), timeout=30) == grpc.StatusCode.UNAVAILABLE
+            took = time.monotonic() - start
+            wait_for(lambda: not servers_of(stack)["pg2"][0], 30, "pg2 reported down")
+            asked = g.CreateWorkspaceRequest(name="asked for hung pg2", server="pg2")
+            created = code_of(stack.admin.CreateWorkspace, asked, metadata=stack.op(), timeout=30)
+            assert created == grpc.StatusCode.UNAVAILABLE
+            assert on_a.read(note_a.id).body == "The ferry to the island leaves at seven."
+            assert summary(stack, stack.workspace("placed while pg2 hangs")).server == "pg1"
+        print(f"two calls to the hung server's workspace failed in {took:.1f} s")
+        wait_for(lambda: code_of(on_b.read, note_b.id) == grpc.StatusCode.OK, 60, "pg2's workspace back")
+        wait_for(lambda: servers_of(stack)["pg2"][0], 30, "pg2 reported serving")
+        time.sleep(3)  # a creation left waiting on the hung server would finish by now
+        listed = stack.admin.ListWorkspaces(g.ListWorkspacesRequest(), metadata=stack.op()).workspaces
+        assert "asked for hung pg2" not in {w.name for w in listed}
+        assert len(databases_on(second)) == 1  # on pg2's workspace only: nothing half made
+        # A creation whose caller is gone by the time the database is made drops it and says so.
+        with pytest.raises(WorkspaceUnavailable, match="the call ended"):
+            ControlPlane(stack.store.dbs).create_workspace("given up", "pg2", wanted=lambda: False)
+        assert len(databases_on(second)) == 1
+        listed = stack.admin.ListWorkspaces(g.ListWorkspacesRequest(), metadata=stack.op()).workspaces
+        assert "given up" not in {w.name for w in listed}

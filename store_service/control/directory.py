@@ -19,6 +19,7 @@ from servicekit.errors import FailedPrecondition, NotFound
 from store_service import page_tokens
 from store_service.control.plane import (
     TOKEN_PREFIX,
+    WHOLE_CLASS,
     WORKSPACE_COLUMNS,
     check_display_name,
     check_workspace_name,
@@ -43,7 +44,12 @@ _SUMMARY = f"""SELECT {WORKSPACE_COLUMNS}, w.name, w.created_at, w.moving_to, w.
                          AS members,
                      (SELECT count(*) FROM member mb WHERE mb.workspace_id = w.id AND mb.removed_at IS NOT NULL)
                          AS removed,
-                     (SELECT r.old_name FROM workspace_renamed r WHERE r.workspace_id = w.id) AS renamed_from
+                     (SELECT r.old_name FROM workspace_renamed r WHERE r.workspace_id = w.id) AS renamed_from,
+                     EXISTS (SELECT 1 FROM pg_locks l
+                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                                AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                                AND l.classid::bigint = {WHOLE_CLASS}
+                                AND l.objid::bigint = hashtext(w.id::text)::bigint & 4294967295) AS move_running
                 FROM workspace w"""
 
 _MEMBER = """SELECT mb.id, mb.display_name, mb.role, mb.created_at, mb.removed_at,
@@ -65,6 +71,7 @@ def _summary(row, control_server: str) -> m.WorkspaceSummary:
         server=ws.server or control_server,
         moving_to=row.moving_to or "",
         moved_from=row.moved_from or "",
+        move_running=row.move_running,
         **settings_fields(ws),
     )
 

@@ -45,7 +45,7 @@ from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound, WorkspaceUnavailable
 from store_service.control.plane import whole_workspace, workspace_ref
-from store_service.database import Databases, named
+from store_service.database import Databases, connect, named
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def _tables(conn: psycopg.Connection) -> list[str]:
 
 def _counts(conninfo: str, db_name: str) -> dict[str, int]:
     """Rows per table of one database (the migration tool's tables included)."""
-    with psycopg.connect(conninfo, dbname=db_name, autocommit=True) as conn:
+    with connect(conninfo, dbname=db_name) as conn:
         return {
             t: conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(t))).fetchone()[0]
             for t in _tables(conn)
@@ -96,7 +96,7 @@ def _counts(conninfo: str, db_name: str) -> dict[str, int]:
 def _read_only(conninfo: str, db_name: str, on: bool) -> None:
     """Turns a database read-only for new sessions (or back), then ends every session opened before
     (``_end_sessions``), so that no connection keeps the old setting."""
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    with connect(conninfo) as conn:
         setting = sql.SQL("SET default_transaction_read_only = on" if on else "RESET default_transaction_read_only")
         conn.execute(sql.SQL("ALTER DATABASE {} ").format(sql.Identifier(db_name)) + setting)
         _end_sessions(conn, db_name)
@@ -121,19 +121,19 @@ def _end_sessions(conn: psycopg.Connection, db_name: str) -> None:
 
 def _maintain(conninfo: str, db_name: str, command: str) -> None:
     """Runs ANALYZE or VACUUM over a whole database."""
-    with psycopg.connect(conninfo, dbname=db_name, autocommit=True) as conn:
+    with connect(conninfo, dbname=db_name) as conn:
         conn.execute(sql.SQL(command))
 
 
 def _drop(conninfo: str, db_name: str) -> None:
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    with connect(conninfo) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db_name)))
 
 
 def _copy(source: str, target: str, db_name: str) -> None:
     """pg_dump of the source database into pg_restore of a new, empty one on the target server."""
     _drop(target, db_name)  # what an interrupted move left
-    with psycopg.connect(target, autocommit=True) as conn:
+    with connect(target) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(sql.Identifier(db_name)))
     bin_dir = pg_bin()
     base = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
@@ -163,9 +163,8 @@ def move(dbs: Databases, ref: str, server: str, forget: Callable[[str], None]) -
     """Moves workspace ``ref`` to ``server`` (module docstring); ``forget(workspace_id)`` drops what
     the calling process keeps about the workspace's place."""
     if server not in dbs.servers:
-        raise InvalidArgument(
-            f"no database server named {server!r}; configured: {', '.join(dbs.servers)}", field="server"
-        )
+        asked = f"no database server named {server!r}" if server else "name the server to move it to"
+        raise InvalidArgument(f"{asked}; configured: {', '.join(dbs.servers)}", field="server")
     with dbs.control.connection() as lock:
         ws = workspace_ref(lock, ref)
         with whole_workspace(lock, ws, "move it"):
@@ -253,7 +252,7 @@ def _move(dbs: Databases, ws: uuid.UUID, server: str, forget: Callable[[str], No
         log.info("workspace %s moved from %s to %s: writes paused %d ms", ws, here, server, pause_ms)
     old = row.moved_from or here
     try:
-        with psycopg.connect(dbs.servers[old], autocommit=True) as conn:
+        with connect(dbs.servers[old]) as conn:
             _end_sessions(conn, db_name)  # reads still running there finish first
         dbs.drop_workspace_db(db_name, old)
         with dbs.control.connection() as conn:
@@ -274,7 +273,7 @@ def _move(dbs: Databases, ws: uuid.UUID, server: str, forget: Callable[[str], No
 
 
 def _exists(conninfo: str, db_name: str) -> bool:
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    with connect(conninfo) as conn:
         return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db_name,)).fetchone() is not None
 
 

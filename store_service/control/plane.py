@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -13,9 +14,18 @@ import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit import relevance_gate, vocabulary
-from servicekit.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unauthenticated
+from servicekit.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Unauthenticated,
+    WorkspaceUnavailable,
+)
 from store_service.database import Databases, named, new_db_name
 from store_service.vocabulary import MODE_OF, MODES, PURPOSE_OF, PURPOSES, ROLE_OF, ROLES, enum_value
+
+log = logging.getLogger(__name__)
 
 
 class NameTaken(AlreadyExists):
@@ -205,19 +215,19 @@ def member_ref(conn: psycopg.Connection, ws: uuid.UUID, ref: str) -> uuid.UUID:
 
 # pg_advisory_lock(class, key) class of an operator's change of a whole workspace: a move or a
 # deletion (one at a time per workspace; the key is hashtext of its id).
-_WHOLE_CLASS = 0x6D76
+WHOLE_CLASS = 0x6D76
 
 
 @contextmanager
 def whole_workspace(conn: psycopg.Connection, ws: uuid.UUID, doing: str) -> Iterator[None]:
     """Holds the workspace's move-or-deletion lock on ``conn`` (a session lock) for the block;
     FAILED_PRECONDITION naming ``doing`` while another holds it."""
-    if not conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (_WHOLE_CLASS, str(ws))).fetchone()[0]:
+    if not conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (WHOLE_CLASS, str(ws))).fetchone()[0]:
         raise FailedPrecondition(f"a move or deletion of this workspace is running; {doing} once it ends")
     try:
         yield
     finally:
-        conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (_WHOLE_CLASS, str(ws)))
+        conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (WHOLE_CLASS, str(ws)))
 
 
 def token_digest(token: str) -> bytes:
@@ -231,19 +241,31 @@ class ControlPlane:
     def __init__(self, dbs: Databases) -> None:
         self.dbs = dbs
 
-    def create_workspace(self, name: str, server: str = "") -> uuid.UUID:
+    def create_workspace(self, name: str, server: str = "", wanted: Callable[[], bool] = lambda: True) -> uuid.UUID:
         """Creates the workspace row and its database, on ``server`` or else where ``place`` puts it.
-        INVALID_ARGUMENT for a bad name or an unknown server, ALREADY_EXISTS for a name another
-        workspace has (case-insensitively), checked before and enforced after the database is made
-        (a race that loses drops the database it made)."""
+        INVALID_ARGUMENT for a bad name or an unknown server, UNAVAILABLE for a server that is not
+        serving, ALREADY_EXISTS for a name another workspace has (case-insensitively), checked
+        before and enforced after the database is made (a race that loses drops the database it
+        made). When ``wanted()`` turns false while the database is made (the caller gave up: a
+        server that hung, say), the database is dropped and no workspace appears later."""
         name = check_workspace_name(name)
         with self.dbs.control.connection() as conn:
             name_free(conn, name)
             chosen = self._check_server(server) if server else self.place(conn)
+        if not self.dbs.serving(chosen):
+            raise WorkspaceUnavailable(f"database server {chosen!r} is not serving now; retry later, or choose another")
         ws_id = uuid.uuid4()
         db_name = new_db_name(ws_id)
         stored = None if chosen == self.dbs.control_server else chosen
-        self.dbs.create_workspace_db(db_name, stored or "")
+        try:
+            self.dbs.create_workspace_db(db_name, stored or "")
+        except psycopg.OperationalError as exc:
+            log.warning("workspace database %s not created on server %r: %s", db_name, chosen, exc)
+            self._drop_unused(db_name, stored)
+            raise WorkspaceUnavailable(f"database server {chosen!r} did not create the database; retry later") from None
+        if not wanted():
+            self._drop_unused(db_name, stored)
+            raise WorkspaceUnavailable("the workspace was not created: the call ended while its database was made")
         try:
             with self.dbs.control.connection() as conn:
                 conn.execute(
@@ -254,6 +276,14 @@ class ControlPlane:
             self.dbs.drop_workspace_db(db_name, stored or "")
             raise NameTaken(name) from None
         return ws_id
+
+    def _drop_unused(self, db_name: str, server: str | None) -> None:
+        """Drops a database made for a workspace that was not created; one the server does not let
+        go of now is logged by name for the operator (no row names it, so nothing uses it)."""
+        try:
+            self.dbs.drop_workspace_db(db_name, server or "")
+        except psycopg.Error as exc:
+            log.warning("unused workspace database %s left on server %r (drop it by hand): %s", db_name, server, exc)
 
     def _check_server(self, server: str) -> str:
         if server not in self.dbs.servers:

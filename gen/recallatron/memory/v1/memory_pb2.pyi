@@ -617,7 +617,7 @@ class ConflictFlag(_message.Message):
     def __init__(self, id: _Optional[str] = ..., older: _Optional[_Union[Memory, _Mapping]] = ..., newer: _Optional[_Union[Memory, _Mapping]] = ..., flagged_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[_Union[ConflictFlagState, str]] = ..., resolved_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resolved_by: _Optional[str] = ..., resolved_by_name: _Optional[str] = ..., restored_memory_id: _Optional[str] = ...) -> None: ...
 
 class WorkspaceSummary(_message.Message):
-    __slots__ = ("id", "name", "created_at", "member_count", "removed_member_count", "dense_floor", "default_mode", "context_bundle", "expiry_days", "inject_gate", "inject_min_cosine", "renamed_from", "server", "moving_to", "moved_from")
+    __slots__ = ("id", "name", "created_at", "member_count", "removed_member_count", "dense_floor", "default_mode", "context_bundle", "expiry_days", "inject_gate", "inject_min_cosine", "renamed_from", "server", "moving_to", "moved_from", "move_running")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -633,6 +633,7 @@ class WorkspaceSummary(_message.Message):
     SERVER_FIELD_NUMBER: _ClassVar[int]
     MOVING_TO_FIELD_NUMBER: _ClassVar[int]
     MOVED_FROM_FIELD_NUMBER: _ClassVar[int]
+    MOVE_RUNNING_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     created_at: _timestamp_pb2.Timestamp
@@ -648,7 +649,8 @@ class WorkspaceSummary(_message.Message):
     server: str
     moving_to: str
     moved_from: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., member_count: _Optional[int] = ..., removed_member_count: _Optional[int] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ..., inject_gate: _Optional[_Union[InjectGate, str]] = ..., inject_min_cosine: _Optional[float] = ..., renamed_from: _Optional[str] = ..., server: _Optional[str] = ..., moving_to: _Optional[str] = ..., moved_from: _Optional[str] = ...) -> None: ...
+    move_running: bool
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., member_count: _Optional[int] = ..., removed_member_count: _Optional[int] = ..., dense_floor: _Optional[float] = ..., default_mode: _Optional[_Union[RecallMode, str]] = ..., context_bundle: _Optional[bool] = ..., expiry_days: _Optional[int] = ..., inject_gate: _Optional[_Union[InjectGate, str]] = ..., inject_min_cosine: _Optional[float] = ..., renamed_from: _Optional[str] = ..., server: _Optional[str] = ..., moving_to: _Optional[str] = ..., moved_from: _Optional[str] = ..., move_running: _Optional[bool] = ...) -> None: ...
 
 class DatabaseServerStatus(_message.Message):
     __slots__ = ("name", "serving", "workspaces", "control_plane")

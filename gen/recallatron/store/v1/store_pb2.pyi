@@ -502,10 +502,12 @@ class CreateWorkspaceRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., server: _Optional[str] = ...) -> None: ...
 
 class CreateWorkspaceResponse(_message.Message):
-    __slots__ = ("workspace_id",)
+    __slots__ = ("workspace_id", "server")
     WORKSPACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
     workspace_id: str
-    def __init__(self, workspace_id: _Optional[str] = ...) -> None: ...
+    server: str
+    def __init__(self, workspace_id: _Optional[str] = ..., server: _Optional[str] = ...) -> None: ...
 
 class AddMemberRequest(_message.Message):
     __slots__ = ("workspace_id", "role", "purposes", "display_name")
