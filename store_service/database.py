@@ -376,7 +376,7 @@ class Databases:
         # Servers whose template and workspaces are migrated; one that was down at start is
         # prepared by the probe once it answers, and serves no workspace before.
         self._prepared: set[str] = set()
-        self._prepare_lock = threading.Lock()
+        self._prepare_locks = {name: threading.Lock() for name in self.servers}  # one server's never waits on another's
         self._lock = threading.Lock()
         POOLS.watch(self)
 
@@ -401,7 +401,9 @@ class Databases:
 
     def _prepare(self, name: str) -> None:
         """Checks server ``name``, migrates its template and the workspace databases placed on it."""
-        with self._prepare_lock:
+        if name in self._prepared:  # without waiting on a preparation of it still running
+            return
+        with self._prepare_locks[name]:
             if name in self._prepared:
                 return
             conninfo = self.servers[name]
@@ -533,7 +535,7 @@ class Databases:
         name = self.server_name(server)
         conninfo = self._conninfo(server)
         if name not in self._prepared:
-            log.warning("database server %r is not prepared yet (down since the store started)", name)
+            log.debug("database server %r is not prepared yet (down since the store started)", name)
             raise WorkspaceUnavailable("the workspace's database is unavailable; retry later")
         key = (name, db_name)
         with self._lock:
