@@ -142,33 +142,43 @@ class NotAnswering(psycopg.OperationalError):
 
 def check_answering(conn: psycopg.Connection, seconds: float = ANSWER_TIMEOUT_SECONDS) -> None:
     """Runs an empty query on the idle ``conn`` and waits at most ``seconds`` for the server's
-    answer (what ``ConnectionPool.check_connection`` does, with a bound); closes the connection and
-    raises psycopg.OperationalError when the answer does not come or is an error."""
+    answer (what ``ConnectionPool.check_connection`` does, with a bound): NotAnswering when none
+    comes, psycopg.OperationalError when the answer is an error or the connection breaks. On
+    either the connection is closed (nothing half read is left in it)."""
     if conn.closed or conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
         raise psycopg.OperationalError("the connection is closed or not idle")
     pgconn, deadline = conn.pgconn, time.monotonic() + seconds
     with conn.lock:
         try:
             pgconn.send_query(b"")
-            while pgconn.flush():
-                select.select([], [pgconn.socket], [], max(0.0, deadline - time.monotonic()))
-                if time.monotonic() >= deadline:
-                    raise TimeoutError
+            while pgconn.flush():  # the connection is non-blocking: 1 while the query is not all sent
+                _wait_for(pgconn.socket, select.POLLOUT, deadline)
             pgconn.consume_input()
             while pgconn.is_busy():
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([pgconn.socket], [], [], left)[0]:
-                    raise TimeoutError
+                _wait_for(pgconn.socket, select.POLLIN, deadline)
                 pgconn.consume_input()
-            while (result := pgconn.get_result()) is not None:
+            errors = []
+            while (result := pgconn.get_result()) is not None:  # read to the end, errors or not
                 if result.status not in (pq.ExecStatus.EMPTY_QUERY, pq.ExecStatus.COMMAND_OK):
-                    raise psycopg.OperationalError(pq.error_message(result) or "the check query failed")
+                    errors.append(pq.error_message(result) or "the check query failed")
+            if errors:
+                raise psycopg.OperationalError(errors[0])
         except TimeoutError:
             conn.close()
             raise NotAnswering(f"the database server did not answer within {seconds:g} s") from None
-        except psycopg.pq.PQerror as exc:  # the connection broke during the check
+        except (psycopg.Error, OSError) as exc:
             conn.close()
-            raise psycopg.OperationalError(str(exc)) from None
+            raise psycopg.OperationalError(f"connection check failed: {exc}") from None
+
+
+def _wait_for(fd: int, event: int, deadline: float) -> None:
+    """Waits until ``fd`` is ready for ``event`` or ``deadline`` passes (TimeoutError). poll, not
+    select: select cannot watch a descriptor of 1024 or more. Past the deadline it still looks once
+    without waiting, so a thread scheduled late does not miss an answer already there."""
+    poller = select.poll()
+    poller.register(fd, event | select.POLLERR | select.POLLHUP)
+    if not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+        raise TimeoutError
 
 
 def connect(conninfo: str, **kwargs) -> psycopg.Connection:
@@ -312,6 +322,7 @@ class Pool(ConnectionPool):
         except NotAnswering:
             self.health.refused()
             raise
+        self.health.answered()
 
     def getconn(self, timeout: float | None = None) -> psycopg.Connection:
         """A connection within ``timeout`` seconds (default ``POOL_WAIT_SECONDS``), at most
@@ -440,7 +451,9 @@ class Databases:
                 if name not in self._prepared:
                     self._prepare(name)
                     log.info("database server %r prepared", name)
-            except (StartupError, psycopg.Error) as exc:
+            except Exception as exc:  # noqa: BLE001 - whatever it is, it is this server's, not the store's
+                if not isinstance(exc, StartupError | psycopg.Error):
+                    self.healths[name].refused()
                 log.debug("database server %r: %s", name, exc)
         self._answers(self.control_conninfo, self.health)
 
@@ -451,7 +464,7 @@ class Databases:
         with _tracked(health).connect(conninfo, connect_timeout=CONNECT_TIMEOUT_SECONDS, autocommit=True) as conn:
             try:
                 check_answering(conn)
-            except NotAnswering:
+            except psycopg.OperationalError:  # connected, but no answer or an error for one
                 health.refused()
                 raise
 

@@ -1,0 +1,67 @@
+"""The bounded check of a connection before use (store_service/database.py ``check_answering``)
+and the health probe around it, against the real embedded server: a broken connection fails the
+check cleanly (closed, nothing half read) without taking its server for down, descriptors past
+1024 are watched, and a server that answers with errors is down for its own workspaces only, never
+for the store (whose health follows the control plane's server)."""
+
+from __future__ import annotations
+
+import os
+
+import psycopg
+import pytest
+from pg_error_front import start as error_front
+
+from store_service.database import Databases, NotAnswering, Pool, ServerHealth, check_answering
+
+
+def _terminate(url: str, conn: psycopg.Connection) -> None:
+    with psycopg.connect(url, autocommit=True) as killer:
+        killer.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+
+
+def test_a_broken_connection_fails_the_check_cleanly_and_the_pool_goes_on(pg):
+    conn = psycopg.connect(pg, autocommit=True)
+    check_answering(conn)  # an answering server passes, and the connection stays usable
+    assert conn.execute("SELECT 41 + 1").fetchone() == (42,)
+    _terminate(pg, conn)
+    with pytest.raises(psycopg.OperationalError) as err:
+        check_answering(conn)
+    assert not isinstance(err.value, NotAnswering) and conn.closed
+    health = ServerHealth("pg1")
+    pool = Pool(pg, health=health, min_size=1, max_size=1, name="checks")
+    pool.open(wait=True, timeout=10)
+    try:
+        with pool.connection() as first:
+            _terminate(pg, first)
+        with pool.connection() as second:  # the dead one is discarded, a new one made
+            assert second.execute("SELECT 1").fetchone() == (1,)
+        assert not health.down  # a connection ended by the server is not the server down
+    finally:
+        pool.close()
+
+
+def test_descriptors_past_1024_are_watched(pg):
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        conn = psycopg.connect(pg, autocommit=True)
+        assert conn.pgconn.socket >= 1024
+        for _ in range(20):
+            check_answering(conn)
+        assert not conn.closed
+        conn.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def test_a_server_answering_errors_is_down_for_its_own_workspaces_only(pg):
+    dbs = Databases(pg, servers={"front": error_front()}, control_server="pg1")
+    try:
+        dbs.open()  # the front cannot be prepared: logged, the store starts
+        for _ in range(2):
+            dbs.probe()  # answers for the control plane's server: the store stays SERVING
+        assert dbs.server_status() == [("pg1", True), ("front", False)]
+        assert dbs.healths["front"].down and not dbs.health.down
+    finally:
+        dbs.close()
