@@ -18,11 +18,12 @@ from prometheus_client import Gauge
 from recallatron.embed.v1 import embed_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
+from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 from recallatron.store.v1 import store_pb2_grpc
 
 from gateway import context as bundle
-from gateway.auth import OperatorCredential, authenticate
+from gateway.auth import OperatorCredential, authenticate, bearer_token
 from gateway.curation import InputVersion
 from gateway.dependencies import WATCH_SECONDS, Dependencies
 from gateway.prompt_context import PromptContexter
@@ -88,8 +89,10 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
     ResolveConflictFlag = member_call("ResolveConflictFlag")
 
     def Recall(self, request, context):
-        auth = authenticate(self.store, context)
-        return self.recaller.recall(request, auth.caller, auth.settings)
+        bearer_token(context)  # a call without a token is refused before anything is embedded
+        with self.recaller.early_embedding(request.query, request.mode, request.include_superseded) as early:
+            auth = authenticate(self.store, context)
+            return self.recaller.recall(request, auth.caller, auth.settings, early)
 
     def GetContext(self, request, context):
         auth = authenticate(self.store, context)
@@ -106,8 +109,10 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         return bundle.build(resp.entries, request.purpose, budget, window=bundle.window_text(request))
 
     def PromptContext(self, request, context):
-        auth = authenticate(self.store, context)
-        return self.prompt_context.answer(request, auth.caller, auth.settings)
+        bearer_token(context)
+        with self.recaller.early_embedding(request.text, m.RECALL_MODE_HYBRID) as early:
+            auth = authenticate(self.store, context)
+            return self.prompt_context.answer(request, auth.caller, auth.settings, early)
 
 
 class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):

@@ -91,7 +91,7 @@ def world(stack, embed_process, tmp_path_factory):
         resp = stub.Recall(req, metadata=alice.md(), timeout=timeout)
         return resp, time.perf_counter() - start
 
-    yield {"gw": gw, "calls": calls, "recall": recall, "embed": embed_process}
+    yield {"gw": gw, "calls": calls, "recall": recall, "embed": embed_process, "stub": stub}
     ch.close()
     gw.stop()
 
@@ -155,6 +155,19 @@ def test_a_frozen_embed_service_is_skipped_and_found_again(world):
     assert breaker.state == br.CLOSED and gauge("embed") == 0
     embed.freeze()
     try:
+        # A caller the store refuses does not wait for the question's embedding, which the gateway
+        # started beside Authenticate: it is sent, then cancelled, and the breaker takes no verdict.
+        sent = calls.count("EmbedQueries")
+        started = time.perf_counter()
+        with pytest.raises(grpc.RpcError) as refused:
+            world["stub"].Recall(
+                g.RecallRequest(query="budget review", purpose=m.PURPOSE_CONVERSATION),
+                metadata=(("authorization", "Bearer rct_not_a_member"),),
+                timeout=60,
+            )
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert time.perf_counter() - started < EMBED_DEADLINE
+        assert calls.count("EmbedQueries") == sent + 1 and breaker.state == br.CLOSED
         # The first failures: each of these waits out the embed deadline, then answers from the
         # keyword arm; three in a row open the breaker.
         sent = calls.count("EmbedQueries")
