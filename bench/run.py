@@ -194,6 +194,25 @@ def tables(res: dict) -> str:
             f"{p['drain']['rate']:.1f} memories/s ({p['drain']['rows']:,} in {p['drain']['seconds']:.0f} s) | "
             f"{p['encode_rate']:.1f} texts/s | {p['drain_vs_encode']:.2f} |"
         )
+    cpu_rows = [
+        (size, mode, c) for size, r in sizes.items() for mode, c in r["concurrent"].items() if "cpu_ms_per_recall" in c
+    ]
+    if cpu_rows:
+        names = list(cpu_rows[0][2]["cpu_ms_per_recall"])
+        out.append(
+            "\nCPU per recall in the concurrent run (ms of CPU, user + system, per answered recall; "
+            "PostgreSQL summed over its processes; the machine has "
+            f"{os.cpu_count()} CPUs, so at most {1000 * (os.cpu_count() or 1)} ms of CPU per second):\n"
+        )
+        out.append("| workspace | mode | " + " | ".join(names) + " | all | recalls/s |")
+        out.append("|---|---|" + "---|" * (len(names) + 2))
+        for size, mode, c in cpu_rows:
+            per = c["cpu_ms_per_recall"]
+            out.append(
+                f"| {int(size):,} | {mode} | "
+                + " | ".join(f"{per[n]:.1f}" for n in names)
+                + f" | {sum(per.values()):.1f} | {c['per_second']:.1f} |"
+            )
     out.append(
         "\nResident memory after the measurements (MiB; services RSS, PostgreSQL PSS summed over its "
         'processes), and `recallatron up` start-up (start to "recallatron ready"):\n'

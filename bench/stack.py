@@ -78,6 +78,33 @@ class Stack(System):
                     return conninfo
         return found[0]
 
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time (user + system, seconds) each service process has used, PostgreSQL's summed over
+        the postmaster and its children alive now (connection pools keep their backends), and this
+        process's (the bench's clients). Differences over a phase give each one's CPU per call."""
+        out = {}
+        for name in SERVICES:
+            try:
+                t = psutil.Process(self.pid(name)).cpu_times()
+                out[name] = t.user + t.system
+            except (OSError, psutil.Error):
+                out[name] = float("nan")
+        total = 0.0
+        try:
+            pg = psutil.Process(self.pid("postgres"))
+            for proc in [pg, *pg.children(recursive=True)]:
+                try:
+                    t = proc.cpu_times()
+                    total += t.user + t.system
+                except psutil.NoSuchProcess:
+                    continue
+            out["postgres"] = total
+        except (OSError, psutil.Error, ValueError):
+            out["postgres"] = float("nan")
+        t = psutil.Process().cpu_times()
+        out["bench clients"] = t.user + t.system
+        return out
+
     def memory_mib(self) -> dict[str, float]:
         """Resident memory (RSS, MiB) of each service process, and of PostgreSQL: proportional set
         size (PSS) summed over the postmaster and its children, so shared buffers count once."""

@@ -111,6 +111,11 @@ def test_bench_end_to_end(tmp_path, encoder):
             "LexicalCandidates",
         }
         assert {m["recall"]["n"] for m in result["concurrent"].values()} == {3}
+        # CPU per recall of every process, the clients too (the kernel counts CPU in 10 ms ticks, so
+        # over 3 recalls one process may show none; all of them together cannot).
+        cpu = [phase["cpu_ms_per_recall"] for phase in result["concurrent"].values()]
+        assert all(set(c) == {"gateway", "store", "embed", "rank", "postgres", "bench clients"} for c in cpu)
+        assert all(0 <= v < 10_000 for c in cpu for v in c.values()) and sum(sum(c.values()) for c in cpu) > 0
         assert set(result["memory_mib"]) == {"gateway", "store", "embed", "rank", "postgres (PSS)"}
         assert all(v > 0 for v in result["memory_mib"].values())
 
@@ -128,6 +133,7 @@ def test_bench_end_to_end(tmp_path, encoder):
         }
     )
     assert "| 120 memories |" in text and "hybrid" in text
+    assert "CPU per recall in the concurrent run" in text and "| 120 | hybrid | " in text
 
 
 def test_gateway_ab_names_bad_arguments(tmp_path, monkeypatch):
