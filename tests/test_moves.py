@@ -32,6 +32,7 @@ from servicekit.errors import MOVING, FailedPrecondition, error_info, retry_info
 from store_service.control import moves
 from store_service.control.moves import pg_bin
 from store_service.database import Databases
+from store_service.embedding.job import RESWEEP_SECONDS
 from store_service.search import lexical_index
 from store_service.server import StoreService
 
@@ -202,6 +203,10 @@ def test_a_move_whose_target_dies_leaves_the_workspace_usable_where_it_was(serve
         members[0].remember("Refused while the copy runs.")
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE and error_info(refused.value).reason == MOVING
     assert "being moved" in refused.value.details()
+    # The embedding job's sweep meets the read-only source as routine: the others' jobs go on.
+    worker = stack.store.worker
+    worker._sweep(worker.current_version())
+    assert worker._next_sweep - time.monotonic() <= RESWEEP_SECONDS  # soon again, not failed
     kill(second)
     mover.join(timeout=120)
     assert "error" in outcome, outcome

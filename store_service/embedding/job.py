@@ -166,6 +166,7 @@ class EmbeddingWorker:
         self._wakes: dict[str, int] = {}
         # The database server of each db name seen (the workspace rows say; "": the control plane's).
         self._servers: dict[str, str] = {}
+        self._waiting_for_move: set[str] = set()  # db names whose wait for a move was logged
         self._version = ""
         self._next_sweep = 0.0
         self._next_gauge = 0.0
@@ -262,9 +263,14 @@ class EmbeddingWorker:
                     requeue_other_versions(conn, version)  # a model change re-queues on its own
                     if _any_job(conn):
                         found.add(ws.db_name)
-            except (NotFound, psycopg.OperationalError):
-                if not self._gone(ws.db_name):  # deleted since it was listed: nothing to sweep
-                    raise
+            except (NotFound, psycopg.Error) as exc:  # one workspace's trouble is not the others'
+                if self._gone(ws.db_name):  # deleted since it was listed: nothing to sweep
+                    continue
+                skipped = True  # swept again within RESWEEP_SECONDS
+                if isinstance(exc, MOVED):  # read-only while it is copied, or just moved
+                    log.info("embedding sweep passes over a workspace being moved: %s", exc)
+                else:
+                    log.warning("embedding sweep could not look at one workspace (%s); it will again", exc)
         with self._lock:
             self._active |= found
             self._next_sweep = time.monotonic() + (RESWEEP_SECONDS if skipped else SWEEP_SECONDS)
@@ -304,12 +310,15 @@ class EmbeddingWorker:
                             continue
                         self._placed()  # moved to another server, perhaps: look where it is now
                         if isinstance(exc, MOVED):  # a move's routine: its jobs go with the copy
-                            log.info("embedding in a workspace being moved waits for the move: %s", exc)
+                            if db_name not in self._waiting_for_move:  # said once per move, not per cycle
+                                self._waiting_for_move.add(db_name)
+                                log.info("embedding in a workspace being moved waits for the move: %s", exc)
                             continue
                         log.exception("embedding batch failed in one workspace; it will be retried")
                         FAILURES.inc()
                         continue
                     done += n
+                    self._waiting_for_move.discard(db_name)
                     if n < self.batch_size and not has_jobs(self.dbs, db_name, self._server(db_name)):
                         with self._lock:
                             if self._wakes.get(db_name, 0) == wakes:  # else a write came meanwhile
