@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
         # again (the recipe of the Python docs, "Note on SIGPIPE").
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, what a shell reports for a command killed by a broken pipe
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback of whatever call was waiting
+        print("recallatron: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT
 
 
 if __name__ == "__main__":

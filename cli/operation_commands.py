@@ -117,11 +117,19 @@ MOVE_TIMEOUT_SECONDS = 3600.0
 @command.gateway_command
 def workspace_move(gw: client.Gateway, args: argparse.Namespace) -> int:
     """MoveWorkspace: says where it went, the rows copied and how long writes were refused."""
-    resp = gw.admin.MoveWorkspace(
-        g.MoveWorkspaceRequest(workspace_id=args.workspace, server=args.to),
-        metadata=gw.metadata,
-        timeout=MOVE_TIMEOUT_SECONDS,
-    )
+    try:
+        resp = gw.admin.MoveWorkspace(
+            g.MoveWorkspaceRequest(workspace_id=args.workspace, server=args.to),
+            metadata=gw.metadata,
+            timeout=MOVE_TIMEOUT_SECONDS,
+        )
+    except KeyboardInterrupt:
+        print(
+            "recallatron: interrupted; the store goes on with the move: "
+            f"`recallatron workspace show {args.workspace}` says when it has ended",
+            file=sys.stderr,
+        )
+        return 130
     again = " (finishing an earlier move)" if resp.resumed else ""
     named = resp.workspace_id if args.workspace == resp.workspace_id else f"{args.workspace} ({resp.workspace_id})"
     command.emit(
@@ -139,6 +147,8 @@ def _unfinished_move(w: m.WorkspaceSummary) -> list[str]:
     again = f"run `recallatron workspace move {w.id} --to"
     if w.moving_to and w.move_running:
         return [f"  moving to {w.moving_to} now: writes are refused (retryable) until its copy is switched"]
+    if w.moved_from and w.move_running:
+        return [f"  moved from {w.moved_from}: its old copy there is being dropped now"]
     if w.moving_to:
         return [f"  a move to {w.moving_to} did not finish: {again} {w.moving_to}`"]
     if w.moved_from:

@@ -335,7 +335,7 @@ class Pool(ConnectionPool):
             down = self.health.down
             left = (min(budget, DOWN_WAIT_SECONDS) if down else budget) - (time.monotonic() - start)
             if left <= 0:
-                why = "the database server is not accepting connections" if down else "every connection is busy"
+                why = "the database server refused or did not answer" if down else "every connection is busy"
                 raise PoolTimeout(
                     f"no connection from pool {self.name!r} after {time.monotonic() - start:.1f} s: {why}"
                 )

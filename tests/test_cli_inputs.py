@@ -175,3 +175,47 @@ def test_a_relative_home_is_read_from_the_current_folder_and_named_whole(stack, 
     assert found.returncode == 0, found.stderr
     folder = recallatron("workspace", "create", "a folder", "--gateway", gateway, env={"RECALLATRON_HOME": ".."})
     assert folder.returncode == 1 and f"no operator credential at {tmp_path / 'operator-token'} (" in folder.stderr
+
+
+def test_ctrl_c_ends_a_waiting_command_with_one_line(tmp_path):
+    """Ctrl-C during a call that waits (a gRPC server that takes every call and answers none within
+    the test) exits 130 with one line, not a traceback; `workspace move` says the store goes on."""
+    import os
+    import signal
+    import sys
+    import threading
+    import time
+    from concurrent import futures
+
+    from client.system import ROOT
+
+    release = threading.Event()
+
+    class Silent(grpc.GenericRpcHandler):
+        def service(self, handler_call_details):
+            return grpc.unary_unary_rpc_method_handler(lambda request, context: release.wait(60) and b"")
+
+    server = grpc.server(futures.ThreadPoolExecutor(4), handlers=[Silent()])
+    gateway = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    server.start()
+    try:
+        for argv, said in (
+            (["workspace", "move", "team", "--to", "pg2", "--operator-token", "rco_x"], "the store goes on"),
+            (["workspace", "list", "--operator-token", "rco_x"], "recallatron: interrupted"),
+        ):
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "cli.main", *argv, "--gateway", gateway],
+                cwd=ROOT,
+                env=dict(os.environ, RECALLATRON_HOME=str(tmp_path)),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            time.sleep(4)  # started, and waiting for the answer
+            assert proc.poll() is None, proc.communicate()
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+            assert proc.returncode == 130 and said in err and "Traceback" not in err, err
+    finally:
+        release.set()
+        server.stop(0)

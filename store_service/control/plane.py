@@ -283,7 +283,12 @@ class ControlPlane:
         try:
             self.dbs.drop_workspace_db(db_name, server or "")
         except psycopg.Error as exc:
-            log.warning("unused workspace database %s left on server %r (drop it by hand): %s", db_name, server, exc)
+            log.warning(
+                "workspace database %s may be left on server %r (if it exists, no workspace uses it: drop it): %s",
+                db_name,
+                server,
+                exc,
+            )
 
     def _check_server(self, server: str) -> str:
         if server not in self.dbs.servers:
