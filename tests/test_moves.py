@@ -24,7 +24,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 from recallatron.store.v1 import store_pb2_grpc
-from test_servers import databases_on, kill, summary, two_servers_up, wait_for
+from test_servers import databases_on, frozen, kill, summary, two_servers_up, wait_for
 
 from cli.operation_commands import _unfinished_move
 from servicekit import clients
@@ -428,3 +428,39 @@ def test_another_store_process_follows_a_move_at_its_next_call(servers):
     finally:
         channel.close()
         other.stop()
+
+
+@pytest.mark.cluster
+def test_a_move_whose_target_hangs_gives_up_and_the_workspace_is_writable_where_it_was(servers, tmp_path, monkeypatch):
+    """From the new-user trial: a target that stopped answering mid-copy held the move, and the
+    workspace's writes, until it woke (up to the copy's hour). Now the copy stops once the store
+    takes the server for down, and the workspace is writable on its source."""
+    stack, first, second = servers
+    ws, members = seeded(stack, "target hangs", 20)
+    started = tmp_path / "restore-started"
+    _wrapped_pg_bin(tmp_path / "bin", started, "pg_restore")
+    monkeypatch.setenv("RECALLATRON_PG_BIN", str(tmp_path / "bin"))
+    outcome = {}
+
+    def run() -> None:
+        try:
+            outcome["response"] = move(stack, ws, "pg2")
+        except grpc.RpcError as exc:
+            outcome["error"] = exc
+
+    mover = threading.Thread(target=run)
+    mover.start()
+    wait_for(started.exists, 60, "the copy to start")
+    with frozen(second):
+        mover.join(timeout=120)
+        assert not mover.is_alive(), "the move waited for the hung target"
+        err = outcome["error"]
+        assert err.code() == grpc.StatusCode.UNAVAILABLE and "stays on pg1" in err.details(), err.details()
+        kept = members[1].remember("Written while pg2 hangs.")
+        assert members[2].read(kept.id).body == "Written while pg2 hangs."
+        shown = summary(stack, ws)
+        assert (shown.server, shown.move_running) == ("pg1", False)
+    wait_for(lambda: dict(stack.store.dbs.server_status())["pg2"], 60, "pg2 serving again")
+    monkeypatch.delenv("RECALLATRON_PG_BIN")
+    assert move(stack, ws, "pg2").to_server == "pg2"
+    assert members[0].read(kept.id).body == "Written while pg2 hangs."

@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -52,6 +53,8 @@ log = logging.getLogger(__name__)
 # How long pg_dump and pg_restore may take together before the move gives up (a large workspace
 # takes minutes; docs/scaling.md has the measured figures).
 COPY_TIMEOUT_SECONDS = 3600.0
+# How often a running copy looks at whether both servers still answer.
+WATCH_SECONDS = 0.2
 # How long a move lets the calls in flight in the source database finish, before it turns read-only
 # and before it is dropped, ending the sessions still busy after it.
 SESSION_PATIENCE_SECONDS = 5.0
@@ -130,33 +133,52 @@ def _drop(conninfo: str, db_name: str) -> None:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db_name)))
 
 
-def _copy(source: str, target: str, db_name: str) -> None:
-    """pg_dump of the source database into pg_restore of a new, empty one on the target server."""
+def _copy(source: str, target: str, db_name: str, stopped: Callable[[], str | None] = lambda: None) -> None:
+    """pg_dump of the source database into pg_restore of a new, empty one on the target server.
+    ``stopped()`` is asked every ``WATCH_SECONDS`` while they run: a reason (a server stopped
+    answering) ends both and fails the copy, so a hung server does not hold the move (and the
+    workspace's writes) for ``COPY_TIMEOUT_SECONDS``."""
     _drop(target, db_name)  # what an interrupted move left
     with connect(target) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(sql.Identifier(db_name)))
     bin_dir = pg_bin()
     base = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
     flags = ["--no-owner", "--no-privileges"]
-    dump = subprocess.Popen(
-        [str(bin_dir / "pg_dump"), "--format=custom", *flags],
-        env={**base, **_libpq_env(source, db_name)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    restore = subprocess.run(
-        [str(bin_dir / "pg_restore"), "--exit-on-error", "--single-transaction", *flags, "--dbname", db_name],
-        env={**base, **_libpq_env(target, db_name)},
-        stdin=dump.stdout,
-        capture_output=True,
-        timeout=COPY_TIMEOUT_SECONDS,
-        check=False,
-    )
-    dump.stdout.close()
-    dumped = dump.wait(timeout=COPY_TIMEOUT_SECONDS)
-    if dumped != 0 or restore.returncode != 0:
-        why = (dump.stderr.read().decode(errors="replace") + restore.stderr.decode(errors="replace")).strip()
-        raise RuntimeError(f"pg_dump exited {dumped}, pg_restore {restore.returncode}: {why[-2000:]}")
+    with tempfile.TemporaryFile() as dump_err, tempfile.TemporaryFile() as restore_err:
+        dump = subprocess.Popen(
+            [str(bin_dir / "pg_dump"), "--format=custom", *flags],
+            env={**base, **_libpq_env(source, db_name)},
+            stdout=subprocess.PIPE,
+            stderr=dump_err,
+        )
+        restore = subprocess.Popen(
+            [str(bin_dir / "pg_restore"), "--exit-on-error", "--single-transaction", *flags, "--dbname", db_name],
+            env={**base, **_libpq_env(target, db_name)},
+            stdin=dump.stdout,
+            stderr=restore_err,
+        )
+        dump.stdout.close()  # pg_restore holds the pipe now: pg_dump sees it close if pg_restore ends
+        deadline = time.monotonic() + COPY_TIMEOUT_SECONDS
+        try:
+            while restore.poll() is None or dump.poll() is None:
+                reason = stopped() or ("the copy took too long" if time.monotonic() > deadline else None)
+                if reason:
+                    raise RuntimeError(f"{reason}; the copy was stopped")
+                time.sleep(WATCH_SECONDS)
+        finally:
+            for proc in (dump, restore):
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        if dump.returncode != 0 or restore.returncode != 0:
+            why = b""
+            for err in (dump_err, restore_err):
+                err.seek(0)
+                why += err.read()
+            raise RuntimeError(
+                f"pg_dump exited {dump.returncode}, pg_restore {restore.returncode}: "
+                f"{why.decode(errors='replace').strip()[-2000:]}"
+            )
 
 
 def move(dbs: Databases, ref: str, server: str, forget: Callable[[str], None]) -> s.MoveWorkspaceResponse:
@@ -224,7 +246,7 @@ def _move(dbs: Databases, ws: uuid.UUID, server: str, forget: Callable[[str], No
             _read_only(source, db_name, True)
             forget(str(ws))
             before = _counts(source, db_name)
-            _copy(source, target, db_name)
+            _copy(source, target, db_name, stopped=lambda: _not_serving(dbs, server, here))
             after = _counts(target, db_name)
             if after != before:
                 differ = sorted(t for t in before.keys() | after.keys() if before.get(t) != after.get(t))
@@ -270,6 +292,12 @@ def _move(dbs: Databases, ws: uuid.UUID, server: str, forget: Callable[[str], No
         rows_copied=rows,
         resumed=row.moving_to is not None or row.moved_from is not None,
     )
+
+
+def _not_serving(dbs: Databases, *names: str) -> str | None:
+    """Why a move cannot go on: the first of the servers ``names`` that is down (refusing, or
+    taken for hung by the store's probe), or None."""
+    return next((f"database server {name} stopped answering" for name in names if not dbs.serving(name)), None)
 
 
 def _exists(conninfo: str, db_name: str) -> bool:
