@@ -536,6 +536,11 @@ class StoreService:
                 self.running.set_serving(True)
             except Exception:  # noqa: BLE001 - any failure means the database cannot serve
                 self.running.set_serving(False)
+                continue
+            try:
+                moves.recover(self.dbs)  # a move that stopped half way leaves its workspace writable
+            except Exception:  # noqa: BLE001 - tried again in 2 s; the store serves meanwhile
+                log.exception("undoing interrupted moves failed; trying again")
 
     def stop(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """NOT_SERVING, lets calls in flight finish (``grace`` seconds at most), then stops the

@@ -18,6 +18,7 @@ import grpc
 import psycopg
 import pytest
 from cli_runner import at_gateway
+from conftest import code_of
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from recallatron.gateway.v1 import gateway_pb2 as g
@@ -315,9 +316,10 @@ def test_a_deletion_waits_for_no_move_and_leaves_no_copy_anywhere(servers, tmp_p
 
 
 @pytest.mark.cluster
-def test_a_move_whose_source_dies_says_so_and_finishes_when_run_again(servers, tmp_path, monkeypatch):
+def test_a_move_whose_source_dies_says_so_and_is_undone_when_the_source_answers(servers, tmp_path, monkeypatch):
     """From the break-it review: the source's server dying during the copy left the workspace
-    read-only with nothing recorded; now the move stays recorded and running it again finishes."""
+    read-only with nothing recorded. Now the move stays recorded while the source is down, and once
+    it answers the store undoes the move: writable where it was, the partial copy dropped."""
     stack, first, second = servers
     ws, members = seeded(stack, "source dies", 5, server="pg2")
     started = tmp_path / "started"
@@ -342,22 +344,48 @@ def test_a_move_whose_source_dies_says_so_and_finishes_when_run_again(servers, t
     kill(second)
     mover.join(timeout=120)
     err = outcome["error"]
-    assert err.code() == grpc.StatusCode.UNAVAILABLE and "read-only until the move to pg1 is run again" in err.details()
+    assert err.code() == grpc.StatusCode.UNAVAILABLE and "read-only until that server answers again" in err.details()
     stopped = summary(stack, ws)
     assert (stopped.server, stopped.moving_to, stopped.move_running) == ("pg2", "pg1", False)  # shown, to run again
     assert _unfinished_move(stopped) == [
         f"  a move to pg1 did not finish: run `recallatron workspace move {ws} --to pg1`"
     ]
     second.restart()
-    wait_for(lambda: dict(stack.store.dbs.server_status())["pg2"], 30, "pg2 serving again")
+    wait_for(lambda: summary(stack, ws).moving_to == "", 60, "the stopped move undone")
+    db = f"recallatron_ws_{ws.replace('-', '')}"
+    assert summary(stack, ws).server == "pg2" and db not in databases_on(first)  # the partial copy dropped
+    wait_for(lambda: code_of(members[0].remember, "Written where it was.") == grpc.StatusCode.OK, 30, "writable")
     monkeypatch.delenv("RECALLATRON_PG_BIN")
-    with pytest.raises(grpc.RpcError) as elsewhere:  # only the recorded move may run
-        move(stack, ws, "pg2")
-    assert elsewhere.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert move(stack, ws, "pg1").resumed
-    assert summary(stack, ws).moving_to == "" and summary(stack, ws).moved_from == ""
+    resp = move(stack, ws, "pg1")  # run again: a move of its own, from the start
+    assert (resp.to_server, resp.resumed) == ("pg1", False)
     kept = members[0].remember("Written once the move finished.")
     assert summary(stack, ws).server == "pg1" and members[1].read(kept.id).body == "Written once the move finished."
+    assert len(stack.memory.ListMemories(g.ListMemoriesRequest(), metadata=members[1].md()).memories) == 7
+
+
+@pytest.mark.cluster
+def test_a_move_left_by_a_killed_store_is_undone(servers):
+    """What a store killed during a move's copy leaves (the source read-only, ``moving_to`` set, no
+    move running) is undone by the stores' health loop: the workspace is writable where it was,
+    within seconds, and nothing recorded stays."""
+    stack, first, second = servers
+    ws, members = seeded(stack, "mover killed", 3)
+    db = f"recallatron_ws_{ws.replace('-', '')}"
+    with psycopg.connect(first.control_url, autocommit=True) as conn:  # the state the killed store left
+        conn.execute(sql.SQL("ALTER DATABASE {} SET default_transaction_read_only = on").format(sql.Identifier(db)))
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (db,),
+        )
+    with psycopg.connect(stack.store.dbs.control_conninfo, autocommit=True) as conn:
+        conn.execute("UPDATE workspace SET moving_to = 'pg2' WHERE id = %s", (ws,))
+    with psycopg.connect(second.control_url, autocommit=True) as conn:  # its partial copy
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
+    wait_for(lambda: summary(stack, ws).moving_to == "", 30, "the stopped move undone")
+    kept = members[0].remember("Written after the undone move.")
+    assert members[1].read(kept.id).body == "Written after the undone move."
+    assert db not in databases_on(second) and summary(stack, ws).server == "pg1"
+    assert moves.recover(stack.store.dbs) == 0  # nothing left to undo
 
 
 @pytest.mark.cluster

@@ -24,8 +24,9 @@ acknowledged write is lost and a move that stops anywhere leaves the workspace u
 
 A failure in steps 2 and 3 turns the source writable again, drops what was copied (when the target
 answers) and clears ``moving_to``: the workspace stays where it was, and the move can run again. A
-failure in step 5 leaves ``moved_from``, which the next call finishes. A store killed during steps 2
-and 3 leaves the source read-only until the move is run again (docs/scaling.md).
+failure in step 5 leaves ``moved_from``, which the next call finishes. A move left half way with its
+source read-only (its store killed, or its source's server down when it failed) is undone by
+``recover``, which every store runs in its health loop (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -254,10 +255,13 @@ def _move(dbs: Databases, ws: uuid.UUID, server: str, forget: Callable[[str], No
             _maintain(target, db_name, "ANALYZE")  # planner statistics do not travel in a dump
             dbs.recreated(db_name, server)  # a workspace moved back to a server it left
             with dbs.control.connection() as conn:
-                conn.execute(
-                    "UPDATE workspace SET server = %s, moving_to = NULL, moved_from = %s WHERE id = %s",
-                    (None if server == dbs.control_server else server, here, ws),
-                )
+                switched = conn.execute(
+                    """UPDATE workspace SET server = %s, moving_to = NULL, moved_from = %s
+                        WHERE id = %s AND moving_to = %s""",
+                    (None if server == dbs.control_server else server, here, ws, server),
+                ).rowcount
+            if not switched:  # undone by ``recover`` meanwhile (this move's lock was lost with its session)
+                raise RuntimeError("the move was undone while it ran")
         except (psycopg.Error, OSError, RuntimeError, subprocess.SubprocessError) as exc:
             log.warning("moving workspace %s from %s to %s failed: %s", ws, here, server, exc)
             _abandon(dbs, ws, here, server, db_name)
@@ -314,10 +318,15 @@ def _abandon(dbs: Databases, ws: uuid.UUID, here: str, server: str, db_name: str
     try:
         _read_only(dbs.servers[here], db_name, False)
     except psycopg.Error as exc:
-        log.warning("workspace %s stays read-only on %s until the move is run again: %s", ws, here, exc)
+        log.warning(
+            "workspace %s stays read-only on %s until that server answers (then the store undoes the move): %s",
+            ws,
+            here,
+            exc,
+        )
         raise WorkspaceUnavailable(
             f"the move to {server} did not finish and the workspace's server {here} did not answer: it stays "
-            f"on {here}, read-only until the move to {server} is run again"
+            f"on {here}, read-only until that server answers again (the store then makes it writable)"
         ) from exc
     try:
         _drop(dbs.servers[server], db_name)
@@ -326,3 +335,72 @@ def _abandon(dbs: Databases, ws: uuid.UUID, here: str, server: str, db_name: str
         return
     with dbs.control.connection() as conn:
         conn.execute("UPDATE workspace SET moving_to = NULL WHERE id = %s", (ws,))
+
+
+def _is_read_only(conninfo: str, db_name: str) -> bool:
+    """Whether a move turned ``db_name`` read-only (``ALTER DATABASE ... SET
+    default_transaction_read_only = on``)."""
+    with connect(conninfo) as conn:
+        return bool(
+            conn.execute(
+                """SELECT 1 FROM pg_db_role_setting r JOIN pg_database d ON d.oid = r.setdatabase
+                    WHERE d.datname = %s AND r.setrole = 0
+                      AND 'default_transaction_read_only=on' = ANY (r.setconfig)""",
+                (db_name,),
+            ).fetchone()
+        )
+
+
+def recover(dbs: Databases) -> int:
+    """Undoes the moves that stopped half way and are not running (the store doing one was killed,
+    or its source's server did not answer when it failed): once the workspace's own server serves,
+    its database turns writable again, ``moving_to`` is cleared first (so a move whose lock was lost
+    with its session cannot switch after this) and the partial copy is dropped when its server
+    answers (else ``moving_to`` is set again, so the next move there, or a deletion, drops it). Runs
+    in every store's health loop; returns how many workspaces it made writable."""
+    with dbs.control.connection() as conn:
+        stalled = (
+            named(conn)
+            .execute(
+                """SELECT id, db_name, server, moving_to FROM workspace
+                    WHERE moving_to IS NOT NULL AND deleted_at IS NULL"""
+            )
+            .fetchall()
+        )
+    undone = 0
+    for row in stalled:
+        here = dbs.server_name(row.server or "")
+        if row.moving_to not in dbs.servers or not dbs.serving(here):
+            continue
+        try:
+            with dbs.control.connection() as lock, whole_workspace(lock, row.id, "recover it"):
+                if not _is_read_only(dbs.servers[here], row.db_name):
+                    continue  # writable already: only its partial copy waits for the next move there
+                with dbs.control.connection() as conn:
+                    if not conn.execute(
+                        "UPDATE workspace SET moving_to = NULL WHERE id = %s AND moving_to = %s",
+                        (row.id, row.moving_to),
+                    ).rowcount:
+                        continue  # switched or changed since it was read
+                _read_only(dbs.servers[here], row.db_name, False)
+                undone += 1
+                log.warning(
+                    "an interrupted move of workspace %s to %s was undone: it is writable on %s again; "
+                    "run the move again",
+                    row.id,
+                    row.moving_to,
+                    here,
+                )
+                try:
+                    _drop(dbs.servers[row.moving_to], row.db_name)
+                except psycopg.Error:
+                    with dbs.control.connection() as conn:
+                        conn.execute(
+                            "UPDATE workspace SET moving_to = %s WHERE id = %s AND moving_to IS NULL",
+                            (row.moving_to, row.id),
+                        )
+        except FailedPrecondition:
+            continue  # a move or a deletion of it is running: it is theirs
+        except psycopg.Error as exc:
+            log.warning("an interrupted move of workspace %s could not be undone yet: %s", row.id, exc)
+    return undone
