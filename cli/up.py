@@ -295,8 +295,17 @@ def run(settings: Settings, embedded_servers: int = 1) -> int:
 
         # Named pg1..pgN, pg1 holding the control plane (docs/scaling.md). Servers an earlier run
         # started are started again, so the workspaces placed on them stay reachable.
+        asked = embedded_servers
         while embedded_folder(settings.home, embedded_servers + 1).is_dir():
             embedded_servers += 1
+        if embedded_servers > asked:
+            extra = f"pg{asked + 1}" + (f"..pg{embedded_servers}" if embedded_servers > asked + 1 else "")
+            print(
+                f"recallatron: {embedded_servers} embedded PostgreSQL servers, not {asked}: {extra} in "
+                f"{settings.home} started by an earlier run (they may hold workspaces) start too; move their "
+                "workspaces away before removing a server's folder",
+                flush=True,
+            )
         pgs = [EmbeddedPostgres(embedded_folder(settings.home, k)) for k in range(1, embedded_servers + 1)]
         env["DATABASE_URL"] = pgs[0].control_url
         env["RECALLATRON_CONTROL_SERVER"] = "pg1"

@@ -255,6 +255,11 @@ def test_up_starts_several_embedded_servers_and_spreads_workspaces(tmp_path):
         assert (home / "pg" / "postmaster.pid").exists() and (home / "pg2" / "postmaster.pid").exists()
         refused = recallatron("workspace", "create", "nowhere", "--server", "pg3", env=env)
         assert refused.returncode != 0 and "configured: pg1, pg2" in refused.stderr
+    with system.up(home, {}, timeout=240) as again:  # one asked for: pg2 holds a workspace, so it starts too, said
+        said = [line for line in again.output if "started by an earlier run" in line]
+        assert said and said[0].startswith("recallatron: 2 embedded PostgreSQL servers, not 1: pg2 in "), said
+        env = {"RECALLATRON_HOME": str(home), "RECALLATRON_GATEWAY_ADDR": again.gateway}
+        assert "  database server pg2: up, 1 workspace(s)" in recallatron("status", env=env).stdout.splitlines()
     for bad in ("0", "9", "two", "-1"):
         out = subprocess.run(
             [sys.executable, "-m", "cli.main", "up", "--embedded-servers", bad],

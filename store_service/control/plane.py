@@ -253,7 +253,7 @@ class ControlPlane:
             name_free(conn, name)
             chosen = self._check_server(server) if server else self.place(conn)
         if not self.dbs.serving(chosen):
-            raise WorkspaceUnavailable(f"database server {chosen!r} is not serving now; retry later, or choose another")
+            raise WorkspaceUnavailable(f"database server {chosen} is not serving now; retry later, or choose another")
         ws_id = uuid.uuid4()
         db_name = new_db_name(ws_id)
         stored = None if chosen == self.dbs.control_server else chosen
@@ -262,7 +262,7 @@ class ControlPlane:
         except psycopg.OperationalError as exc:
             log.warning("workspace database %s not created on server %r: %s", db_name, chosen, exc)
             self._drop_unused(db_name, stored)
-            raise WorkspaceUnavailable(f"database server {chosen!r} did not create the database; retry later") from None
+            raise WorkspaceUnavailable(f"database server {chosen} did not create the database; retry later") from None
         if not wanted():
             self._drop_unused(db_name, stored)
             raise WorkspaceUnavailable("the workspace was not created: the call ended while its database was made")
