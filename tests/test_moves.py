@@ -178,25 +178,33 @@ def _wrapped_pg_bin(folder, started, program: str, read_input_first: bool = Fals
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
 
 
-@pytest.mark.cluster
-def test_a_move_whose_target_dies_leaves_the_workspace_usable_where_it_was(servers, tmp_path, monkeypatch):
-    stack, first, second = servers
-    ws, members = seeded(stack, "target dies", 50)
-    db = f"recallatron_ws_{ws.replace('-', '')}"
-    started = tmp_path / "restore-started"
-    _wrapped_pg_bin(tmp_path / "bin", started, "pg_restore")
-    monkeypatch.setenv("RECALLATRON_PG_BIN", str(tmp_path / "bin"))
+def _slow_move(stack, ws: str, server: str, folder, monkeypatch, program: str) -> tuple[threading.Thread, dict]:
+    """A move of ``ws`` to ``server`` in a thread, ``program`` (pg_dump or pg_restore) held 5 s
+    (``_wrapped_pg_bin``); returns once the copy has started, with the thread and its outcome
+    (``response`` or ``error``)."""
+    started = folder / f"{program}-started"
+    _wrapped_pg_bin(folder / "bin", started, program)
+    monkeypatch.setenv("RECALLATRON_PG_BIN", str(folder / "bin"))
     outcome = {}
 
     def run() -> None:
         try:
-            outcome["response"] = move(stack, ws, "pg2")
+            outcome["response"] = move(stack, ws, server)
         except grpc.RpcError as exc:
             outcome["error"] = exc
 
     mover = threading.Thread(target=run)
     mover.start()
     wait_for(started.exists, 60, "the copy to start")
+    return mover, outcome
+
+
+@pytest.mark.cluster
+def test_a_move_whose_target_dies_leaves_the_workspace_usable_where_it_was(servers, tmp_path, monkeypatch):
+    stack, first, second = servers
+    ws, members = seeded(stack, "target dies", 50)
+    db = f"recallatron_ws_{ws.replace('-', '')}"
+    mover, outcome = _slow_move(stack, ws, "pg2", tmp_path, monkeypatch, "pg_restore")
     # While the copy runs: reads answer, writes are refused with the retry hint.
     listed = stack.memory.ListMemories(g.ListMemoriesRequest(), metadata=members[0].md()).memories
     assert len(listed) == 50 and members[0].read(listed[0].id).body.startswith("Seed note")
@@ -322,20 +330,7 @@ def test_a_move_whose_source_dies_says_so_and_is_undone_when_the_source_answers(
     it answers the store undoes the move: writable where it was, the partial copy dropped."""
     stack, first, second = servers
     ws, members = seeded(stack, "source dies", 5, server="pg2")
-    started = tmp_path / "started"
-    _wrapped_pg_bin(tmp_path / "bin", started, "pg_dump")
-    monkeypatch.setenv("RECALLATRON_PG_BIN", str(tmp_path / "bin"))
-    outcome = {}
-
-    def run() -> None:
-        try:
-            move(stack, ws, "pg1")
-        except grpc.RpcError as exc:
-            outcome["error"] = exc
-
-    mover = threading.Thread(target=run)
-    mover.start()
-    wait_for(started.exists, 60, "the copy to start")
+    mover, outcome = _slow_move(stack, ws, "pg1", tmp_path, monkeypatch, "pg_dump")
     running = summary(stack, ws)  # a move under way is told from one that stopped
     assert (running.moving_to, running.move_running) == ("pg1", True)
     assert _unfinished_move(running) == [
@@ -465,20 +460,7 @@ def test_a_move_whose_target_hangs_gives_up_and_the_workspace_is_writable_where_
     takes the server for down, and the workspace is writable on its source."""
     stack, first, second = servers
     ws, members = seeded(stack, "target hangs", 20)
-    started = tmp_path / "restore-started"
-    _wrapped_pg_bin(tmp_path / "bin", started, "pg_restore")
-    monkeypatch.setenv("RECALLATRON_PG_BIN", str(tmp_path / "bin"))
-    outcome = {}
-
-    def run() -> None:
-        try:
-            outcome["response"] = move(stack, ws, "pg2")
-        except grpc.RpcError as exc:
-            outcome["error"] = exc
-
-    mover = threading.Thread(target=run)
-    mover.start()
-    wait_for(started.exists, 60, "the copy to start")
+    mover, outcome = _slow_move(stack, ws, "pg2", tmp_path, monkeypatch, "pg_restore")
     with frozen(second):
         mover.join(timeout=120)
         assert not mover.is_alive(), "the move waited for the hung target"
