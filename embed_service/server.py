@@ -10,6 +10,7 @@ import contextlib
 import logging
 import threading
 
+import grpc
 from prometheus_client import Histogram
 from recallatron.embed.v1 import embed_pb2 as e
 from recallatron.embed.v1 import embed_pb2_grpc
@@ -79,6 +80,8 @@ class EmbedServicer(embed_pb2_grpc.EmbedServiceServicer):
         )
 
     def EmbedQueries(self, request, context):
+        if not context.is_active():  # cancelled while it waited for a thread (a refused recall's, say)
+            context.abort(grpc.StatusCode.CANCELLED, "the caller went away")
         _check_batch(len(request.queries), "queries")
         _check_texts(request.queries, "queries")
         return e.EmbedQueriesResponse(

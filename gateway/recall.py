@@ -120,15 +120,18 @@ class Recaller:
         self.reranker_state = reranker_state
 
     @contextmanager
-    def early_embedding(self, query: str, mode: int, include_superseded: bool = False) -> Iterator[grpc.Future | None]:
+    def early_embedding(
+        self, query: str, mode: int, include_superseded: bool = False, known: bool = True
+    ) -> Iterator[grpc.Future | None]:
         """The question's embedding, started before the caller is authenticated so that the longest
-        step of a hybrid recall runs beside Authenticate instead of after it; None when the request
-        cannot use it (lexical mode, a history recall, a question validation refuses). Cancelled on
-        leaving the block (a no-op once it answered): a refused caller or a bad request does not
-        wait for it. Only the question goes out, to the embed service, which keeps nothing."""
-        wanted = (
-            mode != m.RECALL_MODE_LEXICAL and not include_superseded and query.strip() and len(query) <= MAX_QUERY_CHARS
-        )
+        step of a hybrid recall runs beside Authenticate instead of after it; None when the caller
+        is not ``known`` (its token was not accepted lately: a stranger's question is not embedded
+        before the store says yes) or the request cannot use it (lexical mode, a history recall, a
+        question validation refuses). Cancelled on leaving the block (a no-op once it answered): a
+        refused caller or a bad request does not wait for it. Only the question goes out, to the
+        embed service, which keeps nothing."""
+        usable = mode != m.RECALL_MODE_LEXICAL and not include_superseded
+        wanted = known and usable and bool(query.strip()) and len(query) <= MAX_QUERY_CHARS
         call = self._embed_query(query, future=True) if wanted else None
         try:
             yield call

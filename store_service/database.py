@@ -146,6 +146,7 @@ def check_answering(conn: psycopg.Connection, seconds: float = ANSWER_TIMEOUT_SE
     comes, psycopg.OperationalError when the answer is an error or the connection breaks. On
     either the connection is closed (nothing half read is left in it)."""
     if conn.closed or conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+        conn.close()
         raise psycopg.OperationalError("the connection is closed or not idle")
     pgconn, deadline = conn.pgconn, time.monotonic() + seconds
     with conn.lock:
@@ -153,12 +154,15 @@ def check_answering(conn: psycopg.Connection, seconds: float = ANSWER_TIMEOUT_SE
             pgconn.send_query(b"")
             while pgconn.flush():  # the connection is non-blocking: 1 while the query is not all sent
                 _wait_for(pgconn.socket, select.POLLOUT, deadline)
-            pgconn.consume_input()
-            while pgconn.is_busy():
-                _wait_for(pgconn.socket, select.POLLIN, deadline)
-                pgconn.consume_input()
             errors = []
-            while (result := pgconn.get_result()) is not None:  # read to the end, errors or not
+            while True:  # read to the end, errors or not; get_result would block while busy
+                pgconn.consume_input()
+                if pgconn.is_busy():
+                    _wait_for(pgconn.socket, select.POLLIN, deadline)
+                    continue
+                result = pgconn.get_result()
+                if result is None:
+                    break
                 if result.status not in (pq.ExecStatus.EMPTY_QUERY, pq.ExecStatus.COMMAND_OK):
                     errors.append(pq.error_message(result) or "the check query failed")
             if errors:

@@ -521,6 +521,8 @@ class StoreService:
         self._stop = threading.Event()
         self._watch = threading.Thread(target=self._watch_database, daemon=True, name="db-health")
         self._watch.start()
+        self._recovery = threading.Thread(target=self._recover_moves, daemon=True, name="move-recovery")
+        self._recovery.start()
 
     @property
     def port(self) -> int:
@@ -536,9 +538,13 @@ class StoreService:
                 self.running.set_serving(True)
             except Exception:  # noqa: BLE001 - any failure means the database cannot serve
                 self.running.set_serving(False)
-                continue
+
+    def _recover_moves(self) -> None:
+        """Undoes moves that stopped half way (store_service/control/moves.py ``recover``) every 2 s,
+        in a thread of its own: a server that hangs in one of its statements holds only this."""
+        while not self._stop.wait(2.0):
             try:
-                moves.recover(self.dbs)  # a move that stopped half way leaves its workspace writable
+                moves.recover(self.dbs)
             except Exception:  # noqa: BLE001 - tried again in 2 s; the store serves meanwhile
                 log.exception("undoing interrupted moves failed; trying again")
 

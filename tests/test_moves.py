@@ -306,7 +306,7 @@ def test_a_deletion_waits_for_no_move_and_leaves_no_copy_anywhere(servers, tmp_p
     with pytest.raises(grpc.RpcError) as refused:
         stack.admin.DeleteWorkspace(delete, metadata=stack.op())
     assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert "a move or deletion of this workspace is running" in refused.value.details()
+    assert "a move, deletion or recovery of this workspace is running" in refused.value.details()
     mover.join(timeout=120)
     assert moved["response"].to_server == "pg2"
     stack.admin.DeleteWorkspace(delete, metadata=stack.op())

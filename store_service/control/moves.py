@@ -46,7 +46,7 @@ from psycopg.conninfo import conninfo_to_dict
 from recallatron.store.v1 import store_pb2 as s
 
 from servicekit.errors import FailedPrecondition, InvalidArgument, NotFound, WorkspaceUnavailable
-from store_service.control.plane import whole_workspace, workspace_ref
+from store_service.control.plane import holds_whole, whole_workspace, workspace_ref
 from store_service.database import Databases, connect, named
 
 log = logging.getLogger(__name__)
@@ -191,10 +191,16 @@ def move(dbs: Databases, ref: str, server: str, forget: Callable[[str], None]) -
     with dbs.control.connection() as lock:
         ws = workspace_ref(lock, ref)
         with whole_workspace(lock, ws, "move it"):
-            return _move(dbs, ws, server, forget)
+            return _move(dbs, ws, server, forget, lambda: holds_whole(lock, ws))
 
 
-def _move(dbs: Databases, ws: uuid.UUID, server: str, forget: Callable[[str], None]) -> s.MoveWorkspaceResponse:
+def _move(
+    dbs: Databases, ws: uuid.UUID, server: str, forget: Callable[[str], None], owned: Callable[[], bool]
+) -> s.MoveWorkspaceResponse:
+    """The move's steps (module docstring). ``owned()`` says whether this move still holds the
+    workspace's lock: a move whose lock went with its session (the control plane's connection
+    ended) stops its copy, switches nothing and undoes nothing, since ``recover`` or another move
+    may act on the workspace from then on."""
     with dbs.control.connection() as conn, conn.transaction():
         row = (
             named(conn)
@@ -247,23 +253,28 @@ def _move(dbs: Databases, ws: uuid.UUID, server: str, forget: Callable[[str], No
             _read_only(source, db_name, True)
             forget(str(ws))
             before = _counts(source, db_name)
-            _copy(source, target, db_name, stopped=lambda: _not_serving(dbs, server, here))
+            _copy(source, target, db_name, stopped=lambda: _not_serving(dbs, server, here) or _lost(owned))
             after = _counts(target, db_name)
             if after != before:
                 differ = sorted(t for t in before.keys() | after.keys() if before.get(t) != after.get(t))
                 raise RuntimeError(f"the copy differs from the source in {', '.join(differ)}")
             _maintain(target, db_name, "ANALYZE")  # planner statistics do not travel in a dump
             dbs.recreated(db_name, server)  # a workspace moved back to a server it left
-            with dbs.control.connection() as conn:
+            with dbs.control.connection() as conn, conn.transaction():
                 switched = conn.execute(
                     """UPDATE workspace SET server = %s, moving_to = NULL, moved_from = %s
                         WHERE id = %s AND moving_to = %s""",
                     (None if server == dbs.control_server else server, here, ws, server),
                 ).rowcount
-            if not switched:  # undone by ``recover`` meanwhile (this move's lock was lost with its session)
-                raise RuntimeError("the move was undone while it ran")
+                if not switched or not owned():  # rolled back: the move is not this one's any more
+                    raise RuntimeError("the move lost its lock while it ran")
         except (psycopg.Error, OSError, RuntimeError, subprocess.SubprocessError) as exc:
             log.warning("moving workspace %s from %s to %s failed: %s", ws, here, server, exc)
+            if not owned():
+                raise WorkspaceUnavailable(
+                    f"the move to {server} lost its lock on the control plane and stopped; the store undoes it "
+                    f"(the workspace stays on {here}); run it again"
+                ) from exc
             _abandon(dbs, ws, here, server, db_name)
             raise WorkspaceUnavailable(
                 f"the move to {server} did not finish; the workspace stays on {here}, usable; run it again"
@@ -296,6 +307,10 @@ def _move(dbs: Databases, ws: uuid.UUID, server: str, forget: Callable[[str], No
         rows_copied=rows,
         resumed=row.moving_to is not None or row.moved_from is not None,
     )
+
+
+def _lost(owned: Callable[[], bool]) -> str | None:
+    return None if owned() else "the move lost its lock on the control plane"
 
 
 def _not_serving(dbs: Databases, *names: str) -> str | None:

@@ -223,11 +223,31 @@ def whole_workspace(conn: psycopg.Connection, ws: uuid.UUID, doing: str) -> Iter
     """Holds the workspace's move-or-deletion lock on ``conn`` (a session lock) for the block;
     FAILED_PRECONDITION naming ``doing`` while another holds it."""
     if not conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (WHOLE_CLASS, str(ws))).fetchone()[0]:
-        raise FailedPrecondition(f"a move or deletion of this workspace is running; {doing} once it ends")
+        raise FailedPrecondition(
+            f"a move, deletion or recovery of this workspace is running; {doing} once it ends (seconds for a recovery)"
+        )
     try:
         yield
     finally:
-        conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (WHOLE_CLASS, str(ws)))
+        try:
+            conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (WHOLE_CLASS, str(ws)))
+        except psycopg.Error:  # the session ended, and its lock with it: the block's own outcome stands
+            log.warning("the lock of workspace %s had gone with its session", ws)
+
+
+def holds_whole(conn: psycopg.Connection, ws: uuid.UUID) -> bool:
+    """Whether ``conn``'s session (alive) still holds the workspace's move-or-deletion lock."""
+    try:
+        return bool(
+            conn.execute(
+                """SELECT EXISTS (SELECT 1 FROM pg_locks
+                    WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() AND objsubid = 2
+                      AND classid::bigint = %s AND objid::bigint = hashtext(%s)::bigint & 4294967295)""",
+                (WHOLE_CLASS, str(ws)),
+            ).fetchone()[0]
+        )
+    except psycopg.Error:
+        return False
 
 
 def token_digest(token: str) -> bytes:
