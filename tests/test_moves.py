@@ -32,6 +32,7 @@ from servicekit import clients
 from servicekit.errors import MOVING, FailedPrecondition, error_info, retry_info
 from store_service.control import moves
 from store_service.control.moves import pg_bin
+from store_service.control.plane import WHOLE_CLASS
 from store_service.database import Databases
 from store_service.embedding.job import RESWEEP_SECONDS
 from store_service.search import lexical_index
@@ -348,7 +349,8 @@ def test_a_move_whose_source_dies_says_so_and_is_undone_when_the_source_answers(
     second.restart()
     wait_for(lambda: summary(stack, ws).moving_to == "", 60, "the stopped move undone")
     db = f"recallatron_ws_{ws.replace('-', '')}"
-    assert summary(stack, ws).server == "pg2" and db not in databases_on(first)  # the partial copy dropped
+    assert summary(stack, ws).server == "pg2"
+    wait_for(lambda: db not in databases_on(first), 30, "the partial copy dropped")
     wait_for(lambda: code_of(members[0].remember, "Written where it was.") == grpc.StatusCode.OK, 30, "writable")
     monkeypatch.delenv("RECALLATRON_PG_BIN")
     resp = move(stack, ws, "pg1")  # run again: a move of its own, from the start
@@ -379,7 +381,8 @@ def test_a_move_left_by_a_killed_store_is_undone(servers):
     wait_for(lambda: summary(stack, ws).moving_to == "", 30, "the stopped move undone")
     kept = members[0].remember("Written after the undone move.")
     assert members[1].read(kept.id).body == "Written after the undone move."
-    assert db not in databases_on(second) and summary(stack, ws).server == "pg1"
+    wait_for(lambda: db not in databases_on(second), 30, "the partial copy dropped")
+    assert summary(stack, ws).server == "pg1"
     assert moves.recover(stack.store.dbs) == 0  # nothing left to undo
 
 
@@ -474,3 +477,36 @@ def test_a_move_whose_target_hangs_gives_up_and_the_workspace_is_writable_where_
     monkeypatch.delenv("RECALLATRON_PG_BIN")
     assert move(stack, ws, "pg2").to_server == "pg2"
     assert members[0].read(kept.id).body == "Written while pg2 hangs."
+
+
+@pytest.mark.cluster
+def test_a_move_that_loses_its_lock_stops_and_is_undone_without_losing_a_write(servers, tmp_path, monkeypatch):
+    """From the break-it review: a move whose control-plane session ended (and its lock with it)
+    went on copying while ``recover`` undid it, so a later move's switch could land the old copy
+    and lose a write acknowledged in between. Now it stops at once and touches nothing."""
+    stack, first, second = servers
+    ws, members = seeded(stack, "lock lost", 3)
+    mover, outcome = _slow_move(stack, ws, "pg2", tmp_path, monkeypatch, "pg_restore")
+    with psycopg.connect(stack.store.dbs.control_conninfo, autocommit=True) as conn:
+        ended = conn.execute(
+            """SELECT pg_terminate_backend(pid) FROM pg_locks
+                WHERE locktype = 'advisory' AND classid::bigint = %s
+                  AND objid::bigint = hashtext(%s)::bigint & 4294967295""",
+            (WHOLE_CLASS, ws),
+        ).rowcount
+    assert ended == 1
+    mover.join(timeout=60)
+    assert not mover.is_alive()
+    err = outcome["error"]
+    assert err.code() == grpc.StatusCode.UNAVAILABLE and "lost its lock" in err.details(), err.details()
+    wait_for(lambda: summary(stack, ws).moving_to == "", 30, "the stopped move undone")
+    acked = "Acknowledged after the lost move."
+    wait_for(lambda: code_of(members[0].remember, acked) == grpc.StatusCode.OK, 30, "a write")
+    monkeypatch.delenv("RECALLATRON_PG_BIN")
+    # Run again, as the answer said (refused for the seconds the recovery still holds the lock).
+    again = g.MoveWorkspaceRequest(workspace_id=ws, server="pg2")
+    wait_for(lambda: code_of(stack.admin.MoveWorkspace, again, metadata=stack.op()) == grpc.StatusCode.OK, 30, "moved")
+    assert summary(stack, ws).server == "pg2"
+    bodies = [x.body for x in stack.memory.ListMemories(g.ListMemoriesRequest(), metadata=members[1].md()).memories]
+    assert bodies.count(acked) == 1 and len(bodies) == 4
+    assert f"recallatron_ws_{ws.replace('-', '')}" not in databases_on(first)
