@@ -242,7 +242,7 @@ class ServerHealth:
     def answered(self) -> None:
         if self._refused.is_set():
             self._refused.clear()
-            log.warning("database server %r answers again", self.name)
+            log.info("database server %r answers again", self.name)
 
     def refused(self) -> None:
         if not self._refused.is_set():

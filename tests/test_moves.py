@@ -510,3 +510,59 @@ def test_a_move_that_loses_its_lock_stops_and_is_undone_without_losing_a_write(s
     bodies = [x.body for x in stack.memory.ListMemories(g.ListMemoriesRequest(), metadata=members[1].md()).memories]
     assert bodies.count(acked) == 1 and len(bodies) == 4
     assert f"recallatron_ws_{ws.replace('-', '')}" not in databases_on(first)
+
+
+@pytest.mark.cluster
+def test_a_target_that_hangs_after_the_copy_ends_the_move(servers, tmp_path, monkeypatch):
+    """From the second new-user trial: a target frozen just after pg_restore held the move (the
+    copy's row counts and ANALYZE wait on it) and the workspace's writes while it stayed frozen.
+    Those statements are watched too: the move ends once the store takes the server for down."""
+    stack, first, second = servers
+    ws, members = seeded(stack, "hangs after the copy", 10)
+    real, folder, restored = pg_bin(), tmp_path / "bin", tmp_path / "restored"
+    folder.mkdir()
+    (folder / "pg_dump").symlink_to(real / "pg_dump")
+    script = folder / "pg_restore"  # the real one, then a pause in which the test freezes the target
+    script.write_text(f'#!/bin/sh\n"{real / "pg_restore"}" "$@"\nrc=$?\ntouch "{restored}"\nsleep 2\nexit $rc\n')
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("RECALLATRON_PG_BIN", str(folder))
+    outcome = {}
+
+    def run() -> None:
+        try:
+            outcome["response"] = move(stack, ws, "pg2")
+        except grpc.RpcError as exc:
+            outcome["error"] = exc
+
+    mover = threading.Thread(target=run)
+    mover.start()
+    wait_for(restored.exists, 60, "the copy restored")
+    with frozen(second):
+        mover.join(timeout=120)
+        assert not mover.is_alive(), "the move waited for the hung target"
+        err = outcome["error"]
+        assert err.code() == grpc.StatusCode.UNAVAILABLE and "stays on pg1" in err.details(), err.details()
+        kept = members[1].remember("Written while the target hangs.")
+        assert members[2].read(kept.id).body == "Written while the target hangs." and summary(stack, ws).server == "pg1"
+    wait_for(lambda: dict(stack.store.dbs.server_status())["pg2"], 60, "pg2 serving again")
+    monkeypatch.delenv("RECALLATRON_PG_BIN")
+    wait_for(lambda: code_of(move, stack, ws, "pg2") == grpc.StatusCode.OK, 60, "moved once it answers")
+    assert members[0].read(kept.id).body == "Written while the target hangs."
+
+
+def test_a_watched_statement_ends_when_the_move_stops(pg):
+    """The mechanism behind the two tests above, alone: a statement still running (a server that
+    does not answer looks the same from here) ends once ``stopped()`` gives a reason, with an
+    OperationalError, rather than when the server answers."""
+    asked = []
+
+    def stopped() -> str | None:
+        asked.append(time.monotonic())
+        return "the target stopped answering" if len(asked) > 3 else None
+
+    start = time.monotonic()
+    with pytest.raises(psycopg.OperationalError), moves._watched(pg, stopped) as conn:
+        conn.execute("SELECT pg_sleep(60)")
+    assert len(asked) == 4 and time.monotonic() - start < 30
+    with moves._watched(pg, lambda: None) as conn:  # never stopped: answers as a plain connection
+        assert conn.execute("SELECT 6 * 7").fetchone() == (42,)

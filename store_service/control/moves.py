@@ -31,13 +31,17 @@ source read-only (its store killed, or its source's server down when it failed) 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -88,9 +92,37 @@ def _tables(conn: psycopg.Connection) -> list[str]:
     ]
 
 
-def _counts(conninfo: str, db_name: str) -> dict[str, int]:
+@contextmanager
+def _watched(conninfo: str, stopped: Callable[[], str | None], **kwargs) -> Iterator[psycopg.Connection]:
+    """A connection (``connect``) whose statements end when ``stopped()`` gives a reason, asked every
+    ``WATCH_SECONDS``: its socket is shut down, so a statement waiting on a server that hangs fails
+    (psycopg.OperationalError) instead of holding the move. libpq has no query timeout, and a
+    server that does not run cannot apply its own statement_timeout."""
+    conn = connect(conninfo, **kwargs)
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(WATCH_SECONDS):
+            reason = stopped()
+            if reason:
+                log.warning("a move's statement is ended: %s", reason)
+                with contextlib.suppress(OSError), socket.socket(fileno=os.dup(conn.pgconn.socket)) as sock:
+                    sock.shutdown(socket.SHUT_RDWR)
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True, name="move-watch")
+    watcher.start()
+    try:
+        with conn:
+            yield conn
+    finally:
+        done.set()
+        watcher.join()
+
+
+def _counts(conninfo: str, db_name: str, stopped: Callable[[], str | None] = lambda: None) -> dict[str, int]:
     """Rows per table of one database (the migration tool's tables included)."""
-    with connect(conninfo, dbname=db_name) as conn:
+    with _watched(conninfo, stopped, dbname=db_name) as conn:
         return {
             t: conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(t))).fetchone()[0]
             for t in _tables(conn)
@@ -123,9 +155,9 @@ def _end_sessions(conn: psycopg.Connection, db_name: str) -> None:
         time.sleep(0.01)
 
 
-def _maintain(conninfo: str, db_name: str, command: str) -> None:
+def _maintain(conninfo: str, db_name: str, command: str, stopped: Callable[[], str | None] = lambda: None) -> None:
     """Runs ANALYZE or VACUUM over a whole database."""
-    with connect(conninfo, dbname=db_name) as conn:
+    with _watched(conninfo, stopped, dbname=db_name) as conn:
         conn.execute(sql.SQL(command))
 
 
@@ -252,13 +284,14 @@ def _move(
         try:
             _read_only(source, db_name, True)
             forget(str(ws))
-            before = _counts(source, db_name)
-            _copy(source, target, db_name, stopped=lambda: _not_serving(dbs, server, here) or _lost(owned))
-            after = _counts(target, db_name)
+            stopped = lambda: _not_serving(dbs, server, here) or _lost(owned)  # noqa: E731 - asked by each step
+            before = _counts(source, db_name, stopped)
+            _copy(source, target, db_name, stopped)
+            after = _counts(target, db_name, stopped)
             if after != before:
                 differ = sorted(t for t in before.keys() | after.keys() if before.get(t) != after.get(t))
                 raise RuntimeError(f"the copy differs from the source in {', '.join(differ)}")
-            _maintain(target, db_name, "ANALYZE")  # planner statistics do not travel in a dump
+            _maintain(target, db_name, "ANALYZE", stopped)  # planner statistics do not travel in a dump
             dbs.recreated(db_name, server)  # a workspace moved back to a server it left
             with dbs.control.connection() as conn, conn.transaction():
                 switched = conn.execute(
