@@ -189,11 +189,15 @@ def test_ctrl_c_ends_a_waiting_command_with_one_line(tmp_path):
 
     from client.system import ROOT
 
-    release = threading.Event()
+    release, called = threading.Event(), threading.Event()
+
+    def hold(request, context):
+        called.set()
+        return release.wait(60) and b""
 
     class Silent(grpc.GenericRpcHandler):
         def service(self, handler_call_details):
-            return grpc.unary_unary_rpc_method_handler(lambda request, context: release.wait(60) and b"")
+            return grpc.unary_unary_rpc_method_handler(hold)
 
     server = grpc.server(futures.ThreadPoolExecutor(4), handlers=[Silent()])
     gateway = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
@@ -210,8 +214,13 @@ def test_ctrl_c_ends_a_waiting_command_with_one_line(tmp_path):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
+                # A test worker may run with SIGINT ignored, which a child inherits (and Python then
+                # installs no KeyboardInterrupt): the child gets the default, as from a terminal.
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
             )
-            time.sleep(4)  # started, and waiting for the answer
+            assert called.wait(60), proc.communicate()  # its call arrived: it waits for the answer
+            called.clear()
+            time.sleep(0.5)
             assert proc.poll() is None, proc.communicate()
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=30)
