@@ -3,11 +3,7 @@ fewer purposes by ``recallatron-purposes`` metadata."""
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import threading
-import time
-from collections import OrderedDict
 from pathlib import Path
 
 from recallatron.memory.v1 import memory_pb2 as m
@@ -82,41 +78,3 @@ class OperatorCredential:
             raise Unauthenticated("no operator credential is configured on this gateway") from None
         if not expected or not hmac.compare_digest(token.encode(), expected.encode()):
             raise Unauthenticated("invalid operator credential")
-
-
-class RecentTokens:
-    """Digests of the tokens the store accepted lately (at most ``size``, each for ``ttl`` seconds).
-    It decides only whether a recall's question is embedded before its caller is authenticated:
-    every call is still authenticated by the store, so a revoked token fails on its next call, and
-    a token never seen (or refused) costs no embedding before the store has said yes."""
-
-    def __init__(self, size: int = 10_000, ttl: float = 600.0) -> None:
-        self.size, self.ttl = size, ttl
-        self._seen: OrderedDict[bytes, float] = OrderedDict()
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def _digest(token: str) -> bytes:
-        return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
-
-    def known(self, token: str) -> bool:
-        """Whether ``token`` was accepted within the last ``ttl`` seconds."""
-        key = self._digest(token)
-        with self._lock:
-            at = self._seen.get(key)
-            if at is None or time.monotonic() - at > self.ttl:
-                self._seen.pop(key, None)
-                return False
-            return True
-
-    def accepted(self, token: str) -> None:
-        key = self._digest(token)
-        with self._lock:
-            self._seen[key] = time.monotonic()
-            self._seen.move_to_end(key)
-            while len(self._seen) > self.size:
-                self._seen.popitem(last=False)
-
-    def refused(self, token: str) -> None:
-        with self._lock:
-            self._seen.pop(self._digest(token), None)

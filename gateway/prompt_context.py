@@ -73,10 +73,8 @@ class PromptContexter:
         self.store, self.recaller = store, recaller
 
     def answer(
-        self, req: g.PromptContextRequest, caller: m.Caller, settings: s.WorkspaceSettings, early=None
+        self, req: g.PromptContextRequest, caller: m.Caller, settings: s.WorkspaceSettings
     ) -> g.PromptContextResponse:
-        """The per-turn block for ``req``; ``early`` is the turn's embedding when it was started before
-        the caller was authenticated (``Recaller.early_embedding``)."""
         purpose, budget, at = _check(req, caller)
         recall = self.recaller.recall(
             g.RecallRequest(
@@ -90,7 +88,6 @@ class PromptContexter:
             ),
             caller,
             settings,
-            early,
         )
         gate = settings.inject_min_cosine
         # In a read in time the meaning arm compares only memories current today (retired ones have

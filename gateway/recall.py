@@ -8,9 +8,8 @@
    only when some are missing (a row deeper than the head in every arm that returned it);
 4. the cross-encoder over the rows that passed; 5. the response, with counts after the walk.
 
-The internal round trips of a hybrid recall, in order: Authenticate (with EmbedQueries of the
-question in flight beside it, cancelled when the caller is refused); LexicalCandidates (in flight
-while) DenseCandidates once the embedding answered; FuseAndWalk; GetMemories only for a head the arms did not
+The internal round trips of a hybrid recall, in order: Authenticate; LexicalCandidates (in flight
+while) EmbedQueries then DenseCandidates; FuseAndWalk; GetMemories only for a head the arms did not
 carry; Rerank when asked for and the re-ranker is up (gateway.dependencies). Nothing about the
 caller is cached: every recall authenticates, so a revoked token fails on its next call. A memory
 an arm carried was read in the same store transaction as its verdict; one forgotten after that
@@ -32,8 +31,7 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
@@ -119,42 +117,8 @@ class Recaller:
         self.store, self.embed, self.rank, self.config = store, embed, rank, config
         self.reranker_state = reranker_state
 
-    @contextmanager
-    def early_embedding(
-        self, query: str, mode: int, include_superseded: bool = False, known: bool = True
-    ) -> Iterator[grpc.Future | None]:
-        """The question's embedding, started before the caller is authenticated so that the longest
-        step of a hybrid recall runs beside Authenticate instead of after it; None when the caller
-        is not ``known`` (its token was not accepted lately: a stranger's question is not embedded
-        before the store says yes) or the request cannot use it (lexical mode, a history recall, a
-        question validation refuses). Cancelled on leaving the block (a no-op once it answered): a
-        refused caller or a bad request does not wait for it. Only the question goes out, to the
-        embed service, which keeps nothing."""
-        usable = mode != m.RECALL_MODE_LEXICAL and not include_superseded
-        wanted = known and usable and bool(query.strip()) and len(query) <= MAX_QUERY_CHARS
-        call = self._embed_query(query, future=True) if wanted else None
-        try:
-            yield call
-        finally:
-            if call is not None:
-                call.cancel()
-
-    def _embed_query(self, query: str, future: bool = False):
-        method = self.embed.EmbedQueries.future if future else self.embed.EmbedQueries
-        return method(
-            embed_pb2.EmbedQueriesRequest(queries=[query]),
-            timeout=deadlines.optional_stage(self.config.embed_deadline),
-        )
-
-    def recall(
-        self,
-        req: g.RecallRequest,
-        caller: m.Caller,
-        settings: store_pb2.WorkspaceSettings,
-        early: grpc.Future | None = None,
-    ) -> g.RecallResponse:
-        """Answers a RecallRequest. INVALID_ARGUMENT for bad input, PERMISSION_DENIED for an ungranted
-        purpose. ``early`` is the question's embedding when ``early_embedding`` started it."""
+    def recall(self, req: g.RecallRequest, caller: m.Caller, settings: store_pb2.WorkspaceSettings) -> g.RecallResponse:
+        """Answers a RecallRequest. INVALID_ARGUMENT for bad input, PERMISSION_DENIED for an ungranted purpose."""
         ask = _validate(req, caller, settings, self.config.candidate_limit)
         # The head the answer can need: the top k, or the re-ranker's input when it may run; at most
         # MAX_TOP_K, the most the store carries (RECALLATRON_RERANK_TOP_N may be up to 256): deeper
@@ -162,7 +126,7 @@ class Recaller:
         reranker_up = self.reranker_state() == g.DEPENDENCY_STATE_UP
         head = max(ask.top_k, self.config.rerank_top_n) if reranker_up and not req.skip_rerank else ask.top_k
         head = min(head, MAX_TOP_K)
-        lexical_rows, dense_rows, dense_available, embed_down = self._candidates(ask, caller, settings, head, early)
+        lexical_rows, dense_rows, dense_available, embed_down = self._candidates(ask, caller, settings, head)
         passed = self._fuse_and_walk(lexical_rows, dense_rows, in_time(req) and ask.mode == m.RECALL_MODE_HYBRID)
         rerank = self._will_rerank(ask, passed, embed_down)
         memories = self._fetch(
@@ -194,7 +158,7 @@ class Recaller:
             time_window=ask.understood,
         )
 
-    def _candidates(self, ask: _Ask, caller: m.Caller, settings: store_pb2.WorkspaceSettings, head: int, early=None):
+    def _candidates(self, ask: _Ask, caller: m.Caller, settings: store_pb2.WorkspaceSettings, head: int):
         """The two arms' candidate rows, ``(lexical, dense, dense_available, embed_down)``: the keyword
         query is in flight on the channel (no thread of ours) while the question is embedded and the
         dense arm queried. Superseded memories have no vectors, so a history recall is lexical only.
@@ -223,7 +187,7 @@ class Recaller:
         dense_rows, dense_available, embed_down = [], True, False
         try:
             if ask.mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
-                dense_rows, dense_available, embed_down = self._dense(ask, caller, settings, head, early)
+                dense_rows, dense_available, embed_down = self._dense(ask, caller, settings, head)
             lexical_rows = _said_first([list(call.result().candidates) for call in lexical_calls], ask.limit)
         finally:
             for call in lexical_calls:
@@ -299,13 +263,15 @@ class Recaller:
             ).candidates
         )
 
-    def _dense(self, ask: _Ask, caller: m.Caller, settings: store_pb2.WorkspaceSettings, head: int, early=None):
+    def _dense(self, ask: _Ask, caller: m.Caller, settings: store_pb2.WorkspaceSettings, head: int):
         """``(rows, dense_available, embed_down)``: the dense candidates, whether the arm could
         contribute, and whether the embed service was missing (past the deadline, unavailable or its
-        breaker open). Embed failures degrade, never raise. ``early`` is the question's embedding
-        already under way (``early_embedding``), else it is asked for now."""
+        breaker open). Embed failures degrade, never raise."""
         try:
-            resp = early.result() if early is not None else self._embed_query(ask.req.query)
+            resp = self.embed.EmbedQueries(
+                embed_pb2.EmbedQueriesRequest(queries=[ask.req.query]),
+                timeout=deadlines.optional_stage(self.config.embed_deadline),
+            )
         except grpc.RpcError as exc:
             DEGRADED.labels("dense").inc()
             log.warning("dense arm unavailable: %s", exc.code())

@@ -18,12 +18,11 @@ from prometheus_client import Gauge
 from recallatron.embed.v1 import embed_pb2
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.gateway.v1 import gateway_pb2_grpc
-from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 from recallatron.store.v1 import store_pb2_grpc
 
 from gateway import context as bundle
-from gateway.auth import OperatorCredential, RecentTokens, authenticate, bearer_token
+from gateway.auth import OperatorCredential, authenticate
 from gateway.curation import InputVersion
 from gateway.dependencies import WATCH_SECONDS, Dependencies
 from gateway.prompt_context import PromptContexter
@@ -50,7 +49,6 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         self, store: store_pb2_grpc.StoreServiceStub, recaller: Recaller, input_version: InputVersion | None = None
     ) -> None:
         self.store, self.recaller = store, recaller
-        self.recent_tokens = RecentTokens()
         self.prompt_context = PromptContexter(store, recaller)
         # The embed service's stamp for duplicate proposals; none known without one (gateway.curation).
         self.input_version = input_version or InputVersion(None, lambda: True, 0.0)
@@ -90,26 +88,8 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
     ResolveConflictFlag = member_call("ResolveConflictFlag")
 
     def Recall(self, request, context):
-        known = self._known_caller(context)
-        with self.recaller.early_embedding(request.query, request.mode, request.include_superseded, known) as early:
-            auth = self._authenticate(context)
-            return self.recaller.recall(request, auth.caller, auth.settings, early)
-
-    def _known_caller(self, context) -> bool:
-        """Whether the call's token was accepted lately (UNAUTHENTICATED without one): only then is
-        its question embedded before the store has authenticated it (gateway.auth.RecentTokens)."""
-        return self.recent_tokens.known(bearer_token(context))
-
-    def _authenticate(self, context):
-        """``authenticate``, noting the token as accepted or refused for ``_known_caller``."""
-        token = bearer_token(context)
-        try:
-            auth = authenticate(self.store, context)
-        except Exception:
-            self.recent_tokens.refused(token)
-            raise
-        self.recent_tokens.accepted(token)
-        return auth
+        auth = authenticate(self.store, context)
+        return self.recaller.recall(request, auth.caller, auth.settings)
 
     def GetContext(self, request, context):
         auth = authenticate(self.store, context)
@@ -126,10 +106,8 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
         return bundle.build(resp.entries, request.purpose, budget, window=bundle.window_text(request))
 
     def PromptContext(self, request, context):
-        known = self._known_caller(context)
-        with self.recaller.early_embedding(request.text, m.RECALL_MODE_HYBRID, known=known) as early:
-            auth = self._authenticate(context)
-            return self.prompt_context.answer(request, auth.caller, auth.settings, early)
+        auth = authenticate(self.store, context)
+        return self.prompt_context.answer(request, auth.caller, auth.settings)
 
 
 class AdminServicer(gateway_pb2_grpc.AdminServiceServicer):

@@ -318,27 +318,3 @@ def test_bytes_that_do_not_parse_are_invalid_argument_not_internal(stack, world)
     # The same bytes, well formed, are answered as usual.
     ok = g.RecallResponse.FromString(call(good, metadata=world["alice"].md(), timeout=30))
     assert ok.mode != m.RECALL_MODE_UNSPECIFIED
-
-
-def test_recent_tokens_remember_accepted_tokens_for_a_while_and_forget_refused_ones(monkeypatch):
-    """gateway.auth.RecentTokens decides only whether a recall's question is embedded before the
-    store authenticates it: accepted tokens for ``ttl`` seconds, at most ``size`` of them, a refused
-    one forgotten at once; the tokens themselves are never kept (digests)."""
-    from gateway import auth
-
-    now = [1000.0]
-    monkeypatch.setattr(auth.time, "monotonic", lambda: now[0])
-    recent = auth.RecentTokens(size=2, ttl=60.0)
-    assert not recent.known("rct_a")
-    recent.accepted("rct_a")
-    assert recent.known("rct_a") and not recent.known("rct_b")
-    now[0] += 61
-    assert not recent.known("rct_a")  # past its ttl
-    for token in ("rct_a", "rct_b", "rct_c"):
-        recent.accepted(token)
-    assert [recent.known(t) for t in ("rct_a", "rct_b", "rct_c")] == [False, True, True]  # the oldest left
-    recent.refused("rct_b")
-    assert not recent.known("rct_b") and recent.known("rct_c")
-    assert all(isinstance(k, bytes) and len(k) == 32 for k in recent._seen)
-    recent.accepted("\udcff odd")  # any text a header can carry
-    assert recent.known("\udcff odd")
