@@ -130,6 +130,16 @@ def workspace_move(gw: client.Gateway, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
+    except grpc.RpcError as exc:
+        status = command.fail(exc)
+        if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            # The answer can be lost after the move went through (the store restarted, say).
+            print(
+                f"recallatron: `recallatron workspace show {args.workspace}` says where the workspace is now "
+                "and whether a move is running",
+                file=sys.stderr,
+            )
+        return status
     again = " (finishing an earlier move)" if resp.resumed else ""
     named = resp.workspace_id if args.workspace == resp.workspace_id else f"{args.workspace} ({resp.workspace_id})"
     command.emit(

@@ -228,3 +228,29 @@ def test_ctrl_c_ends_a_waiting_command_with_one_line(tmp_path):
     finally:
         release.set()
         server.stop(0)
+
+
+def test_a_move_whose_answer_is_lost_says_where_to_look():
+    """From the second new-user trial: a store killed during a move left its caller with "a
+    dependency is unavailable" and nothing more; the move may have gone through. The command now
+    says how to find out."""
+    from concurrent import futures
+
+    class Unavailable(grpc.GenericRpcHandler):
+        def service(self, handler_call_details):
+            def answer(request, context):
+                context.abort(grpc.StatusCode.UNAVAILABLE, "a dependency is unavailable; retry later")
+
+            return grpc.unary_unary_rpc_method_handler(answer)
+
+    server = grpc.server(futures.ThreadPoolExecutor(2), handlers=[Unavailable()])
+    gateway = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    server.start()
+    try:
+        out = at_gateway(gateway, "workspace", "move", "team", "--to", "pg2", "--operator-token", "rco_x", check=False)
+    finally:
+        server.stop(0)
+    assert out.returncode == 1 and out.stderr.splitlines() == [
+        "UNAVAILABLE: a dependency is unavailable; retry later",
+        "recallatron: `recallatron workspace show team` says where the workspace is now and whether a move is running",
+    ], out.stderr
