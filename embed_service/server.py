@@ -80,7 +80,7 @@ class EmbedServicer(embed_pb2_grpc.EmbedServiceServicer):
         )
 
     def EmbedQueries(self, request, context):
-        if not context.is_active():  # cancelled while it waited for a thread (a refused recall's, say)
+        if not context.is_active():  # its caller gave up while it waited for a thread
             context.abort(grpc.StatusCode.CANCELLED, "the caller went away")
         _check_batch(len(request.queries), "queries")
         _check_texts(request.queries, "queries")
