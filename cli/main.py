@@ -17,6 +17,11 @@ import logging
 import os
 import sys
 
+# gRPC's fork handlers off before grpc is first imported: this process forks only to exec
+# (pg_ctl, pg_dump, pg_restore, the services), and with them on, grpcio 1.81 and later can crash
+# such a child before its exec (an epoll poller restarted in it: grpc/grpc#43055).
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
 
 def parsers() -> tuple:
     """Every subcommand's parser function, in the order ``--help`` lists them. The command modules are

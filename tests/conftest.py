@@ -13,6 +13,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+# gRPC's fork handlers off before grpc is first imported, as in cli/main.py (why: there).
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
+
 import grpc
 import psycopg
 import pytest
