@@ -68,7 +68,7 @@ def _workspace(home: Path, n: int) -> tuple[EmbeddedPostgres, str, uuid.UUID, fl
             info = json.loads(meta.read_text())
             return pg, make_conninfo(pg.control_url, dbname=info["db"]), uuid.UUID(info["member"]), None
         control = ControlPlane(dbs)
-        db = control.workspace(str(control.create_workspace(f"lexical-{n}"))).db_name
+        db = control.workspace(str(control.create_workspace(f"lexical-{n}")[0])).db_name
         member = uuid.uuid4()
         url = make_conninfo(pg.control_url, dbname=db)
         rate = _build(url, member, n)

@@ -139,9 +139,8 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         )
 
     def CreateWorkspace(self, request, context):
-        ws = str(self.control.create_workspace(request.name, request.server, wanted=context.is_active))
-        server = self.dbs.server_name(self.control.workspace(ws).server)
-        return s.CreateWorkspaceResponse(workspace_id=ws, server=server)
+        ws, server = self.control.create_workspace(request.name, request.server, wanted=context.is_active)
+        return s.CreateWorkspaceResponse(workspace_id=str(ws), server=server)
 
     def AddMember(self, request, context):
         member_id, token = self.control.add_member(

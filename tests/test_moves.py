@@ -514,9 +514,10 @@ def test_a_move_that_loses_its_lock_stops_and_is_undone_without_losing_a_write(s
 
 @pytest.mark.cluster
 def test_a_target_that_hangs_after_the_copy_ends_the_move(servers, tmp_path, monkeypatch):
-    """From the second new-user trial: a target frozen just after pg_restore held the move (the
-    copy's row counts and ANALYZE wait on it) and the workspace's writes while it stayed frozen.
-    Those statements are watched too: the move ends once the store takes the server for down."""
+    """From the second new-user trial: a target frozen just after pg_restore held the move and the
+    workspace's writes while it stayed frozen. Frozen here before the row counts connect, the move
+    ends at their connect timeout or the watch, whichever comes first; a statement already running
+    when the server stops is the watch's alone (``test_a_watched_statement_ends_when_the_move_stops``)."""
     stack, first, second = servers
     ws, members = seeded(stack, "hangs after the copy", 10)
     real, folder, restored = pg_bin(), tmp_path / "bin", tmp_path / "restored"

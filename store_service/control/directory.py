@@ -19,7 +19,6 @@ from servicekit.errors import FailedPrecondition, NotFound
 from store_service import page_tokens
 from store_service.control.plane import (
     TOKEN_PREFIX,
-    WHOLE_CLASS,
     WORKSPACE_COLUMNS,
     check_display_name,
     check_workspace_name,
@@ -28,6 +27,7 @@ from store_service.control.plane import (
     name_free,
     settings_fields,
     token_digest,
+    whole_lock_held,
     workspace_of,
     workspace_ref,
 )
@@ -46,10 +46,9 @@ _SUMMARY = f"""SELECT {WORKSPACE_COLUMNS}, w.name, w.created_at, w.moving_to, w.
                          AS removed,
                      (SELECT r.old_name FROM workspace_renamed r WHERE r.workspace_id = w.id) AS renamed_from,
                      EXISTS (SELECT 1 FROM pg_locks l
-                              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-                                AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                                AND l.classid::bigint = {WHOLE_CLASS}
-                                AND l.objid::bigint = hashtext(w.id::text)::bigint & 4294967295) AS move_running
+                              WHERE {whole_lock_held("w.id::text")}
+                                AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+                         AS move_running
                 FROM workspace w"""
 
 _MEMBER = """SELECT mb.id, mb.display_name, mb.role, mb.created_at, mb.removed_at,

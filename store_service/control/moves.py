@@ -113,11 +113,11 @@ def _watched(conninfo: str, stopped: Callable[[], str | None], **kwargs) -> Iter
     watcher = threading.Thread(target=watch, daemon=True, name="move-watch")
     watcher.start()
     try:
-        with conn:
-            yield conn
+        yield conn
     finally:
         done.set()
-        watcher.join()
+        watcher.join()  # before the close: the watcher must never touch a closed connection
+        conn.close()
 
 
 def _counts(conninfo: str, db_name: str, stopped: Callable[[], str | None] = lambda: None) -> dict[str, int]:
@@ -421,9 +421,13 @@ def recover(dbs: Databases) -> int:
         if row.moving_to not in dbs.servers or not dbs.serving(here):
             continue
         try:
+            # Writable already (only its partial copy waits for the next move there): left without
+            # taking its lock, which a deletion or a move of it would then find taken.
+            if not _is_read_only(dbs.servers[here], row.db_name):
+                continue
             with dbs.control.connection() as lock, whole_workspace(lock, row.id, "recover it"):
                 if not _is_read_only(dbs.servers[here], row.db_name):
-                    continue  # writable already: only its partial copy waits for the next move there
+                    continue  # made writable meanwhile
                 with dbs.control.connection() as conn:
                     if not conn.execute(
                         "UPDATE workspace SET moving_to = NULL WHERE id = %s AND moving_to = %s",

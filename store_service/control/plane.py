@@ -235,15 +235,23 @@ def whole_workspace(conn: psycopg.Connection, ws: uuid.UUID, doing: str) -> Iter
             log.warning("the lock of workspace %s had gone with its session", ws)
 
 
+def whole_lock_held(workspace_id: str) -> str:
+    """An SQL condition on a ``pg_locks l`` row: it is the granted move-or-deletion lock of the
+    workspace whose id the SQL expression ``workspace_id`` gives (``pg_advisory_lock(int4, int4)``
+    keeps its keys in classid and objid, unsigned, with objsubid 2)."""
+    return (
+        f"l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid::bigint = {WHOLE_CLASS} "
+        f"AND l.objid::bigint = hashtext({workspace_id})::bigint & 4294967295"
+    )
+
+
 def holds_whole(conn: psycopg.Connection, ws: uuid.UUID) -> bool:
     """Whether ``conn``'s session (alive) still holds the workspace's move-or-deletion lock."""
+    held = whole_lock_held("%s")
     try:
         return bool(
             conn.execute(
-                """SELECT EXISTS (SELECT 1 FROM pg_locks
-                    WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() AND objsubid = 2
-                      AND classid::bigint = %s AND objid::bigint = hashtext(%s)::bigint & 4294967295)""",
-                (WHOLE_CLASS, str(ws)),
+                f"SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE {held} AND l.pid = pg_backend_pid())", (str(ws),)
             ).fetchone()[0]
         )
     except psycopg.Error:
@@ -261,8 +269,11 @@ class ControlPlane:
     def __init__(self, dbs: Databases) -> None:
         self.dbs = dbs
 
-    def create_workspace(self, name: str, server: str = "", wanted: Callable[[], bool] = lambda: True) -> uuid.UUID:
-        """Creates the workspace row and its database, on ``server`` or else where ``place`` puts it.
+    def create_workspace(
+        self, name: str, server: str = "", wanted: Callable[[], bool] = lambda: True
+    ) -> tuple[uuid.UUID, str]:
+        """Creates the workspace row and its database, on ``server`` or else where ``place`` puts it;
+        returns its id and the server's configured name.
         INVALID_ARGUMENT for a bad name or an unknown server, UNAVAILABLE for a server that is not
         serving, ALREADY_EXISTS for a name another workspace has (case-insensitively), checked
         before and enforced after the database is made (a race that loses drops the database it
@@ -295,7 +306,7 @@ class ControlPlane:
         except psycopg.errors.UniqueViolation:
             self.dbs.drop_workspace_db(db_name, stored or "")
             raise NameTaken(name) from None
-        return ws_id
+        return ws_id, chosen
 
     def _drop_unused(self, db_name: str, server: str | None) -> None:
         """Drops a database made for a workspace that was not created; one the server does not let
