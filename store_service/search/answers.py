@@ -8,6 +8,7 @@ Each call is two steps, so a bad request is refused before a connection is taken
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import psycopg
@@ -35,17 +36,37 @@ def _memories_top(value: int) -> int:
     return value
 
 
+@dataclass(frozen=True)
+class _Carry:
+    """Which memories a candidate answer carries besides its first readable rows: none the caller
+    holds already, and those of the rows it wants (ids as strings: one that is no row matches none)."""
+
+    held: frozenset[str]
+    wanted: frozenset[str]
+
+
+def _carry(request) -> _Carry:
+    """A request's ``held_memory_ids`` and ``wanted_memory_ids``: INVALID_ARGUMENT past
+    MAX_CANDIDATE_LIMIT ids each."""
+    for name in ("held_memory_ids", "wanted_memory_ids"):
+        if len(getattr(request, name)) > MAX_CANDIDATE_LIMIT:
+            raise InvalidArgument(f"{name} holds at most {MAX_CANDIDATE_LIMIT} ids", field=name)
+    return _Carry(frozenset(request.held_memory_ids), frozenset(request.wanted_memory_ids))
+
+
 def _with_verdicts(
-    conn: psycopg.Connection, caller: m.Caller, rows, memories_top: int, window: windows.Window
+    conn: psycopg.Connection, caller: m.Caller, rows, memories_top: int, window: windows.Window, carry: _Carry
 ) -> list[s.Candidate]:
     """Candidate messages of ranked (id, score[, identifier matches, all terms]) rows, each with the
     walk's chain verdict (one query over the rows already chosen, so the verdicts never change
-    which rows an arm returns), and the memories of the first ``memories_top`` rows whose chain is
-    readable (``memories.load_readable``, same transaction), as they stood at the window's
-    ``known_at`` when it has one (``validity.then``)."""
+    which rows an arm returns), and the memories (``memories.load_readable``, same transaction) of
+    the first ``memories_top`` rows whose chain is readable and of the readable rows the request
+    wants, but none the caller holds already (``carry``), as they stood at the window's ``known_at``
+    when it has one (``validity.then``)."""
     readable = memories.readable_ids(conn, caller, [mid for mid, *_ in rows])
-    head = [mid for mid, *_ in rows if mid in readable][:memories_top]
-    loaded = memories.load_readable(conn, caller, head)
+    shown = [mid for mid, *_ in rows if mid in readable]
+    head = shown[:memories_top] + [mid for mid in shown[memories_top:] if str(mid) in carry.wanted]
+    loaded = memories.load_readable(conn, caller, [mid for mid in head if str(mid) not in carry.held])
     validity.then(conn, list(loaded.values()), window.known_at)
     out = []
     for mid, score, *precedence in rows:
@@ -76,6 +97,7 @@ def lexical(
     expiry_days = expiry.check_days(request.expiry_days)
     window = windows.of(request)
     memories_top = _memories_top(request.memories_top)
+    carry = _carry(request)
 
     def answer(conn: psycopg.Connection) -> s.LexicalCandidatesResponse:
         query = request.query.replace("\x00", " ")
@@ -90,7 +112,9 @@ def lexical(
             expiry_days=expiry_days,
             window=window,
         )
-        return s.LexicalCandidatesResponse(candidates=_with_verdicts(conn, request.caller, rows, memories_top, window))
+        return s.LexicalCandidatesResponse(
+            candidates=_with_verdicts(conn, request.caller, rows, memories_top, window, carry)
+        )
 
     return answer
 
@@ -112,6 +136,7 @@ def dense(request: s.DenseCandidatesRequest) -> Callable[[psycopg.Connection], s
     expiry_days = expiry.check_days(request.expiry_days)
     window = windows.of(request)
     memories_top = _memories_top(request.memories_top)
+    carry = _carry(request)
 
     def answer(conn: psycopg.Connection) -> s.DenseCandidatesResponse:
         rows, current = candidates.dense(
@@ -127,7 +152,8 @@ def dense(request: s.DenseCandidatesRequest) -> Callable[[psycopg.Connection], s
             window=window,
         )
         return s.DenseCandidatesResponse(
-            candidates=_with_verdicts(conn, request.caller, rows, memories_top, window), stamp_current=current
+            candidates=_with_verdicts(conn, request.caller, rows, memories_top, window, carry),
+            stamp_current=current,
         )
 
     return answer

@@ -716,7 +716,7 @@ class Candidate(_message.Message):
     def __init__(self, memory_id: _Optional[str] = ..., score: _Optional[float] = ..., chain_readable: _Optional[bool] = ..., identifier_matches: _Optional[int] = ..., all_terms: _Optional[bool] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class LexicalCandidatesRequest(_message.Message):
-    __slots__ = ("caller", "purpose", "query", "limit", "include_superseded", "entity_ids", "expiry_days", "memories_top", "occurred_after", "occurred_before", "as_of", "known_at")
+    __slots__ = ("caller", "purpose", "query", "limit", "include_superseded", "entity_ids", "expiry_days", "memories_top", "occurred_after", "occurred_before", "as_of", "known_at", "held_memory_ids", "wanted_memory_ids")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
@@ -729,6 +729,8 @@ class LexicalCandidatesRequest(_message.Message):
     OCCURRED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     AS_OF_FIELD_NUMBER: _ClassVar[int]
     KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
+    HELD_MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    WANTED_MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     purpose: _memory_pb2.Purpose
     query: str
@@ -741,7 +743,9 @@ class LexicalCandidatesRequest(_message.Message):
     occurred_before: _timestamp_pb2.Timestamp
     as_of: _timestamp_pb2.Timestamp
     known_at: _timestamp_pb2.Timestamp
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ..., expiry_days: _Optional[int] = ..., memories_top: _Optional[int] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    held_memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    wanted_memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ..., expiry_days: _Optional[int] = ..., memories_top: _Optional[int] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., held_memory_ids: _Optional[_Iterable[str]] = ..., wanted_memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LexicalCandidatesResponse(_message.Message):
     __slots__ = ("candidates",)
@@ -750,7 +754,7 @@ class LexicalCandidatesResponse(_message.Message):
     def __init__(self, candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ...) -> None: ...
 
 class DenseCandidatesRequest(_message.Message):
-    __slots__ = ("caller", "purpose", "vector", "input_version", "floor", "limit", "entity_ids", "expiry_days", "memories_top", "occurred_after", "occurred_before", "as_of", "known_at")
+    __slots__ = ("caller", "purpose", "vector", "input_version", "floor", "limit", "entity_ids", "expiry_days", "memories_top", "occurred_after", "occurred_before", "as_of", "known_at", "held_memory_ids", "wanted_memory_ids")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
@@ -764,6 +768,8 @@ class DenseCandidatesRequest(_message.Message):
     OCCURRED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     AS_OF_FIELD_NUMBER: _ClassVar[int]
     KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
+    HELD_MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    WANTED_MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     purpose: _memory_pb2.Purpose
     vector: _containers.RepeatedScalarFieldContainer[float]
@@ -777,7 +783,9 @@ class DenseCandidatesRequest(_message.Message):
     occurred_before: _timestamp_pb2.Timestamp
     as_of: _timestamp_pb2.Timestamp
     known_at: _timestamp_pb2.Timestamp
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., vector: _Optional[_Iterable[float]] = ..., input_version: _Optional[str] = ..., floor: _Optional[float] = ..., limit: _Optional[int] = ..., entity_ids: _Optional[_Iterable[str]] = ..., expiry_days: _Optional[int] = ..., memories_top: _Optional[int] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    held_memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    wanted_memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., vector: _Optional[_Iterable[float]] = ..., input_version: _Optional[str] = ..., floor: _Optional[float] = ..., limit: _Optional[int] = ..., entity_ids: _Optional[_Iterable[str]] = ..., expiry_days: _Optional[int] = ..., memories_top: _Optional[int] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., held_memory_ids: _Optional[_Iterable[str]] = ..., wanted_memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DenseCandidatesResponse(_message.Message):
     __slots__ = ("candidates", "stamp_current")

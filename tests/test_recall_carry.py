@@ -1,0 +1,147 @@
+"""The dense arm is told what the keyword arm carried (``held_memory_ids``) and which of its rows came
+without a memory (``wanted_memory_ids``), so a memory both arms found deep in their answers reaches
+the fused head without a GetMemories call after fusion (issue 28, item 1: fewer sequential hops,
+fewer copies of carried memories)."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from recall_calls import internal_calls
+from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
+from recallatron.memory.v1 import memory_pb2 as m
+from recallatron.store.v1 import store_pb2 as s
+from recallatron.store.v1 import store_pb2_grpc
+
+from servicekit import clients
+from servicekit.limits import MAX_CANDIDATE_LIMIT
+
+CONV = m.PURPOSE_CONVERSATION
+QUERY = "winter ferry timetable"
+# Found by both arms, below each arm's first row: the fused head (top 1) in hybrid mode. Cosines
+# to the question (all-MiniLM-L6-v2): 0.73 here; the keyword row 0.58, so the meaning arm ranks it
+# below the three rows with none of the question's words (0.87, 0.79, 0.70).
+BOTH = "The winter ferry timetable is posted at the harbour office, beside the lost property box and the tide charts."
+# The keyword arm's first row (every term, shorter than BOTH), far in meaning.
+KEYWORDS = "Ferry, winter, timetable, cat, dog, bread, eggs, milk."
+# The meaning arm's rows: none of the question's words (nor their stems).
+MEANING = ("Wintertime ferryboat schedules", "Wintertime ferryboat timings", "Wintertime boat schedules")
+
+
+@pytest.fixture(scope="module")
+def world(stack):
+    ws = stack.workspace("carry between arms")
+    alice, bob = stack.member(ws), stack.member(ws)
+    made = {
+        "both": alice.remember(BOTH),
+        "keywords": alice.remember(KEYWORDS),
+        **{f"meaning{i}": alice.remember(text) for i, text in enumerate(MEANING)},
+    }
+    for i in range(40):  # so that no question term is in 15% of the rows
+        alice.remember(f"Dock note {i}: the {('gull', 'crane', 'bell', 'tide', 'crate')[i % 5]} log was checked.")
+    made["private"] = alice.remember("The winter ferry timetable draft is in my drawer.", audience=m.AUDIENCE_MEMBER)
+    stack.wait_backlog_empty()
+    channel = clients.channel(f"127.0.0.1:{stack.store.port}")
+    store = store_pb2_grpc.StoreServiceStub(channel)
+    embed = embed_pb2_grpc.EmbedServiceStub(clients.channel(stack.embed_bind))
+    emb = embed.EmbedQueries(embed_pb2.EmbedQueriesRequest(queries=[QUERY]))
+    callers = {
+        name: store.Authenticate(s.AuthenticateRequest(token=who.token)).caller
+        for name, who in (("alice", alice), ("bob", bob))
+    }
+    yield {
+        "alice": alice,
+        "bob": bob,
+        "store": store,
+        "emb": emb,
+        "callers": callers,
+        **{k: v.id for k, v in made.items()},
+    }
+    channel.close()
+
+
+def lexical(world, who="alice", **kw) -> list[s.Candidate]:
+    req = s.LexicalCandidatesRequest(caller=world["callers"][who], purpose=CONV, query=QUERY, limit=100, **kw)
+    return list(world["store"].LexicalCandidates(req).candidates)
+
+
+def dense(world, who="alice", **kw) -> list[s.Candidate]:
+    req = s.DenseCandidatesRequest(
+        caller=world["callers"][who],
+        purpose=CONV,
+        vector=world["emb"].vectors[0].values,
+        input_version=world["emb"].input_version,
+        floor=0.3,
+        limit=100,
+        **kw,
+    )
+    return list(world["store"].DenseCandidates(req).candidates)
+
+
+def carried(rows) -> list[str]:
+    return [c.memory_id for c in rows if c.HasField("memory")]
+
+
+def test_the_world_needs_what_it_tests(world):
+    """The head row is below the first row of each arm: carried by neither with memories_top=1."""
+    lex, den = lexical(world, "bob", memories_top=1), dense(world, "bob", memories_top=1)
+    assert carried(lex) == [world["keywords"]] and carried(den) == [world["meaning0"]]
+    lex_ids, den_ids = [c.memory_id for c in lex], [c.memory_id for c in den]
+    assert world["both"] in lex_ids[1:] and world["both"] in den_ids[1:]
+
+
+def test_wanted_rows_carry_their_memory_past_memories_top(world):
+    rows = dense(world, memories_top=1, wanted_memory_ids=[world["both"], "not-an-id", world["keywords"]])
+    assert carried(rows) == [world["meaning0"], world["both"], world["keywords"]]
+    by_id = {c.memory_id: c for c in rows}
+    assert by_id[world["both"]].memory.body == BOTH
+    # An id wanted that is no row of this answer adds nothing: bob's rows never hold alice's own.
+    rows = dense(world, "bob", memories_top=0, wanted_memory_ids=[world["private"], world["both"]])
+    assert world["private"] not in {c.memory_id for c in rows}
+    assert carried(rows) == [world["both"]]
+    rows = lexical(world, "bob", memories_top=0, wanted_memory_ids=[world["private"]])
+    assert world["private"] not in {c.memory_id for c in rows} and carried(rows) == []
+
+
+def test_held_rows_carry_nothing_and_still_count(world):
+    plain = dense(world, memories_top=2)
+    first, second = carried(plain)
+    rows = dense(world, memories_top=2, held_memory_ids=[first])
+    assert carried(rows) == [second]
+    # The row is still there, with its verdict and score; only its memory is left out.
+    assert [(c.memory_id, c.score, c.chain_readable) for c in rows] == [
+        (c.memory_id, c.score, c.chain_readable) for c in plain
+    ]
+    rows = lexical(
+        world, "bob", memories_top=1, held_memory_ids=[world["keywords"]], wanted_memory_ids=[world["keywords"]]
+    )
+    assert carried(rows) == []
+
+
+@pytest.mark.parametrize("field", ["held_memory_ids", "wanted_memory_ids"])
+def test_too_many_ids_is_invalid_argument(world, field):
+    ids = [f"{i:08d}-0000-4000-8000-000000000000" for i in range(MAX_CANDIDATE_LIMIT + 1)]
+    for call in (lexical, dense):
+        with pytest.raises(grpc.RpcError) as err:
+            call(world, memories_top=1, **{field: ids})
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and field in err.value.details()
+    assert carried(dense(world, memories_top=0, **{field: ids[:MAX_CANDIDATE_LIMIT]})) == []
+
+
+def test_a_hybrid_recall_of_a_row_deep_in_both_arms_makes_no_getmemories_call(world):
+    resp = None
+
+    def run():
+        nonlocal resp
+        resp = world["bob"].recall(QUERY, mode=m.RECALL_MODE_HYBRID, top_k=1, skip_rerank=True)
+
+    calls = internal_calls(run)
+    assert calls == {
+        "Authenticate": 1,
+        "LexicalCandidates": 1,
+        "EmbedQueries": 1,
+        "DenseCandidates": 1,
+        "FuseAndWalk": 1,
+    }
+    (item,) = resp.items
+    assert item.memory.id == world["both"] and item.memory == world["bob"].read(world["both"])
