@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from bench_data import tiny_eval, write_jsonl
 
 import client
-from bench import corpus, measure, run, workspace
+from bench import corpus, drain_bench, measure, run, workspace
 from bench.stack import Stack
 from servicekit import clients
 from store_service.database import new_db_name
@@ -121,6 +121,21 @@ def test_bench_end_to_end(tmp_path, encoder):
 
         probe = measure.ingest_probe(stack, gw, encoder, 20, eval_dir)
         assert probe["rows"] == 20 and probe["drain"]["rows"] == 20 and probe["encode_rate"] > 0
+
+        # The drain bench: vectors of memories with a text of their own deleted, queued again by
+        # RebuildEmbeddings, drained by the store's worker, and the same texts encoded here.
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            sample = drain_bench._sample(conn, 10)
+            assert len({(title, body) for _, title, body in sample}) == 10
+            drained = drain_bench.round_(stack, gw, conn, sample, encoder)
+            assert (
+                conn.execute(
+                    "SELECT count(*) FROM memory_embedding WHERE memory_id = ANY(%s::uuid[])", ([s[0] for s in sample],)
+                ).fetchone()[0]
+                == 10
+            )
+        assert drained["queued"] == 10 and drained["drain"]["rows"] == 10 and drained["encode_rate"] > 0
+        assert drained["drain_vs_encode"] > 0 and set(drained["cpu_seconds"]) >= {"embed", "store", "postgres"}
         gw.close()
     finally:
         stack.stop()
