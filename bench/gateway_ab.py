@@ -12,7 +12,9 @@ checkout's gateway must speak the same store, embed and rank contracts (fields i
 are ignored, so a gateway from before an additive proto change works). Each question is recalled
 once through each gateway per round, the order alternating per question, after one warm-up round
 that is not counted. Re-rank off, top 10, purpose conversation. Prints p50 / p95 per mode and the
-ratio of the p50s (this checkout over the other); never writes.
+ratio of the p50s (this checkout over the other); never writes. With ``--clients N`` (N > 1), then
+N concurrent clients through each gateway in turn: recalls per second and each process's CPU per
+recall, side by side.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import psutil
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
@@ -64,6 +68,61 @@ def _percentile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[int(q * (len(sorted_ms) - 1))]
 
 
+def _concurrent(stack: Stack, other_pid: int, gateways: dict, md, questions, modes: list[str], args) -> None:
+    """``args.clients`` clients share the questions, through A then B (the order alternating per
+    round), ``args.rounds`` rounds per mode after one warm-up round each: recalls per second and the
+    CPU each process spent per recall in each gateway's phases (the store, embed and rank services
+    and PostgreSQL are the same processes for both; each gateway counts its own)."""
+    other = psutil.Process(other_pid)
+
+    def cpu() -> dict[str, float]:
+        out = stack.cpu_seconds()
+        t = other.cpu_times()
+        out["gateway B"] = t.user + t.system
+        return out
+
+    def phase(gw, mode: str) -> tuple[int, float]:
+        shares = [questions[k :: args.clients] for k in range(args.clients)]
+
+        def ask(share) -> None:
+            for q in share:
+                req = g.RecallRequest(
+                    query=q.text, purpose=m.PURPOSE_CONVERSATION, mode=MODES[mode], top_k=10, skip_rerank=True
+                )
+                gw.memory.Recall(req, metadata=md, timeout=120)
+
+        start = time.perf_counter()
+        with ThreadPoolExecutor(args.clients) as pool:
+            list(pool.map(ask, shares))
+        return len(questions), time.perf_counter() - start
+
+    totals: dict[tuple[str, str], dict] = {}
+    for mode in modes:
+        for rnd in range(args.rounds + 1):
+            for name in ("A", "B") if rnd % 2 == 0 else ("B", "A"):
+                before = cpu()
+                n, seconds = phase(gateways[name], mode)
+                after = cpu()
+                if rnd:  # round 0 warms both
+                    acc = totals.setdefault((mode, name), {"n": 0, "seconds": 0.0, "cpu": {}})
+                    acc["n"] += n
+                    acc["seconds"] += seconds
+                    for proc, value in after.items():
+                        acc["cpu"][proc] = acc["cpu"].get(proc, 0.0) + value - before[proc]
+    print(f"\n{args.clients} concurrent clients, {args.rounds} rounds per mode, the order alternating per round\n")
+    print("| mode | gateway | recalls/s | CPU ms per recall: gateway | store | embed | rank | postgres | all |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (mode, name), acc in totals.items():
+        per = {proc: value * 1000 / acc["n"] for proc, value in acc["cpu"].items()}
+        own = per["gateway" if name == "A" else "gateway B"]
+        parts = [own, per["store"], per["embed"], per["rank"], per["postgres"]]
+        print(
+            f"| {mode} | {name} | {acc['n'] / acc['seconds']:.1f} | "
+            + " | ".join(f"{v:.1f}" for v in parts)
+            + f" | {sum(parts):.1f} |"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--other", type=Path, required=True, help="the other checkout (its gateway is B)")
@@ -72,6 +131,9 @@ def main() -> None:
     ap.add_argument("--modes", default="hybrid,lexical", help="comma-separated: hybrid, lexical, dense")
     ap.add_argument("--home", type=Path, default=corpus.ROOT / ".bench" / "home")
     ap.add_argument("--other-port", type=int, default=50161)
+    ap.add_argument(
+        "--clients", type=int, default=1, help="also run this many concurrent clients through each (default 1: none)"
+    )
     args = ap.parse_args()
     modes = [name.strip() for name in args.modes.split(",") if name.strip()]
     unknown = [name for name in modes if name not in MODES]
@@ -123,6 +185,8 @@ def main() -> None:
                 f"| {mode} | {a50:.1f} / {_percentile(av, 0.95):.1f} | {b50:.1f} / {_percentile(bv, 0.95):.1f} "
                 f"| {a50 / b50:.3f} |"
             )
+        if args.clients > 1:
+            _concurrent(stack, other.pid, {"A": a, "B": b}, md, questions, modes, args)
         a.close()
         b.close()
     finally:
