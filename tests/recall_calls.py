@@ -1,13 +1,17 @@
 """Which internal RPCs a recall made, read from the services' ``grpc_server_handled`` counters
-(the in-process stack of conftest.py shares one Prometheus registry)."""
+(the in-process stack of conftest.py shares one Prometheus registry); and the store's own stub with
+members' callers, for tests that call the candidate RPCs as the gateway does."""
 
 from __future__ import annotations
 
 from collections import Counter
 
 from prometheus_client import REGISTRY
+from recallatron.store.v1 import store_pb2 as s
+from recallatron.store.v1 import store_pb2_grpc
 
 from bench.recall_path_bench import RECALL_RPCS  # the one list, shared with the bench
+from servicekit import clients
 
 
 def internal_calls(run) -> Counter:
@@ -28,3 +32,12 @@ def internal_calls(run) -> Counter:
     before = handled()
     run()
     return handled() - before
+
+
+def store_callers(stack, **members):
+    """``(channel, store stub, {name: Caller})``: the store of the in-process ``stack`` and the
+    caller the store resolves each member's token to (close the channel when done)."""
+    channel = clients.channel(f"127.0.0.1:{stack.store.port}")
+    store = store_pb2_grpc.StoreServiceStub(channel)
+    callers = {name: store.Authenticate(s.AuthenticateRequest(token=who.token)).caller for name, who in members.items()}
+    return channel, store, callers

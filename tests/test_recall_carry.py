@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from recall_calls import internal_calls
+from recall_calls import internal_calls, store_callers
 from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
-from recallatron.store.v1 import store_pb2_grpc
 
 from servicekit import clients
 from servicekit.limits import MAX_CANDIDATE_LIMIT
@@ -41,14 +40,9 @@ def world(stack):
         alice.remember(f"Dock note {i}: the {('gull', 'crane', 'bell', 'tide', 'crate')[i % 5]} log was checked.")
     made["private"] = alice.remember("The winter ferry timetable draft is in my drawer.", audience=m.AUDIENCE_MEMBER)
     stack.wait_backlog_empty()
-    channel = clients.channel(f"127.0.0.1:{stack.store.port}")
-    store = store_pb2_grpc.StoreServiceStub(channel)
+    channel, store, callers = store_callers(stack, alice=alice, bob=bob)
     embed = embed_pb2_grpc.EmbedServiceStub(clients.channel(stack.embed_bind))
     emb = embed.EmbedQueries(embed_pb2.EmbedQueriesRequest(queries=[QUERY]))
-    callers = {
-        name: store.Authenticate(s.AuthenticateRequest(token=who.token)).caller
-        for name, who in (("alice", alice), ("bob", bob))
-    }
     yield {
         "alice": alice,
         "bob": bob,

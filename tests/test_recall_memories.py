@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from recall_calls import internal_calls
+from recall_calls import internal_calls, store_callers
 from recallatron.embed.v1 import embed_pb2, embed_pb2_grpc
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
-from recallatron.store.v1 import store_pb2_grpc
 
 from servicekit import clients
 from servicekit.limits import MAX_TOP_K
@@ -45,12 +44,7 @@ def world(stack):
             (derived.id, private.id),
         )
     stack.wait_backlog_empty()
-    channel = clients.channel(f"127.0.0.1:{stack.store.port}")
-    store = store_pb2_grpc.StoreServiceStub(channel)
-    callers = {
-        name: store.Authenticate(s.AuthenticateRequest(token=who.token)).caller
-        for name, who in (("alice", alice), ("bob", bob))
-    }
+    channel, store, callers = store_callers(stack, alice=alice, bob=bob)
     yield {
         "alice": alice,
         "bob": bob,
