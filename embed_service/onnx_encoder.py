@@ -3,7 +3,6 @@ it with this encoder; ``embed_service.models.BiEncoder`` runs it)."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +15,6 @@ from servicekit.limits import DIMENSIONS
 # is compute-bound at about 3.8 ms on one core here and about 2.6 ms on two; under load the two
 # settings measured alike. Compare with python -m bench.embed_bench --onnx-threads 1,2.
 ONNX_THREADS = 2
-# A run that starts while another is running uses a second session of one thread: the cores are
-# busy then, and splitting a run over two threads costs CPU (one query measured 6.0 ms of CPU on two
-# threads against 5.1 on one, on the loaded machine), which concurrent recalls pay in throughput.
 # Padded tokens per ONNX run when encoding many texts (rows x longest row): measured on the shared
 # eval memories, groups this small beat padded batches of 32 by 1.6 to 1.9x in CPU time (less padding,
 # cache-sized activations).
@@ -42,6 +38,7 @@ class OnnxEncoder:
     """
 
     def __init__(self, onnx_path: Path, src: Path | None = None, *, threads: int | None = None) -> None:
+        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         src = Path(src or model_dir())
@@ -52,37 +49,16 @@ class OnnxEncoder:
         self.tokenizer = Tokenizer.from_file(str(src / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=self.max_length, strategy="longest_first")
         self.tokenizer.no_padding()  # padded per batch below, to the longest text of the batch
-        self.threads = threads or ONNX_THREADS
-        self.session = self._session(self.threads)
-        # The session of runs that start while another runs (see ONNX_THREADS); the same graph.
-        self.single = self._session(1) if self.threads > 1 else self.session
-        self._running, self._lock = 0, threading.Lock()
-
-    def _session(self, threads: int):
-        import onnxruntime as ort
-
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
+        options.intra_op_num_threads = threads or ONNX_THREADS
         options.inter_op_num_threads = 1
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3  # errors only
-        return ort.InferenceSession(
+        self.session = ort.InferenceSession(
             str(self.path), options, providers=["CPUExecutionProvider"], disabled_optimizers=list(UNFUSED)
         )
-
-    def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """One run of the graph: on ``self.session`` when no other run is going on, else on the
-        one-thread ``self.single``."""
-        with self._lock:
-            session = self.single if self._running else self.session
-            self._running += 1
-        try:
-            return session.run(["embedding"], {"input_ids": ids, "attention_mask": mask})[0]
-        finally:
-            with self._lock:
-                self._running -= 1
 
     def encode(self, texts: list[str], max_tokens: int = ONNX_BATCH_TOKENS) -> np.ndarray:
         """Unit vectors, float32, shape (len(texts), 384), in input order.
@@ -109,6 +85,6 @@ class OnnxEncoder:
             for r, i in enumerate(rows):
                 ids[r, : lengths[i]] = encodings[i].ids
                 mask[r, : lengths[i]] = 1
-            out[rows] = self._run(ids, mask)
+            out[rows] = self.session.run(["embedding"], {"input_ids": ids, "attention_mask": mask})[0]
             start = end
         return out

@@ -14,7 +14,6 @@ from __future__ import annotations
 import collections
 import json
 import logging
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -191,43 +190,3 @@ def test_unwritable_export_falls_back_to_sentence_transformers(tmp_path, caplog)
 def test_onnx_encoder_reports_a_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError):
         OnnxEncoder(tmp_path / "absent.onnx")
-
-
-def test_a_run_that_starts_while_another_runs_takes_the_one_thread_session(onnx_encoder, texts):
-    """Concurrent runs: the second session (one intra-op thread) serves a run that starts while
-    another is running, and gives the same vectors as the first."""
-    encoder = onnx_encoder.impl
-    assert encoder.threads > 1 and encoder.single is not encoder.session
-    alone = onnx_encoder.encode(texts[:40])
-    used, started, release = [], threading.Event(), threading.Event()
-    real = encoder.session.run
-
-    def held_run(*args, **kwargs):  # the first session's run waits until the second run has been made
-        started.set()
-        release.wait(30)
-        return real(*args, **kwargs)
-
-    class Spy:
-        def __init__(self, session, name):
-            self.session, self.name = session, name
-
-        def run(self, *args, **kwargs):
-            used.append(self.name)
-            return held_run(*args, **kwargs) if self.name == "session" else self.session.run(*args, **kwargs)
-
-    session, single = encoder.session, encoder.single
-    encoder.session, encoder.single = Spy(session, "session"), Spy(single, "single")
-    try:
-        out = {}
-        first = threading.Thread(target=lambda: out.setdefault("first", onnx_encoder.encode([texts[0]])))
-        first.start()
-        assert started.wait(30)
-        out["second"] = onnx_encoder.encode(texts[:40])
-        release.set()
-        first.join(30)
-    finally:
-        encoder.session, encoder.single = session, single
-    assert used[0] == "session" and set(used[1:]) == {"single"}
-    assert _min_cosine(out["second"], alone) >= 0.99999 and _min_cosine(out["first"], alone[:1]) >= 0.99999
-    # Alone again: the first session.
-    assert encoder._running == 0
