@@ -162,8 +162,9 @@ class Recaller:
 
     def _candidates(self, ask: _Ask, caller: m.Caller, settings: store_pb2.WorkspaceSettings, head: int):
         """The two arms' candidate rows, ``(lexical, dense, dense_available, embed_down)``: the keyword
-        query is in flight on the channel (no thread of ours) while the question is embedded and the
-        dense arm queried. Superseded memories have no vectors, so a history recall is lexical only.
+        query is in flight on the channel (no thread of ours) while the question is embedded; the
+        dense arm is queried once both are in (``_dense``). Superseded memories have no vectors, so a
+        history recall is lexical only.
         Both arms get the workspace's dense floor and expiry gate as Authenticate read them, and
         carry the memories of their first ``head`` readable rows.
         ``embed_down`` is true when the embed call failed for want of the service (see ``_dense``)."""
@@ -186,11 +187,21 @@ class Recaller:
                 )
                 for window in _windows(ask)
             ]
+        answered: list[list] = []
+
+        def keyword_rows() -> list:
+            """The keyword arm's rows (waited for, once): its answers in ``_said_first``'s order."""
+            if not answered:
+                answered.append(_said_first([list(call.result().candidates) for call in lexical_calls], ask.limit))
+            return answered[0]
+
         dense_rows, dense_available, embed_down = [], True, False
         try:
             if ask.mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
-                dense_rows, dense_available, embed_down = self._dense(ask, caller, settings, head, lexical_calls)
-            lexical_rows = _said_first([list(call.result().candidates) for call in lexical_calls], ask.limit)
+                dense_rows, dense_available, embed_down = self._dense(
+                    ask, caller, settings, head, keyword_rows if lexical_calls else None
+                )
+            lexical_rows = keyword_rows() if lexical_calls else []
         finally:
             for call in lexical_calls:
                 call.cancel()  # a no-op once it has completed
@@ -265,7 +276,14 @@ class Recaller:
             ).candidates
         )
 
-    def _dense(self, ask: _Ask, caller: m.Caller, settings: store_pb2.WorkspaceSettings, head: int, lexical_calls=()):
+    def _dense(
+        self,
+        ask: _Ask,
+        caller: m.Caller,
+        settings: store_pb2.WorkspaceSettings,
+        head: int,
+        keyword_rows: Callable[[], list] | None = None,
+    ):
         """``(rows, dense_available, embed_down)``: the dense candidates, whether the arm could
         contribute, and whether the embed service was missing (past the deadline, unavailable or its
         breaker open). Embed failures degrade, never raise.
@@ -286,6 +304,8 @@ class Recaller:
             DEGRADED.labels("dense").inc()
             log.warning("dense arm unavailable: %s", exc.code())
             return [], False, exc.code() in DOWN_CODES
+        # The keyword arm's failure fails the recall here, before the dense query is asked.
+        carried = _carried(keyword_rows()) if keyword_rows is not None else {}
         calls = [
             self.store.DenseCandidates.future(
                 store_pb2.DenseCandidatesRequest(
@@ -298,7 +318,7 @@ class Recaller:
                     entity_ids=ask.req.entity_ids,
                     expiry_days=settings.expiry_days,
                     memories_top=head,
-                    **_carried(lexical_calls),
+                    **carried,
                     **window,
                 )
             )
@@ -405,15 +425,12 @@ def _windows(ask: _Ask) -> list[dict]:
     return [ask.window, ask.first] if ask.first else [ask.window]
 
 
-def _carried(lexical_calls) -> dict:
+def _carried(keyword_rows: list) -> dict:
     """The dense request's ``held_memory_ids`` and ``wanted_memory_ids`` from the keyword arm's
-    answers (waited for): the memories they carried, and their readable rows that came without one;
-    none when an answer failed (the recall fails on it after)."""
-    if not lexical_calls or any(call.exception() is not None for call in lexical_calls):
-        return {}
-    rows = [c for call in lexical_calls for c in call.result().candidates]
-    held = {c.memory_id for c in rows if c.HasField("memory")}
-    wanted = {c.memory_id for c in rows if c.chain_readable} - held
+    rows, as the recall uses them (``_said_first``: at most its limit, so within the store's bound):
+    the memories they carried, and their readable rows that came without one."""
+    held = {c.memory_id for c in keyword_rows if c.HasField("memory")}
+    wanted = {c.memory_id for c in keyword_rows if c.chain_readable} - held
     return {"held_memory_ids": sorted(held), "wanted_memory_ids": sorted(wanted)}
 
 

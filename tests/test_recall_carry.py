@@ -139,3 +139,43 @@ def test_a_hybrid_recall_of_a_row_deep_in_both_arms_makes_no_getmemories_call(wo
     }
     (item,) = resp.items
     assert item.memory.id == world["both"] and item.memory == world["bob"].read(world["both"])
+
+
+def test_a_recall_with_time_words_asks_each_arm_twice_and_answers_in_full(world):
+    """Time words ask each arm twice (the words' window first); the dense calls are told about the
+    keyword rows the recall uses, never more than its limit."""
+    resp = None
+
+    def run():
+        nonlocal resp
+        resp = world["bob"].recall(QUERY + " last month", mode=m.RECALL_MODE_HYBRID, top_k=3, skip_rerank=True)
+
+    calls = internal_calls(run)
+    assert calls["LexicalCandidates"] == 2 and calls["DenseCandidates"] == 2
+    assert resp.time_window.applied and len(resp.items) == 3
+    for item in resp.items:
+        assert item.memory == world["bob"].read(item.memory.id)
+
+
+def test_the_ids_sent_are_those_of_the_rows_the_recall_uses():
+    """Two keyword answers of 1,000 rows each (a question with time words, the candidate limit at
+    its most) make at most 1,000 ids: the store's bound."""
+    from gateway.recall import _carried, _said_first
+
+    def rows(prefix: str) -> list[s.Candidate]:
+        return [
+            s.Candidate(
+                memory_id=f"{prefix}{i:04d}",
+                chain_readable=i % 7 != 0,
+                memory=m.Memory(id=f"{prefix}{i:04d}") if i < 10 else None,
+            )
+            for i in range(MAX_CANDIDATE_LIMIT)
+        ]
+
+    used = _said_first([rows("plain-"), rows("first-")], MAX_CANDIDATE_LIMIT)
+    sent = _carried(used)
+    assert len(sent["held_memory_ids"]) + len(sent["wanted_memory_ids"]) <= MAX_CANDIDATE_LIMIT
+    assert sent["held_memory_ids"] == sorted(f"first-{i:04d}" for i in range(10))
+    assert set(sent["wanted_memory_ids"]) == {c.memory_id for c in used if c.chain_readable} - set(
+        sent["held_memory_ids"]
+    )
