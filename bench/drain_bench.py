@@ -34,6 +34,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 
 import client
 from bench import corpus, workspace
+from bench.args import at_least_one
 from bench.stack import Stack
 from servicekit.embedding_input import compose
 from store_service.database import new_db_name
@@ -78,15 +79,25 @@ def round_(stack: Stack, gw, conn: psycopg.Connection, sample, encoder) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--home", type=Path, default=Path(".bench/home"))
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--rows", type=int, default=5_000)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--home",
+        type=Path,
+        default=corpus.ROOT / ".bench" / "home",
+        help="the bench's data folder (default .bench/home)",
+    )
+    parser.add_argument("--size", type=at_least_one, default=100_000, help="a size bench.run built (default 100000)")
+    parser.add_argument("--rows", type=at_least_one, default=5_000, help="vectors re-made each round (default 5000)")
+    parser.add_argument("--rounds", type=at_least_one, default=2, help="rounds (default 2)")
+    parser.add_argument("--json", type=Path, help="also write the raw figures to this file")
     args = parser.parse_args(argv)
+    if args.json is not None and not args.json.parent.is_dir():
+        raise SystemExit(f"--json: no folder {args.json.parent}")
     entry = workspace.Manifest(args.home).get(f"{args.size}/{corpus.RECIPE}")
     if not entry or not entry.get("complete"):
-        raise SystemExit(f"no built workspace of {args.size:,} in {args.home}: build it with bench.run --build-only")
+        raise SystemExit(
+            f"no built workspace of {args.size:,} in {args.home}: build it with "
+            f"python -m bench.run --sizes {args.size} --build-only"
+        )
     from embed_service.models import BiEncoder
 
     encoder = BiEncoder()

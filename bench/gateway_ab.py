@@ -35,6 +35,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 import client
 from bench import corpus
+from bench.args import at_least_one
 from bench.stack import Stack
 from servicekit import clients
 
@@ -126,13 +127,16 @@ def _concurrent(stack: Stack, other_pid: int, gateways: dict, md, questions, mod
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--other", type=Path, required=True, help="the other checkout (its gateway is B)")
-    ap.add_argument("--size", type=int, default=100_000)
-    ap.add_argument("--rounds", type=int, default=2, help="counted rounds over the questions (default 2)")
+    ap.add_argument("--size", type=at_least_one, default=100_000, help="a size bench.run built (default 100000)")
+    ap.add_argument("--rounds", type=at_least_one, default=2, help="counted rounds over the questions (default 2)")
     ap.add_argument("--modes", default="hybrid,lexical", help="comma-separated: hybrid, lexical, dense")
     ap.add_argument("--home", type=Path, default=corpus.ROOT / ".bench" / "home")
     ap.add_argument("--other-port", type=int, default=50161)
     ap.add_argument(
-        "--clients", type=int, default=1, help="also run this many concurrent clients through each (default 1: none)"
+        "--clients",
+        type=at_least_one,
+        default=1,
+        help="also run this many concurrent clients through each (default 1: none)",
     )
     args = ap.parse_args()
     modes = [name.strip() for name in args.modes.split(",") if name.strip()]
@@ -144,8 +148,11 @@ def main() -> None:
     manifest = args.home / "bench-workspaces.json"
     key = f"{args.size}/{corpus.RECIPE}"
     entries = json.loads(manifest.read_text()) if manifest.is_file() else {}
-    if key not in entries:
-        raise SystemExit(f"no {args.size:,} workspace in {args.home}: build it with python -m bench.run --build-only")
+    if not entries.get(key, {}).get("complete"):
+        raise SystemExit(
+            f"no built workspace of {args.size:,} in {args.home}: build it with "
+            f"python -m bench.run --sizes {args.size} --build-only"
+        )
     entry = entries[key]
     stack = Stack.start(args.home)
     addr = f"127.0.0.1:{args.other_port}"

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import client
 from bench import corpus, measure, workspace
+from bench.args import at_least_one
 from bench.stack import Stack
 
 BENCH_DIR = corpus.ROOT / ".bench"
@@ -256,17 +257,6 @@ def write_results(text: str) -> None:
     RESULTS.write_text(doc)
 
 
-def _at_least_one(text: str) -> int:
-    """An argparse type: a whole number of 1 or more (0 passes would measure nothing)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Recall bench (issue 7).")
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated workspace sizes")
@@ -277,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--passes",
-        type=_at_least_one,
+        type=at_least_one,
         default=1,
         help="passes over the questions for the single client (more samples per p95)",
     )

@@ -161,12 +161,41 @@ def test_gateway_ab_names_bad_arguments(tmp_path, monkeypatch):
         (["--other", str(tmp_path)], "is not a Recallatron checkout"),
         (["--other", str(ROOT), "--modes", "hybrid,bogus"], "--modes takes hybrid, lexical, dense"),
         (["--other", str(ROOT), "--modes", ","], "--modes takes"),
-        (["--other", str(ROOT), "--home", str(tmp_path), "--size", "77"], "no 77 workspace in"),
+        (["--other", str(ROOT), "--home", str(tmp_path), "--size", "77"], "no built workspace of 77 in"),
+        (["--other", str(ROOT), "--home", str(tmp_path), "--size", "77"], "bench.run --sizes 77 --build-only"),
     ]
     for argv, message in cases:
         monkeypatch.setattr(sys, "argv", ["gateway_ab", *argv])
         with pytest.raises(SystemExit, match=message):
             gateway_ab.main()
+
+
+def test_drain_bench_and_gateway_ab_refuse_counts_below_one(tmp_path, monkeypatch, capsys):
+    """Counts of 0 or less (rows, rounds, clients, a size) are refused with exit 2 before anything
+    starts; a --json folder that is not there, and a size never built, before the stack starts."""
+    import pytest
+
+    from bench import drain_bench, gateway_ab
+
+    for argv, message in (
+        (["--rows", "0"], "must be 1 or more"),
+        (["--rows", "-5"], "must be 1 or more"),
+        (["--rounds", "0"], "must be 1 or more"),
+        (["--size", "0"], "must be 1 or more"),
+        (["--rows", "x"], "not a whole number"),
+    ):
+        with pytest.raises(SystemExit) as stopped:
+            drain_bench.main(argv)
+        assert stopped.value.code == 2 and message in capsys.readouterr().err
+    for argv in (["--clients", "0"], ["--clients", "-3"], ["--rounds", "0"]):
+        monkeypatch.setattr(sys, "argv", ["gateway_ab", "--other", str(ROOT), *argv])
+        with pytest.raises(SystemExit) as stopped:
+            gateway_ab.main()
+        assert stopped.value.code == 2 and "must be 1 or more" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="--json: no folder"):
+        drain_bench.main(["--home", str(tmp_path), "--json", str(tmp_path / "absent" / "out.json")])
+    with pytest.raises(SystemExit, match="bench.run --sizes 4321 --build-only"):
+        drain_bench.main(["--home", str(tmp_path), "--size", "4321"])
 
 
 def test_lexical_ab_and_ingest_bench_name_bad_arguments(tmp_path, monkeypatch, capsys):
