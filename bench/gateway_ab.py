@@ -1,5 +1,5 @@
-"""Two gateways side by side on one stack: this checkout's and another checkout's (or commit's)
-code, asked the same questions in turn, so a change to the recall path is measured against the
+"""Two gateways side by side on one stack: this checkout's and another checkout's code (for
+another commit, a worktree: ``git worktree add ../old <commit>``), asked the same questions in turn, so a change to the recall path is measured against the
 code before it under the same machine load (this host's figures drift by 10 to 20% between runs
 minutes apart, more than most changes to the path).
 
