@@ -125,7 +125,7 @@ def _concurrent(stack: Stack, other_pid: int, gateways: dict, md, questions, mod
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--other", type=Path, required=True, help="the other checkout (its gateway is B)")
     ap.add_argument("--size", type=at_least_one, default=100_000, help="a size bench.run built (default 100000)")
     ap.add_argument("--rounds", type=at_least_one, default=2, help="counted rounds over the questions (default 2)")
