@@ -179,3 +179,90 @@ def test_the_ids_sent_are_those_of_the_rows_the_recall_uses():
     assert set(sent["wanted_memory_ids"]) == {c.memory_id for c in used if c.chain_readable} - set(
         sent["held_memory_ids"]
     )
+
+
+def test_an_answer_carries_at_most_max_top_k_wanted_memories_past_its_head():
+    """However many ids a request wants, an answer carries at most MAX_WANTED_CARRIED memories past
+    memories_top, the first in its order (a review made a hybrid recall's dense answer pass the
+    internal message limit with 1,000 wanted memories of 69 KB each)."""
+    import uuid
+
+    from store_service.search.answers import MAX_WANTED_CARRIED, _Carry, _to_carry
+
+    shown = [uuid.UUID(int=i + 1) for i in range(600)]
+    everything = frozenset(str(mid) for mid in shown)
+    carried = _to_carry(shown, 10, _Carry(held=frozenset(), wanted=everything))
+    assert MAX_WANTED_CARRIED == 200 and carried == shown[: 10 + MAX_WANTED_CARRIED]
+    # Held rows carry nothing and still count, in the head and among the wanted; wanted ones are
+    # taken in order.
+    held = frozenset({str(shown[0]), str(shown[15])})
+    wanted = frozenset(str(mid) for mid in shown[300:])
+    carried = _to_carry(shown, 10, _Carry(held=held, wanted=wanted | held))
+    assert carried == shown[1:10] + shown[300 : 300 + MAX_WANTED_CARRIED - 1]
+    assert _to_carry(shown, 0, _Carry(held=frozenset(), wanted=frozenset())) == []
+
+
+def test_a_recall_of_a_thousand_candidates_carries_a_bounded_number_of_memories(stack, tmp_path):
+    """The review's input, smaller: a gateway asking for 1,000 candidates per arm, a question every
+    memory matches, no dense floor. The dense answer is asked to carry every keyword row without a
+    memory (290 here) and carries 200 past its head; the recall answers in every mode."""
+    from recallatron.gateway.v1 import gateway_pb2 as g
+    from recallatron.gateway.v1 import gateway_pb2_grpc
+
+    from gateway.recall import RecallConfig
+
+    ws = stack.workspace("carry bound")
+    alice = stack.member(ws)
+    stack.admin.UpdateWorkspaceSettings(
+        g.UpdateWorkspaceSettingsRequest(workspace_id=ws, dense_floor=0.0), metadata=stack.op()
+    )
+    for k in range(0, 300, 100):
+        batch = [
+            g.RememberRequest(purpose=CONV, kind=m.KIND_NOTE, audience=m.AUDIENCE_WORKSPACE, body=f"Harbour log {i}.")
+            for i in range(k, k + 100)
+        ]
+        stack.memory.RememberBatch(g.RememberBatchRequest(requests=batch), metadata=alice.md(), timeout=120)
+    stack.wait_backlog_empty()
+    channel, store, callers = store_callers(stack, alice=alice)
+    embed = embed_pb2_grpc.EmbedServiceStub(clients.channel(stack.embed_bind))
+    emb = embed.EmbedQueries(embed_pb2.EmbedQueriesRequest(queries=["harbour log"]))
+    try:
+        lex = store.LexicalCandidates(
+            s.LexicalCandidatesRequest(
+                caller=callers["alice"], purpose=CONV, query="harbour log", limit=1000, memories_top=10
+            )
+        ).candidates
+        held = [c.memory_id for c in lex if c.HasField("memory")]
+        wanted = [c.memory_id for c in lex if not c.HasField("memory")]
+        assert len(lex) == 300 and len(held) == 10 and len(wanted) == 290
+        rows = store.DenseCandidates(
+            s.DenseCandidatesRequest(
+                caller=callers["alice"],
+                purpose=CONV,
+                vector=emb.vectors[0].values,
+                input_version=emb.input_version,
+                floor=0.0,
+                limit=1000,
+                memories_top=10,
+                held_memory_ids=held,
+                wanted_memory_ids=wanted,
+            )
+        ).candidates
+        readable = [c.memory_id for c in rows if c.chain_readable]
+        expected = readable[:10] + [mid for mid in readable[10:] if mid in set(wanted)][:200]
+        assert carried(rows) == [mid for mid in expected if mid not in set(held)]
+    finally:
+        channel.close()
+    gw = stack.extra_gateway(int(stack.embed_bind.rsplit(":", 1)[1]), tmp_path, RecallConfig(candidate_limit=1000))
+    ch = clients.channel(f"127.0.0.1:{gw.port}")
+    try:
+        stub = gateway_pb2_grpc.MemoryServiceStub(ch)
+        for mode in (m.RECALL_MODE_LEXICAL, m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
+            resp = stub.Recall(
+                g.RecallRequest(query="harbour log", purpose=CONV, mode=mode, top_k=10, skip_rerank=True),
+                metadata=alice.md(),
+            )
+            assert len(resp.items) == 10 and all(item.memory.body.startswith("Harbour log") for item in resp.items)
+    finally:
+        ch.close()
+        gw.stop()

@@ -36,6 +36,13 @@ def _memories_top(value: int) -> int:
     return value
 
 
+# The most memories an answer carries past memories_top for wanted_memory_ids: with memories_top at
+# most MAX_TOP_K, an answer holds at most 400 memories (about 28 MB at their largest, under the 64 MiB
+# internal message limit). A recall wants a few; the first in the arm's order are the likeliest to
+# reach the fused head.
+MAX_WANTED_CARRIED = MAX_TOP_K
+
+
 @dataclass(frozen=True)
 class _Carry:
     """Which memories a candidate answer carries besides its first readable rows: none the caller
@@ -54,6 +61,15 @@ def _carry(request) -> _Carry:
     return _Carry(frozenset(request.held_memory_ids), frozenset(request.wanted_memory_ids))
 
 
+def _to_carry(shown: list, memories_top: int, carry: _Carry) -> list:
+    """Of the readable rows ``shown`` (in the answer's order), those whose memory the answer carries:
+    the first ``memories_top``, and the wanted ones after them, at most MAX_WANTED_CARRIED (so an
+    answer holds at most MAX_TOP_K + MAX_WANTED_CARRIED memories, whatever the request names, and
+    stays well within the internal message size); none the caller holds."""
+    wanted = [mid for mid in shown[memories_top:] if str(mid) in carry.wanted][:MAX_WANTED_CARRIED]
+    return [mid for mid in shown[:memories_top] + wanted if str(mid) not in carry.held]
+
+
 def _with_verdicts(
     conn: psycopg.Connection, caller: m.Caller, rows, memories_top: int, window: windows.Window, carry: _Carry
 ) -> list[s.Candidate]:
@@ -64,9 +80,9 @@ def _with_verdicts(
     wants, but none the caller holds already (``carry``), as they stood at the window's ``known_at``
     when it has one (``validity.then``)."""
     readable = memories.readable_ids(conn, caller, [mid for mid, *_ in rows])
-    shown = [mid for mid, *_ in rows if mid in readable]
-    head = shown[:memories_top] + [mid for mid in shown[memories_top:] if str(mid) in carry.wanted]
-    loaded = memories.load_readable(conn, caller, [mid for mid in head if str(mid) not in carry.held])
+    loaded = memories.load_readable(
+        conn, caller, _to_carry([mid for mid, *_ in rows if mid in readable], memories_top, carry)
+    )
     validity.then(conn, list(loaded.values()), window.known_at)
     out = []
     for mid, score, *precedence in rows:
