@@ -5,17 +5,18 @@
    whose chain is readable carrying their memory (as many as the answer's head: ``memories_top``);
 2. RRF and the permission walk over those verdicts in the rank service, one call;
 3. the memories of the head that passed: those the arms carried, and one store call for the rest
-   only when some are missing (a row deeper than the head in every arm that returned it and not
-   wanted by the dense arm: precedence, or a keyword answer that failed);
+   only when some are missing (a row deeper than the head in every arm that returned it, which the
+   dense arm did not carry for the keyword arm: lifted by precedence, or past the 200 it carries);
 4. the cross-encoder over the rows that passed; 5. the response, with counts after the walk.
 
 The internal round trips of a hybrid recall, in order: Authenticate; LexicalCandidates (in flight
 while) EmbedQueries, then DenseCandidates once the keyword answer is in (it is told what that answer
 carried and which of its rows came without a memory, ``_carried``); FuseAndWalk; GetMemories only for
 a head the arms did not carry; Rerank when asked for and the re-ranker is up (gateway.dependencies).
-Nothing about the caller is cached: every recall authenticates, so a revoked token fails on its next call. A memory
-an arm carried was read in the same store transaction as its verdict; one forgotten after that
-call may still be in this answer, as one forgotten after a GetMemories call always could.
+Nothing about the caller is cached: every recall authenticates, so a revoked token fails on its
+next call. A memory an arm carried was read in the same store transaction as its verdict; one
+forgotten after that call may still be in this answer, as one forgotten after a GetMemories call
+always could.
 
 Deadlines: every internal call is bounded by what is left of the caller's deadline
 (servicekit.deadlines); the query embedding and the re-ranker, being optional, get at most their
