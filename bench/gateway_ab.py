@@ -1,7 +1,8 @@
 """Two gateways side by side on one stack: this checkout's and another checkout's code (for
-another commit, a worktree: ``git worktree add ../old <commit>``), asked the same questions in turn, so a change to the recall path is measured against the
-code before it under the same machine load (this host's figures drift by 10 to 20% between runs
-minutes apart, more than most changes to the path).
+another commit, a worktree: ``git worktree add ../old <commit>``), asked the same questions in
+turn, so a change to the recall path is measured against the code before it under the same
+machine load (this host's figures drift by 10 to 20% between runs minutes apart, more than most
+changes to the path).
 
     .venv/bin/python -m bench.gateway_ab --other /path/to/other/checkout [--size 100000] [--rounds 2]
 
