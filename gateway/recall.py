@@ -33,6 +33,7 @@ service) and so waits for a frozen service once at most.
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -188,13 +189,11 @@ class Recaller:
                 )
                 for window in _windows(ask)
             ]
-        answered: list[list] = []
 
+        @functools.cache
         def keyword_rows() -> list:
             """The keyword arm's rows (waited for, once): its answers in ``_said_first``'s order."""
-            if not answered:
-                answered.append(_said_first([list(call.result().candidates) for call in lexical_calls], ask.limit))
-            return answered[0]
+            return _said_first([list(call.result().candidates) for call in lexical_calls], ask.limit)
 
         dense_rows, dense_available, embed_down = [], True, False
         try:
