@@ -59,17 +59,21 @@ def lexical(world, who="alice", **kw) -> list[s.Candidate]:
     return list(world["store"].LexicalCandidates(req).candidates)
 
 
-def dense(world, who="alice", **kw) -> list[s.Candidate]:
+def dense_rows(store, caller, emb, **kw) -> list[s.Candidate]:
+    """DenseCandidates of the question ``emb`` embeds, for ``caller`` (floor 0.3, limit 100 unless
+    ``kw`` says otherwise)."""
     req = s.DenseCandidatesRequest(
-        caller=world["callers"][who],
+        caller=caller,
         purpose=CONV,
-        vector=world["emb"].vectors[0].values,
-        input_version=world["emb"].input_version,
-        floor=0.3,
-        limit=100,
-        **kw,
+        vector=emb.vectors[0].values,
+        input_version=emb.input_version,
+        **{"floor": 0.3, "limit": 100, **kw},
     )
-    return list(world["store"].DenseCandidates(req).candidates)
+    return list(store.DenseCandidates(req).candidates)
+
+
+def dense(world, who="alice", **kw) -> list[s.Candidate]:
+    return dense_rows(world["store"], world["callers"][who], world["emb"], **kw)
 
 
 def carried(rows) -> list[str]:
@@ -85,7 +89,8 @@ def test_the_world_needs_what_it_tests(world):
 
 
 def test_wanted_rows_carry_their_memory_past_memories_top(world):
-    rows = dense(world, memories_top=1, wanted_memory_ids=[world["both"], "not-an-id", world["keywords"]])
+    hostile = ["not-an-id", "", "\x00", "x" * 10_000, world["both"].upper()]
+    rows = dense(world, memories_top=1, wanted_memory_ids=[world["both"], *hostile, world["keywords"]])
     assert carried(rows) == [world["meaning0"], world["both"], world["keywords"]]
     by_id = {c.memory_id: c for c in rows}
     assert by_id[world["both"]].memory.body == BOTH
@@ -119,7 +124,10 @@ def test_too_many_ids_is_invalid_argument(world, field):
         with pytest.raises(grpc.RpcError) as err:
             call(world, memories_top=1, **{field: ids})
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and field in err.value.details()
-    assert carried(dense(world, memories_top=0, **{field: ids[:MAX_CANDIDATE_LIMIT]})) == []
+    # As many ids as allowed, none a row here: the answer is the one without them.
+    plain = dense(world, memories_top=1)
+    assert carried(plain) == [world["meaning0"]]
+    assert dense(world, memories_top=1, **{field: ids[:MAX_CANDIDATE_LIMIT]}) == plain
 
 
 def test_a_hybrid_recall_of_a_row_deep_in_both_arms_makes_no_getmemories_call(world):
@@ -235,19 +243,16 @@ def test_a_recall_of_a_thousand_candidates_carries_a_bounded_number_of_memories(
         held = [c.memory_id for c in lex if c.HasField("memory")]
         wanted = [c.memory_id for c in lex if not c.HasField("memory")]
         assert len(lex) == 300 and len(held) == 10 and len(wanted) == 290
-        rows = store.DenseCandidates(
-            s.DenseCandidatesRequest(
-                caller=callers["alice"],
-                purpose=CONV,
-                vector=emb.vectors[0].values,
-                input_version=emb.input_version,
-                floor=0.0,
-                limit=1000,
-                memories_top=10,
-                held_memory_ids=held,
-                wanted_memory_ids=wanted,
-            )
-        ).candidates
+        rows = dense_rows(
+            store,
+            callers["alice"],
+            emb,
+            floor=0.0,
+            limit=1000,
+            memories_top=10,
+            held_memory_ids=held,
+            wanted_memory_ids=wanted,
+        )
         readable = [c.memory_id for c in rows if c.chain_readable]
         expected = readable[:10] + [mid for mid in readable[10:] if mid in set(wanted)][:200]
         assert carried(rows) == [mid for mid in expected if mid not in set(held)]
