@@ -465,18 +465,25 @@ def test_a_move_whose_target_hangs_gives_up_and_the_workspace_is_writable_where_
     ws, members = seeded(stack, "target hangs", 20)
     mover, outcome = _slow_move(stack, ws, "pg2", tmp_path, monkeypatch, "pg_restore")
     with frozen(second):
-        mover.join(timeout=120)
-        assert not mover.is_alive(), "the move waited for the hung target"
-        err = outcome["error"]
-        assert err.code() == grpc.StatusCode.UNAVAILABLE and "stays on pg1" in err.details(), err.details()
-        kept = members[1].remember("Written while pg2 hangs.")
-        assert members[2].read(kept.id).body == "Written while pg2 hangs."
-        shown = summary(stack, ws)
-        assert (shown.server, shown.move_running) == ("pg1", False)
+        kept = _failed_and_writable(stack, ws, mover, outcome, members, "Written while pg2 hangs.")
     wait_for(lambda: dict(stack.store.dbs.server_status())["pg2"], 60, "pg2 serving again")
     monkeypatch.delenv("RECALLATRON_PG_BIN")
     assert move(stack, ws, "pg2").to_server == "pg2"
     assert members[0].read(kept.id).body == "Written while pg2 hangs."
+
+
+def _failed_and_writable(stack, ws, mover, outcome, members, text: str):
+    """While the target hangs: the move (``mover``) has ended UNAVAILABLE saying the workspace stays
+    on pg1, where it is writable and no move runs; returns the memory written then."""
+    mover.join(timeout=120)
+    assert not mover.is_alive(), "the move waited for the hung target"
+    err = outcome["error"]
+    assert err.code() == grpc.StatusCode.UNAVAILABLE and "stays on pg1" in err.details(), err.details()
+    kept = members[1].remember(text)
+    assert members[2].read(kept.id).body == text
+    shown = summary(stack, ws)
+    assert (shown.server, shown.move_running) == ("pg1", False)
+    return kept
 
 
 @pytest.mark.cluster
@@ -539,12 +546,7 @@ def test_a_target_that_hangs_after_the_copy_ends_the_move(servers, tmp_path, mon
     mover.start()
     wait_for(restored.exists, 60, "the copy restored")
     with frozen(second):
-        mover.join(timeout=120)
-        assert not mover.is_alive(), "the move waited for the hung target"
-        err = outcome["error"]
-        assert err.code() == grpc.StatusCode.UNAVAILABLE and "stays on pg1" in err.details(), err.details()
-        kept = members[1].remember("Written while the target hangs.")
-        assert members[2].read(kept.id).body == "Written while the target hangs." and summary(stack, ws).server == "pg1"
+        kept = _failed_and_writable(stack, ws, mover, outcome, members, "Written while the target hangs.")
     wait_for(lambda: dict(stack.store.dbs.server_status())["pg2"], 60, "pg2 serving again")
     monkeypatch.delenv("RECALLATRON_PG_BIN")
     wait_for(lambda: code_of(move, stack, ws, "pg2") == grpc.StatusCode.OK, 60, "moved once it answers")
