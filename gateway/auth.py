@@ -3,14 +3,20 @@ fewer purposes by ``recallatron-purposes`` metadata."""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2, store_pb2_grpc
 
 from servicekit import vocabulary
-from servicekit.errors import InvalidArgument, PermissionDenied, Unauthenticated
+from servicekit.caller import narrow
+from servicekit.errors import InvalidArgument, Unauthenticated
 
 # Metadata a caller sends to act with fewer purposes than its token grants: short purpose names,
 # comma-separated (``conversation,tasks``). A remote MCP sign-in (mcp_server/oauth.py) sends the
@@ -31,20 +37,84 @@ def bearer_token(context) -> str:
     raise Unauthenticated("missing bearer token: send metadata 'authorization: Bearer <token>'")
 
 
+@dataclass(frozen=True)
+class Presented:
+    """What a call presents to be authenticated: its bearer token and the purposes it narrows to
+    (``recallatron-purposes``; None when it sends none). Nothing here is checked yet."""
+
+    token: str
+    narrowed: frozenset[int] | None
+
+
+def presented(context) -> Presented:
+    """The call's token and narrowing: UNAUTHENTICATED without a bearer token, INVALID_ARGUMENT for a
+    ``recallatron-purposes`` name that is not a purpose."""
+    token = bearer_token(context)
+    narrowed = narrowed_purposes(context)
+    return Presented(token, None if narrowed is None else frozenset(narrowed))
+
+
+def resolve(store: store_pb2_grpc.StoreServiceStub, who: Presented) -> store_pb2.AuthenticateResponse:
+    """Resolves ``who`` to a caller and workspace settings through the store, narrowed to its purposes
+    when it names some: PERMISSION_DENIED for one the token does not grant (never widened)."""
+    auth = store.Authenticate(store_pb2.AuthenticateRequest(token=who.token))
+    if who.narrowed is not None:
+        narrow(auth.caller, who.narrowed)
+    return auth
+
+
 def authenticate(store: store_pb2_grpc.StoreServiceStub, context) -> store_pb2.AuthenticateResponse:
     """Resolves the call's token to a caller and workspace settings through the store, narrowed to the
     purposes of ``recallatron-purposes`` when the call sends it: INVALID_ARGUMENT for a name that is
     not a purpose, PERMISSION_DENIED for one the token does not grant (never widened)."""
-    auth = store.Authenticate(store_pb2.AuthenticateRequest(token=bearer_token(context)))
-    narrowed = narrowed_purposes(context)
-    if narrowed is not None:
-        missing = sorted(vocabulary.name_of(m.Purpose, p) for p in narrowed - set(auth.caller.granted_purposes))
-        if missing:
-            raise PermissionDenied(f"purpose not granted to this token: {', '.join(missing)}")
-        granted = [p for p in auth.caller.granted_purposes if p in narrowed]
-        del auth.caller.granted_purposes[:]
-        auth.caller.granted_purposes.extend(granted)
-    return auth
+    return resolve(store, presented(context))
+
+
+class AcceptedLately:
+    """Tokens the store accepted within the last ``seconds``, by sha256 digest (the tokens themselves
+    are not kept), each with its workspace's default recall mode: at most ``size``, the oldest
+    dropped first.
+
+    A hint, never a credential: every call is still authenticated by the store, so a revoked token
+    fails on its next call. It only lets a recall authenticate in its first keyword call instead of
+    a call of its own (``gateway.recall``), and start embedding the question before the store has
+    answered, which costs a wasted embedding when the token was refused since: so only tokens
+    accepted lately get it, and a refused one is dropped at once."""
+
+    def __init__(self, seconds: float = 300.0, size: int = 10_000, clock=time.monotonic) -> None:
+        self.seconds, self.size, self.clock = seconds, size, clock
+        self._seen: OrderedDict[bytes, tuple[float, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(token: str) -> bytes:
+        return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+    def default_mode(self, token: str) -> int | None:
+        """The default recall mode last seen for ``token`` if the store accepted it lately, else None."""
+        key = self._key(token)
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is None:
+                return None
+            if self.clock() - seen[0] > self.seconds:
+                del self._seen[key]
+                return None
+            return seen[1]
+
+    def accepted(self, token: str, default_mode: int) -> None:
+        """Notes that the store accepted ``token`` now, in a workspace of that default mode."""
+        key = self._key(token)
+        with self._lock:
+            self._seen[key] = (self.clock(), default_mode)
+            self._seen.move_to_end(key)
+            while len(self._seen) > self.size:
+                self._seen.popitem(last=False)
+
+    def refused(self, token: str) -> None:
+        """Forgets ``token``: the store refused it."""
+        with self._lock:
+            self._seen.pop(self._key(token), None)
 
 
 def narrowed_purposes(context) -> set[int] | None:

@@ -9,12 +9,15 @@
    dense arm did not carry for the keyword arm: lifted by precedence, or past the 200 it carries);
 4. the cross-encoder over the rows that passed; 5. the response, with counts after the walk.
 
-The internal round trips of a hybrid recall, in order: Authenticate; LexicalCandidates (in flight
-while) EmbedQueries, then DenseCandidates once the keyword answer is in (it is told what that answer
+The internal round trips of a hybrid recall, in order: LexicalCandidates (in flight while)
+EmbedQueries, then DenseCandidates once the keyword answer is in (it is told what that answer
 carried and which of its rows came without a memory, ``_carried``); FuseAndWalk; GetMemories only for
 a head the arms did not carry; Rerank when asked for and the re-ranker is up (gateway.dependencies).
-Nothing about the caller is cached: every recall authenticates, so a revoked token fails on its
-next call. A memory an arm carried was read in the same store transaction as its verdict; one
+The keyword call carries the caller's token and the store authenticates it there, when the store
+accepted that token lately (``gateway.auth.AcceptedLately``: a hint, not a credential); else, and in
+dense mode, an Authenticate call comes first (``Recaller.recall_presented``). Nothing about the
+caller is cached: every recall is authenticated by the store, so a revoked token fails on its next
+call. A memory an arm carried was read in the same store transaction as its verdict; one
 forgotten after that call may still be in this answer, as one forgotten after a GetMemories call
 always could.
 
@@ -37,6 +40,7 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import grpc
 from prometheus_client import Counter, Histogram
@@ -47,8 +51,9 @@ from recallatron.rank.v1 import rank_pb2, rank_pb2_grpc
 from recallatron.store.v1 import store_pb2, store_pb2_grpc
 
 from gateway import time_words
+from gateway.auth import AcceptedLately, Presented, resolve
 from servicekit import deadlines, limits, vocabulary
-from servicekit.caller import check_purpose_granted
+from servicekit.caller import check_purpose_granted, purpose_name
 from servicekit.checks import check_timestamp, time_range
 from servicekit.errors import DOWN_CODES, InvalidArgument
 from servicekit.limits import DEFAULT_TOP_K, MAX_QUERY_CHARS, MAX_TOP_K, WALK_LIMIT
@@ -117,20 +122,51 @@ class Recaller:
         rank: rank_pb2_grpc.RankServiceStub,
         config: RecallConfig,
         reranker_state: Callable[[], int] = lambda: g.DEPENDENCY_STATE_UP,
+        accepted: AcceptedLately | None = None,
     ) -> None:
         self.store, self.embed, self.rank, self.config = store, embed, rank, config
         self.reranker_state = reranker_state
+        self.accepted = accepted if accepted is not None else AcceptedLately()
 
     def recall(self, req: g.RecallRequest, caller: m.Caller, settings: store_pb2.WorkspaceSettings) -> g.RecallResponse:
-        """Answers a RecallRequest. INVALID_ARGUMENT for bad input, PERMISSION_DENIED for an ungranted purpose."""
-        ask = _validate(req, caller, settings, self.config.candidate_limit)
+        """Answers a RecallRequest for an authenticated caller. INVALID_ARGUMENT for bad input,
+        PERMISSION_DENIED for an ungranted purpose."""
+        ask = _validate(req, caller, settings.default_mode, self.config.candidate_limit)
+        return self._recall(ask, _Known(caller, settings))
+
+    def recall_presented(self, req: g.RecallRequest, who: Presented) -> g.RecallResponse:
+        """Authenticates ``who`` and answers ``req`` (errors as ``recall``, UNAUTHENTICATED for a
+        token the store refuses). When the store accepted the token lately (``AcceptedLately``) and
+        the recall asks the keyword arm, the token travels in the keyword calls (``_Folded``): one
+        sequential call fewer, and the question is embedded while the store authenticates. Else, or
+        when the workspace's default mode changed since (the hint was stale: what was asked is asked
+        again for the mode in force), Authenticate comes first, as for every other call. The request's
+        own errors then come before the token's; the store authenticates the token on every recall."""
+        hint = self.accepted.default_mode(who.token)
+        if hint is not None:
+            ask = _validate(req, None, hint, self.config.candidate_limit)
+            if ask.mode != m.RECALL_MODE_DENSE:
+                try:
+                    return self._recall(ask, _Folded(who))
+                except grpc.RpcError as exc:
+                    if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                        self.accepted.refused(who.token)
+                    raise
+                except _StaleHint as stale:
+                    return self.recall(req, stale.known.caller, stale.known.settings)
+        auth = resolve(self.store, who)
+        self.accepted.accepted(who.token, auth.settings.default_mode)
+        return self.recall(req, auth.caller, auth.settings)
+
+    def _recall(self, ask: _Ask, who: _Known | _Folded) -> g.RecallResponse:
+        req = ask.req
         # The head the answer can need: the top k, or the re-ranker's input when it may run; at most
         # MAX_TOP_K, the most the store carries (RECALLATRON_RERANK_TOP_N may be up to 256): deeper
         # head rows are fetched with GetMemories.
         reranker_up = self.reranker_state() == g.DEPENDENCY_STATE_UP
         head = max(ask.top_k, self.config.rerank_top_n) if reranker_up and not req.skip_rerank else ask.top_k
         head = min(head, MAX_TOP_K)
-        lexical_rows, dense_rows, dense_available, embed_down = self._candidates(ask, caller, settings, head)
+        lexical_rows, dense_rows, dense_available, embed_down, caller = self._candidates(ask, who, head)
         passed = self._fuse_and_walk(lexical_rows, dense_rows, in_time(req) and ask.mode == m.RECALL_MODE_HYBRID)
         rerank = self._will_rerank(ask, passed, embed_down)
         memories = self._fetch(
@@ -162,13 +198,15 @@ class Recaller:
             time_window=ask.understood,
         )
 
-    def _candidates(self, ask: _Ask, caller: m.Caller, settings: store_pb2.WorkspaceSettings, head: int):
-        """The two arms' candidate rows, ``(lexical, dense, dense_available, embed_down)``: the keyword
-        query is in flight on the channel (no thread of ours) while the question is embedded; the
-        dense arm is queried once both are in (``_dense``). Superseded memories have no vectors, so a
-        history recall is lexical only.
-        Both arms get the workspace's dense floor and expiry gate as Authenticate read them, and
-        carry the memories of their first ``head`` readable rows.
+    def _candidates(self, ask: _Ask, who: _Known | _Folded, head: int):
+        """The two arms' candidate rows, ``(lexical, dense, dense_available, embed_down, caller)``: the
+        keyword query is in flight on the channel (no thread of ours) while the question is embedded;
+        the dense arm is queried once both are in (``_dense``). Superseded memories have no vectors,
+        so a history recall is lexical only.
+        Both arms get the workspace's dense floor and expiry gate as the store's authentication read
+        them, and carry the memories of their first ``head`` readable rows. ``caller`` is whom the
+        recall answers for: ``who``'s, or the one the keyword answer resolved its token to
+        (``_StaleHint`` when that workspace's default mode no longer gives ``ask.mode``).
         ``embed_down`` is true when the embed call failed for want of the service (see ``_dense``)."""
         req = ask.req
         lexical_calls = []
@@ -176,14 +214,13 @@ class Recaller:
             lexical_calls = [
                 self.store.LexicalCandidates.future(
                     store_pb2.LexicalCandidatesRequest(
-                        caller=caller,
                         purpose=req.purpose,
                         query=req.query,
                         limit=ask.limit,
                         include_superseded=req.include_superseded,
                         entity_ids=req.entity_ids,
-                        expiry_days=settings.expiry_days,
                         memories_top=head,
+                        **who.keyword_fields(),
                         **window,
                     )
                 )
@@ -191,21 +228,42 @@ class Recaller:
             ]
 
         @functools.cache
+        def keyword_answers() -> list:
+            """The keyword arm's answers (waited for, once), in ``_windows``' order."""
+            return [call.result() for call in lexical_calls]
+
         def keyword_rows() -> list:
-            """The keyword arm's rows (waited for, once): its answers in ``_said_first``'s order."""
-            return _said_first([list(call.result().candidates) for call in lexical_calls], ask.limit)
+            """The keyword arm's rows: its answers in ``_said_first``'s order."""
+            return _said_first([list(answer.candidates) for answer in keyword_answers()], ask.limit)
+
+        @functools.cache
+        def known() -> _Known:
+            """Whom the recall answers for, with the workspace's settings."""
+            if isinstance(who, _Known):
+                return who
+            return self._resolved(ask, who, keyword_answers()[0])
 
         dense_rows, dense_available, embed_down = [], True, False
         try:
             if ask.mode in (m.RECALL_MODE_DENSE, m.RECALL_MODE_HYBRID):
                 dense_rows, dense_available, embed_down = self._dense(
-                    ask, caller, settings, head, keyword_rows if lexical_calls else None
+                    ask, known, head, keyword_rows if lexical_calls else None
                 )
             lexical_rows = keyword_rows() if lexical_calls else []
+            caller = known().caller
         finally:
             for call in lexical_calls:
                 call.cancel()  # a no-op once it has completed
-        return lexical_rows, dense_rows, dense_available, embed_down
+        return lexical_rows, dense_rows, dense_available, embed_down, caller
+
+    def _resolved(self, ask: _Ask, who: _Folded, answer: store_pb2.LexicalCandidatesResponse) -> _Known:
+        """The caller and settings a keyword answer resolved ``who``'s token to, noted as accepted;
+        ``_StaleHint`` when its workspace's default mode gives another mode than ``ask``'s."""
+        self.accepted.accepted(who.presented.token, answer.settings.default_mode)
+        known = _Known(answer.caller, answer.settings)
+        if _mode(ask.req, answer.settings.default_mode) != ask.mode:
+            raise _StaleHint(known)
+        return known
 
     def _will_rerank(self, ask: _Ask, passed, embed_down: bool) -> bool:
         """Whether to call the re-ranker: asked for, configured, up, and the embed service answered
@@ -279,8 +337,7 @@ class Recaller:
     def _dense(
         self,
         ask: _Ask,
-        caller: m.Caller,
-        settings: store_pb2.WorkspaceSettings,
+        known: Callable[[], _Known],
         head: int,
         keyword_rows: Callable[[], list] | None = None,
     ):
@@ -304,8 +361,10 @@ class Recaller:
             DEGRADED.labels("dense").inc()
             log.warning("dense arm unavailable: %s", exc.code())
             return [], False, exc.code() in DOWN_CODES
-        # The keyword arm's failure fails the recall here, before the dense query is asked.
+        # The keyword arm's failure (a refused token too) fails the recall here, before the dense
+        # query is asked.
         carried = _carried(keyword_rows()) if keyword_rows is not None else {}
+        caller, settings = known()
         calls = [
             self.store.DenseCandidates.future(
                 store_pb2.DenseCandidatesRequest(
@@ -370,20 +429,40 @@ class _Ask:
     understood: g.TimeWindow | None = None
 
 
-def _validate(
-    req: g.RecallRequest, caller: m.Caller, settings: store_pb2.WorkspaceSettings, candidate_limit: int
-) -> _Ask:
+def _validate(req: g.RecallRequest, caller: m.Caller | None, default_mode: int, candidate_limit: int) -> _Ask:
     """Checks a request before any call: INVALID_ARGUMENT for an empty or over-long question, an
     unknown mode or purpose, ``top_k`` outside 0..MAX_TOP_K, dense mode with ``include_superseded``,
     a bad time window;
-    PERMISSION_DENIED for an ungranted purpose. The mode defaults to the workspace's, then hybrid, and
-    is lexical with ``include_superseded``; ``top_k`` 0 means DEFAULT_TOP_K."""
+    PERMISSION_DENIED for an ungranted purpose (checked by the store's keyword answer when ``caller``
+    is None: the token is authenticated there). The mode is ``_mode``'s; ``top_k`` 0 means
+    DEFAULT_TOP_K."""
     if not req.query.strip():
         raise InvalidArgument("query must not be empty", field="query")
     if len(req.query) > MAX_QUERY_CHARS:
         raise InvalidArgument(f"query is longer than {MAX_QUERY_CHARS} characters", field="query")
-    check_purpose_granted(caller, req.purpose)
-    mode = req.mode or settings.default_mode or m.RECALL_MODE_HYBRID
+    if caller is None:
+        purpose_name(req.purpose)
+    else:
+        check_purpose_granted(caller, req.purpose)
+    mode = _mode(req, default_mode)
+    if req.top_k < 0 or req.top_k > MAX_TOP_K:
+        raise InvalidArgument(f"top_k must be 0..{MAX_TOP_K} (0 means {DEFAULT_TOP_K})", field="top_k")
+    top_k = req.top_k or DEFAULT_TOP_K
+    time_range(req, "occurred_after", "occurred_before")  # refused before the question is embedded
+    window = window_fields(req)
+    understood = _time_words(req, applied=not any(name in window for name in SAID_FIELDS))
+    first = {}
+    if understood is not None and understood.applied:
+        sides = zip(SAID_FIELDS, ("start", "end"), strict=True)
+        first = {**window, **{name: getattr(understood, side) for name, side in sides if understood.HasField(side)}}
+    return _Ask(req, mode, top_k, max(candidate_limit, top_k), window, first, understood)
+
+
+def _mode(req: g.RecallRequest, default_mode: int) -> int:
+    """The mode a request recalls in: its own, else the workspace's ``default_mode``, else hybrid;
+    lexical with ``include_superseded``, hybrid for a read in time that would be dense.
+    INVALID_ARGUMENT for an unknown mode, or dense mode asked with either."""
+    mode = req.mode or default_mode or m.RECALL_MODE_HYBRID
     if mode not in MODES:
         raise InvalidArgument("mode must be lexical, dense or hybrid", field="mode")
     if req.include_superseded:
@@ -406,17 +485,39 @@ def _validate(
                 field="mode",
             )
         mode = m.RECALL_MODE_HYBRID
-    if req.top_k < 0 or req.top_k > MAX_TOP_K:
-        raise InvalidArgument(f"top_k must be 0..{MAX_TOP_K} (0 means {DEFAULT_TOP_K})", field="top_k")
-    top_k = req.top_k or DEFAULT_TOP_K
-    time_range(req, "occurred_after", "occurred_before")  # refused before the question is embedded
-    window = window_fields(req)
-    understood = _time_words(req, applied=not any(name in window for name in SAID_FIELDS))
-    first = {}
-    if understood is not None and understood.applied:
-        sides = zip(SAID_FIELDS, ("start", "end"), strict=True)
-        first = {**window, **{name: getattr(understood, side) for name, side in sides if understood.HasField(side)}}
-    return _Ask(req, mode, top_k, max(candidate_limit, top_k), window, first, understood)
+    return mode
+
+
+class _Known(NamedTuple):
+    """An authenticated caller and its workspace's settings (as AuthenticateResponse holds them)."""
+
+    caller: m.Caller
+    settings: store_pb2.WorkspaceSettings
+
+    def keyword_fields(self) -> dict:
+        """Who asks, in a keyword request: the caller, under the workspace's expiry gate."""
+        return {"caller": self.caller, "expiry_days": self.settings.expiry_days}
+
+
+@dataclass(frozen=True)
+class _Folded:
+    """A caller not authenticated yet: the store authenticates its token in the keyword calls."""
+
+    presented: Presented
+
+    def keyword_fields(self) -> dict:
+        """Who asks, in a keyword request: the token and its narrowing (the store resolves both)."""
+        narrowed = sorted(self.presented.narrowed) if self.presented.narrowed is not None else []
+        return {"token": self.presented.token, "narrowed_purposes": narrowed}
+
+
+class _StaleHint(Exception):
+    """The workspace's default mode changed since the token was last accepted: the recall is asked
+    again for ``known`` in the mode now in force."""
+
+    def __init__(self, known: _Known) -> None:
+        super().__init__("the workspace's default recall mode changed")
+        self.known = known
 
 
 def _windows(ask: _Ask) -> list[dict]:

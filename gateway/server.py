@@ -22,7 +22,7 @@ from recallatron.store.v1 import store_pb2 as s
 from recallatron.store.v1 import store_pb2_grpc
 
 from gateway import context as bundle
-from gateway.auth import OperatorCredential, authenticate
+from gateway.auth import OperatorCredential, authenticate, presented
 from gateway.curation import InputVersion
 from gateway.dependencies import WATCH_SECONDS, Dependencies
 from gateway.prompt_context import PromptContexter
@@ -88,8 +88,7 @@ class MemoryServicer(gateway_pb2_grpc.MemoryServiceServicer):
     ResolveConflictFlag = member_call("ResolveConflictFlag")
 
     def Recall(self, request, context):
-        auth = authenticate(self.store, context)
-        return self.recaller.recall(request, auth.caller, auth.settings)
+        return self.recaller.recall_presented(request, presented(context))
 
     def GetContext(self, request, context):
         auth = authenticate(self.store, context)

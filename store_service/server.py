@@ -16,8 +16,10 @@ from recallatron.store.v1 import store_pb2_grpc
 
 from servicekit import clients
 from servicekit.breaker import CircuitBreaker
+from servicekit.caller import narrow
 from servicekit.errors import (
     MOVING_MESSAGE,
+    InvalidArgument,
     NotFound,
     Unavailable,
     WorkspaceMoving,
@@ -207,9 +209,41 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             return s.KeepMemoryResponse(memory=lifecycle.keep(conn, request))
 
     def LexicalCandidates(self, request, context):
+        if not (request.token or request.narrowed_purposes):
+            return self._lexical_candidates(request, context)
+        resolved, auth = self._authenticated(request)
+        response = self._lexical_candidates(resolved, context)
+        response.caller.CopyFrom(auth.caller)
+        response.settings.CopyFrom(auth.settings)
+        return response
+
+    def _lexical_candidates(self, request, context):
+        """LexicalCandidates for the request's caller (rerouted as every call, ``_rerouting``)."""
         answer = answers.lexical(request)  # the request checked before a connection is taken
         with self._conn(request.caller) as conn:
             return answer(conn)
+
+    def _authenticated(self, request: s.LexicalCandidatesRequest):
+        """A keyword request that carries its token (a recall's authentication folded into its first
+        store call): the same request for the caller the token resolves to, narrowed as it asks, under
+        its workspace's expiry gate, and that AuthenticateResponse. UNAUTHENTICATED first, as
+        Authenticate; INVALID_ARGUMENT for a caller or gate sent beside the token, or a narrowing
+        without one."""
+        if not request.token:
+            raise InvalidArgument("narrowed_purposes needs a token", field="narrowed_purposes")
+        caller, ws = self.control.authenticate(request.token)
+        if request.HasField("caller") or request.expiry_days:
+            field = "caller" if request.HasField("caller") else "expiry_days"
+            raise InvalidArgument(f"{field} must be unset when the request carries a token", field=field)
+        if request.narrowed_purposes:
+            narrow(caller, request.narrowed_purposes)
+        resolved = s.LexicalCandidatesRequest()
+        resolved.CopyFrom(request)
+        resolved.ClearField("token")
+        resolved.ClearField("narrowed_purposes")
+        resolved.caller.CopyFrom(caller)
+        resolved.expiry_days = ws.expiry_days
+        return resolved, s.AuthenticateResponse(caller=caller, settings=_settings(ws))
 
     def DenseCandidates(self, request, context):
         answer = answers.dense(request)
@@ -436,6 +470,8 @@ def _naming(method):
         response = method(self, request, context)
         if "caller" in request.DESCRIPTOR.fields_by_name:
             workspace = request.caller.workspace_id
+            if not workspace and "caller" in response.DESCRIPTOR.fields_by_name:
+                workspace = response.caller.workspace_id  # the caller a request's token resolved to
         else:
             workspace = getattr(request, "workspace_id", "")
         if workspace:
@@ -479,6 +515,8 @@ def _rerouting(method):
 
 for _name in s.DESCRIPTOR.services_by_name["StoreService"].methods_by_name:
     setattr(StoreServicer, _name, _naming(_rerouting(getattr(StoreServicer, _name))))
+# A keyword request that carried its token fails over to the resolved caller's workspace.
+StoreServicer._lexical_candidates = _rerouting(StoreServicer._lexical_candidates)
 
 
 class StoreService:

@@ -84,10 +84,12 @@ def world(stack, embed_process, tmp_path_factory):
     ch = clients.channel(f"127.0.0.1:{gw.port}")
     stub = gateway_pb2_grpc.MemoryServiceStub(ch)
 
-    def recall(i: int = 0, timeout: float | None = 60) -> tuple[g.RecallResponse, float]:
-        """One hybrid recall (with a caller deadline of ``timeout`` seconds) and its latency in seconds."""
+    def recall(i: int = 0, timeout: float | None = 60, dense_only: bool = False) -> tuple[g.RecallResponse, float]:
+        """One hybrid recall (dense with ``dense_only``; with a caller deadline of ``timeout`` seconds)
+        and its latency in seconds."""
         start = time.perf_counter()
-        req = g.RecallRequest(query=QUERIES[i % len(QUERIES)], purpose=m.PURPOSE_CONVERSATION)
+        mode = m.RECALL_MODE_DENSE if dense_only else 0
+        req = g.RecallRequest(query=QUERIES[i % len(QUERIES)], purpose=m.PURPOSE_CONVERSATION, mode=mode)
         resp = stub.Recall(req, metadata=alice.md(), timeout=timeout)
         return resp, time.perf_counter() - start
 
@@ -100,26 +102,32 @@ def world(stack, embed_process, tmp_path_factory):
 def test_internal_calls_carry_deadlines_derived_from_the_callers(world):
     calls, recall = world["calls"], world["recall"]
     calls.timeouts.clear()
+    resp, _ = recall(dense_only=True)  # a dense-mode recall authenticates first (test_recall_fold.py)
+    assert resp.dense_available and resp.items
     resp, _ = recall()
     assert resp.dense_available and resp.items
     # The caller gave 60 s: store and rank calls get what is left of it (far above the 30 s default
     # they get without one; at most 60 s plus gRPC's rounding up of the timeout it sends, measured at
     # 0.1 s); the query embedding its own 5 s (less than half of what is left).
-    for method in ("Authenticate", "LexicalCandidates", "DenseCandidates", "FuseAndWalk"):
+    for method in ("Authenticate", "LexicalCandidates"):
         (timeout,) = calls.timeouts[method]
         assert INTERNAL_DEADLINE_SECONDS < timeout < 60.5, (method, timeout)
-    assert calls.timeouts["EmbedQueries"] == [EMBED_DEADLINE]
+    for method in ("DenseCandidates", "FuseAndWalk"):
+        assert len(calls.timeouts[method]) == 2
+        assert all(INTERNAL_DEADLINE_SECONDS < t < 60.5 for t in calls.timeouts[method]), method
+    assert calls.timeouts["EmbedQueries"] == [EMBED_DEADLINE] * 2
     # No caller deadline (gRPC reports ~9.2e18 s remaining): the 30 s default, the embed deadline.
     calls.timeouts.clear()
+    recall(timeout=None, dense_only=True)
     for _ in range(20):
         resp, _ = recall(timeout=None)
         assert resp.dense_available and resp.items
     # (this channel gives a call without a timeout the 30 s default on the client side, which gRPC
     # may round up by about 0.1 s when it sends it; a raw channel is tested below)
-    for method in ("Authenticate", "LexicalCandidates", "DenseCandidates", "FuseAndWalk"):
+    for method, times in (("Authenticate", 1), ("LexicalCandidates", 20), ("DenseCandidates", 21), ("FuseAndWalk", 21)):
         got = calls.timeouts[method]
-        assert len(got) == 20 and all(abs(t - INTERNAL_DEADLINE_SECONDS) < 0.5 for t in got), (method, got)
-    assert calls.timeouts["EmbedQueries"] == [EMBED_DEADLINE] * 20
+        assert len(got) == times and all(abs(t - INTERNAL_DEADLINE_SECONDS) < 0.5 for t in got), (method, got)
+    assert calls.timeouts["EmbedQueries"] == [EMBED_DEADLINE] * 21
     # No cross-encoder is configured: the re-ranker is not called, and not down (its breaker closed).
     assert "Rerank" not in calls.timeouts and not resp.reranked
     assert world["gw"].breakers["reranker"].state == br.CLOSED and gauge("reranker") == 0

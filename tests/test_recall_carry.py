@@ -132,6 +132,8 @@ def test_too_many_ids_is_invalid_argument(world, field):
 
 def test_a_hybrid_recall_of_a_row_deep_in_both_arms_makes_no_getmemories_call(world):
     resp = None
+    # The token accepted once: its recalls then authenticate in their keyword call (test_recall_fold.py).
+    world["bob"].recall("warm-up")
 
     def run():
         nonlocal resp
@@ -139,7 +141,6 @@ def test_a_hybrid_recall_of_a_row_deep_in_both_arms_makes_no_getmemories_call(wo
 
     calls = internal_calls(run)
     assert calls == {
-        "Authenticate": 1,
         "LexicalCandidates": 1,
         "EmbedQueries": 1,
         "DenseCandidates": 1,

@@ -716,7 +716,7 @@ class Candidate(_message.Message):
     def __init__(self, memory_id: _Optional[str] = ..., score: _Optional[float] = ..., chain_readable: _Optional[bool] = ..., identifier_matches: _Optional[int] = ..., all_terms: _Optional[bool] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class LexicalCandidatesRequest(_message.Message):
-    __slots__ = ("caller", "purpose", "query", "limit", "include_superseded", "entity_ids", "expiry_days", "memories_top", "occurred_after", "occurred_before", "as_of", "known_at", "held_memory_ids", "wanted_memory_ids")
+    __slots__ = ("caller", "purpose", "query", "limit", "include_superseded", "entity_ids", "expiry_days", "memories_top", "occurred_after", "occurred_before", "as_of", "known_at", "held_memory_ids", "wanted_memory_ids", "token", "narrowed_purposes")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
@@ -731,6 +731,8 @@ class LexicalCandidatesRequest(_message.Message):
     KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
     HELD_MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
     WANTED_MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    NARROWED_PURPOSES_FIELD_NUMBER: _ClassVar[int]
     caller: _memory_pb2.Caller
     purpose: _memory_pb2.Purpose
     query: str
@@ -745,13 +747,19 @@ class LexicalCandidatesRequest(_message.Message):
     known_at: _timestamp_pb2.Timestamp
     held_memory_ids: _containers.RepeatedScalarFieldContainer[str]
     wanted_memory_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ..., expiry_days: _Optional[int] = ..., memories_top: _Optional[int] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., held_memory_ids: _Optional[_Iterable[str]] = ..., wanted_memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    token: str
+    narrowed_purposes: _containers.RepeatedScalarFieldContainer[_memory_pb2.Purpose]
+    def __init__(self, caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., purpose: _Optional[_Union[_memory_pb2.Purpose, str]] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., include_superseded: _Optional[bool] = ..., entity_ids: _Optional[_Iterable[str]] = ..., expiry_days: _Optional[int] = ..., memories_top: _Optional[int] = ..., occurred_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., occurred_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., held_memory_ids: _Optional[_Iterable[str]] = ..., wanted_memory_ids: _Optional[_Iterable[str]] = ..., token: _Optional[str] = ..., narrowed_purposes: _Optional[_Iterable[_Union[_memory_pb2.Purpose, str]]] = ...) -> None: ...
 
 class LexicalCandidatesResponse(_message.Message):
-    __slots__ = ("candidates",)
+    __slots__ = ("candidates", "caller", "settings")
     CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
     candidates: _containers.RepeatedCompositeFieldContainer[Candidate]
-    def __init__(self, candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ...) -> None: ...
+    caller: _memory_pb2.Caller
+    settings: WorkspaceSettings
+    def __init__(self, candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., caller: _Optional[_Union[_memory_pb2.Caller, _Mapping]] = ..., settings: _Optional[_Union[WorkspaceSettings, _Mapping]] = ...) -> None: ...
 
 class DenseCandidatesRequest(_message.Message):
     __slots__ = ("caller", "purpose", "vector", "input_version", "floor", "limit", "entity_ids", "expiry_days", "memories_top", "occurred_after", "occurred_before", "as_of", "known_at", "held_memory_ids", "wanted_memory_ids")
