@@ -10,6 +10,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2, store_pb2_grpc
@@ -66,33 +67,49 @@ def resolve(store: store_pb2_grpc.StoreServiceStub, who: Presented) -> store_pb2
 def authenticate(store: store_pb2_grpc.StoreServiceStub, context) -> store_pb2.AuthenticateResponse:
     """Resolves the call's token to a caller and workspace settings through the store, narrowed to the
     purposes of ``recallatron-purposes`` when the call sends it: INVALID_ARGUMENT for a name that is
-    not a purpose, PERMISSION_DENIED for one the token does not grant (never widened)."""
-    return resolve(store, presented(context))
+    not a purpose, PERMISSION_DENIED for one the token does not grant (never widened). The token
+    is checked first."""
+    auth = store.Authenticate(store_pb2.AuthenticateRequest(token=bearer_token(context)))
+    narrowed = narrowed_purposes(context)
+    if narrowed is not None:
+        narrow(auth.caller, narrowed)
+    return auth
+
+
+class Accepted(NamedTuple):
+    """What the store answered for a sign-in lately: its workspace's default recall mode and the
+    purposes the caller acts with (narrowed as the call asked)."""
+
+    default_mode: int
+    purposes: frozenset[int]
 
 
 class AcceptedLately:
-    """Tokens the store accepted within the last ``seconds``, by sha256 digest (the tokens themselves
-    are not kept), each with its workspace's default recall mode: at most ``size``, the oldest
-    dropped first.
+    """Sign-ins (a token and the purposes it narrows to) the store accepted within the last
+    ``seconds``, by sha256 digest (tokens are not kept), each with what it answered (``Accepted``):
+    at most ``size``, the oldest dropped first.
 
     A hint, never a credential: every call is still authenticated by the store, so a revoked token
     fails on its next call. It only lets a recall authenticate in its first keyword call instead of
     a call of its own (``gateway.recall``), and start embedding the question before the store has
-    answered, which costs a wasted embedding when the token was refused since: so only tokens
-    accepted lately get it, and a refused one is dropped at once."""
+    answered, which costs a wasted embedding when the token was refused since: so only sign-ins
+    accepted lately get it, only for a purpose they act with, and one the store refuses is dropped
+    at once."""
 
     def __init__(self, seconds: float = 300.0, size: int = 10_000, clock=time.monotonic) -> None:
         self.seconds, self.size, self.clock = seconds, size, clock
-        self._seen: OrderedDict[bytes, tuple[float, int]] = OrderedDict()
+        self._seen: OrderedDict[bytes, tuple[float, Accepted]] = OrderedDict()
         self._lock = threading.Lock()
 
     @staticmethod
-    def _key(token: str) -> bytes:
-        return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+    def _key(who: Presented) -> bytes:
+        digest = hashlib.sha256(who.token.encode("utf-8", "surrogatepass"))
+        digest.update(repr(sorted(who.narrowed) if who.narrowed is not None else None).encode())
+        return digest.digest()
 
-    def default_mode(self, token: str) -> int | None:
-        """The default recall mode last seen for ``token`` if the store accepted it lately, else None."""
-        key = self._key(token)
+    def get(self, who: Presented) -> Accepted | None:
+        """What the store answered for ``who`` if it accepted it lately, else None."""
+        key = self._key(who)
         with self._lock:
             seen = self._seen.get(key)
             if seen is None:
@@ -102,19 +119,19 @@ class AcceptedLately:
                 return None
             return seen[1]
 
-    def accepted(self, token: str, default_mode: int) -> None:
-        """Notes that the store accepted ``token`` now, in a workspace of that default mode."""
-        key = self._key(token)
+    def accepted(self, who: Presented, caller: m.Caller, settings) -> None:
+        """Notes that the store accepted ``who`` now as ``caller``, in a workspace of ``settings``."""
+        key = self._key(who)
         with self._lock:
-            self._seen[key] = (self.clock(), default_mode)
+            self._seen[key] = (self.clock(), Accepted(settings.default_mode, frozenset(caller.granted_purposes)))
             self._seen.move_to_end(key)
             while len(self._seen) > self.size:
                 self._seen.popitem(last=False)
 
-    def refused(self, token: str) -> None:
-        """Forgets ``token``: the store refused it."""
+    def refused(self, who: Presented) -> None:
+        """Forgets ``who``: the store refused it (its token or the purpose asked)."""
         with self._lock:
-            self._seen.pop(self._key(token), None)
+            self._seen.pop(self._key(who), None)
 
 
 def narrowed_purposes(context) -> set[int] | None:

@@ -39,7 +39,7 @@ import datetime
 import functools
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import grpc
@@ -135,28 +135,36 @@ class Recaller:
         return self._recall(ask, _Known(caller, settings))
 
     def recall_presented(self, req: g.RecallRequest, who: Presented) -> g.RecallResponse:
-        """Authenticates ``who`` and answers ``req`` (errors as ``recall``, UNAUTHENTICATED for a
-        token the store refuses). When the store accepted the token lately (``AcceptedLately``) and
-        the recall asks the keyword arm, the token travels in the keyword calls (``_Folded``): one
-        sequential call fewer, and the question is embedded while the store authenticates. Else, or
-        when the workspace's default mode changed since (the hint was stale: what was asked is asked
-        again for the mode in force), Authenticate comes first, as for every other call. The request's
-        own errors then come before the token's; the store authenticates the token on every recall."""
-        hint = self.accepted.default_mode(who.token)
-        if hint is not None:
-            ask = _validate(req, None, hint, self.config.candidate_limit)
-            if ask.mode != m.RECALL_MODE_DENSE:
+        """Authenticates ``who`` and answers ``req``: INVALID_ARGUMENT for bad input first, then
+        UNAUTHENTICATED for a token the store refuses, PERMISSION_DENIED for a purpose not granted or
+        narrowed away. When the store accepted this sign-in lately (``AcceptedLately``) for the
+        purpose asked, and the recall asks the keyword arm, the token travels in the keyword calls
+        (``_Folded``): one sequential call fewer, and the question is embedded while the store
+        authenticates. Else, or when the workspace's default mode changed since (the hint was stale:
+        the recall is asked again in the mode in force), Authenticate comes first, as for every other
+        call. Either way the store authenticates the token on this recall."""
+        ask = _validate(req, None, 0, self.config.candidate_limit)
+        seen = self.accepted.get(who)
+        if seen is not None and req.purpose in seen.purposes:
+            folded = replace(ask, mode=_mode(req, seen.default_mode))
+            if folded.mode != m.RECALL_MODE_DENSE:
                 try:
-                    return self._recall(ask, _Folded(who))
+                    return self._recall(folded, _Folded(who))
                 except grpc.RpcError as exc:
-                    if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
-                        self.accepted.refused(who.token)
+                    if exc.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                        self.accepted.refused(who)
                     raise
                 except _StaleHint as stale:
-                    return self.recall(req, stale.known.caller, stale.known.settings)
+                    return self._recall_known(ask, stale.known)
         auth = resolve(self.store, who)
-        self.accepted.accepted(who.token, auth.settings.default_mode)
-        return self.recall(req, auth.caller, auth.settings)
+        self.accepted.accepted(who, auth.caller, auth.settings)
+        check_purpose_granted(auth.caller, req.purpose)
+        return self._recall_known(ask, _Known(auth.caller, auth.settings))
+
+    def _recall_known(self, ask: _Ask, known: _Known) -> g.RecallResponse:
+        """``ask`` answered for ``known``, in the mode its workspace's default gives (``ask`` was
+        checked before the caller was known)."""
+        return self._recall(replace(ask, mode=_mode(ask.req, known.settings.default_mode)), known)
 
     def _recall(self, ask: _Ask, who: _Known | _Folded) -> g.RecallResponse:
         req = ask.req
@@ -259,7 +267,7 @@ class Recaller:
     def _resolved(self, ask: _Ask, who: _Folded, answer: store_pb2.LexicalCandidatesResponse) -> _Known:
         """The caller and settings a keyword answer resolved ``who``'s token to, noted as accepted;
         ``_StaleHint`` when its workspace's default mode gives another mode than ``ask``'s."""
-        self.accepted.accepted(who.presented.token, answer.settings.default_mode)
+        self.accepted.accepted(who.presented, answer.caller, answer.settings)
         known = _Known(answer.caller, answer.settings)
         if _mode(ask.req, answer.settings.default_mode) != ask.mode:
             raise _StaleHint(known)

@@ -16,7 +16,7 @@ from recallatron.store.v1 import store_pb2_grpc
 
 from servicekit import clients
 from servicekit.breaker import CircuitBreaker
-from servicekit.caller import narrow
+from servicekit.caller import PURPOSE_NAMES, narrow
 from servicekit.errors import (
     MOVING_MESSAGE,
     InvalidArgument,
@@ -236,6 +236,14 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
             field = "caller" if request.HasField("caller") else "expiry_days"
             raise InvalidArgument(f"{field} must be unset when the request carries a token", field=field)
         if request.narrowed_purposes:
+            if len(request.narrowed_purposes) > len(PURPOSE_NAMES) or any(
+                p not in PURPOSE_NAMES for p in request.narrowed_purposes
+            ):
+                raise InvalidArgument(
+                    f"narrowed_purposes must name purposes ({', '.join(sorted(PURPOSE_NAMES.values()))}), "
+                    f"at most {len(PURPOSE_NAMES)}",
+                    field="narrowed_purposes",
+                )
             narrow(caller, request.narrowed_purposes)
         resolved = s.LexicalCandidatesRequest()
         resolved.CopyFrom(request)
@@ -496,7 +504,9 @@ def _rerouting(method):
         try:
             return method(self, request, context)
         except (psycopg.Error, PoolTimeout, NotFound) as exc:
-            if "caller" not in request.DESCRIPTOR.fields_by_name:
+            # No workspace named (a request that carried its token fails before it has one): the
+            # failure is the control plane's, reported as it is.
+            if "caller" not in request.DESCRIPTOR.fields_by_name or not request.caller.workspace_id:
                 raise
             self.forget_workspace(request.caller.workspace_id)
             if isinstance(exc, (MissingDatabase, DroppedDatabase)):  # nothing ran: where is it now?

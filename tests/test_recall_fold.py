@@ -13,7 +13,7 @@ from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
-from gateway.auth import PURPOSES_METADATA, AcceptedLately
+from gateway.auth import PURPOSES_METADATA, Accepted, AcceptedLately, Presented
 from tests.recall_calls import internal_calls, store_callers
 
 HYBRID_CALLS = {"LexicalCandidates": 1, "EmbedQueries": 1, "DenseCandidates": 1, "FuseAndWalk": 1}
@@ -248,7 +248,20 @@ def test_the_store_authenticates_a_keyword_request_that_carries_its_token(stack,
         other_token = world["other"].token
         assert code(token=other_token, narrowed_purposes=[m.PURPOSE_TASKS]) == denied
         assert code(token=ana.token, narrowed_purposes=[m.PURPOSE_TASKS]) == denied  # asks conversation
-        assert code(token=ana.token, narrowed_purposes=[77]) == denied
+        twice = store.LexicalCandidates(
+            s.LexicalCandidatesRequest(
+                token=ana.token,
+                narrowed_purposes=[m.PURPOSE_CONVERSATION] * 2,
+                purpose=m.PURPOSE_CONVERSATION,
+                query="ferry",
+                limit=50,
+            )
+        )
+        assert list(twice.caller.granted_purposes) == [m.PURPOSE_CONVERSATION]
+        for values in ([77], [0], [-1], [2**31 - 1], [m.PURPOSE_CONVERSATION] * 5, list(range(1, 5)) * 25_000):
+            assert code(token=ana.token, narrowed_purposes=values) == invalid, values[:5]
+        # Still the token first.
+        assert code(token="not a token", narrowed_purposes=[77]) == unauthenticated
     finally:
         channel.close()
 
@@ -256,19 +269,105 @@ def test_the_store_authenticates_a_keyword_request_that_carries_its_token(stack,
 def test_accepted_lately_is_a_bounded_expiring_hint():
     now = [0.0]
     seen = AcceptedLately(seconds=10, size=2, clock=lambda: now[0])
-    assert seen.default_mode("a") is None
-    seen.accepted("a", m.RECALL_MODE_LEXICAL)
-    assert seen.default_mode("a") == m.RECALL_MODE_LEXICAL
-    seen.accepted("b", 0)
-    seen.accepted("c", m.RECALL_MODE_DENSE)
-    assert seen.default_mode("a") is None  # the oldest, dropped for the third
-    assert seen.default_mode("b") == 0 and seen.default_mode("c") == m.RECALL_MODE_DENSE
+    caller = m.Caller(granted_purposes=[m.PURPOSE_CONVERSATION])
+    a, b, c = (Presented(token, None) for token in "abc")
+    assert seen.get(a) is None
+    seen.accepted(a, caller, s.WorkspaceSettings(default_mode=m.RECALL_MODE_LEXICAL))
+    assert seen.get(a) == Accepted(m.RECALL_MODE_LEXICAL, frozenset({m.PURPOSE_CONVERSATION}))
+    # The same token narrowed is another sign-in.
+    assert seen.get(Presented("a", frozenset({m.PURPOSE_CONVERSATION}))) is None
+    seen.accepted(b, caller, s.WorkspaceSettings())
+    seen.accepted(c, caller, s.WorkspaceSettings(default_mode=m.RECALL_MODE_DENSE))
+    assert seen.get(a) is None  # the oldest, dropped for the third
+    assert seen.get(b).default_mode == 0 and seen.get(c).default_mode == m.RECALL_MODE_DENSE
     now[0] = 10.5
-    assert seen.default_mode("b") is None and seen.default_mode("c") is None
-    seen.accepted("c", 0)
-    seen.refused("c")
-    assert seen.default_mode("c") is None
-    seen.refused("never seen")  # nothing to forget: no error
+    assert seen.get(b) is None and seen.get(c) is None
+    seen.accepted(c, caller, s.WorkspaceSettings())
+    seen.refused(c)
+    assert seen.get(c) is None
+    seen.refused(Presented("never seen", None))  # nothing to forget: no error
     # Tokens are kept only as digests.
-    seen.accepted("secret token", 0)
+    seen.accepted(Presented("secret token", None), caller, s.WorkspaceSettings())
     assert all(isinstance(key, bytes) and len(key) == 32 for key in seen._seen)
+
+
+def test_errors_come_in_one_order_folded_or_not(stack, world):
+    """Found by a review: the folded path left the purpose to the store, after the request's other
+    checks, so the same bad request got PERMISSION_DENIED first and INVALID_ARGUMENT later."""
+    member = world["other"]  # conversation only
+    cases = [
+        ({"purpose": m.PURPOSE_TASKS, "top_k": -1}, (), grpc.StatusCode.INVALID_ARGUMENT),
+        ({"purpose": m.PURPOSE_TASKS}, (), grpc.StatusCode.PERMISSION_DENIED),
+        ({"top_k": 201}, [(PURPOSES_METADATA, "reporting")], grpc.StatusCode.INVALID_ARGUMENT),
+        ({"purpose": 99}, [(PURPOSES_METADATA, "reporting")], grpc.StatusCode.INVALID_ARGUMENT),
+        ({}, [(PURPOSES_METADATA, "reporting")], grpc.StatusCode.PERMISSION_DENIED),
+    ]
+    for attempt in range(3):
+        for fields, metadata, want in cases:
+            fields = {"purpose": m.PURPOSE_CONVERSATION, **fields}
+            req = g.RecallRequest(query="ferry", **fields)
+            got = code_of(lambda req=req, md=metadata: stack.memory.Recall(req, metadata=[*member.md(), *md]))
+            assert got == want, (attempt, fields, metadata)
+        recall(stack, member, "ferry")  # accepted: the next attempt may fold
+
+
+def test_a_purpose_not_granted_is_not_folded(stack, world):
+    """Found by a review: once folded, each recall for a purpose the sign-in lacks cost an
+    embedding. Only a granted purpose folds; a purpose refused drops the sign-in from the hint."""
+    member = stack.member(world["ws"], purposes=[m.PURPOSE_CONVERSATION])
+    recall(stack, member, "ferry")
+    for _ in range(3):
+        calls = internal_calls(lambda: code_of(lambda: recall(stack, member, "ferry", purpose=m.PURPOSE_TASKS)))
+        assert calls == Counter({"Authenticate": 1})
+    assert internal_calls(lambda: recall(stack, member, "ferry")) == Counter(HYBRID_CALLS)
+
+
+def test_other_calls_check_the_token_before_the_narrowing(stack, world):
+    """Found by a review: a revoked token with bad recallatron-purposes metadata is UNAUTHENTICATED
+    on every call but Recall, whose request is read first (README.md)."""
+    member = stack.member(world["ws"])
+    stack.admin.RevokeMember(g.RevokeMemberRequest(workspace_id=world["ws"], member_id=member.id), metadata=stack.op())
+    bad = [*member.md(), (PURPOSES_METADATA, "nonsense")]
+    req = g.RememberRequest(purpose=m.PURPOSE_CONVERSATION, kind=m.KIND_NOTE, body="x")
+    assert code_of(lambda: stack.memory.Remember(req, metadata=bad)) == grpc.StatusCode.UNAUTHENTICATED
+    assert code_of(lambda: stack.memory.Read(g.ReadRequest(id=world["private"].id), metadata=bad)) == (
+        grpc.StatusCode.UNAUTHENTICATED
+    )
+    good = stack.member(world["ws"])
+    read = g.ReadRequest(id=world["private"].id)
+    meta = [*good.md(), (PURPOSES_METADATA, "nonsense")]
+    assert code_of(lambda: stack.memory.Read(read, metadata=meta)) == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_a_control_plane_failure_in_a_folded_call_is_reported_as_authenticate_reports_it(stack, world, monkeypatch):
+    """Found by a review: a failure of the control plane while the store resolved a token in a
+    keyword call was reported as the workspace's (WORKSPACE_UNAVAILABLE), which the gateway's
+    breaker does not count. It must say what Authenticate says."""
+    from psycopg_pool import PoolTimeout
+
+    from servicekit.errors import error_info
+    from store_service.control.plane import ControlPlane
+
+    ana = world["ana"]
+    channel, store, _ = store_callers(stack)
+    try:
+
+        def busy(self, token):
+            raise PoolTimeout("couldn't get a connection after 5.00 sec")
+
+        monkeypatch.setattr(ControlPlane, "authenticate", busy)
+        errors = []
+        for call in (
+            lambda: store.Authenticate(s.AuthenticateRequest(token=ana.token)),
+            lambda: store.LexicalCandidates(
+                s.LexicalCandidatesRequest(token=ana.token, purpose=m.PURPOSE_CONVERSATION, query="ferry", limit=5)
+            ),
+        ):
+            with pytest.raises(grpc.RpcError) as err:
+                call()
+            info = error_info(err.value)
+            errors.append((err.value.code(), info.reason if info else None, err.value.details()))
+        assert errors[0] == errors[1] and errors[0][0] == grpc.StatusCode.UNAVAILABLE
+        assert "workspace" not in errors[1][2]
+    finally:
+        channel.close()
