@@ -579,6 +579,21 @@ class Databases:
             return pool
 
 
+class WorkspaceHandle:
+    """One workspace database, its pool looked up in ``Databases`` at each ``connection()``: for a
+    holder that keeps it across a wait or many batches (a removal waiting for its turn, a drain).
+    The least recently used pool is closed when others open, so a pool object held that long could
+    be closed under its holder (a removal failed UNAVAILABLE, "the pool is already closed"); the
+    handle opens it again instead."""
+
+    def __init__(self, dbs: Databases, db_name: str, server: str = "") -> None:
+        self.dbs, self.db_name, self.server = dbs, db_name, server
+
+    def connection(self, timeout: float | None = None):
+        """A connection of the database's current pool (``ConnectionPool.connection``)."""
+        return self.dbs.workspace(self.db_name, self.server).connection(timeout=timeout)
+
+
 def new_db_name(workspace_id: uuid.UUID) -> str:
     """Database name of a workspace: ``recallatron_ws_<32 hex>``."""
     return f"recallatron_ws_{workspace_id.hex}"

@@ -7,12 +7,22 @@ for the store (whose health follows the control plane's server)."""
 from __future__ import annotations
 
 import os
+import uuid
 
 import psycopg
+import psycopg_pool
 import pytest
 from pg_error_front import start as error_front
 
-from store_service.database import Databases, NotAnswering, Pool, ServerHealth, check_answering
+from store_service.database import (
+    Databases,
+    NotAnswering,
+    Pool,
+    ServerHealth,
+    WorkspaceHandle,
+    check_answering,
+    new_db_name,
+)
 
 
 def _terminate(url: str, conn: psycopg.Connection) -> None:
@@ -63,5 +73,30 @@ def test_a_server_answering_errors_is_down_for_its_own_workspaces_only(pg):
             dbs.probe()  # answers for the control plane's server: the store stays SERVING
         assert dbs.server_status() == [("pg1", True), ("front", False)]
         assert dbs.healths["front"].down and not dbs.health.down
+    finally:
+        dbs.close()
+
+
+def test_a_held_workspace_handle_survives_its_pool_being_closed(stack, pg):
+    """Found in a full run: a removal kept its workspace's pool while it waited for its turn, the
+    least recently used pool was closed meanwhile (other workspaces opened theirs), and the removal
+    failed UNAVAILABLE ("the pool is already closed"), which opened the gateway's breaker for the
+    calls after it. A WorkspaceHandle looks the pool up at each use."""
+    first, second = (new_db_name(uuid.UUID(stack.workspace("handle"))) for _ in range(2))
+    dbs = Databases(pg, max_workspace_pools=1)
+    dbs.open()
+    try:
+        handle = WorkspaceHandle(dbs, first)
+        with handle.connection() as conn:
+            assert conn.execute("SELECT current_database()").fetchone() == (first,)
+        held = dbs.workspace(first)
+        with dbs.workspace(second).connection():  # the least recently used pool (first's) closes
+            pass
+        assert held.closed
+        with pytest.raises(psycopg_pool.PoolClosed):
+            held.getconn()
+        with handle.connection() as conn:  # opened again
+            assert conn.execute("SELECT current_database()").fetchone() == (first,)
+        assert not dbs.workspace(first).closed and dbs.workspace(first) is not held
     finally:
         dbs.close()

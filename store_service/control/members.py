@@ -50,7 +50,7 @@ from recallatron.store.v1 import store_pb2 as s
 
 from store_service.access import membership
 from store_service.control.plane import ControlPlane
-from store_service.database import Databases
+from store_service.database import Databases, WorkspaceHandle
 from store_service.history import turns
 from store_service.records import lifecycle, prompt_sessions
 
@@ -87,8 +87,8 @@ def remove(control: ControlPlane, dbs: Databases, workspace_id: str, member_id: 
     workspace or a member not in it (malformed ids too)."""
     removal = control.remove_member(workspace_id, member_id)
     member = uuid.UUID(removal.caller.member_id)
-    pool = dbs.workspace(removal.db_name, removal.server)
-    with _turn(removal.db_name), pool.connection() as conn, _sole_removal(conn, member):
+    database = WorkspaceHandle(dbs, removal.db_name, removal.server)
+    with _turn(removal.db_name), database.connection() as conn, _sole_removal(conn, member):
         membership.mark_removed(conn, member)
         forgotten = lifecycle.forget_member(conn, removal.caller)
         turns_forgotten = turns.forget_all(conn, member)

@@ -39,7 +39,7 @@ from servicekit.embedding_input import compose
 from servicekit.errors import NotFound
 from servicekit.limits import EMBED_BATCH_SIZE
 from store_service.control.plane import ControlPlane
-from store_service.database import Databases, DroppedDatabase, MissingDatabase, named
+from store_service.database import Databases, DroppedDatabase, MissingDatabase, WorkspaceHandle, named
 
 log = logging.getLogger(__name__)
 BACKLOG = Gauge("recallatron_embedding_backlog", "Embedding jobs waiting, over all workspaces.")
@@ -356,7 +356,7 @@ class EmbeddingWorker:
         Raises grpc.RpcError when the embed service fails; the unwritten batches' leases are then
         given back at once and they are retried.
         """
-        pool = self.dbs.workspace(db_name, self._server(db_name))
+        pool = WorkspaceHandle(self.dbs, db_name, self._server(db_name))
         version = self._version or self.current_version()
         cur = self._claim(pool, version)
         if cur is None:
