@@ -13,6 +13,7 @@ the rest (into ``output`` and, if given, a file), else it is left for the caller
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -34,8 +35,44 @@ READY = "recallatron ready"
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands to outgoing connections (Linux's default when unreadable)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_handed_out: set[int] = set()
+_handed_lock = threading.Lock()
+
+
 def free_port() -> int:
-    """A loopback port nothing listens on now (the kernel's pick)."""
+    """A loopback port nothing listens on now, for a service started a moment later.
+
+    Not the kernel's pick (``bind(0)``): that comes from the ephemeral range, where every outgoing
+    connection (to PostgreSQL, between services) also takes its source port, so one could take the
+    port before the service binds it. These come from below that range instead, each test worker
+    (``PYTEST_XDIST_WORKER``) from a slice of its own so that two workers never race for one, and
+    never the same port twice in one process."""
+    low, high = 20000, max(_ephemeral_low(), 20000 + 64)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")
+    index, count = (int(worker), int(workers)) if worker.isdigit() and workers.isdigit() else (0, 1)
+    width = (high - low) // max(count, 1)
+    start = low + width * (index % max(count, 1))
+    with _handed_lock:
+        for _ in range(200):
+            port = start + random.randrange(width)
+            if port in _handed_out:
+                continue
+            try:
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            _handed_out.add(port)
+            return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

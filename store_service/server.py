@@ -523,9 +523,11 @@ def _rerouting(method):
     return handler
 
 
+# LexicalCandidates is rerouted inside, once its caller is known (a request that carried its token
+# names its workspace only after authentication); wrapping it again would retry a missing database twice.
 for _name in s.DESCRIPTOR.services_by_name["StoreService"].methods_by_name:
-    setattr(StoreServicer, _name, _naming(_rerouting(getattr(StoreServicer, _name))))
-# A keyword request that carried its token fails over to the resolved caller's workspace.
+    _method = getattr(StoreServicer, _name)
+    setattr(StoreServicer, _name, _naming(_method if _name == "LexicalCandidates" else _rerouting(_method)))
 StoreServicer._lexical_candidates = _rerouting(StoreServicer._lexical_candidates)
 
 

@@ -27,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 from recallatron.gateway.v1 import gateway_pb2 as g
 from recallatron.memory.v1 import memory_pb2 as m
 
+from client.system import free_port
 from mcp_server import guidance, tools
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,12 +47,6 @@ TOOLS = {
     "recallatron_list_memories",
     "recallatron_get_context",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def gateway_addr(stack) -> str:
