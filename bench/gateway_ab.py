@@ -12,7 +12,14 @@ then a second gateway from ``--other`` (``recallatron serve gateway`` with that 
 checkout's gateway must speak the same store, embed and rank contracts (fields it does not know
 are ignored, so a gateway from before an additive proto change works). Each question is recalled
 once through each gateway per round, the order alternating per question, after one warm-up round
-that is not counted. Re-rank off, top 10, purpose conversation. Prints p50 / p95 per mode and the
+that is not counted. With ``--store``, each side runs a gateway and a store of its own checkout
+(``recallatron serve gateway`` and ``serve store``: B's on ``--other-port`` and the next, A's on the
+two after), both on the same databases and the stack's embed and rank services, so a change to the
+store's side of recall is measured the same way, and both sides are started alike (a run of this
+checkout against itself through ``up``'s gateway and a served one measured 1.035 and 1.089, so
+the sides are not mixed). Their embedding workers find nothing to do on a built workspace.
+
+Re-rank off, top 10, purpose conversation. Prints p50 / p95 per mode and the
 ratio of the p50s (this checkout over the other); never writes. With ``--clients N`` (N > 1), then
 N concurrent clients through each gateway in turn: recalls per second and each process's CPU per
 recall, side by side.
@@ -39,26 +46,29 @@ from bench import corpus
 from bench.args import at_least_one
 from bench.stack import Stack
 from servicekit import clients
+from servicekit.embedded_pg import CONTROL_DB
 
 MODES = {"hybrid": m.RECALL_MODE_HYBRID, "lexical": m.RECALL_MODE_LEXICAL, "dense": m.RECALL_MODE_DENSE}
 READY_SECONDS = 60.0
 
 
-def _other_gateway(other: Path, stack: Stack, addr: str) -> subprocess.Popen:
-    """``recallatron serve gateway`` from the other checkout, on ``addr``, using the stack's services."""
+def _other_service(other: Path, stack: Stack, service: str, addr: str, store: str = "") -> subprocess.Popen:
+    """``recallatron serve <service>`` from the other checkout, on ``addr``, using the stack's services
+    (its store, or ``store``) and databases."""
     env = dict(
         os.environ,
         PYTHONPATH=f"{other}:{other / 'gen'}",
         RECALLATRON_HOME=str(stack.home.resolve()),
-        RECALLATRON_GATEWAY_ADDR=addr,
-        RECALLATRON_STORE_ADDR=stack.addrs["store"],
+        RECALLATRON_GATEWAY_ADDR=stack.addrs["gateway"],
+        RECALLATRON_STORE_ADDR=store or stack.addrs["store"],
         RECALLATRON_EMBED_ADDR=stack.addrs["embed"],
         RECALLATRON_RANK_ADDR=stack.addrs["rank"],
-        RECALLATRON_GATEWAY_METRICS_PORT="0",
+        DATABASE_URL=stack.pg_conninfo(CONTROL_DB),
     )
-    env.pop("DATABASE_URL", None)
+    env[f"RECALLATRON_{service.upper()}_ADDR"] = addr
+    env[f"RECALLATRON_{service.upper()}_METRICS_PORT"] = "0"
     return subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "serve", "gateway"],
+        [sys.executable, "-m", "cli.main", "serve", service],
         cwd=other,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -70,17 +80,19 @@ def _percentile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[int(q * (len(sorted_ms) - 1))]
 
 
-def _concurrent(stack: Stack, other_pid: int, gateways: dict, md, questions, modes: list[str], args) -> None:
+def _concurrent(stack: Stack, started: dict[str, int], gateways: dict, md, questions, modes: list[str], args) -> None:
     """``args.clients`` clients share the questions, through A then B (the order alternating per
     round), ``args.rounds`` rounds per mode after one warm-up round each: recalls per second and the
-    CPU each process spent per recall in each gateway's phases (the store, embed and rank services
-    and PostgreSQL are the same processes for both; each gateway counts its own)."""
-    other = psutil.Process(other_pid)
+    CPU each process spent per recall in each gateway's phases (the embed and rank services and
+    PostgreSQL are the same processes for both; each gateway counts its own, and so does each store
+    with ``--store``). ``started``: the processes started here, as "gateway B", "store A" ..."""
+    procs = {name: psutil.Process(pid) for name, pid in started.items()}
 
     def cpu() -> dict[str, float]:
         out = stack.cpu_seconds()
-        t = other.cpu_times()
-        out["gateway B"] = t.user + t.system
+        for name, proc in procs.items():
+            t = proc.cpu_times()
+            out[name] = t.user + t.system
         return out
 
     def phase(gw, mode: str) -> tuple[int, float]:
@@ -116,8 +128,8 @@ def _concurrent(stack: Stack, other_pid: int, gateways: dict, md, questions, mod
     print("|---|---|---|---|---|---|---|---|---|")
     for (mode, name), acc in totals.items():
         per = {proc: value * 1000 / acc["n"] for proc, value in acc["cpu"].items()}
-        own = per["gateway" if name == "A" else "gateway B"]
-        parts = [own, per["store"], per["embed"], per["rank"], per["postgres"]]
+        own, store = per.get(f"gateway {name}", per["gateway"]), per.get(f"store {name}", per["store"])
+        parts = [own, store, per["embed"], per["rank"], per["postgres"]]
         print(
             f"| {mode} | {name} | {acc['n'] / acc['seconds']:.1f} | "
             + " | ".join(f"{v:.1f}" for v in parts)
@@ -132,7 +144,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=at_least_one, default=2, help="counted rounds over the questions (default 2)")
     ap.add_argument("--modes", default="hybrid,lexical", help="comma-separated: hybrid, lexical, dense")
     ap.add_argument("--home", type=Path, default=corpus.ROOT / ".bench" / "home")
-    ap.add_argument("--other-port", type=int, default=50161)
+    ap.add_argument("--other-port", type=int, default=50161, help="B's gateway; its store on the next port")
+    ap.add_argument("--store", action="store_true", help="B's gateway asks the other checkout's store")
     ap.add_argument(
         "--clients",
         type=at_least_one,
@@ -156,17 +169,19 @@ def main() -> None:
         )
     entry = entries[key]
     stack = Stack.start(args.home)
-    addr = f"127.0.0.1:{args.other_port}"
-    other = _other_gateway(args.other.resolve(), stack, addr)
+    port = args.other_port
+    sides = {"B": (args.other.resolve(), port)} | ({"A": (corpus.ROOT, port + 2)} if args.store else {})
+    started: dict[str, subprocess.Popen] = {}
     try:
-        a, b = client.Gateway(stack.addrs["gateway"], None), client.Gateway(addr, None)
-        probe = clients.channel(addr)
-        deadline = time.monotonic() + READY_SECONDS
-        while not clients.is_serving(probe):
-            if other.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the gateway of {args.other} did not start on {addr}")
-            time.sleep(0.5)
-        probe.close()
+        for side, (checkout, first) in sides.items():
+            gateway, store = f"127.0.0.1:{first}", f"127.0.0.1:{first + 1}" if args.store else ""
+            if args.store:
+                started[f"store {side}"] = _other_service(checkout, stack, "store", store)
+                _wait_serving(started[f"store {side}"], store, checkout)
+            started[f"gateway {side}"] = _other_service(checkout, stack, "gateway", gateway, store)
+            _wait_serving(started[f"gateway {side}"], gateway, checkout)
+        a_addr = f"127.0.0.1:{port + 2}" if args.store else stack.addrs["gateway"]
+        a, b = client.Gateway(a_addr, None), client.Gateway(f"127.0.0.1:{port}", None)
         md = client.bearer(entry["token"])
         questions = corpus.questions()
         ms: dict[tuple[str, str], list[float]] = {}
@@ -182,7 +197,8 @@ def main() -> None:
                         gw.memory.Recall(req, metadata=md, timeout=120)
                         if rnd:  # round 0 warms both
                             ms.setdefault((mode, name), []).append((time.perf_counter() - start) * 1000)
-        print(f"## Gateway A/B at {args.size:,} memories: A = this checkout, B = {args.other}\n")
+        which = "gateway and store" if args.store else "gateway"
+        print(f"## {which.capitalize()} A/B at {args.size:,} memories: A = this checkout, B = {args.other}\n")
         print(f"{len(questions)} questions x {args.rounds} rounds per mode, alternating; ms\n")
         print("| mode | A p50 / p95 | B p50 / p95 | A p50 / B p50 |")
         print("|---|---|---|---|")
@@ -194,13 +210,28 @@ def main() -> None:
                 f"| {a50 / b50:.3f} |"
             )
         if args.clients > 1:
-            _concurrent(stack, other.pid, {"A": a, "B": b}, md, questions, modes, args)
+            pids = {name: proc.pid for name, proc in started.items()}
+            _concurrent(stack, pids, {"A": a, "B": b}, md, questions, modes, args)
         a.close()
         b.close()
     finally:
-        other.terminate()
-        other.wait()
+        for proc in started.values():
+            proc.terminate()
+            proc.wait()
         stack.stop()
+
+
+def _wait_serving(proc: subprocess.Popen, addr: str, other: Path) -> None:
+    """Returns once ``proc`` serves on ``addr``; SystemExit when it stops or takes over READY_SECONDS."""
+    probe = clients.channel(addr)
+    deadline = time.monotonic() + READY_SECONDS
+    try:
+        while not clients.is_serving(probe):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the service of {other} did not start on {addr}")
+            time.sleep(0.5)
+    finally:
+        probe.close()
 
 
 if __name__ == "__main__":

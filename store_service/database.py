@@ -136,6 +136,48 @@ def _configure(conn: psycopg.Connection) -> None:
     register_vector(conn)
 
 
+def _reset(conn: psycopg.Connection) -> None:
+    """A connection given back to its pool as every call takes it: in a transaction block at the
+    server's default isolation, read-write (``read_snapshot`` and ``one_statement`` change these
+    for one use and put them back; this is the net for a use that could not)."""
+    if conn.autocommit or conn.read_only is not None or conn.isolation_level is not None:
+        conn.autocommit, conn.read_only, conn.isolation_level = False, None, None
+
+
+@contextlib.contextmanager
+def read_snapshot(conn: psycopg.Connection):
+    """The block's statements in one REPEATABLE READ, READ ONLY transaction, begun by a single
+    ``BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`` (not a BEGIN and then a SET TRANSACTION: a
+    round trip fewer on every recall), when ``conn`` is idle; inside a caller's own transaction its
+    isolation applies. A candidate arm's rows, their chain verdicts and the memories it carries are
+    read this way, so all of them see one database state."""
+    if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+        yield
+        return
+    conn.isolation_level, conn.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
+    try:
+        with conn.transaction():
+            yield
+    finally:
+        if not conn.closed and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+            conn.isolation_level, conn.read_only = None, None  # else broken: the pool discards it
+
+
+@contextlib.contextmanager
+def one_statement(conn: psycopg.Connection):
+    """``conn`` in autocommit for the block: for a lone read such as a token's lookup, which needs
+    no transaction around it (a BEGIN and a COMMIT are two round trips of three)."""
+    if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+        yield
+        return
+    conn.autocommit = True
+    try:
+        yield
+    finally:
+        if not conn.closed and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+            conn.autocommit = False  # else broken: the pool discards it
+
+
 class NotAnswering(psycopg.OperationalError):
     """The server accepted a connection but did not answer a query in time: taken for down."""
 
@@ -311,6 +353,7 @@ class Pool(ConnectionPool):
             connection_class=_tracked(health, self.missing),
             kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS},
             check=self._check,
+            reset=_reset,
             timeout=POOL_WAIT_SECONDS,
             reconnect_timeout=RECONNECT_SECONDS,
             reconnect_failed=lambda pool: None if self.missing.is_set() else health.refused(),

@@ -22,6 +22,8 @@ from store_service.database import (
     WorkspaceHandle,
     check_answering,
     new_db_name,
+    one_statement,
+    read_snapshot,
 )
 
 
@@ -100,3 +102,53 @@ def test_a_held_workspace_handle_survives_its_pool_being_closed(stack, pg):
         assert not dbs.workspace(first).closed and dbs.workspace(first) is not held
     finally:
         dbs.close()
+
+
+def _settings(conn: psycopg.Connection) -> tuple:
+    return conn.execute(
+        "SELECT current_setting('transaction_isolation'), current_setting('transaction_read_only')"
+    ).fetchone()
+
+
+def test_a_read_snapshot_is_one_repeatable_read_only_transaction_and_the_pool_gets_its_connection_back_as_lent(pg):
+    pool = Pool(pg, health=ServerHealth("pg1"), min_size=1, max_size=1, name="snapshots")
+    pool.open(wait=True, timeout=10)
+    try:
+        with pool.connection() as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS snap_probe (n int)")
+            conn.execute("TRUNCATE snap_probe")
+        with pool.connection() as conn, read_snapshot(conn):
+            assert _settings(conn) == ("repeatable read", "on")
+            before = conn.execute("SELECT count(*) FROM snap_probe").fetchone()[0]
+            with psycopg.connect(pg, autocommit=True) as other:
+                other.execute("INSERT INTO snap_probe VALUES (1)")
+            assert conn.execute("SELECT count(*) FROM snap_probe").fetchone()[0] == before  # one state
+            with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+                with conn.transaction():
+                    conn.execute("INSERT INTO snap_probe VALUES (2)")
+        # A block that fails inside, and one left with its settings changed (the pool's net), are
+        # both lent out again in the server's defaults, read-write.
+        with pytest.raises(ZeroDivisionError), pool.connection() as conn, read_snapshot(conn):
+            conn.execute("SELECT 1")
+            raise ZeroDivisionError
+        with pool.connection() as conn:
+            conn.read_only, conn.isolation_level = True, psycopg.IsolationLevel.SERIALIZABLE
+        with pool.connection() as conn, one_statement(conn):
+            assert conn.autocommit and _settings(conn) == ("read committed", "off")
+        with pool.connection() as conn:
+            assert not conn.autocommit and (conn.read_only, conn.isolation_level) == (None, None)
+            assert _settings(conn) == ("read committed", "off")
+            conn.execute("INSERT INTO snap_probe VALUES (3)")
+        with pool.connection() as conn:
+            assert conn.execute("SELECT count(*) FROM snap_probe WHERE n = 3").fetchone()[0] == 1
+            conn.execute("DROP TABLE snap_probe")
+    finally:
+        pool.close()
+
+
+def test_a_read_snapshot_inside_a_callers_transaction_keeps_its_isolation(pg):
+    with psycopg.connect(pg) as conn:
+        conn.execute("SELECT 1")  # a transaction begun by the caller
+        with read_snapshot(conn):
+            assert _settings(conn) == ("read committed", "off")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS

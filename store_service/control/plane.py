@@ -22,7 +22,7 @@ from servicekit.errors import (
     Unauthenticated,
     WorkspaceUnavailable,
 )
-from store_service.database import Databases, named, new_db_name
+from store_service.database import Databases, named, new_db_name, one_statement
 from store_service.vocabulary import MODE_OF, MODES, PURPOSE_OF, PURPOSES, ROLE_OF, ROLES, enum_value
 
 log = logging.getLogger(__name__)
@@ -418,7 +418,7 @@ class ControlPlane:
         """Resolves a bearer token; UNAUTHENTICATED for an unknown, revoked or malformed one."""
         if not token or len(token) > MAX_TOKEN_CHARS:
             raise Unauthenticated("missing or invalid token")
-        with self.dbs.control.connection() as conn:
+        with self.dbs.control.connection() as conn, one_statement(conn):  # every call asks this
             row = (
                 named(conn)
                 .execute(

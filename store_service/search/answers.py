@@ -19,6 +19,7 @@ from servicekit.caller import check_purpose_granted
 from servicekit.errors import InvalidArgument
 from servicekit.limits import DIMENSIONS, MAX_CANDIDATE_LIMIT, MAX_QUERY_CHARS, MAX_TOP_K
 from store_service.access import expiry
+from store_service.database import read_snapshot
 from store_service.records import entities, entity_groups, memories, validity, windows
 from store_service.search import candidates
 
@@ -117,20 +118,21 @@ def lexical(
 
     def answer(conn: psycopg.Connection) -> s.LexicalCandidatesResponse:
         query = request.query.replace("\x00", " ")
-        rows = candidates.lexical_with_matches(
-            conn,
-            request.caller,
-            purpose,
-            query,
-            limit,
-            request.include_superseded,
-            entity_groups.members_of(conn, request.caller, entities.parse_filter(request.entity_ids)),
-            expiry_days=expiry_days,
-            window=window,
-        )
-        return s.LexicalCandidatesResponse(
-            candidates=_with_verdicts(conn, request.caller, rows, memories_top, window, carry)
-        )
+        with read_snapshot(conn):  # the rows, their verdicts and memories as of one state
+            rows = candidates.lexical_with_matches(
+                conn,
+                request.caller,
+                purpose,
+                query,
+                limit,
+                request.include_superseded,
+                entity_groups.members_of(conn, request.caller, entities.parse_filter(request.entity_ids)),
+                expiry_days=expiry_days,
+                window=window,
+            )
+            return s.LexicalCandidatesResponse(
+                candidates=_with_verdicts(conn, request.caller, rows, memories_top, window, carry)
+            )
 
     return answer
 
@@ -155,21 +157,22 @@ def dense(request: s.DenseCandidatesRequest) -> Callable[[psycopg.Connection], s
     carry = _carry(request)
 
     def answer(conn: psycopg.Connection) -> s.DenseCandidatesResponse:
-        rows, current = candidates.dense(
-            conn,
-            request.caller,
-            purpose,
-            vector,
-            request.input_version,
-            request.floor,
-            limit,
-            entity_groups.members_of(conn, request.caller, entities.parse_filter(request.entity_ids)),
-            expiry_days=expiry_days,
-            window=window,
-        )
-        return s.DenseCandidatesResponse(
-            candidates=_with_verdicts(conn, request.caller, rows, memories_top, window, carry),
-            stamp_current=current,
-        )
+        with read_snapshot(conn):  # the rows, their verdicts and memories as of one state
+            rows, current = candidates.dense(
+                conn,
+                request.caller,
+                purpose,
+                vector,
+                request.input_version,
+                request.floor,
+                limit,
+                entity_groups.members_of(conn, request.caller, entities.parse_filter(request.entity_ids)),
+                expiry_days=expiry_days,
+                window=window,
+            )
+            return s.DenseCandidatesResponse(
+                candidates=_with_verdicts(conn, request.caller, rows, memories_top, window, carry),
+                stamp_current=current,
+            )
 
     return answer

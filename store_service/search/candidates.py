@@ -48,7 +48,6 @@ The statistics are unchanged: rows left out are readable and stay counted
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import math
 import uuid
@@ -60,7 +59,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 
 from store_service.access import expiry
 from store_service.access.readability import READABLE, caller_params
-from store_service.database import named
+from store_service.database import named, read_snapshot
 from store_service.records import windows
 from store_service.records.windows import OPEN, Window
 from store_service.search import analysis, bm25, lexical_index
@@ -132,21 +131,6 @@ def _question_size(kept: list[str], identifiers: list[str]) -> int:
     return sum(1 for t in kept if t not in parts)
 
 
-@contextlib.contextmanager
-def _one_snapshot(conn: psycopg.Connection):
-    """Runs the keyword arm's statements in one REPEATABLE READ, READ ONLY transaction when the
-    connection is idle, so the statistics, the blocks and the id lookup see one database state: a
-    memory forgotten or corrected meanwhile is wholly in or wholly out, never a scored number
-    without an id (which left the answer short of its limit; found by a hostile review). Inside a
-    caller's own transaction its isolation applies, and a number that lost its id is left out."""
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        yield
-        return
-    with conn.transaction():
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        yield
-
-
 def _lexical(
     conn: psycopg.Connection,
     caller: m.Caller,
@@ -160,14 +144,20 @@ def _lexical(
     window: Window = OPEN,
 ) -> tuple[list[tuple[uuid.UUID, float, int, int]], list[str]]:
     """``lexical``'s rows, each ``(id, score, scored terms it holds, lookup identifiers it holds)``
-    (``lookup_identifiers``), and the terms BM25 scored. Read in one snapshot (``_one_snapshot``)."""
+    (``lookup_identifiers``), and the terms BM25 scored.
+
+    Read in one snapshot (``database.read_snapshot``), so the statistics, the blocks and the id
+    lookup see one database state: a memory forgotten or corrected meanwhile is wholly in or wholly
+    out, never a scored number without an id (which left the answer short of its limit; found by a
+    hostile review). Inside a caller's own transaction its isolation applies, and a number that lost
+    its id is left out."""
     terms = analysis.query_terms(text)
     params = caller_params(caller)
     if not terms or purpose not in params["purposes"]:
         return [], []  # no statement: nothing to read, no transaction
     # Retired memories live in the superseded partitions; a read in time tests which of them count.
     include_superseded = include_superseded or window.in_time
-    with _one_snapshot(conn):
+    with read_snapshot(conn):
         audiences = [WORKSPACE, uuid.UUID(caller.member_id)]
         superseded = [False, True] if include_superseded else [False]
         if entity_ids:
@@ -472,7 +462,7 @@ def dense(
             .fetchall()
         )
 
-    with conn.transaction():
+    with read_snapshot(conn):
         # The settings in one round trip (several statements are allowed in one query without parameters).
         # No parallel workers: the exact order of a window was planned as a parallel scan, whose
         # workers compete with the keyword arm and the other calls for the same cores. A custom plan
