@@ -136,21 +136,25 @@ def _configure(conn: psycopg.Connection) -> None:
     register_vector(conn)
 
 
-def _reset(conn: psycopg.Connection) -> None:
-    """A connection given back to its pool as every call takes it: in a transaction block at the
-    server's default isolation, read-write (``read_snapshot`` and ``one_statement`` change these
-    for one use and put them back; this is the net for a use that could not)."""
-    if conn.autocommit or conn.read_only is not None or conn.isolation_level is not None:
-        conn.autocommit, conn.read_only, conn.isolation_level = False, None, None
+def _restore(conn: psycopg.Connection, **defaults) -> None:
+    """Puts ``defaults`` (connection attributes) back on ``conn`` after one use changed them, or
+    closes it when it cannot be (not idle: broken), so its pool discards it rather than lend it out
+    as that use left it. Not a pool ``reset`` callback: psycopg_pool then gives every connection
+    back through a worker thread, later than the call that used it (and a hand-off per call)."""
+    if not conn.closed and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+        for name, value in defaults.items():
+            setattr(conn, name, value)
+    else:
+        conn.close()
 
 
 @contextlib.contextmanager
 def read_snapshot(conn: psycopg.Connection):
     """The block's statements in one REPEATABLE READ, READ ONLY transaction, begun by a single
     ``BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`` (not a BEGIN and then a SET TRANSACTION: a
-    round trip fewer on every recall), when ``conn`` is idle; inside a caller's own transaction its
-    isolation applies. A candidate arm's rows, their chain verdicts and the memories it carries are
-    read this way, so all of them see one database state."""
+    round trip fewer on every recall), when ``conn`` is idle, its defaults put back after it; inside
+    a caller's own transaction its isolation applies. A candidate arm's rows, their chain verdicts
+    and the memories it carries are read this way, so all of them see one database state."""
     if conn.info.transaction_status != pq.TransactionStatus.IDLE:
         yield
         return
@@ -159,8 +163,7 @@ def read_snapshot(conn: psycopg.Connection):
         with conn.transaction():
             yield
     finally:
-        if not conn.closed and conn.info.transaction_status == pq.TransactionStatus.IDLE:
-            conn.isolation_level, conn.read_only = None, None  # else broken: the pool discards it
+        _restore(conn, isolation_level=None, read_only=None)
 
 
 @contextlib.contextmanager
@@ -174,8 +177,7 @@ def one_statement(conn: psycopg.Connection):
     try:
         yield
     finally:
-        if not conn.closed and conn.info.transaction_status == pq.TransactionStatus.IDLE:
-            conn.autocommit = False  # else broken: the pool discards it
+        _restore(conn, autocommit=False)
 
 
 class NotAnswering(psycopg.OperationalError):
@@ -353,7 +355,6 @@ class Pool(ConnectionPool):
             connection_class=_tracked(health, self.missing),
             kwargs={"connect_timeout": CONNECT_TIMEOUT_SECONDS},
             check=self._check,
-            reset=_reset,
             timeout=POOL_WAIT_SECONDS,
             reconnect_timeout=RECONNECT_SECONDS,
             reconnect_failed=lambda pool: None if self.missing.is_set() else health.refused(),

@@ -110,7 +110,7 @@ def _settings(conn: psycopg.Connection) -> tuple:
     ).fetchone()
 
 
-def test_a_read_snapshot_is_one_repeatable_read_only_transaction_and_the_pool_gets_its_connection_back_as_lent(pg):
+def test_a_read_snapshot_is_one_repeatable_read_only_transaction_and_its_connection_goes_back_as_lent(pg):
     pool = Pool(pg, health=ServerHealth("pg1"), min_size=1, max_size=1, name="snapshots")
     pool.open(wait=True, timeout=10)
     try:
@@ -126,13 +126,17 @@ def test_a_read_snapshot_is_one_repeatable_read_only_transaction_and_the_pool_ge
             with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
                 with conn.transaction():
                     conn.execute("INSERT INTO snap_probe VALUES (2)")
-        # A block that fails inside, and one left with its settings changed (the pool's net), are
-        # both lent out again in the server's defaults, read-write.
+        # A block that fails inside, and one whose connection the server ends inside, leave the pool
+        # lending connections in the server's defaults, read-write.
         with pytest.raises(ZeroDivisionError), pool.connection() as conn, read_snapshot(conn):
             conn.execute("SELECT 1")
             raise ZeroDivisionError
-        with pool.connection() as conn:
-            conn.read_only, conn.isolation_level = True, psycopg.IsolationLevel.SERIALIZABLE
+        with pytest.raises(psycopg.OperationalError), pool.connection() as conn, read_snapshot(conn):
+            _terminate(pg, conn)
+            conn.execute("SELECT 1")
+        with pytest.raises(psycopg.OperationalError), pool.connection() as conn, one_statement(conn):
+            _terminate(pg, conn)
+            conn.execute("SELECT 1")
         with pool.connection() as conn, one_statement(conn):
             assert conn.autocommit and _settings(conn) == ("read committed", "off")
         with pool.connection() as conn:
