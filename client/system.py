@@ -55,12 +55,16 @@ def free_port() -> int:
     port before the service binds it. These come from below that range instead, each test worker
     (``PYTEST_XDIST_WORKER``) from a slice of its own so that two workers never race for one, and
     never the same port twice in one process."""
-    low, high = 20000, max(_ephemeral_low(), 20000 + 64)
+    low, high = 20000, _ephemeral_low()
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")
     index, count = (int(worker), int(workers)) if worker.isdigit() and workers.isdigit() else (0, 1)
-    width = (high - low) // max(count, 1)
-    start = low + width * (index % max(count, 1))
+    count = max(count, 1)
+    width = (high - low) // count
+    if width < 256:  # a host whose ephemeral range starts low, or very many workers: the whole range
+        low, high = 20000, max(high, 32768)
+        width, index = high - low, 0
+    start = low + width * (index % count)
     with _handed_lock:
         for _ in range(200):
             port = start + random.randrange(width)

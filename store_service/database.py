@@ -136,13 +136,13 @@ def _configure(conn: psycopg.Connection) -> None:
     register_vector(conn)
 
 
-def _restore(conn: psycopg.Connection, **defaults) -> None:
-    """Puts ``defaults`` (connection attributes) back on ``conn`` after one use changed them, or
+def _restore(conn: psycopg.Connection, saved: dict) -> None:
+    """Puts the ``saved`` connection attributes back on ``conn`` after one use changed them, or
     closes it when it cannot be (not idle: broken), so its pool discards it rather than lend it out
     as that use left it. Not a pool ``reset`` callback: psycopg_pool then gives every connection
     back through a worker thread, later than the call that used it (and a hand-off per call)."""
     if not conn.closed and conn.info.transaction_status == pq.TransactionStatus.IDLE:
-        for name, value in defaults.items():
+        for name, value in saved.items():
             setattr(conn, name, value)
     else:
         conn.close()
@@ -152,18 +152,19 @@ def _restore(conn: psycopg.Connection, **defaults) -> None:
 def read_snapshot(conn: psycopg.Connection):
     """The block's statements in one REPEATABLE READ, READ ONLY transaction, begun by a single
     ``BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`` (not a BEGIN and then a SET TRANSACTION: a
-    round trip fewer on every recall), when ``conn`` is idle, its defaults put back after it; inside
+    round trip fewer on every recall), when ``conn`` is idle, its own settings put back after; inside
     a caller's own transaction its isolation applies. A candidate arm's rows, their chain verdicts
     and the memories it carries are read this way, so all of them see one database state."""
     if conn.info.transaction_status != pq.TransactionStatus.IDLE:
         yield
         return
+    saved = {"isolation_level": conn.isolation_level, "read_only": conn.read_only}
     conn.isolation_level, conn.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
     try:
         with conn.transaction():
             yield
     finally:
-        _restore(conn, isolation_level=None, read_only=None)
+        _restore(conn, saved)
 
 
 @contextlib.contextmanager
@@ -173,11 +174,12 @@ def one_statement(conn: psycopg.Connection):
     if conn.info.transaction_status != pq.TransactionStatus.IDLE:
         yield
         return
+    saved = {"autocommit": conn.autocommit}
     conn.autocommit = True
     try:
         yield
     finally:
-        _restore(conn, autocommit=False)
+        _restore(conn, saved)
 
 
 class NotAnswering(psycopg.OperationalError):

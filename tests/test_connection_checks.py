@@ -156,3 +156,15 @@ def test_a_read_snapshot_inside_a_callers_transaction_keeps_its_isolation(pg):
         with read_snapshot(conn):
             assert _settings(conn) == ("read committed", "off")
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+
+
+def test_the_helpers_put_back_the_connections_own_settings(pg):
+    with psycopg.connect(pg, autocommit=True) as conn:
+        with one_statement(conn):
+            assert conn.autocommit
+        assert conn.autocommit  # it was in autocommit before: still is
+    with psycopg.connect(pg) as conn:
+        conn.isolation_level, conn.read_only = psycopg.IsolationLevel.SERIALIZABLE, False
+        with read_snapshot(conn):
+            assert _settings(conn) == ("repeatable read", "on")
+        assert (conn.isolation_level, conn.read_only) == (psycopg.IsolationLevel.SERIALIZABLE, False)

@@ -35,3 +35,13 @@ def test_odd_worker_names_fall_back_to_the_whole_range(monkeypatch):
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "master")
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "x")
     assert 20000 <= system.free_port() < system._ephemeral_low()
+
+
+def test_a_low_ephemeral_range_or_very_many_workers_still_gives_ports(monkeypatch):
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw7")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "100")
+    assert 20000 <= system.free_port() < max(system._ephemeral_low(), 32768)
+    monkeypatch.setattr(system, "_ephemeral_low", lambda: 1024)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
+    ports = {system.free_port() for _ in range(20)}
+    assert len(ports) == 20 and all(20000 <= p < 32768 for p in ports)

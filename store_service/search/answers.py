@@ -106,7 +106,7 @@ def lexical(
 ) -> Callable[[psycopg.Connection], s.LexicalCandidatesResponse]:
     """The keyword arm's answer to ``request``, to run on the caller's connection. INVALID_ARGUMENT
     for a bad limit, a query over ``MAX_QUERY_CHARS`` characters, a bad gate, window or ``memories_top``
-    (now) or a bad entity filter (when run); PERMISSION_DENIED for a purpose not granted."""
+    or a bad entity filter (all now); PERMISSION_DENIED for a purpose not granted."""
     purpose = check_purpose_granted(request.caller, request.purpose)
     limit = _limit(request.limit)
     if len(request.query) > MAX_QUERY_CHARS:
@@ -115,9 +115,12 @@ def lexical(
     window = windows.of(request)
     memories_top = _memories_top(request.memories_top)
     carry = _carry(request)
+    entity_ids = entities.parse_filter(request.entity_ids)
 
     def answer(conn: psycopg.Connection) -> s.LexicalCandidatesResponse:
         query = request.query.replace("\x00", " ")
+        if not candidates.has_terms(query):
+            return s.LexicalCandidatesResponse()  # nothing to read: no statement, no transaction
         with read_snapshot(conn):  # the rows, their verdicts and memories as of one state
             rows = candidates.lexical_with_matches(
                 conn,
@@ -126,7 +129,7 @@ def lexical(
                 query,
                 limit,
                 request.include_superseded,
-                entity_groups.members_of(conn, request.caller, entities.parse_filter(request.entity_ids)),
+                entity_groups.members_of(conn, request.caller, entity_ids),
                 expiry_days=expiry_days,
                 window=window,
             )
@@ -140,7 +143,7 @@ def lexical(
 def dense(request: s.DenseCandidatesRequest) -> Callable[[psycopg.Connection], s.DenseCandidatesResponse]:
     """The meaning arm's answer to ``request``, to run on the caller's connection. INVALID_ARGUMENT
     for a bad limit, a vector not of ``DIMENSIONS`` finite numbers, a floor outside 0..1, a bad gate,
-    window or ``memories_top`` (now) or a bad entity filter (when run); PERMISSION_DENIED for a
+    window, ``memories_top`` or entity filter (all now); PERMISSION_DENIED for a
     purpose not granted."""
     purpose = check_purpose_granted(request.caller, request.purpose)
     limit = _limit(request.limit)
@@ -155,6 +158,7 @@ def dense(request: s.DenseCandidatesRequest) -> Callable[[psycopg.Connection], s
     window = windows.of(request)
     memories_top = _memories_top(request.memories_top)
     carry = _carry(request)
+    entity_ids = entities.parse_filter(request.entity_ids)
 
     def answer(conn: psycopg.Connection) -> s.DenseCandidatesResponse:
         with read_snapshot(conn):  # the rows, their verdicts and memories as of one state
@@ -166,7 +170,7 @@ def dense(request: s.DenseCandidatesRequest) -> Callable[[psycopg.Connection], s
                 request.input_version,
                 request.floor,
                 limit,
-                entity_groups.members_of(conn, request.caller, entities.parse_filter(request.entity_ids)),
+                entity_groups.members_of(conn, request.caller, entity_ids),
                 expiry_days=expiry_days,
                 window=window,
             )

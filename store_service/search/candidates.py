@@ -105,6 +105,11 @@ def lexical(
     return [(mid, score) for mid, score, *_ in rows]
 
 
+def has_terms(text: str) -> bool:
+    """Whether ``text`` holds a term the keyword arm can score (else it reads nothing: no statement)."""
+    return bool(analysis.query_terms(text))
+
+
 def lexical_with_matches(
     conn: psycopg.Connection, *query, expiry_days: int = 0, window: Window = OPEN
 ) -> list[tuple[uuid.UUID, float, int, bool]]:
@@ -494,4 +499,7 @@ def dense(
             .fetchone()
             .current
         )
+        # The snapshot may go on (the verdicts and memories of these rows, answers.dense): their
+        # statements keep their cached plans and parallel workers as outside it.
+        conn.execute("RESET plan_cache_mode; RESET max_parallel_workers_per_gather")
     return [(r.memory_id, float(r.cosine)) for r in rows], current
