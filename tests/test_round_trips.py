@@ -7,18 +7,22 @@ from __future__ import annotations
 import tempfile
 import uuid
 
+import numpy as np
 import psycopg
 import pytest
 from conftest import scratch_workspace_db
+from pgvector.psycopg import register_vector
 from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 
-from store_service.search import answers
+from servicekit.errors import InvalidArgument
+from store_service.search import answers, candidates
 
 
 @pytest.fixture
 def workspace_conn(pg):
     with scratch_workspace_db(pg) as url, psycopg.connect(url) as conn:
+        register_vector(conn)  # as the store's pools do
         yield conn
 
 
@@ -52,17 +56,37 @@ def test_a_question_with_nothing_to_score_makes_no_round_trip(workspace_conn, qu
     assert _round_trips(sent) == 0 and list(answered[0].candidates) == []
 
 
-def test_a_bad_entity_filter_is_refused_before_any_statement(workspace_conn):
+def test_a_bad_entity_filter_is_refused_before_any_statement():
     req = s.LexicalCandidatesRequest(
         caller=CALLER, purpose=m.PURPOSE_CONVERSATION, query="kestrel", limit=10, entity_ids=["not-a-uuid"]
     )
-    with pytest.raises(Exception, match="entity_ids must be UUIDs"):
-        answers.lexical(req)
+    with pytest.raises(InvalidArgument, match="entity_ids must be UUIDs"):
+        answers.lexical(req)  # the request's check: no connection yet
     dense = s.DenseCandidatesRequest(
         caller=CALLER, purpose=m.PURPOSE_CONVERSATION, vector=[0.1] * 384, limit=10, entity_ids=["x"]
     )
-    with pytest.raises(Exception, match="entity_ids must be UUIDs"):
+    with pytest.raises(InvalidArgument, match="entity_ids must be UUIDs"):
         answers.dense(dense)
+
+
+def test_the_meaning_arms_plan_settings_end_with_its_statements_whoever_holds_the_transaction(workspace_conn):
+    vector = [1.0] + [0.0] * 383
+    req = s.DenseCandidatesRequest(
+        caller=CALLER, purpose=m.PURPOSE_CONVERSATION, vector=vector, limit=10, input_version="v"
+    )
+    inside = _traced(workspace_conn, lambda: answers.dense(req)(workspace_conn))
+    alone = _traced(
+        workspace_conn,
+        lambda: candidates.dense(
+            workspace_conn, CALLER, "conversation", np.array(vector, dtype=np.float32), "v", 0.3, 10
+        ),
+    )
+    assert workspace_conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    # In the answer's snapshot the verdicts' statements follow, so the settings are reset; a
+    # snapshot of its own ends at its COMMIT, which ends them without a round trip more.
+    assert sum("RESET plan_cache_mode" in line for line in inside) == 1
+    assert not any("RESET" in line for line in alone)
+    assert _round_trips(alone) == _round_trips(inside) - 1
 
 
 def test_an_answer_that_reads_begins_one_read_only_snapshot_and_ends_it(workspace_conn):

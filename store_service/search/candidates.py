@@ -467,6 +467,7 @@ def dense(
             .fetchall()
         )
 
+    inside = conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
     with read_snapshot(conn):
         # The settings in one round trip (several statements are allowed in one query without parameters).
         # No parallel workers: the exact order of a window was planned as a parallel scan, whose
@@ -499,7 +500,9 @@ def dense(
             .fetchone()
             .current
         )
-        # The snapshot may go on (the verdicts and memories of these rows, answers.dense): their
-        # statements keep their cached plans and parallel workers as outside it.
-        conn.execute("RESET plan_cache_mode; RESET max_parallel_workers_per_gather")
+        if inside:
+            # The caller's transaction goes on (answers.dense reads these rows' verdicts and memories
+            # in it): its next statements keep their cached plans and parallel workers. A snapshot
+            # of its own ends here, and the settings with it.
+            conn.execute("RESET plan_cache_mode; RESET max_parallel_workers_per_gather")
     return [(r.memory_id, float(r.cosine)) for r in rows], current
