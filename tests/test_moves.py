@@ -164,6 +164,36 @@ def test_a_move_under_writes_loses_nothing_and_drops_the_old_database(servers, c
     assert hits and all(h.memory.id in stored for h in hits)
 
 
+@pytest.mark.cluster
+def test_a_session_ended_by_a_move_is_its_routine_and_one_ended_otherwise_a_failure(servers):
+    """A move ends the source's sessions (read-only, then dropped), and the embedding job meets
+    that as AdminShutdown. That is a move's routine only while a move is recorded: a server shutting
+    down ends sessions the same way, and that must still be logged and counted as a failure."""
+    stack, _, _ = servers
+    ws, _ = seeded(stack, "sessions ended", 3)
+    db = f"recallatron_ws_{ws.replace('-', '')}"
+    worker, conninfo = stack.store.worker, make_conninfo(stack.store.dbs.servers["pg1"], dbname=db)
+    with psycopg.connect(conninfo, autocommit=True) as victim, psycopg.connect(conninfo, autocommit=True) as killer:
+        pid = victim.execute("SELECT pg_backend_pid()").fetchone()[0]
+        assert killer.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
+        with pytest.raises(psycopg.errors.AdminShutdown) as ended:
+            victim.execute("SELECT 1")
+    assert worker._by_move(ended.value, db) is False
+    with psycopg.connect(stack.store.dbs.control_conninfo, autocommit=True) as control:
+        for column in ("moving_to", "moved_from"):
+            control.execute(
+                sql.SQL("UPDATE workspace SET {} = 'pg2' WHERE id = %s").format(sql.Identifier(column)), (ws,)
+            )
+            try:
+                assert worker._by_move(ended.value, db) is True, column
+                assert worker._by_move(psycopg.errors.QueryCanceled(), db) is False  # only the ended session
+            finally:
+                control.execute(
+                    sql.SQL("UPDATE workspace SET {} = NULL WHERE id = %s").format(sql.Identifier(column)), (ws,)
+                )
+    assert worker._by_move(ended.value, "recallatron_ws_unknown") is False
+
+
 def _wrapped_pg_bin(folder, started, program: str, read_input_first: bool = False) -> None:
     """A pg_bin folder whose ``program`` (pg_dump or pg_restore) says it started (a file) and waits
     5 s before the real one runs, having read all its input first when ``read_input_first``: the

@@ -80,6 +80,7 @@ def misfits(page, what: str) -> list[str]:
     elements reaching past the screen), or a control or header link outside a table (tables scroll
     inside themselves) lying past its edge."""
     found = []
+    page.wait_for_load_state()  # a page still loading has no body to measure yet
     widths = page.evaluate("() => [document.documentElement.scrollWidth, document.body.scrollWidth]")
     if max(widths) > WIDTH:
         wide = page.evaluate(
@@ -150,6 +151,7 @@ def test_a_correction_at_phone_width(stack, web_screen, phone, world):
 
     page.locator("details#forget summary").click()
     page.get_by_role("button", name="Review what is forgotten").click()
+    expect(page.get_by_role("button", name="Forget it")).to_be_visible()  # the review page, loaded
     assert misfits(page, "forget review") == []
     page.get_by_role("button", name="Forget it").click()
     expect(page.locator("#forgotten")).to_be_visible()

@@ -123,6 +123,7 @@ def visit_every_page(page, base: str, path: str) -> list[str]:
     seen = [page.content()]
     while page.locator("#next-page").count():
         page.locator("#next-page").click()
+        page.wait_for_load_state()  # the next page's whole document, not one still loading
         seen.append(page.content())
         assert len(seen) < 100
     return seen

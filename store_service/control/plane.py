@@ -522,6 +522,17 @@ class ControlPlane:
             for r in rows
         }
 
+    def in_move(self, db_name: str) -> bool:
+        """Whether a move of the workspace whose database is ``db_name`` is under way or not yet
+        finished (``moving_to`` or ``moved_from`` recorded): its source's sessions are then ended
+        on purpose (store_service/control/moves.py)."""
+        with self.dbs.control.connection() as conn:
+            row = conn.execute(
+                "SELECT moving_to IS NOT NULL OR moved_from IS NOT NULL FROM workspace WHERE db_name = %s",
+                (db_name,),
+            ).fetchone()
+        return bool(row and row[0])
+
     def workspaces(self) -> list[Workspace]:
         """Every workspace not being deleted."""
         with self.dbs.control.connection() as conn:

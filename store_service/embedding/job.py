@@ -58,6 +58,9 @@ SWEEP_SECONDS = 60.0
 # What a workspace's move (store_service/control/moves.py) makes its database answer for a while:
 # read-only, then gone from the old server. Not a failure of the job; the copy keeps the jobs.
 MOVED = (psycopg.errors.ReadOnlySqlTransaction, MissingDatabase, DroppedDatabase)
+# A session the move ends (turning the source read-only, or dropping it) fails with this; so does one
+# of a server shutting down, which is why it is a move's routine only while a move is recorded.
+ENDED = psycopg.errors.AdminShutdown
 # A sweep that had to skip a database server that was down runs again this soon.
 RESWEEP_SECONDS = 5.0
 BACKLOG_SECONDS = 1.0  # the backlog gauge is recounted at most this often
@@ -197,6 +200,18 @@ class EmbeddingWorker:
         self.forget_db(db_name)
         return True
 
+    def _by_move(self, exc: BaseException, db_name: str) -> bool:
+        """Whether ``exc`` is what a move of ``db_name`` makes its database answer for a while, a
+        routine of the move rather than a failure of the job."""
+        if isinstance(exc, MOVED):
+            return True
+        if not isinstance(exc, ENDED):
+            return False
+        try:
+            return self.control.in_move(db_name)
+        except psycopg.Error:  # the control plane unreachable: say it as a failure, the safe side
+            return False
+
     def _placed(self) -> list:
         """Every workspace row, noting the server of each database."""
         found = self.control.workspaces()
@@ -267,7 +282,7 @@ class EmbeddingWorker:
                 if self._gone(ws.db_name):  # deleted since it was listed: nothing to sweep
                     continue
                 skipped = True  # swept again within RESWEEP_SECONDS
-                if isinstance(exc, MOVED):  # read-only while it is copied, or just moved
+                if self._by_move(exc, ws.db_name):  # read-only while it is copied, or just moved
                     log.info("embedding sweep passes over a workspace being moved: %s", exc)
                 else:
                     log.warning("embedding sweep could not look at one workspace (%s); it will again", exc)
@@ -309,7 +324,7 @@ class EmbeddingWorker:
                         if self._gone(db_name):  # deleted: its jobs went with its database
                             continue
                         self._placed()  # moved to another server, perhaps: look where it is now
-                        if isinstance(exc, MOVED):  # a move's routine: its jobs go with the copy
+                        if self._by_move(exc, db_name):  # a move's routine: its jobs go with the copy
                             if db_name not in self._waiting_for_move:  # said once per move, not per cycle
                                 self._waiting_for_move.add(db_name)
                                 log.info("embedding in a workspace being moved waits for the move: %s", exc)
@@ -394,7 +409,7 @@ class EmbeddingWorker:
                     try:
                         self._release(pool, b)
                     except psycopg.Error as exc:
-                        if not isinstance(exc, MOVED):
+                        if not self._by_move(exc, db_name):
                             log.exception("could not give back an embedding lease (it runs out by itself)")
             raise
 
