@@ -179,6 +179,8 @@ def test_a_session_ended_by_a_move_is_its_routine_and_one_ended_otherwise_a_fail
         with pytest.raises(psycopg.errors.AdminShutdown) as ended:
             victim.execute("SELECT 1")
     assert worker._by_move(ended.value, db) is False
+    assert worker._by_move(ended.value, db, worker._server(db)) is False  # where it still is (pg1)
+    assert worker._by_move(ended.value, db, "pg2") is True  # placed elsewhere since: moved, the move over
     with psycopg.connect(stack.store.dbs.control_conninfo, autocommit=True) as control:
         for column in ("moving_to", "moved_from"):
             control.execute(

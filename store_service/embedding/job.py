@@ -200,13 +200,16 @@ class EmbeddingWorker:
         self.forget_db(db_name)
         return True
 
-    def _by_move(self, exc: BaseException, db_name: str) -> bool:
+    def _by_move(self, exc: BaseException, db_name: str, server: str | None = None) -> bool:
         """Whether ``exc`` is what a move of ``db_name`` makes its database answer for a while, a
-        routine of the move rather than a failure of the job."""
+        routine of the move rather than a failure of the job. ``server``: where the failed call went,
+        when known; a workspace now placed elsewhere was moved (its move may have ended since)."""
         if isinstance(exc, MOVED):
             return True
         if not isinstance(exc, ENDED):
             return False
+        if server is not None and self._server(db_name) != server:
+            return True
         try:
             return self.control.in_move(db_name)
         except psycopg.Error:  # the control plane unreachable: say it as a failure, the safe side
@@ -314,7 +317,8 @@ class EmbeddingWorker:
                 # A long pipeline only while one workspace has work: with several, one batch each in turn.
                 pipeline = PIPELINE_BATCHES if len(active) == 1 else 1
                 for db_name in active:
-                    if not self.dbs.serving(self._server(db_name)):  # its jobs wait for their server
+                    server = self._server(db_name)
+                    if not self.dbs.serving(server):  # its jobs wait for their server
                         continue
                     with self._lock:
                         wakes = self._wakes.get(db_name, 0)
@@ -324,7 +328,7 @@ class EmbeddingWorker:
                         if self._gone(db_name):  # deleted: its jobs went with its database
                             continue
                         self._placed()  # moved to another server, perhaps: look where it is now
-                        if self._by_move(exc, db_name):  # a move's routine: its jobs go with the copy
+                        if self._by_move(exc, db_name, server):  # a move's routine: its jobs go with the copy
                             if db_name not in self._waiting_for_move:  # said once per move, not per cycle
                                 self._waiting_for_move.add(db_name)
                                 log.info("embedding in a workspace being moved waits for the move: %s", exc)
