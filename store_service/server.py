@@ -523,11 +523,29 @@ def _rerouting(method):
     return handler
 
 
+def _checking_caller(method):
+    """``method`` refusing, before anything else, a caller whose member id is not a UUID: the
+    store's peers send the caller a token resolved to, so this is a peer's bug, said plainly
+    (INVALID_ARGUMENT on ``caller.member_id``) rather than met as INTERNAL deep in a query."""
+
+    def handler(self, request, context):
+        if request.HasField("caller"):
+            parse_uuid(request.caller.member_id, "caller.member_id")
+        return method(self, request, context)
+
+    handler.__name__ = handler.__qualname__ = method.__name__
+    handler.__doc__ = method.__doc__
+    return handler
+
+
 # LexicalCandidates is rerouted inside, once its caller is known (a request that carried its token
 # names its workspace only after authentication); wrapping it again would retry a missing database twice.
 for _name in s.DESCRIPTOR.services_by_name["StoreService"].methods_by_name:
     _method = getattr(StoreServicer, _name)
-    setattr(StoreServicer, _name, _naming(_method if _name == "LexicalCandidates" else _rerouting(_method)))
+    _method = _method if _name == "LexicalCandidates" else _rerouting(_method)
+    if "caller" in s.DESCRIPTOR.services_by_name["StoreService"].methods_by_name[_name].input_type.fields_by_name:
+        _method = _checking_caller(_method)
+    setattr(StoreServicer, _name, _naming(_method))
 StoreServicer._lexical_candidates = _rerouting(StoreServicer._lexical_candidates)
 
 
