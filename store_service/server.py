@@ -491,32 +491,60 @@ def _naming(method):
     return handler
 
 
+# Calls that only read, so that a session of theirs ended by the server's administrator leaves
+# nothing half done: they are made once more. A move ends every session of the source
+# (``moves._end_sessions``), and one lent to a read a moment before would fail the read although the
+# source still answers reads. A write is not made again: its session may have ended at its COMMIT.
+READS = frozenset(
+    {
+        "Read",
+        "GetMemories",
+        "ListMemories",
+        "ListExpiringMemories",
+        "_lexical_candidates",
+        "DenseCandidates",
+        "FindEntities",
+        "GetEntity",
+        "ListEntityDuplicates",
+        "SearchHistory",
+        "GetContext",
+        "ShownInSession",
+        "ListDuplicateProposals",
+        "ListConflictFlags",
+    }
+)
+
+
 def _rerouting(method):
     """``method`` forgetting the cached row of the call's workspace when it fails in the database
     (the workspace may have been moved, store_service/control/moves.py), made once more when its
-    database is not there (before anything ran in it) so the call finds where it is now, and saying
+    database is not there (before anything ran in it) or, for a read (``READS``), its session was
+    ended, so the call finds where the workspace is now, and saying
     what failed: the workspace's database, read-only while it is
     moved (WorkspaceMoving) or on a server that does not answer while the control plane's does
     (WorkspaceUnavailable), so the gateway's circuit breaker does not count one workspace's trouble
     against the whole store."""
 
+    again = (MissingDatabase, DroppedDatabase) + ((psycopg.errors.AdminShutdown,) if method.__name__ in READS else ())
+
     def handler(self, request, context):
-        try:
-            return method(self, request, context)
-        except (psycopg.Error, PoolTimeout, NotFound) as exc:
-            # No workspace named (a request that carried its token fails before it has one): the
-            # failure is the control plane's, reported as it is.
-            if "caller" not in request.DESCRIPTOR.fields_by_name or not request.caller.workspace_id:
-                raise
-            self.forget_workspace(request.caller.workspace_id)
-            if isinstance(exc, (MissingDatabase, DroppedDatabase)):  # nothing ran: where is it now?
+        for attempt in (1, 2):
+            try:
                 return method(self, request, context)
-            if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
-                raise WorkspaceMoving(MOVING_MESSAGE) from exc
-            if isinstance(exc, (psycopg.OperationalError, PoolTimeout)) and not self.dbs.health.down:
-                log.warning("workspace database unavailable: %s", exc)
-                raise WorkspaceUnavailable("the workspace's database is unavailable; retry later") from exc
-            raise
+            except (psycopg.Error, PoolTimeout, NotFound) as exc:
+                # No workspace named (a request that carried its token fails before it has one): the
+                # failure is the control plane's, reported as it is.
+                if "caller" not in request.DESCRIPTOR.fields_by_name or not request.caller.workspace_id:
+                    raise
+                self.forget_workspace(request.caller.workspace_id)
+                if attempt == 1 and isinstance(exc, again):
+                    continue
+                if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+                    raise WorkspaceMoving(MOVING_MESSAGE) from exc
+                if isinstance(exc, (psycopg.OperationalError, PoolTimeout)) and not self.dbs.health.down:
+                    log.warning("workspace database unavailable: %s", exc)
+                    raise WorkspaceUnavailable("the workspace's database is unavailable; retry later") from exc
+                raise
 
     handler.__name__ = handler.__qualname__ = method.__name__
     handler.__doc__ = method.__doc__
