@@ -339,6 +339,22 @@ class DroppedDatabase(NotFound):
     """A workspace database this process dropped (deleted, or moved away from this server)."""
 
 
+def session_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` is the loss of the connection itself, not a statement's error nor a pool's
+    wait: the server ended the session (AdminShutdown, as a move ends every session of its source
+    or a server shutting down ends all), or libpq found the connection gone, or could not make it,
+    with no error of the server's to read (an OperationalError without SQLSTATE, such as "server
+    closed the connection unexpectedly").
+    What the session had open was rolled back; whether a COMMIT in flight took effect is unknown."""
+    if isinstance(exc, psycopg.errors.AdminShutdown):
+        return True
+    return (
+        isinstance(exc, psycopg.OperationalError)
+        and not isinstance(exc, (PoolTimeout, MissingDatabase))
+        and exc.sqlstate is None
+    )
+
+
 class Pool(ConnectionPool):
     """A psycopg_pool ``ConnectionPool`` that fails fast while the server is down.
 

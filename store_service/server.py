@@ -33,7 +33,7 @@ from store_service.control import deletion, members, moves, names
 from store_service.control.directory import Directory
 from store_service.control.plane import ControlPlane, Workspace, inject_setting, settings_fields
 from store_service.curation import entity_review, review
-from store_service.database import Databases, DroppedDatabase, MissingDatabase
+from store_service.database import Databases, DroppedDatabase, MissingDatabase, session_lost
 from store_service.embedding.job import EMBED_TIMEOUT_SECONDS, EmbeddingWorker, requeue
 from store_service.history import turn_search, turns
 from store_service.intake import capture, imports
@@ -491,10 +491,10 @@ def _naming(method):
     return handler
 
 
-# Calls that only read, so that a session of theirs ended by the server's administrator leaves
-# nothing half done: they are made once more. A move ends every session of the source
-# (``moves._end_sessions``), and one lent to a read a moment before would fail the read although the
-# source still answers reads. A write is not made again: its session may have ended at its COMMIT.
+# Calls that only read, so that a lost session of theirs (``session_lost``) leaves nothing half
+# done: they are made once more. A move ends every session of the source (``moves._end_sessions``),
+# and one lent to a read a moment before would fail the read although the source still answers
+# reads. A write is not made again: its session may have ended at its COMMIT.
 READS = frozenset(
     {
         "Read",
@@ -519,13 +519,16 @@ def _rerouting(method):
     """``method`` forgetting the cached row of the call's workspace when it fails in the database
     (the workspace may have been moved, store_service/control/moves.py), made once more when its
     database is not there (before anything ran in it) or, for a read (``READS``), its session was
-    ended, so the call finds where the workspace is now, and saying
+    lost, so the call finds where the workspace is now, and saying
     what failed: the workspace's database, read-only while it is
     moved (WorkspaceMoving) or on a server that does not answer while the control plane's does
     (WorkspaceUnavailable), so the gateway's circuit breaker does not count one workspace's trouble
     against the whole store."""
 
-    again = (MissingDatabase, DroppedDatabase) + ((psycopg.errors.AdminShutdown,) if method.__name__ in READS else ())
+    read = method.__name__ in READS
+
+    def again(exc: BaseException) -> bool:
+        return isinstance(exc, (MissingDatabase, DroppedDatabase)) or (read and session_lost(exc))
 
     def handler(self, request, context):
         for attempt in (1, 2):
@@ -537,7 +540,7 @@ def _rerouting(method):
                 if "caller" not in request.DESCRIPTOR.fields_by_name or not request.caller.workspace_id:
                     raise
                 self.forget_workspace(request.caller.workspace_id)
-                if attempt == 1 and isinstance(exc, again):
+                if attempt == 1 and again(exc):
                     continue
                 if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
                     raise WorkspaceMoving(MOVING_MESSAGE) from exc

@@ -24,6 +24,7 @@ from store_service.database import (
     new_db_name,
     one_statement,
     read_snapshot,
+    session_lost,
 )
 
 
@@ -168,3 +169,30 @@ def test_the_helpers_put_back_the_connections_own_settings(pg):
         with read_snapshot(conn):
             assert _settings(conn) == ("repeatable read", "on")
         assert (conn.isolation_level, conn.read_only) == (psycopg.IsolationLevel.SERIALIZABLE, False)
+
+
+def test_a_lost_session_is_told_from_a_statements_error_and_a_pools_wait(pg):
+    """``session_lost``: what the store makes a read again for, and what the embedding job takes for
+    a move's routine while one is recorded (store_service/server.py, store_service/embedding/job.py)."""
+    caught = []
+    conn = psycopg.connect(pg, autocommit=True)
+    _terminate(pg, conn)
+    with pytest.raises(psycopg.Error) as ended:
+        conn.execute("SELECT 1")
+    caught.append((ended.value, True))
+    with pytest.raises(psycopg.Error) as after:  # the connection is closed now: libpq's own error
+        conn.execute("SELECT 1")
+    caught.append((after.value, True))
+    with psycopg.connect(pg, autocommit=True) as live:
+        for statement in ("SET statement_timeout = 10; SELECT pg_sleep(1)", "SELEC 1", "SELECT 1/0"):
+            with pytest.raises(psycopg.Error) as failed:
+                live.execute(statement)
+            caught.append((failed.value, False))
+        assert live.execute("SELECT 1").fetchone() == (1,)
+    with pytest.raises(psycopg.OperationalError) as refused:  # nothing listens there
+        psycopg.connect("host=127.0.0.1 port=1 dbname=x connect_timeout=2")
+    caught.append((refused.value, True))
+    caught.append((psycopg_pool.PoolTimeout("couldn't get a connection after 1.0 sec"), False))
+    assert [(type(e).__name__, session_lost(e)) for e, _ in caught] == [(type(e).__name__, lost) for e, lost in caught]
+    assert isinstance(caught[0][0], psycopg.errors.AdminShutdown)
+    assert [type(e).__name__ for e, _ in caught[2:5]] == ["QueryCanceled", "SyntaxError", "DivisionByZero"]

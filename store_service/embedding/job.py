@@ -39,7 +39,7 @@ from servicekit.embedding_input import compose
 from servicekit.errors import NotFound
 from servicekit.limits import EMBED_BATCH_SIZE
 from store_service.control.plane import ControlPlane
-from store_service.database import Databases, DroppedDatabase, MissingDatabase, WorkspaceHandle, named
+from store_service.database import Databases, DroppedDatabase, MissingDatabase, WorkspaceHandle, named, session_lost
 
 log = logging.getLogger(__name__)
 BACKLOG = Gauge("recallatron_embedding_backlog", "Embedding jobs waiting, over all workspaces.")
@@ -58,9 +58,6 @@ SWEEP_SECONDS = 60.0
 # What a workspace's move (store_service/control/moves.py) makes its database answer for a while:
 # read-only, then gone from the old server. Not a failure of the job; the copy keeps the jobs.
 MOVED = (psycopg.errors.ReadOnlySqlTransaction, MissingDatabase, DroppedDatabase)
-# A session the move ends (turning the source read-only, or dropping it) fails with this; so does one
-# of a server shutting down, which is why it is a move's routine only while a move is recorded.
-ENDED = psycopg.errors.AdminShutdown
 # A sweep that had to skip a database server that was down runs again this soon.
 RESWEEP_SECONDS = 5.0
 BACKLOG_SECONDS = 1.0  # the backlog gauge is recounted at most this often
@@ -206,7 +203,7 @@ class EmbeddingWorker:
         when known; a workspace now placed elsewhere was moved (its move may have ended since)."""
         if isinstance(exc, MOVED):
             return True
-        if not isinstance(exc, ENDED):
+        if not session_lost(exc):  # a move ends the source's sessions; so does a server shutting down
             return False
         if server is not None and self._server(db_name) != server:
             return True
@@ -258,10 +255,13 @@ class EmbeddingWorker:
         for db in sorted(active):
             if not self.dbs.serving(self._server(db)):  # counted again once its server answers
                 continue
+            server = self._server(db)
             try:
-                each.append(queued(self.dbs, db, self._server(db)))
-            except (NotFound, psycopg.OperationalError):
-                if not self._gone(db):  # a deleted workspace has no backlog; any other trouble is real
+                each.append(queued(self.dbs, db, server))
+            except (NotFound, psycopg.OperationalError) as exc:
+                # A deleted workspace has no backlog; one being moved is counted again in a moment
+                # (BACKLOG_SECONDS); any other trouble is real.
+                if not (self._gone(db) or self._by_move(exc, db, server)):
                     raise
         return sum(jobs for jobs, _ in each), max((age for _, age in each), default=0.0)
 
@@ -324,6 +324,7 @@ class EmbeddingWorker:
                         wakes = self._wakes.get(db_name, 0)
                     try:
                         n = self.run_once(db_name, max_batches=pipeline)
+                        drained = n < self.batch_size and not has_jobs(self.dbs, db_name, server)
                     except (psycopg.Error, NotFound) as exc:  # one workspace's trouble must not stall the others
                         if self._gone(db_name):  # deleted: its jobs went with its database
                             continue
@@ -338,7 +339,7 @@ class EmbeddingWorker:
                         continue
                     done += n
                     self._waiting_for_move.discard(db_name)
-                    if n < self.batch_size and not has_jobs(self.dbs, db_name, self._server(db_name)):
+                    if drained:
                         with self._lock:
                             if self._wakes.get(db_name, 0) == wakes:  # else a write came meanwhile
                                 self._active.discard(db_name)
