@@ -14,7 +14,7 @@ from recallatron.memory.v1 import memory_pb2 as m
 from recallatron.store.v1 import store_pb2 as s
 from recallatron.store.v1 import store_pb2_grpc
 
-from servicekit import clients
+from servicekit import clients, deadlines
 from servicekit.breaker import CircuitBreaker
 from servicekit.caller import PURPOSE_NAMES, narrow
 from servicekit.errors import (
@@ -88,6 +88,14 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
                 with self._ws_lock:
                     self._workspaces[key] = ws
         return ws
+
+    def _in_move(self, caller: m.Caller) -> bool:
+        """Whether a move of the caller's workspace is running (``ControlPlane.in_move``); False when
+        that cannot be known (the control plane failing too)."""
+        try:
+            return self.control.in_move(self.control.workspace(caller.workspace_id).db_name)
+        except (psycopg.Error, PoolTimeout, NotFound):
+            return False
 
     def _conn(self, caller: m.Caller):
         """A pooled connection to the caller's workspace database."""
@@ -491,10 +499,11 @@ def _naming(method):
     return handler
 
 
-# Calls that only read, so that a lost session of theirs (``session_lost``) leaves nothing half
-# done: they are made once more. A move ends every session of the source (``moves._end_sessions``),
-# and one lent to a read a moment before would fail the read although the source still answers
-# reads. A write is not made again: its session may have ended at its COMMIT.
+# Calls that only read, so that a session of theirs lost (``session_lost``) while their workspace
+# is being moved leaves nothing half done: they are made once more. A move ends every session of the
+# source (``moves._end_sessions``), and one lent to a read a moment before would fail the read
+# although the source still answers reads. A write is not made again: its session may have ended at
+# its COMMIT. Outside a move a lost session is a server's trouble, said at once (no wait on a pool).
 READS = frozenset(
     {
         "Read",
@@ -519,7 +528,7 @@ def _rerouting(method):
     """``method`` forgetting the cached row of the call's workspace when it fails in the database
     (the workspace may have been moved, store_service/control/moves.py), made once more when its
     database is not there (before anything ran in it) or, for a read (``READS``), its session was
-    lost, so the call finds where the workspace is now, and saying
+    lost during a move of its workspace, so the call finds where the workspace is now, and saying
     what failed: the workspace's database, read-only while it is
     moved (WorkspaceMoving) or on a server that does not answer while the control plane's does
     (WorkspaceUnavailable), so the gateway's circuit breaker does not count one workspace's trouble
@@ -527,8 +536,11 @@ def _rerouting(method):
 
     read = method.__name__ in READS
 
-    def again(exc: BaseException) -> bool:
-        return isinstance(exc, (MissingDatabase, DroppedDatabase)) or (read and session_lost(exc))
+    def again(self, request, exc: BaseException) -> bool:
+        if isinstance(exc, (MissingDatabase, DroppedDatabase)):
+            return True
+        left = deadlines.remaining()
+        return read and session_lost(exc) and (left is None or left > 0) and self._in_move(request.caller)
 
     def handler(self, request, context):
         for attempt in (1, 2):
@@ -540,7 +552,7 @@ def _rerouting(method):
                 if "caller" not in request.DESCRIPTOR.fields_by_name or not request.caller.workspace_id:
                     raise
                 self.forget_workspace(request.caller.workspace_id)
-                if attempt == 1 and again(exc):
+                if attempt == 1 and again(self, request, exc):
                     continue
                 if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
                     raise WorkspaceMoving(MOVING_MESSAGE) from exc
@@ -555,13 +567,16 @@ def _rerouting(method):
 
 
 def _checking_caller(method):
-    """``method`` refusing, before anything else, a caller whose member id is not a UUID: the
-    store's peers send the caller a token resolved to, so this is a peer's bug, said plainly
-    (INVALID_ARGUMENT on ``caller.member_id``) rather than met as INTERNAL deep in a query."""
+    """``method`` refusing, before anything else, a caller whose member id is not a UUID, and taking
+    one in its canonical spelling: the store's peers send the caller a token resolved to, so this is
+    a peer's bug, said plainly (INVALID_ARGUMENT on ``caller.member_id``) rather than met deep in a
+    query as INTERNAL or as a mismatch of spellings."""
 
     def handler(self, request, context):
-        if request.HasField("caller"):
-            parse_uuid(request.caller.member_id, "caller.member_id")
+        # A call that carries a token is checked by the token first (it refuses a caller beside one).
+        if request.HasField("caller") and not getattr(request, "token", ""):
+            # In the one spelling the queries compare as text (pins' lock keys, page tokens, merges).
+            request.caller.member_id = str(parse_uuid(request.caller.member_id, "caller.member_id"))
         return method(self, request, context)
 
     handler.__name__ = handler.__qualname__ = method.__name__

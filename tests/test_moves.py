@@ -12,6 +12,7 @@ import re
 import stat
 import threading
 import time
+import uuid
 from collections import Counter
 
 import grpc
@@ -32,7 +33,7 @@ from servicekit import clients
 from servicekit.errors import MOVING, FailedPrecondition, error_info, retry_info
 from store_service.control import moves
 from store_service.control.moves import pg_bin
-from store_service.control.plane import WHOLE_CLASS
+from store_service.control.plane import WHOLE_CLASS, whole_workspace
 from store_service.database import Databases
 from store_service.embedding.job import RESWEEP_SECONDS
 from store_service.search import lexical_index
@@ -168,8 +169,10 @@ def test_a_move_under_writes_loses_nothing_and_drops_the_old_database(servers, c
 @pytest.mark.cluster
 def test_a_session_ended_by_a_move_is_its_routine_and_one_ended_otherwise_a_failure(servers):
     """A move ends the source's sessions (read-only, then dropped), and the embedding job meets
-    that as AdminShutdown. That is a move's routine only while a move is recorded: a server shutting
-    down ends sessions the same way, and that must still be logged and counted as a failure."""
+    that as a lost session. That is a move's routine only while a move runs (recorded, its lock
+    held) or once the workspace is placed elsewhere: a server shutting down ends sessions the same
+    way, and that must still be logged and counted as a failure, also while a stopped move's record
+    stays (``moving_to`` kept for the next move there, ``moved_from`` for a copy not dropped)."""
     stack, _, _ = servers
     ws, _ = seeded(stack, "sessions ended", 3)
     db = f"recallatron_ws_{ws.replace('-', '')}"
@@ -179,19 +182,26 @@ def test_a_session_ended_by_a_move_is_its_routine_and_one_ended_otherwise_a_fail
         assert killer.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0]
         with pytest.raises(psycopg.errors.AdminShutdown) as ended:
             victim.execute("SELECT 1")
+    lost = psycopg.OperationalError("server closed the connection")  # libpq's own, no server message
     assert worker._by_move(ended.value, db) is False
     assert worker._by_move(ended.value, db, worker._server(db)) is False  # where it still is (pg1)
     assert worker._by_move(ended.value, db, "pg2") is True  # placed elsewhere since: moved, the move over
-    with psycopg.connect(stack.store.dbs.control_conninfo, autocommit=True) as control:
+    control_info = stack.store.dbs.control_conninfo
+    with psycopg.connect(control_info, autocommit=True) as control, psycopg.connect(control_info) as mover:
+        mover.autocommit = True
+        with whole_workspace(mover, uuid.UUID(ws), "test"):  # the lock alone: a deletion's, say
+            assert worker._by_move(ended.value, db) is False
         for column in ("moving_to", "moved_from"):
             control.execute(
                 sql.SQL("UPDATE workspace SET {} = 'pg2' WHERE id = %s").format(sql.Identifier(column)), (ws,)
             )
             try:
-                assert worker._by_move(ended.value, db) is True, column
-                # libpq's own word for a session gone without the server's message
-                assert worker._by_move(psycopg.OperationalError("server closed the connection"), db) is True
-                assert worker._by_move(psycopg.errors.QueryCanceled(), db) is False  # only the ended session
+                assert worker._by_move(ended.value, db) is False, column  # a stopped move's record
+                assert worker._by_move(lost, db) is False, column
+                with whole_workspace(mover, uuid.UUID(ws), "test"):  # a move running
+                    assert worker._by_move(ended.value, db) is True, column
+                    assert worker._by_move(lost, db) is True, column
+                    assert worker._by_move(psycopg.errors.QueryCanceled(), db) is False  # only a lost session
             finally:
                 control.execute(
                     sql.SQL("UPDATE workspace SET {} = NULL WHERE id = %s").format(sql.Identifier(column)), (ws,)

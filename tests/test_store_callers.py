@@ -53,3 +53,26 @@ def test_a_well_formed_caller_still_reads(store_and_caller):
         s.LexicalCandidatesRequest(caller=caller, query="boiler serviced", limit=5, purpose=m.PURPOSE_CONVERSATION)
     )
     assert len(found.candidates) == 1
+
+
+@pytest.mark.parametrize(
+    "spelling", [str.upper, lambda i: "{" + i + "}", lambda i: i.replace("-", ""), lambda i: "urn:uuid:" + i]
+)
+def test_a_member_id_in_another_spelling_is_taken_as_its_canonical_one(store_and_caller, spelling):
+    store, caller = store_and_caller
+    other = s.LexicalCandidatesRequest(caller=caller, query="boiler serviced", limit=5, purpose=m.PURPOSE_CONVERSATION)
+    other.caller.member_id = spelling(caller.member_id)
+    assert other.caller.member_id != caller.member_id
+    assert len(store.LexicalCandidates(other).candidates) == 1
+
+
+def test_a_token_is_checked_before_the_caller_beside_it(store_and_caller):
+    store, caller = store_and_caller
+    for beside in (m.Caller(), m.Caller(workspace_id=caller.workspace_id, member_id="not-a-uuid")):
+        with pytest.raises(grpc.RpcError) as refused:
+            store.LexicalCandidates(
+                s.LexicalCandidatesRequest(
+                    token="rct_not-a-real-token", caller=beside, query="boiler", purpose=m.PURPOSE_CONVERSATION
+                )
+            )
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED, refused.value.details()

@@ -523,12 +523,17 @@ class ControlPlane:
         }
 
     def in_move(self, db_name: str) -> bool:
-        """Whether a move of the workspace whose database is ``db_name`` is under way or not yet
-        finished (``moving_to`` or ``moved_from`` recorded): its source's sessions are then ended
-        on purpose (store_service/control/moves.py)."""
+        """Whether a move of the workspace whose database is ``db_name`` is running now: recorded
+        (``moving_to`` or ``moved_from``) and its move-or-deletion lock held (a recovery undoing it
+        counts). It then ends the source's sessions on purpose (store_service/control/moves.py). A
+        record a stopped move left, with no lock held, is not a move running."""
         with self.dbs.control.connection() as conn:
             row = conn.execute(
-                "SELECT moving_to IS NOT NULL OR moved_from IS NOT NULL FROM workspace WHERE db_name = %s",
+                f"""SELECT EXISTS (SELECT 1 FROM pg_locks l
+                                    WHERE {whole_lock_held("w.id::text")}
+                                      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+                      FROM workspace w
+                     WHERE w.db_name = %s AND (w.moving_to IS NOT NULL OR w.moved_from IS NOT NULL)""",
                 (db_name,),
             ).fetchone()
         return bool(row and row[0])
