@@ -91,7 +91,9 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
 
     def _in_move(self, caller: m.Caller) -> bool:
         """Whether a move of the caller's workspace is running (``ControlPlane.in_move``); False when
-        that cannot be known (the control plane failing too)."""
+        that cannot be known (the control plane failing too, or known down: no wait on its pool)."""
+        if self.dbs.health.down:
+            return False
         try:
             return self.control.in_move(self.control.workspace(caller.workspace_id).db_name)
         except (psycopg.Error, PoolTimeout, NotFound):
