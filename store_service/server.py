@@ -95,7 +95,7 @@ class StoreServicer(store_pb2_grpc.StoreServiceServicer):
         if self.dbs.health.down:
             return False
         try:
-            return self.control.in_move(self.control.workspace(caller.workspace_id).db_name)
+            return self.control.in_move(self._workspace(caller).db_name, timeout=MOVE_CHECK_WAIT_SECONDS)
         except (psycopg.Error, PoolTimeout, NotFound):
             return False
 
@@ -526,6 +526,12 @@ READS = frozenset(
 )
 
 
+# How long a read whose session was lost waits for a control-plane connection to ask whether a move
+# runs: the answer only decides a second attempt, and a control plane that cannot lend one soon is
+# trouble of its own.
+MOVE_CHECK_WAIT_SECONDS = 0.5
+
+
 def _rerouting(method):
     """``method`` forgetting the cached row of the call's workspace when it fails in the database
     (the workspace may have been moved, store_service/control/moves.py), made once more when its
@@ -553,8 +559,9 @@ def _rerouting(method):
                 # failure is the control plane's, reported as it is.
                 if "caller" not in request.DESCRIPTOR.fields_by_name or not request.caller.workspace_id:
                     raise
+                retry = attempt == 1 and again(self, request, exc)  # asked of the cached row, no lookup
                 self.forget_workspace(request.caller.workspace_id)
-                if attempt == 1 and again(self, request, exc):
+                if retry:
                     continue
                 if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
                     raise WorkspaceMoving(MOVING_MESSAGE) from exc

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import types
 import uuid
 
 import grpc
@@ -155,3 +156,15 @@ def test_a_write_whose_session_a_move_ends_is_not_made_again(stack, ending):
     with stack.db(end.ws) as conn:
         assert conn.execute("SELECT count(*) FROM memory WHERE body LIKE 'The gate code%'").fetchone()[0] == 1
     assert alice.read(kept.id).body == "The gate code changes on Monday."
+
+
+def test_a_read_whose_deadline_has_passed_is_not_made_again(stack, ending, monkeypatch):
+    end, alice = ending
+    # The store's view of the call's deadline only (the gateway shares this process): already past.
+    monkeypatch.setattr(server, "deadlines", types.SimpleNamespace(remaining=lambda: -0.5))
+    with moving(stack, end.ws):
+        end.arm(2)
+        with pytest.raises(grpc.RpcError) as failed:
+            alice.recall("harbour cranes", mode=LEX)
+    assert end.ended == 1 and end.count == 1  # one session ended, no second attempt to end
+    assert failed.value.code() == grpc.StatusCode.UNAVAILABLE

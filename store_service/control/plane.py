@@ -522,12 +522,13 @@ class ControlPlane:
             for r in rows
         }
 
-    def in_move(self, db_name: str) -> bool:
+    def in_move(self, db_name: str, timeout: float | None = None) -> bool:
         """Whether a move of the workspace whose database is ``db_name`` is running now: recorded
         (``moving_to`` or ``moved_from``) and its move-or-deletion lock held (a recovery undoing it
         counts). It then ends the source's sessions on purpose (store_service/control/moves.py). A
-        record a stopped move left, with no lock held, is not a move running."""
-        with self.dbs.control.connection() as conn:
+        record a stopped move left, with no lock held, is not a move running. ``timeout``: the wait
+        for a connection (the pool's own by default)."""
+        with self.dbs.control.connection(timeout=timeout) as conn:
             row = conn.execute(
                 f"""SELECT EXISTS (SELECT 1 FROM pg_locks l
                                     WHERE {whole_lock_held("w.id::text")}
