@@ -105,11 +105,19 @@ _UUID_SPELLING = re.compile(
 )
 
 
+def spelled_uuid(value: str) -> uuid.UUID | None:
+    """The UUID ``value`` spells as ``_UUID_SPELLING`` allows (braces balanced), else None."""
+    if isinstance(value, str) and _UUID_SPELLING.fullmatch(value) and value.startswith("{") == value.endswith("}"):
+        return uuid.UUID(value)
+    return None
+
+
 def parse_uuid(value: str, field: str = "id", *, missing_is_not_found: bool = False) -> uuid.UUID:
     """Parses a UUID spelled as ``_UUID_SPELLING`` allows; anything else is INVALID_ARGUMENT (or
     NOT_FOUND where asked)."""
-    if isinstance(value, str) and _UUID_SPELLING.fullmatch(value) and value.startswith("{") == value.endswith("}"):
-        return uuid.UUID(value)
+    parsed = spelled_uuid(value)
+    if parsed is not None:
+        return parsed
     if missing_is_not_found:
         raise NotFound(f"{field} not found") from None
     raise InvalidArgument(f"{field} must be a UUID", field=field) from None

@@ -419,6 +419,22 @@ def test_names_print_as_themselves_and_ids_parse_one_way(stack):
     assert code_of(stack.admin.GetWorkspace, missing, metadata=op) == NOT_FOUND
 
 
+def test_a_reference_python_would_read_as_another_id_is_a_name(stack):
+    """Python's uuid.UUID reads "+" and 31 hex digits, an "_" among them, or full-width digits, as a
+    UUID (some as another id than they show); a reference spelled so is a name, looked up as one."""
+    op = stack.op()
+    for name in ("+" + "0" * 31, "1234_678" + "9" * 24, "\uff11" * 32):
+        ws = stack.admin.CreateWorkspace(g.CreateWorkspaceRequest(name=name), metadata=op).workspace_id
+        assert stack.admin.GetWorkspace(g.GetWorkspaceRequest(workspace_id=name), metadata=op).workspace.id == ws
+        member = stack.admin.AddMember(g.AddMemberRequest(workspace_id=ws, display_name=name), metadata=op)
+        req = g.RenameMemberRequest(workspace_id=name, member_id=name, display_name="Zoe")
+        renamed = stack.admin.RenameMember(req, metadata=op).member
+        assert (renamed.id, renamed.display_name) == (member.member_id, "Zoe")
+    for still_an_id in (str(uuid.uuid4()).upper(), "{" + str(uuid.uuid4()) + "}", uuid.uuid4().hex):
+        refused = g.CreateWorkspaceRequest(name=still_an_id)
+        assert code_of(stack.admin.CreateWorkspace, refused, metadata=op) == INVALID, still_an_id
+
+
 def test_deleting_a_workspace_with_work_queued_leaves_the_embedding_worker_whole(stack):
     """Found by a review: a deleted workspace with queued jobs stayed in the worker's view, and
     every cycle failed on it, so other workspaces' memories were never embedded."""

@@ -14,6 +14,7 @@ import psycopg
 from recallatron.memory.v1 import memory_pb2 as m
 
 from servicekit import relevance_gate, vocabulary
+from servicekit.checks import spelled_uuid
 from servicekit.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -118,13 +119,14 @@ class Removal:
 
 
 def as_uuid(text: str) -> uuid.UUID | None:
-    """The UUID ``text`` spells in any form Python's parser takes (hyphens or not, braces,
-    ``urn:uuid:``), else None. A name must not be one, or it could pass for an id; a reference that
-    is one is looked up as that id (the parsed value, never the text, goes to SQL)."""
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        return None
+    """The UUID ``text`` spells (``servicekit.checks.spelled_uuid``: either case, hyphens or not,
+    braces), also after ``urn:uuid:``, else None. A name must not be one, or it could pass for an
+    id; a reference that is one is looked up as that id (the parsed value, never the text, goes to
+    SQL). Python's own parser would take more, and some of it as another id ("+", "_", spaces or
+    other scripts' digits among the hex)."""
+    if text[:9].lower() == "urn:uuid:":
+        text = text[9:]
+    return spelled_uuid(text)
 
 
 def looks_like_uuid(text: str) -> bool:
