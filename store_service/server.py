@@ -595,10 +595,10 @@ def _checking_caller(method):
 
 # LexicalCandidates is rerouted inside, once its caller is known (a request that carried its token
 # names its workspace only after authentication); wrapping it again would retry a missing database twice.
-for _name in s.DESCRIPTOR.services_by_name["StoreService"].methods_by_name:
+for _name, _rpc in s.DESCRIPTOR.services_by_name["StoreService"].methods_by_name.items():
     _method = getattr(StoreServicer, _name)
     _method = _method if _name == "LexicalCandidates" else _rerouting(_method)
-    if "caller" in s.DESCRIPTOR.services_by_name["StoreService"].methods_by_name[_name].input_type.fields_by_name:
+    if "caller" in _rpc.input_type.fields_by_name:
         _method = _checking_caller(_method)
     setattr(StoreServicer, _name, _naming(_method))
 StoreServicer._lexical_candidates = _rerouting(StoreServicer._lexical_candidates)

@@ -27,7 +27,7 @@ from store_service.control.plane import (
     name_free,
     settings_fields,
     token_digest,
-    whole_lock_held,
+    whole_lock_running,
     workspace_of,
     workspace_ref,
 )
@@ -45,10 +45,7 @@ _SUMMARY = f"""SELECT {WORKSPACE_COLUMNS}, w.name, w.created_at, w.moving_to, w.
                      (SELECT count(*) FROM member mb WHERE mb.workspace_id = w.id AND mb.removed_at IS NOT NULL)
                          AS removed,
                      (SELECT r.old_name FROM workspace_renamed r WHERE r.workspace_id = w.id) AS renamed_from,
-                     EXISTS (SELECT 1 FROM pg_locks l
-                              WHERE {whole_lock_held("w.id::text")}
-                                AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
-                         AS move_running
+                     {whole_lock_running("w.id::text")} AS move_running
                 FROM workspace w"""
 
 _MEMBER = """SELECT mb.id, mb.display_name, mb.role, mb.created_at, mb.removed_at,

@@ -247,6 +247,16 @@ def whole_lock_held(workspace_id: str) -> str:
     )
 
 
+def whole_lock_running(workspace_id: str) -> str:
+    """An SQL expression: whether any session holds the move-or-deletion lock of the workspace whose
+    id the SQL expression ``workspace_id`` gives, on the control plane's database (advisory locks
+    are per database, and pg_locks lists every database's)."""
+    return (
+        f"EXISTS (SELECT 1 FROM pg_locks l WHERE {whole_lock_held(workspace_id)}"
+        " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))"
+    )
+
+
 def holds_whole(conn: psycopg.Connection, ws: uuid.UUID) -> bool:
     """Whether ``conn``'s session (alive) still holds the workspace's move-or-deletion lock."""
     held = whole_lock_held("%s")
@@ -532,10 +542,7 @@ class ControlPlane:
         for a connection (the pool's own by default)."""
         with self.dbs.control.connection(timeout=timeout) as conn:
             row = conn.execute(
-                f"""SELECT EXISTS (SELECT 1 FROM pg_locks l
-                                    WHERE {whole_lock_held("w.id::text")}
-                                      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))
-                      FROM workspace w
+                f"""SELECT {whole_lock_running("w.id::text")} FROM workspace w
                      WHERE w.db_name = %s AND (w.moving_to IS NOT NULL OR w.moved_from IS NOT NULL)""",
                 (db_name,),
             ).fetchone()

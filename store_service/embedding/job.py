@@ -253,9 +253,9 @@ class EmbeddingWorker:
             active = {ws.db_name for ws in self._placed()}
         each = []
         for db in sorted(active):
-            if not self.dbs.serving(self._server(db)):  # counted again once its server answers
-                continue
             server = self._server(db)
+            if not self.dbs.serving(server):  # counted again once its server answers
+                continue
             try:
                 each.append(queued(self.dbs, db, server))
             except (NotFound, psycopg.OperationalError) as exc:
